@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: MIT
+# A thin wrapper over Meson. The two commands of the README:
+#   make run    install what is missing, build, run the main job
+#   make check  install what is missing, build, run every test
+# Both are idempotent and work as root or, through sudo, as a normal user.
+
+BUILD       ?= build
+BUILD_CLANG ?= build-clang
+BUILD_ASAN  ?= build-asan
+BUILD_FUZZ  ?= build-fuzz
+FUZZ_SECONDS ?= 60
+PYTEST      := /usr/bin/python3 -m pytest
+LAZARET     := $(BUILD)/src/lazaret/lazaret
+RUNDIR      := $(BUILD)/run
+
+# Sanitizer findings fail the test that triggered them.
+export ASAN_OPTIONS  := detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS := halt_on_error=1:abort_on_error=1:print_stacktrace=1
+
+.PHONY: all deps deps-test build build-clang build-asan check unit asan integration run fuzz clean
+
+all: build
+
+deps:
+	scripts/setup.sh
+
+deps-test:
+	scripts/setup.sh --test-user
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD)
+
+$(BUILD_CLANG)/build.ninja:
+	CC=clang meson setup $(BUILD_CLANG)
+
+$(BUILD_ASAN)/build.ninja:
+	CC=clang meson setup $(BUILD_ASAN) -Db_sanitize=address,undefined -Db_lundef=false \
+		-Dc_args=-fno-sanitize-recover=all -Dbuildtype=debug
+
+$(BUILD_FUZZ)/build.ninja:
+	CC=clang meson setup $(BUILD_FUZZ) -Dfuzz=true -Dtests=false -Dbuildtype=debug -Db_lundef=false
+
+build: $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+build-clang: $(BUILD_CLANG)/build.ninja
+	ninja -C $(BUILD_CLANG)
+
+build-asan: $(BUILD_ASAN)/build.ninja
+	ninja -C $(BUILD_ASAN)
+
+# Unit tests, the toml-test corpus and the fuzz corpus replay, with gcc.
+unit: build
+	meson test -C $(BUILD) --print-errorlogs
+
+# The same under ASan+UBSan with clang.
+asan: build-asan
+	meson test -C $(BUILD_ASAN) --print-errorlogs
+
+integration: build
+	LAZARET_BUILD=$(abspath $(BUILD)) $(PYTEST) -q tests/integration
+
+check: deps-test
+	$(MAKE) build build-clang
+	$(MAKE) unit asan integration
+
+run: deps build
+	@echo "== lazaret doctor"
+	$(LAZARET) doctor
+	@echo "== a starter configuration (lazaret init), validated and shown"
+	rm -rf $(RUNDIR) && mkdir -p $(RUNDIR)/config $(RUNDIR)/workspace
+	XDG_CONFIG_HOME=$(abspath $(RUNDIR)/config) $(LAZARET) init
+	XDG_CONFIG_HOME=$(abspath $(RUNDIR)/config) $(LAZARET) --workspace $(RUNDIR)/workspace config check
+	XDG_CONFIG_HOME=$(abspath $(RUNDIR)/config) $(LAZARET) --workspace $(RUNDIR)/workspace config show
+
+fuzz: $(BUILD_FUZZ)/build.ninja
+	ninja -C $(BUILD_FUZZ)
+	set -e; for f in fuzz/corpus/*/; do \
+		name=$$(basename $$f); work=$(BUILD_FUZZ)/corpus-$$name; mkdir -p $$work; \
+		echo "== $$name for $(FUZZ_SECONDS)s"; \
+		$(BUILD_FUZZ)/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $$work $$f; \
+	done
+
+clean:
+	rm -rf $(BUILD) $(BUILD_CLANG) $(BUILD_ASAN) $(BUILD_FUZZ)

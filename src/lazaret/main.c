@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lazaret-build.h"
+#include "log.h"
+#include "string-util.h"
+#include "verbs.h"
+
+static const Verb verbs[] = {
+        { "config", verb_config, "check or show the merged configuration" },
+        { "doctor", verb_doctor, "check this host's prerequisites for a sandbox launch" },
+        { "init", verb_init, "write a commented starter configuration" },
+};
+
+static void help(void) {
+        printf("Usage: lazaret [--config FILE] [--workspace DIR] VERB [ARGS...]\n\n"
+               "Run AI coding agents in a gVisor sandbox without handing them the machine.\n\n"
+               "Verbs:\n");
+        for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+                printf("  %-8s %s\n", verbs[i].name, verbs[i].summary);
+        printf("\nGlobal options (accepted anywhere before \"--\"):\n"
+               "  --config FILE     highest-precedence configuration file\n"
+               "  --workspace DIR   the project directory (default: the current directory)\n"
+               "  -h, --help        show this help\n"
+               "      --version     show the version\n\n"
+               "See lazaret(1) and lazaret.toml(5).\n");
+}
+
+/* Take a global option out of argv. Returns 1 if argv[*i] was one (and
+ * advances *i past its value), 0 if not, -1 on a missing value. */
+static int take_global(int argc, char **argv, int *i, const char *name, const char **ret) {
+        const char *a = argv[*i], *rest = startswith(a, name);
+        if (!rest)
+                return 0;
+        if (*rest == '=') {
+                *ret = rest + 1;
+                return 1;
+        }
+        if (*rest != '\0')
+                return 0;
+        if (*i + 1 >= argc || streq(argv[*i + 1], "--")) {
+                log_error("option %s needs a value", name);
+                return -1;
+        }
+        *ret = argv[++*i];
+        return 1;
+}
+
+int main(int argc, char **argv) {
+        Globals g = {};
+        char **rest = calloc((size_t) argc + 1, sizeof(char *));
+        int n = 0;
+        bool dashdash = false;
+
+        log_set_program("lazaret");
+        if (!rest) {
+                log_error("out of memory");
+                return EXIT_LAZARET;
+        }
+
+        /* Global options are pulled out wherever they appear before "--", so
+         * "lazaret config check --config x.toml" and "lazaret --config x.toml
+         * config check" mean the same. Everything else keeps its order. */
+        for (int i = 1; i < argc; i++) {
+                int r = 0;
+                if (!dashdash) {
+                        if (streq(argv[i], "--"))
+                                dashdash = true;
+                        else if ((r = take_global(argc, argv, &i, "--config", &g.config_path)) == 0)
+                                r = take_global(argc, argv, &i, "--workspace", &g.workspace);
+                }
+                if (r < 0) {
+                        free(rest);
+                        return EXIT_USAGE;
+                }
+                if (r == 0)
+                        rest[n++] = argv[i];
+        }
+
+        int ret;
+        if (n == 0) {
+                help();
+                ret = EXIT_USAGE;
+        } else if (streq(rest[0], "-h") || streq(rest[0], "--help") || streq(rest[0], "help")) {
+                help();
+                ret = 0;
+        } else if (streq(rest[0], "--version")) {
+                printf("lazaret %s\n", LAZARET_VERSION);
+                ret = 0;
+        } else {
+                const Verb *v = NULL;
+                for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+                        if (streq(verbs[i].name, rest[0]))
+                                v = &verbs[i];
+                if (!v) {
+                        log_error("unknown verb '%s'; run 'lazaret --help' for the list", rest[0]);
+                        ret = EXIT_USAGE;
+                } else
+                        ret = v->run(n, rest, &g);
+        }
+        free(rest);
+        return ret;
+}

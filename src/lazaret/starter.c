@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "path-util.h"
+#include "starter.h"
+#include "strbuf.h"
+
+static const char starter_head[] =
+        "# Lazaret configuration; see lazaret.toml(5). Written by 'lazaret init'.\n"
+        "#\n"
+        "# Files are read in this order, later ones winning: this file,\n"
+        "# <workspace>/lazaret.toml, then the file given with --config. Tables merge\n"
+        "# key by key; any other value (arrays too) replaces the earlier one whole.\n"
+        "# 'lazaret config show' prints the result and where each value came from.\n"
+        "\n"
+        "[storage]\n"
+        "# Where profiles ({profile_dir} = data_root/NAME) and per-workspace domains\n"
+        "# ({domain_dir} = data_root/domains/HASH) keep their state.\n"
+        "data_root = \"~/.local/share/lazaret\"\n"
+        "\n"
+        "[network]\n"
+        "# Destinations every sandbox may reach (CIDR prefixes, IPv4 and IPv6).\n"
+        "default_allow = [\"0.0.0.0/0\", \"::/0\"]\n"
+        "# Destinations no sandbox may reach: private, shared, loopback, link-local\n"
+        "# and cloud metadata ranges of both families.\n"
+        "default_deny = [\n"
+        "  \"0.0.0.0/8\", \"10.0.0.0/8\", \"100.64.0.0/10\", \"127.0.0.0/8\",\n"
+        "  \"169.254.0.0/16\", \"172.16.0.0/12\", \"192.168.0.0/16\",\n"
+        "  \"::1/128\", \"fc00::/7\", \"fe80::/10\", \"fd00:ec2::254/128\",\n"
+        "]\n"
+        "\n"
+        "[escalation]\n"
+        "# The one door back to the host: the agent asks, you approve in a prompt.\n"
+        "enabled = true\n";
+
+static const char starter_tail[] =
+        "# Commands that run without a prompt when a request starts with exactly\n"
+        "# these words. Never git, shells or anything that runs other programs.\n"
+        "# auto_approve = [\"make -n\"]\n"
+        "\n"
+        "# One table per agent. Names: 2-32 characters of a-z, 0-9, '_' and '-'.\n"
+        "[profiles.shell]\n"
+        "# Fully qualified image; pin a digest (IMAGE@sha256:...) to avoid drift.\n"
+        "image = \"docker.io/library/debian:bookworm-slim\"\n"
+        "# Directories kept across restarts, per profile and workspace:\n"
+        "# persistent_dirs = [\"/usr\", \"/var\", \"/etc\", \"/root\"]\n"
+        "# Extra destinations for this profile only:\n"
+        "# allow_egress = [\"198.51.100.0/24\"]\n"
+        "# Only variables named here enter the sandbox; \"env:VAR\" copies the host's:\n"
+        "# env = { EDITOR = \"vi\", GITHUB_TOKEN = \"env:GITHUB_TOKEN\" }\n"
+        "# Host paths may use ~, {profile_dir}, {domain_dir}, {workspace_dir}, ...:\n"
+        "# volumes = [{ host = \"{profile_dir}/home\", container = \"/root\", mode = \"z\" }]\n";
+
+int starter_config(char **ret) {
+        StrBuf b = STRBUF_INIT;
+        const char *rt = getenv("XDG_RUNTIME_DIR");
+
+        strbuf_puts(&b, starter_head);
+        strbuf_puts(&b, "# A private directory (created 0700) for the escalation sockets.\n");
+        if (rt && path_is_absolute(rt) && !strpbrk(rt, "\"\\{}"))
+                strbuf_printf(&b, "socket_dir = \"%s/lazaret\"\n", rt);
+        else
+                strbuf_printf(&b, "socket_dir = \"/tmp/lazaret-%u\"\n", (unsigned) getuid());
+        strbuf_puts(&b, starter_tail);
+        char *s = strbuf_steal(&b);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}

@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/* lazaret config check | show */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "strbuf.h"
+#include "string-util.h"
+#include "toml-write.h"
+#include "verbs.h"
+
+#define MERGE_RULE                                                                                                     \
+        "tables merge key by key; any other value (arrays too) from a later file replaces the earlier one whole"
+
+/* Load; print diagnostics; map failures to exit statuses. Returns 0 with
+ * *ret set, or an exit status. */
+static int load(const Globals *g, Config **ret) {
+        ConfigDiags d = {};
+        ConfigLoadOptions o = { .explicit_path = g->config_path, .workspace = g->workspace };
+        int r = config_load(&o, ret, &d);
+        config_diags_print(&d, stderr);
+        config_diags_done(&d);
+        if (r == -ENOMEM) {
+                log_error("out of memory");
+                return EXIT_LAZARET;
+        }
+        if (r == -ENOTDIR)
+                return EXIT_USAGE; /* the workspace could not be resolved */
+        if (r < 0)
+                return EXIT_CONFIG;
+        return 0;
+}
+
+static int config_check(int argc, char **argv, const Globals *g) {
+        static const struct option opts[] = {
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        printf("Usage: lazaret config check [--config FILE] [--workspace DIR]\n\n"
+                               "Validate the merged configuration. Exit 0 when valid, 65 when not, with one\n"
+                               "error per line as FILE:LINE:COL: message.\n");
+                        return 0;
+                default:
+                        return EXIT_USAGE;
+                }
+        if (optind < argc) {
+                log_error("config check takes no arguments (got '%s')", argv[optind]);
+                return EXIT_USAGE;
+        }
+
+        _cleanup_(config_freep) Config *cfg = NULL;
+        int r = load(g, &cfg);
+        if (r != 0)
+                return r;
+
+        /* Host variables named by env:VAR are read at launch; check now that
+         * a launch would find them. */
+        ConfigDiags d = {};
+        bool bad = false;
+        for (size_t i = 0; i < cfg->n_profiles; i++) {
+                char **envv = NULL;
+                size_t n = 0;
+                r = config_profile_env(&cfg->profiles[i], &envv, &n, &d);
+                if (r == -ENOMEM) {
+                        config_diags_done(&d);
+                        log_error("out of memory");
+                        return EXIT_LAZARET;
+                }
+                if (r < 0)
+                        bad = true;
+                else
+                        strv_free_n(envv, n);
+        }
+        config_diags_print(&d, stderr);
+        config_diags_done(&d);
+        if (bad)
+                return EXIT_CONFIG;
+
+        printf("configuration valid: %zu profile%s from", cfg->n_profiles, cfg->n_profiles == 1 ? "" : "s");
+        for (size_t i = 0; i < cfg->n_sources; i++)
+                printf("%s %s", i ? "," : "", cfg->sources[i].path);
+        printf("\n");
+        return 0;
+}
+
+/* ---- show: text --------------------------------------------------------- */
+
+static void put_where(StrBuf *b, size_t start, const ConfigNode *n) {
+        size_t w = b->len - start;
+        for (; w < 40; w++)
+                strbuf_putc(b, ' ');
+        strbuf_printf(b, "  # %s:%u:%u\n", n->src->path, n->value->pos.line, n->value->pos.col);
+}
+
+static void show_resolved_profile(StrBuf *b, const ConfigProfile *p) {
+        strbuf_printf(b, "# resolved: profile_dir = %s\n", p->profile_dir);
+        strbuf_printf(b, "# resolved: domain_hash = %s\n", p->domain_hash);
+        strbuf_printf(b, "# resolved: domain_dir  = %s\n", p->domain_dir);
+        for (size_t i = 0; i < p->n_volumes; i++)
+                strbuf_printf(b, "# resolved: volumes[%zu]  = %s -> %s%s\n", i, p->volumes[i].host,
+                              p->volumes[i].container, p->volumes[i].read_only ? " (read-only)" : "");
+}
+
+static void show_table(StrBuf *b, const Config *cfg, const ConfigNode *t, const char *path, const char *only_profile,
+                       int depth) {
+        bool header = false;
+        for (size_t i = 0; i < t->n_children; i++) {
+                const ConfigNode *n = &t->children[i];
+                if (n->value->type == TOML_TABLE)
+                        continue;
+                if (!header && path) {
+                        strbuf_printf(b, "\n[%s]\n", path);
+                        header = true;
+                }
+                size_t start = b->len;
+                toml_write_key(b, n->key);
+                strbuf_puts(b, " = ");
+                toml_write_value(b, n->value);
+                put_where(b, start, n);
+        }
+        /* A profile with no scalar keys still gets its header, so its
+         * resolved paths have a home. */
+        bool is_profile = depth == 2 && path && startswith(path, "profiles.");
+        if (is_profile && !header) {
+                strbuf_printf(b, "\n[%s]\n", path);
+                header = true;
+        }
+        if (is_profile) {
+                const ConfigProfile *p = config_find_profile(cfg, t->key);
+                if (p)
+                        show_resolved_profile(b, p);
+        }
+        for (size_t i = 0; i < t->n_children; i++) {
+                const ConfigNode *n = &t->children[i];
+                if (n->value->type != TOML_TABLE)
+                        continue;
+                if (depth == 1 && path && streq(path, "profiles") && only_profile && !streq(n->key, only_profile))
+                        continue;
+                StrBuf sub = STRBUF_INIT;
+                if (path)
+                        strbuf_printf(&sub, "%s.", path);
+                toml_write_key(&sub, n->key);
+                show_table(b, cfg, n, strbuf_str(&sub), only_profile, depth + 1);
+                strbuf_done(&sub);
+        }
+}
+
+static int show_text(const Config *cfg, const char *only_profile) {
+        StrBuf b = STRBUF_INIT;
+        strbuf_printf(&b, "# lazaret configuration for workspace %s\n", cfg->workspace);
+        strbuf_puts(&b, "# files, lowest precedence first:\n");
+        for (size_t i = 0; i < cfg->n_sources; i++)
+                strbuf_printf(&b, "#   %s\n", cfg->sources[i].path);
+        strbuf_puts(&b, "# merge: " MERGE_RULE "\n");
+        strbuf_printf(&b, "# resolved: storage.data_root = %s\n", cfg->data_root);
+        strbuf_printf(&b, "# resolved: escalation.socket_dir = %s\n", cfg->socket_dir);
+        show_table(&b, cfg, &cfg->root, NULL, only_profile, 0);
+        if (b.oom) {
+                strbuf_done(&b);
+                log_error("out of memory");
+                return EXIT_LAZARET;
+        }
+        fputs(strbuf_str(&b), stdout);
+        strbuf_done(&b);
+        return 0;
+}
+
+/* ---- show: JSON --------------------------------------------------------- */
+
+static json_t *node_json(const ConfigNode *n, const char *only_profile, int depth, const char *parent) {
+        if (n->value->type != TOML_TABLE)
+                return json_pack("{s:o, s:s, s:i, s:i}", "value", toml_to_json(n->value), "file", n->src->path, "line",
+                                 (int) n->value->pos.line, "column", (int) n->value->pos.col);
+        json_t *o = json_object();
+        for (size_t i = 0; o && i < n->n_children; i++) {
+                const ConfigNode *c = &n->children[i];
+                if (depth == 1 && parent && streq(parent, "profiles") && only_profile && !streq(c->key, only_profile))
+                        continue;
+                json_t *j = node_json(c, only_profile, depth + 1, c->key);
+                if (!j || json_object_set_new(o, c->key, j) < 0) {
+                        json_decref(o);
+                        return NULL;
+                }
+        }
+        return o;
+}
+
+static json_t *profile_json(const ConfigProfile *p) {
+        json_t *vols = json_array();
+        for (size_t i = 0; vols && i < p->n_volumes; i++)
+                json_array_append_new(vols, json_pack("{s:s, s:s, s:b}", "host", p->volumes[i].host, "container",
+                                                      p->volumes[i].container, "read_only", p->volumes[i].read_only));
+        return json_pack("{s:s, s:s, s:s, s:o*}", "profile_dir", p->profile_dir, "domain_hash", p->domain_hash,
+                         "domain_dir", p->domain_dir, "volumes", vols);
+}
+
+static int show_json(const Config *cfg, const char *only_profile) {
+        json_t *files = json_array(), *profiles = json_object();
+        for (size_t i = 0; files && i < cfg->n_sources; i++)
+                json_array_append_new(files, json_string(cfg->sources[i].path));
+        for (size_t i = 0; profiles && i < cfg->n_profiles; i++)
+                if (!only_profile || streq(cfg->profiles[i].name, only_profile))
+                        json_object_set_new(profiles, cfg->profiles[i].name, profile_json(&cfg->profiles[i]));
+
+        json_t *j = json_pack("{s:s, s:o*, s:s, s:o*, s:{s:s, s:s, s:o*}}", "workspace", cfg->workspace, "files", files,
+                              "merge", MERGE_RULE, "config", node_json(&cfg->root, only_profile, 0, NULL), "resolved",
+                              "data_root", cfg->data_root, "socket_dir", cfg->socket_dir, "profiles", profiles);
+        if (!j) {
+                log_error("out of memory");
+                return EXIT_LAZARET;
+        }
+        char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        json_decref(j);
+        if (!s) {
+                log_error("out of memory");
+                return EXIT_LAZARET;
+        }
+        puts(s);
+        free(s);
+        return 0;
+}
+
+static int config_show(int argc, char **argv, const Globals *g) {
+        static const struct option opts[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, 'j' },
+                { "profile", required_argument, NULL, 'p' },
+                {},
+        };
+        bool json = false;
+        const char *profile = NULL;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "hp:", opts, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        printf("Usage: lazaret config show [--json] [--profile NAME] [--workspace DIR]\n\n"
+                               "Print the merged configuration, each value with the file and position it\n"
+                               "came from, and per profile the resolved profile_dir, domain_hash and\n"
+                               "domain_dir for the workspace.\n");
+                        return 0;
+                case 'j':
+                        json = true;
+                        break;
+                case 'p':
+                        profile = optarg;
+                        break;
+                default:
+                        return EXIT_USAGE;
+                }
+        if (optind < argc) {
+                log_error("config show takes no arguments (got '%s')", argv[optind]);
+                return EXIT_USAGE;
+        }
+
+        _cleanup_(config_freep) Config *cfg = NULL;
+        int r = load(g, &cfg);
+        if (r != 0)
+                return r;
+        if (profile && !config_find_profile(cfg, profile)) {
+                StrBuf names = STRBUF_INIT;
+                for (size_t i = 0; i < cfg->n_profiles; i++)
+                        strbuf_printf(&names, "%s%s", i ? ", " : "", cfg->profiles[i].name);
+                log_error("no profile '%s' in the configuration (configured: %s)", profile, strbuf_str(&names));
+                strbuf_done(&names);
+                return EXIT_USAGE;
+        }
+        return json ? show_json(cfg, profile) : show_text(cfg, profile);
+}
+
+int verb_config(int argc, char **argv, const Globals *g) {
+        if (argc < 2 || streq(argv[1], "-h") || streq(argv[1], "--help")) {
+                printf("Usage: lazaret config check [--config FILE]\n"
+                       "       lazaret config show [--json] [--profile NAME] [--workspace DIR]\n");
+                return argc < 2 ? EXIT_USAGE : 0;
+        }
+        if (streq(argv[1], "check"))
+                return config_check(argc - 1, argv + 1, g);
+        if (streq(argv[1], "show"))
+                return config_show(argc - 1, argv + 1, g);
+        log_error("unknown config command '%s' (use check or show)", argv[1]);
+        return EXIT_USAGE;
+}

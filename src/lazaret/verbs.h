@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+
+/* Exit statuses of the lazaret CLI (see lazaret(1), EXIT STATUS). Commands
+ * run in the sandbox pass their own status through; Lazaret's own failures
+ * follow Podman's habit (architecture decision 1). */
+enum {
+        EXIT_PROBLEMS = 1,   /* doctor: a required check failed */
+        EXIT_USAGE = 64,     /* bad command line */
+        EXIT_CONFIG = 65,    /* configuration invalid */
+        EXIT_LAZARET = 125,  /* Lazaret itself failed */
+        EXIT_CANNOT_RUN = 126,
+        EXIT_NOT_FOUND = 127,
+};
+
+/* Options every verb accepts anywhere before "--". */
+typedef struct Globals {
+        const char *config_path; /* --config FILE, or NULL */
+        const char *workspace;   /* --workspace DIR, or NULL for the current directory */
+} Globals;
+
+typedef struct Verb {
+        const char *name;
+        int (*run)(int argc, char **argv, const Globals *g); /* argv[0] is the verb */
+        const char *summary;
+} Verb;
+
+int verb_config(int argc, char **argv, const Globals *g);
+int verb_doctor(int argc, char **argv, const Globals *g);
+int verb_init(int argc, char **argv, const Globals *g);

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "cidr.h"
+
+int cidr_parse(const char *s, Cidr *ret, const char **ret_error) {
+        char addr[INET6_ADDRSTRLEN + 1];
+        const char *slash = strchr(s, '/');
+        Cidr c = {};
+
+        if (!slash) {
+                *ret_error = "missing prefix length (write e.g. 10.0.0.0/8 or 2001:db8::/32)";
+                return -EINVAL;
+        }
+        size_t alen = (size_t) (slash - s);
+        if (alen == 0 || alen >= sizeof(addr)) {
+                *ret_error = "not an IPv4 or IPv6 address";
+                return -EINVAL;
+        }
+        memcpy(addr, s, alen);
+        addr[alen] = '\0';
+
+        if (inet_pton(AF_INET, addr, c.addr) == 1)
+                c.family = AF_INET;
+        else if (inet_pton(AF_INET6, addr, c.addr) == 1)
+                c.family = AF_INET6;
+        else {
+                *ret_error = "not an IPv4 or IPv6 address";
+                return -EINVAL;
+        }
+
+        const char *p = slash + 1;
+        unsigned max = c.family == AF_INET ? 32 : 128, len = 0;
+        if (*p == '\0' || (p[0] == '0' && p[1] != '\0')) {
+                *ret_error = "prefix length must be a decimal number without leading zeros";
+                return -EINVAL;
+        }
+        for (; *p; p++) {
+                if (*p < '0' || *p > '9') {
+                        *ret_error = "prefix length must be a decimal number without leading zeros";
+                        return -EINVAL;
+                }
+                len = len * 10 + (unsigned) (*p - '0');
+                if (len > max) {
+                        *ret_error = c.family == AF_INET ? "prefix length is larger than 32"
+                                                         : "prefix length is larger than 128";
+                        return -EINVAL;
+                }
+        }
+        c.prefixlen = len;
+
+        unsigned bytes = max / 8;
+        for (unsigned i = 0; i < bytes; i++) {
+                unsigned first = i * 8;
+                uint8_t mask = first >= len ? 0 : (len - first >= 8 ? 0xff : (uint8_t) (0xff << (8 - (len - first))));
+                if (c.addr[i] & (uint8_t) ~mask) {
+                        *ret_error = "host bits are set (the address must be the network address of the prefix)";
+                        return -EINVAL;
+                }
+        }
+        *ret = c;
+        return 0;
+}
+
+void cidr_format(const Cidr *c, char *buf, unsigned long size) {
+        char a[INET6_ADDRSTRLEN];
+        inet_ntop(c->family, c->addr, a, sizeof(a));
+        snprintf(buf, size, "%s/%u", a, c->prefixlen);
+}

@@ -1,0 +1,1342 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <openssl/evp.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cidr.h"
+#include "config.h"
+#include "expand.h"
+#include "fd-util.h"
+#include "fileio.h"
+#include "path-util.h"
+#include "strbuf.h"
+#include "string-util.h"
+
+/* ---- diagnostics -------------------------------------------------------- */
+
+_printf_(5, 6) static void diag_add(ConfigDiags *d, const char *file, TomlPos pos, bool warning,
+                                    const char *fmt, ...) {
+        StrBuf b = STRBUF_INIT;
+        va_list ap;
+        va_start(ap, fmt);
+        strbuf_vprintf(&b, fmt, ap);
+        va_end(ap);
+
+        ConfigDiag *n = realloc(d->items, (d->n + 1) * sizeof(ConfigDiag));
+        char *msg = strbuf_steal(&b);
+        char *f = file ? strdup(file) : NULL;
+        if (!n || !msg || (file && !f)) {
+                /* Out of memory while reporting: keep what we have; the
+                 * caller still sees an error count through the earlier ones
+                 * or through its own -ENOMEM. */
+                if (n)
+                        d->items = n;
+                free(msg);
+                free(f);
+                return;
+        }
+        d->items = n;
+        d->items[d->n++] = (ConfigDiag){ .file = f, .pos = pos, .warning = warning, .message = msg };
+}
+
+#define ERR(d, file, pos, ...) diag_add((d), (file), (pos), false, __VA_ARGS__)
+#define WARN(d, file, pos, ...) diag_add((d), (file), (pos), true, __VA_ARGS__)
+
+void config_diags_done(ConfigDiags *d) {
+        for (size_t i = 0; i < d->n; i++) {
+                free(d->items[i].file);
+                free(d->items[i].message);
+        }
+        free(d->items);
+        d->items = NULL;
+        d->n = 0;
+}
+
+size_t config_diags_errors(const ConfigDiags *d) {
+        size_t n = 0;
+        for (size_t i = 0; i < d->n; i++)
+                n += !d->items[i].warning;
+        return n;
+}
+
+void config_diags_print(const ConfigDiags *d, FILE *f) {
+        for (size_t i = 0; i < d->n; i++) {
+                const ConfigDiag *x = &d->items[i];
+                /* Positioned messages follow the compiler convention; the
+                 * others look like every other lazaret message. */
+                if (x->file)
+                        fprintf(f, "%s:%u:%u: %s%s\n", x->file, x->pos.line, x->pos.col,
+                                x->warning ? "warning: " : "", x->message);
+                else
+                        fprintf(f, "lazaret: %s%s\n", x->warning ? "warning: " : "error: ", x->message);
+        }
+}
+
+/* Quote text from a configuration for a message: printable ASCII as is,
+ * everything else escaped, so a file cannot put terminal escapes into our
+ * output; long text is cut. */
+static void put_quoted(StrBuf *b, const char *s, size_t n) {
+        const size_t max = 64;
+        strbuf_putc(b, '\'');
+        for (size_t i = 0; i < n && i < max; i++) {
+                unsigned char c = (unsigned char) s[i];
+                if (c == '\'' || c == '\\')
+                        strbuf_printf(b, "\\%c", c);
+                else if (c >= 0x20 && c < 0x7f)
+                        strbuf_putc(b, (char) c);
+                else
+                        strbuf_printf(b, "\\x%02x", c);
+        }
+        if (n > max)
+                strbuf_puts(b, "...");
+        strbuf_putc(b, '\'');
+}
+
+/* A string usable in messages; freed by the caller. NULL only on OOM, which
+ * is then shown as "?". */
+static char *quoted(const char *s, size_t n) {
+        StrBuf b = STRBUF_INIT;
+        put_quoted(&b, s, n);
+        return strbuf_steal(&b);
+}
+
+static bool key_is_bare(const char *k) {
+        if (!*k)
+                return false;
+        for (; *k; k++)
+                if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || (*k >= '0' && *k <= '9') ||
+                      *k == '_' || *k == '-'))
+                        return false;
+        return true;
+}
+
+/* Dotted name of a key below a parent name, e.g. "profiles.claude.image". */
+static char *key_path(const char *parent, const char *key) {
+        StrBuf b = STRBUF_INIT;
+        if (parent && *parent) {
+                strbuf_puts(&b, parent);
+                strbuf_putc(&b, '.');
+        }
+        if (key_is_bare(key))
+                strbuf_puts(&b, key);
+        else {
+                /* Render as a TOML basic string; escaping keeps it one line. */
+                strbuf_putc(&b, '"');
+                for (const char *k = key; *k; k++) {
+                        unsigned char c = (unsigned char) *k;
+                        if (c == '"' || c == '\\')
+                                strbuf_printf(&b, "\\%c", c);
+                        else if (c < 0x20 || c == 0x7f)
+                                strbuf_printf(&b, "\\u%04x", c);
+                        else
+                                strbuf_putc(&b, (char) c);
+                }
+                strbuf_putc(&b, '"');
+        }
+        return strbuf_steal(&b);
+}
+
+/* ---- small helpers ------------------------------------------------------ */
+
+void strv_free_n(char **v, size_t n) {
+        if (!v)
+                return;
+        for (size_t i = 0; i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
+bool config_profile_name_valid(const char *name) {
+        size_t n = strlen(name);
+        if (n < 2 || n > 32)
+                return false;
+        for (const char *p = name; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+                        return false;
+        return true;
+}
+
+static bool env_name_valid(const char *s) {
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+                return false;
+        for (s++; *s; s++)
+                if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+                        return false;
+        return true;
+}
+
+int config_domain_hash(const char *profile, const char *workspace, char ret[13]) {
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int mdlen = 0;
+        StrBuf b = STRBUF_INIT;
+        strbuf_printf(&b, "%s:%s", profile, workspace);
+        _cleanup_free_ char *s = strbuf_steal(&b);
+        if (!s)
+                return -ENOMEM;
+        if (EVP_Digest(s, strlen(s), md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen < 6)
+                return -EIO;
+        static const char hex[] = "0123456789abcdef";
+        for (unsigned i = 0; i < 6; i++) {
+                ret[2 * i] = hex[md[i] >> 4];
+                ret[2 * i + 1] = hex[md[i] & 15];
+        }
+        ret[12] = '\0';
+        return 0;
+}
+
+int config_home(char **ret) {
+        const char *h = getenv("HOME");
+        if (h && *h) {
+                if (!path_is_absolute(h))
+                        return -EINVAL;
+        } else {
+                struct passwd *pw = getpwuid(getuid());
+                if (!pw || !pw->pw_dir || !path_is_absolute(pw->pw_dir))
+                        return -ENOENT;
+                h = pw->pw_dir;
+        }
+        char *s = strdup(h);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+int config_user_path(char **ret) {
+        const char *x = getenv("XDG_CONFIG_HOME");
+        _cleanup_free_ char *home = NULL;
+        char *p;
+
+        /* The XDG base directory spec says relative values are invalid and
+         * must be ignored. */
+        if (x && path_is_absolute(x))
+                p = path_join(x, "lazaret/config.toml");
+        else {
+                int r = config_home(&home);
+                if (r < 0)
+                        return r;
+                p = path_join(home, ".config/lazaret/config.toml");
+        }
+        if (!p)
+                return -ENOMEM;
+        *ret = p;
+        return 0;
+}
+
+int config_workspace(const char *arg, char **ret) {
+        _cleanup_free_ char *cwd = NULL;
+        if (!arg) {
+                cwd = getcwd(NULL, 0);
+                if (!cwd)
+                        return negative_errno();
+                arg = cwd;
+        }
+        _cleanup_free_ char *c = NULL;
+        int r = path_canonicalize(arg, &c);
+        if (r < 0)
+                return r;
+        struct stat st;
+        if (stat(c, &st) < 0)
+                return negative_errno();
+        if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+/* Canonicalize a path that need not exist yet: the longest existing prefix
+ * is resolved with realpath(3) (all symlinks), the rest is appended as is.
+ * The caller has already refused ".." segments, so the remainder cannot climb
+ * back out of the resolved prefix. */
+static int canonicalize_partial(const char *path, char **ret) {
+        _cleanup_free_ char *head = strdup(path);
+        if (!head)
+                return -ENOMEM;
+        size_t len = strlen(head);
+        for (;;) {
+                char *r = realpath(head, NULL);
+                if (r) {
+                        const char *rest = path + len;
+                        while (*rest == '/')
+                                rest++;
+                        if (!*rest) {
+                                *ret = r;
+                                return 0;
+                        }
+                        char *j = path_join(r, rest);
+                        free(r);
+                        if (!j)
+                                return -ENOMEM;
+                        /* Drop "." segments and doubled slashes of the tail. */
+                        StrBuf b = STRBUF_INIT;
+                        for (const char *p = j; *p;) {
+                                size_t n = strcspn(p, "/");
+                                if (n > 0 && !(n == 1 && p[0] == '.')) {
+                                        strbuf_putc(&b, '/');
+                                        strbuf_putn(&b, p, n);
+                                }
+                                p += n;
+                                while (*p == '/')
+                                        p++;
+                        }
+                        free(j);
+                        char *s = strbuf_steal(&b);
+                        if (!s)
+                                return -ENOMEM;
+                        if (!*s) {
+                                free(s);
+                                s = strdup("/");
+                                if (!s)
+                                        return -ENOMEM;
+                        }
+                        *ret = s;
+                        return 0;
+                }
+                if (errno != ENOENT)
+                        return negative_errno();
+                /* Cut the last segment and try its parent. */
+                while (len > 1 && head[len - 1] == '/')
+                        len--;
+                while (len > 1 && head[len - 1] != '/')
+                        len--;
+                if (len <= 1) {
+                        head[0] = '/';
+                        head[1] = '\0';
+                        len = 1;
+                } else
+                        head[--len] = '\0';
+        }
+}
+
+/* ---- loading and merging ----------------------------------------------- */
+
+static void node_done(ConfigNode *n) {
+        for (size_t i = 0; i < n->n_children; i++)
+                node_done(&n->children[i]);
+        free(n->children);
+        n->children = NULL;
+        n->n_children = 0;
+}
+
+const ConfigNode *config_node_get(const ConfigNode *n, const char *key) {
+        if (!n)
+                return NULL;
+        for (size_t i = 0; i < n->n_children; i++)
+                if (streq(n->children[i].key, key))
+                        return &n->children[i];
+        return NULL;
+}
+
+/* "a string", "an integer", ... for messages. */
+static const char *a_type(TomlType t) {
+        switch (t) {
+        case TOML_STRING:
+                return "a string";
+        case TOML_INTEGER:
+                return "an integer";
+        case TOML_FLOAT:
+                return "a float";
+        case TOML_BOOL:
+                return "a bool";
+        case TOML_DATETIME:
+                return "a datetime";
+        case TOML_DATETIME_LOCAL:
+                return "a local datetime";
+        case TOML_DATE_LOCAL:
+                return "a local date";
+        case TOML_TIME_LOCAL:
+                return "a local time";
+        case TOML_ARRAY:
+                return "an array";
+        case TOML_TABLE:
+                return "a table";
+        case _TOML_TYPE_MAX:
+        case _TOML_TYPE_INVALID:
+                break;
+        }
+        return "an unknown value";
+}
+
+static int merge_table(ConfigNode *dst, const TomlValue *tbl, const ConfigSource *src, ConfigDiags *d) {
+        dst->src = src;
+        dst->value = tbl;
+        for (size_t i = 0; i < tbl->table.n; i++) {
+                const TomlEntry *e = &tbl->table.entries[i];
+                ConfigNode *c = (ConfigNode *) config_node_get(dst, e->key);
+
+                if (!c) {
+                        ConfigNode *n = realloc(dst->children, (dst->n_children + 1) * sizeof(ConfigNode));
+                        if (!n)
+                                return -ENOMEM;
+                        dst->children = n;
+                        c = &dst->children[dst->n_children++];
+                        *c = (ConfigNode){ .key = e->key, .src = src, .key_pos = e->key_pos, .value = e->value };
+                        if (e->value->type == TOML_TABLE) {
+                                int r = merge_table(c, e->value, src, d);
+                                if (r < 0)
+                                        return r;
+                        }
+                        continue;
+                }
+
+                bool was_table = c->value->type == TOML_TABLE, is_table = e->value->type == TOML_TABLE;
+                if (was_table && is_table) {
+                        c->key_pos = e->key_pos;
+                        int r = merge_table(c, e->value, src, d);
+                        if (r < 0)
+                                return r;
+                } else if (was_table != is_table) {
+                        _cleanup_free_ char *k = quoted(e->key, e->key_len);
+                        ERR(d, src->path, e->key_pos,
+                            "%s is %s here but %s in %s:%u:%u; a table and a value cannot be merged", k ?: "?",
+                            a_type(e->value->type), a_type(c->value->type), c->src->path, c->key_pos.line,
+                            c->key_pos.col);
+                } else {
+                        /* Scalars and arrays: the higher-precedence file wins whole. */
+                        c->src = src;
+                        c->key_pos = e->key_pos;
+                        c->value = e->value;
+                }
+        }
+        return 0;
+}
+
+/* Read and parse one file. Returns 1 if loaded, 0 if it does not exist and
+ * may be skipped, -EINVAL after reporting a problem, -ENOMEM. */
+static int load_source(Config *c, const char *path, bool must_exist, ConfigDiags *d) {
+        static const TomlPos top = { 1, 1 };
+        _cleanup_free_ char *data = NULL;
+        size_t size = 0;
+
+        int r = read_file_capped(path, CONFIG_FILE_MAX, &data, &size);
+        if (r == -ENOENT && !must_exist)
+                return 0;
+        if (r == -EFBIG) {
+                ERR(d, path, top, "file is larger than %u bytes; a configuration file is never this big",
+                    CONFIG_FILE_MAX);
+                return -EINVAL;
+        }
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                ERR(d, path, top, "cannot read: %s", strerror(-r));
+                return -EINVAL;
+        }
+
+        TomlLimits lim = { .max_depth = CONFIG_DEPTH_MAX, .max_string = CONFIG_STRING_MAX };
+        TomlError te = {};
+        TomlValue *root = NULL;
+        r = toml_parse(data, size, &lim, &root, &te);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                ERR(d, path, te.pos, "%s", te.message);
+                return -EINVAL;
+        }
+
+        ConfigSource *n = realloc(c->sources, (c->n_sources + 1) * sizeof(ConfigSource));
+        char *p = strdup(path);
+        if (!n || !p) {
+                if (n)
+                        c->sources = n;
+                free(p);
+                toml_free(root);
+                return -ENOMEM;
+        }
+        c->sources = n;
+        c->sources[c->n_sources++] = (ConfigSource){ .path = p, .root = root };
+        return 1;
+}
+
+/* ---- validation --------------------------------------------------------- */
+
+typedef struct Validator {
+        Config *c;
+        ConfigDiags *d;
+        bool data_root_ok;
+} Validator;
+
+static ConfigWhere where_of(const ConfigNode *n) {
+        return (ConfigWhere){ .file = n->src->path, .pos = n->value->pos };
+}
+
+#define NODE_ERR(v, n, ...) ERR((v)->d, (n)->src->path, (n)->value->pos, __VA_ARGS__)
+#define KEY_ERR(v, n, ...) ERR((v)->d, (n)->src->path, (n)->key_pos, __VA_ARGS__)
+
+/* Report keys of table n that are not in known[] (NULL-terminated). */
+static void check_unknown(Validator *v, const ConfigNode *n, const char *what, const char *const *known) {
+        for (size_t i = 0; i < n->n_children; i++) {
+                const ConfigNode *k = &n->children[i];
+                bool ok = false;
+                for (const char *const *q = known; *q; q++)
+                        ok = ok || streq(*q, k->key);
+                if (ok)
+                        continue;
+                StrBuf list = STRBUF_INIT;
+                for (const char *const *q = known; *q; q++)
+                        strbuf_printf(&list, "%s%s", q == known ? "" : ", ", *q);
+                _cleanup_free_ char *kq = quoted(k->key, strlen(k->key));
+                KEY_ERR(v, k, "unknown key %s in %s (known: %s)", kq ?: "?", what, strbuf_str(&list));
+                strbuf_done(&list);
+        }
+}
+
+static bool want_type(Validator *v, const ConfigNode *n, const char *name, TomlType t) {
+        if (n->value->type == t)
+                return true;
+        NODE_ERR(v, n, "%s must be %s, not %s", name, a_type(t), a_type(n->value->type));
+        return false;
+}
+
+/* A required child of table t (which may itself be missing: then "where" is
+ * the best position we have). */
+static const ConfigNode *want_child(Validator *v, const ConfigNode *t, const char *key, const char *name,
+                                    const char *file, TomlPos pos) {
+        const ConfigNode *n = config_node_get(t, key);
+        if (!n) {
+                if (t && t->src)
+                        ERR(v->d, t->src->path, t->key_pos, "%s is required", name);
+                else
+                        ERR(v->d, file, pos, "%s is required", name);
+        }
+        return n;
+}
+
+static bool string_ok(Validator *v, const ConfigNode *n, const char *name) {
+        if (!want_type(v, n, name, TOML_STRING))
+                return false;
+        if (strlen(n->value->str.s) != n->value->str.len) {
+                NODE_ERR(v, n, "%s must not contain a NUL character", name);
+                return false;
+        }
+        if (n->value->str.len == 0) {
+                NODE_ERR(v, n, "%s must not be empty", name);
+                return false;
+        }
+        return true;
+}
+
+/* Validate an array of non-empty strings; returns a copy (or NULL with
+ * *ok=false). */
+static char **string_list(Validator *v, const ConfigNode *n, const char *name, size_t *ret_n, bool *ok) {
+        *ret_n = 0;
+        if (!want_type(v, n, name, TOML_ARRAY)) {
+                *ok = false;
+                return NULL;
+        }
+        size_t cnt = n->value->array.n;
+        if (cnt > CONFIG_LIST_MAX) {
+                NODE_ERR(v, n, "%s has %zu entries; at most %u are allowed", name, cnt, CONFIG_LIST_MAX);
+                *ok = false;
+                return NULL;
+        }
+        char **out = calloc(cnt + 1, sizeof(char *));
+        if (!out) {
+                *ok = false;
+                return NULL;
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < cnt; i++) {
+                const TomlValue *e = n->value->array.items[i];
+                if (e->type != TOML_STRING) {
+                        ERR(v->d, n->src->path, e->pos, "%s[%zu] must be a string, not %s", name, i,
+                            a_type(e->type));
+                        *ok = false;
+                        continue;
+                }
+                if (e->str.len == 0 || strlen(e->str.s) != e->str.len) {
+                        ERR(v->d, n->src->path, e->pos, "%s[%zu] must be a non-empty string without NUL characters",
+                            name, i);
+                        *ok = false;
+                        continue;
+                }
+                out[k] = strdup(e->str.s);
+                if (!out[k]) {
+                        *ok = false;
+                        break;
+                }
+                k++;
+        }
+        *ret_n = k;
+        return out;
+}
+
+/* Expand, check for "..", require absolute, canonicalize. */
+static int host_path(Validator *v, const char *file, TomlPos pos, const char *name, const char *raw,
+                     const ExpandContext *ctx, char **ret) {
+        _cleanup_free_ char *exp = NULL, *why = NULL, *q = NULL;
+        int r = expand_string(raw, ctx, &exp, &why);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                ERR(v->d, file, pos, "%s: %s", name, why);
+                return -EINVAL;
+        }
+        q = quoted(exp, strlen(exp));
+        if (path_has_dotdot(exp)) {
+                ERR(v->d, file, pos, "%s: path %s contains a '..' segment after expansion; refusing it", name,
+                    q ?: "?");
+                return -EINVAL;
+        }
+        if (!path_is_absolute(exp)) {
+                ERR(v->d, file, pos, "%s: path %s is not absolute after expansion (start it with '/' or '~/')",
+                    name, q ?: "?");
+                return -EINVAL;
+        }
+        r = canonicalize_partial(exp, ret);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                ERR(v->d, file, pos, "%s: cannot resolve %s: %s", name, q ?: "?", strerror(-r));
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static void validate_storage(Validator *v, const ConfigNode *t, const char *top_file) {
+        static const char *const known[] = { "data_root", NULL };
+        static const TomlPos top = { 1, 1 };
+        if (!t) {
+                ERR(v->d, top_file, top, "[storage] section is required (it sets data_root)");
+                return;
+        }
+        if (!want_type(v, t, "storage", TOML_TABLE))
+                return;
+        check_unknown(v, t, "[storage]", known);
+        const ConfigNode *n = want_child(v, t, "data_root", "storage.data_root", NULL, top);
+        if (!n || !string_ok(v, n, "storage.data_root"))
+                return;
+        ExpandContext ctx = { .home = v->c->home };
+        if (host_path(v, n->src->path, n->value->pos, "storage.data_root", n->value->str.s, &ctx,
+                      &v->c->data_root) == 0)
+                v->data_root_ok = true;
+}
+
+static void validate_cidrs(Validator *v, const ConfigNode *n, const char *name, char ***ret, size_t *ret_n) {
+        bool ok = true;
+        char **list = string_list(v, n, name, ret_n, &ok);
+        if (!list)
+                return;
+        /* Positions: string_list skipped bad entries, so walk the array again. */
+        for (size_t i = 0; i < n->value->array.n; i++) {
+                const TomlValue *e = n->value->array.items[i];
+                if (e->type != TOML_STRING || e->str.len == 0 || strlen(e->str.s) != e->str.len)
+                        continue;
+                Cidr cidr;
+                const char *why = NULL;
+                if (cidr_parse(e->str.s, &cidr, &why) < 0) {
+                        _cleanup_free_ char *q = quoted(e->str.s, e->str.len);
+                        ERR(v->d, n->src->path, e->pos, "%s[%zu]: %s is not a valid CIDR: %s", name, i, q ?: "?",
+                            why);
+                }
+        }
+        *ret = list;
+}
+
+static void validate_network(Validator *v, const ConfigNode *t, const char *top_file) {
+        static const char *const known[] = { "default_allow", "default_deny", NULL };
+        static const TomlPos top = { 1, 1 };
+        if (!t) {
+                ERR(v->d, top_file, top, "[network] section is required (it sets default_allow and default_deny)");
+                return;
+        }
+        if (!want_type(v, t, "network", TOML_TABLE))
+                return;
+        check_unknown(v, t, "[network]", known);
+        const ConfigNode *n = want_child(v, t, "default_allow", "network.default_allow", NULL, top);
+        if (n)
+                validate_cidrs(v, n, "network.default_allow", &v->c->default_allow, &v->c->n_default_allow);
+        n = want_child(v, t, "default_deny", "network.default_deny", NULL, top);
+        if (n)
+                validate_cidrs(v, n, "network.default_deny", &v->c->default_deny, &v->c->n_default_deny);
+}
+
+static void validate_escalation(Validator *v, const ConfigNode *t, const char *top_file) {
+        static const char *const known[] = { "enabled", "socket_dir", "auto_approve", NULL };
+        static const TomlPos top = { 1, 1 };
+        if (!t) {
+                ERR(v->d, top_file, top, "[escalation] section is required (it sets enabled and socket_dir)");
+                return;
+        }
+        if (!want_type(v, t, "escalation", TOML_TABLE))
+                return;
+        check_unknown(v, t, "[escalation]", known);
+        const ConfigNode *n = want_child(v, t, "enabled", "escalation.enabled", NULL, top);
+        if (n && want_type(v, n, "escalation.enabled", TOML_BOOL))
+                v->c->escalation_enabled = n->value->boolean;
+        n = want_child(v, t, "socket_dir", "escalation.socket_dir", NULL, top);
+        if (n && string_ok(v, n, "escalation.socket_dir")) {
+                ExpandContext ctx = { .home = v->c->home };
+                (void) host_path(v, n->src->path, n->value->pos, "escalation.socket_dir", n->value->str.s, &ctx,
+                                 &v->c->socket_dir);
+        }
+        n = config_node_get(t, "auto_approve");
+        if (n) {
+                bool ok = true;
+                v->c->auto_approve = string_list(v, n, "escalation.auto_approve", &v->c->n_auto_approve, &ok);
+        }
+}
+
+/* Image references: [domain/]path[:tag][@sha256:hex], lowercase path
+ * components. We require a registry domain ("fully qualified", so Podman
+ * never consults a search list) and warn when there is no digest. */
+static const char *image_problem(const char *s, bool *ret_pinned) {
+        const char *at = strchr(s, '@');
+        *ret_pinned = false;
+        size_t name_len = at ? (size_t) (at - s) : strlen(s);
+        if (at) {
+                const char *hex = startswith(at + 1, "sha256:");
+                if (!hex || strlen(hex) != 64 || strspn(hex, "0123456789abcdef") != 64)
+                        return "the digest must be '@sha256:' followed by 64 lowercase hex digits";
+                *ret_pinned = true;
+        }
+        const char *slash = memchr(s, '/', name_len);
+        if (!slash)
+                return "not fully qualified: name the registry, e.g. docker.io/library/debian:bookworm";
+        size_t dlen = (size_t) (slash - s);
+        bool dot = false;
+        for (size_t i = 0; i < dlen; i++) {
+                char c = s[i];
+                if (c == '.' || c == ':')
+                        dot = true;
+                else if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-'))
+                        return "the registry name has a character that is not allowed";
+        }
+        if (dlen == 0 || (!dot && !(dlen == 9 && memcmp(s, "localhost", 9) == 0)))
+                return "not fully qualified: the first component must be a registry host (with a '.' or ':', or "
+                       "'localhost')";
+        /* Path and optional tag. */
+        const char *p = slash + 1, *end = s + name_len;
+        const char *colon = NULL;
+        for (const char *q = p; q < end; q++)
+                if (*q == ':')
+                        colon = q;
+        const char *path_end = colon ? colon : end;
+        if (p == path_end)
+                return "the repository path is empty";
+        char prev = '/';
+        for (const char *q = p; q < path_end; q++) {
+                char c = *q;
+                bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+                if (alnum) {
+                        prev = c;
+                        continue;
+                }
+                if (c == '/' || c == '.' || c == '_' || c == '-') {
+                        if (prev == '/' || ((c == '/' || c == '.') && (prev == '.' || prev == '_' || prev == '-')))
+                                return "the repository path must be lowercase components separated by '/'";
+                        prev = c;
+                        continue;
+                }
+                return "the repository path must be lowercase letters, digits and . _ - /";
+        }
+        if (prev != '/' && !((prev >= 'a' && prev <= 'z') || (prev >= '0' && prev <= '9')))
+                return "the repository path must end with a letter or digit";
+        if (colon) {
+                size_t tl = (size_t) (end - colon - 1);
+                if (tl == 0 || tl > 128)
+                        return "the tag must be 1 to 128 characters";
+                for (const char *q = colon + 1; q < end; q++) {
+                        char c = *q;
+                        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                              (q > colon + 1 && (c == '.' || c == '-'))))
+                                return "the tag may hold letters, digits, '_', '.' and '-' (not first)";
+                }
+        }
+        return NULL;
+}
+
+static bool reserved_container_path(const char *p) {
+        static const char *const exact[] = { "/", "/workspace" };
+        static const char *const trees[] = { "/run/lazaret", "/proc", "/sys", "/dev" };
+        for (size_t i = 0; i < ELEMENTSOF(exact); i++)
+                if (streq(p, exact[i]))
+                        return true;
+        for (size_t i = 0; i < ELEMENTSOF(trees); i++) {
+                const char *r = startswith(p, trees[i]);
+                if (r && (*r == '\0' || *r == '/'))
+                        return true;
+        }
+        return false;
+}
+
+/* Normalize a container path: collapse "//" and "/./", drop a trailing "/". */
+static char *container_normalize(const char *p) {
+        StrBuf b = STRBUF_INIT;
+        while (*p) {
+                size_t n = strcspn(p, "/");
+                if (n > 0 && !(n == 1 && p[0] == '.')) {
+                        strbuf_putc(&b, '/');
+                        strbuf_putn(&b, p, n);
+                }
+                p += n;
+                while (*p == '/')
+                        p++;
+        }
+        if (b.len == 0)
+                strbuf_putc(&b, '/');
+        return strbuf_steal(&b);
+}
+
+static int validate_volume(Validator *v, ConfigProfile *p, const ConfigNode *vol, const TomlValue *t, size_t idx,
+                           const char *pname) {
+        const char *file = vol->src->path;
+        StrBuf nb = STRBUF_INIT;
+        strbuf_printf(&nb, "%s.volumes[%zu]", pname, idx);
+        _cleanup_free_ char *name = strbuf_steal(&nb);
+        if (!name)
+                return -ENOMEM;
+
+        if (t->type != TOML_TABLE) {
+                ERR(v->d, file, t->pos, "%s must be a table with host, container and mode, not %s", name,
+                    a_type(t->type));
+                return 0;
+        }
+        const TomlEntry *host = NULL, *cont = NULL, *mode = NULL;
+        for (size_t i = 0; i < t->table.n; i++) {
+                const TomlEntry *e = &t->table.entries[i];
+                if (streq(e->key, "host"))
+                        host = e;
+                else if (streq(e->key, "container"))
+                        cont = e;
+                else if (streq(e->key, "mode"))
+                        mode = e;
+                else {
+                        _cleanup_free_ char *kq = quoted(e->key, e->key_len);
+                        ERR(v->d, file, e->key_pos, "unknown key %s in %s (known: host, container, mode)", kq ?: "?",
+                            name);
+                }
+        }
+        ConfigVolume cv = { .where = { file, t->pos } };
+        bool ok = true;
+        const struct {
+                const TomlEntry *e;
+                const char *key;
+        } req[] = { { host, "host" }, { cont, "container" } };
+        for (size_t i = 0; i < ELEMENTSOF(req); i++) {
+                if (!req[i].e) {
+                        ERR(v->d, file, t->pos, "%s.%s is required", name, req[i].key);
+                        ok = false;
+                } else if (req[i].e->value->type != TOML_STRING || req[i].e->value->str.len == 0 ||
+                           strlen(req[i].e->value->str.s) != req[i].e->value->str.len) {
+                        ERR(v->d, file, req[i].e->value->pos, "%s.%s must be a non-empty string", name, req[i].key);
+                        ok = false;
+                }
+        }
+
+        if (ok && v->data_root_ok) {
+                ExpandContext ctx = { .home = v->c->home };
+                ctx.values[EXPAND_PROFILE_NAME] = p->name;
+                ctx.values[EXPAND_PROFILE_DIR] = p->profile_dir;
+                ctx.values[EXPAND_DOMAIN_HASH] = p->domain_hash;
+                ctx.values[EXPAND_DOMAIN_DIR] = p->domain_dir;
+                ctx.values[EXPAND_WORKSPACE_DIR] = v->c->workspace;
+                _cleanup_free_ char *hn = NULL;
+                StrBuf hb = STRBUF_INIT;
+                strbuf_printf(&hb, "%s.host", name);
+                hn = strbuf_steal(&hb);
+                int r = host_path(v, file, host->value->pos, hn ?: name, host->value->str.s, &ctx, &cv.host);
+                if (r == -ENOMEM)
+                        return r;
+                ok = r == 0;
+        }
+
+        if (cont && cont->value->type == TOML_STRING && cont->value->str.len > 0) {
+                const char *cs = cont->value->str.s;
+                _cleanup_free_ char *q = quoted(cs, cont->value->str.len);
+                TomlPos cpos = cont->value->pos;
+                if (strlen(cs) != cont->value->str.len)
+                        ok = false;
+                else if (!path_is_absolute(cs)) {
+                        ERR(v->d, file, cpos, "%s.container: %s must be an absolute path in the sandbox", name,
+                            q ?: "?");
+                        ok = false;
+                } else if (path_has_dotdot(cs)) {
+                        ERR(v->d, file, cpos, "%s.container: path %s contains a '..' segment; refusing it", name,
+                            q ?: "?");
+                        ok = false;
+                } else if (strpbrk(cs, "{}~,:")) {
+                        ERR(v->d, file, cpos,
+                            "%s.container: %s has one of '{', '}', '~', ',', ':', which are not allowed in a "
+                            "sandbox path",
+                            name, q ?: "?");
+                        ok = false;
+                } else {
+                        cv.container = container_normalize(cs);
+                        if (!cv.container) {
+                                free(cv.host);
+                                return -ENOMEM;
+                        }
+                        if (reserved_container_path(cv.container)) {
+                                ERR(v->d, file, cpos,
+                                    "%s.container: %s is reserved by Lazaret (/, /workspace, /run/lazaret, /proc, "
+                                    "/sys and /dev cannot be volume targets)",
+                                    name, q ?: "?");
+                                ok = false;
+                        }
+                        for (size_t i = 0; ok && i < p->n_volumes; i++)
+                                if (streq(p->volumes[i].container, cv.container)) {
+                                        ERR(v->d, file, cpos, "%s.container: %s is already the target of %s.volumes[%zu]",
+                                            name, q ?: "?", pname, i);
+                                        ok = false;
+                                }
+                }
+        }
+
+        if (mode) {
+                if (mode->value->type != TOML_STRING || strlen(mode->value->str.s) != mode->value->str.len) {
+                        ERR(v->d, file, mode->value->pos, "%s.mode must be a string such as \"ro\" or \"rw,z\"", name);
+                        ok = false;
+                } else {
+                        bool ro = false, rw = false;
+                        const char *s = mode->value->str.s;
+                        if (!*s) {
+                                ERR(v->d, file, mode->value->pos,
+                                    "%s.mode is empty; leave it out or use options from ro, rw, z, Z", name);
+                                ok = false;
+                        }
+                        while (*s) {
+                                size_t n = strcspn(s, ",");
+                                if (n == 2 && memcmp(s, "ro", 2) == 0)
+                                        ro = true;
+                                else if (n == 2 && memcmp(s, "rw", 2) == 0)
+                                        rw = true;
+                                else if (n == 1 && s[0] == 'z')
+                                        cv.relabel_shared = true;
+                                else if (n == 1 && s[0] == 'Z')
+                                        cv.relabel_private = true;
+                                else {
+                                        _cleanup_free_ char *q = quoted(s, n);
+                                        ERR(v->d, file, mode->value->pos,
+                                            "%s.mode: unknown option %s (allowed: ro, rw, z, Z, comma-separated)", name,
+                                            q ?: "?");
+                                        ok = false;
+                                }
+                                s += n;
+                                if (*s == ',')
+                                        s++;
+                        }
+                        if (ro && rw) {
+                                ERR(v->d, file, mode->value->pos, "%s.mode: 'ro' and 'rw' contradict each other",
+                                    name);
+                                ok = false;
+                        }
+                        if (cv.relabel_shared && cv.relabel_private) {
+                                ERR(v->d, file, mode->value->pos,
+                                    "%s.mode: 'z' (shared label) and 'Z' (private label) contradict each other", name);
+                                ok = false;
+                        }
+                        cv.read_only = ro;
+                }
+        }
+
+        if (!ok) {
+                free(cv.host);
+                free(cv.container);
+                return 0;
+        }
+        ConfigVolume *nv = realloc(p->volumes, (p->n_volumes + 1) * sizeof(ConfigVolume));
+        if (!nv) {
+                free(cv.host);
+                free(cv.container);
+                return -ENOMEM;
+        }
+        p->volumes = nv;
+        p->volumes[p->n_volumes++] = cv;
+        return 0;
+}
+
+static int validate_env(Validator *v, ConfigProfile *p, const ConfigNode *t, const char *pname) {
+        StrBuf nb = STRBUF_INIT;
+        strbuf_printf(&nb, "%s.env", pname);
+        _cleanup_free_ char *name = strbuf_steal(&nb);
+        if (!name)
+                return -ENOMEM;
+        if (!want_type(v, t, name, TOML_TABLE))
+                return 0;
+        if (t->n_children > CONFIG_LIST_MAX) {
+                NODE_ERR(v, t, "%s has %zu variables; at most %u are allowed", name, t->n_children, CONFIG_LIST_MAX);
+                return 0;
+        }
+        p->env = calloc(t->n_children ? t->n_children : 1, sizeof(ConfigEnvVar));
+        if (!p->env)
+                return -ENOMEM;
+        for (size_t i = 0; i < t->n_children; i++) {
+                const ConfigNode *e = &t->children[i];
+                _cleanup_free_ char *kq = quoted(e->key, strlen(e->key));
+                if (!env_name_valid(e->key)) {
+                        KEY_ERR(v, e, "%s: %s is not a valid variable name (letters, digits and '_', not starting "
+                                      "with a digit)",
+                                name, kq ?: "?");
+                        continue;
+                }
+                if (startswith(e->key, "LAZARET_")) {
+                        KEY_ERR(v, e, "%s: %s is reserved: Lazaret sets LAZARET_* variables itself", name, kq ?: "?");
+                        continue;
+                }
+                if (e->value->type != TOML_STRING) {
+                        NODE_ERR(v, e, "%s.%s must be a string, not %s", name, e->key, a_type(e->value->type));
+                        continue;
+                }
+                if (strlen(e->value->str.s) != e->value->str.len) {
+                        NODE_ERR(v, e, "%s.%s must not contain a NUL character", name, e->key);
+                        continue;
+                }
+                ConfigEnvVar ev = { .where = where_of(e) };
+                const char *host = startswith(e->value->str.s, "env:");
+                if (host) {
+                        if (!env_name_valid(host)) {
+                                _cleanup_free_ char *q = quoted(host, strlen(host));
+                                NODE_ERR(v, e, "%s.%s: 'env:' must be followed by a host variable name, got %s", name,
+                                         e->key, q ?: "?");
+                                continue;
+                        }
+                        ev.host_var = strdup(host);
+                        if (!ev.host_var)
+                                return -ENOMEM;
+                } else {
+                        ev.value = strdup(e->value->str.s);
+                        if (!ev.value)
+                                return -ENOMEM;
+                }
+                ev.name = strdup(e->key);
+                if (!ev.name) {
+                        free(ev.value);
+                        free(ev.host_var);
+                        return -ENOMEM;
+                }
+                p->env[p->n_env++] = ev;
+        }
+        return 0;
+}
+
+static int validate_profile(Validator *v, const ConfigNode *t) {
+        static const char *const known[] = { "image", "persistent_dirs", "allow_egress", "env", "volumes", NULL };
+        _cleanup_free_ char *pname = key_path("profiles", t->key);
+        _cleanup_free_ char *kq = quoted(t->key, strlen(t->key));
+        if (!pname)
+                return -ENOMEM;
+
+        if (!config_profile_name_valid(t->key)) {
+                KEY_ERR(v, t,
+                        "profile name %s is not allowed: use 2 to 32 characters from a-z, 0-9, '_' and '-' "
+                        "(^[a-z0-9_-]{2,32}$)",
+                        kq ?: "?");
+                return 0;
+        }
+        if (!want_type(v, t, pname, TOML_TABLE))
+                return 0;
+
+        StrBuf wb = STRBUF_INIT;
+        strbuf_printf(&wb, "[%s]", pname);
+        _cleanup_free_ char *what = strbuf_steal(&wb);
+        if (!what)
+                return -ENOMEM;
+        check_unknown(v, t, what, known);
+
+        ConfigProfile *p = &v->c->profiles[v->c->n_profiles];
+        *p = (ConfigProfile){};
+        p->name = strdup(t->key);
+        if (!p->name)
+                return -ENOMEM;
+        v->c->n_profiles++;
+
+        int r = config_domain_hash(p->name, v->c->workspace, p->domain_hash);
+        if (r < 0)
+                return r;
+        if (v->data_root_ok) {
+                p->profile_dir = path_join(v->c->data_root, p->name);
+                StrBuf db = STRBUF_INIT;
+                strbuf_printf(&db, "domains/%s", p->domain_hash);
+                _cleanup_free_ char *rel = strbuf_steal(&db);
+                p->domain_dir = rel ? path_join(v->c->data_root, rel) : NULL;
+                if (!p->profile_dir || !p->domain_dir)
+                        return -ENOMEM;
+        }
+
+        _cleanup_free_ char *n_image = key_path(pname, "image");
+        const ConfigNode *n = want_child(v, t, "image", n_image ?: "image", NULL, t->key_pos);
+        if (n && string_ok(v, n, n_image ?: "image")) {
+                bool pinned = false;
+                const char *why = image_problem(n->value->str.s, &pinned);
+                _cleanup_free_ char *q = quoted(n->value->str.s, n->value->str.len);
+                if (why)
+                        NODE_ERR(v, n, "%s: %s is not a valid image reference: %s", n_image, q ?: "?", why);
+                else {
+                        p->image = strdup(n->value->str.s);
+                        if (!p->image)
+                                return -ENOMEM;
+                        p->image_where = where_of(n);
+                        if (!pinned && !startswith(p->image, "localhost/"))
+                                WARN(v->d, n->src->path, n->value->pos,
+                                     "%s: %s is not pinned by digest; append @sha256:<digest> so the sandbox "
+                                     "cannot change under you",
+                                     n_image, q ?: "?");
+                }
+        }
+
+        n = config_node_get(t, "persistent_dirs");
+        if (n) {
+                _cleanup_free_ char *nn = key_path(pname, "persistent_dirs");
+                bool ok = true;
+                p->persistent_dirs = string_list(v, n, nn ?: "persistent_dirs", &p->n_persistent_dirs, &ok);
+                for (size_t i = 0; n->value->type == TOML_ARRAY && i < n->value->array.n; i++) {
+                        const TomlValue *e = n->value->array.items[i];
+                        if (e->type != TOML_STRING || strlen(e->str.s) != e->str.len || e->str.len == 0)
+                                continue;
+                        _cleanup_free_ char *q = quoted(e->str.s, e->str.len);
+                        if (!path_is_absolute(e->str.s))
+                                ERR(v->d, n->src->path, e->pos, "%s[%zu]: %s must be an absolute path in the sandbox",
+                                    nn, i, q ?: "?");
+                        else if (path_has_dotdot(e->str.s))
+                                ERR(v->d, n->src->path, e->pos, "%s[%zu]: path %s contains a '..' segment; refusing it",
+                                    nn, i, q ?: "?");
+                }
+        }
+
+        n = config_node_get(t, "allow_egress");
+        if (n) {
+                _cleanup_free_ char *nn = key_path(pname, "allow_egress");
+                validate_cidrs(v, n, nn ?: "allow_egress", &p->allow_egress, &p->n_allow_egress);
+        }
+
+        n = config_node_get(t, "env");
+        if (n) {
+                r = validate_env(v, p, n, pname);
+                if (r < 0)
+                        return r;
+        }
+
+        n = config_node_get(t, "volumes");
+        if (n) {
+                _cleanup_free_ char *nn = key_path(pname, "volumes");
+                if (want_type(v, n, nn ?: "volumes", TOML_ARRAY)) {
+                        if (n->value->array.n > CONFIG_LIST_MAX)
+                                NODE_ERR(v, n, "%s has %zu entries; at most %u are allowed", nn, n->value->array.n,
+                                         CONFIG_LIST_MAX);
+                        else
+                                for (size_t i = 0; i < n->value->array.n; i++) {
+                                        r = validate_volume(v, p, n, n->value->array.items[i], i, pname);
+                                        if (r < 0)
+                                                return r;
+                                }
+                }
+        }
+        return 0;
+}
+
+static int validate(Validator *v) {
+        static const char *const known[] = { "storage", "network", "escalation", "profiles", NULL };
+        static const TomlPos top = { 1, 1 };
+        const ConfigNode *root = &v->c->root;
+        const char *top_file = v->c->sources[v->c->n_sources - 1].path;
+
+        check_unknown(v, root, "the top level", known);
+        validate_storage(v, config_node_get(root, "storage"), top_file);
+        validate_network(v, config_node_get(root, "network"), top_file);
+        validate_escalation(v, config_node_get(root, "escalation"), top_file);
+
+        const ConfigNode *profiles = config_node_get(root, "profiles");
+        if (!profiles) {
+                ERR(v->d, top_file, top, "no profiles: add at least one [profiles.NAME] table with an image");
+                return 0;
+        }
+        if (!want_type(v, profiles, "profiles", TOML_TABLE))
+                return 0;
+        if (profiles->n_children == 0) {
+                KEY_ERR(v, profiles, "no profiles: add at least one [profiles.NAME] table with an image");
+                return 0;
+        }
+        if (profiles->n_children > CONFIG_PROFILES_MAX) {
+                KEY_ERR(v, profiles, "%zu profiles; at most %u are allowed", profiles->n_children,
+                        CONFIG_PROFILES_MAX);
+                return 0;
+        }
+        v->c->profiles = calloc(profiles->n_children, sizeof(ConfigProfile));
+        if (!v->c->profiles)
+                return -ENOMEM;
+        for (size_t i = 0; i < profiles->n_children; i++) {
+                int r = validate_profile(v, &profiles->children[i]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+static void profile_done(ConfigProfile *p) {
+        free(p->name);
+        free(p->image);
+        strv_free_n(p->persistent_dirs, p->n_persistent_dirs);
+        strv_free_n(p->allow_egress, p->n_allow_egress);
+        for (size_t i = 0; i < p->n_env; i++) {
+                free(p->env[i].name);
+                free(p->env[i].value);
+                free(p->env[i].host_var);
+        }
+        free(p->env);
+        for (size_t i = 0; i < p->n_volumes; i++) {
+                free(p->volumes[i].host);
+                free(p->volumes[i].container);
+        }
+        free(p->volumes);
+        free(p->profile_dir);
+        free(p->domain_dir);
+}
+
+Config *config_free(Config *c) {
+        if (!c)
+                return NULL;
+        node_done(&c->root);
+        for (size_t i = 0; i < c->n_sources; i++) {
+                free(c->sources[i].path);
+                toml_free(c->sources[i].root);
+        }
+        free(c->sources);
+        for (size_t i = 0; i < c->n_profiles; i++)
+                profile_done(&c->profiles[i]);
+        free(c->profiles);
+        free(c->workspace);
+        free(c->home);
+        free(c->data_root);
+        strv_free_n(c->default_allow, c->n_default_allow);
+        strv_free_n(c->default_deny, c->n_default_deny);
+        free(c->socket_dir);
+        strv_free_n(c->auto_approve, c->n_auto_approve);
+        free(c);
+        return NULL;
+}
+
+const ConfigProfile *config_find_profile(const Config *c, const char *name) {
+        for (size_t i = 0; i < c->n_profiles; i++)
+                if (streq(c->profiles[i].name, name))
+                        return &c->profiles[i];
+        return NULL;
+}
+
+int config_load(const ConfigLoadOptions *o, Config **ret, ConfigDiags *diags) {
+        _cleanup_(config_freep) Config *c = calloc(1, sizeof(Config));
+        if (!c)
+                return -ENOMEM;
+
+        int r = config_workspace(o->workspace, &c->workspace);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                ERR(diags, NULL, (TomlPos){}, "workspace %s: %s", o->workspace ?: "(current directory)", strerror(-r));
+                return -ENOTDIR;
+        }
+        r = config_home(&c->home);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                ERR(diags, NULL, (TomlPos){},
+                    "cannot find the home directory: $HOME is %s and the passwd entry has none",
+                    r == -EINVAL ? "not an absolute path" : "unset");
+                return r;
+        }
+
+        _cleanup_free_ char *user = NULL, *local = NULL;
+        r = config_user_path(&user);
+        if (r < 0)
+                return r;
+        local = path_join(c->workspace, "lazaret.toml");
+        if (!local)
+                return -ENOMEM;
+
+        const struct {
+                const char *path;
+                bool must_exist;
+        } files[] = {
+                { user, false },
+                { local, false },
+                { o->explicit_path, true },
+        };
+        bool failed = false;
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                if (!files[i].path)
+                        continue;
+                /* The same file named twice (e.g. --config ./lazaret.toml) is read once. */
+                bool seen = false;
+                for (size_t k = 0; k < c->n_sources; k++)
+                        seen = seen || streq(c->sources[k].path, files[i].path);
+                if (seen)
+                        continue;
+                r = load_source(c, files[i].path, files[i].must_exist, diags);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
+                        failed = true;
+        }
+        if (failed)
+                return -EINVAL;
+        if (c->n_sources == 0) {
+                ERR(diags, NULL, (TomlPos){},
+                    "no configuration found (looked for %s and %s); run 'lazaret init' to write a starter file",
+                    user, local);
+                return -ENOENT;
+        }
+
+        size_t before = config_diags_errors(diags);
+        for (size_t i = 0; i < c->n_sources; i++) {
+                r = merge_table(&c->root, c->sources[i].root, &c->sources[i], diags);
+                if (r < 0)
+                        return r;
+        }
+        if (config_diags_errors(diags) > before)
+                return -EINVAL;
+
+        Validator v = { .c = c, .d = diags };
+        r = validate(&v);
+        if (r < 0)
+                return r;
+        if (config_diags_errors(diags) > before)
+                return -EINVAL;
+
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+int config_profile_env(const ConfigProfile *p, char ***ret_envv, size_t *ret_n, ConfigDiags *diags) {
+        char **v = calloc(p->n_env + 1, sizeof(char *));
+        size_t n = 0;
+        bool missing = false;
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_env; i++) {
+                const ConfigEnvVar *e = &p->env[i];
+                const char *val = e->value;
+                if (e->host_var) {
+                        val = getenv(e->host_var);
+                        if (!val) {
+                                ERR(diags, e->where.file, e->where.pos,
+                                    "profiles.%s.env.%s: host variable %s is not set (export it, or change the "
+                                    "value)",
+                                    p->name, e->name, e->host_var);
+                                missing = true;
+                                continue;
+                        }
+                }
+                StrBuf b = STRBUF_INIT;
+                strbuf_printf(&b, "%s=%s", e->name, val);
+                v[n] = strbuf_steal(&b);
+                if (!v[n]) {
+                        strv_free_n(v, n);
+                        return -ENOMEM;
+                }
+                n++;
+        }
+        if (missing) {
+                strv_free_n(v, n);
+                return -EINVAL;
+        }
+        *ret_envv = v;
+        *ret_n = n;
+        return 0;
+}

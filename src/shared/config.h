@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The configuration contract (spec §3, §4.3.1).
+ *
+ * Files, lowest precedence first:
+ *   1. $XDG_CONFIG_HOME/lazaret/config.toml (default ~/.config/lazaret/config.toml)
+ *   2. <workspace>/lazaret.toml
+ *   3. the file given with --config
+ * Missing files 1 and 2 are skipped; a missing --config file is an error.
+ *
+ * Merge rule: tables (including inline tables such as env) merge key by key,
+ * recursively; any other value, arrays included, from a higher-precedence
+ * file replaces the lower one whole. A key that is a table in one file and
+ * something else in another is an error. Every merged value remembers the
+ * file and position it came from (config show prints them).
+ *
+ * Validation collects every problem it can find (one ConfigDiag each, with
+ * file, line and column) instead of stopping at the first. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "toml.h"
+
+/* Bounds on everything a configuration can make Lazaret do. */
+#define CONFIG_FILE_MAX (1024u * 1024u)  /* bytes per file */
+#define CONFIG_DEPTH_MAX 16u             /* nesting of tables and arrays */
+#define CONFIG_STRING_MAX 4096u          /* bytes per string or key */
+#define CONFIG_PROFILES_MAX 64u
+#define CONFIG_LIST_MAX 1024u            /* entries in any array or env table */
+
+typedef struct ConfigDiag {
+        char *file; /* NULL when the problem belongs to no file */
+        TomlPos pos; /* 0:0 when it belongs to no position */
+        bool warning;
+        char *message;
+} ConfigDiag;
+
+typedef struct ConfigDiags {
+        ConfigDiag *items;
+        size_t n;
+} ConfigDiags;
+
+void config_diags_done(ConfigDiags *d);
+size_t config_diags_errors(const ConfigDiags *d);
+/* One line per diagnostic: "FILE:LINE:COL: message", warnings as
+ * "FILE:LINE:COL: warning: message". */
+void config_diags_print(const ConfigDiags *d, FILE *f);
+
+typedef struct ConfigSource {
+        char *path;
+        TomlValue *root;
+} ConfigSource;
+
+/* The merged tree: one node per key. */
+typedef struct ConfigNode ConfigNode;
+struct ConfigNode {
+        const char *key;           /* borrowed from the TOML tree; NULL for the root */
+        const ConfigSource *src;   /* file the value (for tables: the last merged part) came from */
+        TomlPos key_pos;
+        const TomlValue *value;    /* for tables, the last merged part; use children */
+        ConfigNode *children;      /* tables only, in first-seen order */
+        size_t n_children;
+};
+
+typedef struct ConfigWhere {
+        const char *file;
+        TomlPos pos;
+} ConfigWhere;
+
+typedef struct ConfigEnvVar {
+        char *name;
+        char *value;      /* the literal value, or NULL when taken from the host */
+        char *host_var;   /* "env:VAR" form: the host variable, else NULL */
+        ConfigWhere where;
+} ConfigEnvVar;
+
+typedef struct ConfigVolume {
+        char *host;       /* expanded and canonicalized */
+        char *container;  /* absolute path in the sandbox */
+        bool read_only;
+        bool relabel_shared;  /* z */
+        bool relabel_private; /* Z */
+        ConfigWhere where;
+} ConfigVolume;
+
+typedef struct ConfigProfile {
+        char *name;
+        char *image;
+        ConfigWhere image_where;
+        char **persistent_dirs;
+        size_t n_persistent_dirs;
+        char **allow_egress;
+        size_t n_allow_egress;
+        ConfigEnvVar *env;
+        size_t n_env;
+        ConfigVolume *volumes;
+        size_t n_volumes;
+        /* Resolved for the configuration's workspace (spec §3.2.2, §4.3.1). */
+        char *profile_dir;  /* {data_root}/{profile_name} */
+        char domain_hash[13];
+        char *domain_dir;   /* {data_root}/domains/{domain_hash} */
+} ConfigProfile;
+
+typedef struct Config {
+        ConfigSource *sources; /* lowest precedence first */
+        size_t n_sources;
+        ConfigNode root;
+        char *workspace;       /* canonical */
+        char *home;
+        char *data_root;       /* expanded and canonicalized */
+        char **default_allow;
+        size_t n_default_allow;
+        char **default_deny;
+        size_t n_default_deny;
+        bool escalation_enabled;
+        char *socket_dir;      /* expanded and canonicalized */
+        char **auto_approve;
+        size_t n_auto_approve;
+        ConfigProfile *profiles;
+        size_t n_profiles;
+} Config;
+
+typedef struct ConfigLoadOptions {
+        const char *explicit_path; /* --config FILE, or NULL */
+        const char *workspace;     /* --workspace DIR, or NULL for the current directory */
+} ConfigLoadOptions;
+
+/* Find, read, merge and validate the configuration.
+ *
+ * Returns 0 with *ret set when the configuration is valid (diags may hold
+ * warnings). Returns -EINVAL when it is not (diags holds at least one error;
+ * *ret untouched), -ENOENT when no configuration file exists at all (also
+ * described in diags), -ENOTDIR when the workspace cannot be resolved (the
+ * reason is in diags, without a file), or -ENOMEM. */
+int config_load(const ConfigLoadOptions *o, Config **ret, ConfigDiags *diags);
+
+Config *config_free(Config *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Config *, config_free)
+
+const ConfigProfile *config_find_profile(const Config *c, const char *name);
+const ConfigNode *config_node_get(const ConfigNode *n, const char *key);
+
+/* Build the sandbox environment of a profile: "NAME=value" strings, with
+ * env:VAR values read from the host environment now. A host variable that is
+ * not set is an error naming it (one diag per variable; returns -EINVAL).
+ * The caller frees the vector and its strings. */
+int config_profile_env(const ConfigProfile *p, char ***ret_envv, size_t *ret_n, ConfigDiags *diags);
+
+/* The user configuration file path ($XDG_CONFIG_HOME or ~/.config). */
+int config_user_path(char **ret);
+
+/* Home directory: $HOME when set and absolute, else the passwd entry. */
+int config_home(char **ret);
+
+/* Resolve --workspace (NULL: the current directory) to a canonical directory. */
+int config_workspace(const char *arg, char **ret);
+
+/* True if name matches ^[a-z0-9_-]{2,32}$ (spec §3.2.3). */
+bool config_profile_name_valid(const char *name);
+
+/* Domain Anchor (spec §4.3.1): the first 12 hex digits of
+ * SHA-256("<profile>:<canonical workspace>"). ret must hold 13 bytes. */
+int config_domain_hash(const char *profile, const char *workspace, char ret[13]);
+
+void strv_free_n(char **v, size_t n);

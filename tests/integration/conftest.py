@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: MIT
+"""Integration test harness.
+
+Every test runs the real lazaret binary as the unprivileged test user that
+`make check` creates (scripts/setup.sh --test-user), with a fresh HOME, so
+nothing depends on the invoking user's files. The binary is copied to a
+world-readable directory first: the checkout may live somewhere the test user
+cannot read.
+"""
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("LAZARET_BUILD", os.path.join(REPO, "build"))
+TEST_USER = os.environ.get("LAZARET_TEST_USER", "lazaret-test")
+
+
+def _test_user():
+    try:
+        return pwd.getpwnam(TEST_USER)
+    except KeyError:
+        pytest.fail(f"test user '{TEST_USER}' does not exist: run 'make check' "
+                    f"(scripts/setup.sh --test-user creates it)", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def test_user():
+    return _test_user()
+
+
+@pytest.fixture(scope="session")
+def world_dir():
+    """A 0755 scratch directory the test user can traverse."""
+    d = tempfile.mkdtemp(prefix="lazaret-it-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def lazaret_bin(world_dir):
+    src = os.path.join(BUILD, "src", "lazaret", "lazaret")
+    if not os.access(src, os.X_OK):
+        pytest.fail(f"{src} is missing: build first (make check does)", pytrace=False)
+    bindir = os.path.join(world_dir, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    os.chmod(bindir, 0o755)
+    dst = os.path.join(bindir, "lazaret")
+    shutil.copy2(src, dst)
+    os.chmod(dst, 0o755)
+    return dst
+
+
+class Lazaret:
+    """Runs lazaret as the test user in a private HOME.
+
+    home:   the user's HOME (owned by the test user)
+    work:   a workspace directory (owned by the test user), the default cwd
+    """
+
+    def __init__(self, binary, user, base):
+        self.binary = binary
+        self.user = user
+        self.base = base
+        self.home = os.path.join(base, "home")
+        self.work = os.path.join(base, "work")
+        for d in (self.home, self.work):
+            os.makedirs(d, exist_ok=True)
+            os.chown(d, user.pw_uid, user.pw_gid)
+            os.chmod(d, 0o755)
+        self.env = {
+            "HOME": self.home,
+            "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+            "LANG": "C.UTF-8",
+        }
+
+    def write(self, rel, text, mode=0o644):
+        """Write a file (path relative to base) owned by the test user."""
+        path = os.path.join(self.base, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        parent = os.path.dirname(path)
+        while parent.startswith(self.base) and parent != self.base:
+            os.chown(parent, self.user.pw_uid, self.user.pw_gid)
+            parent = os.path.dirname(parent)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chown(path, self.user.pw_uid, self.user.pw_gid)
+        os.chmod(path, mode)
+        return path
+
+    def cmdline(self, args, env):
+        envv = [f"{k}={v}" for k, v in sorted(env.items())]
+        inner = ["env", "-i"] + envv + [self.binary] + list(args)
+        if os.geteuid() == 0:
+            return ["runuser", "-u", self.user.pw_name, "--"] + inner
+        return ["sudo", "-n", "-u", self.user.pw_name, "--"] + inner
+
+    def run(self, *args, cwd=None, env=None, input=None, timeout=60):
+        e = dict(self.env)
+        if env:
+            e.update(env)
+        e = {k: v for k, v in e.items() if v is not None}
+        return subprocess.run(self.cmdline(args, e), cwd=cwd or self.work,
+                              input=input, capture_output=True, text=True,
+                              timeout=timeout)
+
+
+@pytest.fixture
+def lz(lazaret_bin, test_user, world_dir):
+    base = tempfile.mkdtemp(prefix="t-", dir=world_dir)
+    os.chmod(base, 0o755)
+    yield Lazaret(lazaret_bin, test_user, base)
+    shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,266 @@
+# SPDX-License-Identifier: MIT
+"""The configuration contract from the user's side: hierarchy and merge,
+config show (text and JSON, with provenance), init, example.toml, global
+options, expansion against the real home directory."""
+import hashlib
+import json
+import os
+import pwd
+import tomllib
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+BASE = """[storage]
+data_root = "~/data"
+[network]
+default_allow = ["0.0.0.0/0"]
+default_deny = ["10.0.0.0/8", "fe80::/10"]
+[escalation]
+enabled = true
+socket_dir = "/tmp/lz-sock"
+[profiles.claude]
+image = "localhost/agent:1"
+env = { A = "1" }
+volumes = [{ host = "{profile_dir}/home", container = "/root", mode = "ro" }]
+"""
+
+
+def domain_hash(profile, workspace):
+    return hashlib.sha256(f"{profile}:{workspace}".encode()).hexdigest()[:12]
+
+
+def user_cfg(lz, text=BASE):
+    return lz.write("home/.config/lazaret/config.toml", text)
+
+
+def test_check_ok(lz):
+    path = user_cfg(lz)
+    r = lz.run("config", "check")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"configuration valid: 1 profile from {path}\n"
+    assert r.stderr == ""
+
+
+def test_hierarchy_and_merge(lz):
+    user = user_cfg(lz)
+    local = lz.write("work/lazaret.toml",
+                     '[network]\ndefault_deny = ["192.168.0.0/16"]\n'
+                     '[profiles.claude]\nimage = "localhost/agent:2"\nenv.B = "2"\n'
+                     '[profiles.shell]\nimage = "localhost/sh:1"\n')
+    explicit = lz.write("explicit.toml", "[escalation]\nenabled = false\n")
+    r = lz.run("config", "show", "--json", "--config", explicit)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["files"] == [user, local, explicit]
+    c = j["config"]
+    # scalars: the higher-precedence file wins, with its position
+    assert c["escalation"]["enabled"] == {"value": False, "file": explicit, "line": 2, "column": 11}
+    assert c["profiles"]["claude"]["image"] == {"value": "localhost/agent:2", "file": local, "line": 4,
+                                                "column": 9}
+    # arrays are replaced whole, not appended
+    assert c["network"]["default_deny"]["value"] == ["192.168.0.0/16"]
+    assert c["network"]["default_deny"]["file"] == local
+    assert c["network"]["default_allow"]["file"] == user
+    # tables merge key by key, inline or not
+    assert c["profiles"]["claude"]["env"]["A"]["file"] == user
+    assert c["profiles"]["claude"]["env"]["B"]["file"] == local
+    assert set(c["profiles"]) == {"claude", "shell"}
+
+
+def test_xdg_config_home(lz):
+    xdg = os.path.join(lz.base, "xdg")
+    path = lz.write("xdg/lazaret/config.toml", BASE)
+    user_cfg(lz, "this is not toml")  # must be ignored: XDG_CONFIG_HOME wins
+    r = lz.run("config", "check", env={"XDG_CONFIG_HOME": xdg})
+    assert r.returncode == 0, r.stderr
+    assert path in r.stdout
+    # A relative XDG_CONFIG_HOME is invalid by the XDG spec and ignored.
+    r = lz.run("config", "check", env={"XDG_CONFIG_HOME": "relative/xdg"})
+    assert r.returncode == 65
+
+
+def test_show_resolves_per_profile(lz):
+    user_cfg(lz)
+    r = lz.run("config", "show", "--json", "--profile", "claude")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    data = os.path.join(lz.home, "data")
+    h = domain_hash("claude", lz.work)
+    assert j["workspace"] == lz.work
+    assert j["resolved"]["data_root"] == data
+    assert j["resolved"]["profiles"]["claude"] == {
+        "profile_dir": f"{data}/claude",
+        "domain_hash": h,
+        "domain_dir": f"{data}/domains/{h}",
+        "volumes": [{"host": f"{data}/claude/home", "container": "/root", "read_only": True}],
+    }
+
+
+def test_show_text(lz):
+    path = user_cfg(lz)
+    r = lz.run("config", "show")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    data = os.path.join(lz.home, "data")
+    h = domain_hash("claude", lz.work)
+    assert f"# lazaret configuration for workspace {lz.work}\n" in out
+    assert "\n[storage]\n" in out
+    line = next(li for li in out.splitlines() if li.startswith("data_root = "))
+    assert line.startswith('data_root = "~/data"')
+    assert line.endswith(f"# {path}:2:13")
+    assert "\n[profiles.claude]\n" in out
+    assert f"# resolved: domain_hash = {h}\n" in out
+    assert f"# resolved: domain_dir  = {data}/domains/{h}\n" in out
+    assert f"# resolved: profile_dir = {data}/claude\n" in out
+    # The text form is itself valid TOML holding the merged values.
+    doc = tomllib.loads(out)
+    assert doc["storage"]["data_root"] == "~/data"
+    assert doc["profiles"]["claude"]["volumes"][0]["mode"] == "ro"
+
+
+def test_show_unknown_profile(lz):
+    user_cfg(lz)
+    r = lz.run("config", "show", "--profile", "nope")
+    assert r.returncode == 64
+    assert r.stderr == "lazaret: error: no profile 'nope' in the configuration (configured: claude)\n"
+
+
+def test_symlinked_workspace_same_domain(lz):
+    user_cfg(lz)
+    link = os.path.join(lz.base, "link")
+    os.symlink(lz.work, link)
+    r = lz.run("config", "show", "--json", "--workspace", link)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["workspace"] == lz.work
+    assert j["resolved"]["profiles"]["claude"]["domain_hash"] == domain_hash("claude", lz.work)
+
+
+def test_global_options_anywhere_before_dashdash(lz):
+    cfg = lz.write("c.toml", BASE)
+    other = os.path.join(lz.base, "ws2")
+    os.makedirs(other)
+    forms = [
+        ["--config", cfg, "--workspace", other, "config", "show", "--json"],
+        ["config", "--config", cfg, "show", "--workspace", other, "--json"],
+        ["config", "show", "--json", f"--config={cfg}", f"--workspace={other}"],
+    ]
+    outs = []
+    for f in forms:
+        r = lz.run(*f)
+        assert r.returncode == 0, (f, r.stderr)
+        j = json.loads(r.stdout)
+        assert j["files"] == [cfg]
+        assert j["workspace"] == other
+        outs.append(r.stdout)
+    assert outs[0] == outs[1] == outs[2]
+    # After "--" they are not global options any more.
+    r = lz.run("config", "check", "--", "--config", cfg)
+    assert r.returncode == 64
+    r = lz.run("config", "check", "--config")
+    assert r.returncode == 64
+    assert r.stderr == "lazaret: error: option --config needs a value\n"
+
+
+def test_bad_workspace(lz):
+    user_cfg(lz)
+    r = lz.run("--workspace", os.path.join(lz.base, "missing"), "config", "check")
+    assert r.returncode == 64
+    assert r.stderr == f"lazaret: error: workspace {os.path.join(lz.base, 'missing')}: No such file or directory\n"
+
+
+def test_home_from_passwd_when_unset(lz, test_user):
+    """~ is $HOME, and the passwd entry when HOME is unset."""
+    text = BASE.replace('"~/data"', '"~/lz-data"')
+    cfg = lz.write("c.toml", text)
+    r = lz.run("config", "show", "--json", "--config", cfg, env={"HOME": None})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["resolved"]["data_root"] == os.path.join(test_user.pw_dir, "lz-data")
+    r = lz.run("config", "show", "--json", "--config", cfg)
+    assert json.loads(r.stdout)["resolved"]["data_root"] == os.path.join(lz.home, "lz-data")
+
+
+def test_data_root_symlink_resolved(lz):
+    real = os.path.join(lz.base, "real")
+    os.makedirs(real)
+    os.symlink(real, os.path.join(lz.home, "via-link"))
+    user_cfg(lz, BASE.replace('"~/data"', '"~/via-link/sub/./dir"'))
+    r = lz.run("config", "show", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["resolved"]["data_root"] == f"{real}/sub/dir"
+
+
+def test_env_from_host(lz):
+    user_cfg(lz, BASE.replace('env = { A = "1" }', 'env = { A = "env:LZ_TEST_TOKEN" }'))
+    r = lz.run("config", "check", env={"LZ_TEST_TOKEN": "x"})
+    assert r.returncode == 0, r.stderr
+    r = lz.run("config", "check")
+    assert r.returncode == 65
+    assert "host variable LZ_TEST_TOKEN is not set" in r.stderr
+
+
+def test_init_writes_valid_starter(lz):
+    r = lz.run("init")
+    assert r.returncode == 0, r.stderr
+    path = os.path.join(lz.home, ".config/lazaret/config.toml")
+    assert r.stdout.startswith(f"wrote {path}\n")
+    text = open(path, encoding="utf-8").read()
+    assert text.startswith("# Lazaret configuration")
+    r = lz.run("config", "check")
+    assert r.returncode == 0, r.stderr
+    # An independent TOML parser agrees it is TOML, and the starter denies
+    # the private, loopback, link-local and metadata ranges of both families.
+    doc = tomllib.loads(text)
+    for cidr in ("10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "::1/128", "fe80::/10", "fd00:ec2::254/128"):
+        assert cidr in doc["network"]["default_deny"]
+
+
+def test_init_never_overwrites(lz):
+    path = user_cfg(lz, "# mine\n" + BASE)
+    r = lz.run("init")
+    assert r.returncode == 125
+    assert r.stderr == (f"lazaret: error: {path} already exists; keeping it "
+                        "(use 'lazaret init --force' to replace it)\n")
+    assert open(path).read().startswith("# mine\n")
+    r = lz.run("init", "--force")
+    assert r.returncode == 0, r.stderr
+    assert open(path).read().startswith("# Lazaret configuration")
+
+
+def test_init_socket_dir_uses_runtime_dir(lz, test_user):
+    r = lz.run("init", env={"XDG_RUNTIME_DIR": "/run/user/4242"})
+    assert r.returncode == 0
+    doc = tomllib.load(open(os.path.join(lz.home, ".config/lazaret/config.toml"), "rb"))
+    assert doc["escalation"]["socket_dir"] == "/run/user/4242/lazaret"
+    r = lz.run("init", "--force")
+    doc = tomllib.load(open(os.path.join(lz.home, ".config/lazaret/config.toml"), "rb"))
+    assert doc["escalation"]["socket_dir"] == f"/tmp/lazaret-{test_user.pw_uid}"
+
+
+def test_example_toml(lz):
+    """example.toml in the repository is valid (given its host variables)."""
+    src = open(os.path.join(REPO, "example.toml"), encoding="utf-8").read()
+    path = lz.write("example.toml", src)
+    doc = tomllib.loads(src)
+    assert {"claude", "codex", "aider", "shell"} <= set(doc["profiles"])
+    env = {"ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "o"}
+    r = lz.run("config", "check", "--config", path, env=env)
+    assert r.returncode == 0, r.stderr
+    # Unpinned images are warnings, one per profile that pulls from a registry.
+    assert [ln for ln in r.stderr.splitlines() if "warning:" not in ln] == []
+    assert len(r.stderr.splitlines()) == 3
+    r = lz.run("config", "check", "--config", path, env={"ANTHROPIC_API_KEY": "a"})
+    assert r.returncode == 65
+    assert "host variable OPENAI_API_KEY is not set" in r.stderr
+
+
+def test_usage_errors(lz):
+    assert lz.run().returncode == 64
+    r = lz.run("frobnicate")
+    assert r.returncode == 64
+    assert r.stderr == "lazaret: error: unknown verb 'frobnicate'; run 'lazaret --help' for the list\n"
+    assert lz.run("config").returncode == 64
+    assert lz.run("config", "frob").returncode == 64
+    assert lz.run("config", "check", "--bogus").returncode == 64
+    assert lz.run("--help").returncode == 0
+    assert lz.run("--version").stdout.startswith("lazaret ")

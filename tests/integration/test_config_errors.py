@@ -1,0 +1,281 @@
+# SPDX-License-Identifier: MIT
+"""Bad configurations: each gets exactly the expected error lines
+(FILE:LINE:COL: message), exit status 65, and nothing is created.
+
+In a case's text, the marker « stands where the error must point; it is
+removed before the file is written, and the expected line and column are
+computed from it (columns count code points, like the parser)."""
+import os
+
+import pytest
+
+MARK = "«"
+
+STORAGE = '[storage]\ndata_root = "{root}/data"\n'
+NETWORK = '[network]\ndefault_allow = ["0.0.0.0/0", "::/0"]\ndefault_deny = ["10.0.0.0/8"]\n'
+ESCALATION = '[escalation]\nenabled = true\nsocket_dir = "{root}/sock"\n'
+PROFILE = '[profiles.shell]\nimage = "localhost/lazaret/test:1"\n'
+BASE = STORAGE + NETWORK + ESCALATION + PROFILE
+
+
+def base(storage=STORAGE, network=NETWORK, escalation=ESCALATION, profile=PROFILE, extra=""):
+    return storage + network + escalation + profile + extra
+
+
+def locate(text):
+    """Return (text without markers, [(line, col), ...] in order)."""
+    out, marks, line, col = [], [], 1, 1
+    for ch in text:
+        if ch == MARK:
+            marks.append((line, col))
+            continue
+        out.append(ch)
+        if ch == "\n":
+            line, col = line + 1, 1
+        else:
+            col += 1
+    return "".join(out), marks
+
+
+CASES = [
+    # --- TOML syntax: the parser's message, at the parser's position
+    ("toml-missing-equals", base(extra='env «"x"\n'), ["expected '=' after key"]),
+    ("toml-duplicate-key", base(extra='«image = "localhost/b:1"\n'), ["duplicate key 'image'"]),
+    ("toml-duplicate-table", base(extra='[«storage]\n'), ["duplicate table 'storage'"]),
+    ("toml-unterminated-string", base(extra='env = { A = «"abc }\n'), ["unterminated string"]),
+    ("toml-control-character", base(extra='env = { A = "a«\x01" }\n'),
+     ["control character U+0001 is not allowed in a string"]),
+    ("toml-bad-date", base(extra='when = «1979-02-30\n'), ["invalid date '1979-02-30': day out of range"]),
+    ("toml-integer-overflow", base(extra='n = «99999999999999999999\n'),
+     ["integer '99999999999999999999' out of range"]),
+    # [profiles.shell] is two levels already: the 15th bracket is the 17th level.
+    ("toml-too-deep", base(extra='a = ' + '[' * 14 + '«[' + ']' * 15 + '\n'), ["nesting too deep (limit 16)"]),
+    ("toml-string-too-long", base(extra='a = «"' + 'x' * 4097 + '"\n'), ["string longer than 4096 bytes"]),
+    # --- the schema: unknown keys, with their position
+    ("unknown-section", base(extra='[«stroage]\nx = 1\n'),
+     ["unknown key 'stroage' in the top level (known: storage, network, escalation, profiles)"]),
+    ("unknown-storage-key", base(storage='[storage]\ndata_root = "{root}/data"\n«dataroot = "x"\n'),
+     ["unknown key 'dataroot' in [storage] (known: data_root)"]),
+    ("unknown-network-key", base(network=NETWORK + '«default_allows = []\n'),
+     ["unknown key 'default_allows' in [network] (known: default_allow, default_deny)"]),
+    ("unknown-escalation-key", base(escalation=ESCALATION + '«autoapprove = []\n'),
+     ["unknown key 'autoapprove' in [escalation] (known: enabled, socket_dir, auto_approve)"]),
+    ("unknown-profile-key", base(extra='«images = "x"\n'),
+     ["unknown key 'images' in [profiles.shell] (known: image, persistent_dirs, allow_egress, env, volumes)"]),
+    ("unknown-volume-key",
+     base(extra='volumes = [{ host = "/tmp", container = "/x", «readonly = true }]\n'),
+     ["unknown key 'readonly' in profiles.shell.volumes[0] (known: host, container, mode)"]),
+    ("unknown-key-escaped", base(extra='«"a\\u001b[31m" = 1\n'),
+     ["unknown key 'a\\x1b[31m' in [profiles.shell] (known: image, persistent_dirs, allow_egress, env, volumes)"]),
+
+    # --- required sections and keys
+    ("missing-storage", "«" + NETWORK + ESCALATION + PROFILE,
+     ["[storage] section is required (it sets data_root)"]),
+    ("missing-network", "«" + STORAGE + ESCALATION + PROFILE,
+     ["[network] section is required (it sets default_allow and default_deny)"]),
+    ("missing-escalation", "«" + STORAGE + NETWORK + PROFILE,
+     ["[escalation] section is required (it sets enabled and socket_dir)"]),
+    ("missing-data-root", base(storage='[«storage]\n'), ["storage.data_root is required"]),
+    ("missing-default-deny", base(network='[«network]\ndefault_allow = []\n'),
+     ["network.default_deny is required"]),
+    ("missing-enabled", base(escalation='[«escalation]\nsocket_dir = "/tmp/x"\n'),
+     ["escalation.enabled is required"]),
+    ("missing-socket-dir", base(escalation='[«escalation]\nenabled = false\n'),
+     ["escalation.socket_dir is required"]),
+    ("no-profiles", "«" + STORAGE + NETWORK + ESCALATION,
+     ["no profiles: add at least one [profiles.NAME] table with an image"]),
+    ("missing-image", base(profile='[profiles.«shell]\npersistent_dirs = []\n'),
+     ["profiles.shell.image is required"]),
+
+    # --- types
+    ("storage-not-table", base(storage='storage = «"x"\n'), ["storage must be a table, not a string"]),
+    ("data-root-integer", base(storage='[storage]\ndata_root = «7\n'),
+     ["storage.data_root must be a string, not an integer"]),
+    ("data-root-empty", base(storage='[storage]\ndata_root = «""\n'), ["storage.data_root must not be empty"]),
+    ("enabled-string", base(escalation='[escalation]\nenabled = «"yes"\nsocket_dir = "/tmp/x"\n'),
+     ["escalation.enabled must be a bool, not a string"]),
+    ("allow-not-array", base(network='[network]\ndefault_allow = «"0.0.0.0/0"\ndefault_deny = []\n'),
+     ["network.default_allow must be an array, not a string"]),
+    ("allow-entry-integer", base(network='[network]\ndefault_allow = ["0.0.0.0/0", «4]\ndefault_deny = []\n'),
+     ["network.default_allow[1] must be a string, not an integer"]),
+    ("auto-approve-entry-empty", base(escalation=ESCALATION + 'auto_approve = ["ls", «""]\n'),
+     ["escalation.auto_approve[1] must be a non-empty string without NUL characters"]),
+    ("image-not-string", base(profile='[profiles.shell]\nimage = «["a"]\n'),
+     ["profiles.shell.image must be a string, not an array"]),
+
+    # --- CIDRs
+    ("deny-host-bits", base(network='[network]\ndefault_allow = []\ndefault_deny = [«"10.1.0.0/8"]\n'),
+     ["network.default_deny[0]: '10.1.0.0/8' is not a valid CIDR: host bits are set "
+      "(the address must be the network address of the prefix)"]),
+    ("allow-no-prefix", base(network='[network]\ndefault_allow = [«"1.2.3.4"]\ndefault_deny = []\n'),
+     ["network.default_allow[0]: '1.2.3.4' is not a valid CIDR: missing prefix length "
+      "(write e.g. 10.0.0.0/8 or 2001:db8::/32)"]),
+    ("egress-v6-too-long", base(extra='allow_egress = [«"2001:db8::/129"]\n'),
+     ["profiles.shell.allow_egress[0]: '2001:db8::/129' is not a valid CIDR: prefix length is larger than 128"]),
+    ("egress-hostname", base(extra='allow_egress = ["::/0", «"example.com/32"]\n'),
+     ["profiles.shell.allow_egress[1]: 'example.com/32' is not a valid CIDR: not an IPv4 or IPv6 address"]),
+
+    # --- paths, expansion, sanitation (spec 3.2)
+    ("data-root-relative", base(storage='[storage]\ndata_root = «"data"\n'),
+     ["storage.data_root: path 'data' is not absolute after expansion (start it with '/' or '~/')"]),
+    ("data-root-dotdot", base(storage='[storage]\ndata_root = «"/tmp/../etc/lz"\n'),
+     ["storage.data_root: path '/tmp/../etc/lz' contains a '..' segment after expansion; refusing it"]),
+    ("data-root-tilde-user", base(storage='[storage]\ndata_root = «"~root/lz"\n'),
+     ["storage.data_root: '~root': only a leading '~' or '~/' is expanded, '~user' is not supported"]),
+    ("data-root-token", base(storage='[storage]\ndata_root = «"/srv/{profile_name}"\n'),
+     ["storage.data_root: token '{profile_name}' cannot be used in this field"]),
+    ("socket-dir-relative", base(escalation='[escalation]\nenabled = true\nsocket_dir = «"run/lz"\n'),
+     ["escalation.socket_dir: path 'run/lz' is not absolute after expansion (start it with '/' or '~/')"]),
+    ("volume-unknown-token", base(extra='volumes = [{ host = «"{profle_dir}/home", container = "/h" }]\n'),
+     ["profiles.shell.volumes[0].host: unknown token '{profle_dir}' (known: {profile_name}, {profile_dir}, "
+      "{domain_hash}, {domain_dir}, {workspace_dir})"]),
+    ("volume-unterminated-token", base(extra='volumes = [{ host = «"{profile_dir/home", container = "/h" }]\n'),
+     ["profiles.shell.volumes[0].host: unterminated token '{profile_dir/home': a '{' must open one of the {tokens}"]),
+    ("volume-dotdot-after-expansion",
+     base(extra='volumes = [{ host = «"{workspace_dir}/../secrets", container = "/s" }]\n'),
+     ["profiles.shell.volumes[0].host: path '{work}/../secrets' contains a '..' segment after expansion; "
+      "refusing it"]),
+    ("volume-host-relative", base(extra='volumes = [{ host = «"cache", container = "/c" }]\n'),
+     ["profiles.shell.volumes[0].host: path 'cache' is not absolute after expansion (start it with '/' or '~/')"]),
+    ("volume-container-relative", base(extra='volumes = [{ host = "/tmp", container = «"c" }]\n'),
+     ["profiles.shell.volumes[0].container: 'c' must be an absolute path in the sandbox"]),
+    ("volume-container-dotdot", base(extra='volumes = [{ host = "/tmp", container = «"/a/../etc" }]\n'),
+     ["profiles.shell.volumes[0].container: path '/a/../etc' contains a '..' segment; refusing it"]),
+    ("volume-container-reserved",
+     base(extra='volumes = [{ host = "/tmp", container = «"/run/lazaret/escalate.sock" }]\n'),
+     ["profiles.shell.volumes[0].container: '/run/lazaret/escalate.sock' is reserved by Lazaret (/, /workspace, "
+      "/run/lazaret, /proc, /sys and /dev cannot be volume targets)"]),
+    ("volume-container-workspace", base(extra='volumes = [{ host = "/tmp", container = «"/workspace/" }]\n'),
+     ["profiles.shell.volumes[0].container: '/workspace/' is reserved by Lazaret (/, /workspace, "
+      "/run/lazaret, /proc, /sys and /dev cannot be volume targets)"]),
+    ("volume-container-duplicate",
+     base(extra='volumes = [{ host = "/tmp", container = "/x" },\n  { host = "/var", container = «"/x/" }]\n'),
+     ["profiles.shell.volumes[1].container: '/x/' is already the target of profiles.shell.volumes[0]"]),
+    ("volume-mode-unknown", base(extra='volumes = [{ host = "/tmp", container = "/x", mode = «"ro,rx" }]\n'),
+     ["profiles.shell.volumes[0].mode: unknown option 'rx' (allowed: ro, rw, z, Z, comma-separated)"]),
+    ("volume-mode-contradiction", base(extra='volumes = [{ host = "/tmp", container = "/x", mode = «"ro,rw" }]\n'),
+     ["profiles.shell.volumes[0].mode: 'ro' and 'rw' contradict each other"]),
+    ("volume-missing-host", base(extra='volumes = [«{ container = "/x" }]\n'),
+     ["profiles.shell.volumes[0].host is required"]),
+    ("volume-not-table", base(extra='volumes = [«"/tmp:/x"]\n'),
+     ["profiles.shell.volumes[0] must be a table with host, container and mode, not a string"]),
+    ("persistent-relative", base(extra='persistent_dirs = ["/usr", «"var"]\n'),
+     ["profiles.shell.persistent_dirs[1]: 'var' must be an absolute path in the sandbox"]),
+
+    # --- profiles (spec 3.2.3)
+    ("profile-uppercase", base(profile='[profiles.«Claude]\nimage = "localhost/a:1"\n'),
+     ["profile name 'Claude' is not allowed: use 2 to 32 characters from a-z, 0-9, '_' and '-' "
+      "(^[a-z0-9_-]{2,32}$)"]),
+    ("profile-too-short", base(profile='[profiles.«a]\nimage = "localhost/a:1"\n'),
+     ["profile name 'a' is not allowed: use 2 to 32 characters from a-z, 0-9, '_' and '-' (^[a-z0-9_-]{2,32}$)"]),
+    ("profile-dots", base(profile='[profiles.«"../x"]\nimage = "localhost/a:1"\n'),
+     ["profile name '../x' is not allowed: use 2 to 32 characters from a-z, 0-9, '_' and '-' "
+      "(^[a-z0-9_-]{2,32}$)"]),
+    ("profile-too-long", base(profile='[profiles.«' + "a" * 33 + ']\nimage = "localhost/a:1"\n'),
+     ["profile name '" + "a" * 33 + "' is not allowed: use 2 to 32 characters from a-z, 0-9, '_' and '-' "
+      "(^[a-z0-9_-]{2,32}$)"]),
+    ("image-unqualified", base(profile='[profiles.shell]\nimage = «"debian:bookworm"\n'),
+     ["profiles.shell.image: 'debian:bookworm' is not a valid image reference: not fully qualified: name the "
+      "registry, e.g. docker.io/library/debian:bookworm"]),
+    ("image-bad-digest", base(profile='[profiles.shell]\nimage = «"docker.io/library/debian@sha256:abc"\n'),
+     ["profiles.shell.image: 'docker.io/library/debian@sha256:abc' is not a valid image reference: the digest "
+      "must be '@sha256:' followed by 64 lowercase hex digits"]),
+    ("image-uppercase", base(profile='[profiles.shell]\nimage = «"docker.io/Library/debian:12"\n'),
+     ["profiles.shell.image: 'docker.io/Library/debian:12' is not a valid image reference: the repository path "
+      "must be lowercase letters, digits and . _ - /"]),
+    ("env-bad-name", base(extra='env = { «"1X" = "a" }\n'),
+     ["profiles.shell.env: '1X' is not a valid variable name (letters, digits and '_', not starting with a digit)"]),
+    ("env-reserved", base(extra='env = { «LAZARET_SESSION_ID = "x" }\n'),
+     ["profiles.shell.env: 'LAZARET_SESSION_ID' is reserved: Lazaret sets LAZARET_* variables itself"]),
+    ("env-integer", base(extra='env = { PORT = «8080 }\n'),
+     ["profiles.shell.env.PORT must be a string, not an integer"]),
+    ("env-bad-host-name", base(extra='env = { TOKEN = «"env:MY-TOKEN" }\n'),
+     ["profiles.shell.env.TOKEN: 'env:' must be followed by a host variable name, got 'MY-TOKEN'"]),
+    ("env-host-variable-missing", base(extra='env = { TOKEN = «"env:LAZARET_TEST_UNSET_VARIABLE" }\n'),
+     ["profiles.shell.env.TOKEN: host variable LAZARET_TEST_UNSET_VARIABLE is not set "
+      "(export it, or change the value)"]),
+
+    # --- several errors at once: all reported, in order
+    ("two-errors", base(storage='[storage]\ndata_root = «"rel"\n', extra='«bogus = 1\n'),
+     ["storage.data_root: path 'rel' is not absolute after expansion (start it with '/' or '~/')",
+      "unknown key 'bogus' in [profiles.shell] (known: image, persistent_dirs, allow_egress, env, volumes)"]),
+]
+
+
+@pytest.mark.parametrize("name,text,messages", CASES, ids=[c[0] for c in CASES])
+def test_bad_config(lz, name, text, messages):
+    root = os.path.join(lz.base, "r")
+    text = text.replace("{root}", root)
+    clean, marks = locate(text)
+    assert len(marks) == len(messages), "test case: one marker per message"
+    path = lz.write("home/.config/lazaret/config.toml", clean)
+    r = lz.run("config", "check")
+    want = [f"{path}:{line}:{col}: {m.replace('{work}', lz.work)}" for (line, col), m in zip(marks, messages)]
+    assert r.stderr.splitlines() == want, r.stderr
+    assert r.returncode == 65
+    assert r.stdout == ""
+    # Validation creates nothing: no data root, no socket directory.
+    assert not os.path.exists(root)
+
+
+def test_invalid_utf8(lz):
+    path = os.path.join(lz.home, "bad.toml")
+    with open(path, "wb") as f:
+        f.write(BASE.replace("{root}", lz.base).encode() + b'x = "\xff"\n')
+    os.chown(path, lz.user.pw_uid, lz.user.pw_gid)
+    r = lz.run("config", "check", "--config", path)
+    assert r.stderr.splitlines() == [f"{path}:11:6: invalid UTF-8 (byte 0xFF)"]
+    assert r.returncode == 65
+
+
+def test_missing_explicit_config(lz):
+    lz.write("home/.config/lazaret/config.toml", BASE.replace("{root}", lz.base))
+    missing = os.path.join(lz.base, "nope.toml")
+    r = lz.run("config", "check", "--config", missing)
+    assert r.stderr.splitlines() == [f"{missing}:1:1: cannot read: No such file or directory"]
+    assert r.returncode == 65
+
+
+def test_config_is_directory(lz):
+    d = os.path.join(lz.base, "home")
+    r = lz.run("--config", d, "config", "check")
+    assert r.stderr.splitlines() == [f"{d}:1:1: cannot read: Is a directory"]
+    assert r.returncode == 65
+
+
+def test_file_too_large(lz):
+    text = BASE.replace("{root}", lz.base) + "# " + "x" * (1024 * 1024) + "\n"
+    path = lz.write("big.toml", text)
+    r = lz.run("config", "check", "--config", path)
+    assert r.stderr.splitlines() == [
+        f"{path}:1:1: file is larger than 1048576 bytes; a configuration file is never this big"]
+    assert r.returncode == 65
+
+
+def test_merge_conflict_between_files(lz):
+    user = lz.write("home/.config/lazaret/config.toml", BASE.replace("{root}", lz.base))
+    local = lz.write("work/lazaret.toml", '[profiles]\nshell = "x"\n')
+    r = lz.run("config", "check")
+    assert r.stderr.splitlines() == [
+        f"{local}:2:1: 'shell' is a string here but a table in {user}:9:11; a table and a value cannot be merged"]
+    assert r.returncode == 65
+
+
+def test_no_configuration(lz):
+    r = lz.run("config", "check")
+    user = os.path.join(lz.home, ".config/lazaret/config.toml")
+    local = os.path.join(lz.work, "lazaret.toml")
+    assert r.stderr.splitlines() == [
+        f"lazaret: error: no configuration found (looked for {user} and {local}); "
+        "run 'lazaret init' to write a starter file"]
+    assert r.returncode == 65
+
+
+def test_unpinned_image_is_a_warning(lz):
+    text = BASE.replace("{root}", lz.base).replace("localhost/lazaret/test:1", "docker.io/library/debian:12")
+    path = lz.write("home/.config/lazaret/config.toml", text)
+    r = lz.run("config", "check")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [
+        f"{path}:10:9: warning: profiles.shell.image: 'docker.io/library/debian:12' is not pinned by digest; "
+        "append @sha256:<digest> so the sandbox cannot change under you"]

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of src/basic: strbuf, path-util, fileio. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fd-util.h"
+#include "fileio.h"
+#include "path-util.h"
+#include "strbuf.h"
+
+static void test_strbuf(void **state) {
+        (void) state;
+        StrBuf b = STRBUF_INIT;
+        assert_string_equal(strbuf_str(&b), "");
+        strbuf_puts(&b, "abc");
+        strbuf_putc(&b, '-');
+        strbuf_printf(&b, "%d/%s", 42, "x");
+        assert_string_equal(strbuf_str(&b), "abc-42/x");
+        assert_int_equal(b.len, 8);
+        for (int i = 0; i < 1000; i++)
+                strbuf_putc(&b, 'y');
+        assert_int_equal(b.len, 1008);
+        char *s = strbuf_steal(&b);
+        assert_non_null(s);
+        assert_int_equal(strlen(s), 1008);
+        assert_null(b.data);
+        free(s);
+
+        s = strbuf_steal(&b);
+        assert_string_equal(s, "");
+        free(s);
+}
+
+static void test_path_has_dotdot(void **state) {
+        (void) state;
+        assert_true(path_has_dotdot(".."));
+        assert_true(path_has_dotdot("/a/../b"));
+        assert_true(path_has_dotdot("a/.."));
+        assert_true(path_has_dotdot("/a//..//b"));
+        assert_true(path_has_dotdot("../"));
+        assert_false(path_has_dotdot("/a/..b/c"));
+        assert_false(path_has_dotdot("/a/b../c"));
+        assert_false(path_has_dotdot("/a/.../c"));
+        assert_false(path_has_dotdot("/a/./c"));
+        assert_false(path_has_dotdot(""));
+        assert_false(path_has_dotdot("/"));
+}
+
+static void test_path_join(void **state) {
+        (void) state;
+        const struct {
+                const char *a, *b, *want;
+        } cases[] = {
+                { "/a", "b", "/a/b" },   { "/a/", "b", "/a/b" },   { "/a//", "/b", "/a/b" },
+                { "/", "b", "/b" },      { "/a", "", "/a/" },      { "rel", "x/y", "rel/x/y" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char *j = path_join(cases[i].a, cases[i].b);
+                assert_non_null(j);
+                assert_string_equal(j, cases[i].want);
+                free(j);
+        }
+}
+
+static char tmpdir[64];
+
+static int setup_tmp(void **state) {
+        (void) state;
+        strcpy(tmpdir, "/tmp/lazaret-unit-XXXXXX");
+        return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown_tmp(void **state) {
+        (void) state;
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+        return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_read_file_capped(void **state) {
+        (void) state;
+        char p[128], *data = NULL;
+        size_t n = 0;
+        snprintf(p, sizeof(p), "%s/f", tmpdir);
+
+        assert_int_equal(write_file_atomic(p, "hello\0world", 11, 0600, 1), 0);
+        assert_int_equal(read_file_capped(p, 11, &data, &n), 0);
+        assert_int_equal(n, 11);
+        assert_memory_equal(data, "hello\0world", 11);
+        assert_int_equal(data[11], '\0');
+        free(data);
+
+        data = NULL;
+        assert_int_equal(read_file_capped(p, 10, &data, &n), -EFBIG);
+        assert_null(data);
+
+        /* Exclusive creation refuses an existing file and leaves it alone. */
+        assert_int_equal(write_file_atomic(p, "x", 1, 0600, 1), -EEXIST);
+        assert_int_equal(read_file_capped(p, 100, &data, &n), 0);
+        assert_int_equal(n, 11);
+        free(data);
+        assert_int_equal(write_file_atomic(p, "x", 1, 0640, 0), 0);
+        struct stat st;
+        assert_int_equal(stat(p, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0640);
+        assert_int_equal(st.st_size, 1);
+
+        /* Directories and FIFOs are refused without blocking. */
+        assert_int_equal(read_file_capped(tmpdir, 100, &data, &n), -EISDIR);
+        char fifo[128];
+        snprintf(fifo, sizeof(fifo), "%s/fifo", tmpdir);
+        assert_int_equal(mkfifo(fifo, 0600), 0);
+        assert_int_equal(read_file_capped(fifo, 100, &data, &n), -EINVAL);
+
+        char missing[128];
+        snprintf(missing, sizeof(missing), "%s/missing", tmpdir);
+        assert_int_equal(read_file_capped(missing, 100, &data, &n), -ENOENT);
+}
+
+static void test_canonicalize(void **state) {
+        (void) state;
+        char link[128], target[128], *c = NULL;
+        snprintf(target, sizeof(target), "%s/real", tmpdir);
+        snprintf(link, sizeof(link), "%s/link", tmpdir);
+        assert_int_equal(mkdir(target, 0700), 0);
+        assert_int_equal(symlink(target, link), 0);
+        assert_int_equal(path_canonicalize(link, &c), 0);
+        assert_string_equal(c, target);
+        free(c);
+}
+
+static void test_safe_close(void **state) {
+        (void) state;
+        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        fd = safe_close(fd);
+        assert_int_equal(fd, -EBADF);
+        assert_int_equal(safe_close(-1), -EBADF);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_strbuf),
+                cmocka_unit_test(test_path_has_dotdot),
+                cmocka_unit_test(test_path_join),
+                cmocka_unit_test_setup_teardown(test_read_file_capped, setup_tmp, teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_canonicalize, setup_tmp, teardown_tmp),
+                cmocka_unit_test(test_safe_close),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of src/shared: expansion, CIDRs, domain hash, and the loader's
+ * hierarchy and merge rules. The many single-error cases live in
+ * tests/integration/test_config_errors.py, against the real binary. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cidr.h"
+#include "config.h"
+#include "expand.h"
+#include "fileio.h"
+#include "path-util.h"
+
+static ExpandContext full_ctx(void) {
+        ExpandContext c = { .home = "/home/u" };
+        c.values[EXPAND_PROFILE_NAME] = "claude";
+        c.values[EXPAND_PROFILE_DIR] = "/data/claude";
+        c.values[EXPAND_DOMAIN_HASH] = "0123456789ab";
+        c.values[EXPAND_DOMAIN_DIR] = "/data/domains/0123456789ab";
+        c.values[EXPAND_WORKSPACE_DIR] = "/w";
+        return c;
+}
+
+static void expect_expand(const ExpandContext *c, const char *in, const char *want) {
+        char *out = NULL, *err = NULL;
+        int r = expand_string(in, c, &out, &err);
+        if (r != 0)
+                fail_msg("expand '%s': %d %s", in, r, err ? err : "");
+        assert_string_equal(out, want);
+        free(out);
+}
+
+static void expect_expand_error(const ExpandContext *c, const char *in, const char *want) {
+        char *out = NULL, *err = NULL;
+        assert_int_equal(expand_string(in, c, &out, &err), -EINVAL);
+        assert_null(out);
+        assert_string_equal(err, want);
+        free(err);
+}
+
+static void test_expand(void **state) {
+        (void) state;
+        ExpandContext c = full_ctx();
+        expect_expand(&c, "~", "/home/u");
+        expect_expand(&c, "~/x", "/home/u/x");
+        expect_expand(&c, "/a/~/b", "/a/~/b");
+        expect_expand(&c, "a~", "a~");
+        expect_expand(&c, "{profile_dir}/home", "/data/claude/home");
+        expect_expand(&c, "{domain_dir}/{profile_name}-{domain_hash}", "/data/domains/0123456789ab/claude-0123456789ab");
+        expect_expand(&c, "{workspace_dir}", "/w");
+        expect_expand(&c, "", "");
+
+        expect_expand_error(&c, "~root/x", "'~root': only a leading '~' or '~/' is expanded, '~user' is not supported");
+        expect_expand_error(&c, "{profle_dir}/x",
+                            "unknown token '{profle_dir}' (known: {profile_name}, {profile_dir}, {domain_hash}, "
+                            "{domain_dir}, {workspace_dir})");
+        expect_expand_error(&c, "/x/{profile_dir", "unterminated token '{profile_dir': a '{' must open one of the {tokens}");
+        expect_expand_error(&c, "/x/}", "unmatched '}'");
+        expect_expand_error(&c, "{{profile_dir}}", "unterminated token '{': a '{' must open one of the {tokens}");
+
+        ExpandContext none = { .home = NULL };
+        expect_expand(&none, "~/x", "~/x");
+        expect_expand_error(&none, "{profile_dir}", "token '{profile_dir}' cannot be used in this field");
+}
+
+static void expect_cidr(const char *s, const char *canon) {
+        Cidr c;
+        const char *why = NULL;
+        char buf[64];
+        if (cidr_parse(s, &c, &why) != 0)
+                fail_msg("cidr '%s': %s", s, why);
+        cidr_format(&c, buf, sizeof(buf));
+        assert_string_equal(buf, canon);
+}
+
+static void expect_cidr_error(const char *s, const char *want) {
+        Cidr c;
+        const char *why = NULL;
+        assert_int_equal(cidr_parse(s, &c, &why), -EINVAL);
+        assert_string_equal(why, want);
+}
+
+static void test_cidr(void **state) {
+        (void) state;
+        expect_cidr("10.0.0.0/8", "10.0.0.0/8");
+        expect_cidr("0.0.0.0/0", "0.0.0.0/0");
+        expect_cidr("192.168.1.1/32", "192.168.1.1/32");
+        expect_cidr("172.16.0.0/12", "172.16.0.0/12");
+        expect_cidr("::/0", "::/0");
+        expect_cidr("fd00:ec2::254/128", "fd00:ec2::254/128");
+        expect_cidr("FE80::/10", "fe80::/10");
+        expect_cidr_error("10.1.0.0/8", "host bits are set (the address must be the network address of the prefix)");
+        expect_cidr_error("172.17.0.0/12", "host bits are set (the address must be the network address of the prefix)");
+        expect_cidr_error("fe80::1/10", "host bits are set (the address must be the network address of the prefix)");
+        expect_cidr_error("10.0.0.0", "missing prefix length (write e.g. 10.0.0.0/8 or 2001:db8::/32)");
+        expect_cidr_error("10.0.0.0/33", "prefix length is larger than 32");
+        expect_cidr_error("::/129", "prefix length is larger than 128");
+        expect_cidr_error("10.0.0.0/08", "prefix length must be a decimal number without leading zeros");
+        expect_cidr_error("10.0.0.0/", "prefix length must be a decimal number without leading zeros");
+        expect_cidr_error("10.0.0.0/8x", "prefix length must be a decimal number without leading zeros");
+        expect_cidr_error("10.0.0/8", "not an IPv4 or IPv6 address");
+        expect_cidr_error("/8", "not an IPv4 or IPv6 address");
+        expect_cidr_error("example.com/8", "not an IPv4 or IPv6 address");
+}
+
+static void test_domain_hash(void **state) {
+        (void) state;
+        char h[13];
+        /* Reference values from Python's hashlib (an independent SHA-256). */
+        assert_int_equal(config_domain_hash("claude", "/home/u/proj", h), 0);
+        assert_string_equal(h, "6a52bc2082da");
+        assert_int_equal(config_domain_hash("shell", "/tmp/\xc3\xbc", h), 0);
+        assert_string_equal(h, "1847b42f8104");
+}
+
+static void test_profile_names(void **state) {
+        (void) state;
+        assert_true(config_profile_name_valid("claude"));
+        assert_true(config_profile_name_valid("a1"));
+        assert_true(config_profile_name_valid("my_agent-2"));
+        assert_true(config_profile_name_valid("abcdefghijklmnopqrstuvwxyz012345")); /* 32 */
+        assert_false(config_profile_name_valid("abcdefghijklmnopqrstuvwxyz0123456")); /* 33 */
+        assert_false(config_profile_name_valid("a"));
+        assert_false(config_profile_name_valid(""));
+        assert_false(config_profile_name_valid("Claude"));
+        assert_false(config_profile_name_valid("a.b"));
+        assert_false(config_profile_name_valid("a/b"));
+        assert_false(config_profile_name_valid("a\\b"));
+        assert_false(config_profile_name_valid("a b"));
+        assert_false(config_profile_name_valid("a;b"));
+        assert_false(config_profile_name_valid(".."));
+}
+
+/* ---- loader ------------------------------------------------------------- */
+
+static char dir[64];
+
+static int setup_dirs(void **state) {
+        (void) state;
+        strcpy(dir, "/tmp/lazaret-cfg-XXXXXX");
+        if (!mkdtemp(dir))
+                return -1;
+        char p[128];
+        snprintf(p, sizeof(p), "%s/xdg", dir);
+        mkdir(p, 0700);
+        snprintf(p, sizeof(p), "%s/xdg/lazaret", dir);
+        mkdir(p, 0700);
+        snprintf(p, sizeof(p), "%s/ws", dir);
+        mkdir(p, 0700);
+        snprintf(p, sizeof(p), "%s/home", dir);
+        mkdir(p, 0700);
+        snprintf(p, sizeof(p), "%s/xdg", dir);
+        setenv("XDG_CONFIG_HOME", p, 1);
+        snprintf(p, sizeof(p), "%s/home", dir);
+        setenv("HOME", p, 1);
+        return 0;
+}
+
+static int teardown_dirs(void **state) {
+        (void) state;
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        return system(cmd) == 0 ? 0 : -1;
+}
+
+static void put(const char *rel, const char *text) {
+        char p[256];
+        snprintf(p, sizeof(p), "%s/%s", dir, rel);
+        assert_int_equal(write_file_atomic(p, text, strlen(text), 0600, 0), 0);
+}
+
+static const char base_cfg[] = "[storage]\n"
+                               "data_root = \"~/data\"\n"
+                               "[network]\n"
+                               "default_allow = [\"0.0.0.0/0\"]\n"
+                               "default_deny = [\"10.0.0.0/8\"]\n"
+                               "[escalation]\n"
+                               "enabled = true\n"
+                               "socket_dir = \"/tmp/sock\"\n"
+                               "[profiles.claude]\n"
+                               "image = \"localhost/agent:1\"\n"
+                               "env = { A = \"1\", B = \"2\" }\n"
+                               "volumes = [{ host = \"{profile_dir}/home\", container = \"/root\", mode = \"ro,z\" }]\n";
+
+static void test_load_merge(void **state) {
+        (void) state;
+        char ws[128], explicit[128], want[256];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        snprintf(explicit, sizeof(explicit), "%s/explicit.toml", dir);
+        put("xdg/lazaret/config.toml", base_cfg);
+        /* The workspace file overrides one scalar, adds an env key and
+         * replaces the default_deny array whole. */
+        put("ws/lazaret.toml", "[network]\ndefault_deny = [\"192.168.0.0/16\"]\n"
+                               "[profiles.claude]\nimage = \"localhost/agent:2\"\nenv.C = \"3\"\n");
+        put("explicit.toml", "[escalation]\nenabled = false\n");
+
+        ConfigLoadOptions o = { .explicit_path = explicit, .workspace = ws };
+        ConfigDiags d = {};
+        Config *c = NULL;
+        int r = config_load(&o, &c, &d);
+        if (r != 0) {
+                config_diags_print(&d, stderr);
+                fail_msg("config_load: %d", r);
+        }
+        assert_int_equal(c->n_sources, 3);
+        assert_false(c->escalation_enabled);
+        assert_int_equal(c->n_default_deny, 1);
+        assert_string_equal(c->default_deny[0], "192.168.0.0/16");
+        assert_int_equal(c->n_profiles, 1);
+        const ConfigProfile *p = config_find_profile(c, "claude");
+        assert_non_null(p);
+        assert_string_equal(p->image, "localhost/agent:2");
+        assert_int_equal(p->n_env, 3);
+        snprintf(want, sizeof(want), "%s/home/data", dir);
+        assert_string_equal(c->data_root, want);
+        snprintf(want, sizeof(want), "%s/home/data/claude", dir);
+        assert_string_equal(p->profile_dir, want);
+        char h[13];
+        assert_int_equal(config_domain_hash("claude", ws, h), 0);
+        assert_string_equal(p->domain_hash, h);
+        snprintf(want, sizeof(want), "%s/home/data/domains/%s", dir, h);
+        assert_string_equal(p->domain_dir, want);
+        assert_int_equal(p->n_volumes, 1);
+        snprintf(want, sizeof(want), "%s/home/data/claude/home", dir);
+        assert_string_equal(p->volumes[0].host, want);
+        assert_true(p->volumes[0].read_only);
+        assert_true(p->volumes[0].relabel_shared);
+
+        /* Provenance: the image came from the workspace file, line 4. */
+        const ConfigNode *n = config_node_get(config_node_get(config_node_get(&c->root, "profiles"), "claude"), "image");
+        assert_non_null(n);
+        snprintf(want, sizeof(want), "%s/ws/lazaret.toml", dir);
+        assert_string_equal(n->src->path, want);
+        assert_int_equal(n->value->pos.line, 4);
+        assert_int_equal(n->value->pos.col, 9);
+        config_free(c);
+        config_diags_done(&d);
+}
+
+static void test_load_symlinked_workspace(void **state) {
+        (void) state;
+        char ws[128], link[128];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        snprintf(link, sizeof(link), "%s/wslink", dir);
+        assert_int_equal(symlink(ws, link), 0);
+        put("xdg/lazaret/config.toml", base_cfg);
+        ConfigLoadOptions o = { .workspace = link };
+        ConfigDiags d = {};
+        Config *c = NULL;
+        assert_int_equal(config_load(&o, &c, &d), 0);
+        /* The domain is computed on the canonical path: same hash as via ws. */
+        assert_string_equal(c->workspace, ws);
+        char h[13];
+        assert_int_equal(config_domain_hash("claude", ws, h), 0);
+        assert_string_equal(c->profiles[0].domain_hash, h);
+        config_free(c);
+        config_diags_done(&d);
+}
+
+static void test_load_conflict(void **state) {
+        (void) state;
+        char ws[128], want[512];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        put("xdg/lazaret/config.toml", base_cfg);
+        put("ws/lazaret.toml", "profiles = \"none\"\n");
+        ConfigLoadOptions o = { .workspace = ws };
+        ConfigDiags d = {};
+        Config *c = NULL;
+        assert_int_equal(config_load(&o, &c, &d), -EINVAL);
+        assert_null(c);
+        assert_int_equal(config_diags_errors(&d), 1);
+        snprintf(want, sizeof(want), "%s/ws/lazaret.toml", dir);
+        assert_string_equal(d.items[0].file, want);
+        assert_int_equal(d.items[0].pos.line, 1);
+        assert_int_equal(d.items[0].pos.col, 1);
+        snprintf(want, sizeof(want),
+                 "'profiles' is a string here but a table in %s/xdg/lazaret/config.toml:9:2; a table and a value "
+                 "cannot be merged",
+                 dir);
+        assert_string_equal(d.items[0].message, want);
+        config_diags_done(&d);
+}
+
+static void test_load_nothing(void **state) {
+        (void) state;
+        char ws[128];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        ConfigLoadOptions o = { .workspace = ws };
+        ConfigDiags d = {};
+        Config *c = NULL;
+        assert_int_equal(config_load(&o, &c, &d), -ENOENT);
+        assert_int_equal(d.n, 1);
+        assert_null(d.items[0].file);
+        config_diags_done(&d);
+}
+
+static void test_profile_env(void **state) {
+        (void) state;
+        char ws[128];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        put("xdg/lazaret/config.toml", base_cfg);
+        put("ws/lazaret.toml", "[profiles.claude.env]\nKEY = \"env:LAZARET_UNIT_HOST_VAR\"\n");
+        ConfigLoadOptions o = { .workspace = ws };
+        ConfigDiags d = {};
+        Config *c = NULL;
+        assert_int_equal(config_load(&o, &c, &d), 0);
+
+        char **envv = NULL;
+        size_t n = 0;
+        unsetenv("LAZARET_UNIT_HOST_VAR");
+        assert_int_equal(config_profile_env(&c->profiles[0], &envv, &n, &d), -EINVAL);
+        assert_int_equal(d.n, 1);
+        assert_string_equal(d.items[0].message,
+                            "profiles.claude.env.KEY: host variable LAZARET_UNIT_HOST_VAR is not set (export it, or "
+                            "change the value)");
+        assert_int_equal(d.items[0].pos.line, 2);
+
+        setenv("LAZARET_UNIT_HOST_VAR", "secret", 1);
+        assert_int_equal(config_profile_env(&c->profiles[0], &envv, &n, &d), 0);
+        assert_int_equal(n, 3);
+        assert_string_equal(envv[0], "A=1");
+        assert_string_equal(envv[1], "B=2");
+        assert_string_equal(envv[2], "KEY=secret");
+        strv_free_n(envv, n);
+        config_free(c);
+        config_diags_done(&d);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_expand),
+                cmocka_unit_test(test_cidr),
+                cmocka_unit_test(test_domain_hash),
+                cmocka_unit_test(test_profile_names),
+                cmocka_unit_test_setup_teardown(test_load_merge, setup_dirs, teardown_dirs),
+                cmocka_unit_test_setup_teardown(test_load_symlinked_workspace, setup_dirs, teardown_dirs),
+                cmocka_unit_test_setup_teardown(test_load_conflict, setup_dirs, teardown_dirs),
+                cmocka_unit_test_setup_teardown(test_load_nothing, setup_dirs, teardown_dirs),
+                cmocka_unit_test_setup_teardown(test_profile_env, setup_dirs, teardown_dirs),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
