@@ -89,5 +89,15 @@ if [ "$want_test_user" -eq 1 ]; then
 		$SUDO useradd --create-home --shell /bin/sh --comment "Lazaret integration tests" "$TEST_USER"
 	fi
 	add_subids "$TEST_USER"
+	# The TOML unit tests prove float parsing ignores LC_NUMERIC, which
+	# needs a locale whose decimal separator is a comma.
+	if ! locale -a 2>/dev/null | grep -qix 'de_DE.utf8'; then
+		dpkg-query -W -f='${Status}\n' locales 2>/dev/null | grep -q '^install ok installed$' ||
+			$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends locales
+		say "generating the de_DE.UTF-8 locale"
+		grep -qx 'de_DE.UTF-8 UTF-8' /etc/locale.gen 2>/dev/null ||
+			echo 'de_DE.UTF-8 UTF-8' | $SUDO tee -a /etc/locale.gen >/dev/null
+		$SUDO locale-gen
+	fi
 fi
 say "host ready"

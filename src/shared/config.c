@@ -367,6 +367,12 @@ static int merge_table(ConfigNode *dst, const TomlValue *tbl, const ConfigSource
         dst->value = tbl;
         for (size_t i = 0; i < tbl->table.n; i++) {
                 const TomlEntry *e = &tbl->table.entries[i];
+                if (strlen(e->key) != e->key_len) {
+                        /* "image\u0000x" must not pass for "image". */
+                        _cleanup_free_ char *k = quoted(e->key, e->key_len);
+                        ERR(d, src->path, e->key_pos, "key %s contains a NUL character", k ?: "?");
+                        continue;
+                }
                 ConfigNode *c = (ConfigNode *) config_node_get(dst, e->key);
 
                 if (!c) {

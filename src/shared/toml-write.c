@@ -169,8 +169,8 @@ json_t *toml_to_json(const TomlValue *v) {
         case TOML_TABLE: {
                 json_t *o = json_object();
                 for (size_t i = 0; o && i < v->table.n; i++)
-                        if (json_object_set_new(o, v->table.entries[i].key, toml_to_json(v->table.entries[i].value)) <
-                            0) {
+                        if (json_object_setn_new(o, v->table.entries[i].key, v->table.entries[i].key_len,
+                                                 toml_to_json(v->table.entries[i].value)) < 0) {
                                 json_decref(o);
                                 return NULL;
                         }

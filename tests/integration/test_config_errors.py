@@ -68,6 +68,9 @@ CASES = [
     ("unknown-key-escaped", base(extra='«"a\\u001b[31m" = 1\n'),
      ["unknown key 'a\\x1b[31m' in [profiles.shell] (known: image, persistent_dirs, allow_egress, env, volumes)"]),
 
+    ("key-with-nul", base(extra='«"image\\u0000x" = "localhost/b:1"\n'),
+     ["key 'image\\x00x' contains a NUL character"]),
+
     # --- required sections and keys
     ("missing-storage", "«" + NETWORK + ESCALATION + PROFILE,
      ["[storage] section is required (it sets data_root)"]),
