@@ -17,7 +17,7 @@ RUNDIR      := $(BUILD)/run
 export ASAN_OPTIONS  := detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS := halt_on_error=1:abort_on_error=1:print_stacktrace=1
 
-.PHONY: all deps deps-test build build-clang build-asan check unit asan integration run fuzz clean
+.PHONY: all deps deps-test build build-clang build-asan check unit asan integration integration-asan run fuzz clean
 
 all: build
 
@@ -60,9 +60,13 @@ asan: build-asan
 integration: build
 	LAZARET_BUILD=$(abspath $(BUILD)) $(PYTEST) -q tests/integration
 
+# The integration tests again, against the ASan+UBSan binary.
+integration-asan: build-asan
+	LAZARET_BUILD=$(abspath $(BUILD_ASAN)) $(PYTEST) -q tests/integration
+
 check: deps-test
 	$(MAKE) build build-clang
-	$(MAKE) unit asan integration
+	$(MAKE) unit asan integration integration-asan
 
 run: deps build
 	@echo "== lazaret doctor"

@@ -332,35 +332,6 @@ const ConfigNode *config_node_get(const ConfigNode *n, const char *key) {
         return NULL;
 }
 
-/* "a string", "an integer", ... for messages. */
-static const char *a_type(TomlType t) {
-        switch (t) {
-        case TOML_STRING:
-                return "a string";
-        case TOML_INTEGER:
-                return "an integer";
-        case TOML_FLOAT:
-                return "a float";
-        case TOML_BOOL:
-                return "a bool";
-        case TOML_DATETIME:
-                return "a datetime";
-        case TOML_DATETIME_LOCAL:
-                return "a local datetime";
-        case TOML_DATE_LOCAL:
-                return "a local date";
-        case TOML_TIME_LOCAL:
-                return "a local time";
-        case TOML_ARRAY:
-                return "an array";
-        case TOML_TABLE:
-                return "a table";
-        case _TOML_TYPE_MAX:
-        case _TOML_TYPE_INVALID:
-                break;
-        }
-        return "an unknown value";
-}
 
 static int merge_table(ConfigNode *dst, const TomlValue *tbl, const ConfigSource *src, ConfigDiags *d) {
         dst->src = src;
@@ -400,7 +371,7 @@ static int merge_table(ConfigNode *dst, const TomlValue *tbl, const ConfigSource
                         _cleanup_free_ char *k = quoted(e->key, e->key_len);
                         ERR(d, src->path, e->key_pos,
                             "%s is %s here but %s in %s:%u:%u; a table and a value cannot be merged", k ?: "?",
-                            a_type(e->value->type), a_type(c->value->type), c->src->path, c->key_pos.line,
+                            toml_type_with_article(e->value->type), toml_type_with_article(c->value->type), c->src->path, c->key_pos.line,
                             c->key_pos.col);
                 } else {
                         /* Scalars and arrays: the higher-precedence file wins whole. */
@@ -495,7 +466,7 @@ static void check_unknown(Validator *v, const ConfigNode *n, const char *what, c
 static bool want_type(Validator *v, const ConfigNode *n, const char *name, TomlType t) {
         if (n->value->type == t)
                 return true;
-        NODE_ERR(v, n, "%s must be %s, not %s", name, a_type(t), a_type(n->value->type));
+        NODE_ERR(v, n, "%s must be %s, not %s", name, toml_type_with_article(t), toml_type_with_article(n->value->type));
         return false;
 }
 
@@ -551,7 +522,7 @@ static char **string_list(Validator *v, const ConfigNode *n, const char *name, s
                 const TomlValue *e = n->value->array.items[i];
                 if (e->type != TOML_STRING) {
                         ERR(v->d, n->src->path, e->pos, "%s[%zu] must be a string, not %s", name, i,
-                            a_type(e->type));
+                            toml_type_with_article(e->type));
                         *ok = false;
                         continue;
                 }
@@ -800,7 +771,7 @@ static int validate_volume(Validator *v, ConfigProfile *p, const ConfigNode *vol
 
         if (t->type != TOML_TABLE) {
                 ERR(v->d, file, t->pos, "%s must be a table with host, container and mode, not %s", name,
-                    a_type(t->type));
+                    toml_type_with_article(t->type));
                 return 0;
         }
         const TomlEntry *host = NULL, *cont = NULL, *mode = NULL;
@@ -986,7 +957,7 @@ static int validate_env(Validator *v, ConfigProfile *p, const ConfigNode *t, con
                         continue;
                 }
                 if (e->value->type != TOML_STRING) {
-                        NODE_ERR(v, e, "%s.%s must be a string, not %s", name, e->key, a_type(e->value->type));
+                        NODE_ERR(v, e, "%s.%s must be a string, not %s", name, e->key, toml_type_with_article(e->value->type));
                         continue;
                 }
                 if (strlen(e->value->str.s) != e->value->str.len) {

@@ -142,8 +142,7 @@ const char *toml_type_to_string(TomlType t) {
         return names[t];
 }
 
-/* For messages: "key 'x' is already defined as an integer". */
-static const char *type_with_article(TomlType t) {
+const char *toml_type_with_article(TomlType t) {
         switch (t) {
         case TOML_STRING:
                 return "a string";
@@ -1273,7 +1272,7 @@ static int descend_dotted(Parser *p, TomlNode **t, const Key *k, size_t i) {
                                PATH(k, i));
         if (v->v.type != TOML_TABLE)
                 return fail_at(p, part->pos, -EINVAL, "key '%s' is already defined as %s", PATH(k, i),
-                               type_with_article(v->v.type));
+                               toml_type_with_article(v->v.type));
         if (v->flags & NODE_INLINE)
                 return fail_at(p, part->pos, -EINVAL, "cannot extend inline table '%s'", PATH(k, i));
         if (!(v->flags & NODE_DOTTED))
@@ -1418,7 +1417,7 @@ static int parse_header(Parser *p, TomlNode *root, TomlNode **ret_table, size_t 
 
                 if (v->v.type != TOML_ARRAY)
                         return fail_at(p, part->pos, -EINVAL, "key '%s' is already defined as %s", PATH(&k, i),
-                                       type_with_article(v->v.type));
+                                       toml_type_with_article(v->v.type));
                 if (!(v->flags & NODE_AOT))
                         return fail_at(p, part->pos, -EINVAL, "cannot extend static array '%s'", PATH(&k, i));
                 if (last && !aot)

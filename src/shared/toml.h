@@ -119,3 +119,7 @@ const TomlEntry *toml_table_get_n(const TomlValue *table, const char *key, size_
 
 /* "string", "integer", ..., as used in error messages and by toml-test. */
 const char *toml_type_to_string(TomlType t);
+
+/* "a string", "an integer", "a boolean", ... for messages such as "key 'x'
+ * is already defined as an integer". Never NULL. */
+const char *toml_type_with_article(TomlType t);

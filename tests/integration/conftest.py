@@ -78,6 +78,11 @@ class Lazaret:
             "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
             "LANG": "C.UTF-8",
         }
+        # A sanitizer build (make check runs one) must report through the
+        # options make chose, even across env -i.
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+            if k in os.environ:
+                self.env[k] = os.environ[k]
 
     def write(self, rel, text, mode=0o644):
         """Write a file (path relative to base) owned by the test user."""

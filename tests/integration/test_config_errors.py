@@ -96,7 +96,7 @@ CASES = [
      ["storage.data_root must be a string, not an integer"]),
     ("data-root-empty", base(storage='[storage]\ndata_root = «""\n'), ["storage.data_root must not be empty"]),
     ("enabled-string", base(escalation='[escalation]\nenabled = «"yes"\nsocket_dir = "/tmp/x"\n'),
-     ["escalation.enabled must be a bool, not a string"]),
+     ["escalation.enabled must be a boolean, not a string"]),
     ("allow-not-array", base(network='[network]\ndefault_allow = «"0.0.0.0/0"\ndefault_deny = []\n'),
      ["network.default_allow must be an array, not a string"]),
     ("allow-entry-integer", base(network='[network]\ndefault_allow = ["0.0.0.0/0", «4]\ndefault_deny = []\n'),
