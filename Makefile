@@ -9,7 +9,11 @@ BUILD_CLANG ?= build-clang
 BUILD_ASAN  ?= build-asan
 BUILD_FUZZ  ?= build-fuzz
 FUZZ_SECONDS ?= 60
-PYTEST      := /usr/bin/python3 -m pytest
+PYTEST      := /usr/bin/python3 -B -m pytest -p no:cacheprovider
+# The integration harness prepares files for the test user and runs lazaret
+# as that user, which takes root: a normal user's make check uses sudo here
+# (and writes no root-owned caches into the checkout).
+AS_ROOT     := $(if $(filter 0,$(shell id -u)),,sudo)
 LAZARET     := $(BUILD)/src/lazaret/lazaret
 RUNDIR      := $(BUILD)/run
 
@@ -58,11 +62,13 @@ asan: build-asan
 	meson test -C $(BUILD_ASAN) --print-errorlogs
 
 integration: build
-	LAZARET_BUILD=$(abspath $(BUILD)) $(PYTEST) -q tests/integration
+	$(AS_ROOT) env LAZARET_BUILD=$(abspath $(BUILD)) ASAN_OPTIONS=$(ASAN_OPTIONS) UBSAN_OPTIONS=$(UBSAN_OPTIONS) \
+		$(PYTEST) -q tests/integration
 
 # The integration tests again, against the ASan+UBSan binary.
 integration-asan: build-asan
-	LAZARET_BUILD=$(abspath $(BUILD_ASAN)) $(PYTEST) -q tests/integration
+	$(AS_ROOT) env LAZARET_BUILD=$(abspath $(BUILD_ASAN)) ASAN_OPTIONS=$(ASAN_OPTIONS) UBSAN_OPTIONS=$(UBSAN_OPTIONS) \
+		$(PYTEST) -q tests/integration
 
 check: deps-test
 	$(MAKE) build build-clang
