@@ -21,7 +21,7 @@ RUNDIR      := $(BUILD)/run
 export ASAN_OPTIONS  := detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS := halt_on_error=1:abort_on_error=1:print_stacktrace=1
 
-.PHONY: all deps deps-test build build-clang build-asan check unit asan integration integration-asan run fuzz clean
+.PHONY: all deps deps-test build build-clang build-asan check unit asan integration integration-asan format format-check run fuzz clean
 
 all: build
 
@@ -70,8 +70,17 @@ integration-asan: build-asan
 	$(AS_ROOT) env LAZARET_BUILD=$(abspath $(BUILD_ASAN)) ASAN_OPTIONS=$(ASAN_OPTIONS) UBSAN_OPTIONS=$(UBSAN_OPTIONS) \
 		$(PYTEST) -q tests/integration
 
+C_SOURCES = $(shell find src tests fuzz -name '*.[ch]' -not -path 'tests/data/*')
+
+# House style is .clang-format; make format applies it.
+format:
+	clang-format -i $(C_SOURCES)
+
+format-check:
+	clang-format --dry-run --Werror $(C_SOURCES)
+
 check: deps-test
-	$(MAKE) build build-clang
+	$(MAKE) format-check build build-clang
 	$(MAKE) unit asan integration integration-asan
 
 run: deps build

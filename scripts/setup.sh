@@ -31,7 +31,7 @@ say() { echo "setup: $*"; }
 
 # Build and test tools, then what a sandbox launch needs (lazaret doctor
 # checks the same list).
-PACKAGES="meson ninja-build gcc clang pkg-config libclang-rt-14-dev
+PACKAGES="meson ninja-build gcc clang clang-format pkg-config libclang-rt-14-dev
 libssl-dev libjansson-dev libcmocka-dev python3-pytest
 podman runsc runc fuse-overlayfs slirp4netns uidmap sudo"
 

@@ -20,6 +20,6 @@ static inline FILE *safe_fclose(FILE *f) {
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(FILE *, safe_fclose)
 
-#define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_close_  _cleanup_(closep)
 #define _cleanup_fclose_ _cleanup_(safe_fclosep)
-#define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_free_   _cleanup_(freep)

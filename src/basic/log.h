@@ -23,9 +23,9 @@ LogLevel log_get_max_level(void);
  * return log_error_errno(r, "...") ; a zero error becomes -EIO. */
 int log_full_errno(LogLevel level, int error, const char *fmt, ...) _printf_(3, 4);
 
-#define log_error(...) ((void) log_full_errno(LOG_LEVEL_ERROR, 0, __VA_ARGS__))
-#define log_warning(...) ((void) log_full_errno(LOG_LEVEL_WARNING, 0, __VA_ARGS__))
-#define log_info(...) ((void) log_full_errno(LOG_LEVEL_INFO, 0, __VA_ARGS__))
-#define log_debug(...) ((void) log_full_errno(LOG_LEVEL_DEBUG, 0, __VA_ARGS__))
+#define log_error(...)          ((void) log_full_errno(LOG_LEVEL_ERROR, 0, __VA_ARGS__))
+#define log_warning(...)        ((void) log_full_errno(LOG_LEVEL_WARNING, 0, __VA_ARGS__))
+#define log_info(...)           ((void) log_full_errno(LOG_LEVEL_INFO, 0, __VA_ARGS__))
+#define log_debug(...)          ((void) log_full_errno(LOG_LEVEL_DEBUG, 0, __VA_ARGS__))
 #define log_error_errno(e, ...) log_full_errno(LOG_LEVEL_ERROR, (e), __VA_ARGS__)
 #define log_debug_errno(e, ...) log_full_errno(LOG_LEVEL_DEBUG, (e), __VA_ARGS__)

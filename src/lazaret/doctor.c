@@ -32,12 +32,13 @@
 #include "string-util.h"
 
 #define DEFAULT_SEARCH_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
-#define PODMAN_MIN_VERSION { 4, 3, 0 }
-#define SUBID_NEEDED UINT64_C(65536)
-#define SUBID_FILE_MAX (4U * 1024 * 1024)
+#define PODMAN_MIN_VERSION                                                                                             \
+        { 4, 3, 0 }
+#define SUBID_NEEDED       UINT64_C(65536)
+#define SUBID_FILE_MAX     (4U * 1024 * 1024)
 #define COMMAND_STDOUT_MAX (4U * 1024 * 1024)
 #define COMMAND_STDERR_MAX (64U * 1024)
-#define ERROR_LINE_MAX 240
+#define ERROR_LINE_MAX     240
 
 static inline size_t size_min(size_t a, size_t b) {
         return a < b ? a : b;
@@ -483,8 +484,8 @@ struct DoctorContext {
         uid_t uid;
         bool rootless;
         const char *user; /* borrowed from the report; NULL without a passwd entry */
-        char *who;        /* the user for messages: name, or "uid N" */
-        char *user_word;  /* the user as a shell word for fix lines */
+        char *who; /* the user for messages: name, or "uid N" */
+        char *user_word; /* the user as a shell word for fix lines */
         char *search_path;
         uint64_t timeout_usec;
 
@@ -636,9 +637,9 @@ static uint64_t now_usec(void) {
 
 typedef struct Command {
         int spawn_error; /* -errno when the program could not be started */
-        bool timed_out;  /* killed after the time limit */
-        int status;      /* exit status, or 128 + signal */
-        char *out;       /* NUL-terminated, capped */
+        bool timed_out; /* killed after the time limit */
+        int status; /* exit status, or 128 + signal */
+        char *out; /* NUL-terminated, capped */
         char *err;
 } Command;
 
@@ -696,7 +697,8 @@ static int spawn_child(const char *path, const char *const *argv, int out_fd, in
 
         /* Its own process group, so a timeout can kill everything it forked. */
         if (r == 0)
-                r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+                r = posix_spawnattr_setflags(&attr,
+                                             POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
         if (r == 0)
                 r = posix_spawnattr_setpgroup(&attr, 0);
         if (r == 0)
@@ -991,14 +993,17 @@ static int check_podman(DoctorContext *c, DoctorResult *r) {
                 return k;
 
         if (!c->podman_path)
-                return result_fail(r, strdup("sudo apt-get install podman"), "podman is not installed (not found in PATH)");
+                return result_fail(r, strdup("sudo apt-get install podman"),
+                                   "podman is not installed (not found in PATH)");
         if (!c->podman_version_ok && !c->podman_error)
                 return result_fail(r, strdup("sudo apt-get install podman"),
                                    "%s --version does not report a version lazaret understands", c->podman_path);
         if (c->podman_version_ok && doctor_version_compare(c->podman_version, min) < 0)
-                return result_fail(r, strdup("# install Podman 4.3 or newer (Debian 12: sudo apt-get install podman)\nsudo apt-get install podman"),
-                                   "podman %u.%u.%u at %s is too old: lazaret needs 4.3 or newer",
-                                   c->podman_version[0], c->podman_version[1], c->podman_version[2], c->podman_path);
+                return result_fail(r,
+                                   strdup("# install Podman 4.3 or newer (Debian 12: sudo apt-get install "
+                                          "podman)\nsudo apt-get install podman"),
+                                   "podman %u.%u.%u at %s is too old: lazaret needs 4.3 or newer", c->podman_version[0],
+                                   c->podman_version[1], c->podman_version[2], c->podman_path);
         if (c->podman_version_failed)
                 return result_fail(r, strdup("sudo apt-get install --reinstall podman"), "%s", c->podman_error);
         if (c->podman_error && c->podman_timed_out)
@@ -1008,15 +1013,17 @@ static int check_podman(DoctorContext *c, DoctorResult *r) {
         if (c->podman_error) {
                 if (c->rootless)
                         return result_fail(r,
-                                           strdup("# fix the subuid, subgid and newuidmap problems first, then restart Podman's user namespace:\n"
+                                           strdup("# fix the subuid, subgid and newuidmap problems first, then restart "
+                                                  "Podman's user namespace:\n"
                                                   "podman system migrate"),
                                            "%s (as %s)", c->podman_error, c->who);
-                return result_fail(r, strdup("# see what podman reports:\npodman --log-level=debug info"), "%s", c->podman_error);
+                return result_fail(r, strdup("# see what podman reports:\npodman --log-level=debug info"), "%s",
+                                   c->podman_error);
         }
 
         const DoctorPodmanInfo *i = &c->podman_info;
-        return result_ok(r, "podman %u.%u.%u at %s (%s, cgroups %s, graph driver %s, OCI runtime %s)", c->podman_version[0],
-                         c->podman_version[1], c->podman_version[2], c->podman_path,
+        return result_ok(r, "podman %u.%u.%u at %s (%s, cgroups %s, graph driver %s, OCI runtime %s)",
+                         c->podman_version[0], c->podman_version[1], c->podman_version[2], c->podman_path,
                          c->rootless ? "rootless" : "rootful", i->cgroup_version ?: "unknown",
                          i->graph_driver ?: "unknown", i->oci_runtime ?: "unknown");
 }
@@ -1028,11 +1035,13 @@ static int check_runsc(DoctorContext *c, DoctorResult *r) {
                 return k;
 
         if (!c->runsc_path)
-                return result_fail(r, strdup("sudo apt-get install runsc"), "runsc (gVisor) is not installed (not found in PATH)");
+                return result_fail(r, strdup("sudo apt-get install runsc"),
+                                   "runsc (gVisor) is not installed (not found in PATH)");
         if (c->runsc_error)
                 return result_fail(r, strdup("sudo apt-get install --reinstall runsc"), "%s", c->runsc_error);
         if (c->runsc_release == 0)
-                return result_ok(r, "runsc %s at %s (release date unknown)", c->runsc_version ?: "(no version)", c->runsc_path);
+                return result_ok(r, "runsc %s at %s (release date unknown)", c->runsc_version ?: "(no version)",
+                                 c->runsc_path);
         return result_ok(r, "runsc %s (release %s) at %s", c->runsc_version, format_release(c->runsc_release, date),
                          c->runsc_path);
 }
@@ -1117,8 +1126,9 @@ static int check_runsc_network(DoctorContext *c, DoctorResult *r) {
         else if (kernel_known) {
                 int e = -visible;
                 visible = major > 6 || (major == 6 && minor >= 11);
-                method = strdup_printf("cannot unshare a network namespace (%s); judged by kernel version, 6.11+ shows it",
-                                       strerror(e));
+                method = strdup_printf(
+                        "cannot unshare a network namespace (%s); judged by kernel version, 6.11+ shows it",
+                        strerror(e));
         } else
                 method = strdup_printf("cannot unshare a network namespace (%s) nor parse the kernel release",
                                        strerror(-visible));
@@ -1128,28 +1138,37 @@ static int check_runsc_network(DoctorContext *c, DoctorResult *r) {
         const char *where = visible > 0 ? "visible" : visible == 0 ? "not visible" : "perhaps visible";
         if (!c->runsc_path || c->runsc_error)
                 return result_fail(r, strdup(fix),
-                                   "runsc is not usable (see the runsc check); net.core.rmem_default is %s in a new network namespace on kernel %s (%s)",
+                                   "runsc is not usable (see the runsc check); net.core.rmem_default is %s in a new "
+                                   "network namespace on kernel %s (%s)",
                                    where, u.release, method);
 
         bool works = doctor_runsc_sandbox_network_works(c->runsc_release, visible);
         if (works && visible == 0)
-                return result_ok(r, "net.core.rmem_default is not visible in a new network namespace on kernel %s (%s): runsc --network=sandbox works",
+                return result_ok(r,
+                                 "net.core.rmem_default is not visible in a new network namespace on kernel %s (%s): "
+                                 "runsc --network=sandbox works",
                                  u.release, method);
         if (works)
-                return result_ok(r, "runsc release %s copes with net.core.rmem_default in every network namespace (kernel %s, %s)",
-                                 format_release(c->runsc_release, date), u.release, method);
+                return result_ok(
+                        r,
+                        "runsc release %s copes with net.core.rmem_default in every network namespace (kernel %s, %s)",
+                        format_release(c->runsc_release, date), u.release, method);
         if (c->runsc_release == 0)
-                return result_fail(r, strdup(fix),
-                                   "runsc %s has no release date; runsc before release-20240807 refuses --network=sandbox when net.core.rmem_default is %s in a new network namespace (kernel %s, %s)",
-                                   c->runsc_version ?: "(unknown version)", where, u.release, method);
+                return result_fail(
+                        r, strdup(fix),
+                        "runsc %s has no release date; runsc before release-20240807 refuses --network=sandbox when "
+                        "net.core.rmem_default is %s in a new network namespace (kernel %s, %s)",
+                        c->runsc_version ?: "(unknown version)", where, u.release, method);
         return result_fail(r, strdup(fix),
-                           "runsc %s (release %s, before release-20240807) refuses --network=sandbox here: net.core.rmem_default is %s in a new network namespace on kernel %s (%s)",
+                           "runsc %s (release %s, before release-20240807) refuses --network=sandbox here: "
+                           "net.core.rmem_default is %s in a new network namespace on kernel %s (%s)",
                            c->runsc_version, format_release(c->runsc_release, date), where, u.release, method);
 }
 
 /* A tool that must be in PATH and answer --version; line_prefix picks the
  * version line out of its output (NULL: the first line). */
-static int check_tool(DoctorContext *c, DoctorResult *r, const char *name, const char *package, const char *line_prefix) {
+static int check_tool(DoctorContext *c, DoctorResult *r, const char *name, const char *package,
+                      const char *line_prefix) {
         _cleanup_free_ char *path = NULL, *line = NULL;
         _cleanup_(command_done) Command v = {};
 
@@ -1222,20 +1241,22 @@ static int check_device(DoctorContext *c, DoctorResult *r, const char *path, con
                 if (fstat(fd, &st) < 0)
                         return negative_errno();
                 if (!S_ISCHR(st.st_mode))
-                        return result_fail(r, strdup_printf("sudo rm -f %s && sudo mknod -m 0666 %s c 10 %u", path, path, minor),
-                                           "%s is not a character device", path);
+                        return result_fail(
+                                r, strdup_printf("sudo rm -f %s && sudo mknod -m 0666 %s c 10 %u", path, path, minor),
+                                "%s is not a character device", path);
                 format_owner(st.st_uid, st.st_gid, owner, sizeof owner);
-                return result_ok(r, "%s (mode %04o %s) opens read-write for %s%s", path, (unsigned) (st.st_mode & 07777),
-                                 owner, c->who, c->rootless ? "" : " (rootful)");
+                return result_ok(r, "%s (mode %04o %s) opens read-write for %s%s", path,
+                                 (unsigned) (st.st_mode & 07777), owner, c->who, c->rootless ? "" : " (rootful)");
         }
         int e = errno;
         if (e == ENOENT || e == ENODEV || e == ENXIO)
-                return result_fail(r, strdup_printf("sudo modprobe %s", module), "%s: %s (kernel module %s not loaded?)",
-                                   path, strerror(e), module);
+                return result_fail(r, strdup_printf("sudo modprobe %s", module),
+                                   "%s: %s (kernel module %s not loaded?)", path, strerror(e), module);
 
         char *fix = strdup_printf("sudo chmod 0666 %s\n"
                                   "# keep it across reboots with a udev rule:\n"
-                                  "echo 'KERNEL==\"%s\", MODE=\"0666\", OPTIONS+=\"static_node=%s\"' | sudo tee /etc/udev/rules.d/70-lazaret-%s.rules",
+                                  "echo 'KERNEL==\"%s\", MODE=\"0666\", OPTIONS+=\"static_node=%s\"' | sudo tee "
+                                  "/etc/udev/rules.d/70-lazaret-%s.rules",
                                   path, udev_name, static_node, udev_name);
         if (stat(path, &st) < 0)
                 return result_fail(r, fix, "%s cannot be opened read-write by %s: %s", path, c->who, strerror(e));
@@ -1278,7 +1299,8 @@ static int check_subid(DoctorContext *c, DoctorResult *r, const char *file, cons
         if (k == -ENOMEM)
                 return k;
         if (k < 0)
-                return result_fail(r, strdup_printf("sudo chmod 0644 %s", file), "cannot read %s: %s", file, strerror(-k));
+                return result_fail(r, strdup_printf("sudo chmod 0644 %s", file), "cannot read %s: %s", file,
+                                   strerror(-k));
         k = read_optional(is_uid ? "/etc/subgid" : "/etc/subuid", is_uid ? &subgid : &subuid);
         if (k == -ENOMEM)
                 return k;
@@ -1287,8 +1309,8 @@ static int check_subid(DoctorContext *c, DoctorResult *r, const char *file, cons
         if (k < 0)
                 return k;
         if (count >= SUBID_NEEDED)
-                return result_ok(r, "%s has %" PRIu64 " subordinate %s in %s (%u %s)", c->who, count, kind, file, entries,
-                                 entries == 1 ? "entry" : "entries");
+                return result_ok(r, "%s has %" PRIu64 " subordinate %s in %s (%u %s)", c->who, count, kind, file,
+                                 entries, entries == 1 ? "entry" : "entries");
 
         const char *const texts[] = { subuid, subgid };
         k = doctor_subid_free_range(texts, ELEMENTSOF(texts), SUBID_NEEDED, &start);
@@ -1303,10 +1325,11 @@ static int check_subid(DoctorContext *c, DoctorResult *r, const char *file, cons
                 fix = strdup_printf("sudo usermod %s %" PRIu64 "-%" PRIu64 " %s\npodman system migrate", flag, start,
                                     start + SUBID_NEEDED - 1, c->user_word);
         if (count == 0)
-                return result_fail(r, fix, "%s has no entry for %s (uid %u); rootless Podman needs 65536 subordinate %s",
-                                   file, c->who, (unsigned) c->uid, kind);
-        return result_fail(r, fix, "%s has only %" PRIu64 " subordinate %s in %s; rootless Podman needs 65536", c->who, count,
-                           kind, file);
+                return result_fail(r, fix,
+                                   "%s has no entry for %s (uid %u); rootless Podman needs 65536 subordinate %s", file,
+                                   c->who, (unsigned) c->uid, kind);
+        return result_fail(r, fix, "%s has only %" PRIu64 " subordinate %s in %s; rootless Podman needs 65536", c->who,
+                           count, kind, file);
 }
 
 static int check_subuid(DoctorContext *c, DoctorResult *r) {
@@ -1356,22 +1379,23 @@ static int check_newuidmap(DoctorContext *c, DoctorResult *r) {
         for (size_t i = 0; i < ELEMENTSOF(tools); i++) {
                 int k = idmap_tool_state(c->search_path, tools[i].name, tools[i].cap, paths[i], &how[i]);
                 if (k == -ENOENT)
-                        return result_fail(r, strdup("sudo apt-get install uidmap"), "%s is not installed (not found in PATH)",
-                                           tools[i].name);
+                        return result_fail(r, strdup("sudo apt-get install uidmap"),
+                                           "%s is not installed (not found in PATH)", tools[i].name);
                 if (k == -ENOMEM)
                         return k;
                 if (k < 0)
-                        return result_fail(r, strdup("sudo apt-get install --reinstall uidmap"), "cannot inspect %s: %s",
-                                           tools[i].name, strerror(-k));
+                        return result_fail(r, strdup("sudo apt-get install --reinstall uidmap"),
+                                           "cannot inspect %s: %s", tools[i].name, strerror(-k));
         }
         for (size_t i = 0; i < ELEMENTSOF(tools); i++)
                 if (!how[i]) {
                         _cleanup_free_ char *w = shell_word(*paths[i]);
                         if (!w)
                                 return -ENOMEM;
-                        return result_fail(r, strdup_printf("sudo chmod u+s %s", w),
-                                           "%s is neither setuid root nor has file capabilities; rootless Podman cannot map ids",
-                                           *paths[i]);
+                        return result_fail(
+                                r, strdup_printf("sudo chmod u+s %s", w),
+                                "%s is neither setuid root nor has file capabilities; rootless Podman cannot map ids",
+                                *paths[i]);
                 }
         return result_ok(r, "%s (%s), %s (%s)", p0, how[0], p1, how[1]);
 }
@@ -1392,11 +1416,12 @@ static int check_ulimits(DoctorContext *c, DoctorResult *r) {
         format_rlim(nofile.rlim_max, f);
         format_rlim(nproc.rlim_max, p);
         if (nofile.rlim_max < 1024)
-                return result_fail(r,
-                                   strdup_printf("echo '%s hard nofile 65536' | sudo tee /etc/security/limits.d/70-lazaret.conf\n"
-                                                 "# then log in again",
-                                                 c->user_word),
-                                   "hard limit nofile %s is below 1024 (nproc %s)", f, p);
+                return result_fail(
+                        r,
+                        strdup_printf("echo '%s hard nofile 65536' | sudo tee /etc/security/limits.d/70-lazaret.conf\n"
+                                      "# then log in again",
+                                      c->user_word),
+                        "hard limit nofile %s is below 1024 (nproc %s)", f, p);
         return result_ok(r, "hard limits nofile %s, nproc %s: lazaret run passes these to Podman as --ulimit", f, p);
 }
 
@@ -1414,8 +1439,8 @@ static int check_cgroup(DoctorContext *c, DoctorResult *r) {
 
         k = statfs_magic("/sys/fs/cgroup", &root);
         if (k < 0)
-                return result_fail(r, strdup("sudo mount -t cgroup2 none /sys/fs/cgroup"), "cannot statfs /sys/fs/cgroup: %s",
-                                   strerror(-k));
+                return result_fail(r, strdup("sudo mount -t cgroup2 none /sys/fs/cgroup"),
+                                   "cannot statfs /sys/fs/cgroup: %s", strerror(-k));
         (void) statfs_magic("/sys/fs/cgroup/unified", &unified);
 
         const char *podman = c->podman_info_ok && c->podman_info.cgroup_version ? c->podman_info.cgroup_version : NULL;
@@ -1424,19 +1449,24 @@ static int check_cgroup(DoctorContext *c, DoctorResult *r) {
         case DOCTOR_CGROUP_UNIFIED:
                 return result_ok(r, "unified (cgroup v2 only)");
         case DOCTOR_CGROUP_HYBRID:
-                return result_ok(r, "hybrid: v1 controllers with a v2 hierarchy at /sys/fs/cgroup/unified%s%s%s; runc and runsc work, crun refuses",
+                return result_ok(r,
+                                 "hybrid: v1 controllers with a v2 hierarchy at /sys/fs/cgroup/unified%s%s%s; runc and "
+                                 "runsc work, crun refuses",
                                  podman ? " (Podman uses " : "", podman ?: "", podman ? ")" : "");
         case DOCTOR_CGROUP_LEGACY:
                 return result_fail(r,
-                                   strdup("# boot with the unified hierarchy: add systemd.unified_cgroup_hierarchy=1 to GRUB_CMDLINE_LINUX\n"
+                                   strdup("# boot with the unified hierarchy: add systemd.unified_cgroup_hierarchy=1 "
+                                          "to GRUB_CMDLINE_LINUX\n"
                                           "sudoedit /etc/default/grub && sudo update-grub && sudo reboot"),
-                                   "legacy (cgroup v1 only): runc and runsc work, crun refuses, rootless Podman cannot limit resources");
+                                   "legacy (cgroup v1 only): runc and runsc work, crun refuses, rootless Podman cannot "
+                                   "limit resources");
         case _DOCTOR_CGROUP_MODE_MAX:
         case _DOCTOR_CGROUP_MODE_INVALID:
                 break;
         }
         return result_fail(r, strdup("# mount the cgroup2 file system at /sys/fs/cgroup (systemd does this at boot)"),
-                           "/sys/fs/cgroup is neither cgroup2 nor a tmpfs of v1 hierarchies (f_type 0x%" PRIx64 ")", (uint64_t) root);
+                           "/sys/fs/cgroup is neither cgroup2 nor a tmpfs of v1 hierarchies (f_type 0x%" PRIx64 ")",
+                           (uint64_t) root);
 }
 
 static int check_storage_driver(DoctorContext *c, DoctorResult *r) {
@@ -1445,7 +1475,8 @@ static int check_storage_driver(DoctorContext *c, DoctorResult *r) {
                 return k;
 
         if (!c->podman_info_ok)
-                return result_fail(r, strdup("# fix the podman check first"), "unknown: podman info is not available (see the podman check)");
+                return result_fail(r, strdup("# fix the podman check first"),
+                                   "unknown: podman info is not available (see the podman check)");
 
         const char *driver = c->podman_info.graph_driver;
         if (!driver)
@@ -1495,9 +1526,12 @@ static int check_storage_driver(DoctorContext *c, DoctorResult *r) {
                                             "podman system reset",
                                             dir_word, conf_word);
         }
-        return result_fail(r, fix, "vfs: every container gets a full copy of its image (slow starts, large disk use)%s%s%s",
-                           !conf ? "" : exists ? "; set in " : "; there is no ", conf ?: "",
-                           conf && !exists ? " asking for overlay" : "");
+        return result_fail(r, fix,
+                           "vfs: every container gets a full copy of its image (slow starts, large disk use)%s%s%s",
+                           !conf    ? ""
+                           : exists ? "; set in "
+                                    : "; there is no ",
+                           conf ?: "", conf && !exists ? " asking for overlay" : "");
 }
 
 static const DoctorCheck checks[] = {

@@ -36,13 +36,13 @@ typedef struct DoctorResult {
         bool required;
         DoctorStatus status;
         char *detail; /* one line; never NULL once the check ran */
-        char *fix;    /* shell lines to paste, separated by '\n' ("# ..." lines
-                       * are explanations); NULL when status is DOCTOR_OK */
+        char *fix; /* shell lines to paste, separated by '\n' ("# ..." lines
+                    * are explanations); NULL when status is DOCTOR_OK */
 } DoctorResult;
 
 typedef struct DoctorOptions {
         uint64_t timeout_usec; /* limit for each external command; 0: DOCTOR_TIMEOUT_USEC_DEFAULT */
-        const char *path;      /* where tools are looked up; NULL: $PATH, or a default when unset */
+        const char *path; /* where tools are looked up; NULL: $PATH, or a default when unset */
 } DoctorOptions;
 
 #define DOCTOR_TIMEOUT_USEC_DEFAULT (UINT64_C(30) * 1000000)
@@ -138,8 +138,8 @@ bool doctor_file_caps_have(const void *xattr, size_t size, unsigned cap);
 
 typedef enum DoctorCgroupMode {
         DOCTOR_CGROUP_UNIFIED, /* cgroup v2 only */
-        DOCTOR_CGROUP_HYBRID,  /* v1 controllers with a v2 hierarchy at /sys/fs/cgroup/unified */
-        DOCTOR_CGROUP_LEGACY,  /* v1 only */
+        DOCTOR_CGROUP_HYBRID, /* v1 controllers with a v2 hierarchy at /sys/fs/cgroup/unified */
+        DOCTOR_CGROUP_LEGACY, /* v1 only */
         _DOCTOR_CGROUP_MODE_MAX,
         _DOCTOR_CGROUP_MODE_INVALID = -EINVAL,
 } DoctorCgroupMode;
@@ -153,12 +153,12 @@ const char *doctor_cgroup_mode_to_string(DoctorCgroupMode m);
 DoctorCgroupMode doctor_cgroup_mode_from_magic(int64_t root_magic, int64_t unified_magic);
 
 typedef struct DoctorPodmanInfo {
-        char *version;        /* version.Version */
+        char *version; /* version.Version */
         char *cgroup_version; /* host.cgroupVersion: "v1" / "v2" */
-        char *graph_driver;   /* store.graphDriverName: "overlay", "vfs", ... */
-        char *oci_runtime;    /* host.ociRuntime.name */
-        char *storage_conf;   /* store.configFile */
-        int rootless;         /* host.security.rootless: 1, 0, or -1 when absent */
+        char *graph_driver; /* store.graphDriverName: "overlay", "vfs", ... */
+        char *oci_runtime; /* host.ociRuntime.name */
+        char *storage_conf; /* store.configFile */
+        int rootless; /* host.security.rootless: 1, 0, or -1 when absent */
 } DoctorPodmanInfo;
 
 /* Parse `podman info --format json`. Absent fields stay NULL; the document

@@ -43,7 +43,8 @@ static void print_text(const DoctorReport *rep) {
                 printf("doctor: checking as %s (uid %u, %s)\n", rep->user, (unsigned) rep->uid,
                        rep->rootless ? "rootless" : "rootful");
         else
-                printf("doctor: checking as uid %u (%s)\n", (unsigned) rep->uid, rep->rootless ? "rootless" : "rootful");
+                printf("doctor: checking as uid %u (%s)\n", (unsigned) rep->uid,
+                       rep->rootless ? "rootless" : "rootful");
 
         for (size_t i = 0; i < rep->n_results; i++) {
                 const DoctorResult *r = &rep->results[i];

@@ -7,10 +7,10 @@
  * run in the sandbox pass their own status through; Lazaret's own failures
  * follow Podman's habit (architecture decision 1). */
 enum {
-        EXIT_PROBLEMS = 1,   /* doctor: a required check failed */
-        EXIT_USAGE = 64,     /* bad command line */
-        EXIT_CONFIG = 65,    /* configuration invalid */
-        EXIT_LAZARET = 125,  /* Lazaret itself failed */
+        EXIT_PROBLEMS = 1, /* doctor: a required check failed */
+        EXIT_USAGE = 64, /* bad command line */
+        EXIT_CONFIG = 65, /* configuration invalid */
+        EXIT_LAZARET = 125, /* Lazaret itself failed */
         EXIT_CANNOT_RUN = 126,
         EXIT_NOT_FOUND = 127,
 };
@@ -18,7 +18,7 @@ enum {
 /* Options every verb accepts anywhere before "--". */
 typedef struct Globals {
         const char *config_path; /* --config FILE, or NULL */
-        const char *workspace;   /* --workspace DIR, or NULL for the current directory */
+        const char *workspace; /* --workspace DIR, or NULL for the current directory */
 } Globals;
 
 typedef struct Verb {

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 typedef struct Cidr {
-        int family;       /* AF_INET or AF_INET6 */
+        int family; /* AF_INET or AF_INET6 */
         uint8_t addr[16]; /* network byte order; first 4 bytes for AF_INET */
         unsigned prefixlen;
 } Cidr;

@@ -19,8 +19,7 @@
 
 /* ---- diagnostics -------------------------------------------------------- */
 
-_printf_(5, 6) static void diag_add(ConfigDiags *d, const char *file, TomlPos pos, bool warning,
-                                    const char *fmt, ...) {
+_printf_(5, 6) static void diag_add(ConfigDiags *d, const char *file, TomlPos pos, bool warning, const char *fmt, ...) {
         StrBuf b = STRBUF_INIT;
         va_list ap;
         va_start(ap, fmt);
@@ -44,7 +43,7 @@ _printf_(5, 6) static void diag_add(ConfigDiags *d, const char *file, TomlPos po
         d->items[d->n++] = (ConfigDiag){ .file = f, .pos = pos, .warning = warning, .message = msg };
 }
 
-#define ERR(d, file, pos, ...) diag_add((d), (file), (pos), false, __VA_ARGS__)
+#define ERR(d, file, pos, ...)  diag_add((d), (file), (pos), false, __VA_ARGS__)
 #define WARN(d, file, pos, ...) diag_add((d), (file), (pos), true, __VA_ARGS__)
 
 void config_diags_done(ConfigDiags *d) {
@@ -70,8 +69,8 @@ void config_diags_print(const ConfigDiags *d, FILE *f) {
                 /* Positioned messages follow the compiler convention; the
                  * others look like every other lazaret message. */
                 if (x->file)
-                        fprintf(f, "%s:%u:%u: %s%s\n", x->file, x->pos.line, x->pos.col,
-                                x->warning ? "warning: " : "", x->message);
+                        fprintf(f, "%s:%u:%u: %s%s\n", x->file, x->pos.line, x->pos.col, x->warning ? "warning: " : "",
+                                x->message);
                 else
                         fprintf(f, "lazaret: %s%s\n", x->warning ? "warning: " : "error: ", x->message);
         }
@@ -109,8 +108,8 @@ static bool key_is_bare(const char *k) {
         if (!*k)
                 return false;
         for (; *k; k++)
-                if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || (*k >= '0' && *k <= '9') ||
-                      *k == '_' || *k == '-'))
+                if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || (*k >= '0' && *k <= '9') || *k == '_' ||
+                      *k == '-'))
                         return false;
         return true;
 }
@@ -332,7 +331,6 @@ const ConfigNode *config_node_get(const ConfigNode *n, const char *key) {
         return NULL;
 }
 
-
 static int merge_table(ConfigNode *dst, const TomlValue *tbl, const ConfigSource *src, ConfigDiags *d) {
         dst->src = src;
         dst->value = tbl;
@@ -371,8 +369,8 @@ static int merge_table(ConfigNode *dst, const TomlValue *tbl, const ConfigSource
                         _cleanup_free_ char *k = quoted(e->key, e->key_len);
                         ERR(d, src->path, e->key_pos,
                             "%s is %s here but %s in %s:%u:%u; a table and a value cannot be merged", k ?: "?",
-                            toml_type_with_article(e->value->type), toml_type_with_article(c->value->type), c->src->path, c->key_pos.line,
-                            c->key_pos.col);
+                            toml_type_with_article(e->value->type), toml_type_with_article(c->value->type),
+                            c->src->path, c->key_pos.line, c->key_pos.col);
                 } else {
                         /* Scalars and arrays: the higher-precedence file wins whole. */
                         c->src = src;
@@ -443,7 +441,7 @@ static ConfigWhere where_of(const ConfigNode *n) {
 }
 
 #define NODE_ERR(v, n, ...) ERR((v)->d, (n)->src->path, (n)->value->pos, __VA_ARGS__)
-#define KEY_ERR(v, n, ...) ERR((v)->d, (n)->src->path, (n)->key_pos, __VA_ARGS__)
+#define KEY_ERR(v, n, ...)  ERR((v)->d, (n)->src->path, (n)->key_pos, __VA_ARGS__)
 
 /* Report keys of table n that are not in known[] (NULL-terminated). */
 static void check_unknown(Validator *v, const ConfigNode *n, const char *what, const char *const *known) {
@@ -466,7 +464,8 @@ static void check_unknown(Validator *v, const ConfigNode *n, const char *what, c
 static bool want_type(Validator *v, const ConfigNode *n, const char *name, TomlType t) {
         if (n->value->type == t)
                 return true;
-        NODE_ERR(v, n, "%s must be %s, not %s", name, toml_type_with_article(t), toml_type_with_article(n->value->type));
+        NODE_ERR(v, n, "%s must be %s, not %s", name, toml_type_with_article(t),
+                 toml_type_with_article(n->value->type));
         return false;
 }
 
@@ -561,8 +560,8 @@ static int host_path(Validator *v, const char *file, TomlPos pos, const char *na
                 return -EINVAL;
         }
         if (!path_is_absolute(exp)) {
-                ERR(v->d, file, pos, "%s: path %s is not absolute after expansion (start it with '/' or '~/')",
-                    name, q ?: "?");
+                ERR(v->d, file, pos, "%s: path %s is not absolute after expansion (start it with '/' or '~/')", name,
+                    q ?: "?");
                 return -EINVAL;
         }
         r = canonicalize_partial(exp, ret);
@@ -589,8 +588,8 @@ static void validate_storage(Validator *v, const ConfigNode *t, const char *top_
         if (!n || !string_ok(v, n, "storage.data_root"))
                 return;
         ExpandContext ctx = { .home = v->c->home };
-        if (host_path(v, n->src->path, n->value->pos, "storage.data_root", n->value->str.s, &ctx,
-                      &v->c->data_root) == 0)
+        if (host_path(v, n->src->path, n->value->pos, "storage.data_root", n->value->str.s, &ctx, &v->c->data_root) ==
+            0)
                 v->data_root_ok = true;
 }
 
@@ -608,8 +607,7 @@ static void validate_cidrs(Validator *v, const ConfigNode *n, const char *name, 
                 const char *why = NULL;
                 if (cidr_parse(e->str.s, &cidr, &why) < 0) {
                         _cleanup_free_ char *q = quoted(e->str.s, e->str.len);
-                        ERR(v->d, n->src->path, e->pos, "%s[%zu]: %s is not a valid CIDR: %s", name, i, q ?: "?",
-                            why);
+                        ERR(v->d, n->src->path, e->pos, "%s[%zu]: %s is not a valid CIDR: %s", name, i, q ?: "?", why);
                 }
         }
         *ret = list;
@@ -858,8 +856,9 @@ static int validate_volume(Validator *v, ConfigProfile *p, const ConfigNode *vol
                         }
                         for (size_t i = 0; ok && i < p->n_volumes; i++)
                                 if (streq(p->volumes[i].container, cv.container)) {
-                                        ERR(v->d, file, cpos, "%s.container: %s is already the target of %s.volumes[%zu]",
-                                            name, q ?: "?", pname, i);
+                                        ERR(v->d, file, cpos,
+                                            "%s.container: %s is already the target of %s.volumes[%zu]", name, q ?: "?",
+                                            pname, i);
                                         ok = false;
                                 }
                 }
@@ -899,8 +898,7 @@ static int validate_volume(Validator *v, ConfigProfile *p, const ConfigNode *vol
                                         s++;
                         }
                         if (ro && rw) {
-                                ERR(v->d, file, mode->value->pos, "%s.mode: 'ro' and 'rw' contradict each other",
-                                    name);
+                                ERR(v->d, file, mode->value->pos, "%s.mode: 'ro' and 'rw' contradict each other", name);
                                 ok = false;
                         }
                         if (cv.relabel_shared && cv.relabel_private) {
@@ -947,8 +945,9 @@ static int validate_env(Validator *v, ConfigProfile *p, const ConfigNode *t, con
                 const ConfigNode *e = &t->children[i];
                 _cleanup_free_ char *kq = quoted(e->key, strlen(e->key));
                 if (!env_name_valid(e->key)) {
-                        KEY_ERR(v, e, "%s: %s is not a valid variable name (letters, digits and '_', not starting "
-                                      "with a digit)",
+                        KEY_ERR(v, e,
+                                "%s: %s is not a valid variable name (letters, digits and '_', not starting "
+                                "with a digit)",
                                 name, kq ?: "?");
                         continue;
                 }
@@ -957,7 +956,8 @@ static int validate_env(Validator *v, ConfigProfile *p, const ConfigNode *t, con
                         continue;
                 }
                 if (e->value->type != TOML_STRING) {
-                        NODE_ERR(v, e, "%s.%s must be a string, not %s", name, e->key, toml_type_with_article(e->value->type));
+                        NODE_ERR(v, e, "%s.%s must be a string, not %s", name, e->key,
+                                 toml_type_with_article(e->value->type));
                         continue;
                 }
                 if (strlen(e->value->str.s) != e->value->str.len) {
@@ -1130,8 +1130,7 @@ static int validate(Validator *v) {
                 return 0;
         }
         if (profiles->n_children > CONFIG_PROFILES_MAX) {
-                KEY_ERR(v, profiles, "%zu profiles; at most %u are allowed", profiles->n_children,
-                        CONFIG_PROFILES_MAX);
+                KEY_ERR(v, profiles, "%zu profiles; at most %u are allowed", profiles->n_children, CONFIG_PROFILES_MAX);
                 return 0;
         }
         v->c->profiles = calloc(profiles->n_children, sizeof(ConfigProfile));
@@ -1255,8 +1254,8 @@ int config_load(const ConfigLoadOptions *o, Config **ret, ConfigDiags *diags) {
                 return -EINVAL;
         if (c->n_sources == 0) {
                 ERR(diags, NULL, (TomlPos){},
-                    "no configuration found (looked for %s and %s); run 'lazaret init' to write a starter file",
-                    user, local);
+                    "no configuration found (looked for %s and %s); run 'lazaret init' to write a starter file", user,
+                    local);
                 return -ENOENT;
         }
 

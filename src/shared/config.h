@@ -25,11 +25,11 @@
 #include "toml.h"
 
 /* Bounds on everything a configuration can make Lazaret do. */
-#define CONFIG_FILE_MAX (1024u * 1024u)  /* bytes per file */
-#define CONFIG_DEPTH_MAX 16u             /* nesting of tables and arrays */
-#define CONFIG_STRING_MAX 4096u          /* bytes per string or key */
+#define CONFIG_FILE_MAX     (1024u * 1024u) /* bytes per file */
+#define CONFIG_DEPTH_MAX    16u /* nesting of tables and arrays */
+#define CONFIG_STRING_MAX   4096u /* bytes per string or key */
 #define CONFIG_PROFILES_MAX 64u
-#define CONFIG_LIST_MAX 1024u            /* entries in any array or env table */
+#define CONFIG_LIST_MAX     1024u /* entries in any array or env table */
 
 typedef struct ConfigDiag {
         char *file; /* NULL when the problem belongs to no file */
@@ -57,11 +57,11 @@ typedef struct ConfigSource {
 /* The merged tree: one node per key. */
 typedef struct ConfigNode ConfigNode;
 struct ConfigNode {
-        const char *key;           /* borrowed from the TOML tree; NULL for the root */
-        const ConfigSource *src;   /* file the value (for tables: the last merged part) came from */
+        const char *key; /* borrowed from the TOML tree; NULL for the root */
+        const ConfigSource *src; /* file the value (for tables: the last merged part) came from */
         TomlPos key_pos;
-        const TomlValue *value;    /* for tables, the last merged part; use children */
-        ConfigNode *children;      /* tables only, in first-seen order */
+        const TomlValue *value; /* for tables, the last merged part; use children */
+        ConfigNode *children; /* tables only, in first-seen order */
         size_t n_children;
 };
 
@@ -72,16 +72,16 @@ typedef struct ConfigWhere {
 
 typedef struct ConfigEnvVar {
         char *name;
-        char *value;      /* the literal value, or NULL when taken from the host */
-        char *host_var;   /* "env:VAR" form: the host variable, else NULL */
+        char *value; /* the literal value, or NULL when taken from the host */
+        char *host_var; /* "env:VAR" form: the host variable, else NULL */
         ConfigWhere where;
 } ConfigEnvVar;
 
 typedef struct ConfigVolume {
-        char *host;       /* expanded and canonicalized */
-        char *container;  /* absolute path in the sandbox */
+        char *host; /* expanded and canonicalized */
+        char *container; /* absolute path in the sandbox */
         bool read_only;
-        bool relabel_shared;  /* z */
+        bool relabel_shared; /* z */
         bool relabel_private; /* Z */
         ConfigWhere where;
 } ConfigVolume;
@@ -99,24 +99,24 @@ typedef struct ConfigProfile {
         ConfigVolume *volumes;
         size_t n_volumes;
         /* Resolved for the configuration's workspace (spec §3.2.2, §4.3.1). */
-        char *profile_dir;  /* {data_root}/{profile_name} */
+        char *profile_dir; /* {data_root}/{profile_name} */
         char domain_hash[13];
-        char *domain_dir;   /* {data_root}/domains/{domain_hash} */
+        char *domain_dir; /* {data_root}/domains/{domain_hash} */
 } ConfigProfile;
 
 typedef struct Config {
         ConfigSource *sources; /* lowest precedence first */
         size_t n_sources;
         ConfigNode root;
-        char *workspace;       /* canonical */
+        char *workspace; /* canonical */
         char *home;
-        char *data_root;       /* expanded and canonicalized */
+        char *data_root; /* expanded and canonicalized */
         char **default_allow;
         size_t n_default_allow;
         char **default_deny;
         size_t n_default_deny;
         bool escalation_enabled;
-        char *socket_dir;      /* expanded and canonicalized */
+        char *socket_dir; /* expanded and canonicalized */
         char **auto_approve;
         size_t n_auto_approve;
         ConfigProfile *profiles;
@@ -125,7 +125,7 @@ typedef struct Config {
 
 typedef struct ConfigLoadOptions {
         const char *explicit_path; /* --config FILE, or NULL */
-        const char *workspace;     /* --workspace DIR, or NULL for the current directory */
+        const char *workspace; /* --workspace DIR, or NULL for the current directory */
 } ConfigLoadOptions;
 
 /* Find, read, merge and validate the configuration.

@@ -9,10 +9,8 @@
 #include "strbuf.h"
 
 static const char *const token_names[_EXPAND_TOKEN_MAX] = {
-        [EXPAND_PROFILE_NAME] = "profile_name",
-        [EXPAND_PROFILE_DIR] = "profile_dir",
-        [EXPAND_DOMAIN_HASH] = "domain_hash",
-        [EXPAND_DOMAIN_DIR] = "domain_dir",
+        [EXPAND_PROFILE_NAME] = "profile_name",   [EXPAND_PROFILE_DIR] = "profile_dir",
+        [EXPAND_DOMAIN_HASH] = "domain_hash",     [EXPAND_DOMAIN_DIR] = "domain_dir",
         [EXPAND_WORKSPACE_DIR] = "workspace_dir",
 };
 

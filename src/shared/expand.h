@@ -8,17 +8,17 @@
 #include <stdbool.h>
 
 typedef enum ExpandToken {
-        EXPAND_PROFILE_NAME,  /* {profile_name} */
-        EXPAND_PROFILE_DIR,   /* {profile_dir}   = {data_root}/{profile_name} */
-        EXPAND_DOMAIN_HASH,   /* {domain_hash} */
-        EXPAND_DOMAIN_DIR,    /* {domain_dir}    = {data_root}/domains/{domain_hash} */
+        EXPAND_PROFILE_NAME, /* {profile_name} */
+        EXPAND_PROFILE_DIR, /* {profile_dir}   = {data_root}/{profile_name} */
+        EXPAND_DOMAIN_HASH, /* {domain_hash} */
+        EXPAND_DOMAIN_DIR, /* {domain_dir}    = {data_root}/domains/{domain_hash} */
         EXPAND_WORKSPACE_DIR, /* {workspace_dir} */
         _EXPAND_TOKEN_MAX,
         _EXPAND_TOKEN_INVALID = -1,
 } ExpandToken;
 
 typedef struct ExpandContext {
-        const char *home;   /* value for a leading "~"; NULL: tilde is not expanded here */
+        const char *home; /* value for a leading "~"; NULL: tilde is not expanded here */
         const char *values[_EXPAND_TOKEN_MAX]; /* NULL: token not allowed in this field */
 } ExpandContext;
 

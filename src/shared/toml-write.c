@@ -36,8 +36,8 @@ static void write_string(StrBuf *b, const char *s, size_t n) {
 void toml_write_key(StrBuf *b, const char *key) {
         bool bare = *key != '\0';
         for (const char *k = key; *k; k++)
-                if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || (*k >= '0' && *k <= '9') ||
-                      *k == '_' || *k == '-'))
+                if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || (*k >= '0' && *k <= '9') || *k == '_' ||
+                      *k == '-'))
                         bare = false;
         if (bare)
                 strbuf_puts(b, key);

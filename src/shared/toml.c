@@ -22,7 +22,7 @@
 #include "macro.h"
 #include "toml.h"
 
-#define DEFAULT_MAX_DEPTH 128u
+#define DEFAULT_MAX_DEPTH  128u
 #define DEFAULT_MAX_STRING (1024u * 1024u)
 
 /* Tables with at least this many keys get a hash index, so documents with
@@ -36,10 +36,10 @@
  * it, and the public TomlValue has no room for it. */
 enum {
         NODE_IMPLICIT = 1u << 0, /* table: intermediate of a [header] path, may still be defined once */
-        NODE_DEFINED = 1u << 1,  /* table: defined by a [header] or [[header]] */
-        NODE_DOTTED = 1u << 2,   /* table: created by a dotted key */
-        NODE_INLINE = 1u << 3,   /* table: inline table, closed to any addition */
-        NODE_AOT = 1u << 4,      /* array: created by [[header]], may be appended to */
+        NODE_DEFINED = 1u << 1, /* table: defined by a [header] or [[header]] */
+        NODE_DOTTED = 1u << 2, /* table: created by a dotted key */
+        NODE_INLINE = 1u << 3, /* table: inline table, closed to any addition */
+        NODE_AOT = 1u << 4, /* array: created by [[header]], may be appended to */
 };
 
 /* Every TomlValue handed out is the first member of one of these. */
@@ -47,9 +47,9 @@ typedef struct TomlNode TomlNode;
 struct TomlNode {
         TomlValue v;
         unsigned flags;
-        size_t cap;      /* allocated array items or table entries */
-        size_t *slots;   /* table index: entry number + 1, 0 = free; NULL for small tables */
-        size_t n_slots;  /* power of two */
+        size_t cap; /* allocated array items or table entries */
+        size_t *slots; /* table index: entry number + 1, 0 = free; NULL for small tables */
+        size_t n_slots; /* power of two */
         TomlNode *free_next;
 };
 
@@ -125,16 +125,11 @@ static void node_freep(TomlNode **n) {
 
 const char *toml_type_to_string(TomlType t) {
         static const char *const names[_TOML_TYPE_MAX] = {
-                [TOML_STRING] = "string",
-                [TOML_INTEGER] = "integer",
-                [TOML_FLOAT] = "float",
-                [TOML_BOOL] = "bool",
-                [TOML_DATETIME] = "datetime",
-                [TOML_DATETIME_LOCAL] = "datetime-local",
-                [TOML_DATE_LOCAL] = "date-local",
-                [TOML_TIME_LOCAL] = "time-local",
-                [TOML_ARRAY] = "array",
-                [TOML_TABLE] = "table",
+                [TOML_STRING] = "string",         [TOML_INTEGER] = "integer",
+                [TOML_FLOAT] = "float",           [TOML_BOOL] = "bool",
+                [TOML_DATETIME] = "datetime",     [TOML_DATETIME_LOCAL] = "datetime-local",
+                [TOML_DATE_LOCAL] = "date-local", [TOML_TIME_LOCAL] = "time-local",
+                [TOML_ARRAY] = "array",           [TOML_TABLE] = "table",
         };
 
         if (t < 0 || t >= _TOML_TYPE_MAX)
@@ -464,8 +459,7 @@ static int skip_comment(Parser *p) {
                 if (c < 0 || c == '\n' || (c == '\r' && peek_at(p, 1) == '\n'))
                         return 0;
                 if (is_control(c))
-                        return fail(p, -EINVAL, "control character U+%04X is not allowed in a comment",
-                                    (unsigned) c);
+                        return fail(p, -EINVAL, "control character U+%04X is not allowed in a comment", (unsigned) c);
                 advance(p);
         }
 }
@@ -597,14 +591,13 @@ static int parse_escape(Parser *p, Buf *b, TomlPos start, bool multiline) {
                 for (int i = 0; i < digits; i++) {
                         int h = hex_value(peek(p));
                         if (h < 0)
-                                return fail_at(p, epos, -EINVAL, "invalid escape: \\%c needs %d hex digits", c,
-                                               digits);
+                                return fail_at(p, epos, -EINVAL, "invalid escape: \\%c needs %d hex digits", c, digits);
                         cp = (cp << 4) | (uint32_t) h;
                         advance(p);
                 }
                 if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-                        return fail_at(p, epos, -EINVAL, "invalid escape: U+%04" PRIX32 " is not a unicode scalar value",
-                                       cp);
+                        return fail_at(p, epos, -EINVAL,
+                                       "invalid escape: U+%04" PRIX32 " is not a unicode scalar value", cp);
                 return buf_put(p, b, utf8, utf8_encode(cp, utf8), start);
         }
         default:
@@ -852,7 +845,7 @@ static int days_in_month(int year, int month) {
 
 static bool looks_like_date(const char *s, size_t n) {
         return n >= 10 && all_digits(s, 4) && s[4] == '-' && all_digits(s + 5, 2) && s[7] == '-' &&
-                all_digits(s + 8, 2);
+               all_digits(s + 8, 2);
 }
 
 #define SHOWN(n) ((int) ((n) < SHOW_MAX ? (n) : SHOW_MAX))
@@ -966,8 +959,8 @@ static bool scan_digits(const char *s, size_t n, size_t *i, unsigned base) {
         return true;
 }
 
-static int make_integer(Parser *p, const char *s, size_t n, unsigned base, bool negative, TomlPos pos,
-                        const char *tok, size_t tok_len, TomlNode **ret) {
+static int make_integer(Parser *p, const char *s, size_t n, unsigned base, bool negative, TomlPos pos, const char *tok,
+                        size_t tok_len, TomlNode **ret) {
         uint64_t limit = negative ? (uint64_t) INT64_MAX + 1 : (uint64_t) INT64_MAX, u = 0;
         int r;
 
@@ -1029,8 +1022,8 @@ static int make_float(Parser *p, const char *s, size_t n, TomlPos pos, TomlNode 
 }
 
 static int parse_number(Parser *p, const char *s, size_t n, TomlPos pos, TomlNode **ret) {
-        const char *what = is_digit((unsigned char) s[0]) || s[0] == '+' || s[0] == '-' || s[0] == '.' ? "number"
-                                                                                                         : "value";
+        const char *what =
+                is_digit((unsigned char) s[0]) || s[0] == '+' || s[0] == '-' || s[0] == '.' ? "number" : "value";
         bool negative = false, signed_ = false, is_float = false;
         size_t i = 0, j;
         int r;
@@ -1105,8 +1098,8 @@ static int parse_scalar(Parser *p, TomlNode **ret) {
         while (is_scalar_char(peek(p)))
                 advance(p);
         /* "1979-05-27 07:32:00": RFC 3339 lets a space separate date and time. */
-        if (p->off - from == 10 && looks_like_date(p->data + from, 10) && peek(p) == ' ' &&
-            is_digit(peek_at(p, 1)) && is_digit(peek_at(p, 2)) && peek_at(p, 3) == ':') {
+        if (p->off - from == 10 && looks_like_date(p->data + from, 10) && peek(p) == ' ' && is_digit(peek_at(p, 1)) &&
+            is_digit(peek_at(p, 2)) && peek_at(p, 3) == ':') {
                 advance(p);
                 while (is_scalar_char(peek(p)))
                         advance(p);
@@ -1400,8 +1393,8 @@ static int parse_header(Parser *p, TomlNode *root, TomlNode **ret_table, size_t 
                         if (v->flags & NODE_INLINE)
                                 return fail_at(p, part->pos, -EINVAL, "cannot extend inline table '%s'", PATH(&k, i));
                         if (last && aot)
-                                return fail_at(p, part->pos, -EINVAL,
-                                               "key '%s' is already defined as a table", PATH(&k, i));
+                                return fail_at(p, part->pos, -EINVAL, "key '%s' is already defined as a table",
+                                               PATH(&k, i));
                         if (last) {
                                 if (v->flags & NODE_DOTTED)
                                         return fail_at(p, part->pos, -EINVAL,
@@ -1536,8 +1529,7 @@ static int parse_document(Parser *p, TomlNode *root) {
         }
 }
 
-int toml_parse(const char *data, size_t len, const TomlLimits *limits, TomlValue **ret_root,
-               TomlError *ret_error) {
+int toml_parse(const char *data, size_t len, const TomlLimits *limits, TomlValue **ret_root, TomlError *ret_error) {
         _cleanup_(node_freep) TomlNode *root = NULL;
         TomlError error = {};
         Parser p = {

@@ -21,7 +21,7 @@ typedef enum TomlType {
         TOML_INTEGER,
         TOML_FLOAT,
         TOML_BOOL,
-        TOML_DATETIME,       /* offset date-time */
+        TOML_DATETIME, /* offset date-time */
         TOML_DATETIME_LOCAL, /* local date-time */
         TOML_DATE_LOCAL,
         TOML_TIME_LOCAL,
@@ -33,20 +33,20 @@ typedef enum TomlType {
 
 typedef struct TomlPos {
         unsigned line; /* 1-based */
-        unsigned col;  /* 1-based, in code points */
+        unsigned col; /* 1-based, in code points */
 } TomlPos;
 
 typedef struct TomlDatetime {
-        int year, month, day;       /* valid for DATETIME, DATETIME_LOCAL, DATE_LOCAL */
-        int hour, minute, second;   /* valid for DATETIME, DATETIME_LOCAL, TIME_LOCAL */
-        uint32_t nanosecond;        /* fractional seconds, truncated to ns */
-        int offset_minutes;         /* DATETIME only; "Z" is 0 */
+        int year, month, day; /* valid for DATETIME, DATETIME_LOCAL, DATE_LOCAL */
+        int hour, minute, second; /* valid for DATETIME, DATETIME_LOCAL, TIME_LOCAL */
+        uint32_t nanosecond; /* fractional seconds, truncated to ns */
+        int offset_minutes; /* DATETIME only; "Z" is 0 */
 } TomlDatetime;
 
 typedef struct TomlValue TomlValue;
 
 typedef struct TomlEntry {
-        char *key;     /* NUL-terminated; a quoted key may also contain NUL via \u0000 (key_len is exact) */
+        char *key; /* NUL-terminated; a quoted key may also contain NUL via \u0000 (key_len is exact) */
         size_t key_len;
         TomlPos key_pos; /* where this key was first written */
         TomlValue *value;
@@ -84,10 +84,10 @@ struct TomlValue {
 #define TOML_DEPTH_HARD_MAX 1024u
 
 typedef struct TomlLimits {
-        size_t max_depth;      /* nesting of arrays/inline tables/table paths (each key part,
-                                * array and array-of-tables element is a level; the root is 0);
-                                * 0 = default 128, at most TOML_DEPTH_HARD_MAX */
-        size_t max_string;     /* bytes in one string or key after unescaping; 0 = default 1 MiB */
+        size_t max_depth; /* nesting of arrays/inline tables/table paths (each key part,
+                           * array and array-of-tables element is a level; the root is 0);
+                           * 0 = default 128, at most TOML_DEPTH_HARD_MAX */
+        size_t max_string; /* bytes in one string or key after unescaping; 0 = default 1 MiB */
 } TomlLimits;
 
 typedef struct TomlError {
@@ -102,8 +102,7 @@ typedef struct TomlError {
  * -E2BIG (a limit was exceeded, also described in *ret_error) or -ENOMEM.
  * ret_error may be NULL; *ret_root is not touched on failure. A byte order
  * mark at the start is skipped and takes no column. */
-int toml_parse(const char *data, size_t len, const TomlLimits *limits, TomlValue **ret_root,
-               TomlError *ret_error);
+int toml_parse(const char *data, size_t len, const TomlLimits *limits, TomlValue **ret_root, TomlError *ret_error);
 
 /* Free a tree returned by toml_parse() (only whole trees, not subtrees);
  * accepts NULL, returns NULL. Iterative, so any depth is fine. */

@@ -62,8 +62,8 @@ static void test_path_join(void **state) {
         const struct {
                 const char *a, *b, *want;
         } cases[] = {
-                { "/a", "b", "/a/b" },   { "/a/", "b", "/a/b" },   { "/a//", "/b", "/a/b" },
-                { "/", "b", "/b" },      { "/a", "", "/a/" },      { "rel", "x/y", "rel/x/y" },
+                { "/a", "b", "/a/b" }, { "/a/", "b", "/a/b" }, { "/a//", "/b", "/a/b" },
+                { "/", "b", "/b" },    { "/a", "", "/a/" },    { "rel", "x/y", "rel/x/y" },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 char *j = path_join(cases[i].a, cases[i].b);

@@ -56,7 +56,8 @@ static void test_expand(void **state) {
         expect_expand(&c, "/a/~/b", "/a/~/b");
         expect_expand(&c, "a~", "a~");
         expect_expand(&c, "{profile_dir}/home", "/data/claude/home");
-        expect_expand(&c, "{domain_dir}/{profile_name}-{domain_hash}", "/data/domains/0123456789ab/claude-0123456789ab");
+        expect_expand(&c, "{domain_dir}/{profile_name}-{domain_hash}",
+                      "/data/domains/0123456789ab/claude-0123456789ab");
         expect_expand(&c, "{workspace_dir}", "/w");
         expect_expand(&c, "", "");
 
@@ -64,7 +65,8 @@ static void test_expand(void **state) {
         expect_expand_error(&c, "{profle_dir}/x",
                             "unknown token '{profle_dir}' (known: {profile_name}, {profile_dir}, {domain_hash}, "
                             "{domain_dir}, {workspace_dir})");
-        expect_expand_error(&c, "/x/{profile_dir", "unterminated token '{profile_dir': a '{' must open one of the {tokens}");
+        expect_expand_error(&c, "/x/{profile_dir",
+                            "unterminated token '{profile_dir': a '{' must open one of the {tokens}");
         expect_expand_error(&c, "/x/}", "unmatched '}'");
         expect_expand_error(&c, "{{profile_dir}}", "unterminated token '{': a '{' must open one of the {tokens}");
 
@@ -179,18 +181,19 @@ static void put(const char *rel, const char *text) {
         assert_int_equal(write_file_atomic(p, text, strlen(text), 0600, 0), 0);
 }
 
-static const char base_cfg[] = "[storage]\n"
-                               "data_root = \"~/data\"\n"
-                               "[network]\n"
-                               "default_allow = [\"0.0.0.0/0\"]\n"
-                               "default_deny = [\"10.0.0.0/8\"]\n"
-                               "[escalation]\n"
-                               "enabled = true\n"
-                               "socket_dir = \"/tmp/sock\"\n"
-                               "[profiles.claude]\n"
-                               "image = \"localhost/agent:1\"\n"
-                               "env = { A = \"1\", B = \"2\" }\n"
-                               "volumes = [{ host = \"{profile_dir}/home\", container = \"/root\", mode = \"ro,z\" }]\n";
+static const char base_cfg[] =
+        "[storage]\n"
+        "data_root = \"~/data\"\n"
+        "[network]\n"
+        "default_allow = [\"0.0.0.0/0\"]\n"
+        "default_deny = [\"10.0.0.0/8\"]\n"
+        "[escalation]\n"
+        "enabled = true\n"
+        "socket_dir = \"/tmp/sock\"\n"
+        "[profiles.claude]\n"
+        "image = \"localhost/agent:1\"\n"
+        "env = { A = \"1\", B = \"2\" }\n"
+        "volumes = [{ host = \"{profile_dir}/home\", container = \"/root\", mode = \"ro,z\" }]\n";
 
 static void test_load_merge(void **state) {
         (void) state;
@@ -237,7 +240,8 @@ static void test_load_merge(void **state) {
         assert_true(p->volumes[0].relabel_shared);
 
         /* Provenance: the image came from the workspace file, line 4. */
-        const ConfigNode *n = config_node_get(config_node_get(config_node_get(&c->root, "profiles"), "claude"), "image");
+        const ConfigNode *n =
+                config_node_get(config_node_get(config_node_get(&c->root, "profiles"), "claude"), "image");
         assert_non_null(n);
         snprintf(want, sizeof(want), "%s/ws/lazaret.toml", dir);
         assert_string_equal(n->src->path, want);

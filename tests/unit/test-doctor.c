@@ -36,7 +36,8 @@ static void test_runsc_release(void **state) {
         v = mfree(v);
 
         /* Upstream releases. */
-        assert_int_equal(doctor_parse_runsc_release("runsc version release-20240807.0\nspec: 1.1.0-rc.1\n", &date, &v), 0);
+        assert_int_equal(doctor_parse_runsc_release("runsc version release-20240807.0\nspec: 1.1.0-rc.1\n", &date, &v),
+                         0);
         assert_int_equal(date, 20240807);
         assert_string_equal(v, "release-20240807.0");
         v = mfree(v);
@@ -343,10 +344,11 @@ static void test_check_table(void **state) {
                 const char *name;
                 bool required;
         } want[] = {
-                { "podman", true },       { "runsc", true },      { "runsc-network", false }, { "runc", true },
-                { "fuse-overlayfs", true }, { "dev-fuse", true }, { "dev-net-tun", true },     { "subuid", true },
-                { "subgid", true },       { "newuidmap", true },  { "slirp4netns", true },    { "ulimits", true },
-                { "cgroup", false },      { "storage-driver", false },
+                { "podman", true },      { "runsc", true },           { "runsc-network", false },
+                { "runc", true },        { "fuse-overlayfs", true },  { "dev-fuse", true },
+                { "dev-net-tun", true }, { "subuid", true },          { "subgid", true },
+                { "newuidmap", true },   { "slirp4netns", true },     { "ulimits", true },
+                { "cgroup", false },     { "storage-driver", false },
         };
         assert_int_equal(n, ELEMENTSOF(want));
         for (size_t i = 0; i < n; i++) {
@@ -358,11 +360,16 @@ static void test_check_table(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_status_strings),   cmocka_unit_test(test_runsc_release),
-                cmocka_unit_test(test_podman_version),   cmocka_unit_test(test_kernel_release),
-                cmocka_unit_test(test_runsc_network_decision), cmocka_unit_test(test_subid_count),
-                cmocka_unit_test(test_subid_free_range), cmocka_unit_test(test_file_caps),
-                cmocka_unit_test(test_cgroup_mode),      cmocka_unit_test(test_podman_info),
+                cmocka_unit_test(test_status_strings),
+                cmocka_unit_test(test_runsc_release),
+                cmocka_unit_test(test_podman_version),
+                cmocka_unit_test(test_kernel_release),
+                cmocka_unit_test(test_runsc_network_decision),
+                cmocka_unit_test(test_subid_count),
+                cmocka_unit_test(test_subid_free_range),
+                cmocka_unit_test(test_file_caps),
+                cmocka_unit_test(test_cgroup_mode),
+                cmocka_unit_test(test_podman_info),
                 cmocka_unit_test(test_check_table),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

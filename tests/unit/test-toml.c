@@ -94,18 +94,18 @@ static void assert_pos(TomlPos pos, unsigned line, unsigned col) {
 
 static void test_positions(void **state) {
         (void) state;
-        _cleanup_(toml_freep) TomlValue *root = parse_ok("title = \"x\"\n"                /* 1 */
+        _cleanup_(toml_freep) TomlValue *root = parse_ok("title = \"x\"\n" /* 1 */
                                                          "\"ключ\" = \"значение\" # c\n" /* 2 */
-                                                         "s = \"\"\"\n"                   /* 3 */
-                                                         "line \\\n"                      /* 4 */
-                                                         "  \"\"\"\n"                     /* 5 */
-                                                         "after = 42\n"                   /* 6 */
-                                                         "[tbl]\n"                        /* 7 */
-                                                         "  inner = true\n"               /* 8 */
-                                                         "  \"é\".x = 1\n"                /* 9 */
+                                                         "s = \"\"\"\n" /* 3 */
+                                                         "line \\\n" /* 4 */
+                                                         "  \"\"\"\n" /* 5 */
+                                                         "after = 42\n" /* 6 */
+                                                         "[tbl]\n" /* 7 */
+                                                         "  inner = true\n" /* 8 */
+                                                         "  \"é\".x = 1\n" /* 9 */
                                                          "arr = [1, [2, 3], {k = \"v\"}]\n" /* 10 */
-                                                         "[[aot]]\n"                      /* 11 */
-                                                         "\t\"ü\"= 'ß'   \n");          /* 12 */
+                                                         "[[aot]]\n" /* 11 */
+                                                         "\t\"ü\"= 'ß'   \n"); /* 12 */
         const TomlEntry *e;
         const TomlValue *arr;
 
@@ -199,7 +199,7 @@ static void test_error_messages(void **state) {
         expect_error("i = -9223372036854775809\n", 1, 5, "integer '-9223372036854775809' out of range");
         expect_error("\"é\" = \"\xFF\"\n", 1, 8, "invalid UTF-8 (byte 0xFF)");
         expect_error("k = \"\xED\xA0\x80\"\n", 1, 6, "invalid UTF-8 (byte 0xED)"); /* a surrogate */
-        expect_error("k = \"\xC0\xAF\"\n", 1, 6, "invalid UTF-8 (byte 0xC0)");     /* overlong '/' */
+        expect_error("k = \"\xC0\xAF\"\n", 1, 6, "invalid UTF-8 (byte 0xC0)"); /* overlong '/' */
         expect_error("k = \"\xF4\x90\x80\x80\"\n", 1, 6, "invalid UTF-8 (byte 0xF4)"); /* > U+10FFFF */
         expect_error("s = \"\"\"\nab\n\"\"\" x\n", 3, 5, "expected newline after value, found 'x'");
         expect_error("a = [1,\n 2,\n 3 4]\n", 3, 4, "expected ',' or ']' after array element, found '4'");
@@ -293,7 +293,7 @@ static void test_many_keys(void **state) {
 
         /* Duplicates are still caught once the index is in use. */
         expect_error_lim("a0=0\na1=1\na2=2\na3=3\na4=4\na5=5\na6=6\na7=7\na8=8\na9=9\na3=3\n", NULL, -EINVAL, 11, 1,
-                       "duplicate key 'a3'");
+                         "duplicate key 'a3'");
 }
 
 static char *nested(const char *open, const char *close, size_t n) {
@@ -312,7 +312,7 @@ static void test_limit_depth(void **state) {
         (void) state;
         const TomlLimits three = { .max_depth = 3 }, huge = { .max_depth = SIZE_MAX };
         _cleanup_free_ char *ok = nested("[", "]", 128), *deep = nested("[", "]", 129),
-                           *deep_inline = nested("{b=", "}", 129), *very_deep = nested("[", "]", 5000);
+                            *deep_inline = nested("{b=", "}", 129), *very_deep = nested("[", "]", 5000);
         TomlValue *root;
 
         assert_non_null(ok);
@@ -328,8 +328,7 @@ static void test_limit_depth(void **state) {
         expect_error_lim(deep_inline, NULL, -E2BIG, 1, 6 + 3 * 127, "nesting too deep (limit 128)");
 
         /* A caller cannot ask for a stack overflow. */
-        expect_error_lim(very_deep, &huge, -E2BIG, 1, 5 + TOML_DEPTH_HARD_MAX,
-                       "nesting too deep (limit 1024)");
+        expect_error_lim(very_deep, &huge, -E2BIG, 1, 5 + TOML_DEPTH_HARD_MAX, "nesting too deep (limit 1024)");
 
         root = parse_ok_lim("a.b.c = 1\n", &three);
         toml_free(root);
