@@ -21,7 +21,7 @@ RUNDIR      := $(BUILD)/run
 export ASAN_OPTIONS  := detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS := halt_on_error=1:abort_on_error=1:print_stacktrace=1
 
-.PHONY: all deps deps-test build build-clang build-asan check unit asan integration integration-asan format format-check run fuzz clean
+.PHONY: all deps deps-test build build-clang build-asan check unit asan integration integration-asan format format-check run bench fuzz clean
 
 all: build
 
@@ -61,8 +61,9 @@ unit: build
 asan: build-asan
 	meson test -C $(BUILD_ASAN) --print-errorlogs
 
+# The Debian image build (about 40 s, from deb.debian.org) runs once, here.
 integration: build
-	$(AS_ROOT) env LAZARET_BUILD=$(abspath $(BUILD)) ASAN_OPTIONS=$(ASAN_OPTIONS) UBSAN_OPTIONS=$(UBSAN_OPTIONS) \
+	$(AS_ROOT) env LAZARET_TEST_DEBIAN=1 LAZARET_BUILD=$(abspath $(BUILD)) ASAN_OPTIONS=$(ASAN_OPTIONS) UBSAN_OPTIONS=$(UBSAN_OPTIONS) \
 		$(PYTEST) -q tests/integration
 
 # The integration tests again, against the ASan+UBSan binary.
@@ -83,14 +84,26 @@ check: deps-test
 	$(MAKE) format-check build build-clang
 	$(MAKE) unit asan integration integration-asan
 
+# The main job: check the host, write and validate a starter configuration,
+# build the Debian image once, and open the starter profile's sandbox on this
+# directory (a shell when run from a terminal).
+STARTER := $(RUNDIR)/xdg/lazaret/config.toml
 run: deps build
 	@echo "== lazaret doctor"
 	$(LAZARET) doctor
 	@echo "== a starter configuration (lazaret init), validated and shown"
-	rm -rf $(RUNDIR) && mkdir -p $(RUNDIR)/config $(RUNDIR)/workspace
-	XDG_CONFIG_HOME=$(abspath $(RUNDIR)/config) $(LAZARET) init
-	XDG_CONFIG_HOME=$(abspath $(RUNDIR)/config) $(LAZARET) --workspace $(RUNDIR)/workspace config check
-	XDG_CONFIG_HOME=$(abspath $(RUNDIR)/config) $(LAZARET) --workspace $(RUNDIR)/workspace config show
+	mkdir -p $(RUNDIR)/xdg
+	[ -f $(STARTER) ] || XDG_CONFIG_HOME=$(abspath $(RUNDIR)/xdg) $(LAZARET) init
+	$(LAZARET) --config $(STARTER) config check
+	$(LAZARET) --config $(STARTER) config show
+	@echo "== the Debian image (built once, offline from Debian's mirror)"
+	podman image exists localhost/lazaret/debian:bookworm || $(LAZARET) image build debian
+	@echo "== lazaret run (exit the shell to tear the sandbox down)"
+	$(LAZARET) --config $(STARTER) --workspace $(CURDIR) run
+
+# Start-up benchmark against bare Podman (rootless, as the test user).
+bench: deps-test build
+	$(AS_ROOT) bench/bench-run.py --build $(BUILD)
 
 fuzz: $(BUILD_FUZZ)/build.ninja
 	ninja -C $(BUILD_FUZZ)

@@ -29,11 +29,19 @@ fi
 
 say() { echo "setup: $*"; }
 
+as_test_user() {
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u "$TEST_USER" -- "$@"
+	else
+		sudo -u "$TEST_USER" -- "$@"
+	fi
+}
+
 # Build and test tools, then what a sandbox launch needs (lazaret doctor
 # checks the same list).
 PACKAGES="meson ninja-build gcc clang clang-format pkg-config libclang-rt-14-dev
-libssl-dev libjansson-dev libcmocka-dev python3-pytest
-podman runsc runc fuse-overlayfs slirp4netns uidmap sudo"
+libssl-dev libjansson-dev liblmdb-dev libcmocka-dev python3-pytest
+podman runsc runc fuse-overlayfs slirp4netns uidmap sudo busybox-static mmdebstrap"
 
 missing=
 for p in $PACKAGES; do
@@ -89,6 +97,17 @@ if [ "$want_test_user" -eq 1 ]; then
 		$SUDO useradd --create-home --shell /bin/sh --comment "Lazaret integration tests" "$TEST_USER"
 	fi
 	add_subids "$TEST_USER"
+	# Rootless Podman falls back to vfs here (a full image copy per
+	# container); the test user gets native rootless overlay, as lazaret
+	# doctor advises every user.
+	home=$(getent passwd "$TEST_USER" | cut -d: -f6)
+	conf="$home/.config/containers/storage.conf"
+	if [ ! -f "$conf" ]; then
+		say "configuring overlay storage for $TEST_USER"
+		as_test_user sh -c "mkdir -p '$home/.config/containers' && printf '[storage]\ndriver = \"overlay\"\n' > '$conf'"
+		# An existing vfs store must be reset before the driver changes.
+		(cd / && as_test_user env HOME="$home" podman system reset --force >/dev/null 2>&1) || true
+	fi
 	# The TOML unit tests prove float parsing ignores LC_NUMERIC, which
 	# needs a locale whose decimal separator is a comma.
 	if ! locale -a 2>/dev/null | grep -qix 'de_DE.utf8'; then

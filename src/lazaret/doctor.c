@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "doctor.h"
+#include "exec-util.h"
 #include "fd-util.h"
 #include "fileio.h"
 #include "log.h"
@@ -34,11 +35,9 @@
 #define DEFAULT_SEARCH_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 #define PODMAN_MIN_VERSION                                                                                             \
         { 4, 3, 0 }
-#define SUBID_NEEDED       UINT64_C(65536)
-#define SUBID_FILE_MAX     (4U * 1024 * 1024)
-#define COMMAND_STDOUT_MAX (4U * 1024 * 1024)
-#define COMMAND_STDERR_MAX (64U * 1024)
-#define ERROR_LINE_MAX     240
+#define SUBID_NEEDED   UINT64_C(65536)
+#define SUBID_FILE_MAX (4U * 1024 * 1024)
+#define ERROR_LINE_MAX 240
 
 static inline size_t size_min(size_t a, size_t b) {
         return a < b ? a : b;
@@ -603,237 +602,9 @@ static int result_fail(DoctorResult *r, char *fix, const char *fmt, ...) {
         return k;
 }
 
-/* Look name up in the ':'-separated absolute directories of search (empty
- * and relative entries are skipped: they would mean the current directory).
- * Returns 0 and the path, -ENOENT, or -ENOMEM. */
-static int find_program(const char *search, const char *name, char **ret) {
-        for (const char *p = search; *p;) {
-                size_t n = strcspn(p, ":");
-                if (n > 0 && p[0] == '/') {
-                        _cleanup_free_ char *dir = strndup(p, n);
-                        if (!dir)
-                                return -ENOMEM;
-                        _cleanup_free_ char *f = path_join(dir, name);
-                        if (!f)
-                                return -ENOMEM;
-                        struct stat st;
-                        if (stat(f, &st) == 0 && S_ISREG(st.st_mode) && access(f, X_OK) == 0) {
-                                *ret = TAKE_PTR(f);
-                                return 0;
-                        }
-                }
-                p += n;
-                if (*p == ':')
-                        p++;
-        }
-        return -ENOENT;
-}
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
-}
-
-typedef struct Command {
-        int spawn_error; /* -errno when the program could not be started */
-        bool timed_out; /* killed after the time limit */
-        int status; /* exit status, or 128 + signal */
-        char *out; /* NUL-terminated, capped */
-        char *err;
-} Command;
-
-static void command_done(Command *c) {
-        free(c->out);
-        free(c->err);
-        *c = (Command){};
-}
-
-static bool command_failed(const Command *c) {
-        return c->spawn_error < 0 || c->timed_out || c->status != 0;
-}
-
-/* Read what the pipe holds into b (keeping at most max bytes; the rest is
- * read and dropped so the child never blocks on a full pipe). Returns 1 at
- * end of file, 0 when the pipe is empty for now, or -errno. */
-static int drain_pipe(int fd, StrBuf *b, size_t max) {
-        char buf[16384];
-        for (;;) {
-                ssize_t n = read(fd, buf, sizeof buf);
-                if (n == 0)
-                        return 1;
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return errno == EAGAIN ? 0 : -errno;
-                }
-                if (b->len < max)
-                        strbuf_putn(b, buf, size_min((size_t) n, max - b->len));
-        }
-}
-
-static int spawn_child(const char *path, const char *const *argv, int out_fd, int err_fd, pid_t *ret_pid) {
-        posix_spawn_file_actions_t fa;
-        posix_spawnattr_t attr;
-        sigset_t none, dfl;
-        int r;
-
-        r = posix_spawn_file_actions_init(&fa);
-        if (r != 0)
-                return -r;
-        r = posix_spawnattr_init(&attr);
-        if (r != 0) {
-                posix_spawn_file_actions_destroy(&fa);
-                return -r;
-        }
-        sigemptyset(&none);
-        sigemptyset(&dfl);
-        sigaddset(&dfl, SIGPIPE);
-        sigaddset(&dfl, SIGINT);
-        sigaddset(&dfl, SIGTERM);
-        sigaddset(&dfl, SIGHUP);
-        sigaddset(&dfl, SIGQUIT);
-        sigaddset(&dfl, SIGCHLD);
-
-        /* Its own process group, so a timeout can kill everything it forked. */
-        if (r == 0)
-                r = posix_spawnattr_setflags(&attr,
-                                             POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-        if (r == 0)
-                r = posix_spawnattr_setpgroup(&attr, 0);
-        if (r == 0)
-                r = posix_spawnattr_setsigmask(&attr, &none);
-        if (r == 0)
-                r = posix_spawnattr_setsigdefault(&attr, &dfl);
-        if (r == 0)
-                r = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-        if (r == 0)
-                r = posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
-        if (r == 0)
-                r = posix_spawn_file_actions_adddup2(&fa, err_fd, STDERR_FILENO);
-        if (r == 0)
-                r = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-        if (r == 0)
-                r = posix_spawn(ret_pid, path, &fa, &attr, (char *const *) argv, environ);
-
-        posix_spawnattr_destroy(&attr);
-        posix_spawn_file_actions_destroy(&fa);
-        return -r;
-}
-
-/* Run path with argv, stdin from /dev/null, and collect its output, killing
- * its process group when it runs longer than the context's time limit. A
- * program that cannot be started, times out or fails is described in *ret;
- * the return value is -errno only when doctor itself failed (pipes, memory). */
-static int command_run(const DoctorContext *c, const char *path, const char *const *argv, Command *ret) {
-        _cleanup_close_ int out_r = -EBADF, out_w = -EBADF, err_r = -EBADF, err_w = -EBADF;
-        StrBuf out = STRBUF_INIT, err = STRBUF_INIT;
-        Command cmd = {};
-        int p[2], r, wstatus = 0;
-        pid_t pid;
-
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return negative_errno();
-        out_r = p[0];
-        out_w = p[1];
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return negative_errno();
-        err_r = p[0];
-        err_w = p[1];
-        /* Only our ends: the child's stdout must stay blocking. */
-        if (fcntl(out_r, F_SETFL, O_NONBLOCK) < 0 || fcntl(err_r, F_SETFL, O_NONBLOCK) < 0)
-                return negative_errno();
-
+static int command_run(const DoctorContext *c, const char *path, const char *const *argv, ExecResult *ret) {
         log_debug("doctor: running %s", path);
-        r = spawn_child(path, argv, out_w, err_w, &pid);
-        if (r < 0) {
-                if (r == -ENOMEM)
-                        return r;
-                *ret = (Command){ .spawn_error = r };
-                return 0;
-        }
-        out_w = safe_close(out_w);
-        err_w = safe_close(err_w);
-
-        uint64_t deadline = now_usec() + c->timeout_usec;
-        bool exited = false;
-        for (;;) {
-                pid_t w = waitpid(pid, &wstatus, WNOHANG);
-                if (w == pid)
-                        exited = true;
-                else if (w < 0 && errno != EINTR) {
-                        r = negative_errno();
-                        (void) kill(-pid, SIGKILL);
-                        break;
-                }
-                if (exited) {
-                        /* Whatever the child wrote is in the pipes now; a
-                         * grandchild holding them open must not keep us. */
-                        if (out_r >= 0)
-                                (void) drain_pipe(out_r, &out, COMMAND_STDOUT_MAX);
-                        if (err_r >= 0)
-                                (void) drain_pipe(err_r, &err, COMMAND_STDERR_MAX);
-                        break;
-                }
-
-                uint64_t now = now_usec();
-                if (now >= deadline) {
-                        (void) kill(-pid, SIGKILL);
-                        (void) kill(pid, SIGKILL);
-                        while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR)
-                                ;
-                        cmd.timed_out = true;
-                        break;
-                }
-
-                /* Wake at least every 20 ms to notice the exit. */
-                uint64_t slice = deadline - now;
-                if (slice > 20000)
-                        slice = 20000;
-                struct pollfd pfd[2];
-                nfds_t n = 0;
-                if (out_r >= 0)
-                        pfd[n++] = (struct pollfd){ .fd = out_r, .events = POLLIN };
-                if (err_r >= 0)
-                        pfd[n++] = (struct pollfd){ .fd = err_r, .events = POLLIN };
-                if (poll(n > 0 ? pfd : NULL, n, (int) ((slice + 999) / 1000)) < 0 && errno != EINTR) {
-                        r = negative_errno();
-                        (void) kill(-pid, SIGKILL);
-                        break;
-                }
-                if (out_r >= 0) {
-                        int k = drain_pipe(out_r, &out, COMMAND_STDOUT_MAX);
-                        if (k != 0)
-                                out_r = safe_close(out_r);
-                }
-                if (err_r >= 0) {
-                        int k = drain_pipe(err_r, &err, COMMAND_STDERR_MAX);
-                        if (k != 0)
-                                err_r = safe_close(err_r);
-                }
-        }
-        if (r < 0) {
-                while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR)
-                        ;
-                strbuf_done(&out);
-                strbuf_done(&err);
-                return r;
-        }
-
-        if (WIFEXITED(wstatus))
-                cmd.status = WEXITSTATUS(wstatus);
-        else if (WIFSIGNALED(wstatus))
-                cmd.status = 128 + WTERMSIG(wstatus);
-        else
-                cmd.status = 255;
-        cmd.out = strbuf_steal(&out);
-        cmd.err = strbuf_steal(&err);
-        if (!cmd.out || !cmd.err) {
-                command_done(&cmd);
-                return -ENOMEM;
-        }
-        *ret = cmd;
-        return 0;
+        return exec_capture(path, argv, c->timeout_usec, ret);
 }
 
 /* The last non-empty line of s, trimmed and capped, as a new string. */
@@ -862,7 +633,7 @@ static char *last_line(const char *s) {
 }
 
 /* "podman info failed (exit status 125): Error: ..." and the like. */
-static char *describe_command_failure(const DoctorContext *c, const char *what, const Command *cmd) {
+static char *describe_command_failure(const DoctorContext *c, const char *what, const ExecResult *cmd) {
         if (cmd->spawn_error < 0)
                 return strdup_printf("cannot run %s: %s", what, strerror(-cmd->spawn_error));
         if (cmd->timed_out)
@@ -901,14 +672,14 @@ static int context_new(const DoctorOptions *opts, const char *user, DoctorContex
 }
 
 static int podman_probe(DoctorContext *c) {
-        _cleanup_(command_done) Command v = {}, info = {};
+        _cleanup_(exec_result_done) ExecResult v = {}, info = {};
         int r;
 
         if (c->podman_probed)
                 return 0;
         c->podman_probed = true;
 
-        r = find_program(c->search_path, "podman", &c->podman_path);
+        r = exec_find_program(c->search_path, "podman", &c->podman_path);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)
@@ -917,7 +688,7 @@ static int podman_probe(DoctorContext *c) {
         r = command_run(c, c->podman_path, (const char *const[]){ "podman", "--version", NULL }, &v);
         if (r < 0)
                 return r;
-        if (command_failed(&v)) {
+        if (exec_result_failed(&v)) {
                 c->podman_version_failed = true;
                 c->podman_error = describe_command_failure(c, "podman --version", &v);
                 return c->podman_error ? 0 : -ENOMEM;
@@ -927,7 +698,7 @@ static int podman_probe(DoctorContext *c) {
         r = command_run(c, c->podman_path, (const char *const[]){ "podman", "info", "--format", "json", NULL }, &info);
         if (r < 0)
                 return r;
-        if (command_failed(&info)) {
+        if (exec_result_failed(&info)) {
                 c->podman_timed_out = info.timed_out;
                 c->podman_error = describe_command_failure(c, "podman info", &info);
                 return c->podman_error ? 0 : -ENOMEM;
@@ -944,14 +715,14 @@ static int podman_probe(DoctorContext *c) {
 }
 
 static int runsc_probe(DoctorContext *c) {
-        _cleanup_(command_done) Command v = {};
+        _cleanup_(exec_result_done) ExecResult v = {};
         int r;
 
         if (c->runsc_probed)
                 return 0;
         c->runsc_probed = true;
 
-        r = find_program(c->search_path, "runsc", &c->runsc_path);
+        r = exec_find_program(c->search_path, "runsc", &c->runsc_path);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)
@@ -959,7 +730,7 @@ static int runsc_probe(DoctorContext *c) {
         r = command_run(c, c->runsc_path, (const char *const[]){ "runsc", "--version", NULL }, &v);
         if (r < 0)
                 return r;
-        if (command_failed(&v)) {
+        if (exec_result_failed(&v)) {
                 c->runsc_error = describe_command_failure(c, "runsc --version", &v);
                 return c->runsc_error ? 0 : -ENOMEM;
         }
@@ -1170,9 +941,9 @@ static int check_runsc_network(DoctorContext *c, DoctorResult *r) {
 static int check_tool(DoctorContext *c, DoctorResult *r, const char *name, const char *package,
                       const char *line_prefix) {
         _cleanup_free_ char *path = NULL, *line = NULL;
-        _cleanup_(command_done) Command v = {};
+        _cleanup_(exec_result_done) ExecResult v = {};
 
-        int k = find_program(c->search_path, name, &path);
+        int k = exec_find_program(c->search_path, name, &path);
         if (k == -ENOENT)
                 return result_fail(r, strdup_printf("sudo apt-get install %s", package),
                                    "%s is not installed (not found in PATH)", name);
@@ -1182,7 +953,7 @@ static int check_tool(DoctorContext *c, DoctorResult *r, const char *name, const
         k = command_run(c, path, (const char *const[]){ name, "--version", NULL }, &v);
         if (k < 0)
                 return k;
-        if (command_failed(&v)) {
+        if (exec_result_failed(&v)) {
                 _cleanup_free_ char *what = strdup_printf("%s --version", path);
                 if (!what)
                         return -ENOMEM;
@@ -1346,7 +1117,7 @@ static int idmap_tool_state(const char *search, const char *name, unsigned cap, 
         struct stat st;
         uint8_t xattr[64];
 
-        int k = find_program(search, name, &path);
+        int k = exec_find_program(search, name, &path);
         if (k < 0)
                 return k;
         if (stat(path, &st) < 0)
@@ -1594,10 +1365,16 @@ int doctor_run(const DoctorOptions *opts, DoctorReport **ret) {
                 return k;
 
         for (size_t i = 0; i < ELEMENTSOF(checks); i++) {
-                DoctorResult *res = &rep->results[i];
+                if (opts && opts->only) {
+                        bool wanted = false;
+                        for (const char *const *o = opts->only; *o; o++)
+                                wanted = wanted || streq(*o, checks[i].name);
+                        if (!wanted)
+                                continue;
+                }
+                DoctorResult *res = &rep->results[rep->n_results++];
                 res->name = checks[i].name;
                 res->required = checks[i].required;
-                rep->n_results = i + 1;
                 log_debug("doctor: check %s", res->name);
                 k = checks[i].run(c, res);
                 if (k < 0)

@@ -43,6 +43,7 @@ typedef struct DoctorResult {
 typedef struct DoctorOptions {
         uint64_t timeout_usec; /* limit for each external command; 0: DOCTOR_TIMEOUT_USEC_DEFAULT */
         const char *path; /* where tools are looked up; NULL: $PATH, or a default when unset */
+        const char *const *only; /* NULL-terminated check names to run (in table order); NULL: all */
 } DoctorOptions;
 
 #define DOCTOR_TIMEOUT_USEC_DEFAULT (UINT64_C(30) * 1000000)
@@ -51,7 +52,7 @@ typedef struct DoctorReport {
         char *user; /* login name, NULL when the uid has no passwd entry */
         uid_t uid;
         bool rootless;
-        DoctorResult *results; /* one per table entry, in table order */
+        DoctorResult *results; /* one per check run, in table order */
         size_t n_results;
         unsigned n_problems; /* required checks that failed */
         unsigned n_warnings;

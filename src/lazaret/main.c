@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coordinator.h"
 #include "lazaret-build.h"
 #include "log.h"
 #include "string-util.h"
@@ -11,7 +12,11 @@
 static const Verb verbs[] = {
         { "config", verb_config, "check or show the merged configuration" },
         { "doctor", verb_doctor, "check this host's prerequisites for a sandbox launch" },
+        { "image", verb_image, "build local images without a registry (busybox, debian)" },
         { "init", verb_init, "write a commented starter configuration" },
+        { "run", verb_run, "run a command (or the profile's agent) in the workspace's sandbox" },
+        { "status", verb_status, "show the workspace's sandbox: generation, sessions, uptime" },
+        { "stop", verb_stop, "end every session and tear the sandbox down" },
 };
 
 static void help(void) {
@@ -80,6 +85,11 @@ int main(int argc, char **argv) {
         }
 
         int ret;
+        /* The hidden verb the leader CLI starts the coordinator with. */
+        if (n == 1 && streq(rest[0], "__coordinator")) {
+                free(rest);
+                return coordinator_main();
+        }
         if (n == 0) {
                 help();
                 ret = EXIT_USAGE;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,8 +43,11 @@ static const char starter_tail[] =
         "\n"
         "# One table per agent. Names: 2-32 characters of a-z, 0-9, '_' and '-'.\n"
         "[profiles.shell]\n"
-        "# Fully qualified image; pin a digest (IMAGE@sha256:...) to avoid drift.\n"
-        "image = \"docker.io/library/debian:bookworm-slim\"\n"
+        "# Fully qualified image; pin a digest (IMAGE@sha256:...) when it comes from a\n"
+        "# registry. This one is built here, offline: lazaret image build debian\n"
+        "image = \"localhost/lazaret/debian:bookworm\"\n"
+        "# The command a bare 'lazaret run' starts (an agent CLI, or a shell):\n"
+        "command = [\"/bin/bash\", \"-l\"]\n"
         "# Directories kept across restarts, per profile and workspace:\n"
         "# persistent_dirs = [\"/usr\", \"/var\", \"/etc\", \"/root\"]\n"
         "# Extra destinations for this profile only:\n"
@@ -53,7 +57,7 @@ static const char starter_tail[] =
         "# Host paths may use ~, {profile_dir}, {domain_dir}, {workspace_dir}, ...:\n"
         "# volumes = [{ host = \"{profile_dir}/home\", container = \"/root\", mode = \"z\" }]\n";
 
-int starter_config(char **ret) {
+int starter_config(bool sandbox_network_ok, char **ret) {
         StrBuf b = STRBUF_INIT;
         const char *rt = getenv("XDG_RUNTIME_DIR");
 
@@ -64,6 +68,13 @@ int starter_config(char **ret) {
         else
                 strbuf_printf(&b, "socket_dir = \"/tmp/lazaret-%u\"\n", (unsigned) getuid());
         strbuf_puts(&b, starter_tail);
+        if (!sandbox_network_ok)
+                strbuf_puts(&b, "# runsc's own network stack (\"sandbox\") cannot start on this host (see\n"
+                                "# 'lazaret doctor', check runsc-network); use the kernel's stack instead:\n"
+                                "runsc_network = \"host\"\n");
+        else
+                strbuf_puts(&b, "# gVisor's own network stack; \"host\" uses the kernel's:\n"
+                                "runsc_network = \"sandbox\"\n");
         char *s = strbuf_steal(&b);
         if (!s)
                 return -ENOMEM;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "doctor.h"
 #include "fd-util.h"
 #include "fileio.h"
 #include "log.h"
@@ -65,7 +66,13 @@ int verb_init(int argc, char **argv, const Globals *g) {
         if (r < 0)
                 return log_error_errno(r, "cannot find the configuration directory: set HOME or XDG_CONFIG_HOME"),
                        EXIT_LAZARET;
-        r = starter_config(&text);
+        /* Write what works on this host: gVisor's own network stack only
+         * when doctor's runsc-network check passes. */
+        static const char *const only[] = { "runsc-network", NULL };
+        DoctorOptions dopts = { .only = only };
+        _cleanup_(doctor_report_freep) DoctorReport *rep = NULL;
+        bool net_ok = doctor_run(&dopts, &rep) >= 0 && rep->n_results == 1 && rep->results[0].status == DOCTOR_OK;
+        r = starter_config(net_ok, &text);
         if (r < 0)
                 return log_error_errno(r, "cannot build the starter configuration: %s", strerror(-r)), EXIT_LAZARET;
 

@@ -726,6 +726,14 @@ static const char *image_problem(const char *s, bool *ret_pinned) {
         return NULL;
 }
 
+const char *config_image_problem(const char *ref, bool *ret_pinned) {
+        bool pinned = false;
+        const char *why = image_problem(ref, &pinned);
+        if (ret_pinned)
+                *ret_pinned = !why && pinned;
+        return why;
+}
+
 static bool reserved_container_path(const char *p) {
         static const char *const exact[] = { "/", "/workspace" };
         static const char *const trees[] = { "/run/lazaret", "/proc", "/sys", "/dev" };
@@ -992,8 +1000,71 @@ static int validate_env(Validator *v, ConfigProfile *p, const ConfigNode *t, con
         return 0;
 }
 
+const char *runsc_network_to_string(RunscNetwork n) {
+        switch (n) {
+        case RUNSC_NETWORK_SANDBOX:
+                return "sandbox";
+        case RUNSC_NETWORK_HOST:
+                return "host";
+        case _RUNSC_NETWORK_MAX:
+        case _RUNSC_NETWORK_INVALID:
+                break;
+        }
+        return NULL;
+}
+
+static int validate_command(Validator *v, ConfigProfile *p, const ConfigNode *n, const char *pname) {
+        _cleanup_free_ char *nn = key_path(pname, "command");
+        bool ok = true;
+        if (!nn)
+                return -ENOMEM;
+        if (n->value->type == TOML_ARRAY && n->value->array.n == 0) {
+                NODE_ERR(v, n, "%s must name a program: it is an empty array", nn);
+                return 0;
+        }
+        /* Entries after the first may be empty strings (a real argument). */
+        if (!want_type(v, n, nn, TOML_ARRAY))
+                return 0;
+        size_t cnt = n->value->array.n;
+        if (cnt > CONFIG_LIST_MAX) {
+                NODE_ERR(v, n, "%s has %zu entries; at most %u are allowed", nn, cnt, CONFIG_LIST_MAX);
+                return 0;
+        }
+        char **argv = calloc(cnt + 1, sizeof(char *));
+        if (!argv)
+                return -ENOMEM;
+        for (size_t i = 0; i < cnt; i++) {
+                const TomlValue *e = n->value->array.items[i];
+                if (e->type != TOML_STRING) {
+                        ERR(v->d, n->src->path, e->pos, "%s[%zu] must be a string, not %s", nn, i,
+                            toml_type_with_article(e->type));
+                        ok = false;
+                } else if (strlen(e->str.s) != e->str.len) {
+                        ERR(v->d, n->src->path, e->pos, "%s[%zu] must not contain a NUL character", nn, i);
+                        ok = false;
+                } else if (i == 0 && e->str.len == 0) {
+                        ERR(v->d, n->src->path, e->pos, "%s[0] must name a program, not be empty", nn);
+                        ok = false;
+                } else if (!(argv[i] = strdup(e->str.s))) {
+                        strv_free_n(argv, i);
+                        return -ENOMEM;
+                }
+        }
+        if (!ok) {
+                for (size_t i = 0; i < cnt; i++)
+                        free(argv[i]);
+                free(argv);
+                return 0;
+        }
+        strv_free_n(p->command, p->n_command);
+        p->command = argv;
+        p->n_command = cnt;
+        return 0;
+}
+
 static int validate_profile(Validator *v, const ConfigNode *t) {
-        static const char *const known[] = { "image", "persistent_dirs", "allow_egress", "env", "volumes", NULL };
+        static const char *const known[] = { "image",        "command", "runsc_network", "persistent_dirs",
+                                             "allow_egress", "env",     "volumes",       NULL };
         _cleanup_free_ char *pname = key_path("profiles", t->key);
         _cleanup_free_ char *kq = quoted(t->key, strlen(t->key));
         if (!pname)
@@ -1026,6 +1097,12 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
         int r = config_domain_hash(p->name, v->c->workspace, p->domain_hash);
         if (r < 0)
                 return r;
+
+        p->command = calloc(3, sizeof(char *));
+        if (!p->command || !(p->command[0] = strdup("/bin/sh")) || !(p->command[1] = strdup("-l")))
+                return -ENOMEM;
+        p->n_command = 2;
+        p->runsc_network = RUNSC_NETWORK_SANDBOX;
         if (v->data_root_ok) {
                 p->profile_dir = path_join(v->c->data_root, p->name);
                 StrBuf db = STRBUF_INIT;
@@ -1054,6 +1131,30 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
                                      "%s: %s is not pinned by digest; append @sha256:<digest> so the sandbox "
                                      "cannot change under you",
                                      n_image, q ?: "?");
+                }
+        }
+
+        n = config_node_get(t, "command");
+        if (n) {
+                r = validate_command(v, p, n, pname);
+                if (r < 0)
+                        return r;
+        }
+
+        n = config_node_get(t, "runsc_network");
+        if (n) {
+                _cleanup_free_ char *nn = key_path(pname, "runsc_network");
+                if (want_type(v, n, nn ?: "runsc_network", TOML_STRING)) {
+                        if (streq(n->value->str.s, "sandbox"))
+                                p->runsc_network = RUNSC_NETWORK_SANDBOX;
+                        else if (streq(n->value->str.s, "host"))
+                                p->runsc_network = RUNSC_NETWORK_HOST;
+                        else {
+                                _cleanup_free_ char *q = quoted(n->value->str.s, n->value->str.len);
+                                NODE_ERR(v, n, "%s: %s is not one of \"sandbox\" (gVisor's network stack) or \"host\"",
+                                         nn, q ?: "?");
+                        }
+                        p->runsc_network_where = where_of(n);
                 }
         }
 
@@ -1148,6 +1249,7 @@ static int validate(Validator *v) {
 
 static void profile_done(ConfigProfile *p) {
         free(p->name);
+        strv_free_n(p->command, p->n_command);
         free(p->image);
         strv_free_n(p->persistent_dirs, p->n_persistent_dirs);
         strv_free_n(p->allow_egress, p->n_allow_egress);

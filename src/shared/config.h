@@ -86,8 +86,21 @@ typedef struct ConfigVolume {
         ConfigWhere where;
 } ConfigVolume;
 
+typedef enum RunscNetwork {
+        RUNSC_NETWORK_SANDBOX, /* gVisor's own network stack (runsc --network=sandbox) */
+        RUNSC_NETWORK_HOST, /* the kernel stack of the sandbox's namespace (runsc --network=host) */
+        _RUNSC_NETWORK_MAX,
+        _RUNSC_NETWORK_INVALID = -EINVAL,
+} RunscNetwork;
+
+const char *runsc_network_to_string(RunscNetwork n);
+
 typedef struct ConfigProfile {
         char *name;
+        char **command; /* NULL-terminated argv; default {"/bin/sh", "-l"} */
+        size_t n_command;
+        RunscNetwork runsc_network;
+        ConfigWhere runsc_network_where; /* file 0 when defaulted */
         char *image;
         ConfigWhere image_where;
         char **persistent_dirs;
@@ -160,6 +173,13 @@ int config_workspace(const char *arg, char **ret);
 
 /* True if name matches ^[a-z0-9_-]{2,32}$ (spec §3.2.3). */
 bool config_profile_name_valid(const char *name);
+
+/* Check an image reference against the rules profiles follow:
+ * registry/path[:tag][@sha256:<64 hex>], the registry a host name with a '.'
+ * or ':', or "localhost"; path components lowercase. Returns NULL when ref is
+ * valid, else a static one-line reason (no trailing period). If ret_pinned is
+ * not NULL it is set to whether ref carries a digest (false when invalid). */
+const char *config_image_problem(const char *ref, bool *ret_pinned);
 
 /* Domain Anchor (spec §4.3.1): the first 12 hex digits of
  * SHA-256("<profile>:<canonical workspace>"). ret must hold 13 bytes. */

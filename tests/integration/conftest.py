@@ -53,6 +53,12 @@ def lazaret_bin(world_dir):
     dst = os.path.join(bindir, "lazaret")
     shutil.copy2(src, dst)
     os.chmod(dst, 0o755)
+    # PID 1 of every sandbox is lazaret-init from beside the binary.
+    init = os.path.join(os.path.dirname(src), "lazaret-init")
+    if not os.access(init, os.X_OK):
+        pytest.fail(f"{init} is missing: build first (make check does)", pytrace=False)
+    shutil.copy2(init, os.path.join(bindir, "lazaret-init"))
+    os.chmod(os.path.join(bindir, "lazaret-init"), 0o755)
     return dst
 
 

@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Start-up cost of lazaret run against bare Podman, measured side by side in
+one run (alternating, so both see the same machine state).
+
+  cold:  lazaret run PROFILE -- true         vs  podman run --rm --runtime=runsc IMAGE true
+  warm:  lazaret run PROFILE -- true (join)  vs  podman exec CONTAINER true
+
+Runs as the user given with --user (default: the test user, rootless) or as
+root with --user root (rootful). Prints medians and the ratios; exits 1 when a
+ratio is above its budget (cold 1.3x, warm 0.5x) so regressions are loud.
+
+  sudo bench/bench-run.py [--user lazaret-test] [--rounds 15] [--build build]
+"""
+import argparse
+import os
+import pwd
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+IMAGE = "localhost/lazaret/busybox:latest"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--user", default="lazaret-test")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--build", default="build")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench-run: run as root (it runs the commands as --user)")
+    pw = pwd.getpwnam(args.user)
+    rootless = pw.pw_uid != 0
+
+    base = tempfile.mkdtemp(prefix="lazaret-bench-")
+    os.chmod(base, 0o755)
+    bindir = os.path.join(base, "bin")
+    os.makedirs(bindir)
+    for f in ("lazaret", "lazaret-init"):
+        shutil.copy2(os.path.join(args.build, "src/lazaret", f), bindir)
+    work = os.path.join(base, "work")
+    data = os.path.join(base, "data")
+    for d in (work, data):
+        os.makedirs(d)
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+    cfg = os.path.join(base, "cfg.toml")
+    with open(cfg, "w") as f:
+        f.write(f"""[storage]
+data_root = "{data}"
+[network]
+default_allow = []
+default_deny = []
+[escalation]
+enabled = false
+socket_dir = "{base}/sock"
+[profiles.bench]
+image = "{IMAGE}"
+runsc_network = "host"
+""")
+    os.chmod(cfg, 0o644)
+    lz = os.path.join(bindir, "lazaret")
+
+    def as_user(argv, **kw):
+        env = ["env", "-i", f"HOME={pw.pw_dir}", "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"]
+        return ["runuser", "-u", pw.pw_name, "--"] + env + argv
+
+    def run(argv, check=True, **kw):
+        r = subprocess.run(as_user(argv), cwd=work, capture_output=True, text=True, **kw)
+        if check and r.returncode != 0:
+            sys.exit(f"bench-run: {' '.join(argv)} failed: {r.stderr}")
+        return r
+
+    def timed(argv):
+        t = time.perf_counter()
+        run(argv)
+        return time.perf_counter() - t
+
+    def coordinator_gone():
+        # Wait for the previous sandbox's teardown, so each cold run is cold.
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            r = run(["podman", "ps", "-a", "--format", "{{.Names}}"])
+            if not any(n.startswith("lazaret-coord-") for n in r.stdout.split()):
+                ps = subprocess.run(["pgrep", "-u", pw.pw_name, "-f", "__coordinator"], capture_output=True)
+                if ps.returncode != 0:
+                    return
+            time.sleep(0.05)
+        sys.exit("bench-run: a coordinator did not finish its teardown")
+
+    run([lz, "image", "build", "busybox"])
+    podman_flags = ["--runtime=runsc", "--network=none", "--runtime-flag=network=host"]
+    if rootless:
+        podman_flags.append("--runtime-flag=ignore-cgroups")
+
+    # Warm both paths once.
+    run(["podman", "run", "--rm"] + podman_flags + [IMAGE, "/bin/true"])
+    run([lz, "--config", cfg, "run", "--", "/bin/true"])
+    coordinator_gone()
+
+    cold_l, cold_p = [], []
+    for _ in range(args.rounds):
+        cold_p.append(timed(["podman", "run", "--rm"] + podman_flags + [IMAGE, "/bin/true"]))
+        cold_l.append(timed([lz, "--config", cfg, "run", "--", "/bin/true"]))
+        coordinator_gone()
+
+    # Warm: one long session keeps the sandbox up; a bare container for exec.
+    holder = subprocess.Popen(as_user([lz, "--config", cfg, "run", "--", "/bin/sleep", "1000"]), cwd=work,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run(["podman", "run", "-d", "--name", "lazaret-bench-exec"] + podman_flags + [IMAGE, "/bin/sleep", "1000"])
+    try:
+        time.sleep(2)
+        warm_l, warm_p = [], []
+        for _ in range(args.rounds):
+            warm_p.append(timed(["podman", "exec", "lazaret-bench-exec", "/bin/true"]))
+            warm_l.append(timed([lz, "--config", cfg, "run", "--", "/bin/true"]))
+    finally:
+        run(["podman", "rm", "-f", "-t", "0", "lazaret-bench-exec"], check=False)
+        run([lz, "--config", cfg, "stop"], check=False)
+        holder.wait(timeout=60)
+        coordinator_gone()
+        shutil.rmtree(base, ignore_errors=True)
+
+    mode = "rootless" if rootless else "rootful"
+    cold = statistics.median(cold_l) / statistics.median(cold_p)
+    warm = statistics.median(warm_l) / statistics.median(warm_p)
+    print(f"bench-run ({mode}, {args.rounds} rounds, medians):")
+    print(f"  cold  lazaret run -- true   {statistics.median(cold_l) * 1000:7.1f} ms   "
+          f"podman run --rm --runtime=runsc {statistics.median(cold_p) * 1000:7.1f} ms   ratio {cold:.2f} (budget 1.30)")
+    print(f"  warm  lazaret run -- true   {statistics.median(warm_l) * 1000:7.1f} ms   "
+          f"podman exec                   {statistics.median(warm_p) * 1000:7.1f} ms   ratio {warm:.2f} (budget 0.50)")
+    return 0 if cold <= 1.3 and warm <= 0.5 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1453 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coordinator.h"
+#include "ctl-proto.h"
+#include "exec-util.h"
+#include "fd-util.h"
+#include "fileio.h"
+#include "log.h"
+#include "path-util.h"
+#include "runtime-dir.h"
+#include "sandbox.h"
+#include "store.h"
+#include "strbuf.h"
+#include "string-util.h"
+
+#define MAX_CONNECTIONS   64
+#define OUT_QUEUE_MAX     (1024u * 1024u) /* stop reading a session while its CLI lags this much */
+#define IN_QUEUE_MAX      (1024u * 1024u) /* input not yet taken by the session */
+#define READ_CHUNK        (64u * 1024u)
+#define IDLE_USEC         (UINT64_C(30) * 1000000) /* no session at all for this long: tear down */
+#define DRAIN_USEC        (UINT64_C(200) * 1000) /* output still arriving after the exec client exited */
+#define HANGUP_GRACE_USEC (UINT64_C(2) * 1000000)
+#define STORE_WAIT_USEC   (UINT64_C(8) * 1000000)
+#define LINGER_USEC       (UINT64_C(5) * 1000000) /* for a dropped peer to close its end */
+
+typedef enum WatchKind {
+        WATCH_LISTEN,
+        WATCH_SIGNAL,
+        WATCH_STORE,
+        WATCH_RUNTIME,
+        WATCH_CONN,
+        WATCH_PTY,
+        WATCH_STDIN,
+        WATCH_STDOUT,
+        WATCH_STDERR,
+} WatchKind;
+
+typedef struct Watch {
+        WatchKind kind;
+        void *obj;
+} Watch;
+
+typedef struct Coordinator Coordinator;
+typedef struct Conn Conn;
+typedef struct Session Session;
+
+typedef struct OutQueue {
+        uint8_t *buf;
+        size_t len, off;
+} OutQueue;
+
+struct Session {
+        Coordinator *co;
+        Conn *conn; /* NULL once the CLI is gone */
+        char id[37];
+        bool interactive;
+        pid_t pid; /* runsc exec */
+        ProcessIdentity ident;
+        int pty, in_fd, out_fd, err_fd;
+        Watch w_pty, w_in, w_out, w_err;
+        OutQueue in; /* towards the session */
+        bool in_eof; /* close stdin once the queue drains */
+        bool exited;
+        int wstatus;
+        uint64_t drain_deadline;
+        uint64_t kill_deadline; /* SIGKILL the exec client after a hangup */
+        bool finished;
+        uint64_t started_usec;
+        Session *next;
+};
+
+typedef enum ConnState {
+        CONN_NEW, /* waiting for Hello */
+        CONN_READY, /* Hello seen */
+        CONN_SESSION, /* owns a session */
+} ConnState;
+
+struct Conn {
+        Coordinator *co;
+        int fd;
+        Watch w;
+        ConnState state;
+        CtlReader rd;
+        OutQueue out;
+        bool counted; /* holds a reference on the sandbox */
+        int cli_pid;
+        bool close_after_flush;
+        bool shut; /* our side is shut down; waiting for the peer's close */
+        uint64_t linger_deadline;
+        bool dead;
+        Session *session;
+        Conn *next;
+};
+
+struct Coordinator {
+        LaunchSpec spec;
+        int epfd;
+        int listen_fd, signal_fd, runtime_fd, status_fd;
+        Watch w_listen, w_signal, w_store, w_runtime;
+        Store *store;
+        StoreWorker *worker;
+        uint64_t generation;
+        uint64_t p_sandbox, p_publication;
+        char coordinator_id[37];
+        char *container_name;
+        SandboxInfo sandbox;
+        char *terminfo_dir;
+        Conn *conns;
+        size_t n_conns;
+        Session *sessions;
+        unsigned refs;
+        bool ever_had_session;
+        uint64_t started_usec;
+        bool stopping;
+        const char *stop_reason;
+        bool runtime_lost;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static int epoll_add(Coordinator *co, int fd, uint32_t events, Watch *w) {
+        struct epoll_event ev = { .events = events, .data.ptr = w };
+        return epoll_ctl(co->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? negative_errno() : 0;
+}
+
+static void epoll_mod(Coordinator *co, int fd, uint32_t events, Watch *w) {
+        struct epoll_event ev = { .events = events, .data.ptr = w };
+        (void) epoll_ctl(co->epfd, EPOLL_CTL_MOD, fd, &ev);
+}
+
+static int close_watched(Coordinator *co, int fd) {
+        if (fd >= 0)
+                (void) epoll_ctl(co->epfd, EPOLL_CTL_DEL, fd, NULL);
+        return safe_close(fd);
+}
+
+static int queue_put(OutQueue *q, const uint8_t *data, size_t n) {
+        if (q->off > 0 && q->off == q->len)
+                q->off = q->len = 0;
+        uint8_t *b = realloc(q->buf, q->len + n);
+        if (!b)
+                return -ENOMEM;
+        memcpy(b + q->len, data, n);
+        q->buf = b;
+        q->len += n;
+        return 0;
+}
+
+static size_t queue_pending(const OutQueue *q) {
+        return q->len - q->off;
+}
+
+static void queue_done(OutQueue *q) {
+        free(q->buf);
+        *q = (OutQueue){};
+}
+
+/* Write what the queue holds to a non-blocking fd. 1: empty now, 0: more
+ * left, -errno: the fd is broken. */
+static int queue_flush(OutQueue *q, int fd) {
+        while (queue_pending(q) > 0) {
+                ssize_t n = write(fd, q->buf + q->off, queue_pending(q));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return 0;
+                        return negative_errno();
+                }
+                q->off += (size_t) n;
+        }
+        q->off = q->len = 0;
+        return 1;
+}
+
+static void status_report(Coordinator *co, const char *fmt, ...) _printf_(2, 3);
+static void status_report(Coordinator *co, const char *fmt, ...) {
+        if (co->status_fd < 0)
+                return;
+        StrBuf b = STRBUF_INIT;
+        va_list ap;
+        va_start(ap, fmt);
+        strbuf_vprintf(&b, fmt, ap);
+        va_end(ap);
+        strbuf_putc(&b, '\n');
+        (void) !write(co->status_fd, strbuf_str(&b), b.len);
+        strbuf_done(&b);
+        co->status_fd = safe_close(co->status_fd);
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+static void conn_update_events(Conn *c) {
+        uint32_t ev = EPOLLIN | EPOLLRDHUP;
+        if (queue_pending(&c->out) > 0)
+                ev |= EPOLLOUT;
+        epoll_mod(c->co, c->fd, ev, &c->w);
+}
+
+static void session_update_events(Session *s);
+
+static int conn_send(Conn *c, const CtlMessage *m) {
+        _cleanup_free_ uint8_t *frame = NULL;
+        size_t len = 0;
+        if (!c || c->dead)
+                return 0;
+        int r = ctl_message_encode(m, &frame, &len);
+        if (r < 0)
+                return r;
+        r = queue_put(&c->out, frame, len);
+        if (r < 0)
+                return r;
+        r = queue_flush(&c->out, c->fd);
+        if (r < 0) {
+                c->dead = true;
+                return r;
+        }
+        conn_update_events(c);
+        return 0;
+}
+
+static void conn_send_error(Conn *c, const char *msg) {
+        CtlMessage m = { .type = CTL_ERROR, .message = (char *) msg };
+        log_info("dropping a client: %s", msg);
+        (void) conn_send(c, &m);
+        c->close_after_flush = true;
+}
+
+static void session_hangup(Session *s);
+
+static void conn_free(Coordinator *co, Conn *c) {
+        if (c->session) {
+                c->session->conn = NULL;
+                session_hangup(c->session);
+                c->session = NULL;
+        }
+        if (c->counted && co->refs > 0)
+                co->refs--;
+        close_watched(co, c->fd);
+        ctl_reader_done(&c->rd);
+        queue_done(&c->out);
+        for (Conn **p = &co->conns; *p; p = &(*p)->next)
+                if (*p == c) {
+                        *p = c->next;
+                        break;
+                }
+        co->n_conns--;
+        log_debug("client gone (dead=%d shut=%d), %u left", c->dead, c->shut, co->refs);
+        free(c);
+}
+
+/* ---- store jobs --------------------------------------------------------- */
+
+typedef struct TerminalJob {
+        json_t *record;
+        char session_id[37];
+        TerminalState state;
+} TerminalJob;
+
+static int job_terminal(Store *st, void *userdata) {
+        TerminalJob *j = userdata;
+        if (j->state == TERMINAL_INTENT)
+                return store_terminal_put(st, j->record);
+        return store_terminal_set_state(st, j->session_id, j->state, j->record);
+}
+
+static void job_terminal_done(int result, void *userdata) {
+        TerminalJob *j = userdata;
+        if (result < 0)
+                log_warning("store: terminal %s -> %s: %s", j->session_id, terminal_state_to_string(j->state),
+                            strerror(-result));
+        json_decref(j->record);
+        free(j);
+}
+
+static void record_terminal(Coordinator *co, const char *session_id, TerminalState state, json_t *record) {
+        TerminalJob *j = calloc(1, sizeof(TerminalJob));
+        if (!j) {
+                json_decref(record);
+                return;
+        }
+        j->record = record;
+        j->state = state;
+        memcpy(j->session_id, session_id, 37);
+        if (store_worker_submit(co->worker, job_terminal, job_terminal_done, j) < 0)
+                job_terminal_done(-ENOMEM, j);
+}
+
+typedef struct SessionJob {
+        json_t *record;
+} SessionJob;
+
+static int job_session(Store *st, void *userdata) {
+        return store_session_put(st, ((SessionJob *) userdata)->record);
+}
+
+static void job_session_done(int result, void *userdata) {
+        SessionJob *j = userdata;
+        if (result < 0)
+                log_warning("store: session: %s", strerror(-result));
+        json_decref(j->record);
+        free(j);
+}
+
+static void record_session(Coordinator *co, const Session *s, const char *phase, int cli_pid) {
+        SessionJob *j = calloc(1, sizeof(SessionJob));
+        if (!j)
+                return;
+        char cli[32];
+        snprintf(cli, sizeof(cli), "pid:%d", cli_pid);
+        j->record = json_pack("{s:I, s:s, s:s, s:n, s:s}", "generation_id", (json_int_t) co->generation, "session_id",
+                              s->id, "cli_id", cli, "session_anchor_id", "session_phase", phase);
+        if (!j->record || store_worker_submit(co->worker, job_session, job_session_done, j) < 0)
+                job_session_done(-ENOMEM, j);
+}
+
+/* ---- sessions ----------------------------------------------------------- */
+
+static void session_update_events(Session *s) {
+        Coordinator *co = s->co;
+        /* Output waits while the CLI lags behind (backpressure). */
+        bool lagging = s->conn && queue_pending(&s->conn->out) > OUT_QUEUE_MAX;
+        uint32_t in = lagging ? 0 : EPOLLIN;
+        if (s->interactive) {
+                if (s->pty >= 0)
+                        epoll_mod(co, s->pty, in | (queue_pending(&s->in) > 0 ? EPOLLOUT : 0), &s->w_pty);
+                return;
+        }
+        if (s->out_fd >= 0)
+                epoll_mod(co, s->out_fd, in, &s->w_out);
+        if (s->err_fd >= 0)
+                epoll_mod(co, s->err_fd, in, &s->w_err);
+        if (s->in_fd >= 0)
+                epoll_mod(co, s->in_fd, queue_pending(&s->in) > 0 ? EPOLLOUT : 0, &s->w_in);
+}
+
+/* Forward what one session fd holds. Returns 1 at end of file. */
+static int session_pump(Session *s, int fd, int stream) {
+        uint8_t buf[READ_CHUNK];
+        for (int rounds = 0; rounds < 16; rounds++) {
+                if (s->conn && queue_pending(&s->conn->out) > OUT_QUEUE_MAX)
+                        return 0;
+                ssize_t n = read(fd, buf, sizeof(buf));
+                if (n == 0)
+                        return 1;
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return 0;
+                        return 1; /* EIO: the PTY's other side is gone */
+                }
+                if (s->conn) {
+                        CtlMessage m = {
+                                .type = CTL_TERMINAL_OUTPUT, .stream = stream, .bytes = buf, .n_bytes = (size_t) n
+                        };
+                        memcpy(m.session_id, s->id, 37);
+                        (void) conn_send(s->conn, &m);
+                }
+        }
+        return 0;
+}
+
+static void session_close_output(Session *s, int *fd) {
+        *fd = close_watched(s->co, *fd);
+}
+
+static void begin_stop(Coordinator *co, const char *reason);
+
+/* An exec client that died abnormally may have lost its sandbox: conmon's
+ * exit can trail the exec client's by a moment, so wait for it briefly
+ * before calling the outcome. */
+static void check_runtime(Coordinator *co, int timeout_ms) {
+        if (co->runtime_lost || co->runtime_fd < 0)
+                return;
+        struct pollfd pfd = { .fd = co->runtime_fd, .events = POLLIN };
+        if (poll(&pfd, 1, timeout_ms) > 0) {
+                co->runtime_fd = close_watched(co, co->runtime_fd);
+                log_error("the sandbox container stopped unexpectedly");
+                co->runtime_lost = true;
+                begin_stop(co, "the sandbox stopped unexpectedly");
+        }
+}
+
+static void session_finish(Session *s) {
+        Coordinator *co = s->co;
+        if (s->finished)
+                return;
+        if (!co->stopping && (WIFSIGNALED(s->wstatus) || (WIFEXITED(s->wstatus) && WEXITSTATUS(s->wstatus) >= 126)))
+                check_runtime(co, 1000);
+        /* Whatever is still buffered goes out before the exit. */
+        if (s->pty >= 0)
+                (void) session_pump(s, s->pty, 1);
+        if (s->out_fd >= 0)
+                (void) session_pump(s, s->out_fd, 1);
+        if (s->err_fd >= 0)
+                (void) session_pump(s, s->err_fd, 2);
+        s->finished = true;
+
+        CtlMessage m = { .type = CTL_SESSION_EXIT };
+        memcpy(m.session_id, s->id, 37);
+        if (co->runtime_lost) {
+                m.outcome = CTL_EXIT_RUNTIME_LOST;
+                m.message = (char *) "the sandbox stopped unexpectedly";
+        } else if (co->stopping && co->stop_reason) {
+                m.outcome = CTL_EXIT_TERMINATED;
+                m.exit_signal = SIGTERM;
+                m.message = (char *) co->stop_reason;
+        } else if (WIFSIGNALED(s->wstatus)) {
+                m.outcome = CTL_EXIT_TERMINATED;
+                m.exit_signal = WTERMSIG(s->wstatus);
+        } else {
+                m.outcome = CTL_EXIT_EXITED;
+                m.exit_code = WIFEXITED(s->wstatus) ? WEXITSTATUS(s->wstatus) : 255;
+        }
+        if (s->conn) {
+                (void) conn_send(s->conn, &m);
+                s->conn->close_after_flush = true;
+                s->conn->session = NULL;
+                s->conn = NULL;
+        }
+        log_info("session %s ended (%s)", s->id, ctl_exit_outcome_to_string(m.outcome));
+        record_terminal(co, s->id, TERMINAL_CLEAN,
+                        json_pack("{s:s}", "outcome", ctl_exit_outcome_to_string(m.outcome)));
+
+        s->pty = close_watched(co, s->pty);
+        s->in_fd = close_watched(co, s->in_fd);
+        s->out_fd = close_watched(co, s->out_fd);
+        s->err_fd = close_watched(co, s->err_fd);
+}
+
+static void session_free(Coordinator *co, Session *s) {
+        for (Session **p = &co->sessions; *p; p = &(*p)->next)
+                if (*p == s) {
+                        *p = s->next;
+                        break;
+                }
+        queue_done(&s->in);
+        free(s);
+}
+
+/* The CLI is gone: the guest gets SIGHUP as from a closed terminal, the exec
+ * client SIGKILL if it lingers. */
+static void session_hangup(Session *s) {
+        if (s->exited || s->pid <= 0)
+                return;
+        (void) kill(s->pid, SIGHUP);
+        s->kill_deadline = now_usec() + HANGUP_GRACE_USEC;
+}
+
+static int write_process_file(const Coordinator *co, const Session *s, const CtlMessage *m, int *ret_fd) {
+        json_t *env = json_array();
+        /* The container's own environment (image ENV and Podman's), then
+         * what the profile allows from this CLI, then ours. */
+        for (char **p = co->sandbox.env; env && p && *p; p++) {
+                if (startswith(*p, "TERM=") || startswith(*p, "LAZARET_"))
+                        continue;
+                json_array_append_new(env, json_string(*p));
+        }
+        for (size_t i = 0; env && i < m->n_env; i++)
+                json_array_append_new(env, json_string(m->env[i]));
+        if (env && m->interactive) {
+                StrBuf b = STRBUF_INIT;
+                strbuf_printf(&b, "TERM=%s", m->term ? m->term : "xterm");
+                char *t = strbuf_steal(&b);
+                if (t)
+                        json_array_append_new(env, json_string(t));
+                free(t);
+                json_array_append_new(env, json_string("TERMINFO=/run/lazaret/terminfo"));
+        }
+        if (env) {
+                StrBuf b = STRBUF_INIT;
+                strbuf_printf(&b, "LAZARET_SESSION_ID=%s", s->id);
+                char *t = strbuf_steal(&b);
+                if (t)
+                        json_array_append_new(env, json_string(t));
+                free(t);
+        }
+        json_t *args = json_array();
+        char **argv = m->argv;
+        for (size_t i = 0; args && argv[i]; i++)
+                json_array_append_new(args, json_string(argv[i]));
+        json_t *proc = json_pack("{s:b, s:O, s:o*, s:o*, s:s}", "terminal", m->interactive, "user", co->sandbox.user,
+                                 "args", args, "env", env, "cwd", "/workspace");
+        if (!proc)
+                return -ENOMEM;
+        if (m->interactive)
+                json_object_set_new(proc, "consoleSize",
+                                    json_pack("{s:i, s:i}", "height", (int) m->rows, "width", (int) m->columns));
+        char *text = json_dumps(proc, JSON_COMPACT);
+        json_decref(proc);
+        if (!text)
+                return -ENOMEM;
+        int fd = memfd_create("lazaret-process", MFD_CLOEXEC);
+        if (fd < 0) {
+                free(text);
+                return negative_errno();
+        }
+        size_t len = strlen(text);
+        ssize_t w = write(fd, text, len);
+        free(text);
+        if (w < 0 || (size_t) w != len) {
+                safe_close(fd);
+                return -EIO;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
+/* Store a terminfo entry the CLI sent, so TERM resolves in the sandbox. */
+static int install_terminfo(Coordinator *co, const char *term, const uint8_t *data, size_t len) {
+        char sub[2] = { term[0], 0 };
+        _cleanup_free_ char *dir = path_join(co->terminfo_dir, sub);
+        if (!dir)
+                return -ENOMEM;
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+        _cleanup_free_ char *file = path_join(dir, term);
+        if (!file)
+                return -ENOMEM;
+        return write_file_atomic(file, (const char *) data, len, 0644, 0);
+}
+
+static int set_nonblock(int fd) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return negative_errno();
+        return 0;
+}
+
+static void strv_freep(char ***v) {
+        if (*v)
+                for (char **p = *v; *p; p++)
+                        free(*p);
+        free(*v);
+}
+
+static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
+        _cleanup_close_ int proc_fd = -EBADF, slave = -EBADF;
+        _cleanup_(strv_freep) char **argv = NULL;
+        int pipes[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
+        /* runsc reads the process description from the memfd at its fd 3. */
+        static const char procpath[] = "/proc/self/fd/3";
+        int r = write_process_file(co, s, m, &proc_fd);
+        if (r < 0)
+                return r;
+
+        if (m->interactive) {
+                s->pty = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+                if (s->pty < 0)
+                        return negative_errno();
+                char name[128];
+                if (grantpt(s->pty) < 0 || unlockpt(s->pty) < 0 || ptsname_r(s->pty, name, sizeof(name)) != 0)
+                        return negative_errno();
+                slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+                if (slave < 0)
+                        return negative_errno();
+                struct winsize ws = { .ws_row = (unsigned short) m->rows, .ws_col = (unsigned short) m->columns };
+                (void) ioctl(s->pty, TIOCSWINSZ, &ws);
+                r = set_nonblock(s->pty);
+                if (r < 0)
+                        return r;
+        } else {
+                for (int i = 0; i < 3; i++)
+                        if (pipe2(pipes[i], O_CLOEXEC) < 0) {
+                                r = negative_errno();
+                                goto fail_pipes;
+                        }
+        }
+
+        argv = sandbox_exec_argv(&co->spec, &co->sandbox, procpath);
+        if (!argv) {
+                r = -ENOMEM;
+                goto fail_pipes;
+        }
+
+        pid_t pid = fork();
+        if (pid < 0) {
+                r = negative_errno();
+                goto fail_pipes;
+        }
+        if (pid == 0) {
+                sigset_t all;
+                sigemptyset(&all);
+                sigprocmask(SIG_SETMASK, &all, NULL);
+                for (int sig = 1; sig < _NSIG; sig++)
+                        signal(sig, SIG_DFL);
+                setsid();
+                int in, out, err;
+                if (m->interactive) {
+                        (void) ioctl(slave, TIOCSCTTY, 0);
+                        in = out = err = slave;
+                } else {
+                        in = pipes[0][0];
+                        out = pipes[1][1];
+                        err = pipes[2][1];
+                }
+                if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 || dup2(proc_fd, 3) < 0)
+                        _exit(125);
+                syscall(SYS_close_range, 4, ~0U, 0);
+                execv(co->spec.runsc, argv);
+                _exit(127);
+        }
+        s->pid = pid;
+        (void) process_identity_of(pid, &s->ident);
+        if (!m->interactive) {
+                s->in_fd = pipes[0][1];
+                s->out_fd = pipes[1][0];
+                s->err_fd = pipes[2][0];
+                safe_close(pipes[0][0]);
+                safe_close(pipes[1][1]);
+                safe_close(pipes[2][1]);
+                if (set_nonblock(s->in_fd) < 0 || set_nonblock(s->out_fd) < 0 || set_nonblock(s->err_fd) < 0)
+                        log_warning("session %s: cannot make pipes non-blocking", s->id);
+                s->w_in = (Watch){ WATCH_STDIN, s };
+                s->w_out = (Watch){ WATCH_STDOUT, s };
+                s->w_err = (Watch){ WATCH_STDERR, s };
+                (void) epoll_add(co, s->in_fd, 0, &s->w_in);
+                (void) epoll_add(co, s->out_fd, EPOLLIN, &s->w_out);
+                (void) epoll_add(co, s->err_fd, EPOLLIN, &s->w_err);
+        } else {
+                s->w_pty = (Watch){ WATCH_PTY, s };
+                (void) epoll_add(co, s->pty, EPOLLIN, &s->w_pty);
+        }
+        return 0;
+
+fail_pipes:
+        for (int i = 0; i < 3; i++) {
+                safe_close(pipes[i][0]);
+                safe_close(pipes[i][1]);
+        }
+        return r;
+}
+
+static void handle_session_open(Coordinator *co, Conn *c, CtlMessage *m, int cli_pid) {
+        if (co->stopping) {
+                conn_send_error(c, "the sandbox is shutting down; run the command again");
+                return;
+        }
+        for (size_t i = 0; i < m->n_env; i++)
+                if (!launch_spec_env_allowed(&co->spec, m->env[i])) {
+                        conn_send_error(c, "a variable the profile does not name was sent; only the profile's env "
+                                           "enters the sandbox");
+                        return;
+                }
+        if (m->term && m->terminfo) {
+                int r = install_terminfo(co, m->term, m->terminfo, m->terminfo_len);
+                if (r < 0)
+                        log_warning("cannot store terminfo for %s: %s", m->term, strerror(-r));
+        }
+
+        Session *s = calloc(1, sizeof(Session));
+        if (!s) {
+                conn_send_error(c, "out of memory");
+                return;
+        }
+        *s = (Session){ .co = co,
+                        .conn = c,
+                        .interactive = m->interactive,
+                        .pty = -EBADF,
+                        .in_fd = -EBADF,
+                        .out_fd = -EBADF,
+                        .err_fd = -EBADF,
+                        .started_usec = now_usec() };
+        if (ctl_uuid_v4(s->id) < 0) {
+                free(s);
+                conn_send_error(c, "cannot make a session id");
+                return;
+        }
+        int r = session_spawn(co, s, m);
+        if (r < 0) {
+                s->pty = safe_close(s->pty);
+                free(s);
+                log_error("cannot start a session: %s", strerror(-r));
+                conn_send_error(c, "cannot start the session's command in the sandbox");
+                return;
+        }
+        s->next = co->sessions;
+        co->sessions = s;
+        c->session = s;
+        c->state = CONN_SESSION;
+        co->ever_had_session = true;
+
+        record_session(co, s, "Running", cli_pid);
+        record_terminal(co, s->id, TERMINAL_INTENT,
+                        json_pack("{s:I, s:s, s:s, s:s, s:o, s:o}", "generation_id", (json_int_t) co->generation,
+                                  "session_id", s->id, "state", "Running", "container_id", co->sandbox.id,
+                                  "exec_client", process_identity_to_json(&s->ident), "host_coordinator",
+                                  json_pack("{s:i}", "pid", (int) getpid())));
+
+        CtlMessage reply = { .type = CTL_SESSION_OPENED, .generation_id = co->generation };
+        memcpy(reply.session_id, s->id, 37);
+        (void) conn_send(c, &reply);
+        log_info("session %s started (%s, %zu args)", s->id, m->interactive ? "terminal" : "pipes", m->n_argv);
+}
+
+static json_t *status_json(Coordinator *co) {
+        json_t *sessions = json_array();
+        uint64_t now = now_usec();
+        for (Session *s = co->sessions; sessions && s; s = s->next)
+                if (!s->finished)
+                        json_array_append_new(sessions,
+                                              json_pack("{s:s, s:b, s:i, s:I}", "session_id", s->id, "interactive",
+                                                        s->interactive, "exec_pid", (int) s->pid, "age_seconds",
+                                                        (json_int_t) ((now - s->started_usec) / 1000000)));
+        return json_pack("{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:I, s:i, s:I, s:s}", "running", 1,
+                         "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace",
+                         co->spec.workspace, "generation", (json_int_t) co->generation, "sandbox", "name",
+                         co->container_name, "id", co->sandbox.id, "image", co->spec.image, "runsc_network",
+                         runsc_network_to_string(co->spec.runsc_network), "sessions", sessions, "uptime_seconds",
+                         (json_int_t) ((now - co->started_usec) / 1000000), "coordinator_pid", (int) getpid(),
+                         "clients", (json_int_t) co->refs, "coordinator_id", co->coordinator_id);
+}
+
+static void begin_stop(Coordinator *co, const char *reason) {
+        if (co->stopping)
+                return;
+        co->stopping = true;
+        co->stop_reason = reason;
+        log_info("stopping: %s", reason ? reason : "no clients left");
+        /* No new clients from now on. */
+        if (co->listen_fd >= 0) {
+                co->listen_fd = close_watched(co, co->listen_fd);
+                (void) unlink(co->spec.socket_path);
+        }
+        for (Session *s = co->sessions; s; s = s->next)
+                if (!s->exited && s->pid > 0) {
+                        (void) kill(s->pid, SIGKILL);
+                }
+}
+
+static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, size_t len) {
+        CtlMessage m = {};
+        const char *why = NULL;
+        if (ctl_message_decode(payload, len, &m, &why) < 0) {
+                conn_send_error(c, why ? why : "malformed frame");
+                return;
+        }
+        bool ok = true;
+        switch (m.type) {
+        case CTL_HELLO:
+                if (c->state != CONN_NEW)
+                        ok = false;
+                else {
+                        c->state = CONN_READY;
+                        c->cli_pid = m.cli_pid;
+                        /* Hello takes the reference: the sandbox stays up while
+                         * this client is connected. */
+                        c->counted = true;
+                        co->refs++;
+                }
+                break;
+        case CTL_SESSION_OPEN:
+                if (c->state != CONN_READY)
+                        ok = false;
+                else
+                        handle_session_open(co, c, &m, c->cli_pid);
+                break;
+        case CTL_TERMINAL_INPUT: {
+                Session *s = c->session;
+                if (c->state != CONN_SESSION || !s || !streq(m.session_id, s->id)) {
+                        ok = false;
+                        break;
+                }
+                if (s->finished)
+                        break;
+                if (queue_pending(&s->in) + m.n_bytes > IN_QUEUE_MAX) {
+                        conn_send_error(c, "too much input queued");
+                        break;
+                }
+                if (m.n_bytes > 0)
+                        (void) queue_put(&s->in, m.bytes, m.n_bytes);
+                if (m.eof)
+                        s->in_eof = true;
+                int fd = s->interactive ? s->pty : s->in_fd;
+                if (fd >= 0) {
+                        int k = queue_flush(&s->in, fd);
+                        if (k == 1 && s->in_eof && !s->interactive)
+                                s->in_fd = close_watched(co, s->in_fd);
+                }
+                session_update_events(s);
+                break;
+        }
+        case CTL_TERMINAL_RESIZE: {
+                Session *s = c->session;
+                if (c->state != CONN_SESSION || !s || !streq(m.session_id, s->id)) {
+                        ok = false;
+                        break;
+                }
+                if (s->pty >= 0) {
+                        struct winsize ws = { .ws_row = (unsigned short) m.rows,
+                                              .ws_col = (unsigned short) m.columns,
+                                              .ws_xpixel = (unsigned short) m.pixel_width,
+                                              .ws_ypixel = (unsigned short) m.pixel_height };
+                        (void) ioctl(s->pty, TIOCSWINSZ, &ws);
+                }
+                break;
+        }
+        case CTL_TERMINAL_SIGNAL: {
+                Session *s = c->session;
+                if (c->state != CONN_SESSION || !s || !streq(m.session_id, s->id)) {
+                        ok = false;
+                        break;
+                }
+                int sig = m.signal == CTL_SIGNAL_INTERRUPT ? SIGINT : m.signal == CTL_SIGNAL_QUIT ? SIGQUIT : SIGTSTP;
+                /* runsc exec forwards signals to the guest process. */
+                if (!s->exited && s->pid > 0)
+                        (void) kill(s->pid, sig);
+                break;
+        }
+        case CTL_SESSION_CLOSE:
+                if (c->state != CONN_SESSION || !c->session || !streq(m.session_id, c->session->id)) {
+                        ok = false;
+                        break;
+                }
+                session_hangup(c->session);
+                break;
+        case CTL_STATUS_REQUEST: {
+                if (c->state == CONN_NEW) {
+                        ok = false;
+                        break;
+                }
+                CtlMessage reply = { .type = CTL_STATUS, .status = status_json(co) };
+                (void) conn_send(c, &reply);
+                json_decref(reply.status);
+                /* A status query does not keep the sandbox up. */
+                if (c->counted && c->state == CONN_READY) {
+                        c->counted = false;
+                        co->refs--;
+                }
+                break;
+        }
+        case CTL_STOP_REQUEST:
+                if (c->state == CONN_NEW) {
+                        ok = false;
+                        break;
+                }
+                if (c->counted && c->state == CONN_READY) {
+                        c->counted = false;
+                        co->refs--;
+                }
+                begin_stop(co, "the sandbox was stopped with 'lazaret stop'");
+                break;
+        case CTL_SESSION_OPENED:
+        case CTL_TERMINAL_OUTPUT:
+        case CTL_SESSION_EXIT:
+        case CTL_STATUS:
+        case CTL_ERROR:
+        case _CTL_TYPE_MAX:
+        case _CTL_TYPE_INVALID:
+                ok = false;
+                break;
+        }
+        if (!ok)
+                conn_send_error(c, "unexpected message for this connection's state");
+        ctl_message_done(&m);
+}
+
+static void conn_readable(Coordinator *co, Conn *c) {
+        uint8_t buf[READ_CHUNK];
+        for (;;) {
+                /* Never take more than the reader may hold unread. */
+                size_t room = ctl_reader_room(&c->rd);
+                ssize_t n = read(c->fd, buf, room < sizeof(buf) && room > 0 ? room : sizeof(buf));
+                if (n == 0) {
+                        c->dead = true;
+                        return;
+                }
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                c->dead = true;
+                        return;
+                }
+                if (c->close_after_flush)
+                        continue; /* dropping this peer: ignore the rest */
+                if (ctl_reader_feed(&c->rd, buf, (size_t) n) < 0) {
+                        conn_send_error(c, "frame too large or invalid");
+                        return;
+                }
+                for (;;) {
+                        const uint8_t *p;
+                        size_t len;
+                        int k = ctl_reader_next(&c->rd, &p, &len);
+                        if (k < 0) {
+                                conn_send_error(c, "frame too large or invalid");
+                                return;
+                        }
+                        if (k == 0)
+                                break;
+                        conn_handle_frame(co, c, p, len);
+                        if (c->close_after_flush || c->dead)
+                                return;
+                }
+        }
+}
+
+static void accept_clients(Coordinator *co) {
+        for (;;) {
+                int fd = accept4(co->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (fd < 0)
+                        return;
+                struct ucred cred;
+                socklen_t len = sizeof(cred);
+                /* Decision 2: only our own user may talk to us. */
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != geteuid()) {
+                        log_warning("refused a control connection from uid %d", (int) cred.uid);
+                        safe_close(fd);
+                        continue;
+                }
+                if (co->n_conns >= MAX_CONNECTIONS) {
+                        log_warning("refused a control connection: %d clients already", MAX_CONNECTIONS);
+                        safe_close(fd);
+                        continue;
+                }
+                Conn *c = calloc(1, sizeof(Conn));
+                if (!c) {
+                        safe_close(fd);
+                        continue;
+                }
+                *c = (Conn){ .co = co, .fd = fd, .state = CONN_NEW, .next = co->conns };
+                c->w = (Watch){ WATCH_CONN, c };
+                if (epoll_add(co, fd, EPOLLIN | EPOLLRDHUP, &c->w) < 0) {
+                        safe_close(fd);
+                        free(c);
+                        continue;
+                }
+                co->conns = c;
+                co->n_conns++;
+        }
+}
+
+/* ---- signals and children ----------------------------------------------- */
+
+static void reap_children(Coordinator *co) {
+        for (;;) {
+                int st;
+                pid_t pid = waitpid(-1, &st, WNOHANG);
+                if (pid <= 0)
+                        return;
+                for (Session *s = co->sessions; s; s = s->next)
+                        if (s->pid == pid) {
+                                s->exited = true;
+                                s->wstatus = st;
+                                s->drain_deadline = now_usec() + DRAIN_USEC;
+                        }
+        }
+}
+
+static void handle_signal(Coordinator *co) {
+        struct signalfd_siginfo si;
+        while (read(co->signal_fd, &si, sizeof(si)) == sizeof(si)) {
+                switch (si.ssi_signo) {
+                case SIGCHLD:
+                        reap_children(co);
+                        break;
+                case SIGTERM:
+                case SIGINT:
+                case SIGHUP:
+                        begin_stop(co, "the sandbox's coordinator was asked to stop");
+                        break;
+                default:
+                        break;
+                }
+        }
+}
+
+/* ---- start and teardown ------------------------------------------------- */
+
+static int read_spec(LaunchSpec *ret) {
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        if (lseek(COORDINATOR_SPEC_FD, 0, SEEK_SET) < 0)
+                return negative_errno();
+        int r = read_fd_capped(COORDINATOR_SPEC_FD, 4u * 1024u * 1024u, &text, &len);
+        (void) close(COORDINATOR_SPEC_FD);
+        if (r < 0)
+                return r;
+        json_error_t e;
+        json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
+        if (!j)
+                return -EBADMSG;
+        r = launch_spec_from_json(j, ret);
+        json_decref(j);
+        return r;
+}
+
+/* Remove what a dead coordinator of this Domain left behind (decision 12). */
+static int recover(Coordinator *co) {
+        json_t *list = NULL;
+        int r = store_list_unclean(co->store, &list);
+        if (r < 0)
+                return r;
+        size_t i;
+        json_t *p;
+        json_array_foreach(list, i, p) {
+                uint64_t id = (uint64_t) json_integer_value(json_object_get(p, "participant_id"));
+                const char *role = json_string_value(json_object_get(p, "role"));
+                json_t *own = json_object_get(p, "ownership");
+                log_info("recovering participant %" PRIu64 " (%s, %s)", id, role ? role : "?",
+                         json_string_value(json_object_get(p, "state")) ?: "?");
+                if (role && streq(role, "Sandbox")) {
+                        const char *name = json_string_value(json_object_get(own, "container_name"));
+                        _cleanup_free_ char *err = NULL;
+                        if (name && sandbox_remove(&co->spec, name, &err) < 0) {
+                                log_error("cannot remove the old sandbox %s: %s", name, err ? err : "?");
+                                json_decref(list);
+                                return -EIO;
+                        }
+                } else if (role && streq(role, "Publication")) {
+                        const char *path = json_string_value(json_object_get(own, "socket_path"));
+                        if (path)
+                                (void) unlink(path);
+                }
+                (void) store_participant_set_state(co->store, id, PARTICIPANT_RELEASE_INTENT, NULL);
+                r = store_participant_set_state(co->store, id, PARTICIPANT_CLEAN, NULL);
+                if (r < 0)
+                        log_warning("store: participant %" PRIu64 " -> Clean: %s", id, strerror(-r));
+        }
+        json_decref(list);
+
+        list = NULL;
+        r = store_list_unclean_terminals(co->store, &list);
+        if (r < 0)
+                return r;
+        json_array_foreach(list, i, p) {
+                const char *sid = json_string_value(json_object_get(p, "session_id"));
+                ProcessIdentity pi;
+                if (process_identity_from_json(json_object_get(p, "exec_client"), &pi) >= 0 &&
+                    process_identity_alive(&pi))
+                        (void) kill(pi.pid, SIGKILL);
+                if (sid) {
+                        (void) store_terminal_set_state(co->store, sid, TERMINAL_RELEASE_INTENT, NULL);
+                        (void) store_terminal_set_state(co->store, sid, TERMINAL_CLEAN, NULL);
+                }
+        }
+        json_decref(list);
+
+        uint64_t last = 0;
+        if (store_generation_last(co->store, &last) >= 0) {
+                json_t *g = NULL;
+                if (store_generation_get(co->store, last, &g) >= 0) {
+                        const char *d = json_string_value(json_object_get(g, "durable_decision"));
+                        if (!d || !streq(d, "TornDown"))
+                                (void) store_generation_update(co->store, last,
+                                                               json_pack("{s:s}", "durable_decision", "Abandoned"));
+                        json_decref(g);
+                }
+        }
+        return 0;
+}
+
+static int bind_socket(Coordinator *co) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(co->spec.socket_path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, co->spec.socket_path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return negative_errno();
+        (void) unlink(co->spec.socket_path);
+        mode_t old = umask(0077);
+        int r = bind(fd, (struct sockaddr *) &sa, sizeof(sa));
+        umask(old);
+        if (r < 0 || listen(fd, 64) < 0) {
+                r = negative_errno();
+                safe_close(fd);
+                return r;
+        }
+        co->listen_fd = fd;
+        return 0;
+}
+
+static void teardown(Coordinator *co) {
+        /* Sessions first: their CLIs hear why. */
+        for (Session *s = co->sessions; s; s = s->next)
+                if (!s->finished) {
+                        if (!s->exited && s->pid > 0) {
+                                (void) kill(s->pid, SIGKILL);
+                                int st;
+                                while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR)
+                                        ;
+                                s->exited = true;
+                                s->wstatus = st;
+                        }
+                        session_finish(s);
+                }
+        /* Let the CLIs have their last frames. */
+        uint64_t deadline = now_usec() + 500000;
+        for (Conn *c = co->conns; c; c = c->next)
+                while (queue_pending(&c->out) > 0 && now_usec() < deadline) {
+                        if (queue_flush(&c->out, c->fd) != 0)
+                                break;
+                        usleep(1000);
+                }
+
+        if (co->listen_fd >= 0) {
+                co->listen_fd = close_watched(co, co->listen_fd);
+                (void) unlink(co->spec.socket_path);
+        }
+        if (co->p_publication) {
+                (void) store_participant_set_state(co->store, co->p_publication, PARTICIPANT_RELEASE_INTENT, NULL);
+                (void) store_participant_set_state(co->store, co->p_publication, PARTICIPANT_CLEAN, NULL);
+        }
+        if (co->p_sandbox) {
+                _cleanup_free_ char *err = NULL;
+                (void) store_participant_set_state(co->store, co->p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
+                if (sandbox_remove(&co->spec, co->container_name, &err) < 0)
+                        log_error("cannot remove the sandbox %s: %s", co->container_name, err ? err : "?");
+                else
+                        (void) store_participant_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
+        }
+        if (co->generation)
+                (void) store_generation_update(co->store, co->generation,
+                                               json_pack("{s:s}", "durable_decision", "TornDown"));
+        log_info("torn down");
+}
+
+static uint64_t next_deadline(Coordinator *co) {
+        uint64_t d = UINT64_MAX;
+        for (Session *s = co->sessions; s; s = s->next) {
+                if (s->exited && !s->finished && s->drain_deadline < d)
+                        d = s->drain_deadline;
+                if (!s->exited && s->kill_deadline && s->kill_deadline < d)
+                        d = s->kill_deadline;
+        }
+        for (Conn *c = co->conns; c; c = c->next)
+                if (c->shut && c->linger_deadline < d)
+                        d = c->linger_deadline;
+        if (!co->ever_had_session && co->started_usec + IDLE_USEC < d)
+                d = co->started_usec + IDLE_USEC;
+        return d;
+}
+
+static void run_timers(Coordinator *co) {
+        uint64_t now = now_usec();
+        for (Session *s = co->sessions; s; s = s->next) {
+                if (!s->exited && s->kill_deadline && now >= s->kill_deadline) {
+                        (void) kill(s->pid, SIGKILL);
+                        s->kill_deadline = 0;
+                }
+                if (s->exited && !s->finished) {
+                        bool drained = s->pty < 0 && s->out_fd < 0 && s->err_fd < 0;
+                        if (drained || now >= s->drain_deadline)
+                                session_finish(s);
+                }
+        }
+        if (!co->ever_had_session && now >= co->started_usec + IDLE_USEC && co->refs == 0)
+                begin_stop(co, NULL);
+}
+
+static void serve(Coordinator *co) {
+        for (;;) {
+                /* Drop finished things first. */
+                for (Conn *c = co->conns, *next; c; c = next) {
+                        next = c->next;
+                        /* Closing with the peer's data unread would reset the
+                         * connection and lose our last frames on its side:
+                         * shut our half, then wait for the peer to close. */
+                        if (!c->dead && c->close_after_flush && queue_pending(&c->out) == 0 && !c->shut) {
+                                (void) shutdown(c->fd, SHUT_WR);
+                                c->shut = true;
+                                c->linger_deadline = now_usec() + LINGER_USEC;
+                        }
+                        if (c->dead || (c->shut && now_usec() >= c->linger_deadline))
+                                conn_free(co, c);
+                }
+                for (Session *s = co->sessions, *next; s; s = next) {
+                        next = s->next;
+                        if (s->finished && !s->conn)
+                                session_free(co, s);
+                }
+                bool sessions_left = co->sessions != NULL;
+                if (co->stopping && !sessions_left)
+                        return;
+                if (!co->stopping && co->ever_had_session && co->refs == 0 && !sessions_left)
+                        begin_stop(co, NULL);
+                if (co->stopping && !sessions_left)
+                        return;
+
+                uint64_t d = next_deadline(co), now = now_usec();
+                int timeout = d == UINT64_MAX ? -1 : d <= now ? 0 : (int) ((d - now + 999) / 1000);
+                struct epoll_event evs[32];
+                int n = epoll_wait(co->epfd, evs, 32, timeout);
+                if (n < 0 && errno != EINTR) {
+                        log_error("epoll_wait: %s", strerror(errno));
+                        begin_stop(co, "internal error");
+                        return;
+                }
+                for (int i = 0; i < n; i++) {
+                        Watch *w = evs[i].data.ptr;
+                        uint32_t e = evs[i].events;
+                        switch (w->kind) {
+                        case WATCH_LISTEN:
+                                accept_clients(co);
+                                break;
+                        case WATCH_SIGNAL:
+                                handle_signal(co);
+                                break;
+                        case WATCH_STORE:
+                                (void) store_worker_dispatch(co->worker);
+                                break;
+                        case WATCH_RUNTIME:
+                                /* conmon exited: the container is gone. */
+                                if (!co->stopping)
+                                        check_runtime(co, 0);
+                                else
+                                        co->runtime_fd = close_watched(co, co->runtime_fd);
+                                break;
+                        case WATCH_CONN: {
+                                Conn *c = w->obj;
+                                if (e & EPOLLIN)
+                                        conn_readable(co, c);
+                                if (e & (EPOLLERR | EPOLLHUP))
+                                        c->dead = true;
+                                if (!c->dead && queue_pending(&c->out) > 0) {
+                                        if (queue_flush(&c->out, c->fd) < 0)
+                                                c->dead = true;
+                                        else
+                                                conn_update_events(c);
+                                }
+                                if (c->session)
+                                        session_update_events(c->session);
+                                if ((e & EPOLLRDHUP) && !(e & EPOLLIN))
+                                        c->dead = true;
+                                break;
+                        }
+                        case WATCH_PTY: {
+                                Session *s = w->obj;
+                                if (s->pty < 0)
+                                        break;
+                                if (e & EPOLLOUT) {
+                                        if (queue_flush(&s->in, s->pty) < 0)
+                                                queue_done(&s->in);
+                                }
+                                if (e & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+                                        if (session_pump(s, s->pty, 1) == 1)
+                                                session_close_output(s, &s->pty);
+                                }
+                                if (s->pty >= 0)
+                                        session_update_events(s);
+                                break;
+                        }
+                        case WATCH_STDIN: {
+                                Session *s = w->obj;
+                                int k = s->in_fd >= 0 ? queue_flush(&s->in, s->in_fd) : -EBADF;
+                                if (k < 0 || (k == 1 && s->in_eof))
+                                        s->in_fd = close_watched(co, s->in_fd);
+                                if (s->in_fd >= 0)
+                                        session_update_events(s);
+                                break;
+                        }
+                        case WATCH_STDOUT:
+                        case WATCH_STDERR: {
+                                Session *s = w->obj;
+                                int *fd = w->kind == WATCH_STDOUT ? &s->out_fd : &s->err_fd;
+                                if (*fd >= 0 && session_pump(s, *fd, w->kind == WATCH_STDOUT ? 1 : 2) == 1)
+                                        session_close_output(s, fd);
+                                break;
+                        }
+                        }
+                }
+                run_timers(co);
+        }
+}
+
+static int ensure_dirs(Coordinator *co) {
+        const char *why = NULL;
+        int r = private_dir(co->spec.domain_dir, &why);
+        if (r < 0)
+                return r;
+        co->terminfo_dir = path_join(co->spec.domain_dir, "terminfo");
+        if (!co->terminfo_dir)
+                return -ENOMEM;
+        if (mkdir(co->terminfo_dir, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+        return 0;
+}
+
+int coordinator_main(void) {
+        Coordinator co = { .epfd = -EBADF,
+                           .listen_fd = -EBADF,
+                           .signal_fd = -EBADF,
+                           .runtime_fd = -EBADF,
+                           .status_fd = COORDINATOR_STATUS_FD };
+        char name[64];
+        int r;
+
+        snprintf(name, sizeof(name), "lazaret-coordinator[%d]", (int) getpid());
+        log_set_program(strdup(name) ?: "lazaret-coordinator");
+        if (getenv("LAZARET_DEBUG"))
+                log_set_max_level(LOG_LEVEL_DEBUG);
+        (void) fcntl(co.status_fd, F_SETFD, FD_CLOEXEC);
+        signal(SIGPIPE, SIG_IGN);
+        co.started_usec = now_usec();
+
+        r = read_spec(&co.spec);
+        if (r < 0) {
+                status_report(&co, "error: the coordinator got no valid launch description (%s)", strerror(-r));
+                return 1;
+        }
+        r = sandbox_name(&co.spec, &co.container_name);
+        if (r >= 0)
+                r = ctl_uuid_v4(co.coordinator_id);
+        if (r >= 0)
+                r = ensure_dirs(&co);
+        if (r < 0) {
+                status_report(&co, "error: cannot prepare the domain directory %s: %s", co.spec.domain_dir,
+                              strerror(-r));
+                return 1;
+        }
+        log_info("coordinator %s starting for %s (%s)", co.coordinator_id, co.spec.profile, co.spec.workspace);
+
+        StoreDomain dom = { .domain_id = co.spec.domain_hash,
+                            .profile_name = co.spec.profile,
+                            .canonical_workspace = co.spec.workspace };
+        r = store_open(co.spec.domain_dir, &dom, STORE_WAIT_USEC, &co.store);
+        if (r < 0) {
+                status_report(&co, "error: cannot open the domain store in %s: %s%s", co.spec.domain_dir, strerror(-r),
+                              r == -EBUSY ? " (another coordinator of this domain is still shutting down)" : "");
+                return 1;
+        }
+        r = recover(&co);
+        if (r < 0) {
+                status_report(&co, "error: cannot clean up after an earlier coordinator: %s", strerror(-r));
+                store_close(co.store);
+                return 1;
+        }
+
+        r = store_generation_begin(co.store,
+                                   json_pack("{s:s, s:s, s:n, s:n, s:s}", "configuration_fingerprint",
+                                             co.spec.fingerprint, "coordinator_id", co.coordinator_id,
+                                             "network_sidecar_id", "sandbox_id", "durable_decision", "Starting"),
+                                   &co.generation);
+        if (r >= 0)
+                r = store_participant_add(co.store, co.generation, ROLE_SANDBOX,
+                                          json_pack("{s:s, s:n, s:{s:i}}", "container_name", co.container_name,
+                                                    "container_id", "host_coordinator", "pid", (int) getpid()),
+                                          &co.p_sandbox);
+        if (r < 0) {
+                status_report(&co, "error: cannot record the new generation: %s", strerror(-r));
+                store_close(co.store);
+                return 1;
+        }
+
+        _cleanup_free_ char *err = NULL;
+        r = sandbox_start(&co.spec, co.generation, co.terminfo_dir, &co.sandbox, &err);
+        if (r < 0) {
+                status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image,
+                              err ? err : strerror(-r));
+                (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
+                (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_CLEAN, NULL);
+                (void) store_generation_update(co.store, co.generation,
+                                               json_pack("{s:s}", "durable_decision", "Failed"));
+                store_close(co.store);
+                return 1;
+        }
+        (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_COMMITTED,
+                                           json_pack("{s:s, s:s, s:i}", "container_id", co.sandbox.id, "runtime_root",
+                                                     co.sandbox.runsc_root, "conmon_pid", (int) co.sandbox.conmon_pid));
+        (void) store_generation_update(co.store, co.generation, json_pack("{s:s}", "sandbox_id", co.sandbox.id));
+
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        co.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        co.epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (co.signal_fd < 0 || co.epfd < 0)
+                r = negative_errno();
+        if (r >= 0)
+                r = store_worker_new(co.store, &co.worker);
+        if (r >= 0)
+                r = store_participant_add(co.store, co.generation, ROLE_PUBLICATION,
+                                          json_pack("{s:s, s:n}", "socket_path", co.spec.socket_path, "identity_path"),
+                                          &co.p_publication);
+        if (r >= 0)
+                r = bind_socket(&co);
+        if (r >= 0) {
+                co.w_listen = (Watch){ WATCH_LISTEN, &co };
+                co.w_signal = (Watch){ WATCH_SIGNAL, &co };
+                co.w_store = (Watch){ WATCH_STORE, &co };
+                co.w_runtime = (Watch){ WATCH_RUNTIME, &co };
+                r = epoll_add(&co, co.listen_fd, EPOLLIN, &co.w_listen);
+                if (r >= 0)
+                        r = epoll_add(&co, co.signal_fd, EPOLLIN, &co.w_signal);
+                if (r >= 0)
+                        r = epoll_add(&co, store_worker_fd(co.worker), EPOLLIN, &co.w_store);
+                co.runtime_fd = (int) syscall(SYS_pidfd_open, co.sandbox.conmon_pid, 0);
+                if (r >= 0 && co.runtime_fd >= 0)
+                        r = epoll_add(&co, co.runtime_fd, EPOLLIN, &co.w_runtime);
+                else if (co.runtime_fd < 0)
+                        log_warning("cannot watch conmon (pid %d): %s", (int) co.sandbox.conmon_pid, strerror(errno));
+        }
+        if (r < 0) {
+                status_report(&co, "error: cannot publish the control socket %s: %s", co.spec.socket_path,
+                              strerror(-r));
+                co.listen_fd = safe_close(co.listen_fd);
+                teardown(&co);
+                co.worker = store_worker_free(co.worker);
+                store_close(co.store);
+                return 1;
+        }
+        (void) store_participant_set_state(co.store, co.p_publication, PARTICIPANT_COMMITTED, NULL);
+        (void) store_generation_update(co.store, co.generation, json_pack("{s:s}", "durable_decision", "Running"));
+        log_info("sandbox %s running (generation %" PRIu64 "), listening on %s", co.container_name, co.generation,
+                 co.spec.socket_path);
+        status_report(&co, "ok");
+
+        serve(&co);
+
+        co.worker = store_worker_free(co.worker);
+        teardown(&co);
+        while (co.conns)
+                conn_free(&co, co.conns);
+        while (co.sessions)
+                session_free(&co, co.sessions);
+        safe_close(co.runtime_fd);
+        safe_close(co.signal_fd);
+        safe_close(co.epfd);
+        store_close(co.store);
+        sandbox_info_done(&co.sandbox);
+        launch_spec_done(&co.spec);
+        free(co.container_name);
+        free(co.terminfo_dir);
+        return 0;
+}

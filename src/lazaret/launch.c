@@ -1,0 +1,418 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "doctor.h"
+#include "exec-util.h"
+#include "fd-util.h"
+#include "launch.h"
+#include "path-util.h"
+#include "runtime-dir.h"
+#include "strbuf.h"
+#include "string-util.h"
+
+#define DEFAULT_SEARCH_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+
+static void strv_free(char **v) {
+        if (!v)
+                return;
+        for (char **p = v; *p; p++)
+                free(*p);
+        free(v);
+}
+
+void launch_spec_done(LaunchSpec *s) {
+        free(s->domain_hash);
+        free(s->profile);
+        free(s->workspace);
+        free(s->domain_dir);
+        free(s->image);
+        strv_free(s->command);
+        strv_free(s->env_names);
+        for (size_t i = 0; i < s->n_volumes; i++) {
+                free(s->volumes[i].host);
+                free(s->volumes[i].container);
+        }
+        free(s->volumes);
+        strv_free(s->masks);
+        free(s->runtime_dir);
+        free(s->lock_path);
+        free(s->socket_path);
+        free(s->podman);
+        free(s->runsc);
+        free(s->init);
+        *s = (LaunchSpec){};
+}
+
+static json_t *strv_json(char **v) {
+        json_t *a = json_array();
+        for (char **p = v; a && p && *p; p++)
+                if (json_array_append_new(a, json_string(*p)) < 0) {
+                        json_decref(a);
+                        return NULL;
+                }
+        return a;
+}
+
+static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
+        json_t *vols = json_array();
+        for (size_t i = 0; vols && i < s->n_volumes; i++) {
+                char relabel[2] = { s->volumes[i].relabel, 0 };
+                json_array_append_new(vols, json_pack("{s:s, s:s, s:b, s:s}", "host", s->volumes[i].host, "container",
+                                                      s->volumes[i].container, "read_only", s->volumes[i].read_only,
+                                                      "relabel", relabel));
+        }
+        json_t *j =
+                json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:o*, s:o*, s:s, s:s, s:s, s:s, s:s, s:s, "
+                          "s:b, s:I, s:I}",
+                          "domain_hash", s->domain_hash, "profile", s->profile, "workspace", s->workspace, "domain_dir",
+                          s->domain_dir, "image", s->image, "runsc_network", runsc_network_to_string(s->runsc_network),
+                          "command", strv_json(s->command), "env_names", strv_json(s->env_names), "volumes", vols,
+                          "masks", strv_json(s->masks), "runtime_dir", s->runtime_dir, "lock_path", s->lock_path,
+                          "socket_path", s->socket_path, "podman", s->podman, "runsc", s->runsc, "init", s->init,
+                          "rootless", s->rootless, "nofile", (json_int_t) s->nofile, "nproc", (json_int_t) s->nproc);
+        if (j && with_fingerprint)
+                json_object_set_new(j, "fingerprint", json_string(s->fingerprint));
+        return j;
+}
+
+int launch_spec_fingerprint(LaunchSpec *s) {
+        json_t *j = spec_json(s, false);
+        if (!j)
+                return -ENOMEM;
+        char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(j);
+        if (!text)
+                return -ENOMEM;
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int n = 0;
+        /* Domain separation: a spec digest can never equal another digest of
+         * the same bytes used for something else. */
+        StrBuf b = STRBUF_INIT;
+        strbuf_printf(&b, "lazaret.launch-spec.v1\n%s", text);
+        free(text);
+        _cleanup_free_ char *input = strbuf_steal(&b);
+        if (!input)
+                return -ENOMEM;
+        if (EVP_Digest(input, strlen(input), md, &n, EVP_sha256(), NULL) != 1 || n != 32)
+                return -EIO;
+        for (unsigned i = 0; i < 32; i++)
+                snprintf(s->fingerprint + 2 * i, 3, "%02x", md[i]);
+        return 0;
+}
+
+int launch_spec_to_json(const LaunchSpec *s, json_t **ret) {
+        json_t *j = spec_json(s, true);
+        if (!j)
+                return -ENOMEM;
+        *ret = j;
+        return 0;
+}
+
+static int get_str(json_t *j, const char *key, char **ret) {
+        json_t *v = json_object_get(j, key);
+        if (!json_is_string(v))
+                return -EBADMSG;
+        char *s = strdup(json_string_value(v));
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+static int get_strv(json_t *j, const char *key, char ***ret) {
+        json_t *a = json_object_get(j, key);
+        if (!json_is_array(a))
+                return -EBADMSG;
+        char **v = calloc(json_array_size(a) + 1, sizeof(char *));
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < json_array_size(a); i++) {
+                json_t *e = json_array_get(a, i);
+                if (!json_is_string(e) || !(v[i] = strdup(json_string_value(e)))) {
+                        strv_free(v);
+                        return json_is_string(e) ? -ENOMEM : -EBADMSG;
+                }
+        }
+        *ret = v;
+        return 0;
+}
+
+int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
+        LaunchSpec s = {};
+        int r = 0;
+        const char *net = json_string_value(json_object_get(j, "runsc_network"));
+        const char *fp = json_string_value(json_object_get(j, "fingerprint"));
+        json_t *vols = json_object_get(j, "volumes");
+
+        if (!net || !fp || strlen(fp) != 64 || !json_is_array(vols) ||
+            !json_is_boolean(json_object_get(j, "rootless")) || !json_is_integer(json_object_get(j, "nofile")) ||
+            !json_is_integer(json_object_get(j, "nproc")))
+                return -EBADMSG;
+        if (r >= 0)
+                r = get_str(j, "domain_hash", &s.domain_hash);
+        if (r >= 0)
+                r = get_str(j, "profile", &s.profile);
+        if (r >= 0)
+                r = get_str(j, "workspace", &s.workspace);
+        if (r >= 0)
+                r = get_str(j, "domain_dir", &s.domain_dir);
+        if (r >= 0)
+                r = get_str(j, "image", &s.image);
+        if (r >= 0)
+                r = get_strv(j, "command", &s.command);
+        if (r >= 0)
+                r = get_strv(j, "env_names", &s.env_names);
+        if (r >= 0)
+                r = get_strv(j, "masks", &s.masks);
+        if (r >= 0)
+                r = get_str(j, "runtime_dir", &s.runtime_dir);
+        if (r >= 0)
+                r = get_str(j, "lock_path", &s.lock_path);
+        if (r >= 0)
+                r = get_str(j, "socket_path", &s.socket_path);
+        if (r >= 0)
+                r = get_str(j, "podman", &s.podman);
+        if (r >= 0)
+                r = get_str(j, "runsc", &s.runsc);
+        if (r >= 0)
+                r = get_str(j, "init", &s.init);
+        if (r < 0) {
+                launch_spec_done(&s);
+                return r;
+        }
+        s.runsc_network = streq(net, "host") ? RUNSC_NETWORK_HOST : RUNSC_NETWORK_SANDBOX;
+        s.rootless = json_boolean_value(json_object_get(j, "rootless"));
+        s.nofile = (uint64_t) json_integer_value(json_object_get(j, "nofile"));
+        s.nproc = (uint64_t) json_integer_value(json_object_get(j, "nproc"));
+        memcpy(s.fingerprint, fp, 65);
+        s.volumes = calloc(json_array_size(vols) + 1, sizeof(LaunchVolume));
+        if (!s.volumes) {
+                launch_spec_done(&s);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < json_array_size(vols); i++) {
+                json_t *v = json_array_get(vols, i);
+                LaunchVolume *lv = &s.volumes[i];
+                const char *rl = json_string_value(json_object_get(v, "relabel"));
+                if (!rl || get_str(v, "host", &lv->host) < 0 || get_str(v, "container", &lv->container) < 0) {
+                        s.n_volumes = i + 1;
+                        launch_spec_done(&s);
+                        return -EBADMSG;
+                }
+                lv->read_only = json_boolean_value(json_object_get(v, "read_only"));
+                lv->relabel = rl[0];
+                s.n_volumes = i + 1;
+        }
+        if (!s.command[0]) {
+                launch_spec_done(&s);
+                return -EBADMSG;
+        }
+        *ret = s;
+        return 0;
+}
+
+bool launch_spec_env_allowed(const LaunchSpec *s, const char *assignment) {
+        size_t n = strcspn(assignment, "=");
+        for (char **p = s->env_names; p && *p; p++)
+                if (strlen(*p) == n && strncmp(*p, assignment, n) == 0)
+                        return true;
+        return false;
+}
+
+static char **strv_copy(char *const *v, size_t n) {
+        char **c = calloc(n + 1, sizeof(char *));
+        if (!c)
+                return NULL;
+        for (size_t i = 0; i < n; i++)
+                if (!(c[i] = strdup(v[i]))) {
+                        strv_free(c);
+                        return NULL;
+                }
+        return c;
+}
+
+/* The directory holding our own executable: lazaret-init sits beside it. */
+static int self_dir(char **ret) {
+        char buf[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+        if (n < 0)
+                return negative_errno();
+        buf[n] = '\0';
+        char *slash = strrchr(buf, '/');
+        if (!slash)
+                return -EINVAL;
+        *slash = '\0';
+        char *d = strdup(buf[0] ? buf : "/");
+        if (!d)
+                return -ENOMEM;
+        *ret = d;
+        return 0;
+}
+
+static int fail(char **ret_error, const char *fmt, ...) _printf_(2, 3);
+static int fail(char **ret_error, const char *fmt, ...) {
+        StrBuf b = STRBUF_INIT;
+        va_list ap;
+        va_start(ap, fmt);
+        strbuf_vprintf(&b, fmt, ap);
+        va_end(ap);
+        *ret_error = strbuf_steal(&b);
+        return *ret_error ? -ENOENT : -ENOMEM;
+}
+
+static bool path_below(const char *path, const char *root) {
+        const char *r = startswith(path, root);
+        return r && (*r == '/' || *r == '\0');
+}
+
+int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret, char **ret_error) {
+        _cleanup_(launch_spec_done) LaunchSpec s = {};
+        const char *search = getenv("PATH");
+        const char *why = NULL;
+        int r;
+
+        if (!search || !*search)
+                search = DEFAULT_SEARCH_PATH;
+
+        r = exec_find_program(search, "podman", &s.podman);
+        if (r == -ENOENT)
+                return fail(ret_error,
+                            "podman is not installed or not in PATH; install it: sudo apt-get install podman");
+        if (r < 0)
+                return r;
+        r = exec_find_program(search, "runsc", &s.runsc);
+        if (r == -ENOENT)
+                return fail(ret_error,
+                            "runsc (gVisor) is not installed or not in PATH; install it: sudo apt-get install "
+                            "runsc");
+        if (r < 0)
+                return r;
+
+        /* Decision 6: never fall back silently. When gVisor's own network
+         * stack cannot work here, say why and how to choose. */
+        if (p->runsc_network == RUNSC_NETWORK_SANDBOX) {
+                static const char *const only[] = { "runsc", "runsc-network", NULL };
+                DoctorOptions o = { .only = only };
+                _cleanup_(doctor_report_freep) DoctorReport *rep = NULL;
+                r = doctor_run(&o, &rep);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < rep->n_results; i++)
+                        if (rep->results[i].status != DOCTOR_OK)
+                                return fail(ret_error,
+                                            "profile '%s' uses runsc_network = \"sandbox\", which cannot work on this "
+                                            "host: %s. Fix: set runsc_network = \"host\" in [profiles.%s], or install "
+                                            "runsc release-20240807 or newer",
+                                            p->name, rep->results[i].detail, p->name);
+        }
+
+        _cleanup_free_ char *dir = NULL;
+        r = self_dir(&dir);
+        if (r < 0)
+                return r;
+        s.init = path_join(dir, "lazaret-init");
+        if (!s.init)
+                return -ENOMEM;
+        if (access(s.init, X_OK) < 0)
+                return fail(ret_error, "%s is missing: lazaret-init must be installed next to lazaret", s.init);
+
+        RuntimePaths rp = {};
+        r = runtime_paths(p->domain_hash, &rp, &why);
+        if (r == -EPERM) {
+                r = fail(ret_error, "the runtime directory %s %s; remove it or fix its owner and mode (0700)",
+                         rp.dir ? rp.dir : "(lazaret runtime directory)", why);
+                runtime_paths_done(&rp);
+                return r;
+        }
+        if (r < 0)
+                return r;
+        s.runtime_dir = rp.dir;
+        s.lock_path = rp.lock;
+        s.socket_path = rp.socket;
+
+        s.domain_hash = strdup(p->domain_hash);
+        s.profile = strdup(p->name);
+        s.workspace = strdup(cfg->workspace);
+        s.domain_dir = strdup(p->domain_dir);
+        s.image = strdup(p->image);
+        s.command = strv_copy(p->command, p->n_command);
+        s.env_names = calloc(p->n_env + 1, sizeof(char *));
+        if (!s.domain_hash || !s.profile || !s.workspace || !s.domain_dir || !s.image || !s.command || !s.env_names)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_env; i++)
+                if (!(s.env_names[i] = strdup(p->env[i].name)))
+                        return -ENOMEM;
+        s.runsc_network = p->runsc_network;
+        s.rootless = geteuid() != 0;
+
+        /* Masks only for directories the workspace has: creating mount
+         * points would litter the user's tree. */
+        s.masks = calloc(3, sizeof(char *));
+        if (!s.masks)
+                return -ENOMEM;
+        size_t nm = 0;
+        for (const char *const *m = (const char *const[]){ ".vscode", ".idea", NULL }; *m; m++) {
+                _cleanup_free_ char *hp = path_join(cfg->workspace, *m);
+                struct stat st;
+                if (!hp)
+                        return -ENOMEM;
+                if (lstat(hp, &st) == 0 && S_ISDIR(st.st_mode)) {
+                        s.masks[nm] = path_join("/workspace", *m);
+                        if (!s.masks[nm++])
+                                return -ENOMEM;
+                }
+        }
+
+        s.volumes = calloc(p->n_volumes + 1, sizeof(LaunchVolume));
+        if (!s.volumes)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_volumes; i++) {
+                const ConfigVolume *v = &p->volumes[i];
+                struct stat st;
+                if (stat(v->host, &st) < 0) {
+                        /* Lazaret's own storage is ours to create; anything
+                         * else must exist already. */
+                        if (errno == ENOENT && path_below(v->host, cfg->data_root)) {
+                                r = private_dir(v->host, &why);
+                                if (r == -EPERM)
+                                        return fail(ret_error, "volume %s: %s %s", v->container, v->host, why);
+                                if (r < 0)
+                                        return fail(ret_error, "volume %s: cannot create %s: %s", v->container, v->host,
+                                                    strerror(-r));
+                        } else
+                                return fail(ret_error,
+                                            "volume %s: host path %s does not exist (%s:%u:%u); create it or fix the "
+                                            "volume",
+                                            v->container, v->host, v->where.file, v->where.pos.line, v->where.pos.col);
+                }
+                s.volumes[i] = (LaunchVolume){
+                        .host = strdup(v->host),
+                        .container = strdup(v->container),
+                        .read_only = v->read_only,
+                        .relabel = v->relabel_private  ? 'Z'
+                                   : v->relabel_shared ? 'z'
+                                                       : 0,
+                };
+                s.n_volumes = i + 1;
+                if (!s.volumes[i].host || !s.volumes[i].container)
+                        return -ENOMEM;
+        }
+
+        struct rlimit rl;
+        s.nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY ? rl.rlim_max : 1048576;
+        s.nproc = getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_max != RLIM_INFINITY ? rl.rlim_max : 4194304;
+
+        r = launch_spec_fingerprint(&s);
+        if (r < 0)
+                return r;
+        *ret = s;
+        s = (LaunchSpec){};
+        return 0;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* What a coordinator needs to know to start and serve one Domain: computed
+ * once by the CLI that spawns it (the leader) from the validated
+ * configuration, handed over as JSON on an inherited memfd, so the
+ * coordinator never re-reads configuration files. */
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "macro.h"
+
+typedef struct LaunchVolume {
+        char *host;
+        char *container;
+        bool read_only;
+        char relabel; /* 0, 'z' or 'Z' */
+} LaunchVolume;
+
+typedef struct LaunchSpec {
+        char *domain_hash;
+        char *profile;
+        char *workspace; /* canonical host directory, mounted at /workspace */
+        char *domain_dir; /* Domain Root */
+        char *image;
+        RunscNetwork runsc_network;
+        char **command; /* default session command, NULL-terminated */
+        char **env_names; /* variables sessions may set (the profile's env), NULL-terminated */
+        LaunchVolume *volumes;
+        size_t n_volumes;
+        char **masks; /* container paths to hide under an empty tmpfs, NULL-terminated */
+        char *runtime_dir;
+        char *lock_path;
+        char *socket_path;
+        char *podman; /* absolute paths of the tools */
+        char *runsc;
+        char *init; /* lazaret-init on the host */
+        bool rootless;
+        uint64_t nofile; /* hard limits passed as --ulimit */
+        uint64_t nproc;
+        char fingerprint[65]; /* SHA-256 of the canonical JSON (without this field) */
+} LaunchSpec;
+
+void launch_spec_done(LaunchSpec *s);
+int launch_spec_to_json(const LaunchSpec *s, json_t **ret);
+int launch_spec_from_json(json_t *j, LaunchSpec *ret);
+/* Fill s->fingerprint from the canonical JSON form. */
+int launch_spec_fingerprint(LaunchSpec *s);
+
+/* Build the spec for profile p of cfg. Paths of tools come from PATH. On a
+ * missing prerequisite returns -ENOENT with *ret_error set to one line naming
+ * the cause and the fix (caller frees). */
+int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret, char **ret_error);
+
+bool launch_spec_env_allowed(const LaunchSpec *s, const char *assignment);

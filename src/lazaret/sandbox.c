@@ -1,0 +1,323 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "exec-util.h"
+#include "fd-util.h"
+#include "fileio.h"
+#include "path-util.h"
+#include "sandbox.h"
+#include "strbuf.h"
+#include "string-util.h"
+
+#define PODMAN_TIMEOUT_USEC (UINT64_C(120) * 1000000)
+#define STATE_FILE_MAX      (4u * 1024u * 1024u)
+
+int sandbox_name(const LaunchSpec *s, char **ret) {
+        StrBuf b = STRBUF_INIT;
+        strbuf_printf(&b, "lazaret-coord-%s", s->domain_hash);
+        char *n = strbuf_steal(&b);
+        if (!n)
+                return -ENOMEM;
+        *ret = n;
+        return 0;
+}
+
+void sandbox_info_done(SandboxInfo *i) {
+        free(i->id);
+        free(i->runsc_root);
+        if (i->env)
+                for (char **p = i->env; *p; p++)
+                        free(*p);
+        free(i->env);
+        json_decref(i->user);
+        *i = (SandboxInfo){};
+}
+
+/* Podman's last error line, for one-line messages. */
+static char *podman_error(const ExecResult *r) {
+        StrBuf b = STRBUF_INIT;
+        if (r->spawn_error < 0)
+                strbuf_printf(&b, "cannot run podman: %s", strerror(-r->spawn_error));
+        else if (r->timed_out)
+                strbuf_puts(&b, "podman did not finish in time");
+        else {
+                const char *e = r->err && *r->err ? r->err : r->out ? r->out : "";
+                const char *best = NULL;
+                size_t best_len = 0;
+                for (const char *l = e; *l;) {
+                        size_t n = strcspn(l, "\n");
+                        if (n > 0) {
+                                best = l;
+                                best_len = n;
+                        }
+                        l += n;
+                        if (*l)
+                                l++;
+                }
+                strbuf_printf(&b, "podman exited with status %d%s%.*s", r->status, best ? ": " : "",
+                              (int) (best_len > 400 ? 400 : best_len), best ? best : "");
+        }
+        return strbuf_steal(&b);
+}
+
+typedef struct Argv {
+        char **v;
+        size_t n, cap;
+        bool oom;
+} Argv;
+
+static void argv_add(Argv *a, const char *s) {
+        if (a->oom)
+                return;
+        if (a->n + 2 > a->cap) {
+                size_t cap = a->cap ? a->cap * 2 : 32;
+                char **n = realloc(a->v, cap * sizeof(char *));
+                if (!n) {
+                        a->oom = true;
+                        return;
+                }
+                a->v = n;
+                a->cap = cap;
+        }
+        a->v[a->n] = strdup(s);
+        if (!a->v[a->n]) {
+                a->oom = true;
+                return;
+        }
+        a->v[++a->n] = NULL;
+}
+
+_printf_(2, 3) static void argv_addf(Argv *a, const char *fmt, ...) {
+        StrBuf b = STRBUF_INIT;
+        va_list ap;
+        va_start(ap, fmt);
+        strbuf_vprintf(&b, fmt, ap);
+        va_end(ap);
+        char *s = strbuf_steal(&b);
+        if (!s) {
+                a->oom = true;
+                return;
+        }
+        argv_add(a, s);
+        free(s);
+}
+
+static void argv_done(Argv *a) {
+        for (size_t i = 0; i < a->n; i++)
+                free(a->v[i]);
+        free(a->v);
+        *a = (Argv){};
+}
+
+/* Find the runsc state root Podman used for this container: rootless Podman
+ * keeps it in its runtime directory, rootful in /run/runsc. The state file
+ * "<id>_sandbox:<id>.state" proves which. */
+static int find_runsc_root(const LaunchSpec *s, const char *id, char **ret, char **ret_state) {
+        StrBuf cand[3] = { STRBUF_INIT, STRBUF_INIT, STRBUF_INIT };
+        size_t n = 0;
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        if (!s->rootless)
+                strbuf_puts(&cand[n++], "/run/runsc");
+        else {
+                if (xdg && path_is_absolute(xdg))
+                        strbuf_printf(&cand[n++], "%s/runsc", xdg);
+                strbuf_printf(&cand[n++], "/tmp/podman-run-%u/runsc", (unsigned) geteuid());
+        }
+        int r = -ENOENT;
+        for (size_t i = 0; i < n; i++) {
+                StrBuf f = STRBUF_INIT;
+                strbuf_printf(&f, "%s/%s_sandbox:%s.state", strbuf_str(&cand[i]), id, id);
+                if (r == -ENOENT && access(strbuf_str(&f), R_OK) == 0) {
+                        *ret = strbuf_steal(&cand[i]);
+                        *ret_state = strbuf_steal(&f);
+                        r = *ret && *ret_state ? 0 : -ENOMEM;
+                }
+                strbuf_done(&f);
+        }
+        for (size_t i = 0; i < n; i++)
+                strbuf_done(&cand[i]);
+        return r;
+}
+
+/* The container's process environment from runsc's state file (the OCI spec
+ * Podman wrote: image ENV plus Podman's own). */
+static int read_spec_env(const char *state, char ***ret, json_t **ret_user) {
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        int r = read_file_capped(state, STATE_FILE_MAX, &text, &len);
+        if (r < 0)
+                return r;
+        json_error_t e;
+        json_t *j = json_loadb(text, len, 0, &e);
+        if (!j)
+                return -EBADMSG;
+        json_t *process = json_object_get(json_object_get(j, "spec"), "process");
+        json_t *env = json_object_get(process, "env");
+        json_t *user = json_object_get(process, "user");
+        if (!json_is_array(env)) {
+                json_decref(j);
+                return -EBADMSG;
+        }
+        char **v = calloc(json_array_size(env) + 1, sizeof(char *));
+        size_t k = 0;
+        for (size_t i = 0; v && i < json_array_size(env); i++) {
+                const char *s = json_string_value(json_array_get(env, i));
+                if (s && strchr(s, '=') && !(v[k++] = strdup(s))) {
+                        for (size_t q = 0; q < k; q++)
+                                free(v[q]);
+                        free(v);
+                        v = NULL;
+                }
+        }
+        if (v && json_is_object(user))
+                *ret_user = json_deep_copy(user);
+        else if (v)
+                *ret_user = json_pack("{s:i, s:i}", "uid", 0, "gid", 0);
+        json_decref(j);
+        if (!v)
+                return -ENOMEM;
+        *ret = v;
+        return 0;
+}
+
+int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *terminfo_dir, SandboxInfo *ret,
+                  char **ret_error) {
+        _cleanup_free_ char *name = NULL, *pidfile = NULL;
+        _cleanup_(exec_result_done) ExecResult res = {};
+        Argv a = {};
+        int r;
+
+        r = sandbox_name(s, &name);
+        if (r < 0)
+                return r;
+        StrBuf pb = STRBUF_INIT;
+        strbuf_printf(&pb, "%s/conmon.pid", s->domain_dir);
+        pidfile = strbuf_steal(&pb);
+        if (!pidfile)
+                return -ENOMEM;
+        (void) unlink(pidfile);
+
+        argv_add(&a, "podman");
+        argv_add(&a, "run");
+        argv_add(&a, "--detach");
+        argv_addf(&a, "--name=%s", name);
+        argv_addf(&a, "--runtime=%s", s->runsc);
+        /* Rootless runsc cannot make cgroups on this kind of host; Podman
+         * still accounts the container. */
+        if (s->rootless)
+                argv_add(&a, "--runtime-flag=ignore-cgroups");
+        argv_addf(&a, "--runtime-flag=network=%s", runsc_network_to_string(s->runsc_network));
+        /* No egress until the network sidecar enforces a policy: loopback only. */
+        argv_add(&a, "--network=none");
+        argv_addf(&a, "--ulimit=nofile=%" PRIu64 ":%" PRIu64, s->nofile, s->nofile);
+        argv_addf(&a, "--ulimit=nproc=%" PRIu64 ":%" PRIu64, s->nproc, s->nproc);
+        argv_add(&a, "--security-opt=no-new-privileges");
+        argv_addf(&a, "--label=io.lazaret.domain=%s", s->domain_hash);
+        argv_addf(&a, "--label=io.lazaret.profile=%s", s->profile);
+        argv_addf(&a, "--label=io.lazaret.generation=%" PRIu64, generation);
+        argv_addf(&a, "--conmon-pidfile=%s", pidfile);
+        argv_addf(&a, "--hostname=%s", s->profile);
+        argv_add(&a, "--workdir=/workspace");
+        argv_addf(&a, "--volume=%s:/workspace:z", s->workspace);
+        for (char **m = s->masks; m && *m; m++)
+                argv_addf(&a, "--mount=type=tmpfs,destination=%s,tmpfs-mode=0755", *m);
+        argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/init,ro=true", s->init);
+        argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/terminfo,ro=true", terminfo_dir);
+        for (size_t i = 0; i < s->n_volumes; i++) {
+                const LaunchVolume *v = &s->volumes[i];
+                StrBuf opts = STRBUF_INIT;
+                strbuf_puts(&opts, v->read_only ? "ro" : "rw");
+                if (v->relabel)
+                        strbuf_printf(&opts, ",%c", v->relabel);
+                argv_addf(&a, "--volume=%s:%s:%s", v->host, v->container, strbuf_str(&opts));
+                strbuf_done(&opts);
+        }
+        argv_add(&a, "--entrypoint=/run/lazaret/init");
+        argv_add(&a, "--");
+        argv_add(&a, s->image);
+        if (a.oom) {
+                argv_done(&a);
+                return -ENOMEM;
+        }
+
+        r = exec_capture(s->podman, (const char *const *) a.v, PODMAN_TIMEOUT_USEC, &res);
+        argv_done(&a);
+        if (r < 0)
+                return r;
+        if (exec_result_failed(&res)) {
+                *ret_error = podman_error(&res);
+                /* A half-made container (created, failed to start) must not
+                 * outlive this attempt. */
+                _cleanup_free_ char *ignored = NULL;
+                (void) sandbox_remove(s, name, &ignored);
+                return *ret_error ? -EIO : -ENOMEM;
+        }
+
+        SandboxInfo info = {};
+        size_t idlen = strcspn(res.out, "\r\n");
+        info.id = strndup(res.out, idlen);
+        if (!info.id)
+                return -ENOMEM;
+
+        _cleanup_free_ char *state = NULL, *pidtext = NULL;
+        r = find_runsc_root(s, info.id, &info.runsc_root, &state);
+        if (r >= 0)
+                r = read_spec_env(state, &info.env, &info.user);
+        if (r >= 0)
+                r = read_file_capped(pidfile, 64, &pidtext, NULL);
+        if (r >= 0) {
+                info.conmon_pid = (pid_t) strtol(pidtext, NULL, 10);
+                if (info.conmon_pid <= 0)
+                        r = -EBADMSG;
+        }
+        if (r < 0) {
+                StrBuf e = STRBUF_INIT;
+                strbuf_printf(&e, "the sandbox %s started, but its runtime state cannot be read: %s", name,
+                              strerror(-r));
+                *ret_error = strbuf_steal(&e);
+                sandbox_info_done(&info);
+                _cleanup_free_ char *ignored = NULL;
+                (void) sandbox_remove(s, name, &ignored);
+                return -EIO;
+        }
+        *ret = info;
+        return 0;
+}
+
+int sandbox_remove(const LaunchSpec *s, const char *name, char **ret_error) {
+        _cleanup_(exec_result_done) ExecResult res = {};
+        const char *argv[] = { "podman", "rm", "--force", "--time=0", "--ignore", name, NULL };
+        int r = exec_capture(s->podman, argv, PODMAN_TIMEOUT_USEC, &res);
+        if (r < 0)
+                return r;
+        if (exec_result_failed(&res)) {
+                *ret_error = podman_error(&res);
+                return -EIO;
+        }
+        return 0;
+}
+
+char **sandbox_exec_argv(const LaunchSpec *s, const SandboxInfo *i, const char *procfile) {
+        Argv a = {};
+        argv_add(&a, "runsc");
+        argv_addf(&a, "--root=%s", i->runsc_root);
+        if (s->rootless)
+                argv_add(&a, "--ignore-cgroups");
+        argv_add(&a, "exec");
+        argv_addf(&a, "--process=%s", procfile);
+        argv_add(&a, i->id);
+        if (a.oom) {
+                argv_done(&a);
+                return NULL;
+        }
+        return a.v;
+}

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The Agent Sandbox: one runsc container per Domain, made and removed with
+ * Podman (rootless for a normal user, rootful for root), entered with runsc
+ * exec directly (decision 8). */
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "launch.h"
+
+/* "lazaret-coord-<hash>" (spec §4.3.1). */
+int sandbox_name(const LaunchSpec *s, char **ret);
+
+typedef struct SandboxInfo {
+        char *id; /* full container id */
+        char *runsc_root; /* runsc --root of this container */
+        pid_t conmon_pid; /* exits when the container does */
+        char **env; /* the container's process environment (image + Podman), NULL-terminated */
+        json_t *user; /* the container's process user (OCI "user" object) */
+} SandboxInfo;
+
+void sandbox_info_done(SandboxInfo *i);
+
+/* podman run -d ... with the spec's mounts, limits and runtime flags;
+ * PID 1 is lazaret-init mounted at /run/lazaret/init. terminfo_dir is
+ * mounted read-only at /run/lazaret/terminfo. On failure returns -EIO with
+ * *ret_error holding Podman's last error line (caller frees). */
+int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *terminfo_dir, SandboxInfo *ret,
+                  char **ret_error);
+
+/* podman rm --force --time 0 --ignore NAME: 0 when it is gone (or was never
+ * there). */
+int sandbox_remove(const LaunchSpec *s, const char *name, char **ret_error);
+
+/* The argv of a runsc exec for container id with process file procfile
+ * (a path runsc can open). NULL-terminated, caller frees with free(). */
+char **sandbox_exec_argv(const LaunchSpec *s, const SandboxInfo *i, const char *procfile);

@@ -1,0 +1,1137 @@
+/* SPDX-License-Identifier: MIT */
+/* lazaret image build: local OCI images without a registry (architecture
+ * decision 13).
+ *
+ * A root file system is made as a tar archive in a private temporary
+ * directory, imported with `podman import` into the calling user's store
+ * (rootless unless run as root) as an untagged image, and tagged only when
+ * everything else has worked. A failure, a time limit or a signal therefore
+ * leaves neither a tagged image nor an untagged one, nor temporary files.
+ *
+ * Helper programs run with fork and execve of an absolute path found in
+ * $PATH: argument vectors, never a shell; stdin from /dev/null; stdout and
+ * stderr captured; each in its own process group so that a time limit or an
+ * interruption can stop everything it started. */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "fd-util.h"
+#include "log.h"
+#include "path-util.h"
+#include "strbuf.h"
+#include "string-util.h"
+#include "verbs.h"
+
+#define USEC_PER_SEC UINT64_C(1000000)
+/* busybox --list-full, tar, podman inspect/tag/rmi: seconds at most, but a
+ * first podman call on a fresh store migrates and may be slow. */
+#define TIMEOUT_QUICK_USEC (2 * 60 * USEC_PER_SEC)
+/* podman import copies the whole tree (twice with the vfs driver). */
+#define TIMEOUT_IMPORT_USEC (15 * 60 * USEC_PER_SEC)
+/* mmdebstrap downloads and installs about 110 packages from the mirror. */
+#define TIMEOUT_BOOTSTRAP_USEC (20 * 60 * USEC_PER_SEC)
+/* After SIGTERM, how long a helper gets to clean up (mmdebstrap unmounts). */
+#define KILL_GRACE_USEC (30 * USEC_PER_SEC)
+#define RUN_STDOUT_MAX  (16U * 1024 * 1024)
+#define RUN_LINE_MAX    1024
+
+#define DEFAULT_SEARCH_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+#define BUSYBOX_PATH        "/bin/busybox"
+
+#define DEBIAN_SUITE    "bookworm"
+#define DEBIAN_PACKAGES "git,ca-certificates,bash"
+
+/* The last SIGINT, SIGTERM or SIGHUP received; the running helper is then
+ * stopped and the build unwound. */
+static volatile sig_atomic_t interrupted = 0;
+
+static void on_signal(int sig) {
+        interrupted = sig;
+}
+
+static uint64_t mono_usec(void) {
+        struct timespec ts;
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+}
+
+/* "sudo " unless we are root: the prefix of the install commands we suggest. */
+static const char *sudo_prefix(void) {
+        return geteuid() == 0 ? "" : "sudo ";
+}
+
+/* ---- running helper programs ---- */
+
+typedef void (*LineFn)(const char *line);
+
+typedef struct Run {
+        int spawn_error; /* -errno when the program could not be started */
+        bool timed_out;
+        bool interrupted;
+        int status; /* exit status, or 128 + signal */
+        char *out; /* stdout, NUL-terminated, at most RUN_STDOUT_MAX bytes */
+        bool out_truncated;
+        char *why; /* the most telling stderr line: the first that reads
+                    * like an error ("E:", "Error:", "error:", "tar:"; later
+                    * ones are usually consequences), else the last one; or
+                    * NULL */
+} Run;
+
+static void run_done(Run *r) {
+        free(r->out);
+        free(r->why);
+        *r = (Run){};
+}
+
+static bool run_failed(const Run *r) {
+        return r->spawn_error < 0 || r->timed_out || r->interrupted || r->status != 0;
+}
+
+/* Splits a helper's stderr into lines, remembers the telling one and passes
+ * each to the progress callback. */
+typedef struct LineSplitter {
+        char buf[RUN_LINE_MAX];
+        size_t n;
+        LineFn on_line;
+        char *first_error; /* first line that looks like an error */
+        char *last_any;
+        bool oom;
+} LineSplitter;
+
+static void splitter_done(LineSplitter *s) {
+        free(s->first_error);
+        free(s->last_any);
+}
+
+static void set_str(char **slot, const char *s, bool *oom) {
+        char *c = strdup(s);
+        if (!c) {
+                *oom = true;
+                return;
+        }
+        free(*slot);
+        *slot = c;
+}
+
+static void splitter_line(LineSplitter *s) {
+        while (s->n > 0 && (s->buf[s->n - 1] == '\r' || s->buf[s->n - 1] == ' '))
+                s->n--;
+        s->buf[s->n] = '\0';
+        /* Helper output ends up on the user's terminal: no control characters. */
+        for (size_t i = 0; i < s->n; i++)
+                if ((unsigned char) s->buf[i] < 0x20 || s->buf[i] == 0x7f)
+                        s->buf[i] = '?';
+        if (s->n == 0)
+                return;
+        if (!s->first_error && (startswith(s->buf, "E: ") || startswith(s->buf, "Error: ") ||
+                                startswith(s->buf, "error: ") || startswith(s->buf, "tar: ")))
+                set_str(&s->first_error, s->buf, &s->oom);
+        set_str(&s->last_any, s->buf, &s->oom);
+        if (s->on_line)
+                s->on_line(s->buf);
+        s->n = 0;
+}
+
+static void splitter_feed(LineSplitter *s, const char *p, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                if (p[i] == '\n' || s->n == sizeof s->buf - 1) {
+                        splitter_line(s);
+                        s->n = 0;
+                        if (p[i] == '\n')
+                                continue;
+                }
+                s->buf[s->n++] = p[i];
+        }
+}
+
+/* Read what fd holds now. Returns 1 at end of file, 0 when it would block,
+ * -errno on error. to_out receives stdout (capped), to_split stderr. */
+static int drain(int fd, StrBuf *to_out, bool *truncated, LineSplitter *to_split) {
+        char buf[65536];
+        for (;;) {
+                ssize_t n = read(fd, buf, sizeof buf);
+                if (n == 0)
+                        return 1;
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno == EAGAIN ? 0 : -errno;
+                }
+                if (to_out) {
+                        size_t keep = to_out->len < RUN_STDOUT_MAX ? RUN_STDOUT_MAX - to_out->len : 0;
+                        if ((size_t) n > keep)
+                                *truncated = true;
+                        strbuf_putn(to_out, buf, (size_t) n < keep ? (size_t) n : keep);
+                } else
+                        splitter_feed(to_split, buf, (size_t) n);
+        }
+}
+
+_noreturn_ static void child_exec(char *const *argv, char *const *envp, int null_fd, int out_fd, int err_fd,
+                                  int report_fd) {
+        static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT };
+        struct sigaction dfl = { .sa_handler = SIG_DFL };
+        sigset_t none;
+        int e;
+
+        for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
+                (void) sigaction(sigs[i], &dfl, NULL);
+        sigemptyset(&none);
+        (void) sigprocmask(SIG_SETMASK, &none, NULL);
+        if (setpgid(0, 0) < 0 || dup2(null_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 ||
+            dup2(err_fd, STDERR_FILENO) < 0)
+                goto fail;
+        /* Everything else is O_CLOEXEC already, except report_fd's peer,
+         * which must survive until execve succeeds. */
+        execve(argv[0], argv, envp);
+fail:
+        e = errno;
+        (void) !write(report_fd, &e, sizeof e);
+        _exit(127);
+}
+
+/* Run argv (argv[0] an absolute path) with envp (NULL: ours). Lines of its
+ * stderr go to on_line (may be NULL). A program that cannot start, fails,
+ * runs past timeout_usec or is stopped because we were interrupted is
+ * described in *ret; the return value is -errno only when it could not even
+ * be attempted (pipes, fork, memory). */
+static int run(char *const *argv, char *const *envp, uint64_t timeout_usec, LineFn on_line, Run *ret) {
+        _cleanup_close_ int null_fd = -EBADF, out_r = -EBADF, out_w = -EBADF, err_r = -EBADF, err_w = -EBADF,
+                            rep_r = -EBADF, rep_w = -EBADF;
+        LineSplitter split = { .on_line = on_line };
+        StrBuf out = STRBUF_INIT;
+        Run res = {};
+        int p[2], wstatus = 0, r = 0;
+
+        null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (null_fd < 0)
+                return negative_errno();
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return negative_errno();
+        out_r = p[0];
+        out_w = p[1];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return negative_errno();
+        err_r = p[0];
+        err_w = p[1];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return negative_errno();
+        rep_r = p[0];
+        rep_w = p[1];
+        if (fcntl(out_r, F_SETFL, O_NONBLOCK) < 0 || fcntl(err_r, F_SETFL, O_NONBLOCK) < 0)
+                return negative_errno();
+
+        log_debug("running %s", argv[0]);
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid < 0)
+                return negative_errno();
+        if (pid == 0)
+                child_exec(argv, envp ?: environ, null_fd, out_w, err_w, rep_w);
+        /* So that a signal landing before the child's own setpgid() still
+         * finds the group. */
+        (void) setpgid(pid, pid);
+        out_w = safe_close(out_w);
+        err_w = safe_close(err_w);
+        rep_w = safe_close(rep_w);
+
+        int exec_errno = 0;
+        ssize_t k;
+        while ((k = read(rep_r, &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR)
+                ;
+        if (k == (ssize_t) sizeof exec_errno) {
+                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                *ret = (Run){ .spawn_error = exec_errno > 0 ? -exec_errno : -EIO };
+                return 0;
+        }
+
+        uint64_t deadline = mono_usec() + timeout_usec, kill_at = UINT64_MAX;
+        bool exited = false, stopping = false;
+        for (;;) {
+                pid_t w = waitpid(pid, &wstatus, WNOHANG);
+                if (w == pid)
+                        exited = true;
+                else if (w < 0 && errno != EINTR) {
+                        r = negative_errno();
+                        (void) kill(-pid, SIGKILL);
+                        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                                ;
+                        break;
+                }
+                if (exited) {
+                        /* Everything it wrote is in the pipes; a grandchild
+                         * holding them open must not keep us waiting. */
+                        if (out_r >= 0)
+                                (void) drain(out_r, &out, &res.out_truncated, NULL);
+                        if (err_r >= 0)
+                                (void) drain(err_r, NULL, NULL, &split);
+                        if (stopping)
+                                (void) kill(-pid, SIGKILL);
+                        break;
+                }
+
+                uint64_t now = mono_usec();
+                if (!stopping && (interrupted || now >= deadline)) {
+                        if (interrupted)
+                                res.interrupted = true;
+                        else
+                                res.timed_out = true;
+                        (void) kill(-pid, SIGTERM);
+                        stopping = true;
+                        kill_at = now + KILL_GRACE_USEC;
+                } else if (stopping && now >= kill_at) {
+                        (void) kill(-pid, SIGKILL);
+                        kill_at = UINT64_MAX;
+                }
+
+                struct pollfd pfd[2];
+                nfds_t n = 0;
+                if (out_r >= 0)
+                        pfd[n++] = (struct pollfd){ .fd = out_r, .events = POLLIN };
+                if (err_r >= 0)
+                        pfd[n++] = (struct pollfd){ .fd = err_r, .events = POLLIN };
+                /* 100 ms at most: the exit and our signal flag are noticed
+                 * by polling, not by SIGCHLD. */
+                if (poll(n > 0 ? pfd : NULL, n, 100) < 0 && errno != EINTR) {
+                        r = negative_errno();
+                        (void) kill(-pid, SIGKILL);
+                        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                                ;
+                        break;
+                }
+                if (out_r >= 0 && drain(out_r, &out, &res.out_truncated, NULL) != 0)
+                        out_r = safe_close(out_r);
+                if (err_r >= 0 && drain(err_r, NULL, NULL, &split) != 0)
+                        err_r = safe_close(err_r);
+        }
+        if (split.n > 0)
+                splitter_line(&split);
+
+        if (r >= 0 && split.oom)
+                r = -ENOMEM;
+        if (r >= 0) {
+                res.out = strbuf_steal(&out);
+                if (!res.out)
+                        r = -ENOMEM;
+        }
+        if (r >= 0 && (split.first_error || split.last_any)) {
+                res.why = strdup(split.first_error ?: split.last_any);
+                if (!res.why)
+                        r = -ENOMEM;
+        }
+        strbuf_done(&out);
+        splitter_done(&split);
+        if (r < 0) {
+                run_done(&res);
+                return r;
+        }
+
+        if (WIFEXITED(wstatus))
+                res.status = WEXITSTATUS(wstatus);
+        else if (WIFSIGNALED(wstatus))
+                res.status = 128 + WTERMSIG(wstatus);
+        else
+                res.status = 255;
+        *ret = res;
+        return 0;
+}
+
+/* Look name up in the absolute directories of search. Returns 0 and the
+ * path (caller frees), -ENOENT, or -ENOMEM. */
+static int find_program(const char *search, const char *name, char **ret) {
+        for (const char *p = search; p && *p;) {
+                const char *colon = strchr(p, ':');
+                size_t len = colon ? (size_t) (colon - p) : strlen(p);
+                if (len > 0 && p[0] == '/') {
+                        _cleanup_free_ char *dir = strndup(p, len);
+                        if (!dir)
+                                return -ENOMEM;
+                        _cleanup_free_ char *path = path_join(dir, name);
+                        if (!path)
+                                return -ENOMEM;
+                        struct stat st;
+                        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0) {
+                                *ret = TAKE_PTR(path);
+                                return 0;
+                        }
+                }
+                p = colon ? colon + 1 : NULL;
+        }
+        return -ENOENT;
+}
+
+/* ---- the build ---- */
+
+typedef struct Build {
+        bool rootless;
+        const char *search; /* $PATH, or DEFAULT_SEARCH_PATH */
+        char *podman;
+        char *tar;
+        char *dir; /* private temporary directory; removed by build_done() */
+        char *image_id; /* imported but not yet tagged: removed by build_done() */
+} Build;
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        (void) st;
+        (void) ftw;
+        if ((flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT)
+                return errno;
+        return 0;
+}
+
+/* Remove dir and everything below it, never crossing into another file
+ * system (a helper killed while something was mounted in its tree). Files
+ * that belong to our subordinate ids (mmdebstrap's unshare mode, stopped
+ * half-way) are removed from inside Podman's user namespace. */
+static int remove_tree(const Build *b, const char *dir) {
+        if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) == 0 || access(dir, F_OK) < 0)
+                return 0;
+        if (!b->rootless || !b->podman)
+                return -ENOTEMPTY;
+        char *argv[] = { b->podman,     (char *) "unshare", (char *) "rm", (char *) "-rf", (char *) "--one-file-system",
+                         (char *) "--", (char *) dir,       NULL };
+        Run r = {};
+        int k = run(argv, NULL, TIMEOUT_QUICK_USEC, NULL, &r);
+        bool failed = k < 0 || run_failed(&r);
+        run_done(&r);
+        return failed && access(dir, F_OK) == 0 ? -ENOTEMPTY : 0;
+}
+
+/* Remove an image, but only while it has no name: an image that somebody
+ * tagged in the meantime is theirs. */
+static void remove_if_untagged(const Build *b, const char *id) {
+        char *inspect[] = { b->podman,
+                            (char *) "image",
+                            (char *) "inspect",
+                            (char *) "--format",
+                            (char *) "{{len .RepoTags}}",
+                            (char *) id,
+                            NULL };
+        Run r = {};
+        if (run(inspect, NULL, TIMEOUT_QUICK_USEC, NULL, &r) < 0 || run_failed(&r) || !streq(r.out, "0\n")) {
+                run_done(&r);
+                return;
+        }
+        run_done(&r);
+        char *rmi[] = { b->podman, (char *) "rmi", (char *) id, NULL };
+        /* Without --force: an image a container still uses stays. */
+        (void) run(rmi, NULL, TIMEOUT_QUICK_USEC, NULL, &r);
+        run_done(&r);
+}
+
+static void build_done(Build *b) {
+        /* The cleanup must run to the end even when the user presses ^C
+         * again while it does (helpers get default dispositions back). */
+        struct sigaction ign = { .sa_handler = SIG_IGN };
+        (void) sigaction(SIGINT, &ign, NULL);
+        (void) sigaction(SIGTERM, &ign, NULL);
+        (void) sigaction(SIGHUP, &ign, NULL);
+        interrupted = 0;
+        if (b->image_id) {
+                remove_if_untagged(b, b->image_id);
+                b->image_id = mfree(b->image_id);
+        }
+        if (b->dir) {
+                if (remove_tree(b, b->dir) < 0)
+                        log_warning("could not remove %s completely; remove it with: %srm -rf %s", b->dir,
+                                    b->rootless ? "podman unshare " : "", b->dir);
+                b->dir = mfree(b->dir);
+        }
+        free(b->podman);
+        free(b->tar);
+        *b = (Build){};
+}
+
+/* Report a failed helper in one line: what failed, its own message, and the
+ * fix. Returns EXIT_LAZARET. */
+static int report_failure(const char *what, const Run *r, const char *fix) {
+        if (r->interrupted)
+                log_error("interrupted while %s ran; the partial build was removed", what);
+        else if (r->spawn_error < 0)
+                log_error("cannot run %s: %s: %s", what, strerror(-r->spawn_error), fix);
+        else if (r->timed_out)
+                log_error("%s took too long and was stopped: %s", what, fix);
+        else if (r->status >= 128)
+                log_error("%s was killed by signal %d: %s", what, r->status - 128, fix);
+        else
+                log_error("%s failed (exit status %d): %s: %s", what, r->status, r->why ?: "no message", fix);
+        return EXIT_LAZARET;
+}
+
+static int oom(void) {
+        log_error("out of memory");
+        return EXIT_LAZARET;
+}
+
+/* 1 when path is an ELF executable without a program interpreter (static),
+ * 0 when it has one, -ENOEXEC when it is not ELF, or -errno. */
+static int elf_is_static(const char *path) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return negative_errno();
+        Elf64_Ehdr eh;
+        if (pread(fd, &eh, sizeof eh, 0) != (ssize_t) sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+                return -ENOEXEC;
+        if (eh.e_ident[EI_CLASS] == ELFCLASS64) {
+                if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 4096)
+                        return -ENOEXEC;
+                for (unsigned i = 0; i < eh.e_phnum; i++) {
+                        Elf64_Phdr ph;
+                        if (pread(fd, &ph, sizeof ph, (off_t) (eh.e_phoff + (uint64_t) i * sizeof ph)) !=
+                            (ssize_t) sizeof ph)
+                                return -ENOEXEC;
+                        if (ph.p_type == PT_INTERP)
+                                return 0;
+                }
+                return 1;
+        }
+        if (eh.e_ident[EI_CLASS] == ELFCLASS32) {
+                Elf32_Ehdr eh32;
+                if (pread(fd, &eh32, sizeof eh32, 0) != (ssize_t) sizeof eh32 ||
+                    eh32.e_phentsize != sizeof(Elf32_Phdr) || eh32.e_phnum > 4096)
+                        return -ENOEXEC;
+                for (unsigned i = 0; i < eh32.e_phnum; i++) {
+                        Elf32_Phdr ph;
+                        if (pread(fd, &ph, sizeof ph, (off_t) (eh32.e_phoff + (uint64_t) i * sizeof ph)) !=
+                            (ssize_t) sizeof ph)
+                                return -ENOEXEC;
+                        if (ph.p_type == PT_INTERP)
+                                return 0;
+                }
+                return 1;
+        }
+        return -ENOEXEC;
+}
+
+static int mkdir_mode(int dfd, const char *name, mode_t mode) {
+        if (mkdirat(dfd, name, mode) < 0)
+                return negative_errno();
+        /* The umask must not decide the modes in the image. */
+        _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fchmod(fd, mode) < 0)
+                return negative_errno();
+        return 0;
+}
+
+static int write_at(int dfd, const char *name, const char *data, mode_t mode) {
+        _cleanup_close_ int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (fd < 0)
+                return negative_errno();
+        for (size_t left = strlen(data); left > 0;) {
+                ssize_t n = write(fd, data, left);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                data += n;
+                left -= (size_t) n;
+        }
+        if (fchmod(fd, mode) < 0)
+                return negative_errno();
+        return 0;
+}
+
+static int copy_at(const char *src, int dfd, const char *name, mode_t mode) {
+        _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (in < 0)
+                return negative_errno();
+        _cleanup_close_ int out = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (out < 0)
+                return negative_errno();
+        char buf[65536];
+        for (;;) {
+                ssize_t n = read(in, buf, sizeof buf);
+                if (n == 0)
+                        break;
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                for (ssize_t done = 0; done < n;) {
+                        ssize_t w = write(out, buf + done, (size_t) (n - done));
+                        if (w < 0) {
+                                if (errno == EINTR)
+                                        continue;
+                                return negative_errno();
+                        }
+                        done += w;
+                }
+        }
+        if (fchmod(out, mode) < 0)
+                return negative_errno();
+        return 0;
+}
+
+/* An applet path from `busybox --list-full` that we link: one of the four
+ * binary directories and a plain name ("[", "[[", "run-parts", "ssl_client"). */
+static bool applet_path_ok(const char *p) {
+        static const char *const dirs[] = { "bin/", "sbin/", "usr/bin/", "usr/sbin/" };
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                const char *name = startswith(p, dirs[i]);
+                if (!name)
+                        continue;
+                size_t len = strlen(name);
+                return len > 0 && len <= 64 && name[0] != '.' &&
+                       strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-[]") == len;
+        }
+        return false;
+}
+
+/* The busybox root file system, deterministic: the same busybox binary gives
+ * the same archive, byte for byte, so the same layer digest. */
+static int busybox_tar(Build *b, const char *tar_path) {
+        int r = elf_is_static(BUSYBOX_PATH);
+        if (r == -ENOENT) {
+                log_error("busybox-static is not installed (no %s): %sapt-get install busybox-static", BUSYBOX_PATH,
+                          sudo_prefix());
+                return EXIT_LAZARET;
+        }
+        if (r == 0 || r == -ENOEXEC) {
+                log_error("%s is not a statically linked program and would not run in an image without a C library: "
+                          "%sapt-get install busybox-static",
+                          BUSYBOX_PATH, sudo_prefix());
+                return EXIT_LAZARET;
+        }
+        if (r < 0) {
+                log_error("cannot read %s: %s: check its permissions or reinstall busybox-static", BUSYBOX_PATH,
+                          strerror(-r));
+                return EXIT_LAZARET;
+        }
+
+        char *list_argv[] = { (char *) BUSYBOX_PATH, (char *) "--list-full", NULL };
+        _cleanup_(run_done) Run list = {};
+        r = run(list_argv, NULL, TIMEOUT_QUICK_USEC, NULL, &list);
+        if (r < 0)
+                return log_error_errno(r, "cannot run %s: %s", BUSYBOX_PATH, strerror(-r)), EXIT_LAZARET;
+        if (run_failed(&list) || list.out_truncated)
+                return report_failure(BUSYBOX_PATH " --list-full", &list,
+                                      "reinstall it with 'apt-get install --reinstall busybox-static'");
+
+        _cleanup_free_ char *root = path_join(b->dir, "rootfs");
+        if (!root)
+                return oom();
+        if (mkdir(root, 0755) < 0 || chmod(root, 0755) < 0)
+                return log_error_errno(errno, "cannot create %s: %s: check that %s is writable", root, strerror(errno),
+                                       b->dir),
+                       EXIT_LAZARET;
+        _cleanup_close_ int rfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (rfd < 0)
+                return log_error_errno(errno, "cannot open %s: %s", root, strerror(errno)), EXIT_LAZARET;
+
+        static const struct {
+                const char *name;
+                mode_t mode;
+        } dirs[] = {
+                { "bin", 0755 }, { "sbin", 0755 }, { "usr", 0755 },  { "usr/bin", 0755 },   { "usr/sbin", 0755 },
+                { "etc", 0755 }, { "root", 0700 }, { "tmp", 01777 }, { "workspace", 0755 }, { "run", 0755 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                r = mkdir_mode(rfd, dirs[i].name, dirs[i].mode);
+                if (r < 0)
+                        return log_error_errno(r, "cannot create %s/%s: %s", root, dirs[i].name, strerror(-r)),
+                               EXIT_LAZARET;
+        }
+        r = copy_at(BUSYBOX_PATH, rfd, "bin/busybox", 0755);
+        if (r == 0)
+                r = write_at(rfd, "etc/passwd", "root:x:0:0:root:/root:/bin/sh\n", 0644);
+        if (r == 0)
+                r = write_at(rfd, "etc/group", "root:x:0:\n", 0644);
+        if (r < 0)
+                return log_error_errno(r, "cannot write the root file system in %s: %s", root, strerror(-r)),
+                       EXIT_LAZARET;
+
+        unsigned n_applets = 0;
+        for (char *line = list.out, *next; line && *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+                if (streq(line, "bin/busybox") || !applet_path_ok(line))
+                        continue; /* the binary itself; "linuxrc" and the like */
+                if (symlinkat(BUSYBOX_PATH, rfd, line) < 0) {
+                        if (errno == EEXIST)
+                                continue;
+                        return log_error_errno(errno, "cannot create the link %s/%s: %s", root, line, strerror(errno)),
+                               EXIT_LAZARET;
+                }
+                n_applets++;
+        }
+        if (n_applets == 0) {
+                log_error("%s --list-full named no applets: reinstall it with '%sapt-get install --reinstall "
+                          "busybox-static'",
+                          BUSYBOX_PATH, sudo_prefix());
+                return EXIT_LAZARET;
+        }
+        log_info("busybox: root file system with %u applets", n_applets);
+
+        _cleanup_free_ char *file_arg = NULL, *dir_arg = NULL;
+        if (asprintf(&file_arg, "--file=%s", tar_path) < 0 || asprintf(&dir_arg, "--directory=%s", root) < 0)
+                return oom();
+        char *tar_argv[] = { b->tar,
+                             (char *) "--create",
+                             file_arg,
+                             (char *) "--format=gnu",
+                             (char *) "--sort=name",
+                             (char *) "--mtime=@0",
+                             (char *) "--owner=0",
+                             (char *) "--group=0",
+                             (char *) "--numeric-owner",
+                             dir_arg,
+                             (char *) ".",
+                             NULL };
+        _cleanup_(run_done) Run t = {};
+        r = run(tar_argv, NULL, TIMEOUT_QUICK_USEC, NULL, &t);
+        if (r < 0)
+                return log_error_errno(r, "cannot run tar: %s", strerror(-r)), EXIT_LAZARET;
+        if (run_failed(&t))
+                return report_failure("tar", &t, "GNU tar 1.28 or later is needed (apt-get install tar)");
+        return 0;
+}
+
+static void mmdebstrap_line(const char *line) {
+        const char *rest;
+        if ((rest = startswith(line, "I: ")))
+                log_info("debian: %s", rest);
+        else if ((rest = startswith(line, "W: ")))
+                log_warning("debian: %s", rest);
+}
+
+/* Our environment with TMPDIR replaced: mmdebstrap builds the tree under
+ * $TMPDIR, which must be our private directory so that nothing survives a
+ * failure. The strings belong to environ and *ret_tmpdir. */
+static int env_with_tmpdir(const char *dir, char ***ret_envp, char **ret_tmpdir) {
+        size_t n = 0;
+        for (char **e = environ; *e; e++)
+                n++;
+        _cleanup_free_ char **envp = calloc(n + 2, sizeof(char *));
+        _cleanup_free_ char *tmpdir = NULL;
+        if (!envp || asprintf(&tmpdir, "TMPDIR=%s", dir) < 0)
+                return -ENOMEM;
+        size_t k = 0;
+        for (char **e = environ; *e; e++)
+                if (!startswith(*e, "TMPDIR="))
+                        envp[k++] = *e;
+        envp[k++] = tmpdir;
+        envp[k] = NULL;
+        *ret_envp = TAKE_PTR(envp);
+        *ret_tmpdir = TAKE_PTR(tmpdir);
+        return 0;
+}
+
+/* Debian bookworm minbase with git, ca-certificates and bash, through
+ * mmdebstrap: debootstrap's equivalent that also works without root (its
+ * unshare mode maps our subordinate ids, as rootless Podman does). As root it
+ * runs in root mode. */
+static int debian_tar(Build *b, const char *tar_path) {
+        _cleanup_free_ char *mmdebstrap = NULL;
+        int r = find_program(b->search, "mmdebstrap", &mmdebstrap);
+        if (r == -ENOMEM)
+                return oom();
+        if (r < 0) {
+                log_error("mmdebstrap is not installed: %sapt-get install mmdebstrap", sudo_prefix());
+                return EXIT_LAZARET;
+        }
+        if (b->rootless) {
+                _cleanup_free_ char *newuidmap = NULL;
+                r = find_program(b->search, "newuidmap", &newuidmap);
+                if (r == -ENOMEM)
+                        return oom();
+                if (r < 0) {
+                        log_error("newuidmap is missing, which a build without root needs: %sapt-get install uidmap",
+                                  sudo_prefix());
+                        return EXIT_LAZARET;
+                }
+        }
+
+        /* In unshare mode the chroot is built by subordinate ids, which must
+         * be able to pass through our directory to mmdebstrap's own (its
+         * name is random; the tree is a plain Debian system). Others still
+         * cannot list or write ours. */
+        if (b->rootless && chmod(b->dir, 0711) < 0)
+                return log_error_errno(errno, "cannot change the mode of %s: %s", b->dir, strerror(errno)),
+                       EXIT_LAZARET;
+
+        _cleanup_free_ char **envp = NULL;
+        _cleanup_free_ char *tmpdir_env = NULL;
+        if (env_with_tmpdir(b->dir, &envp, &tmpdir_env) < 0)
+                return oom();
+
+        char *argv[] = {
+                mmdebstrap,
+                b->rootless ? (char *) "--mode=unshare" : (char *) "--mode=root",
+                (char *) "--variant=minbase",
+                (char *) "--include=" DEBIAN_PACKAGES,
+                (char *) "--format=tar",
+                (char *) DEBIAN_SUITE,
+                (char *) tar_path,
+                /* With the updates and security suites, so the image starts
+                 * with the fixes published since the point release. */
+                (char *) "deb http://deb.debian.org/debian " DEBIAN_SUITE " main",
+                (char *) "deb http://deb.debian.org/debian " DEBIAN_SUITE "-updates main",
+                (char *) "deb http://deb.debian.org/debian-security " DEBIAN_SUITE "-security main",
+                NULL,
+        };
+        log_info("debian: mmdebstrap %s minbase with %s from deb.debian.org (%s); this takes a few minutes",
+                 DEBIAN_SUITE, DEBIAN_PACKAGES, b->rootless ? "unshare mode, no root needed" : "root mode");
+        _cleanup_(run_done) Run m = {};
+        r = run(argv, envp, TIMEOUT_BOOTSTRAP_USEC, mmdebstrap_line, &m);
+        if (r < 0)
+                return log_error_errno(r, "cannot run mmdebstrap: %s", strerror(-r)), EXIT_LAZARET;
+        if (run_failed(&m))
+                return report_failure("mmdebstrap", &m,
+                                      b->rootless ? "check that deb.debian.org is reachable and that 'lazaret "
+                                                    "doctor' passes (subordinate ids, newuidmap)"
+                                                  : "check that deb.debian.org is reachable");
+
+        /* Device nodes cannot be made without root and do not belong in an
+         * image (the runtime provides /dev); the host's hostname and
+         * resolver configuration do not either (Podman provides both). */
+        char *list_argv[] = { b->tar, (char *) "--list", (char *) "--file", (char *) tar_path, NULL };
+        _cleanup_(run_done) Run list = {};
+        r = run(list_argv, NULL, TIMEOUT_QUICK_USEC, NULL, &list);
+        if (r < 0)
+                return log_error_errno(r, "cannot run tar: %s", strerror(-r)), EXIT_LAZARET;
+        if (run_failed(&list) || list.out_truncated)
+                return report_failure("tar --list", &list, "check the free space in the temporary directory");
+
+        size_t n = 0, cap = 16;
+        _cleanup_free_ char **del = calloc(cap, sizeof(char *));
+        if (!del)
+                return oom();
+        del[n++] = b->tar;
+        del[n++] = (char *) "--delete";
+        del[n++] = (char *) "--no-wildcards";
+        del[n++] = (char *) "--file";
+        del[n++] = (char *) tar_path;
+        del[n++] = (char *) "--";
+        size_t first = n;
+        for (char *line = list.out, *next; line && *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+                const char *dev = startswith(line, "./dev/");
+                if (!(dev && *dev) && !streq(line, "./etc/hostname") && !streq(line, "./etc/resolv.conf"))
+                        continue;
+                if (n + 2 > cap) {
+                        char **g = reallocarray(del, cap * 2, sizeof(char *));
+                        if (!g)
+                                return oom();
+                        del = g;
+                        cap *= 2;
+                }
+                del[n++] = line;
+        }
+        del[n] = NULL;
+        if (n > first) {
+                _cleanup_(run_done) Run d = {};
+                r = run(del, NULL, TIMEOUT_QUICK_USEC, NULL, &d);
+                if (r < 0)
+                        return log_error_errno(r, "cannot run tar: %s", strerror(-r)), EXIT_LAZARET;
+                if (run_failed(&d))
+                        return report_failure("tar --delete", &d, "check the free space in the temporary directory");
+        }
+        return 0;
+}
+
+typedef struct Flavour {
+        const char *name;
+        const char *default_ref;
+        int (*make_tar)(Build *b, const char *tar_path); /* 0 or an exit status; reports its own errors */
+        const char *changes[4]; /* podman import --change instructions */
+} Flavour;
+
+static const Flavour flavours[] = {
+        {
+                .name = "busybox",
+                .default_ref = "localhost/lazaret/busybox:latest",
+                .make_tar = busybox_tar,
+                .changes = { "CMD [\"/bin/sh\"]", "ENV PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin" },
+        },
+        {
+                .name = "debian",
+                .default_ref = "localhost/lazaret/debian:" DEBIAN_SUITE,
+                .make_tar = debian_tar,
+                .changes = { "CMD [\"/bin/bash\",\"-l\"]",
+                             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                             "ENV LANG=C.UTF-8" },
+        },
+};
+
+/* Accept "sha256:<64 hex>" or "<64 hex>" (a line of podman's output);
+ * return the 64 hex digits as a new string, or NULL. */
+static char *parse_image_id(const char *s) {
+        const char *hex = startswith(s, "sha256:") ?: s;
+        if (strspn(hex, "0123456789abcdef") != 64 || (hex[64] != '\0' && hex[64] != '\n' && hex[64] != ' '))
+                return NULL;
+        return strndup(hex, 64);
+}
+
+/* The reference as it will be named, with podman's implicit ":latest". */
+static int normalize_ref(const char *ref, char **ret) {
+        const char *last = strrchr(ref, '/');
+        if (strchr(last ? last : ref, ':'))
+                *ret = strdup(ref);
+        else if (asprintf(ret, "%s:latest", ref) < 0)
+                *ret = NULL;
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* NULL when ref can name a locally built image, else why not. */
+static const char *tag_problem(const char *ref) {
+        if (!startswith(ref, "localhost/"))
+                return "local images are named localhost/NAME[:TAG], e.g. localhost/lazaret/busybox:latest";
+        if (strchr(ref, '@'))
+                return "a digest cannot be chosen: the build computes it";
+        return config_image_problem(ref, NULL);
+}
+
+static void image_help(void) {
+        printf("Usage: lazaret image build busybox|debian [--tag REF]\n\n"
+               "Build a local OCI image without a registry into the calling user's Podman\n"
+               "storage (rootless for a normal user, rootful for root) and print its name,\n"
+               "ID and digest.\n\n"
+               "  busybox   a tiny image for tests: /bin/busybox from busybox-static with a\n"
+               "            link per applet, /etc/passwd, /etc/group, /root, /tmp, /workspace\n"
+               "            and /run; reproducible (same busybox, same layer digest).\n"
+               "            Default REF localhost/lazaret/busybox:latest.\n"
+               "  debian    Debian " DEBIAN_SUITE " minbase with " DEBIAN_PACKAGES " from deb.debian.org,\n"
+               "            made by mmdebstrap (debootstrap's equivalent that also works\n"
+               "            without root, through subordinate ids as rootless Podman does;\n"
+               "            as root it runs in root mode). Takes a few minutes.\n"
+               "            Default REF localhost/lazaret/debian:" DEBIAN_SUITE ".\n\n"
+               "  --tag REF   name the image REF, a fully qualified localhost/ reference\n"
+               "  -h, --help  show this help\n\n"
+               "The image is tagged only when the build succeeded; on failure nothing is\n"
+               "left behind. Temporary files live in $TMPDIR (default /var/tmp).\n"
+               "On success the output is four lines, \"image: REF\", \"id: sha256:...\",\n"
+               "\"digest: sha256:...\" and \"layers: sha256:...\"; a profile pins the image\n"
+               "as localhost/NAME@DIGEST.\n"
+               "Exit status: 0 built, 64 bad command line, 125 the build failed.\n");
+}
+
+static int image_build(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "tag", required_argument, NULL, 't' },
+                {},
+        };
+        const char *tag = NULL;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "ht:", opts, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        image_help();
+                        return 0;
+                case 't':
+                        tag = optarg;
+                        break;
+                default:
+                        return EXIT_USAGE;
+                }
+        if (optind >= argc) {
+                log_error("image build needs a flavour: busybox or debian");
+                return EXIT_USAGE;
+        }
+        if (argc - optind > 1) {
+                log_error("image build takes one flavour (got '%s' as well)", argv[optind + 1]);
+                return EXIT_USAGE;
+        }
+        const Flavour *fl = NULL;
+        for (size_t i = 0; i < ELEMENTSOF(flavours); i++)
+                if (streq(flavours[i].name, argv[optind]))
+                        fl = &flavours[i];
+        if (!fl) {
+                log_error("unknown image flavour '%s' (use busybox or debian)", argv[optind]);
+                return EXIT_USAGE;
+        }
+        if (tag) {
+                const char *why = tag_problem(tag);
+                if (why) {
+                        log_error("--tag '%s' is not a valid local image reference: %s", tag, why);
+                        return EXIT_USAGE;
+                }
+        }
+        _cleanup_free_ char *ref = NULL;
+        if (normalize_ref(tag ?: fl->default_ref, &ref) < 0)
+                return oom();
+
+        _cleanup_(build_done) Build b = { .rootless = geteuid() != 0 };
+        const char *path_env = getenv("PATH");
+        b.search = path_env && *path_env ? path_env : DEFAULT_SEARCH_PATH;
+        int r = find_program(b.search, "podman", &b.podman);
+        if (r == -ENOMEM)
+                return oom();
+        if (r < 0) {
+                log_error("podman is not installed: %sapt-get install podman", sudo_prefix());
+                return EXIT_LAZARET;
+        }
+        r = find_program(b.search, "tar", &b.tar);
+        if (r == -ENOMEM)
+                return oom();
+        if (r < 0) {
+                log_error("tar is not installed: %sapt-get install tar", sudo_prefix());
+                return EXIT_LAZARET;
+        }
+
+        /* Interruptions unwind the build instead of killing us half-way. */
+        struct sigaction sa = { .sa_handler = on_signal };
+        sigemptyset(&sa.sa_mask);
+        (void) sigaction(SIGINT, &sa, NULL);
+        (void) sigaction(SIGTERM, &sa, NULL);
+        (void) sigaction(SIGHUP, &sa, NULL);
+
+        /* /var/tmp rather than /tmp: the Debian archive is a quarter of a
+         * gigabyte and /tmp is often in memory. */
+        const char *tmp = getenv("TMPDIR");
+        if (!tmp || !path_is_absolute(tmp))
+                tmp = "/var/tmp";
+        _cleanup_free_ char *template = path_join(tmp, "lazaret-image-XXXXXX");
+        if (!template)
+                return oom();
+        if (!mkdtemp(template))
+                return log_error_errno(errno,
+                                       "cannot create a temporary directory in %s: %s: set TMPDIR to a "
+                                       "writable directory",
+                                       tmp, strerror(errno)),
+                       EXIT_LAZARET;
+        b.dir = TAKE_PTR(template);
+
+        uint64_t start = mono_usec();
+        log_info("building %s (%s) in %s", ref, fl->name, b.dir);
+        _cleanup_free_ char *tar_path = path_join(b.dir, "rootfs.tar");
+        if (!tar_path)
+                return oom();
+        r = fl->make_tar(&b, tar_path);
+        if (r != 0)
+                return r;
+        if (interrupted) {
+                log_error("interrupted; the partial build was removed");
+                return EXIT_LAZARET;
+        }
+
+        /* Import without a name; the name comes last, when nothing can fail
+         * any more that would leave it on a half-made image. */
+        log_info("importing into %s Podman storage", b.rootless ? "the rootless" : "the system's");
+        _cleanup_free_ char *message = NULL;
+        if (asprintf(&message, "lazaret image build %s", fl->name) < 0)
+                return oom();
+        char *imp[2 + 2 * ELEMENTSOF(fl->changes) + 4];
+        size_t n = 0;
+        imp[n++] = b.podman;
+        imp[n++] = (char *) "import";
+        for (size_t i = 0; i < ELEMENTSOF(fl->changes) && fl->changes[i]; i++) {
+                imp[n++] = (char *) "--change";
+                imp[n++] = (char *) fl->changes[i];
+        }
+        imp[n++] = (char *) "--message";
+        imp[n++] = message;
+        imp[n++] = tar_path;
+        imp[n] = NULL;
+        _cleanup_(run_done) Run ri = {};
+        r = run(imp, NULL, TIMEOUT_IMPORT_USEC, NULL, &ri);
+        if (r < 0)
+                return log_error_errno(r, "cannot run podman: %s", strerror(-r)), EXIT_LAZARET;
+        /* Even a failed or stopped import may have printed the new ID. */
+        const char *nl = ri.out ? strrchr(ri.out, '\n') : NULL;
+        const char *id_line = ri.out;
+        if (nl && nl > ri.out && nl[1] == '\0') {
+                const char *prev = nl - 1;
+                while (prev > ri.out && prev[-1] != '\n')
+                        prev--;
+                id_line = prev;
+        }
+        b.image_id = id_line ? parse_image_id(id_line) : NULL;
+        if (run_failed(&ri))
+                return report_failure("podman import", &ri, "run 'lazaret doctor' and fix what it reports");
+        if (!b.image_id) {
+                log_error("podman import printed no image ID: run 'lazaret doctor' and fix what it reports");
+                return EXIT_LAZARET;
+        }
+
+        char *insp[] = { b.podman,
+                         (char *) "image",
+                         (char *) "inspect",
+                         (char *) "--format",
+                         (char *) "{{.Digest}} {{range .RootFS.Layers}}{{.}} {{end}}",
+                         b.image_id,
+                         NULL };
+        _cleanup_(run_done) Run rd = {};
+        r = run(insp, NULL, TIMEOUT_QUICK_USEC, NULL, &rd);
+        if (r < 0)
+                return log_error_errno(r, "cannot run podman: %s", strerror(-r)), EXIT_LAZARET;
+        if (run_failed(&rd))
+                return report_failure("podman image inspect", &rd, "run 'lazaret doctor' and fix what it reports");
+        char *digest = rd.out, *layers = strchr(rd.out, ' ');
+        if (layers)
+                *layers++ = '\0';
+        if (!startswith(digest, "sha256:") || !layers) {
+                log_error("podman image inspect printed no digest for the new image: run 'lazaret doctor'");
+                return EXIT_LAZARET;
+        }
+        layers[strcspn(layers, "\n")] = '\0';
+        if (*layers && layers[strlen(layers) - 1] == ' ')
+                layers[strlen(layers) - 1] = '\0';
+
+        /* Which image holds the name now: once the name moves, it is left
+         * without one and we remove it (the way a rebuild should). */
+        char *old_argv[] = {
+                b.podman, (char *) "image", (char *) "inspect", (char *) "--format", (char *) "{{.Id}}", ref, NULL
+        };
+        _cleanup_(run_done) Run ro = {};
+        r = run(old_argv, NULL, TIMEOUT_QUICK_USEC, NULL, &ro);
+        if (r < 0)
+                return log_error_errno(r, "cannot run podman: %s", strerror(-r)), EXIT_LAZARET;
+        _cleanup_free_ char *old_id = run_failed(&ro) ? NULL : parse_image_id(ro.out);
+
+        if (interrupted) {
+                log_error("interrupted; the partial build was removed");
+                return EXIT_LAZARET;
+        }
+        char *tag_argv[] = { b.podman, (char *) "tag", b.image_id, ref, NULL };
+        _cleanup_(run_done) Run rt = {};
+        r = run(tag_argv, NULL, TIMEOUT_QUICK_USEC, NULL, &rt);
+        if (r < 0)
+                return log_error_errno(r, "cannot run podman: %s", strerror(-r)), EXIT_LAZARET;
+        if (run_failed(&rt))
+                return report_failure("podman tag", &rt, "run 'lazaret doctor' and fix what it reports");
+        _cleanup_free_ char *id = TAKE_PTR(b.image_id); /* tagged: it stays */
+
+        if (old_id && !streq(old_id, id))
+                remove_if_untagged(&b, old_id);
+
+        uint64_t secs = (mono_usec() - start + USEC_PER_SEC / 2) / USEC_PER_SEC;
+        log_info("built %s in %" PRIu64 " s", ref, secs);
+        printf("image: %s\nid: sha256:%s\ndigest: %s\nlayers: %s\n", ref, id, digest, layers);
+        return 0;
+}
+
+int verb_image(int argc, char **argv, const Globals *g) {
+        (void) g;
+        if (argc < 2 || streq(argv[1], "-h") || streq(argv[1], "--help")) {
+                image_help();
+                return argc < 2 ? EXIT_USAGE : 0;
+        }
+        if (streq(argv[1], "build"))
+                return image_build(argc - 1, argv + 1);
+        log_error("unknown image command '%s' (use build)", argv[1]);
+        return EXIT_USAGE;
+}

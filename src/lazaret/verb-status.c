@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/* lazaret status [PROFILE] [--json], lazaret stop [PROFILE] */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "config.h"
+#include "fd-util.h"
+#include "log.h"
+#include "runtime-dir.h"
+#include "strbuf.h"
+#include "string-util.h"
+#include "verbs.h"
+
+/* The control socket of PROFILE's domain for the workspace, or of the only
+ * profile. */
+static int domain_socket(const Globals *g, const char *name, char **ret_socket, char **ret_profile) {
+        ConfigDiags d = {};
+        _cleanup_(config_freep) Config *cfg = NULL;
+        ConfigLoadOptions o = { .explicit_path = g->config_path, .workspace = g->workspace };
+        int r = config_load(&o, &cfg, &d);
+        config_diags_print(&d, stderr);
+        config_diags_done(&d);
+        if (r < 0)
+                return -EINVAL;
+        const ConfigProfile *p = NULL;
+        if (name) {
+                p = config_find_profile(cfg, name);
+                if (!p) {
+                        log_error("no profile '%s' in the configuration", name);
+                        return -EINVAL;
+                }
+        } else if (cfg->n_profiles == 1)
+                p = &cfg->profiles[0];
+        else {
+                log_error("several profiles are configured: name one");
+                return -EINVAL;
+        }
+        RuntimePaths rp = {};
+        const char *why = NULL;
+        r = runtime_paths(p->domain_hash, &rp, &why);
+        if (r < 0) {
+                log_error("the runtime directory %s", why ? why : strerror(-r));
+                return -EINVAL;
+        }
+        *ret_socket = TAKE_PTR(rp.socket);
+        *ret_profile = strdup(p->name);
+        runtime_paths_done(&rp);
+        return *ret_profile ? 0 : -ENOMEM;
+}
+
+static int ask(int fd, CtlMessage *req, CtlMessage *ret) {
+        CtlReader rd = {};
+        CtlMessage hello = { .type = CTL_HELLO, .version = CTL_PROTOCOL_VERSION, .cli_pid = (int) getpid() };
+        int r = client_send(fd, &hello);
+        if (r >= 0)
+                r = client_send(fd, req);
+        if (r >= 0 && ret)
+                r = client_recv(fd, &rd, ret, 10000);
+        ctl_reader_done(&rd);
+        return r;
+}
+
+int verb_status(int argc, char **argv, const Globals *g) {
+        static const struct option opts[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, 'j' },
+                {},
+        };
+        bool json = false;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        printf("Usage: lazaret status [PROFILE] [--json] [--workspace DIR]\n\n"
+                               "Show the sandbox of PROFILE for the workspace: generation, sessions, uptime.\n");
+                        return 0;
+                case 'j':
+                        json = true;
+                        break;
+                default:
+                        return EXIT_USAGE;
+                }
+        if (argc - optind > 1) {
+                log_error("status takes at most one profile name");
+                return EXIT_USAGE;
+        }
+        _cleanup_free_ char *sock = NULL, *profile = NULL;
+        if (domain_socket(g, optind < argc ? argv[optind] : NULL, &sock, &profile) < 0)
+                return EXIT_LAZARET;
+
+        _cleanup_close_ int fd = -EBADF;
+        CtlMessage reply = {};
+        CtlMessage req = { .type = CTL_STATUS_REQUEST };
+        if (client_connect(sock, &fd) < 0 || ask(fd, &req, &reply) < 0 || reply.type != CTL_STATUS) {
+                ctl_message_done(&reply);
+                if (json)
+                        printf("{\"running\": false, \"profile\": \"%s\"}\n", profile);
+                else
+                        printf("%s: not running\n", profile);
+                return 0;
+        }
+        if (json) {
+                char *s = json_dumps(reply.status, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                if (s)
+                        puts(s);
+                free(s);
+        } else {
+                json_t *st = reply.status, *sb = json_object_get(st, "sandbox");
+                printf("%s: running\n", json_string_value(json_object_get(st, "profile")));
+                printf("  workspace   %s\n", json_string_value(json_object_get(st, "workspace")));
+                printf("  domain      %s\n", json_string_value(json_object_get(st, "domain_hash")));
+                printf("  generation  %lld\n", (long long) json_integer_value(json_object_get(st, "generation")));
+                printf("  sandbox     %s (%s)\n", json_string_value(json_object_get(sb, "name")),
+                       json_string_value(json_object_get(sb, "image")));
+                printf("  uptime      %llds\n", (long long) json_integer_value(json_object_get(st, "uptime_seconds")));
+                json_t *ss = json_object_get(st, "sessions");
+                printf("  sessions    %zu\n", json_array_size(ss));
+                size_t i;
+                json_t *s;
+                json_array_foreach(ss, i, s)
+                        printf("    %s  %s, %llds\n", json_string_value(json_object_get(s, "session_id")),
+                               json_is_true(json_object_get(s, "interactive")) ? "terminal" : "pipes",
+                               (long long) json_integer_value(json_object_get(s, "age_seconds")));
+        }
+        ctl_message_done(&reply);
+        return 0;
+}
+
+int verb_stop(int argc, char **argv, const Globals *g) {
+        if (argc > 1 && (streq(argv[1], "-h") || streq(argv[1], "--help"))) {
+                printf("Usage: lazaret stop [PROFILE] [--workspace DIR]\n\n"
+                       "End every session of the sandbox (each terminal is told why) and tear it down.\n");
+                return 0;
+        }
+        if (argc > 2) {
+                log_error("stop takes at most one profile name");
+                return EXIT_USAGE;
+        }
+        _cleanup_free_ char *sock = NULL, *profile = NULL;
+        if (domain_socket(g, argc > 1 ? argv[1] : NULL, &sock, &profile) < 0)
+                return EXIT_LAZARET;
+        _cleanup_close_ int fd = -EBADF;
+        if (client_connect(sock, &fd) < 0) {
+                printf("%s: not running\n", profile);
+                return 0;
+        }
+        CtlMessage req = { .type = CTL_STOP_REQUEST, .message = (char *) "lazaret stop" };
+        if (ask(fd, &req, NULL) < 0) {
+                log_error("cannot reach the coordinator");
+                return EXIT_LAZARET;
+        }
+        /* Wait until the coordinator has closed: teardown is then done. */
+        char buf[4096];
+        while (read(fd, buf, sizeof(buf)) > 0)
+                ;
+        printf("%s: stopped\n", profile);
+        return 0;
+}
