@@ -23,8 +23,12 @@
 #include "runtime-dir.h"
 #include "strbuf.h"
 
-#define SPAWN_TIMEOUT_USEC  (UINT64_C(10) * 1000000)
-#define FOLLOW_TIMEOUT_USEC (UINT64_C(60) * 1000000)
+#define SPAWN_TIMEOUT_USEC (UINT64_C(10) * 1000000)
+#define FOLLOW_TIMEOUT_SEC 60
+
+static void on_alarm(int sig) {
+        (void) sig;
+}
 
 int write_all(int fd, const void *buf, size_t n) {
         const uint8_t *p = buf;
@@ -276,15 +280,21 @@ int client_connect_or_spawn(const LaunchSpec *spec, int *ret_fd, char **ret_erro
         if (errno != EWOULDBLOCK)
                 return fail(ret_error, "cannot lock %s: %s", spec->lock_path, strerror(errno));
 
-        /* Follower: wait for the leader to finish, then connect. */
-        uint64_t deadline = now_usec() + FOLLOW_TIMEOUT_USEC;
-        while (flock(lock, LOCK_EX | LOCK_NB) < 0) {
-                if (errno != EWOULDBLOCK)
-                        return fail(ret_error, "cannot lock %s: %s", spec->lock_path, strerror(errno));
-                if (now_usec() >= deadline)
-                        return fail(ret_error, "another lazaret has held %s for 60 s; is it stuck?", spec->lock_path);
-                usleep(10000);
-        }
+        /* Follower: block on the lock until the leader has bound the
+         * socket (spec §4.3.5), with an alarm as the limit. */
+        struct sigaction sa = { .sa_handler = on_alarm }, old;
+        sigemptyset(&sa.sa_mask); /* no SA_RESTART: the alarm interrupts flock */
+        (void) sigaction(SIGALRM, &sa, &old);
+        alarm(FOLLOW_TIMEOUT_SEC);
+        r = flock(lock, LOCK_EX);
+        int e = errno;
+        alarm(0);
+        (void) sigaction(SIGALRM, &old, NULL);
+        if (r < 0 && e == EINTR)
+                return fail(ret_error, "another lazaret has held %s for %d s; is it stuck?", spec->lock_path,
+                            FOLLOW_TIMEOUT_SEC);
+        if (r < 0)
+                return fail(ret_error, "cannot lock %s: %s", spec->lock_path, strerror(e));
         (void) flock(lock, LOCK_UN);
         r = client_connect(spec->socket_path, &fd);
         if (r < 0)

@@ -87,6 +87,7 @@ struct Session {
         uint64_t drain_deadline;
         uint64_t kill_deadline; /* SIGKILL the exec client after a hangup */
         bool finished;
+        bool pending; /* recorded, exec client not started yet */
         uint64_t started_usec;
         Session *next;
 };
@@ -210,6 +211,13 @@ static void status_report(Coordinator *co, const char *fmt, ...) {
         co->status_fd = safe_close(co->status_fd);
 }
 
+/* Our own pid + start time, as the store records process identities. */
+static json_t *self_identity(void) {
+        ProcessIdentity me = {};
+        (void) process_identity_of(getpid(), &me);
+        return process_identity_to_json(&me);
+}
+
 /* ---- connections -------------------------------------------------------- */
 
 static void conn_update_events(Conn *c) {
@@ -309,30 +317,30 @@ static void record_terminal(Coordinator *co, const char *session_id, TerminalSta
 }
 
 typedef struct SessionJob {
-        json_t *record;
+        char session_id[37];
+        json_t *fields;
 } SessionJob;
 
 static int job_session(Store *st, void *userdata) {
-        return store_session_put(st, ((SessionJob *) userdata)->record);
+        SessionJob *j = userdata;
+        return store_session_update(st, j->session_id, j->fields);
 }
 
 static void job_session_done(int result, void *userdata) {
         SessionJob *j = userdata;
         if (result < 0)
-                log_warning("store: session: %s", strerror(-result));
-        json_decref(j->record);
+                log_warning("store: session %s: %s", j->session_id, strerror(-result));
+        json_decref(j->fields);
         free(j);
 }
 
-static void record_session(Coordinator *co, const Session *s, const char *phase, int cli_pid) {
+static void record_session_phase(Coordinator *co, const Session *s, const char *phase) {
         SessionJob *j = calloc(1, sizeof(SessionJob));
         if (!j)
                 return;
-        char cli[32];
-        snprintf(cli, sizeof(cli), "pid:%d", cli_pid);
-        j->record = json_pack("{s:I, s:s, s:s, s:n, s:s}", "generation_id", (json_int_t) co->generation, "session_id",
-                              s->id, "cli_id", cli, "session_anchor_id", "session_phase", phase);
-        if (!j->record || store_worker_submit(co->worker, job_session, job_session_done, j) < 0)
+        memcpy(j->session_id, s->id, 37);
+        j->fields = json_pack("{s:s}", "session_phase", phase);
+        if (!j->fields || store_worker_submit(co->worker, job_session, job_session_done, j) < 0)
                 job_session_done(-ENOMEM, j);
 }
 
@@ -654,6 +662,70 @@ fail_pipes:
         return r;
 }
 
+typedef struct OpenJob {
+        Coordinator *co;
+        Session *s;
+        CtlMessage m; /* the SessionOpen, owned */
+        json_t *session_rec, *terminal_rec;
+} OpenJob;
+
+static int job_open(Store *st, void *userdata) {
+        OpenJob *j = userdata;
+        int r = store_session_put(st, j->session_rec);
+        if (r >= 0)
+                r = store_terminal_put(st, j->terminal_rec);
+        return r;
+}
+
+/* Give up on a session that never ran: tell its CLI (if still there) and
+ * leave it to be freed. */
+static void session_abandon(Session *s, const char *why) {
+        s->pending = false;
+        s->finished = true;
+        if (s->conn) {
+                conn_send_error(s->conn, why);
+                s->conn->session = NULL;
+                s->conn = NULL;
+        }
+}
+
+static void job_open_done(int result, void *userdata) {
+        OpenJob *j = userdata;
+        Coordinator *co = j->co;
+        Session *s = j->s;
+
+        if (result < 0) {
+                log_error("store: cannot record session %s: %s", s->id, strerror(-result));
+                session_abandon(s, "cannot record the session");
+        } else if (!s->conn || co->stopping) {
+                record_terminal(co, s->id, TERMINAL_CLEAN, NULL);
+                session_abandon(s, "the sandbox is shutting down; run the command again");
+        } else {
+                int r = session_spawn(co, s, &j->m);
+                if (r < 0) {
+                        log_error("cannot start a session: %s", strerror(-r));
+                        s->pty = close_watched(co, s->pty);
+                        record_terminal(co, s->id, TERMINAL_CLEAN, NULL);
+                        session_abandon(s, "cannot start the session's command in the sandbox");
+                } else {
+                        s->pending = false;
+                        session_update_events(s);
+                        record_session_phase(co, s, "Running");
+                        record_terminal(co, s->id, TERMINAL_RUNNING,
+                                        json_pack("{s:o}", "exec_client", process_identity_to_json(&s->ident)));
+                        CtlMessage reply = { .type = CTL_SESSION_OPENED, .generation_id = co->generation };
+                        memcpy(reply.session_id, s->id, 37);
+                        (void) conn_send(s->conn, &reply);
+                        log_info("session %s started (%s, %zu args)", s->id, j->m.interactive ? "terminal" : "pipes",
+                                 j->m.n_argv);
+                }
+        }
+        ctl_message_done(&j->m);
+        json_decref(j->session_rec);
+        json_decref(j->terminal_rec);
+        free(j);
+}
+
 static void handle_session_open(Coordinator *co, Conn *c, CtlMessage *m, int cli_pid) {
         if (co->stopping) {
                 conn_send_error(c, "the sandbox is shutting down; run the command again");
@@ -672,48 +744,43 @@ static void handle_session_open(Coordinator *co, Conn *c, CtlMessage *m, int cli
         }
 
         Session *s = calloc(1, sizeof(Session));
-        if (!s) {
-                conn_send_error(c, "out of memory");
+        OpenJob *j = calloc(1, sizeof(OpenJob));
+        if (!s || !j || ctl_uuid_v4(s->id) < 0) {
+                free(s);
+                free(j);
+                conn_send_error(c, "cannot make a session");
                 return;
         }
         *s = (Session){ .co = co,
                         .conn = c,
                         .interactive = m->interactive,
+                        .pending = true,
                         .pty = -EBADF,
                         .in_fd = -EBADF,
                         .out_fd = -EBADF,
                         .err_fd = -EBADF,
                         .started_usec = now_usec() };
-        if (ctl_uuid_v4(s->id) < 0) {
-                free(s);
-                conn_send_error(c, "cannot make a session id");
-                return;
-        }
-        int r = session_spawn(co, s, m);
-        if (r < 0) {
-                s->pty = safe_close(s->pty);
-                free(s);
-                log_error("cannot start a session: %s", strerror(-r));
-                conn_send_error(c, "cannot start the session's command in the sandbox");
-                return;
-        }
+        (void) ctl_uuid_v4(s->id);
         s->next = co->sessions;
         co->sessions = s;
         c->session = s;
         c->state = CONN_SESSION;
         co->ever_had_session = true;
 
-        record_session(co, s, "Running", cli_pid);
-        record_terminal(co, s->id, TERMINAL_INTENT,
-                        json_pack("{s:I, s:s, s:s, s:s, s:o, s:o}", "generation_id", (json_int_t) co->generation,
-                                  "session_id", s->id, "state", "Running", "container_id", co->sandbox.id,
-                                  "exec_client", process_identity_to_json(&s->ident), "host_coordinator",
-                                  json_pack("{s:i}", "pid", (int) getpid())));
-
-        CtlMessage reply = { .type = CTL_SESSION_OPENED, .generation_id = co->generation };
-        memcpy(reply.session_id, s->id, 37);
-        (void) conn_send(c, &reply);
-        log_info("session %s started (%s, %zu args)", s->id, m->interactive ? "terminal" : "pipes", m->n_argv);
+        /* Recorded before it is made (decision 12): the session and its
+         * terminal in Intent, committed on the store thread; the exec client
+         * starts when that transaction is done. */
+        char cli[32];
+        snprintf(cli, sizeof(cli), "pid:%d", cli_pid);
+        *j = (OpenJob){ .co = co, .s = s, .m = *m };
+        *m = (CtlMessage){};
+        j->session_rec = json_pack("{s:I, s:s, s:s, s:n, s:s}", "generation_id", (json_int_t) co->generation,
+                                   "session_id", s->id, "cli_id", cli, "session_anchor_id", "session_phase", "Opening");
+        j->terminal_rec = json_pack("{s:I, s:s, s:s, s:s, s:o}", "generation_id", (json_int_t) co->generation,
+                                    "session_id", s->id, "state", "Intent", "container_id", co->sandbox.id,
+                                    "host_coordinator", self_identity());
+        if (!j->session_rec || !j->terminal_rec || store_worker_submit(co->worker, job_open, job_open_done, j) < 0)
+                job_open_done(-ENOMEM, j);
 }
 
 static json_t *status_json(Coordinator *co) {
@@ -1357,8 +1424,8 @@ int coordinator_main(void) {
                                    &co.generation);
         if (r >= 0)
                 r = store_participant_add(co.store, co.generation, ROLE_SANDBOX,
-                                          json_pack("{s:s, s:n, s:{s:i}}", "container_name", co.container_name,
-                                                    "container_id", "host_coordinator", "pid", (int) getpid()),
+                                          json_pack("{s:s, s:n, s:o}", "container_name", co.container_name,
+                                                    "container_id", "host_coordinator", self_identity()),
                                           &co.p_sandbox);
         if (r < 0) {
                 status_report(&co, "error: cannot record the new generation: %s", strerror(-r));
@@ -1378,9 +1445,12 @@ int coordinator_main(void) {
                 store_close(co.store);
                 return 1;
         }
+        ProcessIdentity conmon = {};
+        (void) process_identity_of(co.sandbox.conmon_pid, &conmon);
         (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_COMMITTED,
-                                           json_pack("{s:s, s:s, s:i}", "container_id", co.sandbox.id, "runtime_root",
-                                                     co.sandbox.runsc_root, "conmon_pid", (int) co.sandbox.conmon_pid));
+                                           json_pack("{s:s, s:s, s:o}", "container_id", co.sandbox.id, "runtime_root",
+                                                     co.sandbox.runsc_root, "runtime_supervisor",
+                                                     process_identity_to_json(&conmon)));
         (void) store_generation_update(co.store, co.generation, json_pack("{s:s}", "sandbox_id", co.sandbox.id));
 
         sigset_t mask;
