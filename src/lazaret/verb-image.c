@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "exec-util.h"
 #include "fd-util.h"
 #include "log.h"
 #include "path-util.h"
@@ -351,30 +352,6 @@ static int run(char *const *argv, char *const *envp, uint64_t timeout_usec, Line
                 res.status = 255;
         *ret = res;
         return 0;
-}
-
-/* Look name up in the absolute directories of search. Returns 0 and the
- * path (caller frees), -ENOENT, or -ENOMEM. */
-static int find_program(const char *search, const char *name, char **ret) {
-        for (const char *p = search; p && *p;) {
-                const char *colon = strchr(p, ':');
-                size_t len = colon ? (size_t) (colon - p) : strlen(p);
-                if (len > 0 && p[0] == '/') {
-                        _cleanup_free_ char *dir = strndup(p, len);
-                        if (!dir)
-                                return -ENOMEM;
-                        _cleanup_free_ char *path = path_join(dir, name);
-                        if (!path)
-                                return -ENOMEM;
-                        struct stat st;
-                        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0) {
-                                *ret = TAKE_PTR(path);
-                                return 0;
-                        }
-                }
-                p = colon ? colon + 1 : NULL;
-        }
-        return -ENOENT;
 }
 
 /* ---- the build ---- */
@@ -742,7 +719,7 @@ static int env_with_tmpdir(const char *dir, char ***ret_envp, char **ret_tmpdir)
  * runs in root mode. */
 static int debian_tar(Build *b, const char *tar_path) {
         _cleanup_free_ char *mmdebstrap = NULL;
-        int r = find_program(b->search, "mmdebstrap", &mmdebstrap);
+        int r = exec_find_program(b->search, "mmdebstrap", &mmdebstrap);
         if (r == -ENOMEM)
                 return oom();
         if (r < 0) {
@@ -751,7 +728,7 @@ static int debian_tar(Build *b, const char *tar_path) {
         }
         if (b->rootless) {
                 _cleanup_free_ char *newuidmap = NULL;
-                r = find_program(b->search, "newuidmap", &newuidmap);
+                r = exec_find_program(b->search, "newuidmap", &newuidmap);
                 if (r == -ENOMEM)
                         return oom();
                 if (r < 0) {
@@ -977,14 +954,14 @@ static int image_build(int argc, char **argv) {
         _cleanup_(build_done) Build b = { .rootless = geteuid() != 0 };
         const char *path_env = getenv("PATH");
         b.search = path_env && *path_env ? path_env : DEFAULT_SEARCH_PATH;
-        int r = find_program(b.search, "podman", &b.podman);
+        int r = exec_find_program(b.search, "podman", &b.podman);
         if (r == -ENOMEM)
                 return oom();
         if (r < 0) {
                 log_error("podman is not installed: %sapt-get install podman", sudo_prefix());
                 return EXIT_LAZARET;
         }
-        r = find_program(b.search, "tar", &b.tar);
+        r = exec_find_program(b.search, "tar", &b.tar);
         if (r == -ENOMEM)
                 return oom();
         if (r < 0) {

@@ -21,6 +21,7 @@
 #include "launch.h"
 #include "log.h"
 #include "path-util.h"
+#include "profile-pick.h"
 #include "strbuf.h"
 #include "string-util.h"
 #include "verbs.h"
@@ -34,30 +35,6 @@ static void restore_terminal(void) {
         if (tio_saved)
                 (void) tcsetattr(STDIN_FILENO, TCSADRAIN, &saved_tio);
         tio_saved = false;
-}
-
-/* Pick the profile: named, or the only one. */
-static const ConfigProfile *pick_profile(const Config *cfg, const char *name) {
-        if (name) {
-                const ConfigProfile *p = config_find_profile(cfg, name);
-                if (!p) {
-                        StrBuf names = STRBUF_INIT;
-                        for (size_t i = 0; i < cfg->n_profiles; i++)
-                                strbuf_printf(&names, "%s%s", i ? ", " : "", cfg->profiles[i].name);
-                        log_error("no profile '%s' in the configuration (configured: %s)", name, strbuf_str(&names));
-                        strbuf_done(&names);
-                }
-                return p;
-        }
-        if (cfg->n_profiles == 1)
-                return &cfg->profiles[0];
-        StrBuf names = STRBUF_INIT;
-        for (size_t i = 0; i < cfg->n_profiles; i++)
-                strbuf_printf(&names, "%s%s", i ? ", " : "", cfg->profiles[i].name);
-        log_error("several profiles are configured (%s): name one, e.g. 'lazaret run %s'", strbuf_str(&names),
-                  cfg->profiles[0].name);
-        strbuf_done(&names);
-        return NULL;
 }
 
 /* The compiled terminfo entry TERM resolves to on this host, searched like
@@ -300,16 +277,10 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 profile_name = argv[i];
         }
 
-        ConfigDiags d = {};
         _cleanup_(config_freep) Config *cfg = NULL;
-        ConfigLoadOptions o = { .explicit_path = g->config_path, .workspace = g->workspace };
-        int r = config_load(&o, &cfg, &d);
-        config_diags_print(&d, stderr);
-        config_diags_done(&d);
+        const ConfigProfile *p = NULL;
+        int r = profile_load(g, profile_name, &cfg, &p);
         if (r < 0)
-                return EXIT_LAZARET;
-        const ConfigProfile *p = pick_profile(cfg, profile_name);
-        if (!p)
                 return EXIT_LAZARET;
         size_t n_env = 0;
         char **envv = build_env(cfg, p, &n_env);

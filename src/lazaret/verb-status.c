@@ -12,6 +12,7 @@
 #include "config.h"
 #include "fd-util.h"
 #include "log.h"
+#include "profile-pick.h"
 #include "runtime-dir.h"
 #include "strbuf.h"
 #include "string-util.h"
@@ -20,30 +21,13 @@
 /* The control socket of PROFILE's domain for the workspace, or of the only
  * profile. */
 static int domain_socket(const Globals *g, const char *name, char **ret_socket, char **ret_profile) {
-        ConfigDiags d = {};
         _cleanup_(config_freep) Config *cfg = NULL;
-        ConfigLoadOptions o = { .explicit_path = g->config_path, .workspace = g->workspace };
-        int r = config_load(&o, &cfg, &d);
-        config_diags_print(&d, stderr);
-        config_diags_done(&d);
-        if (r < 0)
-                return -EINVAL;
         const ConfigProfile *p = NULL;
-        if (name) {
-                p = config_find_profile(cfg, name);
-                if (!p) {
-                        log_error("no profile '%s' in the configuration", name);
-                        return -EINVAL;
-                }
-        } else if (cfg->n_profiles == 1)
-                p = &cfg->profiles[0];
-        else {
-                log_error("several profiles are configured: name one");
+        if (profile_load(g, name, &cfg, &p) < 0)
                 return -EINVAL;
-        }
         RuntimePaths rp = {};
         const char *why = NULL;
-        r = runtime_paths(p->domain_hash, &rp, &why);
+        int r = runtime_paths(p->domain_hash, &rp, &why);
         if (r < 0) {
                 log_error("the runtime directory %s", why ? why : strerror(-r));
                 return -EINVAL;

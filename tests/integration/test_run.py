@@ -144,6 +144,19 @@ runsc_network = "host"
             time.sleep(0.2)
 
 
+def wait_sessions(dom, n, timeout=20):
+    """Wait until the Domain's sandbox runs with n sessions (n=0: just runs)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = dom.run("status", "--json")
+        if r.returncode == 0:
+            st = json.loads(r.stdout)
+            if st.get("running") and (n == 0 or len(st.get("sessions", [])) == n):
+                return st
+        time.sleep(0.1)
+    raise AssertionError(f"the sandbox did not reach {n} sessions\n{dom.log()}")
+
+
 @pytest.fixture
 def dom(lz, busybox_image):
     d = Domain(lz, busybox_image)
@@ -217,12 +230,7 @@ def test_volume_read_only_and_masks(lz, busybox_image):
 def test_two_clis_share_one_sandbox(dom):
     a = dom.popen("run", "--", "/bin/sh", "-c", "echo a > /tmp/marker; read x; echo got $x")
     # Wait until A's session runs.
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        r = dom.run("status", "--json")
-        if r.returncode == 0 and json.loads(r.stdout).get("running"):
-            break
-        time.sleep(0.1)
+    wait_sessions(dom, 1)
     st = dom.status()
     assert st["running"] and len(st["sessions"]) == 1
     r = dom.run("run", "--", "/bin/cat", "/tmp/marker")
@@ -256,12 +264,7 @@ def test_eight_clis_one_coordinator(dom):
 def test_kill_cli_ends_its_session(dom):
     a = dom.popen("run", "--", "/bin/sleep", "1000")
     b = dom.popen("run", "--", "/bin/sh", "-c", "read x; echo $x")
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        r = dom.run("status", "--json")
-        if r.returncode == 0 and len(json.loads(r.stdout).get("sessions", [])) == 2:
-            break
-        time.sleep(0.1)
+    wait_sessions(dom, 2)
     assert len(dom.status()["sessions"]) == 2
     kill_cli(a)
     a.wait()
@@ -315,12 +318,7 @@ def test_kill_container_is_runtime_lost(dom):
 
 def test_stop_ends_every_session(dom):
     procs = [dom.popen("run", "--", "/bin/sleep", "1000") for _ in range(2)]
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        r = dom.run("status", "--json")
-        if r.returncode == 0 and len(json.loads(r.stdout).get("sessions", [])) == 2:
-            break
-        time.sleep(0.1)
+    wait_sessions(dom, 2)
     r = dom.run("stop")
     assert r.returncode == 0, r.stderr
     assert r.stdout == "shell: stopped\n"
@@ -359,12 +357,7 @@ def test_missing_image(lz, busybox_image):
 
 def test_peer_with_other_uid_refused(dom):
     a = dom.popen("run", "--", "/bin/sleep", "1000")
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        r = dom.run("status", "--json")
-        if r.returncode == 0 and json.loads(r.stdout).get("running"):
-            break
-        time.sleep(0.1)
+    wait_sessions(dom, 1)
     # We are root here: another uid than the coordinator's.
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(dom.socket_path())
@@ -456,6 +449,22 @@ def test_terminal_resize_and_ctrl_c(dom):
         out = _read_until(fd, b"AFTER2\r\n")
         assert time.time() - t0 < 10
         assert b"SLEPT" not in out
+        # Ctrl-Z suspends the foreground job, as in a local terminal.
+        os.write(fd, b"sleep 60\n")
+        time.sleep(1)
+        t0 = time.time()
+        os.write(fd, b"\x1a")
+        os.write(fd, b"echo SUSP$((1+1)); kill -9 %1\n")
+        out = _read_until(fd, b"SUSP2\r\n")
+        assert b"Stopped" in out and time.time() - t0 < 10
+        # Ctrl-\ quits it.
+        os.write(fd, b"sleep 60\n")
+        time.sleep(1)
+        t0 = time.time()
+        os.write(fd, b"\x1c")
+        os.write(fd, b"echo QUIT$((1+1))\n")
+        out = _read_until(fd, b"QUIT2\r\n")
+        assert time.time() - t0 < 10 and b"Quit" in out
         os.write(fd, b"exit 5\n")
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 5
@@ -527,12 +536,7 @@ def test_missing_prerequisite(lz, busybox_image):
 
 def test_oversized_frame_drops_that_peer_only(dom):
     a = dom.popen("run", "--", "/bin/sh", "-c", "read x; echo $x")
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        r = dom.run("status", "--json")
-        if r.returncode == 0 and json.loads(r.stdout).get("running"):
-            break
-        time.sleep(0.1)
+    wait_sessions(dom, 1)
     probe = ("import socket,struct,sys,json; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
              "h=json.dumps({'type':'Hello','version':1,'cli_pid':1}).encode(); "
              "s.sendall(struct.pack('>I',len(h))+h+struct.pack('>I',0xffffffff)+b'x'*1000); "

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+
+#include "log.h"
+#include "profile-pick.h"
+#include "fd-util.h"
+#include "strbuf.h"
+
+static char *profile_names(const Config *cfg) {
+        StrBuf b = STRBUF_INIT;
+        for (size_t i = 0; i < cfg->n_profiles; i++)
+                strbuf_printf(&b, "%s%s", i ? ", " : "", cfg->profiles[i].name);
+        return strbuf_steal(&b);
+}
+
+int profile_load(const Globals *g, const char *name, Config **ret_cfg, const ConfigProfile **ret_profile) {
+        ConfigDiags d = {};
+        Config *cfg = NULL;
+        ConfigLoadOptions o = { .explicit_path = g->config_path, .workspace = g->workspace };
+        int r = config_load(&o, &cfg, &d);
+        config_diags_print(&d, stderr);
+        config_diags_done(&d);
+        if (r < 0)
+                return -EINVAL;
+
+        const ConfigProfile *p = NULL;
+        if (name) {
+                p = config_find_profile(cfg, name);
+                if (!p) {
+                        _cleanup_free_ char *names = profile_names(cfg);
+                        log_error("no profile '%s' in the configuration (configured: %s)", name, names ?: "?");
+                }
+        } else if (cfg->n_profiles == 1)
+                p = &cfg->profiles[0];
+        else {
+                _cleanup_free_ char *names = profile_names(cfg);
+                log_error("several profiles are configured (%s): name one, e.g. 'lazaret run %s'", names ?: "?",
+                          cfg->profiles[0].name);
+        }
+        if (!p) {
+                config_free(cfg);
+                return -EINVAL;
+        }
+        *ret_cfg = cfg;
+        *ret_profile = p;
+        return 0;
+}
