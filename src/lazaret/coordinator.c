@@ -43,7 +43,16 @@
 #define DRAIN_USEC        (UINT64_C(200) * 1000) /* output still arriving after the exec client exited */
 #define HANGUP_GRACE_USEC (UINT64_C(2) * 1000000)
 #define STORE_WAIT_USEC   (UINT64_C(8) * 1000000)
-#define LINGER_USEC       (UINT64_C(5) * 1000000) /* for a dropped peer to close its end */
+#define FOREACH_GIT_VAR(f)                                                                                             \
+        do {                                                                                                           \
+                f("GIT_DIR");                                                                                          \
+                f("GIT_WORK_TREE");                                                                                    \
+                f("GIT_INDEX_FILE");                                                                                   \
+                f("GIT_COMMON_DIR");                                                                                   \
+                f("GIT_OBJECT_DIRECTORY");                                                                             \
+                f("GIT_CONFIG_PARAMETERS");                                                                            \
+        } while (0)
+#define LINGER_USEC (UINT64_C(5) * 1000000) /* for a dropped peer to close its end */
 
 typedef enum WatchKind {
         WATCH_LISTEN,
@@ -1383,6 +1392,9 @@ int coordinator_main(void) {
         (void) fcntl(co.status_fd, F_SETFD, FD_CLOEXEC);
         signal(SIGPIPE, SIG_IGN);
         co.started_usec = now_usec();
+        /* Host git (worktrees) must act on the workspace, not on a
+         * repository the CLI's environment happened to point at. */
+        FOREACH_GIT_VAR(unsetenv);
 
         r = read_spec(&co.spec);
         if (r < 0) {
@@ -1433,8 +1445,22 @@ int coordinator_main(void) {
                 return 1;
         }
 
-        _cleanup_free_ char *err = NULL;
-        r = sandbox_start(&co.spec, co.generation, co.terminfo_dir, &co.sandbox, &err);
+        _cleanup_free_ char *err = NULL, *worktree = NULL;
+        if (co.spec.git_dir) {
+                r = sandbox_prepare_worktree(&co.spec, &worktree, &err);
+                if (r < 0) {
+                        status_report(&co, "error: cannot prepare the agent's branch: %s", err ? err : strerror(-r));
+                        (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
+                        (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_CLEAN, NULL);
+                        (void) store_generation_update(co.store, co.generation,
+                                                       json_pack("{s:s}", "durable_decision", "Failed"));
+                        store_close(co.store);
+                        return 1;
+                }
+                log_info("agent worktree %s", worktree);
+        }
+        r = sandbox_start(&co.spec, co.generation, worktree ? worktree : co.spec.workspace, co.terminfo_dir,
+                          &co.sandbox, &err);
         if (r < 0) {
                 status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image,
                               err ? err : strerror(-r));

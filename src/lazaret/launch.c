@@ -40,7 +40,7 @@ void launch_spec_done(LaunchSpec *s) {
                 free(s->volumes[i].container);
         }
         free(s->volumes);
-        strv_free(s->masks);
+        free(s->git_dir);
         free(s->runtime_dir);
         free(s->lock_path);
         free(s->socket_path);
@@ -69,12 +69,12 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                                                       "relabel", relabel));
         }
         json_t *j =
-                json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:o*, s:o*, s:s, s:s, s:s, s:s, s:s, s:s, "
+                json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:o*, s:s?, s:s, s:s, s:s, s:s, s:s, s:s, "
                           "s:b, s:I, s:I}",
                           "domain_hash", s->domain_hash, "profile", s->profile, "workspace", s->workspace, "domain_dir",
                           s->domain_dir, "image", s->image, "runsc_network", runsc_network_to_string(s->runsc_network),
                           "command", strv_json(s->command), "env_names", strv_json(s->env_names), "volumes", vols,
-                          "masks", strv_json(s->masks), "runtime_dir", s->runtime_dir, "lock_path", s->lock_path,
+                          "git_dir", s->git_dir, "runtime_dir", s->runtime_dir, "lock_path", s->lock_path,
                           "socket_path", s->socket_path, "podman", s->podman, "runsc", s->runsc, "init", s->init,
                           "rootless", s->rootless, "nofile", (json_int_t) s->nofile, "nproc", (json_int_t) s->nproc);
         if (j && with_fingerprint)
@@ -169,8 +169,8 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_strv(j, "command", &s.command);
         if (r >= 0)
                 r = get_strv(j, "env_names", &s.env_names);
-        if (r >= 0)
-                r = get_strv(j, "masks", &s.masks);
+        if (r >= 0 && json_is_string(json_object_get(j, "git_dir")))
+                r = get_str(j, "git_dir", &s.git_dir);
         if (r >= 0)
                 r = get_str(j, "runtime_dir", &s.runtime_dir);
         if (r >= 0)
@@ -216,6 +216,18 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         }
         *ret = s;
         return 0;
+}
+
+char *launch_agent_branch(const LaunchSpec *s) {
+        StrBuf b = STRBUF_INIT;
+        strbuf_printf(&b, "lazaret/agent-%s", s->profile);
+        return strbuf_steal(&b);
+}
+
+char *launch_agent_worktree(const LaunchSpec *s) {
+        StrBuf b = STRBUF_INIT;
+        strbuf_printf(&b, "%s/agent-%s", s->domain_dir, s->profile);
+        return strbuf_steal(&b);
 }
 
 bool launch_spec_env_allowed(const LaunchSpec *s, const char *assignment) {
@@ -352,22 +364,21 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
         s.runsc_network = p->runsc_network;
         s.rootless = geteuid() != 0;
 
-        /* Masks only for directories the workspace has: creating mount
-         * points would litter the user's tree. */
-        s.masks = calloc(3, sizeof(char *));
-        if (!s.masks)
-                return -ENOMEM;
-        size_t nm = 0;
-        for (const char *const *m = (const char *const[]){ ".vscode", ".idea", NULL }; *m; m++) {
-                _cleanup_free_ char *hp = path_join(cfg->workspace, *m);
+        /* Branch mode needs the workspace's own repository; a workspace
+         * that is no git repository at all is mounted as it is. */
+        if (p->workspace_branch) {
+                _cleanup_free_ char *gd = path_join(cfg->workspace, ".git");
                 struct stat st;
-                if (!hp)
+                if (!gd)
                         return -ENOMEM;
-                if (lstat(hp, &st) == 0 && S_ISDIR(st.st_mode)) {
-                        s.masks[nm] = path_join("/workspace", *m);
-                        if (!s.masks[nm++])
-                                return -ENOMEM;
-                }
+                if (lstat(gd, &st) == 0 && S_ISDIR(st.st_mode))
+                        s.git_dir = TAKE_PTR(gd);
+                else if (lstat(gd, &st) == 0)
+                        return fail(ret_error,
+                                    "%s is not a directory (the workspace is a linked worktree or a submodule): "
+                                    "workspace_mode = \"branch\" needs the repository's own .git; open its main "
+                                    "working tree, or set workspace_mode = \"direct\" in [profiles.%s]",
+                                    gd, p->name);
         }
 
         s.volumes = calloc(p->n_volumes + 1, sizeof(LaunchVolume));

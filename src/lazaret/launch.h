@@ -31,7 +31,8 @@ typedef struct LaunchSpec {
         char **env_names; /* variables sessions may set (the profile's env), NULL-terminated */
         LaunchVolume *volumes;
         size_t n_volumes;
-        char **masks; /* container paths to hide under an empty tmpfs, NULL-terminated */
+        char *git_dir; /* workspace_mode = "branch": the repository's .git, mounted at the same path so
+                        * the agent worktree's "gitdir:" resolves; NULL: the workspace is mounted directly */
         char *runtime_dir;
         char *lock_path;
         char *socket_path;
@@ -49,6 +50,10 @@ int launch_spec_to_json(const LaunchSpec *s, json_t **ret);
 int launch_spec_from_json(json_t *j, LaunchSpec *ret);
 /* Fill s->fingerprint from the canonical JSON form. */
 int launch_spec_fingerprint(LaunchSpec *s);
+
+/* The agent's branch and worktree of a branch-mode spec (caller frees). */
+char *launch_agent_branch(const LaunchSpec *s); /* "lazaret/agent-<profile>" */
+char *launch_agent_worktree(const LaunchSpec *s); /* "<domain_dir>/agent-<profile>" */
 
 /* Build the spec for profile p of cfg. Paths of tools come from PATH. On a
  * missing prerequisite returns -ENOENT with *ret_error set to one line naming

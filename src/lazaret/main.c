@@ -15,6 +15,7 @@ static const Verb verbs[] = {
         { "image", verb_image, "build local images without a registry (busybox, debian)" },
         { "init", verb_init, "write a commented starter configuration" },
         { "run", verb_run, "run a command (or the profile's agent) in the workspace's sandbox" },
+        { "diff", verb_diff, "show the agent's branch against the host's HEAD" },
         { "status", verb_status, "show the workspace's sandbox: generation, sessions, uptime" },
         { "stop", verb_stop, "end every session and tear the sandbox down" },
 };

@@ -189,8 +189,8 @@ static int read_spec_env(const char *state, char ***ret, json_t **ret_user) {
         return 0;
 }
 
-int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *terminfo_dir, SandboxInfo *ret,
-                  char **ret_error) {
+int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *terminfo_dir,
+                  SandboxInfo *ret, char **ret_error) {
         _cleanup_free_ char *name = NULL, *pidfile = NULL;
         _cleanup_(exec_result_done) ExecResult res = {};
         Argv a = {};
@@ -227,9 +227,19 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *terminfo
         argv_addf(&a, "--conmon-pidfile=%s", pidfile);
         argv_addf(&a, "--hostname=%s", s->profile);
         argv_add(&a, "--workdir=/workspace");
-        argv_addf(&a, "--volume=%s:/workspace:z", s->workspace);
-        for (char **m = s->masks; m && *m; m++)
-                argv_addf(&a, "--mount=type=tmpfs,destination=%s,tmpfs-mode=0755", *m);
+        argv_addf(&a, "--volume=%s:/workspace:z", workspace);
+        /* Editor settings are hidden under empty tmpfs mounts, but only where
+         * they exist: a mount point would otherwise litter the tree. */
+        for (const char *const *m = (const char *const[]){ ".vscode", ".idea", NULL }; *m; m++) {
+                _cleanup_free_ char *hp = path_join(workspace, *m);
+                struct stat st;
+                if (hp && lstat(hp, &st) == 0 && S_ISDIR(st.st_mode))
+                        argv_addf(&a, "--mount=type=tmpfs,destination=/workspace/%s,tmpfs-mode=0755", *m);
+        }
+        /* Branch mode: the repository's .git at its own path, so the
+         * worktree's "gitdir:" line resolves inside as outside. */
+        if (s->git_dir)
+                argv_addf(&a, "--volume=%s:%s:z", s->git_dir, s->git_dir);
         argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/init,ro=true", s->init);
         argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/terminfo,ro=true", terminfo_dir);
         for (size_t i = 0; i < s->n_volumes; i++) {
@@ -320,4 +330,102 @@ char **sandbox_exec_argv(const LaunchSpec *s, const SandboxInfo *i, const char *
                 return NULL;
         }
         return a.v;
+}
+
+/* Run git on the host for the workspace's repository, without the hooks,
+ * fsmonitor or pager its configuration may name: until the git router
+ * guards .git, that configuration is writable from the sandbox. */
+static int host_git(const LaunchSpec *s, const char *const *args, ExecResult *ret) {
+        Argv a = {};
+        argv_add(&a, "git");
+        argv_add(&a, "-C");
+        argv_add(&a, s->workspace);
+        argv_add(&a, "-c");
+        argv_add(&a, "core.hooksPath=/dev/null");
+        argv_add(&a, "-c");
+        argv_add(&a, "core.fsmonitor=false");
+        argv_add(&a, "--no-pager");
+        for (const char *const *p = args; *p; p++)
+                argv_add(&a, *p);
+        if (a.oom) {
+                argv_done(&a);
+                return -ENOMEM;
+        }
+        _cleanup_free_ char *git = NULL;
+        const char *search = getenv("PATH");
+        int r = exec_find_program(search && *search ? search : "/usr/bin:/bin", "git", &git);
+        if (r < 0) {
+                argv_done(&a);
+                return r;
+        }
+        r = exec_capture(git, (const char *const *) a.v, PODMAN_TIMEOUT_USEC, ret);
+        argv_done(&a);
+        return r;
+}
+
+static char *git_error(const char *what, const ExecResult *r) {
+        StrBuf b = STRBUF_INIT;
+        const char *e = r->err ? r->err : "";
+        size_t n = strcspn(e, "\n");
+        strbuf_printf(&b, "%s failed%s%.*s", what, n ? ": " : "", (int) (n > 300 ? 300 : n), e);
+        return strbuf_steal(&b);
+}
+
+int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_error) {
+        _cleanup_free_ char *branch = launch_agent_branch(s), *path = launch_agent_worktree(s), *dotgit = NULL,
+                            *ref = NULL;
+        if (!branch || !path)
+                return -ENOMEM;
+        dotgit = path_join(path, ".git");
+        StrBuf rb = STRBUF_INIT;
+        strbuf_printf(&rb, "refs/heads/%s", branch);
+        ref = strbuf_steal(&rb);
+        if (!dotgit || !ref)
+                return -ENOMEM;
+
+        struct stat st;
+        if (lstat(dotgit, &st) == 0) {
+                /* A later generation reuses the worktree and its branch. */
+                *ret_path = TAKE_PTR(path);
+                return 0;
+        }
+
+        _cleanup_(exec_result_done) ExecResult prune = {}, head = {}, have = {}, add = {};
+        /* A worktree directory someone deleted leaves a stale registration. */
+        int r = host_git(s, (const char *const[]){ "worktree", "prune", NULL }, &prune);
+        if (r < 0)
+                return r;
+        r = host_git(s, (const char *const[]){ "rev-parse", "--verify", "--quiet", "HEAD^{commit}", NULL }, &head);
+        if (r < 0)
+                return r;
+        if (exec_result_failed(&head) && head.err && *head.err) {
+                /* Not "no commit": git refused (ownership, corruption). */
+                *ret_error = git_error("git rev-parse HEAD", &head);
+                return -EIO;
+        }
+        if (exec_result_failed(&head)) {
+                StrBuf e = STRBUF_INIT;
+                strbuf_printf(&e,
+                              "the repository in %s has no commit yet, so there is nothing to branch the agent from: "
+                              "commit once, or set workspace_mode = \"direct\" in [profiles.%s]",
+                              s->workspace, s->profile);
+                *ret_error = strbuf_steal(&e);
+                return -EIO;
+        }
+        r = host_git(s, (const char *const[]){ "rev-parse", "--verify", "--quiet", ref, NULL }, &have);
+        if (r < 0)
+                return r;
+        if (exec_result_failed(&have))
+                r = host_git(s, (const char *const[]){ "worktree", "add", "--quiet", "-b", branch, path, "HEAD", NULL },
+                             &add);
+        else
+                r = host_git(s, (const char *const[]){ "worktree", "add", "--quiet", path, branch, NULL }, &add);
+        if (r < 0)
+                return r;
+        if (exec_result_failed(&add)) {
+                *ret_error = git_error("git worktree add", &add);
+                return -EIO;
+        }
+        *ret_path = TAKE_PTR(path);
+        return 0;
 }

@@ -25,11 +25,19 @@ typedef struct SandboxInfo {
 void sandbox_info_done(SandboxInfo *i);
 
 /* podman run -d ... with the spec's mounts, limits and runtime flags;
+ * workspace (the host directory or the agent's worktree) at /workspace;
  * PID 1 is lazaret-init mounted at /run/lazaret/init. terminfo_dir is
  * mounted read-only at /run/lazaret/terminfo. On failure returns -EIO with
  * *ret_error holding Podman's last error line (caller frees). */
-int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *terminfo_dir, SandboxInfo *ret,
-                  char **ret_error);
+int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *terminfo_dir,
+                  SandboxInfo *ret, char **ret_error);
+
+/* workspace_mode = "branch": the agent's worktree on branch
+ * lazaret/agent-<profile> under the Domain Root, made from the host's HEAD
+ * the first time (the branch is reused when it exists) and reused by later
+ * generations. The host's working tree is not touched. Host git runs without
+ * hooks or fsmonitor. Returns 0 and the path, or -EIO with *ret_error. */
+int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_error);
 
 /* podman rm --force --time 0 --ignore NAME: 0 when it is gone (or was never
  * there). */

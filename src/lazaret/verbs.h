@@ -32,5 +32,6 @@ int verb_doctor(int argc, char **argv, const Globals *g);
 int verb_image(int argc, char **argv, const Globals *g);
 int verb_init(int argc, char **argv, const Globals *g);
 int verb_run(int argc, char **argv, const Globals *g);
+int verb_diff(int argc, char **argv, const Globals *g);
 int verb_status(int argc, char **argv, const Globals *g);
 int verb_stop(int argc, char **argv, const Globals *g);

@@ -1063,8 +1063,10 @@ static int validate_command(Validator *v, ConfigProfile *p, const ConfigNode *n,
 }
 
 static int validate_profile(Validator *v, const ConfigNode *t) {
-        static const char *const known[] = { "image",        "command", "runsc_network", "persistent_dirs",
-                                             "allow_egress", "env",     "volumes",       NULL };
+        static const char *const known[] = {
+                "image",   "command", "runsc_network", "workspace_mode", "persistent_dirs", "allow_egress", "env",
+                "volumes", NULL
+        };
         _cleanup_free_ char *pname = key_path("profiles", t->key);
         _cleanup_free_ char *kq = quoted(t->key, strlen(t->key));
         if (!pname)
@@ -1103,6 +1105,7 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
                 return -ENOMEM;
         p->n_command = 2;
         p->runsc_network = RUNSC_NETWORK_SANDBOX;
+        p->workspace_branch = true;
         if (v->data_root_ok) {
                 p->profile_dir = path_join(v->c->data_root, p->name);
                 StrBuf db = STRBUF_INIT;
@@ -1139,6 +1142,24 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
                 r = validate_command(v, p, n, pname);
                 if (r < 0)
                         return r;
+        }
+
+        n = config_node_get(t, "workspace_mode");
+        if (n) {
+                _cleanup_free_ char *nn = key_path(pname, "workspace_mode");
+                if (want_type(v, n, nn ?: "workspace_mode", TOML_STRING)) {
+                        if (streq(n->value->str.s, "branch"))
+                                p->workspace_branch = true;
+                        else if (streq(n->value->str.s, "direct"))
+                                p->workspace_branch = false;
+                        else {
+                                _cleanup_free_ char *q = quoted(n->value->str.s, n->value->str.len);
+                                NODE_ERR(v, n,
+                                         "%s: %s is not one of \"branch\" (the agent works on its own git "
+                                         "branch) or \"direct\" (on the host's working tree)",
+                                         nn, q ?: "?");
+                        }
+                }
         }
 
         n = config_node_get(t, "runsc_network");

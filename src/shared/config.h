@@ -101,6 +101,7 @@ typedef struct ConfigProfile {
         size_t n_command;
         RunscNetwork runsc_network;
         ConfigWhere runsc_network_where; /* file 0 when defaulted */
+        bool workspace_branch; /* workspace_mode: "branch" (default) or "direct" */
         char *image;
         ConfigWhere image_where;
         char **persistent_dirs;

@@ -61,12 +61,12 @@ CASES = [
     ("unknown-escalation-key", base(escalation=ESCALATION + '«autoapprove = []\n'),
      ["unknown key 'autoapprove' in [escalation] (known: enabled, socket_dir, auto_approve)"]),
     ("unknown-profile-key", base(extra='«images = "x"\n'),
-     ["unknown key 'images' in [profiles.shell] (known: image, command, runsc_network, persistent_dirs, allow_egress, env, volumes)"]),
+     ["unknown key 'images' in [profiles.shell] (known: image, command, runsc_network, workspace_mode, persistent_dirs, allow_egress, env, volumes)"]),
     ("unknown-volume-key",
      base(extra='volumes = [{ host = "/tmp", container = "/x", «readonly = true }]\n'),
      ["unknown key 'readonly' in profiles.shell.volumes[0] (known: host, container, mode)"]),
     ("unknown-key-escaped", base(extra='«"a\\u001b[31m" = 1\n'),
-     ["unknown key 'a\\x1b[31m' in [profiles.shell] (known: image, command, runsc_network, persistent_dirs, allow_egress, env, volumes)"]),
+     ["unknown key 'a\\x1b[31m' in [profiles.shell] (known: image, command, runsc_network, workspace_mode, persistent_dirs, allow_egress, env, volumes)"]),
 
     ("key-with-nul", base(extra='«"image\\u0000x" = "localhost/b:1"\n'),
      ["key 'image\\x00x' contains a NUL character"]),
@@ -208,13 +208,16 @@ CASES = [
      ["profiles.shell.command[1] must be a string, not an integer"]),
     ("runsc-network-unknown", base(extra='runsc_network = «"bridge"\n'),
      ["profiles.shell.runsc_network: 'bridge' is not one of \"sandbox\" (gVisor's network stack) or \"host\""]),
+    ("workspace-mode-unknown", base(extra='workspace_mode = «"copy"\n'),
+     ["profiles.shell.workspace_mode: 'copy' is not one of \"branch\" (the agent works on its own git branch) or "
+      "\"direct\" (on the host's working tree)"]),
     ("runsc-network-bool", base(extra='runsc_network = «true\n'),
      ["profiles.shell.runsc_network must be a string, not a boolean"]),
 
     # --- several errors at once: all reported, in order
     ("two-errors", base(storage='[storage]\ndata_root = «"rel"\n', extra='«bogus = 1\n'),
      ["storage.data_root: path 'rel' is not absolute after expansion (start it with '/' or '~/')",
-      "unknown key 'bogus' in [profiles.shell] (known: image, command, runsc_network, persistent_dirs, allow_egress, env, volumes)"]),
+      "unknown key 'bogus' in [profiles.shell] (known: image, command, runsc_network, workspace_mode, persistent_dirs, allow_egress, env, volumes)"]),
 ]
 
 

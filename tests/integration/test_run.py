@@ -425,6 +425,7 @@ def test_terminal_resize_and_ctrl_c(dom):
     pid, fd = pty.fork()
     if pid == 0:
         try:
+            os.chdir(dom.lz.work)
             cmd = dom.cmd("run", "--", "/bin/sh")
             os.execvp(cmd[0], cmd)
         finally:
@@ -495,6 +496,7 @@ def test_terminfo_of_the_host_terminal(dom, lz):
     pid, fd = pty.fork()
     if pid == 0:
         try:
+            os.chdir(dom.lz.work)
             cmd = dom.lz.cmdline(["--config", dom.cfg, "run", "--", "/bin/sh"],
                                  {**dom.lz.env, **dom.env, "TERM": "xterm-lztest", "TERMINFO": tdir})
             os.execvp(cmd[0], cmd)
@@ -548,4 +550,75 @@ def test_oversized_frame_drops_that_peer_only(dom):
     assert r.stdout.split() == ["True"], r.stderr
     out, err = a.communicate(input=b"alive\n", timeout=30)
     assert (a.returncode, out) == (0, b"alive\n"), err
+    dom.assert_clean()
+
+
+def git_as(lz, *args, cwd=None):
+    env = ["env", "-i", f"HOME={lz.home}", "PATH=/usr/bin:/bin", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t",
+           "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"]
+    r = subprocess.run(["runuser", "-u", lz.user.pw_name, "--"] + env + ["git"] + list(args),
+                       cwd=cwd or lz.work, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def make_repo(lz):
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/tracked.txt", "committed\n")
+    git_as(lz, "add", "tracked.txt")
+    git_as(lz, "commit", "-q", "-m", "first")
+    lz.write("work/dirty.txt", "not committed\n")
+    return git_as(lz, "status", "--porcelain")
+
+
+def test_branch_mode_worktree(dom, lz):
+    """workspace_mode = "branch" (the default): the agent works in its own
+    worktree on lazaret/agent-<profile>; the host tree is not touched."""
+    before = make_repo(lz)
+    r = dom.run("run", "--", "/bin/sh", "-c",
+                "ls /workspace; cat /workspace/tracked.txt; echo mine > /workspace/agent.txt; cat /workspace/.git")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "tracked.txt" in lines and "dirty.txt" not in lines and "committed" in lines
+    assert f"gitdir: {lz.work}/.git/worktrees/agent-shell" in lines
+    # The host's working tree and status are as they were.
+    assert not os.path.exists(os.path.join(lz.work, "agent.txt"))
+    assert git_as(lz, "status", "--porcelain") == before
+    head = git_as(lz, "rev-parse", "HEAD").strip()
+    assert git_as(lz, "rev-parse", "--verify", "refs/heads/lazaret/agent-shell").strip() == head
+    dom.assert_clean()
+
+    # The next generation reuses the worktree and its branch.
+    [domain] = dom.domain_dirs()
+    wt = os.path.join(domain, "agent-shell")
+    assert open(os.path.join(wt, "agent.txt")).read() == "mine\n"
+    r = dom.run("run", "--", "/bin/cat", "/workspace/agent.txt")
+    assert (r.returncode, r.stdout) == (0, "mine\n"), r.stderr
+
+    # What the agent commits on its branch, lazaret diff shows on the host.
+    git_as(lz, "add", "agent.txt", cwd=wt)
+    git_as(lz, "commit", "-q", "-m", "agent work", cwd=wt)
+    r = dom.run("diff")
+    assert r.returncode == 0, r.stderr
+    assert "+++ b/agent.txt" in r.stdout and "+mine" in r.stdout
+    dom.assert_clean()
+
+
+def test_direct_mode(lz, busybox_image):
+    make_repo(lz)
+    d = Domain(lz, busybox_image, extra='workspace_mode = "direct"\n')
+    r = d.run("run", "--", "/bin/sh", "-c", "cat /workspace/dirty.txt; test -d /workspace/.git && echo dir")
+    assert (r.returncode, r.stdout) == (0, "not committed\ndir\n"), r.stderr
+    r = d.run("diff")
+    assert r.returncode == 125
+    assert "no branch lazaret/agent-shell yet" in r.stderr
+    d.assert_clean()
+
+
+def test_branch_mode_needs_a_commit(dom, lz):
+    git_as(lz, "init", "-q", "-b", "main")
+    r = dom.run("run", "--", "/bin/true")
+    assert r.returncode == 125
+    assert "has no commit yet" in r.stderr and 'workspace_mode = \\"direct\\"' not in r.stderr
+    assert 'set workspace_mode = "direct"' in r.stderr
     dom.assert_clean()
