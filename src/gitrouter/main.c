@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+/* lazaret-gitrouter: serve a host repository's .git under the git policy
+ * (issue 4, decision 3). Foreground, single-threaded; SIGTERM, SIGINT or
+ * SIGHUP unmount and exit 0.
+ *
+ *   lazaret-gitrouter --host-git DIR --isolated DIR [--worktree NAME]
+ *                     [--allow-main-head] MOUNTPOINT
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "router.h"
+
+static void usage(FILE *f) {
+        fputs("usage: lazaret-gitrouter --host-git DIR --isolated DIR [--worktree NAME] [--allow-main-head] "
+              "MOUNTPOINT\n",
+              f);
+}
+
+/* Keep fds 0-2 taken, so no file the router opens for a request gets a
+ * number below 3 (fi->fh == 0 means "no handle"). */
+static int reserve_std_fds(void) {
+        for (int i = 0; i < 3; i++) {
+                if (fcntl(i, F_GETFD) >= 0)
+                        continue;
+                int fd = open("/dev/null", O_RDWR);
+                if (fd < 0)
+                        return negative_errno();
+                if (fd != i)
+                        return -EBADF;
+        }
+        return 0;
+}
+
+static int open_root(const char *path, const char *what) {
+        int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+                fprintf(stderr, "lazaret-gitrouter: cannot open %s directory %s: %s\n", what, path, strerror(errno));
+                return -1;
+        }
+        return fd;
+}
+
+int main(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "host-git", required_argument, NULL, 'g' }, { "isolated", required_argument, NULL, 'i' },
+                { "worktree", required_argument, NULL, 'w' }, { "allow-main-head", no_argument, NULL, 'H' },
+                { "help", no_argument, NULL, 'h' },           {},
+        };
+        const char *host_git = NULL, *isolated = NULL, *worktree = NULL;
+        bool allow_main_head = false;
+        int c;
+
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
+                switch (c) {
+                case 'g':
+                        host_git = optarg;
+                        break;
+                case 'i':
+                        isolated = optarg;
+                        break;
+                case 'w':
+                        worktree = optarg;
+                        break;
+                case 'H':
+                        allow_main_head = true;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return 64;
+                }
+        if (!host_git || !isolated || optind != argc - 1) {
+                usage(stderr);
+                return 64;
+        }
+        const char *mountpoint = argv[optind];
+        if (worktree && (!*worktree || strchr(worktree, '/') || !strcmp(worktree, ".") || !strcmp(worktree, ".."))) {
+                fprintf(stderr, "lazaret-gitrouter: invalid worktree name '%s'\n", worktree);
+                return 64;
+        }
+        if (reserve_std_fds() < 0) {
+                fprintf(stderr, "lazaret-gitrouter: cannot reserve standard descriptors\n");
+                return 1;
+        }
+        /* Files the sandbox creates on the host are never group or world
+         * writable. */
+        umask(022);
+
+        _cleanup_close_ int host_fd = open_root(host_git, "host .git");
+        if (host_fd < 0)
+                return 1;
+        _cleanup_close_ int iso_fd = open_root(isolated, "isolated");
+        if (iso_fd < 0)
+                return 1;
+
+        Router router = {
+                .host_fd = host_fd,
+                .iso_fd = iso_fd,
+                .policy = { .worktree = worktree, .allow_main_head = allow_main_head },
+        };
+
+        struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+        if (fuse_opt_add_arg(&args, argv[0]) < 0 || fuse_opt_add_arg(&args, "-o") < 0 ||
+            fuse_opt_add_arg(&args, "fsname=lazaret-gitrouter,subtype=lazaret-gitrouter") < 0) {
+                fprintf(stderr, "lazaret-gitrouter: out of memory\n");
+                return 1;
+        }
+        struct fuse *f = fuse_new(&args, router_operations(), sizeof(struct fuse_operations), &router);
+        fuse_opt_free_args(&args);
+        if (!f) {
+                fprintf(stderr, "lazaret-gitrouter: cannot set up the FUSE session\n");
+                return 1;
+        }
+        if (fuse_mount(f, mountpoint) != 0) {
+                fprintf(stderr, "lazaret-gitrouter: cannot mount on %s\n", mountpoint);
+                fuse_destroy(f);
+                return 1;
+        }
+        struct fuse_session *se = fuse_get_session(f);
+        if (fuse_set_signal_handlers(se) != 0) {
+                fprintf(stderr, "lazaret-gitrouter: cannot install signal handlers\n");
+                fuse_unmount(f);
+                fuse_destroy(f);
+                return 1;
+        }
+        int r = fuse_loop(f);
+        fuse_remove_signal_handlers(se);
+        fuse_unmount(f);
+        fuse_destroy(f);
+        /* A signal ends the loop normally (libfuse versions differ on
+         * whether they report it as -signo). */
+        if (r < 0 && r != -SIGTERM && r != -SIGINT && r != -SIGHUP) {
+                fprintf(stderr, "lazaret-gitrouter: session ended: %s\n", strerror(-r));
+                return 1;
+        }
+        return 0;
+}

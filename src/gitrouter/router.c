@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: MIT */
+/* The git router's file operations. Single-threaded: fuse_loop. Every
+ * handler returns 0 or -errno and never exits; a refused or failing request
+ * only fails that request. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "router.h"
+
+#define RESOLVE_FLAGS (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+
+static Router *router(void) {
+        return fuse_get_context()->private_data;
+}
+
+static int openat2_beneath(int root, const char *rel, int flags, mode_t mode) {
+        struct open_how how = {
+                .flags = (unsigned) flags | O_CLOEXEC,
+                .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+                .resolve = RESOLVE_FLAGS,
+        };
+        long fd = syscall(SYS_openat2, root, *rel ? rel : ".", &how, sizeof how);
+        if (fd < 0)
+                return negative_errno();
+        return (int) fd;
+}
+
+/* Make the isolated directory that relpath lives in (its shortest isolated
+ * prefix: "hooks", "modules/a/hooks") and that directory's parents, walking
+ * one segment at a time without following symlinks. */
+static int ensure_isolated(const Router *r, const char *rel) {
+        char buf[4096];
+        size_t len = strlen(rel);
+        if (len >= sizeof buf)
+                return -ENAMETOOLONG;
+        memcpy(buf, rel, len + 1);
+
+        /* Find the shortest prefix the policy isolates. */
+        size_t end = 0;
+        for (size_t i = 0; i <= len; i++) {
+                if (buf[i] != '/' && buf[i] != '\0')
+                        continue;
+                char saved = buf[i];
+                buf[i] = '\0';
+                bool iso = git_policy_check(&r->policy, buf, GIT_OP_READ, NULL) == GIT_DECISION_ISOLATED;
+                buf[i] = saved;
+                if (iso) {
+                        end = i;
+                        break;
+                }
+        }
+        if (end == 0)
+                return -EINVAL;
+        buf[end] = '\0';
+
+        _cleanup_close_ int fd = fcntl(r->iso_fd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return negative_errno();
+        char *save = NULL;
+        for (char *seg = strtok_r(buf, "/", &save); seg; seg = strtok_r(NULL, "/", &save)) {
+                if (mkdirat(fd, seg, 0755) < 0 && errno != EEXIST)
+                        return negative_errno();
+                int nfd = openat2_beneath(fd, seg, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+                if (nfd < 0)
+                        return nfd;
+                safe_close(fd);
+                fd = nfd;
+        }
+        return 0;
+}
+
+/* Normalize path, check op, and pick the root. On success *ret_rel (caller
+ * frees) is relative to *ret_root. */
+static int route(const char *path, GitOp op, char **ret_rel, int *ret_root) {
+        Router *r = router();
+        _cleanup_free_ char *rel = NULL;
+        int e = 0, q;
+
+        q = git_policy_normalize(path, &rel);
+        if (q < 0)
+                return q;
+        switch (git_policy_check(&r->policy, rel, op, &e)) {
+        case GIT_DECISION_ALLOW:
+                *ret_root = r->host_fd;
+                break;
+        case GIT_DECISION_ISOLATED:
+                q = ensure_isolated(r, rel);
+                if (q < 0)
+                        return q;
+                *ret_root = r->iso_fd;
+                break;
+        case GIT_DECISION_DENY:
+                return -e;
+        case _GIT_DECISION_MAX:
+        case _GIT_DECISION_INVALID:
+                return -EIO;
+        }
+        *ret_rel = TAKE_PTR(rel);
+        return 0;
+}
+
+/* Open the parent directory of rel beneath root; *ret_base points into rel
+ * (a single segment, never "." or ".."). */
+static int open_parent(int root, const char *rel, const char **ret_base) {
+        const char *slash = strrchr(rel, '/');
+        if (!*rel)
+                return -EBUSY; /* the mount root itself */
+        if (!slash) {
+                *ret_base = rel;
+                return openat2_beneath(root, "", O_PATH | O_DIRECTORY, 0);
+        }
+        _cleanup_free_ char *dir = strndup(rel, (size_t) (slash - rel));
+        if (!dir)
+                return -ENOMEM;
+        int fd = openat2_beneath(root, dir, O_PATH | O_DIRECTORY, 0);
+        if (fd < 0)
+                return fd;
+        *ret_base = slash + 1;
+        return fd;
+}
+
+static int rt_getattr(const char *path, struct stat *st, struct fuse_file_info *fi) {
+        _cleanup_free_ char *rel = NULL;
+        _cleanup_close_ int pfd = -EBADF;
+        const char *base;
+        int root, q;
+
+        if (fi && fi->fh)
+                return fstat((int) fi->fh, st) < 0 ? negative_errno() : 0;
+        q = route(path, GIT_OP_READ, &rel, &root);
+        if (q < 0)
+                return q;
+        if (!*rel)
+                return fstat(root, st) < 0 ? negative_errno() : 0;
+        pfd = open_parent(root, rel, &base);
+        if (pfd < 0)
+                return pfd;
+        return fstatat(pfd, base, st, AT_SYMLINK_NOFOLLOW) < 0 ? negative_errno() : 0;
+}
+
+static int rt_readlink(const char *path, char *buf, size_t size) {
+        _cleanup_free_ char *rel = NULL;
+        _cleanup_close_ int pfd = -EBADF;
+        const char *base;
+        int root, q;
+
+        if (size == 0)
+                return -EINVAL;
+        q = route(path, GIT_OP_READ, &rel, &root);
+        if (q < 0)
+                return q;
+        pfd = open_parent(root, rel, &base);
+        if (pfd < 0)
+                return pfd;
+        ssize_t n = readlinkat(pfd, base, buf, size - 1);
+        if (n < 0)
+                return negative_errno();
+        buf[n] = '\0';
+        return 0;
+}
+
+static int rt_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t off, struct fuse_file_info *fi,
+                      enum fuse_readdir_flags flags) {
+        _cleanup_free_ char *rel = NULL;
+        int root, q;
+        (void) off, (void) fi, (void) flags;
+
+        q = route(path, GIT_OP_READ, &rel, &root);
+        if (q < 0)
+                return q;
+        int fd = openat2_beneath(root, rel, O_RDONLY | O_DIRECTORY, 0);
+        if (fd < 0)
+                return fd;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                q = negative_errno();
+                safe_close(fd);
+                return q;
+        }
+        for (;;) {
+                errno = 0;
+                struct dirent *de = readdir(d);
+                if (!de) {
+                        q = errno ? -errno : 0;
+                        break;
+                }
+                if (filler(buf, de->d_name, NULL, 0, 0) != 0)
+                        break;
+        }
+        closedir(d);
+        return q;
+}
+
+static int rt_mkdir(const char *path, mode_t mode) {
+        _cleanup_free_ char *rel = NULL;
+        _cleanup_close_ int pfd = -EBADF;
+        const char *base;
+        int root, q;
+
+        q = route(path, GIT_OP_MKDIR, &rel, &root);
+        if (q < 0)
+                return q;
+        pfd = open_parent(root, rel, &base);
+        if (pfd < 0)
+                return pfd;
+        return mkdirat(pfd, base, mode & 07777) < 0 ? negative_errno() : 0;
+}
+
+static int remove_at(const char *path, GitOp op, int flags) {
+        _cleanup_free_ char *rel = NULL;
+        _cleanup_close_ int pfd = -EBADF;
+        const char *base;
+        int root, q;
+
+        q = route(path, op, &rel, &root);
+        if (q < 0)
+                return q;
+        pfd = open_parent(root, rel, &base);
+        if (pfd < 0)
+                return pfd;
+        return unlinkat(pfd, base, flags) < 0 ? negative_errno() : 0;
+}
+
+static int rt_unlink(const char *path) {
+        return remove_at(path, GIT_OP_UNLINK, 0);
+}
+
+static int rt_rmdir(const char *path) {
+        return remove_at(path, GIT_OP_RMDIR, AT_REMOVEDIR);
+}
+
+static int rt_rename(const char *from, const char *to, unsigned int flags) {
+        _cleanup_free_ char *rel_from = NULL, *rel_to = NULL, *x1 = NULL, *x2 = NULL;
+        _cleanup_close_ int pfd_from = -EBADF, pfd_to = -EBADF;
+        const char *base_from, *base_to;
+        int root_from, root_to, r1, r2, q;
+
+        if (flags & ~(unsigned) (RENAME_NOREPLACE | RENAME_EXCHANGE))
+                return -EINVAL;
+        q = route(from, GIT_OP_RENAME_FROM, &rel_from, &root_from);
+        if (q < 0)
+                return q;
+        q = route(to, GIT_OP_RENAME_TO, &rel_to, &root_to);
+        if (q < 0)
+                return q;
+        if (flags & RENAME_EXCHANGE) {
+                /* Both names move: each side must allow both directions. */
+                q = route(from, GIT_OP_RENAME_TO, &x1, &r1);
+                if (q < 0)
+                        return q;
+                q = route(to, GIT_OP_RENAME_FROM, &x2, &r2);
+                if (q < 0)
+                        return q;
+                if (git_policy_rename_noreplace(rel_from) || git_policy_rename_noreplace(rel_to))
+                        return -EPERM;
+        } else if (git_policy_rename_noreplace(rel_to))
+                flags |= RENAME_NOREPLACE;
+        if (root_from != root_to)
+                return -EXDEV;
+        pfd_from = open_parent(root_from, rel_from, &base_from);
+        if (pfd_from < 0)
+                return pfd_from;
+        pfd_to = open_parent(root_to, rel_to, &base_to);
+        if (pfd_to < 0)
+                return pfd_to;
+        return renameat2(pfd_from, base_from, pfd_to, base_to, flags) < 0 ? negative_errno() : 0;
+}
+
+static int rt_symlink(const char *target, const char *linkpath) {
+        _cleanup_free_ char *rel = NULL;
+        _cleanup_close_ int pfd = -EBADF;
+        const char *base;
+        int root, q;
+
+        q = route(linkpath, GIT_OP_LINK, &rel, &root);
+        if (q < 0)
+                return q;
+        pfd = open_parent(root, rel, &base);
+        if (pfd < 0)
+                return pfd;
+        return symlinkat(target, pfd, base) < 0 ? negative_errno() : 0;
+}
+
+static int rt_link(const char *from, const char *to) {
+        _cleanup_free_ char *rel_from = NULL, *rel_to = NULL;
+        _cleanup_close_ int pfd_from = -EBADF, pfd_to = -EBADF;
+        const char *base_from, *base_to;
+        int root_from, root_to, q;
+
+        /* A hard link is a second name for the same inode: both names must be
+         * creatable, which the policy allows only inside the isolated root. */
+        q = route(from, GIT_OP_LINK, &rel_from, &root_from);
+        if (q < 0)
+                return q;
+        q = route(to, GIT_OP_LINK, &rel_to, &root_to);
+        if (q < 0)
+                return q;
+        if (root_from != root_to)
+                return -EXDEV;
+        pfd_from = open_parent(root_from, rel_from, &base_from);
+        if (pfd_from < 0)
+                return pfd_from;
+        pfd_to = open_parent(root_to, rel_to, &base_to);
+        if (pfd_to < 0)
+                return pfd_to;
+        return linkat(pfd_from, base_from, pfd_to, base_to, 0) < 0 ? negative_errno() : 0;
+}
+
+static int rt_chmod(const char *path, mode_t mode, struct fuse_file_info *fi) {
+        _cleanup_free_ char *rel = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        char proc[64];
+        int root, q;
+
+        q = route(path, GIT_OP_SETATTR, &rel, &root);
+        if (q < 0)
+                return q;
+        if (fi && fi->fh)
+                return fchmod((int) fi->fh, mode & 07777) < 0 ? negative_errno() : 0;
+        fd = openat2_beneath(root, rel, O_PATH | O_NOFOLLOW, 0);
+        if (fd < 0)
+                return fd;
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (S_ISLNK(st.st_mode))
+                return -EOPNOTSUPP;
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        return chmod(proc, mode & 07777) < 0 ? negative_errno() : 0;
+}
+
+static int rt_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi) {
+        (void) path, (void) uid, (void) gid, (void) fi;
+        return -EPERM;
+}
+
+static int rt_truncate(const char *path, off_t size, struct fuse_file_info *fi) {
+        _cleanup_free_ char *rel = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int root, q;
+
+        q = route(path, GIT_OP_WRITE, &rel, &root);
+        if (q < 0)
+                return q;
+        if (fi && fi->fh)
+                return ftruncate((int) fi->fh, size) < 0 ? negative_errno() : 0;
+        fd = openat2_beneath(root, rel, O_WRONLY | O_NOFOLLOW, 0);
+        if (fd < 0)
+                return fd;
+        return ftruncate(fd, size) < 0 ? negative_errno() : 0;
+}
+
+static int rt_utimens(const char *path, const struct timespec tv[2], struct fuse_file_info *fi) {
+        _cleanup_free_ char *rel = NULL;
+        _cleanup_close_ int pfd = -EBADF;
+        const char *base;
+        int root, q;
+
+        q = route(path, GIT_OP_SETATTR, &rel, &root);
+        if (q < 0)
+                return q;
+        if (fi && fi->fh)
+                return futimens((int) fi->fh, tv) < 0 ? negative_errno() : 0;
+        pfd = open_parent(root, rel, &base);
+        if (pfd < 0)
+                return pfd;
+        return utimensat(pfd, base, tv, AT_SYMLINK_NOFOLLOW) < 0 ? negative_errno() : 0;
+}
+
+static void set_file_info(struct fuse_file_info *fi, const char *rel, int fd) {
+        fi->fh = (uint64_t) fd;
+        fi->keep_cache = 0;
+        /* Objects never change once written and git mmaps packs: let the page
+         * cache hold them. Everything else, configuration above all, is read
+         * from the host file on every read. */
+        fi->direct_io = strncmp(rel, "objects/", 8) != 0;
+}
+
+static int open_existing(const char *path, struct fuse_file_info *fi) {
+        _cleanup_free_ char *rel = NULL;
+        int root, q;
+        int acc = fi->flags & O_ACCMODE;
+        GitOp op = (acc != O_RDONLY || (fi->flags & O_TRUNC)) ? GIT_OP_WRITE : GIT_OP_READ;
+
+        q = route(path, op, &rel, &root);
+        if (q < 0)
+                return q;
+        int flags = fi->flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_DIRECTORY | O_PATH | O_TMPFILE);
+        int fd = openat2_beneath(root, rel, flags | O_NOFOLLOW, 0);
+        if (fd < 0)
+                return fd;
+        set_file_info(fi, rel, fd);
+        return 0;
+}
+
+static int rt_open(const char *path, struct fuse_file_info *fi) {
+        return open_existing(path, fi);
+}
+
+static int rt_create(const char *path, mode_t mode, struct fuse_file_info *fi) {
+        _cleanup_free_ char *rel = NULL;
+        int root, q, fd;
+
+        q = route(path, GIT_OP_CREATE, &rel, &root);
+        if (q >= 0) {
+                int flags = fi->flags & ~(O_NOCTTY | O_DIRECTORY | O_PATH | O_TMPFILE);
+                fd = openat2_beneath(root, rel, flags | O_CREAT | O_EXCL | O_NOFOLLOW, mode & 07777);
+                if (fd >= 0) {
+                        set_file_info(fi, rel, fd);
+                        return 0;
+                }
+                if (fd != -EEXIST || (fi->flags & O_EXCL))
+                        return fd;
+        } else if (q != -EACCES || (fi->flags & O_EXCL))
+                return q;
+        else {
+                /* Creation refused: EACCES unless the name exists. */
+                struct stat st;
+                if (rt_getattr(path, &st, NULL) < 0)
+                        return q;
+        }
+        /* The name exists on the host although the kernel's lookup did not
+         * see it (a race): without O_EXCL this is an open of an existing
+         * file, checked as such. */
+        fd = open_existing(path, fi);
+        if (fd == -ENOENT)
+                return q < 0 ? q : -EEXIST;
+        return fd;
+}
+
+static int rt_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
+        (void) path;
+        ssize_t n = pread((int) fi->fh, buf, size, off);
+        return n < 0 ? negative_errno() : (int) n;
+}
+
+static int rt_write(const char *path, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
+        (void) path;
+        /* On an O_APPEND fd Linux pwrite appends, whatever the kernel's idea
+         * of the file size was. */
+        ssize_t n = pwrite((int) fi->fh, buf, size, off);
+        return n < 0 ? negative_errno() : (int) n;
+}
+
+static int rt_statfs(const char *path, struct statvfs *st) {
+        (void) path;
+        return fstatvfs(router()->host_fd, st) < 0 ? negative_errno() : 0;
+}
+
+static int rt_flush(const char *path, struct fuse_file_info *fi) {
+        (void) path, (void) fi;
+        return 0;
+}
+
+static int rt_release(const char *path, struct fuse_file_info *fi) {
+        (void) path;
+        safe_close((int) fi->fh);
+        fi->fh = 0;
+        return 0;
+}
+
+static int rt_fsync(const char *path, int datasync, struct fuse_file_info *fi) {
+        (void) path;
+        int r = datasync ? fdatasync((int) fi->fh) : fsync((int) fi->fh);
+        return r < 0 ? negative_errno() : 0;
+}
+
+static void *rt_init(struct fuse_conn_info *conn, struct fuse_config *cfg) {
+        (void) conn;
+        /* No attribute, entry or negative caching: the host changes files
+         * (git config replaces config by rename) and the sandbox must see
+         * it at once. */
+        cfg->entry_timeout = 0;
+        cfg->attr_timeout = 0;
+        cfg->negative_timeout = 0;
+        cfg->kernel_cache = 0;
+        cfg->auto_cache = 0;
+        /* Never rename an unlinked open file to .fuse_hidden*: that would be
+         * a rename the policy did not ask for. */
+        cfg->hard_remove = 1;
+        cfg->use_ino = 0;
+        return fuse_get_context()->private_data;
+}
+
+static const struct fuse_operations ops = {
+        .init = rt_init,
+        .getattr = rt_getattr,
+        .readlink = rt_readlink,
+        .readdir = rt_readdir,
+        .mkdir = rt_mkdir,
+        .unlink = rt_unlink,
+        .rmdir = rt_rmdir,
+        .rename = rt_rename,
+        .symlink = rt_symlink,
+        .link = rt_link,
+        .chmod = rt_chmod,
+        .chown = rt_chown,
+        .truncate = rt_truncate,
+        .utimens = rt_utimens,
+        .open = rt_open,
+        .create = rt_create,
+        .read = rt_read,
+        .write = rt_write,
+        .statfs = rt_statfs,
+        .flush = rt_flush,
+        .release = rt_release,
+        .fsync = rt_fsync,
+};
+
+const struct fuse_operations *router_operations(void) {
+        return &ops;
+}

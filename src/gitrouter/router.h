@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The git router's file system (issue 4, decision 3): libfuse3 high-level
+ * operations that serve the host's .git under git-policy.h. Every request is
+ * resolved beneath one of two directory fds with openat2(RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS): the daemon never follows a
+ * symlink (symlinks are served as symlinks) and never leaves its roots. */
+
+#define FUSE_USE_VERSION 35
+#include <fuse.h>
+
+#include "git-policy.h"
+
+typedef struct Router {
+        int host_fd; /* O_PATH|O_DIRECTORY: the host repository's .git */
+        int iso_fd; /* O_PATH|O_DIRECTORY: the isolated root (hooks) */
+        GitPolicy policy;
+} Router;
+
+/* The operation table; fuse_new's user_data must be a Router that outlives
+ * the session. */
+const struct fuse_operations *router_operations(void);

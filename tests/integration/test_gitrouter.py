@@ -1,0 +1,286 @@
+# SPDX-License-Identifier: MIT
+"""The git router (issue 4), mounted for real and attacked with real git.
+
+The router is mounted the rootless way: when the suite runs as root (make
+check does), the repository, the router and every client run as the
+unprivileged test user (setpriv), so the mount goes through fusermount3 like
+it will inside Podman's namespace; run as a normal user, everything runs as
+that user. Without allow_other only the mounting user can use the mount, so
+every access to it happens in a subprocess as that user.
+
+The client reaches the routed .git as GIT_DIR=<mount>/worktrees/<name> (the
+worktree's `commondir` file, "../..", leads git back to <mount>) with
+GIT_WORK_TREE=<the worktree>. The host uses the real .git.
+"""
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("LAZARET_BUILD", os.path.join(REPO, "build"))
+ROUTER = os.path.join(BUILD, "src", "gitrouter", "lazaret-gitrouter")
+TEST_USER = os.environ.get("LAZARET_TEST_USER", "lazaret-test")
+WT = "wt"
+BRANCH = "lazaret/agent-test"
+
+
+def _user():
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(TEST_USER)
+    except KeyError:
+        pytest.fail(f"test user '{TEST_USER}' does not exist: run 'make check'", pytrace=False)
+
+
+def _mounted(path):
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+class Routed:
+    """A host repository with an agent worktree, and the router serving its
+    .git on a separate mountpoint."""
+
+    def __init__(self, base, user):
+        self.base = base
+        self.user = user
+        self.home = os.path.join(base, "home")
+        self.repo = os.path.join(base, "repo")
+        self.git = os.path.join(self.repo, ".git")
+        self.wt = os.path.join(base, WT)
+        self.iso = os.path.join(base, "isolated")
+        self.mnt = os.path.join(base, "mnt")
+        self.marker = os.path.join(base, "marker")
+        self.payload = f"touch {self.marker}"
+        self.proc = None
+        for d in (self.home, self.iso, self.mnt):
+            os.makedirs(d)
+        if user:
+            for d in (base, self.home, self.iso, self.mnt):
+                os.chown(d, user.pw_uid, user.pw_gid)
+        # An include target an attacker would point at.
+        self.evil_cfg = os.path.join(base, "evil.cfg")
+        with open(self.evil_cfg, "w") as f:
+            f.write(f"[core]\n\tfsmonitor = {self.payload}\n")
+        os.chmod(self.evil_cfg, 0o644)
+
+    def as_user(self):
+        # setpriv execs (no intermediate process): our child's pid is the
+        # router's own, so signals reach it directly.
+        return ["setpriv", f"--reuid={self.user.pw_uid}", f"--regid={self.user.pw_gid}", "--init-groups"]
+
+    def sh(self, script, client=False, check=False, timeout=60):
+        env = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME": self.home,
+            "LC_ALL": "C",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+            "M": self.mnt, "W": self.wt, "R": self.repo, "PAYLOAD": self.payload,
+            "EVIL": self.evil_cfg,
+        }
+        if client:
+            env["GIT_DIR"] = os.path.join(self.mnt, "worktrees", WT)
+            env["GIT_WORK_TREE"] = self.wt
+        argv = ["env", "-i"] + [f"{k}={v}" for k, v in env.items()] + ["/bin/sh", "-c", script]
+        if self.user:
+            argv = self.as_user() + argv
+        p = subprocess.run(argv, cwd=self.base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            pytest.fail(f"{script!r} failed ({p.returncode}):\n{p.stdout}", pytrace=False)
+        return p
+
+    def make_repo(self):
+        self.sh('set -e; git init -q -b main "$R"; cd "$R"; echo one > a; git add a; '
+                'git commit -qm init; git worktree add -q -b ' + BRANCH + ' "$W"', check=True)
+
+    def start(self):
+        argv = [ROUTER, "--host-git", self.git, "--isolated", self.iso, "--worktree", WT, self.mnt]
+        if self.user:
+            argv = self.as_user() + argv
+        self.log = open(os.path.join(self.base, "router.log"), "w+")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(200):
+            if _mounted(self.mnt):
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.log.seek(0)
+        pytest.fail(f"router did not mount: {self.log.read()}", pytrace=False)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        rc = self.proc.returncode if self.proc else None
+        return rc
+
+    def cleanup(self):
+        self.stop()
+        if _mounted(self.mnt):
+            subprocess.run(["fusermount3", "-u", "-z", self.mnt], stderr=subprocess.DEVNULL)
+        if _mounted(self.mnt):
+            subprocess.run(["umount", "-l", self.mnt], stderr=subprocess.DEVNULL)
+        if self.proc:
+            self.log.close()
+
+    def host_config(self):
+        with open(os.path.join(self.git, "config"), "rb") as f:
+            return f.read()
+
+    def assert_host_safe(self):
+        """Host git status and commit run no sandbox-chosen command, and the
+        host's hooks are untouched."""
+        self.sh('cd "$R" && git status >/dev/null && echo x >> a && git commit -qam host', check=True)
+        assert not os.path.exists(self.marker), "a sandbox-chosen command ran on the host"
+        hooks = os.path.join(self.git, "hooks")
+        assert not any(not n.endswith(".sample") for n in os.listdir(hooks)), os.listdir(hooks)
+
+
+@pytest.fixture
+def routed():
+    if not os.access(ROUTER, os.X_OK):
+        pytest.fail(f"{ROUTER} is missing: build first", pytrace=False)
+    if not shutil.which("fusermount3") or not os.path.exists("/dev/fuse"):
+        pytest.fail("fusermount3 or /dev/fuse missing: scripts/setup.sh installs fuse3", pytrace=False)
+    user = _user()
+    base = tempfile.mkdtemp(prefix="lazaret-gr-")
+    os.chmod(base, 0o755)
+    r = Routed(base, user)
+    try:
+        r.make_repo()
+        r.start()
+        yield r
+    finally:
+        r.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_payload_works_when_set_by_the_host(routed):
+    """The marker payload does run when it really is in the host's config, so
+    the attack tests below can fail."""
+    routed.sh('cd "$R" && git config core.fsmonitor "$PAYLOAD" && git status >/dev/null; '
+              'git config --unset core.fsmonitor', check=True)
+    assert os.path.exists(routed.marker)
+
+
+def test_agent_commits_on_its_branch_and_host_sees_it(routed):
+    routed.sh('cd "$W" && git status && echo two > b && git add b && git commit -qm agent && '
+              'git log --oneline && git diff HEAD~1 --stat', client=True, check=True)
+    out = routed.sh('cd "$R" && git log --format=%s ' + BRANCH, check=True).stdout
+    assert out.split() == ["agent", "init"]
+    # The agent's reflog and a second branch of its own work as well.
+    routed.sh('cd "$W" && git branch lazaret/second && git branch -f lazaret/second HEAD~1 && '
+              'git reflog -1 ' + BRANCH, client=True, check=True)
+    out = routed.sh('cd "$R" && git rev-parse lazaret/second main', check=True).stdout.split()
+    assert out[0] == out[1]
+    routed.assert_host_safe()
+
+
+ATTACKS = {
+    "git-config": 'git config core.fsmonitor "$PAYLOAD"',
+    "git-config-include": 'git config --add include.path "$EVIL"',
+    "append": 'printf "[core]\\n\\tfsmonitor = %s\\n" "$PAYLOAD" >> "$M/config"',
+    "sed-i": 'sed -i "s|^\\[core\\]|[core]\\n\\tfsmonitor = $PAYLOAD|" "$M/config"',
+    "truncate": 'truncate -s 0 "$M/config"',
+    "chmod": 'chmod 666 "$M/config"',
+    "rm": 'rm -f "$M/config"',
+    "mv-away": 'mv "$M/config" "$M/config.old"',
+    "rename-prepared-ref": 'cp "$EVIL" "$M/refs/heads/lazaret/prep" && mv -f "$M/refs/heads/lazaret/prep" "$M/config"',
+    "rename-prepared-obj": 'cp "$EVIL" "$M/objects/tmp_obj_x" && mv -f "$M/objects/tmp_obj_x" "$M/config"',
+    "symlink-over": 'ln -sf "$EVIL" "$M/config"',
+    "symlink-ref": 'ln -s "$EVIL" "$M/refs/heads/lazaret/l"',
+    "hardlink": 'ln "$M/config" "$M/refs/heads/lazaret/hl"',
+    "config-lock": 'cp "$EVIL" "$M/config.lock"',
+    "config-worktree": 'cp "$EVIL" "$M/config.worktree"',
+    "wt-config-worktree": 'cp "$EVIL" "$M/worktrees/' + WT + '/config.worktree"',
+    "commondir": 'echo /tmp > "$M/commondir"',
+    "wt-commondir": 'echo /tmp > "$M/worktrees/' + WT + '/commondir"',
+    "wt-gitdir": 'echo /tmp/x > "$M/worktrees/' + WT + '/gitdir"',
+    "alternates": 'echo /tmp > "$M/objects/info/alternates"',
+    "move-main": 'git update-ref refs/heads/main HEAD~0',
+    "branch-f-main": 'git branch -f main HEAD',
+    "tag": 'git tag x',
+    "packed-refs": 'echo "0000000000000000000000000000000000000000 refs/heads/main" > "$M/packed-refs"',
+    "main-head": 'echo "ref: refs/heads/lazaret/x" > "$M/HEAD"',
+    "info-attributes": 'echo "* filter=evil" > "$M/info/attributes"',
+    "mkdir-modules": 'mkdir -p "$M/modules/x/hooks" && cp "$EVIL" "$M/modules/x/config"',
+}
+
+
+@pytest.mark.parametrize("host_first", [False, True], ids=["before-host-config", "after-host-config"])
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_attack_refused(routed, name, host_first):
+    if host_first:
+        # git config replaces config by rename: the view must follow it.
+        routed.sh('cd "$R" && git config user.name foo', check=True)
+        out = routed.sh('cat "$M/config"', check=True).stdout
+        assert "name = foo" in out
+    before = routed.host_config()
+    tags = sorted(os.listdir(os.path.join(routed.git, "refs", "tags")))
+    main = routed.sh('cd "$R" && git rev-parse main', check=True).stdout
+    p = routed.sh('cd "$W" && ' + ATTACKS[name], client=True)
+    assert p.returncode != 0, f"attack succeeded:\n{p.stdout}"
+    assert routed.host_config() == before
+    assert sorted(os.listdir(os.path.join(routed.git, "refs", "tags"))) == tags
+    assert routed.sh('cd "$R" && git rev-parse main', check=True).stdout == main
+    for f in ("commondir", "config.worktree", "packed-refs", os.path.join("objects", "info", "alternates"),
+              os.path.join("worktrees", WT, "config.worktree"), "modules"):
+        assert not os.path.lexists(os.path.join(routed.git, f)), f
+    with open(os.path.join(routed.git, "HEAD")) as f:
+        assert f.read() == "ref: refs/heads/main\n"
+    # The agent can still work after the attempt.
+    routed.sh('cd "$W" && echo more >> a && git commit -qam after', client=True, check=True)
+    routed.assert_host_safe()
+
+
+def test_hooks_are_isolated(routed):
+    routed.sh('printf "#!/bin/sh\\n%s\\n" "$PAYLOAD" > "$M/hooks/pre-commit" && chmod +x "$M/hooks/pre-commit" && '
+              'ls "$M/hooks"', check=True)
+    assert os.path.exists(os.path.join(routed.iso, "hooks", "pre-commit"))
+    assert not os.path.exists(os.path.join(routed.git, "hooks", "pre-commit"))
+    # The host's sample hooks are not visible; the agent sees only its own.
+    out = routed.sh('ls "$M/hooks"', check=True).stdout.split()
+    assert out == ["pre-commit"]
+    routed.assert_host_safe()
+
+
+def test_config_always_current(routed):
+    routed.sh('cat "$M/config" >/dev/null', check=True)
+    for i in range(3):
+        routed.sh(f'cd "$R" && git config lazaret.round {i}', check=True)
+        out = routed.sh('git config lazaret.round', client=True, check=True).stdout.strip()
+        assert out == str(i)
+
+
+def test_sigterm_unmounts(routed):
+    rc = routed.stop(signal.SIGTERM)
+    assert rc == 0
+    assert not _mounted(routed.mnt)
+
+
+def test_kill9_leaves_errors_never_host_git(routed):
+    os.kill(routed.proc.pid, signal.SIGKILL)
+    routed.proc.wait(timeout=10)
+    assert _mounted(routed.mnt)
+    for script in ('cat "$M/config"', 'ls "$M"', 'git status'):
+        p = routed.sh(script if script != 'git status' else 'cd "$W" && git status', client=True)
+        assert p.returncode != 0, p.stdout
+        assert "repositoryformatversion" not in p.stdout
+        assert "HEAD" not in p.stdout.split()
+    p = routed.sh('cat "$M/config"')
+    assert "Transport endpoint is not connected" in p.stdout, p.stdout
