@@ -29,6 +29,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "path-util.h"
+#include "router-run.h"
 #include "runtime-dir.h"
 #include "sandbox.h"
 #include "store.h"
@@ -136,6 +137,8 @@ struct Coordinator {
         char coordinator_id[37];
         char *container_name;
         SandboxInfo sandbox;
+        RouterRun router;
+        uint64_t p_router;
         char *terminfo_dir;
         Conn *conns;
         size_t n_conns;
@@ -405,6 +408,7 @@ static void session_close_output(Session *s, int *fd) {
 }
 
 static void begin_stop(Coordinator *co, const char *reason);
+static void stop_router(Coordinator *co);
 
 /* An exec client that died abnormally may have lost its sandbox: conmon's
  * exit can trail the exec client's by a moment, so wait for it briefly
@@ -1037,6 +1041,14 @@ static void reap_children(Coordinator *co) {
                 pid_t pid = waitpid(-1, &st, WNOHANG);
                 if (pid <= 0)
                         return;
+                if (co->router.pid > 0 && pid == co->router.pid) {
+                        /* Without its router the sandbox must not go on:
+                         * it sees I/O errors on .git, never the host's. */
+                        co->router.pid = 0;
+                        log_error("the git router stopped unexpectedly");
+                        begin_stop(co, "the git router stopped unexpectedly");
+                        continue;
+                }
                 for (Session *s = co->sessions; s; s = s->next)
                         if (s->pid == pid) {
                                 s->exited = true;
@@ -1106,6 +1118,14 @@ static int recover(Coordinator *co) {
                                 json_decref(list);
                                 return -EIO;
                         }
+                } else if (role && streq(role, "GitRouting")) {
+                        ProcessIdentity pi;
+                        if (process_identity_from_json(json_object_get(own, "daemon"), &pi) >= 0 &&
+                            process_identity_alive(&pi))
+                                (void) kill(pi.pid, SIGKILL);
+                        const char *mp = json_string_value(json_object_get(own, "mountpoint"));
+                        if (mp)
+                                router_unmount(&co->spec, mp);
                 } else if (role && streq(role, "Publication")) {
                         const char *path = json_string_value(json_object_get(own, "socket_path"));
                         if (path)
@@ -1209,6 +1229,7 @@ static void teardown(Coordinator *co) {
                 else
                         (void) store_participant_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
         }
+        stop_router(co);
         if (co->generation)
                 (void) store_generation_update(co->store, co->generation,
                                                json_pack("{s:s}", "durable_decision", "TornDown"));
@@ -1363,6 +1384,45 @@ static void serve(Coordinator *co) {
         }
 }
 
+/* The git router is a Participant: recorded before it starts, Committed
+ * with its process and mount identity, Clean once it is gone. */
+static int start_router(Coordinator *co, const char *worktree_path, char **ret_error) {
+        const char *wt = worktree_path ? strrchr(worktree_path, '/') : NULL;
+        _cleanup_free_ char *mnt = path_join(co->spec.domain_dir, "git-mnt"),
+                            *iso = path_join(co->spec.domain_dir, "git-isolated");
+        if (!mnt || !iso)
+                return -ENOMEM;
+        int r = store_participant_add(
+                co->store, co->generation, ROLE_GIT_ROUTING,
+                json_pack("{s:s, s:s, s:s}", "mountpoint", mnt, "host_root", co->spec.git_dir, "isolated_root", iso),
+                &co->p_router);
+        if (r < 0)
+                return r;
+        r = router_start(&co->spec, wt ? wt + 1 : NULL, &co->router, ret_error);
+        if (r < 0) {
+                (void) store_participant_set_state(co->store, co->p_router, PARTICIPANT_RELEASE_INTENT, NULL);
+                (void) store_participant_set_state(co->store, co->p_router, PARTICIPANT_CLEAN, NULL);
+                co->p_router = 0;
+                return r;
+        }
+        (void) store_participant_set_state(co->store, co->p_router, PARTICIPANT_COMMITTED,
+                                           json_pack("{s:o, s:{s:i}}", "daemon",
+                                                     process_identity_to_json(&co->router.ident), "mount", "mount_id",
+                                                     co->router.mount_id));
+        log_info("git router %d serving %s on %s", (int) co->router.pid, co->spec.git_dir, co->router.mountpoint);
+        return 0;
+}
+
+static void stop_router(Coordinator *co) {
+        if (!co->p_router)
+                return;
+        (void) store_participant_set_state(co->store, co->p_router, PARTICIPANT_RELEASE_INTENT, NULL);
+        router_stop(&co->spec, &co->router);
+        (void) store_participant_set_state(co->store, co->p_router, PARTICIPANT_CLEAN, NULL);
+        co->p_router = 0;
+        router_run_done(&co->router);
+}
+
 static int ensure_dirs(Coordinator *co) {
         const char *why = NULL;
         int r = private_dir(co->spec.domain_dir, &why);
@@ -1446,7 +1506,7 @@ int coordinator_main(void) {
         }
 
         _cleanup_free_ char *err = NULL, *worktree = NULL;
-        if (co.spec.git_dir) {
+        if (co.spec.git_dir && co.spec.branch) {
                 r = sandbox_prepare_worktree(&co.spec, &worktree, &err);
                 if (r < 0) {
                         status_report(&co, "error: cannot prepare the agent's branch: %s", err ? err : strerror(-r));
@@ -1459,11 +1519,24 @@ int coordinator_main(void) {
                 }
                 log_info("agent worktree %s", worktree);
         }
-        r = sandbox_start(&co.spec, co.generation, worktree ? worktree : co.spec.workspace, co.terminfo_dir,
-                          &co.sandbox, &err);
+        if (co.spec.git_dir) {
+                r = start_router(&co, worktree, &err);
+                if (r < 0) {
+                        status_report(&co, "error: cannot guard the repository's .git: %s", err ? err : strerror(-r));
+                        (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
+                        (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_CLEAN, NULL);
+                        (void) store_generation_update(co.store, co.generation,
+                                                       json_pack("{s:s}", "durable_decision", "Failed"));
+                        store_close(co.store);
+                        return 1;
+                }
+        }
+        r = sandbox_start(&co.spec, co.generation, worktree ? worktree : co.spec.workspace,
+                          co.router.pid > 0 ? co.router.mountpoint : NULL, co.terminfo_dir, &co.sandbox, &err);
         if (r < 0) {
                 status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image,
                               err ? err : strerror(-r));
+                stop_router(&co);
                 (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
                 (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_CLEAN, NULL);
                 (void) store_generation_update(co.store, co.generation,

@@ -68,15 +68,15 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                                                       s->volumes[i].container, "read_only", s->volumes[i].read_only,
                                                       "relabel", relabel));
         }
-        json_t *j =
-                json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:o*, s:s?, s:s, s:s, s:s, s:s, s:s, s:s, "
-                          "s:b, s:I, s:I}",
-                          "domain_hash", s->domain_hash, "profile", s->profile, "workspace", s->workspace, "domain_dir",
-                          s->domain_dir, "image", s->image, "runsc_network", runsc_network_to_string(s->runsc_network),
-                          "command", strv_json(s->command), "env_names", strv_json(s->env_names), "volumes", vols,
-                          "git_dir", s->git_dir, "runtime_dir", s->runtime_dir, "lock_path", s->lock_path,
-                          "socket_path", s->socket_path, "podman", s->podman, "runsc", s->runsc, "init", s->init,
-                          "rootless", s->rootless, "nofile", (json_int_t) s->nofile, "nproc", (json_int_t) s->nproc);
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:o*, s:s?, s:s, s:s, s:s, s:s, s:s, s:s, "
+                              "s:b, s:b, s:I, s:I}",
+                              "domain_hash", s->domain_hash, "profile", s->profile, "workspace", s->workspace,
+                              "domain_dir", s->domain_dir, "image", s->image, "runsc_network",
+                              runsc_network_to_string(s->runsc_network), "command", strv_json(s->command), "env_names",
+                              strv_json(s->env_names), "volumes", vols, "git_dir", s->git_dir, "runtime_dir",
+                              s->runtime_dir, "lock_path", s->lock_path, "socket_path", s->socket_path, "podman",
+                              s->podman, "runsc", s->runsc, "init", s->init, "rootless", s->rootless, "branch",
+                              s->branch, "nofile", (json_int_t) s->nofile, "nproc", (json_int_t) s->nproc);
         if (j && with_fingerprint)
                 json_object_set_new(j, "fingerprint", json_string(s->fingerprint));
         return j;
@@ -189,6 +189,7 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         }
         s.runsc_network = streq(net, "host") ? RUNSC_NETWORK_HOST : RUNSC_NETWORK_SANDBOX;
         s.rootless = json_boolean_value(json_object_get(j, "rootless"));
+        s.branch = json_boolean_value(json_object_get(j, "branch"));
         s.nofile = (uint64_t) json_integer_value(json_object_get(j, "nofile"));
         s.nproc = (uint64_t) json_integer_value(json_object_get(j, "nproc"));
         memcpy(s.fingerprint, fp, 65);
@@ -364,16 +365,18 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
         s.runsc_network = p->runsc_network;
         s.rootless = geteuid() != 0;
 
-        /* Branch mode needs the workspace's own repository; a workspace
-         * that is no git repository at all is mounted as it is. */
-        if (p->workspace_branch) {
+        /* The workspace's own repository is served through the git router
+         * (both modes); a workspace that is no git repository at all is
+         * mounted as it is. Branch mode needs the repository's own .git. */
+        {
                 _cleanup_free_ char *gd = path_join(cfg->workspace, ".git");
                 struct stat st;
                 if (!gd)
                         return -ENOMEM;
-                if (lstat(gd, &st) == 0 && S_ISDIR(st.st_mode))
+                if (lstat(gd, &st) == 0 && S_ISDIR(st.st_mode)) {
                         s.git_dir = TAKE_PTR(gd);
-                else if (lstat(gd, &st) == 0)
+                        s.branch = p->workspace_branch;
+                } else if (lstat(gd, &st) == 0 && p->workspace_branch)
                         return fail(ret_error,
                                     "%s is not a directory (the workspace is a linked worktree or a submodule): "
                                     "workspace_mode = \"branch\" needs the repository's own .git; open its main "

@@ -31,8 +31,10 @@ typedef struct LaunchSpec {
         char **env_names; /* variables sessions may set (the profile's env), NULL-terminated */
         LaunchVolume *volumes;
         size_t n_volumes;
-        char *git_dir; /* workspace_mode = "branch": the repository's .git, mounted at the same path so
-                        * the agent worktree's "gitdir:" resolves; NULL: the workspace is mounted directly */
+        char *git_dir; /* the workspace repository's .git, served to the sandbox through the git
+                        * router; NULL when the workspace is no git repository */
+        bool branch; /* workspace_mode = "branch": the agent works in its own worktree, and .git
+                      * is mounted at its host path so the worktree's "gitdir:" resolves */
         char *runtime_dir;
         char *lock_path;
         char *socket_path;

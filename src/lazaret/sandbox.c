@@ -189,8 +189,8 @@ static int read_spec_env(const char *state, char ***ret, json_t **ret_user) {
         return 0;
 }
 
-int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *terminfo_dir,
-                  SandboxInfo *ret, char **ret_error) {
+int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
+                  const char *terminfo_dir, SandboxInfo *ret, char **ret_error) {
         _cleanup_free_ char *name = NULL, *pidfile = NULL;
         _cleanup_(exec_result_done) ExecResult res = {};
         Argv a = {};
@@ -236,10 +236,12 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
                 if (hp && lstat(hp, &st) == 0 && S_ISDIR(st.st_mode))
                         argv_addf(&a, "--mount=type=tmpfs,destination=/workspace/%s,tmpfs-mode=0755", *m);
         }
-        /* Branch mode: the repository's .git at its own path, so the
-         * worktree's "gitdir:" line resolves inside as outside. */
-        if (s->git_dir)
-                argv_addf(&a, "--volume=%s:%s:z", s->git_dir, s->git_dir);
+        /* The routed .git: in branch mode at its own path, so the
+         * worktree's "gitdir:" line resolves inside as outside; in direct
+         * mode over /workspace/.git. Either way a mount point, so it cannot
+         * be renamed or removed from inside. */
+        if (git_source)
+                argv_addf(&a, "--volume=%s:%s", git_source, s->branch ? s->git_dir : "/workspace/.git");
         argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/init,ro=true", s->init);
         argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/terminfo,ro=true", terminfo_dir);
         for (size_t i = 0; i < s->n_volumes; i++) {

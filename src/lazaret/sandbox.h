@@ -26,11 +26,12 @@ void sandbox_info_done(SandboxInfo *i);
 
 /* podman run -d ... with the spec's mounts, limits and runtime flags;
  * workspace (the host directory or the agent's worktree) at /workspace;
+ * git_source (the git router's mount, or NULL) over the repository's .git;
  * PID 1 is lazaret-init mounted at /run/lazaret/init. terminfo_dir is
  * mounted read-only at /run/lazaret/terminfo. On failure returns -EIO with
  * *ret_error holding Podman's last error line (caller frees). */
-int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *terminfo_dir,
-                  SandboxInfo *ret, char **ret_error);
+int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
+                  const char *terminfo_dir, SandboxInfo *ret, char **ret_error);
 
 /* workspace_mode = "branch": the agent's worktree on branch
  * lazaret/agent-<profile> under the Domain Root, made from the host's HEAD

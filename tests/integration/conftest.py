@@ -59,6 +59,12 @@ def lazaret_bin(world_dir):
         pytest.fail(f"{init} is missing: build first (make check does)", pytrace=False)
     shutil.copy2(init, os.path.join(bindir, "lazaret-init"))
     os.chmod(os.path.join(bindir, "lazaret-init"), 0o755)
+    # The git router, also looked up beside the binary.
+    router = os.path.join(BUILD, "src", "gitrouter", "lazaret-gitrouter")
+    if not os.access(router, os.X_OK):
+        pytest.fail(f"{router} is missing: build first (make check does)", pytrace=False)
+    shutil.copy2(router, os.path.join(bindir, "lazaret-gitrouter"))
+    os.chmod(os.path.join(bindir, "lazaret-gitrouter"), 0o755)
     return dst
 
 

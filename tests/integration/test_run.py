@@ -622,3 +622,80 @@ def test_branch_mode_needs_a_commit(dom, lz):
     assert "has no commit yet" in r.stderr and 'workspace_mode = \\"direct\\"' not in r.stderr
     assert 'set workspace_mode = "direct"' in r.stderr
     dom.assert_clean()
+
+
+def pause_mounts(user, needle):
+    """Mounts containing needle in Podman's rootless namespace (where the git
+    router mounts), as seen through the pause process."""
+    for d in (f"/tmp/podman-run-{user.pw_uid}", f"/run/user/{user.pw_uid}"):
+        p = os.path.join(d, "libpod/tmp/pause.pid")
+        if os.path.exists(p):
+            pid = open(p).read().strip()
+            try:
+                return [ln for ln in open(f"/proc/{pid}/mountinfo") if needle in ln]
+            except FileNotFoundError:
+                return []
+    return []
+
+
+def test_git_router_guards_dot_git(dom, lz):
+    """Attacks on the host's .git from inside the sandbox (branch mode): the
+    router refuses them, hooks land in the isolated root, and the host's own
+    git afterwards runs nothing the sandbox chose."""
+    make_repo(lz)
+    gd = os.path.join(lz.work, ".git")
+    config_before = open(os.path.join(gd, "config")).read()
+    marker = os.path.join(lz.base, "pwned")
+    script = f"""
+export G={gd}
+try() {{ if sh -c "$1" 2>/dev/null; then echo "ALLOWED: $1"; else echo "refused: $1"; fi; }}
+try 'printf "[core]\\n\\tfsmonitor = touch {marker}\\n" >> $G/config'
+try 'printf "[core]\\n\\tpager = touch {marker}\\n" > $G/config'
+try 'rm $G/config'
+try 'mv $G/config $G/config.old'
+try 'echo x > $G/refs/heads/lazaret/prep && mv $G/refs/heads/lazaret/prep $G/config'
+try 'echo ../../tmp > $G/commondir'
+try 'echo /tmp/objects > $G/objects/info/alternates'
+try 'echo 0000000000000000000000000000000000000000 > $G/refs/heads/main'
+try 'echo x > $G/packed-refs'
+try 'mv $G $G.moved'
+try 'rm -rf $G'
+mkdir -p $G/hooks && printf '#!/bin/sh\\ntouch {marker}\\n' > $G/hooks/pre-commit && chmod +x $G/hooks/pre-commit && echo hook-written
+"""
+    r = dom.run("run", "--", "/bin/sh", "-c", script)
+    assert r.returncode == 0, r.stderr
+    assert "ALLOWED" not in r.stdout, r.stdout
+    assert r.stdout.count("refused:") == 11, r.stdout
+    assert "hook-written" in r.stdout
+    assert "git router" in dom.log()
+    # The host's .git is as it was, the hook went to the isolated root.
+    assert open(os.path.join(gd, "config")).read() == config_before
+    assert not os.path.exists(os.path.join(gd, "hooks", "pre-commit"))
+    assert not os.path.exists(os.path.join(gd, "objects", "info", "alternates"))
+    [domain] = dom.domain_dirs()
+    assert os.path.exists(os.path.join(domain, "git-isolated", "hooks", "pre-commit"))
+    # The host's own git runs no sandbox-chosen command.
+    git_as(lz, "status")
+    lz.write("work/more.txt", "x\n")
+    git_as(lz, "add", "more.txt")
+    git_as(lz, "commit", "-q", "-m", "host commit")
+    assert not os.path.exists(marker)
+    dom.assert_clean()
+    assert pause_mounts(lz.user, domain) == []
+
+
+def test_git_router_killed_ends_the_sandbox(dom, lz):
+    make_repo(lz)
+    a = dom.popen("run", "--", "/bin/sleep", "1000")
+    wait_sessions(dom, 1)
+    [domain] = dom.domain_dirs()
+    out = subprocess.run(["pgrep", "-u", lz.user.pw_name, "-f", "lazaret-gitrouter --host-git " + lz.work],
+                         capture_output=True, text=True).stdout.split()
+    assert len(out) == 1, out
+    os.kill(int(out[0]), signal.SIGKILL)
+    _, err = a.communicate(timeout=30)
+    assert a.returncode == 143
+    assert b"the git router stopped unexpectedly" in err
+    dom.assert_clean()
+    # Its stale mount was detached too.
+    assert pause_mounts(lz.user, domain) == []

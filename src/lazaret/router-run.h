@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Starting and stopping the git router (lazaret-gitrouter) for a sandbox.
+ * Rootless, the router must mount inside Podman's user and mount namespace
+ * (decision 5): a FUSE mount made on the host is invisible to the
+ * container. We join the namespaces of Podman's pause process directly (not
+ * through `podman unshare`), so the router is our own child: its pid is
+ * known, it is signalled and reaped like any other participant. */
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "launch.h"
+#include "store.h"
+
+typedef struct RouterRun {
+        pid_t pid;
+        ProcessIdentity ident;
+        char *mountpoint;
+        char *isolated;
+        int mount_id; /* from the router's mountinfo once ready */
+} RouterRun;
+
+/* Start the router for spec's git_dir on <domain>/git-mnt with the isolated
+ * hooks root <domain>/git-isolated; worktree is the agent worktree's name
+ * (NULL in direct mode). Waits (5 s at most) until the FUSE mount is there.
+ * On failure returns -errno with *ret_error (caller frees). */
+int router_start(const LaunchSpec *s, const char *worktree, RouterRun *ret, char **ret_error);
+
+/* Stop it: SIGTERM (it unmounts itself), wait, and if the mount survived a
+ * crash, detach it. Safe to call for a router that already died. */
+void router_stop(const LaunchSpec *s, RouterRun *r);
+
+/* Detach a FUSE mount left by a dead router (recovery). */
+void router_unmount(const LaunchSpec *s, const char *mountpoint);
+
+void router_run_done(RouterRun *r);
