@@ -405,11 +405,14 @@ static int rt_utimens(const char *path, const struct timespec tv[2], struct fuse
 
 static void set_file_info(struct fuse_file_info *fi, const char *rel, int fd) {
         fi->fh = (uint64_t) fd;
+        /* No direct_io: git mmaps the index and packs, and direct_io files
+         * cannot be mapped (git then dies, under gVisor with SIGSEGV).
+         * keep_cache = 0 drops the page cache at every open, and lookups
+         * are never cached, so each open still reads the host's current
+         * file, also after the host replaced it by rename. */
+        (void) rel;
         fi->keep_cache = 0;
-        /* Objects never change once written and git mmaps packs: let the page
-         * cache hold them. Everything else, configuration above all, is read
-         * from the host file on every read. */
-        fi->direct_io = strncmp(rel, "objects/", 8) != 0;
+        fi->direct_io = 0;
 }
 
 static int open_existing(const char *path, struct fuse_file_info *fi) {
@@ -425,6 +428,19 @@ static int open_existing(const char *path, struct fuse_file_info *fi) {
         int fd = openat2_beneath(root, rel, flags | O_NOFOLLOW, 0);
         if (fd < 0)
                 return fd;
+        /* A file the sandbox may not write (config above all) is read from
+         * the host path at every read, not through the fd opened now: a
+         * client may keep one open handle for a long time (gVisor's gofer
+         * does), and the host replaces such files by rename. */
+        int e = 0;
+        if (op == GIT_OP_READ && root == router()->host_fd &&
+            git_policy_check(&router()->policy, rel, GIT_OP_WRITE, &e) == GIT_DECISION_DENY) {
+                safe_close(fd);
+                fi->fh = 0;
+                fi->keep_cache = 0;
+                fi->direct_io = 0;
+                return 0;
+        }
         set_file_info(fi, rel, fd);
         return 0;
 }
@@ -465,8 +481,20 @@ static int rt_create(const char *path, mode_t mode, struct fuse_file_info *fi) {
 }
 
 static int rt_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
-        (void) path;
-        ssize_t n = pread((int) fi->fh, buf, size, off);
+        if (fi->fh) {
+                ssize_t n = pread((int) fi->fh, buf, size, off);
+                return n < 0 ? negative_errno() : (int) n;
+        }
+        /* A protected file (see open_existing): the host's current one. */
+        _cleanup_free_ char *rel = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int root, q = route(path, GIT_OP_READ, &rel, &root);
+        if (q < 0)
+                return q;
+        fd = openat2_beneath(root, rel, O_RDONLY | O_NOFOLLOW, 0);
+        if (fd < 0)
+                return fd;
+        ssize_t n = pread(fd, buf, size, off);
         return n < 0 ? negative_errno() : (int) n;
 }
 
@@ -490,13 +518,16 @@ static int rt_flush(const char *path, struct fuse_file_info *fi) {
 
 static int rt_release(const char *path, struct fuse_file_info *fi) {
         (void) path;
-        safe_close((int) fi->fh);
+        if (fi->fh)
+                safe_close((int) fi->fh);
         fi->fh = 0;
         return 0;
 }
 
 static int rt_fsync(const char *path, int datasync, struct fuse_file_info *fi) {
         (void) path;
+        if (!fi->fh)
+                return 0; /* a protected file, opened for reading only */
         int r = datasync ? fdatasync((int) fi->fh) : fsync((int) fi->fh);
         return r < 0 ? negative_errno() : 0;
 }

@@ -146,7 +146,17 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
                                 return EXIT_LAZARET;
                         }
                         if (m.type == CTL_TERMINAL_OUTPUT && streq(m.session_id, sid)) {
-                                (void) write_all(m.stream == 2 ? STDERR_FILENO : STDOUT_FILENO, m.bytes, m.n_bytes);
+                                if (write_all(m.stream == 2 ? STDERR_FILENO : STDOUT_FILENO, m.bytes, m.n_bytes) ==
+                                    -EPIPE) {
+                                        /* Our reader is gone (| head): end the
+                                         * session as a local pipe would. */
+                                        CtlMessage c = { .type = CTL_SESSION_CLOSE };
+                                        memcpy(c.session_id, sid, 37);
+                                        (void) client_send(fd, &c);
+                                        ctl_message_done(&m);
+                                        restore_terminal();
+                                        return 128 + SIGPIPE;
+                                }
                         } else if (m.type == CTL_SESSION_EXIT && streq(m.session_id, sid)) {
                                 int st = exit_status_of(&m);
                                 restore_terminal();
@@ -244,6 +254,10 @@ static char **build_env(const Config *cfg, const ConfigProfile *p, size_t *ret_n
 }
 
 int verb_run(int argc, char **argv, const Globals *g) {
+        /* A coordinator that dies, or a reader of our output that goes
+         * away, must give an error we can report, not a silent SIGPIPE. */
+        signal(SIGPIPE, SIG_IGN);
+
         /* No getopt here: it would swallow the "--" that separates the
          * command, and everything after it belongs to the command. */
         for (int i = 1; i < argc && !streq(argv[i], "--"); i++)

@@ -699,3 +699,78 @@ def test_git_router_killed_ends_the_sandbox(dom, lz):
     dom.assert_clean()
     # Its stale mount was detached too.
     assert pause_mounts(lz.user, domain) == []
+
+
+DEBIAN = "localhost/lazaret/debian:bookworm"
+
+
+@pytest.fixture(scope="session")
+def debian_image(lazaret_bin, test_user):
+    """The Debian image (with git) in the test user's real store, built once
+    per machine (about 40 s, from deb.debian.org)."""
+    if os.environ.get("LAZARET_TEST_DEBIAN") != "1":
+        pytest.skip("LOUD SKIP: git inside the sandbox needs the Debian image, built only with "
+                    "LAZARET_TEST_DEBIAN=1 (make check sets it for the gcc pass)")
+    if podman(test_user, "image", "exists", DEBIAN, check=False).returncode != 0:
+        r = subprocess.run(["runuser", "-u", test_user.pw_name, "--", "env", "-i", f"HOME={test_user.pw_dir}",
+                            "PATH=/usr/bin:/bin:/usr/sbin:/sbin", lazaret_bin, "image", "build", "debian"],
+                           capture_output=True, text=True, timeout=1500, cwd="/")
+        assert r.returncode == 0, r.stderr
+    return DEBIAN
+
+
+def test_agent_commits_on_its_branch(lz, debian_image):
+    """Real git in the sandbox: the agent commits on lazaret/agent-<profile>
+    and the host sees it at once; it cannot move main or change config; a
+    host config edit is visible inside at once."""
+    make_repo(lz)
+    main_before = git_as(lz, "rev-parse", "main").strip()
+    d = Domain(lz, debian_image)
+    script = r"""
+set -u
+cd /workspace
+export GIT_AUTHOR_NAME=agent GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=agent GIT_COMMITTER_EMAIL=a@a
+echo work > agent.txt && git add agent.txt && git commit -qm 'agent work' && echo COMMITTED
+git update-ref refs/heads/main HEAD 2>/dev/null && echo MOVED-MAIN || echo main-refused
+git branch -f main HEAD 2>/dev/null && echo MOVED-MAIN || echo branch-refused
+git config core.pager 'touch /tmp/x' 2>/dev/null && echo CONFIG-CHANGED || echo config-refused
+git tag agent-tag 2>/dev/null && echo TAGGED || echo tag-refused
+echo READY
+read line
+git config --get lz.marker || echo no-marker
+"""
+    p = d.popen("run", "--", "/bin/bash", "-c", script)
+    buf = b""
+    deadline = time.time() + 120
+    while b"READY" not in buf and time.time() < deadline:
+        chunk = os.read(p.stdout.fileno(), 4096)
+        if not chunk:
+            break
+        buf += chunk
+    assert b"READY" in buf, (buf, p.stderr.read() if p.poll() is not None else b"")
+    out = buf.decode()
+    assert "COMMITTED" in out and "main-refused" in out and "branch-refused" in out, out
+    assert "config-refused" in out and "tag-refused" in out, out
+    # The host sees the agent's commit at once; main is where it was.
+    assert git_as(lz, "log", "-1", "--format=%s", "lazaret/agent-shell").strip() == "agent work"
+    assert git_as(lz, "rev-parse", "main").strip() == main_before
+    assert git_as(lz, "tag", "--list").strip() == ""
+    # A host config edit (git replaces the file by rename) shows inside at once.
+    git_as(lz, "config", "lz.marker", "from-the-host")
+    rest, err = p.communicate(input=b"go\n", timeout=60)
+    assert p.returncode == 0, err
+    assert rest.decode().strip().splitlines()[-1] == "from-the-host"
+    d.assert_clean()
+
+
+def test_output_reader_goes_away(dom):
+    """lazaret run -- cmd | head: when the reader leaves, the session ends
+    as with a local pipe (128 + SIGPIPE), and nothing is left behind."""
+    p = subprocess.Popen(dom.cmd("run", "--", "/bin/sh", "-c", "yes lazaret"), cwd=dom.lz.work,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = p.stdout.read(4096)
+    assert first.startswith(b"lazaret\n")
+    p.stdout.close()
+    p.wait(timeout=60)
+    assert p.returncode == 141, p.stderr.read()
+    dom.assert_clean()
