@@ -101,9 +101,11 @@ run: deps build
 	@echo "== lazaret run (exit the shell to tear the sandbox down)"
 	$(LAZARET) --config $(STARTER) --workspace $(CURDIR) run
 
-# Start-up benchmark against bare Podman (rootless, as the test user).
+# Benchmarks (rootless, as the test user): start-up against bare Podman,
+# and git through the router against a plain bind mount.
 bench: deps-test build
 	$(AS_ROOT) bench/bench-run.py --build $(BUILD)
+	$(AS_ROOT) bench/bench-git.py --build $(BUILD)
 
 fuzz: $(BUILD_FUZZ)/build.ninja
 	ninja -C $(BUILD_FUZZ)
