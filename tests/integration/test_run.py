@@ -606,9 +606,17 @@ def test_branch_mode_worktree(dom, lz):
 
 def test_direct_mode(lz, busybox_image):
     make_repo(lz)
+    config_before = open(os.path.join(lz.work, ".git", "config")).read()
     d = Domain(lz, busybox_image, extra='workspace_mode = "direct"\n')
-    r = d.run("run", "--", "/bin/sh", "-c", "cat /workspace/dirty.txt; test -d /workspace/.git && echo dir")
-    assert (r.returncode, r.stdout) == (0, "not committed\ndir\n"), r.stderr
+    r = d.run("run", "--", "/bin/sh", "-c",
+              "cat /workspace/dirty.txt; test -d /workspace/.git && echo dir; "
+              "echo '[core]' >> /workspace/.git/config 2>/dev/null && echo WROTE-CONFIG; "
+              "mv /workspace/.git /workspace/.git2 2>/dev/null && echo MOVED; "
+              "mkdir -p /workspace/.git/hooks && echo x > /workspace/.git/hooks/post-commit && echo hook")
+    assert (r.returncode, r.stdout) == (0, "not committed\ndir\nhook\n"), r.stderr
+    # The working tree is the host's; .git went through the router.
+    assert not os.path.exists(os.path.join(lz.work, ".git", "hooks", "post-commit"))
+    assert open(os.path.join(lz.work, ".git", "config")).read() == config_before
     r = d.run("diff")
     assert r.returncode == 125
     assert "no branch lazaret/agent-shell yet" in r.stderr
