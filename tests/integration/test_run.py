@@ -668,12 +668,17 @@ try 'echo 0000000000000000000000000000000000000000 > $G/refs/heads/main'
 try 'echo x > $G/packed-refs'
 try 'mv $G $G.moved'
 try 'rm -rf $G'
+try 'printf "[core]\n\tfsmonitor = touch {marker}\n" > $G/config.worktree'
+try 'printf "[core]\n\tfsmonitor = touch {marker}\n" > $G/worktrees/agent-shell/config.worktree'
+try 'ln -s /tmp $G/refs/heads/lazaret/evil'
+try 'ln -sf /tmp/evil-config $G/config'
+try 'echo x > $G/info/attributes'
 mkdir -p $G/hooks && printf '#!/bin/sh\\ntouch {marker}\\n' > $G/hooks/pre-commit && chmod +x $G/hooks/pre-commit && echo hook-written
 """
     r = dom.run("run", "--", "/bin/sh", "-c", script)
     assert r.returncode == 0, r.stderr
     assert "ALLOWED" not in r.stdout, r.stdout
-    assert r.stdout.count("refused:") == 11, r.stdout
+    assert r.stdout.count("refused:") == 16, r.stdout
     assert "hook-written" in r.stdout
     assert "git router" in dom.log()
     # The host's .git is as it was, the hook went to the isolated root.
