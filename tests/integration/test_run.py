@@ -787,3 +787,41 @@ def test_output_reader_goes_away(dom):
     p.wait(timeout=60)
     assert p.returncode == 141, p.stderr.read()
     dom.assert_clean()
+
+
+def test_git_router_guards_submodules(dom, lz):
+    """The same protection inside .git/modules/*: a submodule's config is
+    read-only and its hooks are private."""
+    make_repo(lz)
+    lib = os.path.join(lz.base, "lib")
+    os.makedirs(lib)
+    os.chown(lib, lz.user.pw_uid, lz.user.pw_gid)
+    git_as(lz, "init", "-q", "-b", "main", cwd=lib)
+    lz.write("lib/lib.txt", "lib\n")
+    git_as(lz, "add", "lib.txt", cwd=lib)
+    git_as(lz, "commit", "-q", "-m", "lib", cwd=lib)
+    git_as(lz, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "sub")
+    git_as(lz, "commit", "-q", "-m", "add sub")
+    gd = os.path.join(lz.work, ".git")
+    mconfig = os.path.join(gd, "modules", "sub", "config")
+    before = open(mconfig).read()
+    marker = os.path.join(lz.base, "pwned-sub")
+    script = f"""
+export M={gd}/modules/sub
+printf "[core]\\n\\tfsmonitor = touch {marker}\\n" >> $M/config 2>/dev/null && echo WROTE || echo refused
+mv $M/config $M/config.x 2>/dev/null && echo MOVED || echo refused
+mkdir -p $M/hooks && printf '#!/bin/sh\\ntouch {marker}\\n' > $M/hooks/pre-commit && chmod +x $M/hooks/pre-commit && echo hook
+"""
+    r = dom.run("run", "--", "/bin/sh", "-c", script)
+    assert (r.returncode, r.stdout) == (0, "refused\nrefused\nhook\n"), r.stderr
+    assert open(mconfig).read() == before
+    assert not os.path.exists(os.path.join(gd, "modules", "sub", "hooks", "pre-commit"))
+    [domain] = dom.domain_dirs()
+    assert os.path.exists(os.path.join(domain, "git-isolated", "modules", "sub", "hooks", "pre-commit"))
+    # Host git inside the submodule runs nothing the sandbox chose.
+    lz.write("work/sub/more.txt", "x\n")
+    git_as(lz, "add", "more.txt", cwd=os.path.join(lz.work, "sub"))
+    git_as(lz, "commit", "-q", "-m", "host", cwd=os.path.join(lz.work, "sub"))
+    git_as(lz, "status")
+    assert not os.path.exists(marker)
+    dom.assert_clean()
