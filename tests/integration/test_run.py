@@ -673,13 +673,20 @@ try 'printf "[core]\n\tfsmonitor = touch {marker}\n" > $G/worktrees/agent-shell/
 try 'ln -s /tmp $G/refs/heads/lazaret/evil'
 try 'ln -sf /tmp/evil-config $G/config'
 try 'echo x > $G/info/attributes'
+try 'sed -i "s/bare = false/bare = false\n\tfsmonitor = touch {marker}/" $G/config'
 mkdir -p $G/hooks && printf '#!/bin/sh\\ntouch {marker}\\n' > $G/hooks/pre-commit && chmod +x $G/hooks/pre-commit && echo hook-written
 """
-    r = dom.run("run", "--", "/bin/sh", "-c", script)
-    assert r.returncode == 0, r.stderr
-    assert "ALLOWED" not in r.stdout, r.stdout
-    assert r.stdout.count("refused:") == 16, r.stdout
-    assert "hook-written" in r.stdout
+    # Twice: before and after the host's own git config, which replaces
+    # the file by rename (what detached the spec's read-only bind mount).
+    for round in range(2):
+        r = dom.run("run", "--", "/bin/sh", "-c", script)
+        assert r.returncode == 0, r.stderr
+        assert "ALLOWED" not in r.stdout, r.stdout
+        assert r.stdout.count("refused:") == 17, r.stdout
+        assert "hook-written" in r.stdout
+        if round == 0:
+            git_as(lz, "config", "user.name", "host-user")
+            config_before = open(os.path.join(gd, "config")).read()
     assert "git router" in dom.log()
     # The host's .git is as it was, the hook went to the isolated root.
     assert open(os.path.join(gd, "config")).read() == config_before
@@ -825,3 +832,35 @@ mkdir -p $M/hooks && printf '#!/bin/sh\\ntouch {marker}\\n' > $M/hooks/pre-commi
     git_as(lz, "status")
     assert not os.path.exists(marker)
     dom.assert_clean()
+
+
+def alive(pid):
+    """A process that exists and is not a zombie."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_kill_coordinator_with_router_then_recover(dom, lz):
+    """The router outlives a coordinator killed with -9; the next run finds
+    it in the store, ends it by pid + start time, detaches its mount, and
+    starts afresh."""
+    make_repo(lz)
+    a = dom.popen("run", "--", "/bin/sleep", "1000")
+    wait_sessions(dom, 1)
+    [domain] = dom.domain_dirs()
+    routers = subprocess.run(["pgrep", "-u", lz.user.pw_name, "-f", "lazaret-gitrouter --host-git " + lz.work],
+                             capture_output=True, text=True).stdout.split()
+    assert len(routers) == 1
+    [pid] = dom.coordinator_pids()
+    os.kill(pid, signal.SIGKILL)
+    a.communicate(timeout=30)
+    assert alive(routers[0])  # orphaned, still serving
+    r = dom.run("run", "--", "/bin/sh", "-c", "cat /workspace/tracked.txt")
+    assert (r.returncode, r.stdout) == (0, "committed\n"), r.stderr
+    assert not alive(routers[0])
+    assert "recovering participant" in dom.log()
+    dom.assert_clean()
+    assert pause_mounts(lz.user, domain) == []
