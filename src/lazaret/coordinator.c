@@ -1423,6 +1423,18 @@ static void stop_router(Coordinator *co) {
         router_run_done(&co->router);
 }
 
+/* The start failed after the generation was recorded: release what was
+ * made, mark the Sandbox participant Clean and the generation Failed. The
+ * caller has already told the leader why. Returns the exit status. */
+static int start_failed(Coordinator *co) {
+        stop_router(co);
+        (void) store_participant_set_state(co->store, co->p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
+        (void) store_participant_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
+        (void) store_generation_update(co->store, co->generation, json_pack("{s:s}", "durable_decision", "Failed"));
+        store_close(co->store);
+        return 1;
+}
+
 static int ensure_dirs(Coordinator *co) {
         const char *why = NULL;
         int r = private_dir(co->spec.domain_dir, &why);
@@ -1510,12 +1522,7 @@ int coordinator_main(void) {
                 r = sandbox_prepare_worktree(&co.spec, &worktree, &err);
                 if (r < 0) {
                         status_report(&co, "error: cannot prepare the agent's branch: %s", err ? err : strerror(-r));
-                        (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
-                        (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_CLEAN, NULL);
-                        (void) store_generation_update(co.store, co.generation,
-                                                       json_pack("{s:s}", "durable_decision", "Failed"));
-                        store_close(co.store);
-                        return 1;
+                        return start_failed(&co);
                 }
                 log_info("agent worktree %s", worktree);
         }
@@ -1523,12 +1530,7 @@ int coordinator_main(void) {
                 r = start_router(&co, worktree, &err);
                 if (r < 0) {
                         status_report(&co, "error: cannot guard the repository's .git: %s", err ? err : strerror(-r));
-                        (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
-                        (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_CLEAN, NULL);
-                        (void) store_generation_update(co.store, co.generation,
-                                                       json_pack("{s:s}", "durable_decision", "Failed"));
-                        store_close(co.store);
-                        return 1;
+                        return start_failed(&co);
                 }
         }
         r = sandbox_start(&co.spec, co.generation, worktree ? worktree : co.spec.workspace,
@@ -1536,13 +1538,7 @@ int coordinator_main(void) {
         if (r < 0) {
                 status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image,
                               err ? err : strerror(-r));
-                stop_router(&co);
-                (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
-                (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_CLEAN, NULL);
-                (void) store_generation_update(co.store, co.generation,
-                                               json_pack("{s:s}", "durable_decision", "Failed"));
-                store_close(co.store);
-                return 1;
+                return start_failed(&co);
         }
         ProcessIdentity conmon = {};
         (void) process_identity_of(co.sandbox.conmon_pid, &conmon);
