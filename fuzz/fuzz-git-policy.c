@@ -18,8 +18,11 @@ static void check_one(const GitPolicy *p, const char *rel, GitOp op) {
                 abort();
         if (d != GIT_DECISION_ALLOW || op == GIT_OP_READ)
                 return;
-        if (!strcmp(rel, "config") || !strcmp(rel, "packed-refs") || !strncmp(rel, "objects/info", 12) ||
-            !strcmp(rel, "commondir") || !strncmp(rel, "refs/tags/", 10))
+        /* "objects/info" as a whole segment: "objects/infos/x" is an
+         * ordinary objects path (a fuzzer finding against an earlier,
+         * too-wide version of this check). */
+        if (!strcmp(rel, "config") || !strcmp(rel, "packed-refs") || !strcmp(rel, "objects/info") ||
+            !strncmp(rel, "objects/info/", 13) || !strcmp(rel, "commondir") || !strncmp(rel, "refs/tags/", 10))
                 abort();
 }
 
