@@ -127,6 +127,34 @@ class Lazaret:
                               timeout=timeout)
 
 
+SYSTEM_DIRS = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+
+
+def tool_dir(lz, omit=(), fakes=None):
+    """A directory of symlinks to every program in the system directories,
+    except the names in omit, plus fake scripts (name -> text); used as the
+    whole PATH, so a test controls which tools lazaret finds."""
+    d = os.path.join(lz.base, "tools")
+    os.makedirs(d)
+    for src in SYSTEM_DIRS:
+        if not os.path.isdir(src):
+            continue
+        for name in os.listdir(src):
+            dst = os.path.join(d, name)
+            if name in omit or os.path.lexists(dst):
+                continue
+            os.symlink(os.path.join(src, name), dst)
+    for name, text in (fakes or {}).items():
+        path = os.path.join(d, name)
+        if os.path.lexists(path):
+            os.unlink(path)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+    os.chmod(d, 0o755)
+    return d
+
+
 @pytest.fixture
 def lz(lazaret_bin, test_user, world_dir):
     base = tempfile.mkdtemp(prefix="t-", dir=world_dir)

@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from conftest import tool_dir
+
 CHECKS = [
     ("podman", True),
     ("runsc", True),
@@ -32,32 +34,7 @@ CHECKS = [
     ("storage-driver", False),
 ]
 STATUSES = {"ok", "problem", "warning"}
-SYSTEM_DIRS = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]
 LINE = re.compile(r"^  (ok|PROBLEM|warning) +(\S+) +(.*)$")
-
-
-def tool_dir(lz, omit=(), fakes=None):
-    """A directory of symlinks to every program in the system directories,
-    except the names in omit, plus fake scripts; used as the whole PATH."""
-    d = os.path.join(lz.base, "tools")
-    os.makedirs(d)
-    for src in SYSTEM_DIRS:
-        if not os.path.isdir(src):
-            continue
-        for name in os.listdir(src):
-            dst = os.path.join(d, name)
-            if name in omit or os.path.lexists(dst):
-                continue
-            os.symlink(os.path.join(src, name), dst)
-    for name, text in (fakes or {}).items():
-        path = os.path.join(d, name)
-        if os.path.lexists(path):
-            os.unlink(path)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(path, 0o755)
-    os.chmod(d, 0o755)
-    return d
 
 
 def doctor_json(lz, *args, env=None, timeout=180):

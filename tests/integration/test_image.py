@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-SYSTEM_DIRS = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+from conftest import tool_dir
+
 HEX64 = re.compile(r"^sha256:[0-9a-f]{64}$")
 BUSYBOX = "localhost/lazaret/busybox:latest"
 DEBIAN = "localhost/lazaret/debian:bookworm"
@@ -73,30 +74,6 @@ def user_dir(lz, rel):
     os.chown(path, lz.user.pw_uid, lz.user.pw_gid)
     os.chmod(path, 0o700)
     return path
-
-
-def tool_dir(lz, omit=(), fakes=None):
-    """A directory of symlinks to the system programs except omit, plus fake
-    scripts; used as the whole PATH."""
-    d = os.path.join(lz.base, "tools")
-    os.makedirs(d)
-    for src in SYSTEM_DIRS:
-        if not os.path.isdir(src):
-            continue
-        for name in os.listdir(src):
-            dst = os.path.join(d, name)
-            if name in omit or os.path.lexists(dst):
-                continue
-            os.symlink(os.path.join(src, name), dst)
-    for name, text in (fakes or {}).items():
-        path = os.path.join(d, name)
-        if os.path.lexists(path):
-            os.unlink(path)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(path, 0o755)
-    os.chmod(d, 0o755)
-    return d
 
 
 @pytest.fixture

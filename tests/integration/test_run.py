@@ -3,6 +3,7 @@
 unprivileged test user. Each test gets its own workspace and data root (so its
 own Domain), and checks that nothing is left behind: no container, no
 control socket, no coordinator process, no mount."""
+import contextlib
 import json
 import os
 import pty
@@ -17,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import TEST_USER
+from conftest import TEST_USER, tool_dir
 
 IMAGE = "localhost/lazaret/busybox:latest"
 
@@ -421,16 +422,31 @@ def _read_until(fd, needle, timeout=20):
     return buf
 
 
-def test_terminal_resize_and_ctrl_c(dom):
+@contextlib.contextmanager
+def pty_session(dom, env=None):
+    """lazaret run -- /bin/sh on a real PTY; yields (pid, master fd). The
+    CLI is killed and the fd closed however the test ends."""
     pid, fd = pty.fork()
     if pid == 0:
         try:
             os.chdir(dom.lz.work)
-            cmd = dom.cmd("run", "--", "/bin/sh")
+            cmd = dom.lz.cmdline(["--config", dom.cfg, "run", "--", "/bin/sh"], {**dom.lz.env, **dom.env, **(env or {})})
             os.execvp(cmd[0], cmd)
         finally:
             os._exit(127)
     try:
+        yield pid, fd
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)
+
+
+def test_terminal_resize_and_ctrl_c(dom):
+    with pty_session(dom) as (pid, fd):
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 31, 97, 0, 0))
         # $((...)) makes the marker differ from the echoed input line.
         os.write(fd, b"stty size; echo MARK$((0+1))\n")
@@ -469,13 +485,6 @@ def test_terminal_resize_and_ctrl_c(dom):
         os.write(fd, b"exit 5\n")
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 5
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(fd)
     dom.assert_clean()
 
 
@@ -493,16 +502,7 @@ def test_terminfo_of_the_host_terminal(dom, lz):
         for n in dirs:
             os.chmod(os.path.join(root, n), 0o755)
     entry = open(os.path.join(tdir, "x", "xterm-lztest"), "rb").read()
-    pid, fd = pty.fork()
-    if pid == 0:
-        try:
-            os.chdir(dom.lz.work)
-            cmd = dom.lz.cmdline(["--config", dom.cfg, "run", "--", "/bin/sh"],
-                                 {**dom.lz.env, **dom.env, "TERM": "xterm-lztest", "TERMINFO": tdir})
-            os.execvp(cmd[0], cmd)
-        finally:
-            os._exit(127)
-    try:
+    with pty_session(dom, {"TERM": "xterm-lztest", "TERMINFO": tdir}) as (pid, fd):
         os.write(fd, b"md5sum /run/lazaret/terminfo/x/xterm-lztest; echo T=$TERM I=$TERMINFO; "
                      b"echo hi > /run/lazaret/terminfo/x/w 2>/dev/null || echo RO$((1+1))\n")
         out = _read_until(fd, b"RO2")
@@ -510,23 +510,12 @@ def test_terminfo_of_the_host_terminal(dom, lz):
         assert b"T=xterm-lztest I=/run/lazaret/terminfo" in out
         os.write(fd, b"exit\n")
         os.waitpid(pid, 0)
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(fd)
     dom.assert_clean()
 
 
 def test_missing_prerequisite(lz, busybox_image):
     """runsc not installed: one line naming it and the fix, 125, nothing made."""
-    bindir = os.path.join(lz.base, "path")
-    os.makedirs(bindir)
-    for tool in ("podman", "env", "sh"):
-        os.symlink(subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip(),
-                   os.path.join(bindir, tool))
+    bindir = tool_dir(lz, omit={"runsc"})
     d = Domain(lz, busybox_image)
     r = d.run("run", "--", "/bin/true", env={"PATH": bindir})
     assert r.returncode == 125
