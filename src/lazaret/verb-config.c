@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "fd-util.h"
 #include "log.h"
 #include "strbuf.h"
 #include "string-util.h"
@@ -108,6 +109,32 @@ static void show_resolved_profile(StrBuf *b, const ConfigProfile *p) {
         for (size_t i = 0; i < p->n_volumes; i++)
                 strbuf_printf(b, "# resolved: volumes[%zu]  = %s -> %s%s\n", i, p->volumes[i].host,
                               p->volumes[i].container, p->volumes[i].read_only ? " (read-only)" : "");
+        _cleanup_free_ char *canon = NULL;
+        if (config_profile_netpolicy_canonical(p, &canon, NULL) < 0) {
+                b->oom = true;
+                return;
+        }
+        strbuf_printf(b, "# resolved: network policy sha256 = %s\n", p->net_digest);
+        for (const char *l = canon; *l;) {
+                const char *nl = strchr(l, '\n');
+                size_t n = nl ? (size_t) (nl - l) : strlen(l);
+                strbuf_puts(b, "# resolved: network policy: ");
+                strbuf_putn(b, l, n);
+                strbuf_putc(b, '\n');
+                l += n + (nl ? 1 : 0);
+        }
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
+                _cleanup_free_ NetRoute *routes = NULL;
+                size_t n = 0, permit = 0;
+                if (netpolicy_routes(&p->net, f, &routes, &n) < 0) {
+                        b->oom = true;
+                        return;
+                }
+                for (size_t i = 0; i < n; i++)
+                        permit += routes[i].permit;
+                strbuf_printf(b, "# resolved: network routes %s = %zu gateway, %zu prohibit%s\n",
+                              net_family_to_string(f), permit, n - permit, p->net.enabled[f] ? "" : " (disabled)");
+        }
 }
 
 static void show_table(StrBuf *b, const Config *cfg, const ConfigNode *t, const char *path, const char *only_profile,
@@ -194,13 +221,44 @@ static json_t *node_json(const ConfigNode *n, const char *only_profile, int dept
         return o;
 }
 
+static json_t *policy_json(const NetPolicy *np, const char *digest) {
+        _cleanup_free_ char *canon = NULL;
+        char c[64];
+        if (netpolicy_format(np, &canon, NULL) < 0)
+                return NULL;
+        json_t *fam = json_array(), *rules = json_array(), *res = json_array();
+        for (NetFamily f = 0; fam && f < _NET_FAMILY_MAX; f++)
+                json_array_append_new(fam, np->enabled[f]
+                                                   ? json_pack("{s:s, s:s, s:s}", "family", net_family_to_string(f),
+                                                               "disposition", "enabled", "default_action",
+                                                               net_action_to_string(np->default_action[f]))
+                                                   : json_pack("{s:s, s:s}", "family", net_family_to_string(f),
+                                                               "disposition", "disabled"));
+        for (size_t i = 0; rules && i < np->n_rules; i++) {
+                cidr_format(&np->rules[i].prefix, c, sizeof(c));
+                json_array_append_new(rules,
+                                      json_pack("{s:s, s:s, s:s}", "family",
+                                                net_family_to_string(net_family_of(np->rules[i].prefix.family)),
+                                                "network", c, "action", net_action_to_string(np->rules[i].action)));
+        }
+        for (size_t i = 0; res && i < np->n_resolvers; i++) {
+                netaddr_format(&np->resolvers[i], c, sizeof(c));
+                json_array_append_new(res, json_pack("{s:s, s:s}", "family",
+                                                     net_family_to_string(net_family_of(np->resolvers[i].family)),
+                                                     "address", c));
+        }
+        return json_pack("{s:s, s:s, s:s, s:o*, s:o*, s:o*}", "schema_id", NETPOLICY_SCHEMA, "digest", digest,
+                         "canonical", canon, "address_families", fam, "prefix_rules", rules, "resolvers", res);
+}
+
 static json_t *profile_json(const ConfigProfile *p) {
         json_t *vols = json_array();
         for (size_t i = 0; vols && i < p->n_volumes; i++)
                 json_array_append_new(vols, json_pack("{s:s, s:s, s:b}", "host", p->volumes[i].host, "container",
                                                       p->volumes[i].container, "read_only", p->volumes[i].read_only));
-        return json_pack("{s:s, s:s, s:s, s:o*}", "profile_dir", p->profile_dir, "domain_hash", p->domain_hash,
-                         "domain_dir", p->domain_dir, "volumes", vols);
+        return json_pack("{s:s, s:s, s:s, s:o*, s:o*}", "profile_dir", p->profile_dir, "domain_hash", p->domain_hash,
+                         "domain_dir", p->domain_dir, "volumes", vols, "network_policy",
+                         policy_json(&p->net, p->net_digest));
 }
 
 static int show_json(const Config *cfg, const char *only_profile) {

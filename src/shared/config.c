@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cidr.h"
+#include "netpolicy-digest.h"
 #include "config.h"
 #include "expand.h"
 #include "fd-util.h"
@@ -430,10 +433,24 @@ static int load_source(Config *c, const char *path, bool must_exist, ConfigDiags
 
 /* ---- validation --------------------------------------------------------- */
 
+typedef struct NetWhere {
+        const char *file;
+        TomlPos pos;
+        const char *list; /* "network.default_allow", "profiles.x.allow_egress", ... */
+        size_t index;
+} NetWhere;
+
 typedef struct Validator {
         Config *c;
         ConfigDiags *d;
         bool data_root_ok;
+        /* Network policy input: [network] entries first (n_net_global), then
+         * the profile being validated. */
+        NetPolicyEntry *net;
+        NetWhere *net_where;
+        size_t n_net, n_net_global, cap_net;
+        NetWhere res_where[NETPOLICY_RESOLVERS_MAX];
+        bool net_bad; /* some network input was invalid: no policy compiled */
 } Validator;
 
 static ConfigWhere where_of(const ConfigNode *n) {
@@ -499,15 +516,16 @@ static bool string_ok(Validator *v, const ConfigNode *n, const char *name) {
 
 /* Validate an array of non-empty strings; returns a copy (or NULL with
  * *ok=false). */
-static char **string_list(Validator *v, const ConfigNode *n, const char *name, size_t *ret_n, bool *ok) {
+static char **string_list_max(Validator *v, const ConfigNode *n, const char *name, size_t max, size_t *ret_n,
+                              bool *ok) {
         *ret_n = 0;
         if (!want_type(v, n, name, TOML_ARRAY)) {
                 *ok = false;
                 return NULL;
         }
         size_t cnt = n->value->array.n;
-        if (cnt > CONFIG_LIST_MAX) {
-                NODE_ERR(v, n, "%s has %zu entries; at most %u are allowed", name, cnt, CONFIG_LIST_MAX);
+        if (cnt > max) {
+                NODE_ERR(v, n, "%s has %zu entries; at most %zu are allowed", name, cnt, max);
                 *ok = false;
                 return NULL;
         }
@@ -593,11 +611,22 @@ static void validate_storage(Validator *v, const ConfigNode *t, const char *top_
                 v->data_root_ok = true;
 }
 
-static void validate_cidrs(Validator *v, const ConfigNode *n, const char *name, char ***ret, size_t *ret_n) {
+static char **string_list(Validator *v, const ConfigNode *n, const char *name, size_t *ret_n, bool *ok) {
+        return string_list_max(v, n, name, CONFIG_LIST_MAX, ret_n, ok);
+}
+
+/* Add the entries of a CIDR list to the validator's policy input. */
+static int validate_cidrs(Validator *v, const ConfigNode *n, const char *name, NetAction action, char ***ret,
+                          size_t *ret_n) {
         bool ok = true;
-        char **list = string_list(v, n, name, ret_n, &ok);
-        if (!list)
-                return;
+        char **list = string_list_max(v, n, name, CONFIG_PREFIXES_MAX, ret_n, &ok);
+        if (!list) {
+                v->net_bad = true;
+                return 0;
+        }
+        *ret = list;
+        if (!ok)
+                v->net_bad = true;
         /* Positions: string_list skipped bad entries, so walk the array again. */
         for (size_t i = 0; i < n->value->array.n; i++) {
                 const TomlValue *e = n->value->array.items[i];
@@ -608,27 +637,264 @@ static void validate_cidrs(Validator *v, const ConfigNode *n, const char *name, 
                 if (cidr_parse(e->str.s, &cidr, &why) < 0) {
                         _cleanup_free_ char *q = quoted(e->str.s, e->str.len);
                         ERR(v->d, n->src->path, e->pos, "%s[%zu]: %s is not a valid CIDR: %s", name, i, q ?: "?", why);
+                        v->net_bad = true;
+                        continue;
                 }
+                if (v->n_net >= v->cap_net) {
+                        size_t cap = v->cap_net ? v->cap_net * 2 : 64;
+                        NetPolicyEntry *ne = realloc(v->net, cap * sizeof(*ne));
+                        if (!ne)
+                                return -ENOMEM;
+                        v->net = ne;
+                        NetWhere *nw = realloc(v->net_where, cap * sizeof(*nw));
+                        if (!nw)
+                                return -ENOMEM;
+                        v->net_where = nw;
+                        v->cap_net = cap;
+                }
+                v->net[v->n_net] = (NetPolicyEntry){ .prefix = cidr, .action = action, .where_index = v->n_net };
+                v->net_where[v->n_net] = (NetWhere){ .file = n->src->path, .pos = e->pos, .list = name, .index = i };
+                v->n_net++;
         }
-        *ret = list;
+        return 0;
 }
 
-static void validate_network(Validator *v, const ConfigNode *t, const char *top_file) {
-        static const char *const known[] = { "default_allow", "default_deny", NULL };
+int probe_target_parse(const char *s, NetAddr *ret_addr, uint16_t *ret_port) {
+        char a[INET6_ADDRSTRLEN + 1];
+        const char *colon, *host = s;
+        size_t hl;
+
+        if (s[0] == '[') {
+                const char *end = strchr(s, ']');
+                if (!end || end[1] != ':')
+                        return -EINVAL;
+                host = s + 1;
+                hl = (size_t) (end - host);
+                colon = end + 1;
+        } else {
+                colon = strrchr(s, ':');
+                if (!colon || memchr(s, ':', (size_t) (colon - s)))
+                        return -EINVAL; /* IPv6 needs brackets */
+                hl = (size_t) (colon - s);
+        }
+        if (hl == 0 || hl >= sizeof(a))
+                return -EINVAL;
+        memcpy(a, host, hl);
+        a[hl] = '\0';
+        NetAddr addr;
+        if (netaddr_parse(a, &addr) < 0 || (s[0] == '[') != (addr.family == AF_INET6))
+                return -EINVAL;
+        const char *p = colon + 1;
+        unsigned port = 0;
+        if (*p == '\0' || (p[0] == '0'))
+                return -EINVAL;
+        for (; *p; p++) {
+                if (*p < '0' || *p > '9')
+                        return -EINVAL;
+                port = port * 10 + (unsigned) (*p - '0');
+                if (port > 65535)
+                        return -EINVAL;
+        }
+        *ret_addr = addr;
+        *ret_port = (uint16_t) port;
+        return 0;
+}
+
+static int validate_network(Validator *v, const ConfigNode *t, const char *top_file) {
+        static const char *const known[] = { "default_allow", "default_deny",   "ipv6", "resolvers",
+                                             "probe_targets", "probe_dns_name", NULL };
         static const TomlPos top = { 1, 1 };
+        int r;
+
+        v->c->ipv6_enabled = true;
         if (!t) {
                 ERR(v->d, top_file, top, "[network] section is required (it sets default_allow and default_deny)");
-                return;
+                v->net_bad = true;
+                return 0;
         }
-        if (!want_type(v, t, "network", TOML_TABLE))
-                return;
+        if (!want_type(v, t, "network", TOML_TABLE)) {
+                v->net_bad = true;
+                return 0;
+        }
         check_unknown(v, t, "[network]", known);
-        const ConfigNode *n = want_child(v, t, "default_allow", "network.default_allow", NULL, top);
-        if (n)
-                validate_cidrs(v, n, "network.default_allow", &v->c->default_allow, &v->c->n_default_allow);
+
+        const ConfigNode *n = config_node_get(t, "ipv6");
+        if (n && string_ok(v, n, "network.ipv6")) {
+                if (streq(n->value->str.s, "disabled"))
+                        v->c->ipv6_enabled = false;
+                else if (!streq(n->value->str.s, "enabled")) {
+                        _cleanup_free_ char *q = quoted(n->value->str.s, n->value->str.len);
+                        NODE_ERR(v, n, "network.ipv6 must be \"enabled\" or \"disabled\", not %s", q ?: "?");
+                        v->net_bad = true;
+                }
+        } else if (n)
+                v->net_bad = true;
+
+        n = want_child(v, t, "default_allow", "network.default_allow", NULL, top);
+        if (!n)
+                v->net_bad = true;
+        else if ((r = validate_cidrs(v, n, "network.default_allow", NET_ALLOW, &v->c->default_allow,
+                                     &v->c->n_default_allow)) < 0)
+                return r;
         n = want_child(v, t, "default_deny", "network.default_deny", NULL, top);
-        if (n)
-                validate_cidrs(v, n, "network.default_deny", &v->c->default_deny, &v->c->n_default_deny);
+        if (!n)
+                v->net_bad = true;
+        else if ((r = validate_cidrs(v, n, "network.default_deny", NET_DENY, &v->c->default_deny,
+                                     &v->c->n_default_deny)) < 0)
+                return r;
+        v->n_net_global = v->n_net;
+
+        n = config_node_get(t, "resolvers");
+        if (n) {
+                bool ok = true;
+                size_t cnt;
+                char **list = string_list_max(v, n, "network.resolvers", NETPOLICY_RESOLVERS_MAX, &cnt, &ok);
+                strv_free_n(list, cnt);
+                if (!list || !ok)
+                        v->net_bad = true;
+                v->c->resolvers = calloc(NETPOLICY_RESOLVERS_MAX, sizeof(NetAddr));
+                if (!v->c->resolvers)
+                        return -ENOMEM;
+                for (size_t i = 0; list && i < n->value->array.n; i++) {
+                        const TomlValue *e = n->value->array.items[i];
+                        if (e->type != TOML_STRING || e->str.len == 0 || strlen(e->str.s) != e->str.len)
+                                continue;
+                        if (netaddr_parse(e->str.s, &v->c->resolvers[v->c->n_resolvers]) < 0) {
+                                _cleanup_free_ char *q = quoted(e->str.s, e->str.len);
+                                ERR(v->d, n->src->path, e->pos,
+                                    "network.resolvers[%zu]: %s is not an IPv4 or IPv6 address (write the address "
+                                    "alone, without a port or prefix length)",
+                                    i, q ?: "?");
+                                v->net_bad = true;
+                                continue;
+                        }
+                        v->res_where[v->c->n_resolvers] = (NetWhere){
+                                .file = n->src->path, .pos = e->pos, .list = "network.resolvers", .index = i
+                        };
+                        v->c->n_resolvers++;
+                }
+        }
+
+        n = config_node_get(t, "probe_targets");
+        if (n) {
+                bool ok = true;
+                size_t cnt;
+                char **list = string_list(v, n, "network.probe_targets", &cnt, &ok);
+                strv_free_n(list, cnt);
+                if (!list || !ok)
+                        v->net_bad = true;
+                if (list) {
+                        v->c->probe_targets = calloc(n->value->array.n + 1, sizeof(ConfigProbe));
+                        if (!v->c->probe_targets)
+                                return -ENOMEM;
+                }
+                for (size_t i = 0; list && i < n->value->array.n; i++) {
+                        const TomlValue *e = n->value->array.items[i];
+                        if (e->type != TOML_STRING || e->str.len == 0 || strlen(e->str.s) != e->str.len)
+                                continue;
+                        ConfigProbe *pt = &v->c->probe_targets[v->c->n_probe_targets];
+                        if (probe_target_parse(e->str.s, &pt->addr, &pt->port) < 0) {
+                                _cleanup_free_ char *q = quoted(e->str.s, e->str.len);
+                                ERR(v->d, n->src->path, e->pos,
+                                    "network.probe_targets[%zu]: %s is not ADDRESS:PORT (e.g. \"198.51.100.7:443\" "
+                                    "or \"[2001:db8::7]:443\", port 1-65535)",
+                                    i, q ?: "?");
+                                v->net_bad = true;
+                                continue;
+                        }
+                        pt->where = (ConfigWhere){ .file = n->src->path, .pos = e->pos };
+                        v->c->n_probe_targets++;
+                }
+        }
+
+        n = config_node_get(t, "probe_dns_name");
+        if (n && string_ok(v, n, "network.probe_dns_name")) {
+                const char *q = n->value->str.s;
+                bool ok = strlen(q) <= 253;
+                for (const char *c = q; ok && *c; c++)
+                        ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                             *c == '-' || *c == '.' || *c == '_';
+                if (!ok || q[0] == '.' || strstr(q, "..")) {
+                        _cleanup_free_ char *qq = quoted(q, strlen(q));
+                        NODE_ERR(v, n,
+                                 "network.probe_dns_name: %s is not a DNS name (letters, digits, '-', '_' and "
+                                 "dots; at most 253 characters)",
+                                 qq ?: "?");
+                        v->net_bad = true;
+                } else if (!(v->c->probe_dns_name = strdup(q)))
+                        return -ENOMEM;
+        } else if (n)
+                v->net_bad = true;
+        if (!v->c->probe_dns_name && !(v->c->probe_dns_name = strdup(NETPROBE_DNS_NAME_DEFAULT)))
+                return -ENOMEM;
+        return 0;
+}
+
+static void net_where_name(const NetWhere *w, char *buf, size_t size) {
+        snprintf(buf, size, "%s[%zu]", w->list, w->index);
+}
+
+/* Compile the profile's Derived Network Policy from [network] and its
+ * allow_egress (already appended to v->net). */
+static int compile_profile_policy(Validator *v, ConfigProfile *p) {
+        if (v->net_bad)
+                return 0;
+        bool enabled[_NET_FAMILY_MAX] = { true, v->c->ipv6_enabled };
+        NetPolicyError err;
+        int r = netpolicy_build(enabled, v->net, v->n_net, v->c->resolvers, v->c->n_resolvers, &p->net, &err);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                const NetWhere *w = err.is_resolver ? &v->res_where[err.where_index] : &v->net_where[err.where_index];
+                char name[128], other[192] = "";
+                net_where_name(w, name, sizeof(name));
+                if (err.has_other) {
+                        const NetWhere *o = &v->net_where[err.other_index];
+                        char oname[128];
+                        net_where_name(o, oname, sizeof(oname));
+                        snprintf(other, sizeof(other), " (the other is %s at %s:%u:%u)", oname, o->file, o->pos.line,
+                                 o->pos.col);
+                }
+                /* Name the profile only when its own entries take part;
+                 * otherwise every profile would repeat the same error. */
+                char prof[64] = "";
+                bool from_profile = err.is_resolver ? v->n_net > v->n_net_global
+                                                    : err.where_index >= v->n_net_global ||
+                                                              (err.has_other && err.other_index >= v->n_net_global);
+                if (from_profile)
+                        snprintf(prof, sizeof(prof), " (profile %s)", p->name);
+                _cleanup_free_ char *msg = NULL;
+                if (asprintf(&msg, "%s: %s%s%s", name, err.message, other, prof) < 0)
+                        return -ENOMEM;
+                for (size_t i = 0; i < v->d->n; i++)
+                        if (v->d->items[i].pos.line == w->pos.line && v->d->items[i].pos.col == w->pos.col &&
+                            streq(v->d->items[i].message, msg))
+                                return 0;
+                ERR(v->d, w->file, w->pos, "%s", msg);
+                return 0;
+        }
+        for (size_t i = 0; i < v->c->n_probe_targets; i++) {
+                const ConfigProbe *pt = &v->c->probe_targets[i];
+                if (netpolicy_verdict(&p->net, &pt->addr) == NET_ALLOW)
+                        continue;
+                char a[64];
+                netaddr_format(&pt->addr, a, sizeof(a));
+                ERR(v->d, pt->where.file, pt->where.pos,
+                    "network.probe_targets[%zu]: %s is denied by the policy of profile %s; a probe target must be a "
+                    "destination the sandbox may reach",
+                    i, a, p->name);
+        }
+        _cleanup_free_ char *canon = NULL;
+        size_t len;
+        r = netpolicy_format(&p->net, &canon, &len);
+        if (r < 0)
+                return r;
+        sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, canon, len, p->net_digest);
+        return 0;
+}
+
+int config_profile_netpolicy_canonical(const ConfigProfile *p, char **ret, size_t *ret_len) {
+        return netpolicy_format(&p->net, ret, ret_len);
 }
 
 static void validate_escalation(Validator *v, const ConfigNode *t, const char *top_file) {
@@ -1198,10 +1464,25 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
                 }
         }
 
+        v->n_net = v->n_net_global;
         n = config_node_get(t, "allow_egress");
+        bool egress_bad = false;
         if (n) {
-                _cleanup_free_ char *nn = key_path(pname, "allow_egress");
-                validate_cidrs(v, n, nn ?: "allow_egress", &p->allow_egress, &p->n_allow_egress);
+                p->allow_egress_name = key_path(pname, "allow_egress");
+                if (!p->allow_egress_name)
+                        return -ENOMEM;
+                bool was_bad = v->net_bad;
+                v->net_bad = false;
+                r = validate_cidrs(v, n, p->allow_egress_name, NET_ALLOW, &p->allow_egress, &p->n_allow_egress);
+                if (r < 0)
+                        return r;
+                egress_bad = v->net_bad;
+                v->net_bad = was_bad;
+        }
+        if (!egress_bad) {
+                r = compile_profile_policy(v, p);
+                if (r < 0)
+                        return r;
         }
 
         n = config_node_get(t, "env");
@@ -1237,7 +1518,9 @@ static int validate(Validator *v) {
 
         check_unknown(v, root, "the top level", known);
         validate_storage(v, config_node_get(root, "storage"), top_file);
-        validate_network(v, config_node_get(root, "network"), top_file);
+        int r = validate_network(v, config_node_get(root, "network"), top_file);
+        if (r < 0)
+                return r;
         validate_escalation(v, config_node_get(root, "escalation"), top_file);
 
         const ConfigNode *profiles = config_node_get(root, "profiles");
@@ -1259,7 +1542,7 @@ static int validate(Validator *v) {
         if (!v->c->profiles)
                 return -ENOMEM;
         for (size_t i = 0; i < profiles->n_children; i++) {
-                int r = validate_profile(v, &profiles->children[i]);
+                r = validate_profile(v, &profiles->children[i]);
                 if (r < 0)
                         return r;
         }
@@ -1274,6 +1557,8 @@ static void profile_done(ConfigProfile *p) {
         free(p->image);
         strv_free_n(p->persistent_dirs, p->n_persistent_dirs);
         strv_free_n(p->allow_egress, p->n_allow_egress);
+        free(p->allow_egress_name);
+        netpolicy_done(&p->net);
         for (size_t i = 0; i < p->n_env; i++) {
                 free(p->env[i].name);
                 free(p->env[i].value);
@@ -1306,6 +1591,9 @@ Config *config_free(Config *c) {
         free(c->data_root);
         strv_free_n(c->default_allow, c->n_default_allow);
         strv_free_n(c->default_deny, c->n_default_deny);
+        free(c->resolvers);
+        free(c->probe_targets);
+        free(c->probe_dns_name);
         free(c->socket_dir);
         strv_free_n(c->auto_approve, c->n_auto_approve);
         free(c);
@@ -1393,6 +1681,8 @@ int config_load(const ConfigLoadOptions *o, Config **ret, ConfigDiags *diags) {
 
         Validator v = { .c = c, .d = diags };
         r = validate(&v);
+        free(v.net);
+        free(v.net_where);
         if (r < 0)
                 return r;
         if (config_diags_errors(diags) > before)

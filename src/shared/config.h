@@ -20,16 +20,20 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
+#include "netpolicy.h"
 #include "toml.h"
 
 /* Bounds on everything a configuration can make Lazaret do. */
-#define CONFIG_FILE_MAX     (1024u * 1024u) /* bytes per file */
-#define CONFIG_DEPTH_MAX    16u /* nesting of tables and arrays */
-#define CONFIG_STRING_MAX   4096u /* bytes per string or key */
-#define CONFIG_PROFILES_MAX 64u
-#define CONFIG_LIST_MAX     1024u /* entries in any array or env table */
+#define CONFIG_FILE_MAX           (1024u * 1024u) /* bytes per file */
+#define CONFIG_DEPTH_MAX          16u /* nesting of tables and arrays */
+#define CONFIG_STRING_MAX         4096u /* bytes per string or key */
+#define CONFIG_PROFILES_MAX       64u
+#define CONFIG_LIST_MAX           1024u /* entries in any array or env table */
+#define CONFIG_PREFIXES_MAX       65536u /* entries in a CIDR list (block lists are long) */
+#define NETPROBE_DNS_NAME_DEFAULT "example.com"
 
 typedef struct ConfigDiag {
         char *file; /* NULL when the problem belongs to no file */
@@ -95,6 +99,13 @@ typedef enum RunscNetwork {
 
 const char *runsc_network_to_string(RunscNetwork n);
 
+/* A destination the launch probes and must find reachable. */
+typedef struct ConfigProbe {
+        NetAddr addr;
+        uint16_t port;
+        ConfigWhere where;
+} ConfigProbe;
+
 typedef struct ConfigProfile {
         char *name;
         char **command; /* NULL-terminated argv; default {"/bin/sh", "-l"} */
@@ -108,10 +119,15 @@ typedef struct ConfigProfile {
         size_t n_persistent_dirs;
         char **allow_egress;
         size_t n_allow_egress;
+        char *allow_egress_name; /* "profiles.NAME.allow_egress" */
         ConfigEnvVar *env;
         size_t n_env;
         ConfigVolume *volumes;
         size_t n_volumes;
+        /* The Derived Network Policy: [network] with this profile's
+         * allow_egress (valid only when the configuration is). */
+        NetPolicy net;
+        char net_digest[NETPOLICY_DIGEST_HEX_LEN + 1];
         /* Resolved for the configuration's workspace (spec §3.2.2, §4.3.1). */
         char *profile_dir; /* {data_root}/{profile_name} */
         char domain_hash[13];
@@ -129,6 +145,12 @@ typedef struct Config {
         size_t n_default_allow;
         char **default_deny;
         size_t n_default_deny;
+        bool ipv6_enabled; /* network.ipv6 = "enabled" (default) | "disabled" */
+        NetAddr *resolvers; /* network.resolvers, as written */
+        size_t n_resolvers;
+        ConfigProbe *probe_targets; /* network.probe_targets */
+        size_t n_probe_targets;
+        char *probe_dns_name; /* network.probe_dns_name */
         bool escalation_enabled;
         char *socket_dir; /* expanded and canonicalized */
         char **auto_approve;
@@ -187,3 +209,9 @@ const char *config_image_problem(const char *ref, bool *ret_pinned);
 int config_domain_hash(const char *profile, const char *workspace, char ret[13]);
 
 void strv_free_n(char **v, size_t n);
+
+/* The canonical bytes of a profile's policy and its digest in one go. */
+int config_profile_netpolicy_canonical(const ConfigProfile *p, char **ret, size_t *ret_len);
+
+/* Parse "ADDR:PORT" or "[ADDR6]:PORT". */
+int probe_target_parse(const char *s, NetAddr *ret_addr, uint16_t *ret_port);

@@ -88,7 +88,9 @@ def test_show_resolves_per_profile(lz):
     h = domain_hash("claude", lz.work)
     assert j["workspace"] == lz.work
     assert j["resolved"]["data_root"] == data
-    assert j["resolved"]["profiles"]["claude"] == {
+    prof = j["resolved"]["profiles"]["claude"]
+    assert prof.pop("network_policy")["digest"]
+    assert prof == {
         "profile_dir": f"{data}/claude",
         "domain_hash": h,
         "domain_dir": f"{data}/domains/{h}",
@@ -264,3 +266,43 @@ def test_usage_errors(lz):
     assert lz.run("config", "check", "--bogus").returncode == 64
     assert lz.run("--help").returncode == 0
     assert lz.run("--version").stdout.startswith("lazaret ")
+
+
+def test_show_derived_network_policy(lz):
+    """config show prints the Derived Network Policy and its digest; the
+    digest is SHA-256 of the canonical form with the domain separator,
+    recomputed here; the profile's allow_egress joins [network]."""
+    user_cfg(lz, BASE.replace('default_allow = ["0.0.0.0/0"]',
+                              'default_allow = ["0.0.0.0/0", "10.0.2.3/32"]\n'
+                              'resolvers = ["10.0.2.3", "10.0.2.3"]\nipv6 = "enabled"')
+             + 'allow_egress = ["10.1.0.0/16", "2001:db8::/32"]\n')
+    r = lz.run("config", "show", "--json")
+    assert r.returncode == 0, r.stderr
+    pol = json.loads(r.stdout)["resolved"]["profiles"]["claude"]["network_policy"]
+    canonical = ("lazaret-derived-network-policy v1\n"
+                 "family ipv4 enabled default allow\n"
+                 "family ipv6 enabled default deny\n"
+                 "rule 10.0.0.0/8 deny\n"
+                 "rule 10.0.2.3/32 allow\n"
+                 "rule 10.1.0.0/16 allow\n"
+                 "rule 2001:db8::/32 allow\n"
+                 "rule fe80::/10 deny\n"
+                 "resolver 10.0.2.3\n")
+    assert pol["canonical"] == canonical
+    digest = hashlib.sha256(b"lazaret/derived-network-policy/v1\n" + canonical.encode()).hexdigest()
+    assert pol["digest"] == digest
+    assert pol["address_families"] == [
+        {"family": "ipv4", "disposition": "enabled", "default_action": "allow"},
+        {"family": "ipv6", "disposition": "enabled", "default_action": "deny"}]
+    assert pol["resolvers"] == [{"family": "ipv4", "address": "10.0.2.3"}]
+    assert {"family": "ipv6", "network": "fe80::/10", "action": "deny"} in pol["prefix_rules"]
+
+    r = lz.run("config", "show")
+    assert r.returncode == 0, r.stderr
+    assert f"# resolved: network policy sha256 = {digest}\n" in r.stdout
+    assert "# resolved: network policy: rule 10.1.0.0/16 allow\n" in r.stdout
+    # IPv4: the complement of 10.0.0.0/8 except 10.0.2.3 and 10.1.0.0/16, as
+    # gateway routes; IPv6: only 2001:db8::/32. Never a default route.
+    assert "# resolved: network routes ipv6 = 1 gateway, 1 prohibit\n" in r.stdout
+    # The text form stays valid TOML.
+    tomllib.loads(r.stdout)

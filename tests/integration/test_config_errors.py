@@ -57,7 +57,8 @@ CASES = [
     ("unknown-storage-key", base(storage='[storage]\ndata_root = "{root}/data"\n«dataroot = "x"\n'),
      ["unknown key 'dataroot' in [storage] (known: data_root)"]),
     ("unknown-network-key", base(network=NETWORK + '«default_allows = []\n'),
-     ["unknown key 'default_allows' in [network] (known: default_allow, default_deny)"]),
+     ["unknown key 'default_allows' in [network] (known: default_allow, default_deny, ipv6, resolvers, "
+      "probe_targets, probe_dns_name)"]),
     ("unknown-escalation-key", base(escalation=ESCALATION + '«autoapprove = []\n'),
      ["unknown key 'autoapprove' in [escalation] (known: enabled, socket_dir, auto_approve)"]),
     ("unknown-profile-key", base(extra='«images = "x"\n'),
@@ -117,6 +118,48 @@ CASES = [
      ["profiles.shell.allow_egress[0]: '2001:db8::/129' is not a valid CIDR: prefix length is larger than 128"]),
     ("egress-hostname", base(extra='allow_egress = ["::/0", «"example.com/32"]\n'),
      ["profiles.shell.allow_egress[1]: 'example.com/32' is not a valid CIDR: not an IPv4 or IPv6 address"]),
+    # --- the Derived Network Policy (schema, decision 7)
+    ("policy-equal-prefix-conflict",
+     base(network='[network]\ndefault_allow = ["0.0.0.0/0", "10.0.0.0/8"]\ndefault_deny = [«"10.0.0.0/8"]\n'),
+     ["network.default_deny[0]: 10.0.0.0/8 is both allowed and denied; an equal prefix cannot have two actions "
+      "(use a longer prefix for the exception) (the other is network.default_allow[1] at {file}:4:31)"]),
+    ("policy-egress-conflicts-with-deny", base(extra='allow_egress = [«"10.0.0.0/8"]\n'),
+     ["profiles.shell.allow_egress[0]: 10.0.0.0/8 is both allowed and denied; an equal prefix cannot have two "
+      "actions (use a longer prefix for the exception) (the other is network.default_deny[0] at {file}:5:17) "
+      "(profile shell)"]),
+    ("policy-default-conflict",
+     base(network='[network]\ndefault_allow = ["0.0.0.0/0"]\ndefault_deny = ["::/0", «"0.0.0.0/0"]\n'),
+     ["network.default_deny[1]: 0.0.0.0/0 is both allowed and denied; an equal prefix cannot have two actions "
+      "(use a longer prefix for the exception) (the other is network.default_allow[0] at {file}:4:18)"]),
+    ("policy-v6-entry-v6-disabled",
+     base(network='[network]\nipv6 = "disabled"\ndefault_allow = ["0.0.0.0/0"]\ndefault_deny = [«"fe80::/10"]\n'),
+     ['network.default_deny[0]: fe80::/10 is an IPv6 prefix, but IPv6 is disabled (network.ipv6 = "disabled"); '
+      'remove it or enable IPv6']),
+    ("policy-ipv6-bad-value", base(network=NETWORK + 'ipv6 = «"off"\n'),
+     ["network.ipv6 must be \"enabled\" or \"disabled\", not 'off'"]),
+    ("policy-resolver-denied", base(network=NETWORK + 'resolvers = [«"10.0.2.3"]\n'),
+     ['network.resolvers[0]: resolver 10.0.2.3 is denied by the policy; allow it (e.g. "10.0.2.3/32" in '
+      'network.default_allow) or choose another resolver']),
+    ("policy-resolver-v6-disabled",
+     base(network='[network]\nipv6 = "disabled"\ndefault_allow = ["0.0.0.0/0"]\ndefault_deny = []\n'
+                  'resolvers = [«"2001:db8::53"]\n'),
+     ['network.resolvers[0]: resolver 2001:db8::53 is an IPv6 address, but IPv6 is disabled '
+      '(network.ipv6 = "disabled")']),
+    ("policy-resolver-with-port", base(network=NETWORK + 'resolvers = [«"192.0.2.53:53"]\n'),
+     ["network.resolvers[0]: '192.0.2.53:53' is not an IPv4 or IPv6 address (write the address alone, without a "
+      "port or prefix length)"]),
+    ("policy-probe-denied", base(network=NETWORK + 'probe_targets = ["192.0.2.1:80", «"10.1.1.1:443"]\n'),
+     ["network.probe_targets[1]: 10.1.1.1 is denied by the policy of profile shell; a probe target must be a "
+      "destination the sandbox may reach"]),
+    ("policy-probe-v6-no-brackets", base(network=NETWORK + 'probe_targets = [«"2001:db8::1:80"]\n'),
+     ["network.probe_targets[0]: '2001:db8::1:80' is not ADDRESS:PORT (e.g. \"198.51.100.7:443\" or "
+      "\"[2001:db8::7]:443\", port 1-65535)"]),
+    ("policy-probe-port-zero", base(network=NETWORK + 'probe_targets = [«"192.0.2.1:0"]\n'),
+     ["network.probe_targets[0]: '192.0.2.1:0' is not ADDRESS:PORT (e.g. \"198.51.100.7:443\" or "
+      "\"[2001:db8::7]:443\", port 1-65535)"]),
+    ("policy-probe-dns-name", base(network=NETWORK + 'probe_dns_name = «"a b"\n'),
+     ["network.probe_dns_name: 'a b' is not a DNS name (letters, digits, '-', '_' and dots; at most 253 "
+      "characters)"]),
 
     # --- paths, expansion, sanitation (spec 3.2)
     ("data-root-relative", base(storage='[storage]\ndata_root = «"data"\n'),
@@ -229,7 +272,8 @@ def test_bad_config(lz, name, text, messages):
     assert len(marks) == len(messages), "test case: one marker per message"
     path = lz.write("home/.config/lazaret/config.toml", clean)
     r = lz.run("config", "check")
-    want = [f"{path}:{line}:{col}: {m.replace('{work}', lz.work)}" for (line, col), m in zip(marks, messages)]
+    want = [f"{path}:{line}:{col}: {m.replace('{work}', lz.work).replace('{file}', path)}"
+            for (line, col), m in zip(marks, messages)]
     assert r.stderr.splitlines() == want, r.stderr
     assert r.returncode == 65
     assert r.stdout == ""

@@ -1,0 +1,541 @@
+/* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "fd-util.h"
+#include "netpolicy.h"
+#include "strbuf.h"
+
+NetFamily net_family_of(int af) {
+        return af == AF_INET6 ? NET_IPV6 : NET_IPV4;
+}
+
+const char *net_family_to_string(NetFamily f) {
+        return f == NET_IPV6 ? "ipv6" : "ipv4";
+}
+
+const char *net_action_to_string(NetAction a) {
+        return a == NET_ALLOW ? "allow" : "deny";
+}
+
+static unsigned family_bits(int af) {
+        return af == AF_INET6 ? 128 : 32;
+}
+
+static int addr_bit(const uint8_t *a, unsigned i) {
+        return (a[i / 8] >> (7 - i % 8)) & 1;
+}
+
+static void addr_set_bit(uint8_t *a, unsigned i) {
+        a[i / 8] |= (uint8_t) (0x80 >> (i % 8));
+}
+
+bool cidr_contains(const Cidr *c, const NetAddr *a) {
+        if (c->family != a->family)
+                return false;
+        unsigned full = c->prefixlen / 8, rest = c->prefixlen % 8;
+        if (memcmp(c->addr, a->addr, full) != 0)
+                return false;
+        if (rest == 0)
+                return true;
+        uint8_t mask = (uint8_t) (0xff << (8 - rest));
+        return (c->addr[full] & mask) == (a->addr[full] & mask);
+}
+
+/* Does prefix inner lie within (or equal) outer? */
+static bool cidr_within(const Cidr *inner, const Cidr *outer) {
+        if (inner->family != outer->family || inner->prefixlen < outer->prefixlen)
+                return false;
+        NetAddr a = { .family = inner->family };
+        memcpy(a.addr, inner->addr, sizeof(a.addr));
+        return cidr_contains(outer, &a);
+}
+
+static int cidr_cmp(const Cidr *a, const Cidr *b) {
+        if (a->family != b->family)
+                return a->family == AF_INET ? -1 : 1;
+        int r = memcmp(a->addr, b->addr, 16);
+        if (r != 0)
+                return r;
+        return a->prefixlen < b->prefixlen ? -1 : a->prefixlen > b->prefixlen;
+}
+
+static int addr_cmp(const NetAddr *a, const NetAddr *b) {
+        if (a->family != b->family)
+                return a->family == AF_INET ? -1 : 1;
+        return memcmp(a->addr, b->addr, 16);
+}
+
+int netaddr_parse(const char *s, NetAddr *ret) {
+        NetAddr a = {};
+        if (inet_pton(AF_INET, s, a.addr) == 1)
+                a.family = AF_INET;
+        else if (inet_pton(AF_INET6, s, a.addr) == 1)
+                a.family = AF_INET6;
+        else
+                return -EINVAL;
+        *ret = a;
+        return 0;
+}
+
+void netaddr_format(const NetAddr *a, char *buf, size_t size) {
+        char s[INET6_ADDRSTRLEN] = "?";
+        inet_ntop(a->family, a->addr, s, sizeof(s));
+        snprintf(buf, size, "%s", s);
+}
+
+typedef struct Sorted {
+        NetPolicyEntry e;
+        size_t order; /* position in the caller's list, for stable sorting */
+} Sorted;
+
+static int sorted_cmp(const void *x, const void *y) {
+        const Sorted *a = x, *b = y;
+        int r = cidr_cmp(&a->e.prefix, &b->e.prefix);
+        if (r != 0)
+                return r;
+        return a->order < b->order ? -1 : a->order > b->order;
+}
+
+static int resolver_cmp(const void *x, const void *y) {
+        return addr_cmp(x, y);
+}
+
+void netpolicy_done(NetPolicy *p) {
+        free(p->rules);
+        free(p->resolvers);
+        *p = (NetPolicy){};
+}
+
+NetAction netpolicy_verdict(const NetPolicy *p, const NetAddr *a) {
+        NetFamily f = net_family_of(a->family);
+        if (!p->enabled[f])
+                return NET_DENY;
+        NetAction v = p->default_action[f];
+        int best = -1;
+        for (size_t i = 0; i < p->n_rules; i++)
+                if ((int) p->rules[i].prefix.prefixlen > best && cidr_contains(&p->rules[i].prefix, a)) {
+                        best = (int) p->rules[i].prefix.prefixlen;
+                        v = p->rules[i].action;
+                }
+        return v;
+}
+
+int netpolicy_build(const bool enabled[_NET_FAMILY_MAX], const NetPolicyEntry *entries, size_t n_entries,
+                    const NetAddr *resolvers, size_t n_resolvers, NetPolicy *ret, NetPolicyError *ret_error) {
+        _cleanup_(netpolicy_done) NetPolicy p = {};
+        _cleanup_free_ Sorted *s = NULL;
+        NetPolicyError err = {};
+
+        if (n_entries > NETPOLICY_RULES_MAX || n_resolvers > NETPOLICY_RESOLVERS_MAX) {
+                snprintf(err.message, sizeof(err.message), "too many %s (at most %u)",
+                         n_entries > NETPOLICY_RULES_MAX ? "prefixes" : "resolvers",
+                         n_entries > NETPOLICY_RULES_MAX ? NETPOLICY_RULES_MAX : NETPOLICY_RESOLVERS_MAX);
+                err.where_index = 0;
+                err.is_resolver = n_entries <= NETPOLICY_RULES_MAX;
+                goto fail;
+        }
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
+                p.enabled[f] = enabled[f];
+                p.default_action[f] = NET_DENY;
+        }
+
+        s = calloc(n_entries ?: 1, sizeof(Sorted));
+        p.rules = calloc(n_entries ?: 1, sizeof(NetRule));
+        p.resolvers = calloc(n_resolvers ?: 1, sizeof(NetAddr));
+        if (!s || !p.rules || !p.resolvers)
+                return -ENOMEM;
+
+        for (size_t i = 0; i < n_entries; i++) {
+                NetFamily f = net_family_of(entries[i].prefix.family);
+                if (!enabled[f]) {
+                        char c[64];
+                        cidr_format(&entries[i].prefix, c, sizeof(c));
+                        err.where_index = entries[i].where_index;
+                        snprintf(err.message, sizeof(err.message),
+                                 "%s is an %s prefix, but %s is disabled (network.%s = \"disabled\"); remove it or "
+                                 "enable %s",
+                                 c, f == NET_IPV6 ? "IPv6" : "IPv4", f == NET_IPV6 ? "IPv6" : "IPv4",
+                                 net_family_to_string(f), f == NET_IPV6 ? "IPv6" : "IPv4");
+                        goto fail;
+                }
+                s[i] = (Sorted){ .e = entries[i], .order = i };
+        }
+        qsort(s, n_entries, sizeof(Sorted), sorted_cmp);
+
+        for (size_t i = 0; i < n_entries; i++) {
+                if (i > 0 && cidr_cmp(&s[i].e.prefix, &s[i - 1].e.prefix) == 0) {
+                        if (s[i].e.action == s[i - 1].e.action)
+                                continue; /* the same rule twice: one rule */
+                        /* Report the entry that comes later in the caller's list. */
+                        const Sorted *later = s[i].order > s[i - 1].order ? &s[i] : &s[i - 1];
+                        const Sorted *earlier = later == &s[i] ? &s[i - 1] : &s[i];
+                        char c[64];
+                        cidr_format(&later->e.prefix, c, sizeof(c));
+                        err.where_index = later->e.where_index;
+                        err.has_other = true;
+                        err.other_index = earlier->e.where_index;
+                        snprintf(err.message, sizeof(err.message),
+                                 "%s is both allowed and denied; an equal prefix cannot have two actions (use a "
+                                 "longer prefix for the exception)",
+                                 c);
+                        goto fail;
+                }
+                if (s[i].e.prefix.prefixlen == 0) {
+                        p.default_action[net_family_of(s[i].e.prefix.family)] = s[i].e.action;
+                        continue;
+                }
+                p.rules[p.n_rules++] = (NetRule){ .prefix = s[i].e.prefix, .action = s[i].e.action };
+        }
+
+        for (size_t i = 0; i < n_resolvers; i++) {
+                NetFamily f = net_family_of(resolvers[i].family);
+                char a[INET6_ADDRSTRLEN];
+                netaddr_format(&resolvers[i], a, sizeof(a));
+                err.where_index = i;
+                err.is_resolver = true;
+                if (!p.enabled[f]) {
+                        snprintf(err.message, sizeof(err.message),
+                                 "resolver %s is an %s address, but %s is disabled (network.%s = \"disabled\")", a,
+                                 f == NET_IPV6 ? "IPv6" : "IPv4", f == NET_IPV6 ? "IPv6" : "IPv4",
+                                 net_family_to_string(f));
+                        goto fail;
+                }
+                if (netpolicy_verdict(&p, &resolvers[i]) != NET_ALLOW) {
+                        snprintf(err.message, sizeof(err.message),
+                                 "resolver %s is denied by the policy; allow it (e.g. \"%s/%u\" in "
+                                 "network.default_allow) or choose another resolver",
+                                 a, a, family_bits(resolvers[i].family));
+                        goto fail;
+                }
+                p.resolvers[p.n_resolvers++] = resolvers[i];
+        }
+        qsort(p.resolvers, p.n_resolvers, sizeof(NetAddr), resolver_cmp);
+        size_t k = 0;
+        for (size_t i = 0; i < p.n_resolvers; i++)
+                if (k == 0 || addr_cmp(&p.resolvers[i], &p.resolvers[k - 1]) != 0)
+                        p.resolvers[k++] = p.resolvers[i];
+        p.n_resolvers = k;
+
+        *ret = p;
+        p = (NetPolicy){};
+        return 0;
+
+fail:
+        if (ret_error)
+                *ret_error = err;
+        return -EINVAL;
+}
+
+int netpolicy_format(const NetPolicy *p, char **ret, size_t *ret_len) {
+        StrBuf b = STRBUF_INIT;
+        char c[64];
+
+        strbuf_puts(&b, NETPOLICY_SCHEMA "\n");
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++)
+                if (p->enabled[f])
+                        strbuf_printf(&b, "family %s enabled default %s\n", net_family_to_string(f),
+                                      net_action_to_string(p->default_action[f]));
+                else
+                        strbuf_printf(&b, "family %s disabled\n", net_family_to_string(f));
+        for (size_t i = 0; i < p->n_rules; i++) {
+                cidr_format(&p->rules[i].prefix, c, sizeof(c));
+                strbuf_printf(&b, "rule %s %s\n", c, net_action_to_string(p->rules[i].action));
+        }
+        for (size_t i = 0; i < p->n_resolvers; i++) {
+                netaddr_format(&p->resolvers[i], c, sizeof(c));
+                strbuf_printf(&b, "resolver %s\n", c);
+        }
+        size_t len = b.len;
+        char *s = strbuf_steal(&b);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        if (ret_len)
+                *ret_len = len;
+        return 0;
+}
+
+/* Next line of buf[*pos..len) into line (NUL-terminated); false at the end
+ * or when a line is unterminated or too long. */
+static bool next_line(const char *buf, size_t len, size_t *pos, char *line, size_t size) {
+        const char *nl = memchr(buf + *pos, '\n', len - *pos);
+        if (!nl)
+                return false;
+        size_t n = (size_t) (nl - (buf + *pos));
+        if (n >= size)
+                return false;
+        memcpy(line, buf + *pos, n);
+        line[n] = '\0';
+        *pos += n + 1;
+        return true;
+}
+
+int netpolicy_parse(const char *buf, size_t len, NetPolicy *ret, const char **ret_error) {
+        _cleanup_free_ NetPolicyEntry *entries = NULL;
+        NetAddr resolvers[NETPOLICY_RESOLVERS_MAX];
+        size_t n_entries = 0, n_resolvers = 0, pos = 0, cap = 0;
+        bool enabled[_NET_FAMILY_MAX] = {};
+        char line[128];
+        const char *why = "not a canonical network policy";
+
+        if (len > NETPOLICY_CANONICAL_MAX) {
+                *ret_error = "policy too large";
+                return -EINVAL;
+        }
+        if (!next_line(buf, len, &pos, line, sizeof(line)) || strcmp(line, NETPOLICY_SCHEMA) != 0) {
+                *ret_error = "unknown schema line (want \"" NETPOLICY_SCHEMA "\")";
+                return -EINVAL;
+        }
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
+                char want_on[64], want_off[64];
+                if (!next_line(buf, len, &pos, line, sizeof(line))) {
+                        *ret_error = "missing family line";
+                        return -EINVAL;
+                }
+                snprintf(want_on, sizeof(want_on), "family %s enabled default ", net_family_to_string(f));
+                snprintf(want_off, sizeof(want_off), "family %s disabled", net_family_to_string(f));
+                if (strcmp(line, want_off) == 0)
+                        continue;
+                if (strncmp(line, want_on, strlen(want_on)) != 0) {
+                        *ret_error = "bad family line";
+                        return -EINVAL;
+                }
+                enabled[f] = true;
+                const char *act = line + strlen(want_on);
+                if (strcmp(act, "allow") == 0) {
+                        if (n_entries >= cap) {
+                                cap = cap ? cap * 2 : 16;
+                                NetPolicyEntry *n = realloc(entries, cap * sizeof(*n));
+                                if (!n)
+                                        return -ENOMEM;
+                                entries = n;
+                        }
+                        Cidr all = { .family = f == NET_IPV6 ? AF_INET6 : AF_INET };
+                        entries[n_entries] = (NetPolicyEntry){ .prefix = all, .action = NET_ALLOW };
+                        entries[n_entries].where_index = n_entries;
+                        n_entries++;
+                } else if (strcmp(act, "deny") != 0) {
+                        *ret_error = "bad default action";
+                        return -EINVAL;
+                }
+        }
+        while (pos < len) {
+                if (!next_line(buf, len, &pos, line, sizeof(line))) {
+                        *ret_error = "unterminated or overlong line";
+                        return -EINVAL;
+                }
+                if (strncmp(line, "rule ", 5) == 0) {
+                        if (n_resolvers > 0) {
+                                *ret_error = "rule after resolver";
+                                return -EINVAL;
+                        }
+                        char *sp = strrchr(line + 5, ' ');
+                        if (!sp) {
+                                *ret_error = "bad rule line";
+                                return -EINVAL;
+                        }
+                        *sp = '\0';
+                        NetAction a;
+                        if (strcmp(sp + 1, "allow") == 0)
+                                a = NET_ALLOW;
+                        else if (strcmp(sp + 1, "deny") == 0)
+                                a = NET_DENY;
+                        else {
+                                *ret_error = "bad rule action";
+                                return -EINVAL;
+                        }
+                        Cidr c;
+                        const char *cwhy;
+                        if (cidr_parse(line + 5, &c, &cwhy) < 0) {
+                                *ret_error = cwhy;
+                                return -EINVAL;
+                        }
+                        if (c.prefixlen == 0) {
+                                *ret_error = "a /0 rule (the default action belongs on the family line)";
+                                return -EINVAL;
+                        }
+                        if (n_entries >= NETPOLICY_RULES_MAX) {
+                                *ret_error = "too many rules";
+                                return -EINVAL;
+                        }
+                        if (n_entries >= cap) {
+                                cap = cap ? cap * 2 : 16;
+                                NetPolicyEntry *n = realloc(entries, cap * sizeof(*n));
+                                if (!n)
+                                        return -ENOMEM;
+                                entries = n;
+                        }
+                        entries[n_entries] = (NetPolicyEntry){ .prefix = c, .action = a, .where_index = n_entries };
+                        n_entries++;
+                } else if (strncmp(line, "resolver ", 9) == 0) {
+                        if (n_resolvers >= NETPOLICY_RESOLVERS_MAX) {
+                                *ret_error = "too many resolvers";
+                                return -EINVAL;
+                        }
+                        if (netaddr_parse(line + 9, &resolvers[n_resolvers]) < 0) {
+                                *ret_error = "bad resolver address";
+                                return -EINVAL;
+                        }
+                        n_resolvers++;
+                } else {
+                        *ret_error = "unknown line";
+                        return -EINVAL;
+                }
+        }
+
+        /* Accept only what the builder makes of it and the formatter writes
+         * back byte for byte: sorted, unique, no conflicts, canonical text. */
+        _cleanup_(netpolicy_done) NetPolicy p = {};
+        NetPolicyError err;
+        int r = netpolicy_build(enabled, entries, n_entries, resolvers, n_resolvers, &p, &err);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                *ret_error = "rules or resolvers contradict the policy";
+                return -EINVAL;
+        }
+        _cleanup_free_ char *again = NULL;
+        size_t again_len;
+        r = netpolicy_format(&p, &again, &again_len);
+        if (r < 0)
+                return r;
+        if (again_len != len || memcmp(again, buf, len) != 0) {
+                *ret_error = why;
+                return -EINVAL;
+        }
+        *ret = p;
+        p = (NetPolicy){};
+        return 0;
+}
+
+bool netpolicy_family_permits_any(const NetPolicy *p, NetFamily f) {
+        if (!p->enabled[f])
+                return false;
+        if (p->default_action[f] == NET_ALLOW)
+                /* Deny rules are prefixes longer than /0; something is left. */
+                return true;
+        for (size_t i = 0; i < p->n_rules; i++)
+                if (net_family_of(p->rules[i].prefix.family) == f && p->rules[i].action == NET_ALLOW)
+                        return true;
+        return false;
+}
+
+bool netpolicy_permits_nothing(const NetPolicy *p) {
+        return !netpolicy_family_permits_any(p, NET_IPV4) && !netpolicy_family_permits_any(p, NET_IPV6);
+}
+
+typedef struct Cover {
+        NetRoute *routes;
+        size_t n, cap;
+} Cover;
+
+static int cover_add(Cover *c, const Cidr *prefix, bool permit) {
+        if (c->n >= c->cap) {
+                size_t cap = c->cap ? c->cap * 2 : 64;
+                NetRoute *n = realloc(c->routes, cap * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                c->routes = n;
+                c->cap = cap;
+        }
+        c->routes[c->n++] = (NetRoute){ .prefix = *prefix, .permit = permit };
+        return 0;
+}
+
+/* rules[lo, hi) all lie within P (sorted). Emit the maximal prefixes inside P
+ * on which the verdict is allow. */
+static int cover(Cover *c, const Cidr *P, NetAction v, const NetRule *rules, size_t lo, size_t hi) {
+        if (lo < hi && cidr_cmp(&rules[lo].prefix, P) == 0) {
+                v = rules[lo].action;
+                lo++;
+        }
+        /* No rule inside: one route for all of P, except that /0 would be a
+         * default route, which is never installed; its two halves are not. */
+        if (lo == hi && (P->prefixlen > 0 || v != NET_ALLOW))
+                return v == NET_ALLOW ? cover_add(c, P, true) : 0;
+
+        /* Split at the bit after the prefix: sorted by address, the rules
+         * with a 0 there come first. */
+        size_t mid = lo;
+        while (mid < hi && !addr_bit(rules[mid].prefix.addr, P->prefixlen))
+                mid++;
+        Cidr left = *P, right = *P;
+        left.prefixlen = right.prefixlen = P->prefixlen + 1;
+        addr_set_bit(right.addr, P->prefixlen);
+        int r = cover(c, &left, v, rules, lo, mid);
+        if (r < 0)
+                return r;
+        return cover(c, &right, v, rules, mid, hi);
+}
+
+static void family_range(const NetPolicy *p, NetFamily f, size_t *lo, size_t *hi) {
+        size_t i = 0;
+        while (i < p->n_rules && net_family_of(p->rules[i].prefix.family) != f)
+                i++;
+        *lo = i;
+        while (i < p->n_rules && net_family_of(p->rules[i].prefix.family) == f)
+                i++;
+        *hi = i;
+}
+
+int netpolicy_routes(const NetPolicy *p, NetFamily f, NetRoute **ret, size_t *ret_n) {
+        Cover c = {};
+        size_t lo, hi;
+
+        *ret = NULL;
+        *ret_n = 0;
+        if (!p->enabled[f])
+                return 0;
+        family_range(p, f, &lo, &hi);
+        Cidr all = { .family = f == NET_IPV6 ? AF_INET6 : AF_INET };
+        int r = cover(&c, &all, p->default_action[f], p->rules, lo, hi);
+        for (size_t i = lo; r >= 0 && i < hi; i++)
+                if (p->rules[i].action == NET_DENY)
+                        r = cover_add(&c, &p->rules[i].prefix, false);
+        if (r < 0) {
+                free(c.routes);
+                return r;
+        }
+        *ret = c.routes;
+        *ret_n = c.n;
+        return 0;
+}
+
+/* The first address within P whose verdict is want. */
+static bool first_with(const Cidr *P, NetAction v, NetAction want, const NetRule *rules, size_t lo, size_t hi,
+                       NetAddr *ret) {
+        if (lo < hi && cidr_cmp(&rules[lo].prefix, P) == 0) {
+                v = rules[lo].action;
+                lo++;
+        }
+        if (lo == hi) {
+                if (v != want)
+                        return false;
+                *ret = (NetAddr){ .family = P->family };
+                memcpy(ret->addr, P->addr, sizeof(ret->addr));
+                return true;
+        }
+        size_t mid = lo;
+        while (mid < hi && !addr_bit(rules[mid].prefix.addr, P->prefixlen))
+                mid++;
+        Cidr left = *P, right = *P;
+        left.prefixlen = right.prefixlen = P->prefixlen + 1;
+        addr_set_bit(right.addr, P->prefixlen);
+        return first_with(&left, v, want, rules, lo, mid, ret) || first_with(&right, v, want, rules, mid, hi, ret);
+}
+
+bool netpolicy_denied_probe_address(const NetPolicy *p, const NetRule *rule, NetAddr *ret) {
+        size_t lo = 0, hi = p->n_rules;
+        /* The rules within the rule's prefix, itself first. */
+        while (lo < hi && cidr_cmp(&p->rules[lo].prefix, &rule->prefix) < 0)
+                lo++;
+        size_t end = lo;
+        while (end < hi && cidr_within(&p->rules[end].prefix, &rule->prefix))
+                end++;
+        return first_with(&rule->prefix, rule->action, NET_DENY, p->rules, lo, end, ret);
+}

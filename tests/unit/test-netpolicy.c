@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of src/shared/netpolicy: building, routes, probes. The
+ * generated-policy comparison against Python's ipaddress lives in
+ * tests/netpolicy-oracle.py; these are the cases worth reading. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <cmocka.h>
+
+#include "netpolicy.h"
+
+static const bool both[_NET_FAMILY_MAX] = { true, true };
+static const bool v4only[_NET_FAMILY_MAX] = { true, false };
+
+static NetPolicyEntry E(const char *cidr, NetAction a, size_t i) {
+        NetPolicyEntry e = { .action = a, .where_index = i };
+        const char *why;
+        assert_int_equal(cidr_parse(cidr, &e.prefix, &why), 0);
+        return e;
+}
+
+static NetAddr A(const char *s) {
+        NetAddr a;
+        assert_int_equal(netaddr_parse(s, &a), 0);
+        return a;
+}
+
+static char *routes_str(const NetPolicy *p, NetFamily f) {
+        NetRoute *r;
+        size_t n;
+        static char buf[4096];
+        char c[64];
+        buf[0] = '\0';
+        assert_int_equal(netpolicy_routes(p, f, &r, &n), 0);
+        for (size_t i = 0; i < n; i++) {
+                cidr_format(&r[i].prefix, c, sizeof(c));
+                strcat(buf, c);
+                strcat(buf, r[i].permit ? " " : "! ");
+        }
+        free(r);
+        return buf;
+}
+
+static void test_default_allow_is_two_halves(void **state) {
+        (void) state;
+        NetPolicyEntry e[] = { E("0.0.0.0/0", NET_ALLOW, 0) };
+        NetPolicy p;
+        assert_int_equal(netpolicy_build(v4only, e, 1, NULL, 0, &p, NULL), 0);
+        /* Never a default route: gVisor ignores prohibit routes, and a /0
+         * would make every denied prefix reachable there. */
+        assert_string_equal(routes_str(&p, NET_IPV4), "0.0.0.0/1 128.0.0.0/1 ");
+        assert_string_equal(routes_str(&p, NET_IPV6), "");
+        netpolicy_done(&p);
+}
+
+static void test_allow_with_holes(void **state) {
+        (void) state;
+        NetPolicyEntry e[] = { E("0.0.0.0/0", NET_ALLOW, 0), E("128.0.0.0/2", NET_DENY, 1),
+                               E("160.0.0.0/3", NET_ALLOW, 2) };
+        NetPolicy p;
+        assert_int_equal(netpolicy_build(v4only, e, 3, NULL, 0, &p, NULL), 0);
+        assert_string_equal(routes_str(&p, NET_IPV4), "0.0.0.0/1 160.0.0.0/3 192.0.0.0/2 128.0.0.0/2! ");
+        NetAddr a = A("128.0.0.1"), b = A("170.1.1.1"), c = A("8.8.8.8");
+        assert_int_equal(netpolicy_verdict(&p, &a), NET_DENY);
+        assert_int_equal(netpolicy_verdict(&p, &b), NET_ALLOW);
+        assert_int_equal(netpolicy_verdict(&p, &c), NET_ALLOW);
+        NetAddr probe;
+        assert_true(netpolicy_denied_probe_address(&p, &p.rules[0], &probe));
+        char s[64];
+        netaddr_format(&probe, s, sizeof(s));
+        assert_string_equal(s, "128.0.0.0");
+        netpolicy_done(&p);
+}
+
+static void test_probe_skips_allowed_part(void **state) {
+        (void) state;
+        NetPolicyEntry e[] = { E("10.0.0.0/8", NET_DENY, 0), E("10.0.0.0/9", NET_ALLOW, 1) };
+        NetPolicy p;
+        NetAddr probe;
+        char s[64];
+        assert_int_equal(netpolicy_build(v4only, e, 2, NULL, 0, &p, NULL), 0);
+        assert_true(netpolicy_denied_probe_address(&p, &p.rules[0], &probe));
+        netaddr_format(&probe, s, sizeof(s));
+        assert_string_equal(s, "10.128.0.0");
+        netpolicy_done(&p);
+
+        NetPolicyEntry all[] = { E("10.0.0.0/8", NET_DENY, 0), E("10.0.0.0/9", NET_ALLOW, 1),
+                                 E("10.128.0.0/9", NET_ALLOW, 2) };
+        assert_int_equal(netpolicy_build(v4only, all, 3, NULL, 0, &p, NULL), 0);
+        assert_false(netpolicy_denied_probe_address(&p, &p.rules[0], &probe));
+        netpolicy_done(&p);
+}
+
+static void test_nothing_permitted(void **state) {
+        (void) state;
+        NetPolicyEntry e[] = { E("10.0.0.0/8", NET_DENY, 0), E("fe80::/10", NET_DENY, 1) };
+        NetPolicy p;
+        assert_int_equal(netpolicy_build(both, e, 2, NULL, 0, &p, NULL), 0);
+        assert_true(netpolicy_permits_nothing(&p));
+        assert_string_equal(routes_str(&p, NET_IPV4), "10.0.0.0/8! ");
+        netpolicy_done(&p);
+
+        NetPolicyEntry one[] = { E("2001:db8::/32", NET_ALLOW, 0) };
+        assert_int_equal(netpolicy_build(both, one, 1, NULL, 0, &p, NULL), 0);
+        assert_false(netpolicy_permits_nothing(&p));
+        assert_false(netpolicy_family_permits_any(&p, NET_IPV4));
+        assert_true(netpolicy_family_permits_any(&p, NET_IPV6));
+        netpolicy_done(&p);
+}
+
+static void test_errors(void **state) {
+        (void) state;
+        NetPolicy p;
+        NetPolicyError err;
+
+        NetPolicyEntry c[] = { E("10.0.0.0/8", NET_ALLOW, 7), E("10.0.0.0/8", NET_ALLOW, 8),
+                               E("10.0.0.0/8", NET_DENY, 9) };
+        assert_int_equal(netpolicy_build(both, c, 3, NULL, 0, &p, &err), -EINVAL);
+        assert_int_equal(err.where_index, 9);
+        assert_true(err.has_other);
+        assert_int_equal(err.other_index, 8);
+
+        NetPolicyEntry v6[] = { E("0.0.0.0/0", NET_ALLOW, 0), E("::/0", NET_ALLOW, 1) };
+        assert_int_equal(netpolicy_build(v4only, v6, 2, NULL, 0, &p, &err), -EINVAL);
+        assert_int_equal(err.where_index, 1);
+        assert_non_null(strstr(err.message, "IPv6 is disabled"));
+
+        NetAddr r[] = { A("192.0.2.53"), A("10.0.0.53") };
+        NetPolicyEntry d[] = { E("0.0.0.0/0", NET_ALLOW, 0), E("10.0.0.0/8", NET_DENY, 1) };
+        assert_int_equal(netpolicy_build(v4only, d, 2, r, 2, &p, &err), -EINVAL);
+        assert_true(err.is_resolver);
+        assert_int_equal(err.where_index, 1);
+
+        /* Same prefix, same action: one rule. */
+        assert_int_equal(netpolicy_build(both, c, 2, &r[1], 1, &p, &err), 0);
+        assert_int_equal(p.n_rules, 1);
+        netpolicy_done(&p);
+}
+
+static void test_parse_is_strict(void **state) {
+        (void) state;
+        static const char ok[] = "lazaret-derived-network-policy v1\n"
+                                 "family ipv4 enabled default deny\n"
+                                 "family ipv6 disabled\n"
+                                 "rule 198.51.100.0/24 allow\n"
+                                 "resolver 198.51.100.53\n";
+        NetPolicy p;
+        const char *why;
+        assert_int_equal(netpolicy_parse(ok, strlen(ok), &p, &why), 0);
+        assert_int_equal(p.n_rules, 1);
+        assert_int_equal(p.n_resolvers, 1);
+        netpolicy_done(&p);
+
+        static const char *const bad[] = {
+                /* unsorted */
+                "lazaret-derived-network-policy v1\nfamily ipv4 enabled default deny\nfamily ipv6 disabled\n"
+                "rule 198.51.100.0/24 allow\nrule 10.0.0.0/8 allow\n",
+                /* a rule in a disabled family */
+                "lazaret-derived-network-policy v1\nfamily ipv4 enabled default deny\nfamily ipv6 disabled\n"
+                "rule 2001:db8::/32 allow\n",
+                /* non-canonical address text */
+                "lazaret-derived-network-policy v1\nfamily ipv4 enabled default deny\nfamily ipv6 enabled default "
+                "deny\nrule 2001:DB8::/32 allow\n",
+                /* resolver the policy denies */
+                "lazaret-derived-network-policy v1\nfamily ipv4 enabled default deny\nfamily ipv6 disabled\n"
+                "resolver 192.0.2.1\n",
+                /* a /0 rule */
+                "lazaret-derived-network-policy v1\nfamily ipv4 enabled default deny\nfamily ipv6 disabled\n"
+                "rule 0.0.0.0/0 allow\n",
+                /* missing newline at the end */
+                "lazaret-derived-network-policy v1\nfamily ipv4 enabled default deny\nfamily ipv6 disabled",
+                "lazaret-derived-network-policy v2\nfamily ipv4 enabled default deny\nfamily ipv6 disabled\n",
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                if (netpolicy_parse(bad[i], strlen(bad[i]), &p, &why) == 0) {
+                        print_error("accepted bad[%zu]\n", i);
+                        fail();
+                }
+        }
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_default_allow_is_two_halves),
+                cmocka_unit_test(test_allow_with_holes),
+                cmocka_unit_test(test_probe_skips_allowed_part),
+                cmocka_unit_test(test_nothing_permitted),
+                cmocka_unit_test(test_errors),
+                cmocka_unit_test(test_parse_is_strict),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
