@@ -1,0 +1,864 @@
+/* SPDX-License-Identifier: MIT */
+/* lazaret-netd: the Network Sidecar's only program (decision 7).
+ *
+ *   lazaret-netd [--policy-fd N] [--control-fd N] [--ipv6-uplink ADDR/LEN,GATEWAY]
+ *
+ * Reads the Derived Network Policy from a sealed memfd (fd 3 by default),
+ * replaces every route of the namespace's main table with the policy's
+ * routes (explicit gateway routes over the uplink, prohibit routes for the
+ * denied prefixes, never a default route), reads them back and writes an
+ * attestation, one JSON object per packet, to the control socket (fd 4, a
+ * SOCK_SEQPACKET socket). Then it stays, holding the namespace, and applies
+ * each further policy that arrives on the control socket (a packet "update"
+ * carrying a sealed memfd), attesting again. SIGTERM ends it.
+ *
+ *   lazaret-netd probe [--deny ADDR]... [--route ADDR]... [--permit ADDR:PORT]...
+ *                      [--dns ADDR]... [--dns-name NAME] [--timeout-ms N]
+ *
+ * Probes reachability from the namespace it runs in and prints one JSON
+ * object per line; exit 0 when every observation is as the policy says, 1
+ * when one is not, 2 on bad usage. Denied destinations are looked up in the
+ * routing table first and connected to only when no route exists, so a
+ * probe never sends a packet towards a denied address.
+ *
+ * Static, no shell, no libc beyond the kernel interfaces: the sidecar image
+ * holds this file alone. */
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "netpolicy-digest.h"
+#include "netpolicy.h"
+#include "rtnl.h"
+#include "strbuf.h"
+
+#define ATTESTATION_SCHEMA "lazaret.network-readiness-attestation.v1"
+#define SEALS_REQUIRED     (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
+#define PACKET_MAX         (64u * 1024u)
+
+typedef struct Uplink {
+        bool have[_NET_FAMILY_MAX];
+        NetAddr gateway[_NET_FAMILY_MAX];
+        int oif[_NET_FAMILY_MAX];
+} Uplink;
+
+static volatile sig_atomic_t terminate = 0;
+
+static void on_term(int sig) {
+        (void) sig;
+        terminate = 1;
+}
+
+static void die_usage(const char *msg) {
+        fprintf(stderr, "lazaret-netd: %s\n", msg);
+        exit(2);
+}
+
+/* The policy fd must be a memfd sealed against every change; anything else
+ * could be rewritten under us after we read it. */
+static int read_sealed(int fd, char **ret, size_t *ret_len, const char **ret_why) {
+        int seals = fcntl(fd, F_GET_SEALS);
+        if (seals < 0) {
+                *ret_why = errno == EBADF ? "no policy file descriptor" : "the policy is not in a memfd";
+                return -EINVAL;
+        }
+        if ((seals & SEALS_REQUIRED) != SEALS_REQUIRED) {
+                *ret_why = "the policy memfd is not sealed (need F_SEAL_SEAL, SHRINK, GROW and WRITE)";
+                return -EPERM;
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+            (uint64_t) st.st_size > NETPOLICY_CANONICAL_MAX) {
+                *ret_why = "the policy memfd is empty or too large";
+                return -EINVAL;
+        }
+        size_t len = (size_t) st.st_size;
+        char *buf = malloc(len + 1);
+        if (!buf)
+                return -ENOMEM;
+        size_t got = 0;
+        while (got < len) {
+                ssize_t k = pread(fd, buf + got, len - got, (off_t) got);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0) {
+                        free(buf);
+                        *ret_why = "cannot read the policy memfd";
+                        return -EIO;
+                }
+                got += (size_t) k;
+        }
+        buf[len] = '\0';
+        *ret = buf;
+        *ret_len = len;
+        return 0;
+}
+
+static int find_uplink(Rtnl *nl, Uplink *u) {
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
+                if (u->have[f])
+                        continue;
+                RtnlRoute *rt;
+                size_t n;
+                int r = rtnl_dump_routes(nl, f == NET_IPV6 ? AF_INET6 : AF_INET, &rt, &n);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < n; i++)
+                        if (rt[i].dst.prefixlen == 0 && rt[i].type == RTN_UNICAST && rt[i].has_gateway &&
+                            rt[i].oif > 0) {
+                                u->have[f] = true;
+                                u->gateway[f] = rt[i].gateway;
+                                u->oif[f] = rt[i].oif;
+                                break;
+                        }
+                free(rt);
+        }
+        return 0;
+}
+
+static bool route_same(const RtnlRoute *a, const RtnlRoute *b) {
+        if (a->dst.family != b->dst.family || a->dst.prefixlen != b->dst.prefixlen ||
+            memcmp(a->dst.addr, b->dst.addr, 16) != 0 || a->type != b->type || a->has_gateway != b->has_gateway)
+                return false;
+        return !a->has_gateway || memcmp(a->gateway.addr, b->gateway.addr, 16) == 0;
+}
+
+static bool route_in(const RtnlRoute *r, const RtnlRoute *set, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (route_same(r, &set[i]))
+                        return true;
+        return false;
+}
+
+/* The routes the policy wants, in kernel terms. */
+static int desired_routes(const NetPolicy *p, const Uplink *u, NetFamily f, RtnlRoute **ret, size_t *ret_n,
+                          const char **ret_why) {
+        NetRoute *nr;
+        size_t n;
+        int r = netpolicy_routes(p, f, &nr, &n);
+        if (r < 0)
+                return r;
+        RtnlRoute *out = calloc(n ?: 1, sizeof(*out));
+        if (!out) {
+                free(nr);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                out[i] = (RtnlRoute){ .dst = nr[i].prefix, .protocol = RTPROT_STATIC };
+                out[i].dst.family = f == NET_IPV6 ? AF_INET6 : AF_INET;
+                if (nr[i].permit) {
+                        if (!u->have[f]) {
+                                free(nr);
+                                free(out);
+                                *ret_why = f == NET_IPV6 ? "the policy permits IPv6 destinations, but the namespace "
+                                                           "has no IPv6 uplink"
+                                                         : "the policy permits IPv4 destinations, but the namespace "
+                                                           "has no IPv4 uplink";
+                                return -ENETUNREACH;
+                        }
+                        out[i].type = RTN_UNICAST;
+                        out[i].scope = RT_SCOPE_UNIVERSE;
+                        out[i].has_gateway = true;
+                        out[i].gateway = u->gateway[f];
+                        out[i].oif = u->oif[f];
+                        out[i].flags = RTNH_F_ONLINK;
+                } else {
+                        out[i].type = RTN_PROHIBIT;
+                        out[i].scope = RT_SCOPE_UNIVERSE;
+                }
+        }
+        free(nr);
+        *ret = out;
+        *ret_n = n;
+        return 0;
+}
+
+/* Replace the main table's routes of family f with want[], never making
+ * reachable, even for a moment, what the new policy denies: first every
+ * unicast route the new policy does not have goes, then the prohibit routes
+ * come, then the new gateway routes, and last the old routes of other
+ * types. */
+static int apply_family(Rtnl *nl, int af, const RtnlRoute *want, size_t n_want, const char **ret_why) {
+        RtnlRoute *cur;
+        size_t n_cur;
+        int r = rtnl_dump_routes(nl, af, &cur, &n_cur);
+        if (r < 0) {
+                *ret_why = "cannot list the namespace's routes";
+                return r;
+        }
+        size_t total = n_cur + n_want, k = 0;
+        RtnlRoute *ops = calloc(total ?: 1, sizeof(*ops));
+        bool *add = calloc(total ?: 1, sizeof(*add));
+        if (!ops || !add) {
+                free(cur);
+                free(ops);
+                free(add);
+                return -ENOMEM;
+        }
+        size_t phase_end[4];
+        for (size_t i = 0; i < n_cur; i++)
+                if (cur[i].type == RTN_UNICAST && !route_in(&cur[i], want, n_want)) {
+                        ops[k] = cur[i];
+                        add[k++] = false;
+                }
+        phase_end[0] = k;
+        for (int permit = 0; permit < 2; permit++) {
+                for (size_t i = 0; i < n_want; i++)
+                        if ((want[i].type == RTN_UNICAST) == (bool) permit && !route_in(&want[i], cur, n_cur)) {
+                                ops[k] = want[i];
+                                add[k++] = true;
+                        }
+                phase_end[1 + permit] = k;
+        }
+        for (size_t i = 0; i < n_cur; i++)
+                if (cur[i].type != RTN_UNICAST && !route_in(&cur[i], want, n_want)) {
+                        ops[k] = cur[i];
+                        add[k++] = false;
+                }
+        phase_end[3] = k;
+        /* One batch per phase, so a phase is complete before the next
+         * begins. */
+        size_t start = 0;
+        for (int ph = 0; ph < 4 && r >= 0; ph++) {
+                size_t failed = 0;
+                r = rtnl_route_batch(nl, ops + start, add + start, phase_end[ph] - start, &failed);
+                if (r < 0) {
+                        static char why[160];
+                        char c[64];
+                        cidr_format(&ops[start + failed].dst, c, sizeof(c));
+                        snprintf(why, sizeof(why), "cannot %s the route %s: %s", add[start + failed] ? "add" : "delete",
+                                 c, strerror(-r));
+                        *ret_why = why;
+                }
+                start = phase_end[ph];
+        }
+        free(cur);
+        free(ops);
+        free(add);
+        return r;
+}
+
+typedef struct Attestation {
+        bool ok;
+        size_t observed[_NET_FAMILY_MAX];
+        size_t gateway[_NET_FAMILY_MAX], prohibit[_NET_FAMILY_MAX];
+        bool ipv6_off;
+        const char *why;
+} Attestation;
+
+static int read_sysctl_bool(const char *path, bool *ret) {
+        char b[8] = "";
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        ssize_t k = read(fd, b, sizeof(b) - 1);
+        close(fd);
+        if (k <= 0)
+                return -EIO;
+        *ret = b[0] == '1';
+        return 0;
+}
+
+/* Read the routes back and compare them with the policy's, exactly. */
+static void attest(Rtnl *nl, const NetPolicy *p, const Uplink *u, Attestation *a) {
+        *a = (Attestation){ .ok = true };
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
+                int af = f == NET_IPV6 ? AF_INET6 : AF_INET;
+                RtnlRoute *want = NULL, *cur = NULL;
+                size_t n_want = 0, n_cur = 0;
+                if (!p->enabled[f]) {
+                        bool off = false;
+                        if (read_sysctl_bool("/proc/sys/net/ipv6/conf/all/disable_ipv6", &off) < 0 || !off) {
+                                a->ok = false;
+                                a->why = "IPv6 is disabled by the policy but on in the namespace";
+                        }
+                        a->ipv6_off = off;
+                        continue;
+                }
+                const char *why = NULL;
+                if (desired_routes(p, u, f, &want, &n_want, &why) < 0 || rtnl_dump_routes(nl, af, &cur, &n_cur) < 0) {
+                        a->ok = false;
+                        a->why = why ?: "cannot read the routes back";
+                        free(want);
+                        continue;
+                }
+                a->observed[f] = n_cur;
+                for (size_t i = 0; i < n_cur; i++) {
+                        if (cur[i].type == RTN_UNICAST)
+                                a->gateway[f]++;
+                        else if (cur[i].type == RTN_PROHIBIT)
+                                a->prohibit[f]++;
+                        if (cur[i].dst.prefixlen == 0 || !route_in(&cur[i], want, n_want)) {
+                                a->ok = false;
+                                a->why = cur[i].dst.prefixlen == 0 ? "a default route is present"
+                                                                   : "a route the policy does not have is present";
+                        }
+                }
+                for (size_t i = 0; i < n_want; i++)
+                        if (!route_in(&want[i], cur, n_cur)) {
+                                a->ok = false;
+                                a->why = "a route of the policy is missing";
+                        }
+                free(want);
+                free(cur);
+        }
+}
+
+static int send_packet(int fd, const char *s) {
+        if (fd < 0)
+                return 0;
+        ssize_t k = send(fd, s, strlen(s), MSG_NOSIGNAL);
+        return k < 0 ? negative_errno() : 0;
+}
+
+static void report_error(int ctl, const char *why) {
+        StrBuf b = STRBUF_INIT;
+        fprintf(stderr, "lazaret-netd: %s\n", why);
+        /* Messages are ours: no quotes or backslashes to escape. */
+        strbuf_printf(&b, "{\"type\":\"error\",\"message\":\"%s\"}", why);
+        (void) send_packet(ctl, strbuf_str(&b));
+        strbuf_done(&b);
+}
+
+static int report_attestation(int ctl, const char *digest, const Attestation *a) {
+        struct stat ns = {};
+        (void) stat("/proc/self/ns/net", &ns);
+        StrBuf b = STRBUF_INIT;
+        strbuf_printf(&b,
+                      "{\"type\":\"attestation\",\"schema_id\":\"" ATTESTATION_SCHEMA "\","
+                      "\"derived_policy_digest\":\"%s\","
+                      "\"enforcement_namespace\":{\"device\":%llu,\"inode\":%llu},"
+                      "\"observation\":{\"policy_delivery\":\"SealedMemfd\",\"helper_ready\":true,"
+                      "\"observed_routes\":%zu,\"routes_attested\":%s},"
+                      "\"routes\":{\"ipv4\":{\"gateway\":%zu,\"prohibit\":%zu},"
+                      "\"ipv6\":{\"gateway\":%zu,\"prohibit\":%zu}},\"ipv6_disabled\":%s",
+                      digest, (unsigned long long) ns.st_dev, (unsigned long long) ns.st_ino,
+                      a->observed[NET_IPV4] + a->observed[NET_IPV6], a->ok ? "true" : "false", a->gateway[NET_IPV4],
+                      a->prohibit[NET_IPV4], a->gateway[NET_IPV6], a->prohibit[NET_IPV6],
+                      a->ipv6_off ? "true" : "false");
+        if (!a->ok)
+                strbuf_printf(&b, ",\"error\":\"%s\"", a->why ?: "routes differ from the policy");
+        strbuf_puts(&b, "}");
+        if (b.oom)
+                return -ENOMEM;
+        int r = send_packet(ctl, strbuf_str(&b));
+        if (ctl < 0)
+                puts(strbuf_str(&b));
+        strbuf_done(&b);
+        return r;
+}
+
+/* Read, install and attest the policy in fd. */
+static int apply_policy_fd(Rtnl *nl, Uplink *u, int policy_fd, int ctl) {
+        _cleanup_free_ char *canon = NULL;
+        size_t len;
+        const char *why = NULL;
+        int r = read_sealed(policy_fd, &canon, &len, &why);
+        if (r < 0) {
+                report_error(ctl, why ?: "cannot read the policy");
+                return r;
+        }
+        NetPolicy p;
+        r = netpolicy_parse(canon, len, &p, &why);
+        if (r < 0) {
+                char m[200];
+                snprintf(m, sizeof(m), "the policy is not canonical: %s", why ?: "?");
+                report_error(ctl, m);
+                return r;
+        }
+        char digest[65];
+        sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, canon, len, digest);
+
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX && r >= 0; f++) {
+                RtnlRoute *want = NULL;
+                size_t n_want = 0;
+                if (p.enabled[f])
+                        r = desired_routes(&p, u, f, &want, &n_want, &why);
+                if (r >= 0)
+                        r = apply_family(nl, f == NET_IPV6 ? AF_INET6 : AF_INET, want, n_want, &why);
+                free(want);
+        }
+        if (r < 0) {
+                report_error(ctl, why ?: strerror(-r));
+                netpolicy_done(&p);
+                return r;
+        }
+        Attestation a;
+        attest(nl, &p, u, &a);
+        netpolicy_done(&p);
+        r = report_attestation(ctl, digest, &a);
+        return a.ok ? r : -EPROTO;
+}
+
+static int parse_ipv6_uplink(const char *arg, Cidr *ret_addr, NetAddr *ret_gw) {
+        char buf[128];
+        const char *comma = strchr(arg, ',');
+        if (!comma || (size_t) (comma - arg) >= sizeof(buf))
+                return -EINVAL;
+        memcpy(buf, arg, (size_t) (comma - arg));
+        buf[comma - arg] = '\0';
+        char *slash = strchr(buf, '/');
+        if (!slash)
+                return -EINVAL;
+        *slash = '\0';
+        NetAddr a;
+        if (netaddr_parse(buf, &a) < 0 || a.family != AF_INET6)
+                return -EINVAL;
+        char *end;
+        long len = strtol(slash + 1, &end, 10);
+        if (*end || len < 1 || len > 128)
+                return -EINVAL;
+        *ret_addr = (Cidr){ .family = AF_INET6, .prefixlen = (unsigned) len };
+        memcpy(ret_addr->addr, a.addr, 16);
+        if (netaddr_parse(comma + 1, ret_gw) < 0 || ret_gw->family != AF_INET6)
+                return -EINVAL;
+        return 0;
+}
+
+static int serve(int argc, char **argv) {
+        int policy_fd = 3, ctl = 4;
+        const char *ipv6_uplink = NULL;
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--policy-fd") == 0 && i + 1 < argc)
+                        policy_fd = atoi(argv[++i]);
+                else if (strcmp(argv[i], "--control-fd") == 0 && i + 1 < argc)
+                        ctl = atoi(argv[++i]);
+                else if (strcmp(argv[i], "--ipv6-uplink") == 0 && i + 1 < argc)
+                        ipv6_uplink = argv[++i];
+                else
+                        die_usage("usage: lazaret-netd [--policy-fd N] [--control-fd N] [--ipv6-uplink "
+                                  "ADDR/LEN,GATEWAY] | lazaret-netd probe ...");
+        }
+        if (ctl >= 0) {
+                int type = 0;
+                socklen_t sl = sizeof(type);
+                if (getsockopt(ctl, SOL_SOCKET, SO_TYPE, &type, &sl) < 0 || type != SOCK_SEQPACKET) {
+                        fprintf(stderr, "lazaret-netd: fd %d is not a SOCK_SEQPACKET control socket\n", ctl);
+                        return 1;
+                }
+        }
+
+        struct sigaction sa = { .sa_handler = on_term };
+        sigemptyset(&sa.sa_mask);
+        (void) sigaction(SIGTERM, &sa, NULL);
+        (void) sigaction(SIGINT, &sa, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        Rtnl nl;
+        int r = rtnl_open(&nl);
+        if (r < 0) {
+                report_error(ctl, "cannot open a netlink socket");
+                return 1;
+        }
+        Uplink u = {};
+        if (ipv6_uplink) {
+                Cidr addr;
+                if (parse_ipv6_uplink(ipv6_uplink, &addr, &u.gateway[NET_IPV6]) < 0)
+                        die_usage("--ipv6-uplink wants ADDR/LEN,GATEWAY");
+        }
+        r = find_uplink(&nl, &u);
+        if (r < 0) {
+                report_error(ctl, "cannot list the namespace's routes");
+                return 1;
+        }
+        if (ipv6_uplink && u.have[NET_IPV4]) {
+                /* A fixed address without the subnet route, and the
+                 * given gateway on the IPv4 uplink's link. */
+                Cidr addr;
+                NetAddr gw;
+                (void) parse_ipv6_uplink(ipv6_uplink, &addr, &gw);
+                r = rtnl_addr_add(&nl, u.oif[NET_IPV4], &addr, true);
+                if (r < 0 && r != -EACCES) {
+                        char m[160];
+                        snprintf(m, sizeof(m), "cannot add the IPv6 uplink address: %s", strerror(-r));
+                        report_error(ctl, m);
+                } else if (r >= 0) {
+                        u.have[NET_IPV6] = true;
+                        u.gateway[NET_IPV6] = gw;
+                        u.oif[NET_IPV6] = u.oif[NET_IPV4];
+                }
+        }
+
+        r = apply_policy_fd(&nl, &u, policy_fd, ctl);
+        if (policy_fd != ctl)
+                (void) close(policy_fd);
+        if (r < 0)
+                return 1;
+
+        /* Hold the namespace; apply updates as they come. */
+        while (!terminate) {
+                if (ctl < 0) {
+                        pause();
+                        continue;
+                }
+                char buf[256];
+                char cbuf[CMSG_SPACE(sizeof(int))];
+                struct iovec iov = { buf, sizeof(buf) - 1 };
+                struct msghdr mh = {
+                        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)
+                };
+                ssize_t k = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        break;
+                }
+                if (k == 0) {
+                        /* The coordinator is gone: keep the routes and
+                         * the namespace until we are stopped. */
+                        ctl = safe_close(ctl);
+                        continue;
+                }
+                buf[k] = '\0';
+                int fd = -EBADF;
+                for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+                            c->cmsg_len == CMSG_LEN(sizeof(int)))
+                                memcpy(&fd, CMSG_DATA(c), sizeof(int));
+                if (strcmp(buf, "update") != 0 || fd < 0 || (mh.msg_flags & MSG_CTRUNC)) {
+                        report_error(ctl, "unknown control message (want \\\"update\\\" with a memfd)");
+                        safe_close(fd);
+                        continue;
+                }
+                (void) apply_policy_fd(&nl, &u, fd, ctl);
+                safe_close(fd);
+        }
+        rtnl_close(&nl);
+        return 0;
+}
+
+/* ---- probe ------------------------------------------------------------- */
+
+typedef struct Target {
+        NetAddr addr;
+        uint16_t port;
+} Target;
+
+static bool parse_target(const char *s, Target *t) {
+        char buf[80];
+        const char *host = s, *colon;
+        size_t hl;
+        if (s[0] == '[') {
+                const char *end = strchr(s, ']');
+                if (!end || end[1] != ':')
+                        return false;
+                host = s + 1;
+                hl = (size_t) (end - host);
+                colon = end + 1;
+        } else {
+                colon = strrchr(s, ':');
+                if (!colon)
+                        return false;
+                hl = (size_t) (colon - s);
+        }
+        if (hl == 0 || hl >= sizeof(buf))
+                return false;
+        memcpy(buf, host, hl);
+        buf[hl] = '\0';
+        char *end;
+        long port = strtol(colon + 1, &end, 10);
+        if (*end || port < 1 || port > 65535 || netaddr_parse(buf, &t->addr) < 0)
+                return false;
+        t->port = (uint16_t) port;
+        return true;
+}
+
+static socklen_t sockaddr_of(const NetAddr *a, uint16_t port, struct sockaddr_storage *ss) {
+        memset(ss, 0, sizeof(*ss));
+        if (a->family == AF_INET6) {
+                struct sockaddr_in6 *s6 = (struct sockaddr_in6 *) ss;
+                s6->sin6_family = AF_INET6;
+                s6->sin6_port = htons(port);
+                memcpy(&s6->sin6_addr, a->addr, 16);
+                return sizeof(*s6);
+        }
+        struct sockaddr_in *s4 = (struct sockaddr_in *) ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(port);
+        memcpy(&s4->sin_addr, a->addr, 4);
+        return sizeof(*s4);
+}
+
+static int64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A TCP connect with a deadline: 0 connected, else -errno. */
+static int tcp_connect(const NetAddr *a, uint16_t port, int timeout_ms) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sockaddr_of(a, port, &ss);
+        int fd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        int r = 0;
+        if (connect(fd, (struct sockaddr *) &ss, sl) < 0) {
+                if (errno != EINPROGRESS)
+                        r = negative_errno();
+                else {
+                        struct pollfd p = { fd, POLLOUT, 0 };
+                        int k = poll(&p, 1, timeout_ms);
+                        if (k == 0)
+                                r = -ETIMEDOUT;
+                        else if (k < 0)
+                                r = negative_errno();
+                        else {
+                                int err = 0;
+                                socklen_t el = sizeof(err);
+                                (void) getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+                                r = -err;
+                        }
+                }
+        }
+        close(fd);
+        return r;
+}
+
+/* A denied destination: no route (or a prohibit route) in the table, and a
+ * connect that fails at once. Returns true when unreachable. */
+static bool probe_denied(Rtnl *nl, bool have_nl, const NetAddr *a, const char **ret_how) {
+        if (have_nl) {
+                RtnlRoute rt;
+                int r = rtnl_route_get(nl, a, &rt);
+                if (r == 0 && rt.type == RTN_UNICAST) {
+                        *ret_how = "a route leads there";
+                        return false; /* never connect: a packet would leave */
+                }
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = sockaddr_of(a, 9, &ss);
+        int fd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+                *ret_how = a->family == AF_INET6 ? "no IPv6 socket" : "no IPv4 socket";
+                return errno == EAFNOSUPPORT;
+        }
+        int r = connect(fd, (struct sockaddr *) &ss, sl);
+        int e = errno;
+        close(fd);
+        if (r == 0 || e == EINPROGRESS) {
+                *ret_how = "connect went ahead";
+                return false;
+        }
+        *ret_how = e == ENETUNREACH     ? "ENETUNREACH"
+                   : e == EACCES        ? "EACCES"
+                   : e == EHOSTUNREACH  ? "EHOSTUNREACH"
+                   : e == EPERM         ? "EPERM"
+                   : e == EADDRNOTAVAIL ? "EADDRNOTAVAIL"
+                                        : strerror(e);
+        return true;
+}
+
+static size_t dns_query(uint8_t *q, uint16_t id, const char *name, uint16_t qtype) {
+        size_t n = 0;
+        q[n++] = (uint8_t) (id >> 8);
+        q[n++] = (uint8_t) id;
+        q[n++] = 0x01; /* RD */
+        q[n++] = 0x00;
+        q[n++] = 0, q[n++] = 1; /* QDCOUNT */
+        memset(q + n, 0, 6);
+        n += 6;
+        const char *p = name;
+        while (*p) {
+                const char *dot = strchr(p, '.');
+                size_t l = dot ? (size_t) (dot - p) : strlen(p);
+                if (l == 0 || l > 63)
+                        break;
+                q[n++] = (uint8_t) l;
+                memcpy(q + n, p, l);
+                n += l;
+                p += l + (dot ? 1 : 0);
+        }
+        q[n++] = 0;
+        q[n++] = (uint8_t) (qtype >> 8), q[n++] = (uint8_t) qtype;
+        q[n++] = 0, q[n++] = 1; /* IN */
+        return n;
+}
+
+/* Skip a (possibly compressed) name; returns the new offset or 0. */
+static size_t dns_skip_name(const uint8_t *m, size_t len, size_t off) {
+        while (off < len) {
+                uint8_t l = m[off];
+                if (l == 0)
+                        return off + 1;
+                if ((l & 0xc0) == 0xc0)
+                        return off + 2 <= len ? off + 2 : 0;
+                off += 1 + l;
+        }
+        return 0;
+}
+
+/* Ask resolver r for name; fill addrs (JSON array text). 0 answered. */
+static int probe_dns(const NetAddr *r, const char *name, int timeout_ms, StrBuf *addrs, int *ret_rcode) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sockaddr_of(r, 53, &ss);
+        uint8_t q[512], m[1500];
+        uint16_t id;
+        int fd = socket(r->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        if (getentropy(&id, sizeof(id)) < 0)
+                id = (uint16_t) now_ms();
+        size_t qn = dns_query(q, id, name, r->family == AF_INET6 ? 28 : 1);
+        int res = -ETIMEDOUT;
+        if (connect(fd, (struct sockaddr *) &ss, sl) < 0 || send(fd, q, qn, 0) < 0) {
+                res = negative_errno();
+                close(fd);
+                return res;
+        }
+        int64_t deadline = now_ms() + timeout_ms;
+        while (now_ms() < deadline) {
+                struct pollfd p = { fd, POLLIN, 0 };
+                int k = poll(&p, 1, (int) (deadline - now_ms()));
+                if (k <= 0)
+                        break;
+                ssize_t n = recv(fd, m, sizeof(m), 0);
+                if (n < 0) {
+                        res = negative_errno();
+                        break;
+                }
+                if (n < 12 || m[0] != (id >> 8) || m[1] != (uint8_t) id || !(m[2] & 0x80))
+                        continue; /* not our answer */
+                *ret_rcode = m[3] & 0x0f;
+                size_t an = (size_t) (m[6] << 8 | m[7]), off = dns_skip_name(m, (size_t) n, 12);
+                if (!off)
+                        break;
+                off += 4;
+                strbuf_putc(addrs, '[');
+                bool first = true;
+                for (size_t i = 0; i < an && off && off < (size_t) n; i++) {
+                        off = dns_skip_name(m, (size_t) n, off);
+                        if (!off || off + 10 > (size_t) n)
+                                break;
+                        uint16_t type = (uint16_t) (m[off] << 8 | m[off + 1]);
+                        uint16_t rdlen = (uint16_t) (m[off + 8] << 8 | m[off + 9]);
+                        off += 10;
+                        if (off + rdlen > (size_t) n)
+                                break;
+                        NetAddr a = {};
+                        if (type == 1 && rdlen == 4)
+                                a.family = AF_INET;
+                        else if (type == 28 && rdlen == 16)
+                                a.family = AF_INET6;
+                        if (a.family) {
+                                char s[64];
+                                memcpy(a.addr, m + off, rdlen);
+                                netaddr_format(&a, s, sizeof(s));
+                                strbuf_printf(addrs, "%s\"%s\"", first ? "" : ",", s);
+                                first = false;
+                        }
+                        off += rdlen;
+                }
+                strbuf_putc(addrs, ']');
+                res = 0;
+                break;
+        }
+        close(fd);
+        return res;
+}
+
+static int probe(int argc, char **argv) {
+        const char *dns_name = "example.com";
+        int timeout_ms = 3000;
+        bool all_ok = true;
+        Rtnl nl;
+        bool have_nl = rtnl_open(&nl) == 0;
+
+        /* Two passes: check the arguments first, then probe. */
+        for (int pass = 0; pass < 2; pass++)
+                for (int i = 2; i < argc; i++) {
+                        const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+                        if (!val)
+                                die_usage("probe: option without a value");
+                        i++;
+                        char s[64];
+                        if (strcmp(opt, "--dns-name") == 0) {
+                                dns_name = val;
+                                continue;
+                        }
+                        if (strcmp(opt, "--timeout-ms") == 0) {
+                                timeout_ms = atoi(val);
+                                if (timeout_ms < 1 || timeout_ms > 60000)
+                                        die_usage("probe: --timeout-ms wants 1-60000");
+                                continue;
+                        }
+                        if (strcmp(opt, "--permit") == 0) {
+                                Target t;
+                                if (!parse_target(val, &t))
+                                        die_usage("probe: --permit wants ADDR:PORT");
+                                if (pass == 0)
+                                        continue;
+                                int r = tcp_connect(&t.addr, t.port, timeout_ms);
+                                all_ok &= r == 0;
+                                printf("{\"kind\":\"permitted\",\"destination\":\"%s\",\"method\":\"connect\","
+                                       "\"reachable\":%s,\"detail\":\"%s\"}\n",
+                                       val, r == 0 ? "true" : "false", r == 0 ? "connected" : strerror(-r));
+                                continue;
+                        }
+                        NetAddr a;
+                        if (netaddr_parse(val, &a) < 0)
+                                die_usage("probe: bad address");
+                        if (pass == 0)
+                                continue;
+                        netaddr_format(&a, s, sizeof(s));
+                        if (strcmp(opt, "--deny") == 0) {
+                                const char *how = "?";
+                                bool unreachable = probe_denied(&nl, have_nl, &a, &how);
+                                all_ok &= unreachable;
+                                printf("{\"kind\":\"denied\",\"destination\":\"%s\",\"unreachable\":%s,"
+                                       "\"detail\":\"%s\"}\n",
+                                       s, unreachable ? "true" : "false", how);
+                        } else if (strcmp(opt, "--route") == 0) {
+                                RtnlRoute rt;
+                                int r = have_nl ? rtnl_route_get(&nl, &a, &rt) : -EOPNOTSUPP;
+                                bool ok = r == 0 && rt.type == RTN_UNICAST && rt.has_gateway;
+                                all_ok &= ok;
+                                printf("{\"kind\":\"permitted\",\"destination\":\"%s\",\"method\":\"route\","
+                                       "\"reachable\":%s,\"detail\":\"%s\"}\n",
+                                       s, ok ? "true" : "false",
+                                       r < 0 ? strerror(-r)
+                                       : ok  ? "gateway route"
+                                             : "no gateway route");
+                        } else if (strcmp(opt, "--dns") == 0) {
+                                StrBuf addrs = STRBUF_INIT;
+                                int rcode = -1;
+                                int r = probe_dns(&a, dns_name, timeout_ms, &addrs, &rcode);
+                                bool ok = r == 0 && (rcode == 0 || rcode == 3);
+                                all_ok &= ok;
+                                printf("{\"kind\":\"dns\",\"resolver\":\"%s\",\"query_name\":\"%s\","
+                                       "\"answered\":%s,\"rcode\":%d,\"resolved_addresses\":%s,\"detail\":\"%s\"}\n",
+                                       s, dns_name, ok ? "true" : "false", rcode,
+                                       r == 0 && !addrs.oom ? strbuf_str(&addrs) : "[]",
+                                       r < 0 ? strerror(-r)
+                                       : ok  ? "answered"
+                                             : "refused or failed");
+                                strbuf_done(&addrs);
+                        } else
+                                die_usage("probe: unknown option");
+                }
+        if (have_nl)
+                rtnl_close(&nl);
+        fflush(stdout);
+        return all_ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+        if (argc > 1 && strcmp(argv[1], "probe") == 0)
+                return probe(argc, argv);
+        return serve(argc, argv);
+}

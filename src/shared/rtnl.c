@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <linux/if_addr.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "rtnl.h"
+
+#define BUF_SIZE   (64u * 1024u)
+#define BATCH_MAX  256u
+#define ROUTES_MAX (1u << 20)
+
+typedef struct Msg {
+        size_t len;
+        union {
+                struct nlmsghdr h;
+                char buf[512];
+        };
+} Msg;
+
+static void *msg_tail(Msg *m) {
+        return m->buf + NLMSG_ALIGN(m->h.nlmsg_len);
+}
+
+static void msg_put(Msg *m, unsigned short type, const void *data, size_t len) {
+        struct rtattr *a = msg_tail(m);
+        a->rta_type = type;
+        a->rta_len = (unsigned short) RTA_LENGTH(len);
+        memcpy(RTA_DATA(a), data, len);
+        m->h.nlmsg_len = NLMSG_ALIGN(m->h.nlmsg_len) + RTA_ALIGN(a->rta_len);
+}
+
+int rtnl_open(Rtnl *ret) {
+        int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+        if (fd < 0)
+                return negative_errno();
+        struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
+                int r = negative_errno();
+                close(fd);
+                return r;
+        }
+        int one = 1;
+        /* Errors without the whole request echoed back; strict checking of
+         * dump requests (ignored by older kernels). */
+        (void) setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
+        (void) setsockopt(fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, &one, sizeof(one));
+        *ret = (Rtnl){ .fd = fd, .seq = 1 };
+        return 0;
+}
+
+void rtnl_close(Rtnl *r) {
+        r->fd = safe_close(r->fd);
+}
+
+static int family_len(int family) {
+        return family == AF_INET6 ? 16 : 4;
+}
+
+static void route_msg(Msg *m, uint16_t type, uint16_t flags, uint32_t seq, const RtnlRoute *rt) {
+        memset(m, 0, sizeof(*m));
+        m->h.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
+        m->h.nlmsg_type = type;
+        m->h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+        m->h.nlmsg_seq = seq;
+        struct rtmsg *rm = NLMSG_DATA(&m->h);
+        rm->rtm_family = (unsigned char) rt->dst.family;
+        rm->rtm_dst_len = (unsigned char) rt->dst.prefixlen;
+        rm->rtm_table = RT_TABLE_MAIN;
+        rm->rtm_type = rt->type;
+        rm->rtm_flags = rt->flags;
+        if (type == RTM_NEWROUTE) {
+                rm->rtm_protocol = rt->protocol ?: RTPROT_STATIC;
+                rm->rtm_scope = rt->scope;
+        } else {
+                rm->rtm_protocol = 0;
+                rm->rtm_scope = RT_SCOPE_NOWHERE; /* any scope */
+        }
+        if (rt->dst.prefixlen > 0)
+                msg_put(m, RTA_DST, rt->dst.addr, (size_t) family_len(rt->dst.family));
+        if (rt->has_gateway)
+                msg_put(m, RTA_GATEWAY, rt->gateway.addr, (size_t) family_len(rt->gateway.family));
+        if (rt->oif > 0) {
+                uint32_t oif = (uint32_t) rt->oif;
+                msg_put(m, RTA_OIF, &oif, sizeof(oif));
+        }
+}
+
+/* Read replies until every seq in [first, first + n) is acknowledged. */
+static int read_acks(Rtnl *r, uint32_t first, size_t n, size_t *ret_failed) {
+        _cleanup_free_ char *buf = malloc(BUF_SIZE);
+        size_t acked = 0;
+        int result = 0;
+        if (!buf)
+                return -ENOMEM;
+        while (acked < n) {
+                ssize_t k = recv(r->fd, buf, BUF_SIZE, 0);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                for (struct nlmsghdr *h = (struct nlmsghdr *) buf; NLMSG_OK(h, (size_t) k); h = NLMSG_NEXT(h, k)) {
+                        if (h->nlmsg_seq < first || h->nlmsg_seq >= first + n)
+                                continue;
+                        if (h->nlmsg_type != NLMSG_ERROR)
+                                continue;
+                        const struct nlmsgerr *e = NLMSG_DATA(h);
+                        acked++;
+                        if (e->error < 0 && result == 0) {
+                                result = e->error;
+                                if (ret_failed)
+                                        *ret_failed = h->nlmsg_seq - first;
+                        }
+                }
+        }
+        return result;
+}
+
+static int send_all(Rtnl *r, const void *buf, size_t len) {
+        struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+        for (;;) {
+                ssize_t k = sendto(r->fd, buf, len, 0, (struct sockaddr *) &sa, sizeof(sa));
+                if (k >= 0)
+                        return (size_t) k == len ? 0 : -EIO;
+                if (errno != EINTR)
+                        return negative_errno();
+        }
+}
+
+int rtnl_route_batch(Rtnl *r, const RtnlRoute *routes, const bool *add, size_t n, size_t *ret_failed_index) {
+        _cleanup_free_ char *buf = malloc(BATCH_MAX * sizeof(Msg));
+        int result = 0;
+        if (!buf)
+                return -ENOMEM;
+        for (size_t start = 0; start < n; start += BATCH_MAX) {
+                size_t cnt = n - start < BATCH_MAX ? n - start : BATCH_MAX, len = 0;
+                uint32_t first = r->seq;
+                for (size_t i = 0; i < cnt; i++) {
+                        Msg m;
+                        bool a = add[start + i];
+                        route_msg(&m, a ? RTM_NEWROUTE : RTM_DELROUTE, a ? NLM_F_CREATE | NLM_F_EXCL : 0, r->seq++,
+                                  &routes[start + i]);
+                        memcpy(buf + len, m.buf, NLMSG_ALIGN(m.h.nlmsg_len));
+                        len += NLMSG_ALIGN(m.h.nlmsg_len);
+                }
+                int k = send_all(r, buf, len);
+                if (k < 0)
+                        return k;
+                size_t failed = 0;
+                k = read_acks(r, first, cnt, &failed);
+                if (k < 0 && result == 0) {
+                        result = k;
+                        if (ret_failed_index)
+                                *ret_failed_index = start + failed;
+                }
+        }
+        return result;
+}
+
+int rtnl_route_add(Rtnl *r, const RtnlRoute *rt) {
+        bool add = true;
+        return rtnl_route_batch(r, rt, &add, 1, NULL);
+}
+
+int rtnl_route_del(Rtnl *r, const RtnlRoute *rt) {
+        bool add = false;
+        return rtnl_route_batch(r, rt, &add, 1, NULL);
+}
+
+static void parse_route(const struct nlmsghdr *h, RtnlRoute *rt, uint32_t *ret_table) {
+        const struct rtmsg *rm = NLMSG_DATA(h);
+        *rt = (RtnlRoute){ .type = rm->rtm_type, .protocol = rm->rtm_protocol, .scope = rm->rtm_scope };
+        rt->dst.family = rm->rtm_family;
+        rt->dst.prefixlen = rm->rtm_dst_len;
+        rt->flags = rm->rtm_flags;
+        *ret_table = rm->rtm_table;
+        int alen = family_len(rm->rtm_family);
+        int len = (int) RTM_PAYLOAD(h);
+        for (const struct rtattr *a = RTM_RTA(rm); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+                switch (a->rta_type) {
+                case RTA_DST:
+                        if (RTA_PAYLOAD(a) == (size_t) alen)
+                                memcpy(rt->dst.addr, RTA_DATA(a), (size_t) alen);
+                        break;
+                case RTA_GATEWAY:
+                        if (RTA_PAYLOAD(a) == (size_t) alen) {
+                                rt->has_gateway = true;
+                                rt->gateway.family = rm->rtm_family;
+                                memcpy(rt->gateway.addr, RTA_DATA(a), (size_t) alen);
+                        }
+                        break;
+                case RTA_OIF:
+                        if (RTA_PAYLOAD(a) == sizeof(uint32_t))
+                                rt->oif = (int) *(const uint32_t *) RTA_DATA(a);
+                        break;
+                case RTA_TABLE:
+                        if (RTA_PAYLOAD(a) == sizeof(uint32_t))
+                                *ret_table = *(const uint32_t *) RTA_DATA(a);
+                        break;
+                default:
+                        break;
+                }
+        }
+}
+
+int rtnl_dump_routes(Rtnl *r, int family, RtnlRoute **ret, size_t *ret_n) {
+        Msg m = {};
+        m.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
+        m.h.nlmsg_type = RTM_GETROUTE;
+        m.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+        m.h.nlmsg_seq = r->seq++;
+        struct rtmsg *rm = NLMSG_DATA(&m.h);
+        rm->rtm_family = (unsigned char) family;
+        int k = send_all(r, m.buf, m.h.nlmsg_len);
+        if (k < 0)
+                return k;
+
+        _cleanup_free_ char *buf = malloc(BUF_SIZE);
+        _cleanup_free_ RtnlRoute *out = NULL;
+        size_t n = 0, cap = 0;
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t len = recv(r->fd, buf, BUF_SIZE, 0);
+                if (len < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                for (struct nlmsghdr *h = (struct nlmsghdr *) buf; NLMSG_OK(h, (size_t) len); h = NLMSG_NEXT(h, len)) {
+                        if (h->nlmsg_seq != m.h.nlmsg_seq)
+                                continue;
+                        if (h->nlmsg_type == NLMSG_DONE) {
+                                *ret = TAKE_PTR(out);
+                                *ret_n = n;
+                                return 0;
+                        }
+                        if (h->nlmsg_type == NLMSG_ERROR) {
+                                const struct nlmsgerr *e = NLMSG_DATA(h);
+                                return e->error < 0 ? e->error : -EIO;
+                        }
+                        if (h->nlmsg_type != RTM_NEWROUTE)
+                                continue;
+                        RtnlRoute rt;
+                        uint32_t table;
+                        parse_route(h, &rt, &table);
+                        if (table != RT_TABLE_MAIN || rt.dst.family != family)
+                                continue;
+                        if (n >= cap) {
+                                if (cap >= ROUTES_MAX)
+                                        return -E2BIG;
+                                cap = cap ? cap * 2 : 64;
+                                RtnlRoute *nn = realloc(out, cap * sizeof(*nn));
+                                if (!nn)
+                                        return -ENOMEM;
+                                out = nn;
+                        }
+                        out[n++] = rt;
+                }
+        }
+}
+
+int rtnl_addr_add(Rtnl *r, int ifindex, const Cidr *addr, bool noprefixroute) {
+        Msg m = {};
+        m.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifaddrmsg));
+        m.h.nlmsg_type = RTM_NEWADDR;
+        m.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE;
+        m.h.nlmsg_seq = r->seq++;
+        struct ifaddrmsg *ifa = NLMSG_DATA(&m.h);
+        ifa->ifa_family = (unsigned char) addr->family;
+        ifa->ifa_prefixlen = (unsigned char) addr->prefixlen;
+        ifa->ifa_index = (unsigned) ifindex;
+        ifa->ifa_scope = RT_SCOPE_UNIVERSE;
+        msg_put(&m, IFA_LOCAL, addr->addr, (size_t) family_len(addr->family));
+        msg_put(&m, IFA_ADDRESS, addr->addr, (size_t) family_len(addr->family));
+        uint32_t flags = IFA_F_NODAD | (noprefixroute ? IFA_F_NOPREFIXROUTE : 0);
+        msg_put(&m, IFA_FLAGS, &flags, sizeof(flags));
+        int k = send_all(r, m.buf, m.h.nlmsg_len);
+        if (k < 0)
+                return k;
+        return read_acks(r, m.h.nlmsg_seq, 1, NULL);
+}
+
+int rtnl_route_get(Rtnl *r, const NetAddr *dst, RtnlRoute *ret) {
+        Msg m = {};
+        m.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
+        m.h.nlmsg_type = RTM_GETROUTE;
+        m.h.nlmsg_flags = NLM_F_REQUEST;
+        m.h.nlmsg_seq = r->seq++;
+        struct rtmsg *rm = NLMSG_DATA(&m.h);
+        rm->rtm_family = (unsigned char) dst->family;
+        rm->rtm_dst_len = (unsigned char) (family_len(dst->family) * 8);
+        msg_put(&m, RTA_DST, dst->addr, (size_t) family_len(dst->family));
+        int k = send_all(r, m.buf, m.h.nlmsg_len);
+        if (k < 0)
+                return k;
+        _cleanup_free_ char *buf = malloc(BUF_SIZE);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t len = recv(r->fd, buf, BUF_SIZE, 0);
+                if (len < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                for (struct nlmsghdr *h = (struct nlmsghdr *) buf; NLMSG_OK(h, (size_t) len); h = NLMSG_NEXT(h, len)) {
+                        if (h->nlmsg_seq != m.h.nlmsg_seq)
+                                continue;
+                        if (h->nlmsg_type == NLMSG_ERROR) {
+                                const struct nlmsgerr *e = NLMSG_DATA(h);
+                                return e->error < 0 ? e->error : -EIO;
+                        }
+                        if (h->nlmsg_type == RTM_NEWROUTE) {
+                                uint32_t table;
+                                parse_route(h, ret, &table);
+                                return 0;
+                        }
+                }
+        }
+}
