@@ -65,6 +65,12 @@ def lazaret_bin(world_dir):
         pytest.fail(f"{router} is missing: build first (make check does)", pytrace=False)
     shutil.copy2(router, os.path.join(bindir, "lazaret-gitrouter"))
     os.chmod(os.path.join(bindir, "lazaret-gitrouter"), 0o755)
+    # The sidecar's program, beside the binary too.
+    netd = os.path.join(BUILD, "src", "netd", "lazaret-netd")
+    if not os.access(netd, os.X_OK):
+        pytest.fail(f"{netd} is missing: build first (make check does)", pytrace=False)
+    shutil.copy2(netd, os.path.join(bindir, "lazaret-netd"))
+    os.chmod(os.path.join(bindir, "lazaret-netd"), 0o755)
     return dst
 
 
