@@ -14,7 +14,7 @@ PYTEST      := /usr/bin/python3 -B -m pytest -p no:cacheprovider
 # as that user, which takes root: a normal user's make check uses sudo here
 # (and writes no root-owned caches into the checkout).
 AS_ROOT     := $(if $(filter 0,$(shell id -u)),,sudo)
-LAZARET     := $(BUILD)/src/lazaret/lazaret
+LAZARET     := $(BUILD)/bin/lazaret
 RUNDIR      := $(BUILD)/run
 
 # Sanitizer findings fail the test that triggered them.
@@ -44,8 +44,13 @@ $(BUILD_ASAN)/build.ninja:
 $(BUILD_FUZZ)/build.ninja:
 	CC=clang meson setup $(BUILD_FUZZ) -Dfuzz=true -Dtests=false -Dbuildtype=debug -Db_lundef=false
 
+# lazaret finds its helpers beside itself: stage the four programs in one
+# directory ($(BUILD)/bin, hard links) for make run.
 build: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
+	mkdir -p $(BUILD)/bin
+	ln -f $(BUILD)/src/lazaret/lazaret $(BUILD)/src/lazaret/lazaret-init \
+		$(BUILD)/src/gitrouter/lazaret-gitrouter $(BUILD)/src/netd/lazaret-netd $(BUILD)/bin/
 
 build-clang: $(BUILD_CLANG)/build.ninja
 	ninja -C $(BUILD_CLANG)

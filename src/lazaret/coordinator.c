@@ -31,7 +31,9 @@
 #include "path-util.h"
 #include "router-run.h"
 #include "runtime-dir.h"
+#include "netpolicy.h"
 #include "sandbox.h"
+#include "sidecar.h"
 #include "store.h"
 #include "strbuf.h"
 #include "string-util.h"
@@ -60,6 +62,7 @@ typedef enum WatchKind {
         WATCH_SIGNAL,
         WATCH_STORE,
         WATCH_RUNTIME,
+        WATCH_SIDECAR,
         WATCH_CONN,
         WATCH_PTY,
         WATCH_STDIN,
@@ -139,6 +142,11 @@ struct Coordinator {
         SandboxInfo sandbox;
         RouterRun router;
         uint64_t p_router;
+        Sidecar sidecar; /* name NULL: no sidecar (loopback only) */
+        uint64_t p_network;
+        NetPolicy net;
+        int sidecar_fd; /* pidfd of the sidecar's conmon */
+        Watch w_sidecar;
         char *terminfo_dir;
         Conn *conns;
         size_t n_conns;
@@ -409,6 +417,7 @@ static void session_close_output(Session *s, int *fd) {
 
 static void begin_stop(Coordinator *co, const char *reason);
 static void stop_router(Coordinator *co);
+static void stop_network(Coordinator *co);
 
 /* An exec client that died abnormally may have lost its sandbox: conmon's
  * exit can trail the exec client's by a moment, so wait for it briefly
@@ -1126,6 +1135,14 @@ static int recover(Coordinator *co) {
                         const char *mp = json_string_value(json_object_get(own, "mountpoint"));
                         if (mp)
                                 router_unmount(&co->spec, mp);
+                } else if (role && streq(role, "Network")) {
+                        const char *name = json_string_value(json_object_get(own, "container_name"));
+                        _cleanup_free_ char *err = NULL;
+                        if (name && sidecar_remove(&co->spec, name, &err) < 0) {
+                                log_error("cannot remove the old network sidecar %s: %s", name, err ? err : "?");
+                                json_decref(list);
+                                return -EIO;
+                        }
                 } else if (role && streq(role, "Publication")) {
                         const char *path = json_string_value(json_object_get(own, "socket_path"));
                         if (path)
@@ -1229,6 +1246,7 @@ static void teardown(Coordinator *co) {
                 else
                         (void) store_participant_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
         }
+        stop_network(co);
         stop_router(co);
         if (co->generation)
                 (void) store_generation_update(co->store, co->generation,
@@ -1319,6 +1337,15 @@ static void serve(Coordinator *co) {
                                 break;
                         case WATCH_STORE:
                                 (void) store_worker_dispatch(co->worker);
+                                break;
+                        case WATCH_SIDECAR:
+                                /* Without netd nobody holds the policy:
+                                 * stop rather than run unguarded. */
+                                co->sidecar_fd = close_watched(co, co->sidecar_fd);
+                                if (!co->stopping) {
+                                        log_error("the network sidecar stopped unexpectedly");
+                                        begin_stop(co, "the network sidecar stopped unexpectedly");
+                                }
                                 break;
                         case WATCH_RUNTIME:
                                 /* conmon exited: the container is gone. */
@@ -1423,10 +1450,126 @@ static void stop_router(Coordinator *co) {
         router_run_done(&co->router);
 }
 
+/* The Network Sidecar is a Participant: Intent before the container
+ * exists, Prepared once netd attested the routes, Committed with the Network
+ * Readiness Evidence once the probes agree (decision 7, FR-3). */
+static int start_network(Coordinator *co, char **ret_error) {
+        const char *why;
+        int r = netpolicy_parse(co->spec.netpolicy, strlen(co->spec.netpolicy), &co->net, &why);
+        if (r < 0) {
+                *ret_error = strdup(why);
+                return r;
+        }
+        if (!co->spec.sidecar_image) {
+                log_info("the policy permits no destination: loopback only, no sidecar");
+                (void) store_generation_update(co->store, co->generation,
+                                               json_pack("{s:s}", "network", "LoopbackOnly"));
+                return 0;
+        }
+        _cleanup_free_ char *name = NULL;
+        r = sidecar_name(&co->spec, &name);
+        if (r < 0)
+                return r;
+        r = store_participant_add(
+                co->store, co->generation, ROLE_NETWORK,
+                json_pack("{s:s, s:s}", "container_name", name, "derived_policy_digest", co->spec.netpolicy_digest),
+                &co->p_network);
+        if (r < 0)
+                return r;
+        r = sidecar_start(&co->spec, &co->sidecar, ret_error);
+        if (r < 0) {
+                (void) store_participant_set_state(co->store, co->p_network, PARTICIPANT_RELEASE_INTENT, NULL);
+                (void) store_participant_set_state(co->store, co->p_network, PARTICIPANT_CLEAN, NULL);
+                co->p_network = 0;
+                return r;
+        }
+        ProcessIdentity conmon = {};
+        (void) process_identity_of(co->sidecar.conmon_pid, &conmon);
+        (void) store_participant_set_state(co->store, co->p_network, PARTICIPANT_PREPARED,
+                                           json_pack("{s:s, s:O?, s:o}", "container_id", co->sidecar.id, "namespace",
+                                                     json_object_get(co->sidecar.attestation, "enforcement_namespace"),
+                                                     "runtime_supervisor", process_identity_to_json(&conmon)));
+        (void) store_generation_update(co->store, co->generation,
+                                       json_pack("{s:s}", "network_sidecar_id", co->sidecar.id));
+        co->sidecar_fd = (int) syscall(SYS_pidfd_open, co->sidecar.conmon_pid, 0);
+        log_info("network sidecar %s attested policy %.12s", co->sidecar.name, co->spec.netpolicy_digest);
+        return 0;
+}
+
+/* Probe from where the agent's traffic originates and record the Network
+ * Readiness Evidence; a mismatch is an error naming the destination. */
+static int prove_network(Coordinator *co, char **ret_error) {
+        if (!co->sidecar.name)
+                return 0;
+        json_t *probe = NULL;
+        int r = sidecar_probe(&co->spec, &co->sidecar, &co->sandbox, &co->net, &probe, ret_error);
+        json_t *ns = json_object_get(co->sidecar.attestation, "enforcement_namespace");
+        json_t *identity =
+                json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:O?}", "schema_id", "lazaret.network-readiness-identity.v1",
+                          "domain_id", co->spec.domain_hash, "generation_id", (json_int_t) co->generation,
+                          "configuration_fingerprint", co->spec.fingerprint, "network_sidecar_id", co->sidecar.id,
+                          "derived_policy_digest", co->spec.netpolicy_digest, "enforcement_namespace", ns);
+        char fp[65] = "";
+        if (!identity || sidecar_readiness_fingerprint(identity, fp) < 0) {
+                json_decref(identity);
+                json_decref(probe);
+                return -ENOMEM;
+        }
+        json_decref(identity);
+        if (probe) {
+                json_object_set_new(probe, "domain_id", json_string(co->spec.domain_hash));
+                json_object_set_new(probe, "generation_id", json_integer((json_int_t) co->generation));
+        }
+        ProcessIdentity conmon = {};
+        (void) process_identity_of(co->sidecar.conmon_pid, &conmon);
+        json_t *attestation = json_deep_copy(co->sidecar.attestation);
+        if (attestation)
+                json_object_update_new(attestation,
+                                       json_pack("{s:s, s:I, s:s, s:s, s:o, s:n}", "domain_id", co->spec.domain_hash,
+                                                 "generation_id", (json_int_t) co->generation,
+                                                 "configuration_fingerprint", co->spec.fingerprint,
+                                                 "network_sidecar_id", co->sidecar.id, "runtime_supervisor",
+                                                 process_identity_to_json(&conmon), "connectivity_helper"));
+        json_t *evidence =
+                json_pack("{s:s, s:I, s:s, s:s, s:o*, s:o*, s:b}", "domain_id", co->spec.domain_hash, "generation_id",
+                          (json_int_t) co->generation, "network_sidecar_id", co->sidecar.id, "readiness_fingerprint",
+                          fp, "attestation", attestation, "probe", probe, "accepted", r >= 0);
+        if (r < 0) {
+                /* Kept for the record on the participant being released. */
+                (void) store_participant_set_state(co->store, co->p_network, PARTICIPANT_PREPARED,
+                                                   json_pack("{s:o*}", "rejected_evidence", evidence));
+                return r;
+        }
+        (void) store_participant_set_state(
+                co->store, co->p_network, PARTICIPANT_COMMITTED,
+                json_pack("{s:s, s:s, s:O?, s:o, s:o*}", "derived_policy_digest", co->spec.netpolicy_digest,
+                          "readiness_fingerprint", fp, "namespace", ns, "runtime_supervisor",
+                          process_identity_to_json(&conmon), "readiness_evidence", evidence));
+        log_info("network readiness proved (fingerprint %.12s)", fp);
+        return 0;
+}
+
+static void stop_network(Coordinator *co) {
+        if (!co->p_network)
+                return;
+        _cleanup_free_ char *err = NULL;
+        (void) store_participant_set_state(co->store, co->p_network, PARTICIPANT_RELEASE_INTENT, NULL);
+        if (co->sidecar_fd >= 0)
+                co->sidecar_fd = close_watched(co, co->sidecar_fd);
+        _cleanup_free_ char *name = NULL;
+        if (sidecar_name(&co->spec, &name) >= 0 && sidecar_remove(&co->spec, name, &err) < 0)
+                log_error("cannot remove the network sidecar %s: %s", name, err ? err : "?");
+        else
+                (void) store_participant_set_state(co->store, co->p_network, PARTICIPANT_CLEAN, NULL);
+        co->p_network = 0;
+        sidecar_done(&co->sidecar);
+}
+
 /* The start failed after the generation was recorded: release what was
  * made, mark the Sandbox participant Clean and the generation Failed. The
  * caller has already told the leader why. Returns the exit status. */
 static int start_failed(Coordinator *co) {
+        stop_network(co);
         stop_router(co);
         (void) store_participant_set_state(co->store, co->p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
         (void) store_participant_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
@@ -1453,6 +1596,8 @@ int coordinator_main(void) {
                            .listen_fd = -EBADF,
                            .signal_fd = -EBADF,
                            .runtime_fd = -EBADF,
+                           .sidecar_fd = -EBADF,
+                           .sidecar = { .ctl_fd = -EBADF },
                            .status_fd = COORDINATOR_STATUS_FD };
         char name[64];
         int r;
@@ -1533,12 +1678,37 @@ int coordinator_main(void) {
                         return start_failed(&co);
                 }
         }
+        /* FR-3: the sidecar runs and has attested before the sandbox
+         * starts; with the kernel's stack the probes run now, from its
+         * namespace, with gVisor's own stack from inside the sandbox. */
+        r = start_network(&co, &err);
+        if (r < 0) {
+                status_report(&co, "error: cannot enforce the network policy: %s", err ? err : strerror(-r));
+                return start_failed(&co);
+        }
+        if (co.spec.runsc_network == RUNSC_NETWORK_HOST) {
+                r = prove_network(&co, &err);
+                if (r < 0) {
+                        status_report(&co, "error: %s", err ? err : strerror(-r));
+                        return start_failed(&co);
+                }
+        }
         r = sandbox_start(&co.spec, co.generation, worktree ? worktree : co.spec.workspace,
-                          co.router.pid > 0 ? co.router.mountpoint : NULL, co.terminfo_dir, &co.sandbox, &err);
+                          co.router.pid > 0 ? co.router.mountpoint : NULL, co.terminfo_dir, co.sidecar.name,
+                          &co.sandbox, &err);
         if (r < 0) {
                 status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image,
                               err ? err : strerror(-r));
                 return start_failed(&co);
+        }
+        if (co.spec.runsc_network == RUNSC_NETWORK_SANDBOX) {
+                r = prove_network(&co, &err);
+                if (r < 0) {
+                        _cleanup_free_ char *ignored = NULL;
+                        status_report(&co, "error: %s", err ? err : strerror(-r));
+                        (void) sandbox_remove(&co.spec, co.container_name, &ignored);
+                        return start_failed(&co);
+                }
         }
         ProcessIdentity conmon = {};
         (void) process_identity_of(co.sandbox.conmon_pid, &conmon);
@@ -1582,6 +1752,9 @@ int coordinator_main(void) {
                         r = epoll_add(&co, co.runtime_fd, EPOLLIN, &co.w_runtime);
                 else if (co.runtime_fd < 0)
                         log_warning("cannot watch conmon (pid %d): %s", (int) co.sandbox.conmon_pid, strerror(errno));
+                co.w_sidecar = (Watch){ WATCH_SIDECAR, &co };
+                if (r >= 0 && co.sidecar_fd >= 0)
+                        r = epoll_add(&co, co.sidecar_fd, EPOLLIN, &co.w_sidecar);
         }
         if (r < 0) {
                 status_report(&co, "error: cannot publish the control socket %s: %s", co.spec.socket_path,
@@ -1607,6 +1780,8 @@ int coordinator_main(void) {
         while (co.sessions)
                 session_free(&co, co.sessions);
         safe_close(co.runtime_fd);
+        safe_close(co.sidecar_fd);
+        netpolicy_done(&co.net);
         safe_close(co.signal_fd);
         safe_close(co.epfd);
         store_close(co.store);

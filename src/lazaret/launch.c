@@ -5,12 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "doctor.h"
 #include "exec-util.h"
 #include "fd-util.h"
+#include "image.h"
 #include "launch.h"
 #include "path-util.h"
 #include "runtime-dir.h"
@@ -47,6 +49,12 @@ void launch_spec_done(LaunchSpec *s) {
         free(s->podman);
         free(s->runsc);
         free(s->init);
+        free(s->netpolicy);
+        free(s->netpolicy_digest);
+        strv_free(s->probe_targets);
+        free(s->probe_dns_name);
+        free(s->netd);
+        free(s->sidecar_image);
         *s = (LaunchSpec){};
 }
 
@@ -77,6 +85,13 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                               s->runtime_dir, "lock_path", s->lock_path, "socket_path", s->socket_path, "podman",
                               s->podman, "runsc", s->runsc, "init", s->init, "rootless", s->rootless, "branch",
                               s->branch, "nofile", (json_int_t) s->nofile, "nproc", (json_int_t) s->nproc);
+        if (j && json_object_update_new(j, json_pack("{s:s, s:s, s:o*, s:s, s:s?, s:s?}", "netpolicy", s->netpolicy,
+                                                     "netpolicy_digest", s->netpolicy_digest, "probe_targets",
+                                                     strv_json(s->probe_targets), "probe_dns_name", s->probe_dns_name,
+                                                     "netd", s->netd, "sidecar_image", s->sidecar_image)) < 0) {
+                json_decref(j);
+                return NULL;
+        }
         if (j && with_fingerprint)
                 json_object_set_new(j, "fingerprint", json_string(s->fingerprint));
         return j;
@@ -183,6 +198,18 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_str(j, "runsc", &s.runsc);
         if (r >= 0)
                 r = get_str(j, "init", &s.init);
+        if (r >= 0)
+                r = get_str(j, "netpolicy", &s.netpolicy);
+        if (r >= 0)
+                r = get_str(j, "netpolicy_digest", &s.netpolicy_digest);
+        if (r >= 0)
+                r = get_strv(j, "probe_targets", &s.probe_targets);
+        if (r >= 0)
+                r = get_str(j, "probe_dns_name", &s.probe_dns_name);
+        if (r >= 0 && json_is_string(json_object_get(j, "netd")))
+                r = get_str(j, "netd", &s.netd);
+        if (r >= 0 && json_is_string(json_object_get(j, "sidecar_image")))
+                r = get_str(j, "sidecar_image", &s.sidecar_image);
         if (r < 0) {
                 launch_spec_done(&s);
                 return r;
@@ -417,6 +444,37 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                 s.n_volumes = i + 1;
                 if (!s.volumes[i].host || !s.volumes[i].container)
                         return -ENOMEM;
+        }
+
+        /* The network: the policy travels in canonical form; a sidecar only
+         * when it permits something. */
+        r = config_profile_netpolicy_canonical(p, &s.netpolicy, NULL);
+        if (r < 0)
+                return r;
+        s.netpolicy_digest = strdup(p->net_digest);
+        s.probe_dns_name = strdup(cfg->probe_dns_name);
+        s.probe_targets = calloc(cfg->n_probe_targets + 1, sizeof(char *));
+        if (!s.netpolicy_digest || !s.probe_dns_name || !s.probe_targets)
+                return -ENOMEM;
+        for (size_t i = 0; i < cfg->n_probe_targets; i++) {
+                char a[64];
+                const ConfigProbe *pt = &cfg->probe_targets[i];
+                netaddr_format(&pt->addr, a, sizeof(a));
+                if (asprintf(&s.probe_targets[i], pt->addr.family == AF_INET6 ? "[%s]:%u" : "%s:%u", a,
+                             (unsigned) pt->port) < 0) {
+                        s.probe_targets[i] = NULL;
+                        return -ENOMEM;
+                }
+        }
+        if (!netpolicy_permits_nothing(&p->net)) {
+                s.netd = path_join(dir, "lazaret-netd");
+                if (!s.netd)
+                        return -ENOMEM;
+                if (access(s.netd, X_OK) < 0)
+                        return fail(ret_error, "%s is missing: lazaret-netd must be installed next to lazaret", s.netd);
+                r = image_sidecar_ref(&s.sidecar_image);
+                if (r < 0)
+                        return fail(ret_error, "cannot read %s: %s", s.netd, strerror(-r));
         }
 
         struct rlimit rl;

@@ -42,6 +42,15 @@ typedef struct LaunchSpec {
         char *runsc;
         char *init; /* lazaret-init on the host */
         bool rootless;
+        /* The Derived Network Policy (canonical form) and what the launch
+         * probes; netd and sidecar_image are NULL when the policy permits
+         * nothing (loopback only, no sidecar). */
+        char *netpolicy;
+        char *netpolicy_digest;
+        char **probe_targets; /* "ADDR:PORT" / "[ADDR6]:PORT", NULL-terminated */
+        char *probe_dns_name;
+        char *netd; /* lazaret-netd on the host */
+        char *sidecar_image; /* localhost/lazaret/sidecar:netd-HASH */
         uint64_t nofile; /* hard limits passed as --ulimit */
         uint64_t nproc;
         char fingerprint[65]; /* SHA-256 of the canonical JSON (without this field) */

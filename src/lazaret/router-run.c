@@ -25,7 +25,7 @@
 
 /* Podman's rootless pause process, which holds its user and mount
  * namespaces. Started with `podman unshare true` when missing. */
-static int pause_pid(const LaunchSpec *s, pid_t *ret) {
+int podman_pause_pid(const LaunchSpec *s, pid_t *ret) {
         const char *xdg = getenv("XDG_RUNTIME_DIR");
         for (int attempt = 0; attempt < 2; attempt++) {
                 StrBuf cand[2] = { STRBUF_INIT, STRBUF_INIT };
@@ -63,7 +63,7 @@ static int spawn_in_podman_ns(const LaunchSpec *s, const char *path, char *const
         _cleanup_close_ int userns = -EBADF, mntns = -EBADF;
         if (s->rootless) {
                 pid_t pp;
-                int r = pause_pid(s, &pp);
+                int r = podman_pause_pid(s, &pp);
                 if (r < 0)
                         return r;
                 char p[64];

@@ -36,3 +36,7 @@ void router_stop(const LaunchSpec *s, RouterRun *r);
 void router_unmount(const LaunchSpec *s, const char *mountpoint);
 
 void router_run_done(RouterRun *r);
+
+/* Podman's rootless pause process (holder of its user and mount
+ * namespaces), started with `podman unshare true` when missing. */
+int podman_pause_pid(const LaunchSpec *s, pid_t *ret);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "argv-util.h"
 #include "exec-util.h"
 #include "fd-util.h"
 #include "fileio.h"
@@ -43,7 +44,7 @@ void sandbox_info_done(SandboxInfo *i) {
 }
 
 /* Podman's last error line, for one-line messages. */
-static char *podman_error(const ExecResult *r) {
+char *podman_error(const ExecResult *r) {
         StrBuf b = STRBUF_INIT;
         if (r->spawn_error < 0)
                 strbuf_printf(&b, "cannot run podman: %s", strerror(-r->spawn_error));
@@ -67,55 +68,6 @@ static char *podman_error(const ExecResult *r) {
                               (int) (best_len > 400 ? 400 : best_len), best ? best : "");
         }
         return strbuf_steal(&b);
-}
-
-typedef struct Argv {
-        char **v;
-        size_t n, cap;
-        bool oom;
-} Argv;
-
-static void argv_add(Argv *a, const char *s) {
-        if (a->oom)
-                return;
-        if (a->n + 2 > a->cap) {
-                size_t cap = a->cap ? a->cap * 2 : 32;
-                char **n = realloc(a->v, cap * sizeof(char *));
-                if (!n) {
-                        a->oom = true;
-                        return;
-                }
-                a->v = n;
-                a->cap = cap;
-        }
-        a->v[a->n] = strdup(s);
-        if (!a->v[a->n]) {
-                a->oom = true;
-                return;
-        }
-        a->v[++a->n] = NULL;
-}
-
-_printf_(2, 3) static void argv_addf(Argv *a, const char *fmt, ...) {
-        StrBuf b = STRBUF_INIT;
-        va_list ap;
-        va_start(ap, fmt);
-        strbuf_vprintf(&b, fmt, ap);
-        va_end(ap);
-        char *s = strbuf_steal(&b);
-        if (!s) {
-                a->oom = true;
-                return;
-        }
-        argv_add(a, s);
-        free(s);
-}
-
-static void argv_done(Argv *a) {
-        for (size_t i = 0; i < a->n; i++)
-                free(a->v[i]);
-        free(a->v);
-        *a = (Argv){};
 }
 
 /* Find the runsc state root Podman used for this container: rootless Podman
@@ -190,7 +142,7 @@ static int read_spec_env(const char *state, char ***ret, json_t **ret_user) {
 }
 
 int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
-                  const char *terminfo_dir, SandboxInfo *ret, char **ret_error) {
+                  const char *terminfo_dir, const char *network_from, SandboxInfo *ret, char **ret_error) {
         _cleanup_free_ char *name = NULL, *pidfile = NULL;
         _cleanup_(exec_result_done) ExecResult res = {};
         Argv a = {};
@@ -216,16 +168,24 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
         if (s->rootless)
                 argv_add(&a, "--runtime-flag=ignore-cgroups");
         argv_addf(&a, "--runtime-flag=network=%s", runsc_network_to_string(s->runsc_network));
-        /* No egress until the network sidecar enforces a policy: loopback only. */
-        argv_add(&a, "--network=none");
+        /* The sidecar's namespace, where netd enforces the policy; with a
+         * policy that permits nothing there is no sidecar: loopback only. */
+        if (network_from)
+                argv_addf(&a, "--network=container:%s", network_from);
+        else
+                argv_add(&a, "--network=none");
         argv_addf(&a, "--ulimit=nofile=%" PRIu64 ":%" PRIu64, s->nofile, s->nofile);
         argv_addf(&a, "--ulimit=nproc=%" PRIu64 ":%" PRIu64, s->nproc, s->nproc);
         argv_add(&a, "--security-opt=no-new-privileges");
+        /* No frames around the routes, no changes to them (decision 7). */
+        argv_add(&a, "--cap-drop=NET_RAW");
+        argv_add(&a, "--cap-drop=NET_ADMIN");
         argv_addf(&a, "--label=io.lazaret.domain=%s", s->domain_hash);
         argv_addf(&a, "--label=io.lazaret.profile=%s", s->profile);
         argv_addf(&a, "--label=io.lazaret.generation=%" PRIu64, generation);
         argv_addf(&a, "--conmon-pidfile=%s", pidfile);
-        argv_addf(&a, "--hostname=%s", s->profile);
+        if (!network_from)
+                argv_addf(&a, "--hostname=%s", s->profile);
         argv_add(&a, "--workdir=/workspace");
         argv_addf(&a, "--volume=%s:/workspace:z", workspace);
         /* Editor settings are hidden under empty tmpfs mounts, but only where
@@ -244,6 +204,9 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
                 argv_addf(&a, "--volume=%s:%s", git_source, s->branch ? s->git_dir : "/workspace/.git");
         argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/init,ro=true", s->init);
         argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/terminfo,ro=true", terminfo_dir);
+        /* gVisor's own stack is probed from inside (decision 7). */
+        if (network_from && s->runsc_network == RUNSC_NETWORK_SANDBOX && s->netd)
+                argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/netd,ro=true", s->netd);
         for (size_t i = 0; i < s->n_volumes; i++) {
                 const LaunchVolume *v = &s->volumes[i];
                 StrBuf opts = STRBUF_INIT;

@@ -9,7 +9,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "exec-util.h"
 #include "launch.h"
+
+/* Podman's last error line of a failed run, for one-line messages (caller
+ * frees; NULL on OOM). */
+char *podman_error(const ExecResult *r);
 
 /* "lazaret-coord-<hash>" (spec §4.3.1). */
 int sandbox_name(const LaunchSpec *s, char **ret);
@@ -28,10 +33,12 @@ void sandbox_info_done(SandboxInfo *i);
  * workspace (the host directory or the agent's worktree) at /workspace;
  * git_source (the git router's mount, or NULL) over the repository's .git;
  * PID 1 is lazaret-init mounted at /run/lazaret/init. terminfo_dir is
- * mounted read-only at /run/lazaret/terminfo. On failure returns -EIO with
- * *ret_error holding Podman's last error line (caller frees). */
+ * mounted read-only at /run/lazaret/terminfo. network_from names the
+ * network sidecar whose namespace the sandbox joins (NULL: none, loopback
+ * only). On failure returns -EIO with *ret_error holding Podman's last error
+ * line (caller frees). */
 int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
-                  const char *terminfo_dir, SandboxInfo *ret, char **ret_error);
+                  const char *terminfo_dir, const char *network_from, SandboxInfo *ret, char **ret_error);
 
 /* workspace_mode = "branch": the agent's worktree on branch
  * lazaret/agent-<profile> under the Domain Root, made from the host's HEAD

@@ -18,6 +18,8 @@
 #include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <openssl/evp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -32,6 +34,8 @@
 #include "config.h"
 #include "exec-util.h"
 #include "fd-util.h"
+#include "fileio.h"
+#include "image.h"
 #include "log.h"
 #include "path-util.h"
 #include "strbuf.h"
@@ -828,6 +832,89 @@ static int debian_tar(Build *b, const char *tar_path) {
         return 0;
 }
 
+/* The Network Sidecar's image: lazaret-netd from beside this program, the
+ * only file (decision 13, NFR-4: no shell, no libc, nothing else). */
+static int netd_beside_self(char **ret) {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n <= 0)
+                return -ENOENT;
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (!slash)
+                return -ENOENT;
+        *slash = '\0';
+        *ret = path_join(self, "lazaret-netd");
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int sidecar_tar(Build *b, const char *tar_path) {
+        _cleanup_free_ char *netd = NULL;
+        int r = netd_beside_self(&netd);
+        if (r == -ENOMEM)
+                return oom();
+        if (r >= 0)
+                r = elf_is_static(netd);
+        if (r < 0 || r == 0) {
+                log_error("%s is missing or not a static program: lazaret-netd must be installed next to lazaret",
+                          netd ? netd : "lazaret-netd");
+                return EXIT_LAZARET;
+        }
+        _cleanup_free_ char *root = path_join(b->dir, "rootfs");
+        if (!root)
+                return oom();
+        if (mkdir(root, 0755) < 0 || chmod(root, 0755) < 0)
+                return log_error_errno(errno, "cannot create %s: %s", root, strerror(errno)), EXIT_LAZARET;
+        _cleanup_close_ int rfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (rfd < 0)
+                return log_error_errno(errno, "cannot open %s: %s", root, strerror(errno)), EXIT_LAZARET;
+        r = copy_at(netd, rfd, "lazaret-netd", 0755);
+        if (r < 0)
+                return log_error_errno(r, "cannot copy %s: %s", netd, strerror(-r)), EXIT_LAZARET;
+
+        _cleanup_free_ char *file_arg = NULL, *dir_arg = NULL;
+        if (asprintf(&file_arg, "--file=%s", tar_path) < 0 || asprintf(&dir_arg, "--directory=%s", root) < 0)
+                return oom();
+        char *tar_argv[] = { b->tar,
+                             (char *) "--create",
+                             file_arg,
+                             (char *) "--format=gnu",
+                             (char *) "--sort=name",
+                             (char *) "--mtime=@0",
+                             (char *) "--owner=0",
+                             (char *) "--group=0",
+                             (char *) "--numeric-owner",
+                             dir_arg,
+                             (char *) "lazaret-netd",
+                             NULL };
+        _cleanup_(run_done) Run t = {};
+        r = run(tar_argv, NULL, TIMEOUT_QUICK_USEC, NULL, &t);
+        if (r < 0)
+                return log_error_errno(r, "cannot run tar: %s", strerror(-r)), EXIT_LAZARET;
+        if (run_failed(&t))
+                return report_failure("tar", &t, "GNU tar 1.28 or later is needed (apt-get install tar)");
+        return 0;
+}
+
+int image_sidecar_ref(char **ret) {
+        _cleanup_free_ char *netd = NULL, *data = NULL;
+        size_t len;
+        int r = netd_beside_self(&netd);
+        if (r < 0)
+                return r;
+        r = read_file_capped(netd, 64u * 1024u * 1024u, &data, &len);
+        if (r < 0)
+                return r;
+        unsigned char md[32];
+        unsigned mdlen = 0;
+        if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1)
+                return -EIO;
+        char hex[13];
+        for (int i = 0; i < 6; i++)
+                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        return asprintf(ret, "localhost/lazaret/sidecar:netd-%s", hex) < 0 ? -ENOMEM : 0;
+}
+
 typedef struct Flavour {
         const char *name;
         const char *default_ref;
@@ -841,6 +928,12 @@ static const Flavour flavours[] = {
                 .default_ref = "localhost/lazaret/busybox:latest",
                 .make_tar = busybox_tar,
                 .changes = { "CMD [\"/bin/sh\"]", "ENV PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin" },
+        },
+        {
+                .name = "sidecar",
+                .default_ref = NULL, /* named after lazaret-netd's digest */
+                .make_tar = sidecar_tar,
+                .changes = { "ENTRYPOINT [\"/lazaret-netd\"]" },
         },
         {
                 .name = "debian",
@@ -881,7 +974,7 @@ static const char *tag_problem(const char *ref) {
 }
 
 static void image_help(void) {
-        printf("Usage: lazaret image build busybox|debian [--tag REF]\n\n"
+        printf("Usage: lazaret image build busybox|debian|sidecar [--tag REF]\n\n"
                "Build a local OCI image without a registry into the calling user's Podman\n"
                "storage (rootless for a normal user, rootful for root) and print its name,\n"
                "ID and digest.\n\n"
@@ -893,7 +986,10 @@ static void image_help(void) {
                "            made by mmdebstrap (debootstrap's equivalent that also works\n"
                "            without root, through subordinate ids as rootless Podman does;\n"
                "            as root it runs in root mode). Takes a few minutes.\n"
-               "            Default REF localhost/lazaret/debian:" DEBIAN_SUITE ".\n\n"
+               "            Default REF localhost/lazaret/debian:" DEBIAN_SUITE ".\n"
+               "  sidecar   the Network Sidecar: lazaret-netd from beside lazaret, the only\n"
+               "            file (no shell). Default REF localhost/lazaret/sidecar:netd-HASH,\n"
+               "            HASH from lazaret-netd's SHA-256; lazaret run builds it when missing.\n\n"
                "  --tag REF   name the image REF, a fully qualified localhost/ reference\n"
                "  -h, --help  show this help\n\n"
                "The image is tagged only when the build succeeded; on failure nothing is\n"
@@ -903,6 +999,8 @@ static void image_help(void) {
                "as localhost/NAME@DIGEST.\n"
                "Exit status: 0 built, 64 bad command line, 125 the build failed.\n");
 }
+
+static int build_flavour(const Flavour *fl, const char *ref);
 
 static int image_build(int argc, char **argv) {
         static const struct option opts[] = {
@@ -925,7 +1023,7 @@ static int image_build(int argc, char **argv) {
                         return EXIT_USAGE;
                 }
         if (optind >= argc) {
-                log_error("image build needs a flavour: busybox or debian");
+                log_error("image build needs a flavour: busybox, debian or sidecar");
                 return EXIT_USAGE;
         }
         if (argc - optind > 1) {
@@ -937,7 +1035,7 @@ static int image_build(int argc, char **argv) {
                 if (streq(flavours[i].name, argv[optind]))
                         fl = &flavours[i];
         if (!fl) {
-                log_error("unknown image flavour '%s' (use busybox or debian)", argv[optind]);
+                log_error("unknown image flavour '%s' (use busybox, debian or sidecar)", argv[optind]);
                 return EXIT_USAGE;
         }
         if (tag) {
@@ -947,10 +1045,30 @@ static int image_build(int argc, char **argv) {
                         return EXIT_USAGE;
                 }
         }
-        _cleanup_free_ char *ref = NULL;
-        if (normalize_ref(tag ?: fl->default_ref, &ref) < 0)
+        _cleanup_free_ char *ref = NULL, *sidecar = NULL;
+        if (!tag && !fl->default_ref) {
+                int r = image_sidecar_ref(&sidecar);
+                if (r == -ENOMEM)
+                        return oom();
+                if (r < 0) {
+                        log_error("cannot read lazaret-netd beside lazaret: %s: install it next to lazaret",
+                                  strerror(-r));
+                        return EXIT_LAZARET;
+                }
+        }
+        if (normalize_ref(tag ?: fl->default_ref ?: sidecar, &ref) < 0)
                 return oom();
+        return build_flavour(fl, ref);
+}
 
+int image_build_sidecar(const char *ref) {
+        for (size_t i = 0; i < ELEMENTSOF(flavours); i++)
+                if (streq(flavours[i].name, "sidecar"))
+                        return build_flavour(&flavours[i], ref);
+        return EXIT_LAZARET;
+}
+
+static int build_flavour(const Flavour *fl, const char *ref) {
         _cleanup_(build_done) Build b = { .rootless = geteuid() != 0 };
         const char *path_env = getenv("PATH");
         b.search = path_env && *path_env ? path_env : DEFAULT_SEARCH_PATH;
@@ -1071,7 +1189,8 @@ static int image_build(int argc, char **argv) {
         /* Which image holds the name now: once the name moves, it is left
          * without one and we remove it (the way a rebuild should). */
         char *old_argv[] = {
-                b.podman, (char *) "image", (char *) "inspect", (char *) "--format", (char *) "{{.Id}}", ref, NULL
+                b.podman, (char *) "image", (char *) "inspect", (char *) "--format", (char *) "{{.Id}}", (char *) ref,
+                NULL
         };
         _cleanup_(run_done) Run ro = {};
         r = run(old_argv, NULL, TIMEOUT_QUICK_USEC, NULL, &ro);
@@ -1083,7 +1202,7 @@ static int image_build(int argc, char **argv) {
                 log_error("interrupted; the partial build was removed");
                 return EXIT_LAZARET;
         }
-        char *tag_argv[] = { b.podman, (char *) "tag", b.image_id, ref, NULL };
+        char *tag_argv[] = { b.podman, (char *) "tag", b.image_id, (char *) ref, NULL };
         _cleanup_(run_done) Run rt = {};
         r = run(tag_argv, NULL, TIMEOUT_QUICK_USEC, NULL, &rt);
         if (r < 0)

@@ -226,7 +226,7 @@ static int apply_family(Rtnl *nl, int af, const RtnlRoute *want, size_t n_want, 
                 phase_end[1 + permit] = k;
         }
         for (size_t i = 0; i < n_cur; i++)
-                if (cur[i].type != RTN_UNICAST && !route_in(&cur[i], want, n_want)) {
+                if (cur[i].type != RTN_UNICAST && cur[i].type != RTN_MULTICAST && !route_in(&cur[i], want, n_want)) {
                         ops[k] = cur[i];
                         add[k++] = false;
                 }
@@ -297,8 +297,13 @@ static void attest(Rtnl *nl, const NetPolicy *p, const Uplink *u, Attestation *a
                         free(want);
                         continue;
                 }
-                a->observed[f] = n_cur;
                 for (size_t i = 0; i < n_cur; i++) {
+                        /* The kernel's ff00::/8 multicast route reaches no
+                         * unicast destination; it comes back on every
+                         * address change, and is left alone. */
+                        if (cur[i].type == RTN_MULTICAST)
+                                continue;
+                        a->observed[f]++;
                         if (cur[i].type == RTN_UNICAST)
                                 a->gateway[f]++;
                         else if (cur[i].type == RTN_PROHIBIT)
@@ -633,12 +638,29 @@ static int tcp_connect(const NetAddr *a, uint16_t port, int timeout_ms) {
 /* A denied destination: no route (or a prohibit route) in the table, and a
  * connect that fails at once. Returns true when unreachable. */
 static bool probe_denied(Rtnl *nl, bool have_nl, const NetAddr *a, const char **ret_how) {
+        /* The namespace's own loopback is no egress: it stays whatever the
+         * policy says about 127.0.0.0/8 and ::1. */
+        static const uint8_t v6_loopback[16] = { [15] = 1 }, zero[16] = {};
+        if ((a->family == AF_INET && a->addr[0] == 127) ||
+            (a->family == AF_INET6 && memcmp(a->addr, v6_loopback, 16) == 0)) {
+                *ret_how = "the namespace's own loopback (not egress)";
+                return true;
+        }
+        /* connect() takes 0.0.0.0 and :: for this host. */
+        if (memcmp(a->addr, zero, a->family == AF_INET6 ? 16 : 4) == 0) {
+                *ret_how = "the unspecified address (this host, not egress)";
+                return true;
+        }
         if (have_nl) {
                 RtnlRoute rt;
                 int r = rtnl_route_get(nl, a, &rt);
                 if (r == 0 && rt.type == RTN_UNICAST) {
                         *ret_how = "a route leads there";
                         return false; /* never connect: a packet would leave */
+                }
+                if (r == 0 && (rt.type == RTN_LOCAL || rt.type == RTN_BROADCAST)) {
+                        *ret_how = "an address of the namespace itself (not egress)";
+                        return true;
                 }
         }
         struct sockaddr_storage ss;
@@ -826,7 +848,8 @@ static int probe(int argc, char **argv) {
                         } else if (strcmp(opt, "--route") == 0) {
                                 RtnlRoute rt;
                                 int r = have_nl ? rtnl_route_get(&nl, &a, &rt) : -EOPNOTSUPP;
-                                bool ok = r == 0 && rt.type == RTN_UNICAST && rt.has_gateway;
+                                bool ok =
+                                        r == 0 && ((rt.type == RTN_UNICAST && rt.has_gateway) || rt.type == RTN_LOCAL);
                                 all_ok &= ok;
                                 printf("{\"kind\":\"permitted\",\"destination\":\"%s\",\"method\":\"route\","
                                        "\"reachable\":%s,\"detail\":\"%s\"}\n",

@@ -81,7 +81,11 @@ static int drain_pipe(int fd, StrBuf *b, size_t max) {
         }
 }
 
-static int spawn_child(const char *path, const char *const *argv, int out_fd, int err_fd, pid_t *ret_pid) {
+static int exec_capture_high(const char *path, const char *const *argv, const int *fds, size_t n_fds,
+                             uint64_t timeout_usec, ExecResult *ret);
+
+static int spawn_child(const char *path, const char *const *argv, int out_fd, int err_fd, const int *fds, size_t n_fds,
+                       pid_t *ret_pid) {
         posix_spawn_file_actions_t fa;
         posix_spawnattr_t attr;
         sigset_t none, dfl;
@@ -120,8 +124,10 @@ static int spawn_child(const char *path, const char *const *argv, int out_fd, in
                 r = posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
         if (r == 0)
                 r = posix_spawn_file_actions_adddup2(&fa, err_fd, STDERR_FILENO);
+        for (size_t i = 0; r == 0 && i < n_fds; i++)
+                r = posix_spawn_file_actions_adddup2(&fa, fds[i], 3 + (int) i);
         if (r == 0)
-                r = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+                r = posix_spawn_file_actions_addclosefrom_np(&fa, 3 + (int) n_fds);
         if (r == 0)
                 r = posix_spawn(ret_pid, path, &fa, &attr, (char *const *) argv, environ);
 
@@ -131,6 +137,33 @@ static int spawn_child(const char *path, const char *const *argv, int out_fd, in
 }
 
 int exec_capture(const char *path, const char *const *argv, uint64_t timeout_usec, ExecResult *ret) {
+        return exec_capture_fds(path, argv, NULL, 0, timeout_usec, ret);
+}
+
+int exec_capture_fds(const char *path, const char *const *argv, const int *fds, size_t n_fds, uint64_t timeout_usec,
+                     ExecResult *ret) {
+        /* Copies above the range the child's fds land in, so no dup2
+         * overwrites a source that is still to come. */
+        int high[8];
+        if (n_fds > ELEMENTSOF(high))
+                return -E2BIG;
+        for (size_t i = 0; i < n_fds; i++) {
+                high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 64);
+                if (high[i] < 0) {
+                        int e = negative_errno();
+                        for (size_t j = 0; j < i; j++)
+                                close(high[j]);
+                        return e;
+                }
+        }
+        int r = exec_capture_high(path, argv, high, n_fds, timeout_usec, ret);
+        for (size_t i = 0; i < n_fds; i++)
+                close(high[i]);
+        return r;
+}
+
+static int exec_capture_high(const char *path, const char *const *argv, const int *fds, size_t n_fds,
+                             uint64_t timeout_usec, ExecResult *ret) {
         _cleanup_close_ int out_r = -EBADF, out_w = -EBADF, err_r = -EBADF, err_w = -EBADF;
         StrBuf out = STRBUF_INIT, err = STRBUF_INIT;
         ExecResult cmd = {};
@@ -149,7 +182,7 @@ int exec_capture(const char *path, const char *const *argv, uint64_t timeout_use
         if (fcntl(out_r, F_SETFL, O_NONBLOCK) < 0 || fcntl(err_r, F_SETFL, O_NONBLOCK) < 0)
                 return negative_errno();
 
-        r = spawn_child(path, argv, out_w, err_w, &pid);
+        r = spawn_child(path, argv, out_w, err_w, fds, n_fds, &pid);
         if (r < 0) {
                 if (r == -ENOMEM)
                         return r;

@@ -6,6 +6,7 @@
  * limit that kills the program's whole process group. */
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define EXEC_STDOUT_MAX (4U * 1024 * 1024)
@@ -29,6 +30,10 @@ bool exec_result_failed(const ExecResult *r);
  * in *ret; the return value is -errno only when running it could not even be
  * attempted (pipes, memory). */
 int exec_capture(const char *path, const char *const *argv, uint64_t timeout_usec, ExecResult *ret);
+
+/* The same, with fds[i] placed at fd 3 + i in the program (at most 8). */
+int exec_capture_fds(const char *path, const char *const *argv, const int *fds, size_t n_fds, uint64_t timeout_usec,
+                     ExecResult *ret);
 
 /* Look name up in the ':'-separated absolute directories of search (empty
  * and relative entries are skipped: they would mean the current directory).

@@ -180,8 +180,8 @@ def test_bad_tag(store, tag, why):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["image", "build", "alpine"], "unknown image flavour 'alpine' (use busybox or debian)"),
-    (["image", "build"], "image build needs a flavour: busybox or debian"),
+    (["image", "build", "alpine"], "unknown image flavour 'alpine' (use busybox, debian or sidecar)"),
+    (["image", "build"], "image build needs a flavour: busybox, debian or sidecar"),
     (["image", "build", "busybox", "debian"], "image build takes one flavour (got 'debian' as well)"),
     (["image", "frobnicate"], "unknown image command 'frobnicate' (use build)"),
 ])
@@ -195,7 +195,7 @@ def test_usage_errors(lz, args, message):
 def test_usage_help(lz):
     r = lz.run("image")
     assert r.returncode == 64
-    assert r.stdout.startswith("Usage: lazaret image build busybox|debian [--tag REF]\n")
+    assert r.stdout.startswith("Usage: lazaret image build busybox|debian|sidecar [--tag REF]\n")
     for args in (["image", "--help"], ["image", "build", "--help"]):
         r = lz.run(*args)
         assert r.returncode == 0

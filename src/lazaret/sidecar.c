@@ -1,0 +1,585 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "argv-util.h"
+#include "exec-util.h"
+#include "fd-util.h"
+#include "fileio.h"
+#include "image.h"
+#include "log.h"
+#include "netpolicy-digest.h"
+#include "router-run.h"
+#include "sidecar.h"
+#include "strbuf.h"
+#include "string-util.h"
+
+#define PODMAN_TIMEOUT_USEC (UINT64_C(120) * 1000000)
+#define ATTEST_TIMEOUT_MS   15000
+#define PROBE_TIMEOUT_MS    3000
+#define PROBE_DEADLINE_USEC (UINT64_C(60) * 1000000)
+#define PROBE_DENIED_MAX    32u
+#define PROBE_ROUTES_MAX    8u
+#define READINESS_DOMAIN    "lazaret/network-readiness-identity/v1\n"
+#define SLIRP_IPV6_ADDRESS  "fd00::100/64"
+#define SLIRP_IPV6_GATEWAY  "fe80::2"
+
+static int fail(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
+static int fail(char **ret_error, int r, const char *fmt, ...) {
+        StrBuf b = STRBUF_INIT;
+        va_list ap;
+        va_start(ap, fmt);
+        strbuf_vprintf(&b, fmt, ap);
+        va_end(ap);
+        *ret_error = strbuf_steal(&b);
+        return *ret_error ? r : -ENOMEM;
+}
+
+void sidecar_done(Sidecar *sc) {
+        free(sc->name);
+        free(sc->id);
+        safe_close(sc->ctl_fd);
+        json_decref(sc->attestation);
+        *sc = (Sidecar){ .ctl_fd = -EBADF };
+}
+
+int sidecar_name(const LaunchSpec *s, char **ret) {
+        return asprintf(ret, "lazaret-net-%s", s->domain_hash) < 0 ? -ENOMEM : 0;
+}
+
+int sidecar_remove(const LaunchSpec *s, const char *name, char **ret_error) {
+        _cleanup_(exec_result_done) ExecResult res = {};
+        const char *argv[] = { "podman", "rm", "--force", "--time=0", "--ignore", name, NULL };
+        int r = exec_capture(s->podman, argv, PODMAN_TIMEOUT_USEC, &res);
+        if (r < 0)
+                return r;
+        if (exec_result_failed(&res)) {
+                *ret_error = podman_error(&res);
+                return -EIO;
+        }
+        return 0;
+}
+
+static int sealed_memfd(const char *text, size_t len) {
+        int fd = memfd_create("lazaret-netpolicy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return negative_errno();
+        size_t done = 0;
+        while (done < len) {
+                ssize_t k = write(fd, text + done, len - done);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0) {
+                        int r = k < 0 ? negative_errno() : -EIO;
+                        close(fd);
+                        return r;
+                }
+                done += (size_t) k;
+        }
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0) {
+                int r = negative_errno();
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
+/* netd's next packet on the control socket, as JSON. */
+static int read_reply(int fd, int timeout_ms, json_t **ret) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        int k;
+        do
+                k = poll(&p, 1, timeout_ms);
+        while (k < 0 && errno == EINTR);
+        if (k < 0)
+                return negative_errno();
+        if (k == 0)
+                return -ETIMEDOUT;
+        char buf[16384];
+        ssize_t n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+        if (n < 0)
+                return negative_errno();
+        if (n == 0)
+                return -ECONNRESET;
+        json_error_t e;
+        json_t *j = json_loadb(buf, (size_t) n, JSON_REJECT_DUPLICATES, &e);
+        if (!j || !json_is_object(j)) {
+                json_decref(j);
+                return -EBADMSG;
+        }
+        *ret = j;
+        return 0;
+}
+
+/* An attestation is accepted only for the digest we sent and with every
+ * route read back as the policy wants. */
+static int check_attestation(json_t *a, const char *digest, char **ret_error) {
+        const char *type = json_string_value(json_object_get(a, "type"));
+        if (type && streq(type, "error"))
+                return fail(ret_error, -EPROTO, "lazaret-netd: %s",
+                            json_string_value(json_object_get(a, "message")) ?: "unknown error");
+        const char *d = json_string_value(json_object_get(a, "derived_policy_digest"));
+        json_t *obs = json_object_get(a, "observation");
+        if (!type || !streq(type, "attestation") || !d || !json_is_object(obs))
+                return fail(ret_error, -EPROTO, "lazaret-netd sent no attestation");
+        if (!streq(d, digest))
+                return fail(ret_error, -EPROTO,
+                            "lazaret-netd attested policy %.12s, not the one sent (%.12s): the policy was changed "
+                            "on the way",
+                            d, digest);
+        if (!json_is_true(json_object_get(obs, "routes_attested")))
+                return fail(ret_error, -EPROTO, "lazaret-netd could not attest the routes: %s",
+                            json_string_value(json_object_get(a, "error")) ?: "the routes differ from the policy");
+        return 0;
+}
+
+static int read_pid(const char *path, pid_t *ret) {
+        _cleanup_free_ char *text = NULL;
+        int r = read_file_capped(path, 64, &text, NULL);
+        if (r < 0)
+                return r;
+        long v = strtol(text, NULL, 10);
+        if (v <= 0)
+                return -EBADMSG;
+        *ret = (pid_t) v;
+        return 0;
+}
+
+int sidecar_start(const LaunchSpec *s, Sidecar *ret, char **ret_error) {
+        _cleanup_(sidecar_done) Sidecar sc = { .ctl_fd = -EBADF };
+        _cleanup_close_ int memfd = -EBADF, theirs = -EBADF;
+        _cleanup_(exec_result_done) ExecResult res = {};
+        _cleanup_free_ char *pidfile = NULL, *ignored = NULL;
+        NetPolicy p;
+        const char *why;
+        int r;
+
+        if (!s->sidecar_image || !s->netd)
+                return fail(ret_error, -EINVAL, "the policy permits nothing; no sidecar is needed");
+        r = netpolicy_parse(s->netpolicy, strlen(s->netpolicy), &p, &why);
+        if (r < 0)
+                return fail(ret_error, r, "the launch carries a bad network policy: %s", why);
+        bool ipv6 = p.enabled[NET_IPV6];
+        bool ipv6_uplink = ipv6 && netpolicy_family_permits_any(&p, NET_IPV6);
+        _cleanup_free_ NetAddr *resolvers = p.resolvers;
+        size_t n_resolvers = p.n_resolvers;
+        p.resolvers = NULL;
+        netpolicy_done(&p);
+
+        r = sidecar_name(s, &sc.name);
+        if (r < 0)
+                return r;
+        if (asprintf(&pidfile, "%s/sidecar-conmon.pid", s->domain_dir) < 0)
+                return -ENOMEM;
+        (void) unlink(pidfile);
+
+        /* The image is named after netd's digest: build it the first time
+         * (a second or so, nothing is downloaded). */
+        const char *exists[] = { "podman", "image", "exists", s->sidecar_image, NULL };
+        r = exec_capture(s->podman, exists, PODMAN_TIMEOUT_USEC, &res);
+        if (r < 0)
+                return r;
+        if (res.spawn_error == 0 && !res.timed_out && res.status == 1) {
+                log_info("building the network sidecar image %s", s->sidecar_image);
+                if (image_build_sidecar(s->sidecar_image) != 0)
+                        return fail(ret_error, -EIO,
+                                    "cannot build the network sidecar image %s; try 'lazaret image build sidecar' "
+                                    "and fix what it reports",
+                                    s->sidecar_image);
+        } else if (exec_result_failed(&res))
+                return fail(ret_error, -EIO, "%s", podman_error(&res) ?: "podman image exists failed");
+        exec_result_done(&res);
+        res = (ExecResult){};
+
+        /* A container of this name is a leftover (recovery removes ours). */
+        (void) sidecar_remove(s, sc.name, &ignored);
+
+        memfd = sealed_memfd(s->netpolicy, strlen(s->netpolicy));
+        if (memfd < 0)
+                return fail(ret_error, memfd, "cannot make the policy memfd: %s", strerror(-memfd));
+        int sp[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+                return negative_errno();
+        sc.ctl_fd = sp[0];
+        theirs = sp[1];
+
+        Argv a = {};
+        argv_add(&a, "podman");
+        argv_add(&a, "run");
+        argv_add(&a, "--detach");
+        argv_addf(&a, "--name=%s", sc.name);
+        argv_add(&a, "--runtime=runc");
+        argv_add(&a, "--pull=never");
+        if (s->rootless)
+                argv_addf(&a, "--network=slirp4netns%s", ipv6 ? ":enable_ipv6=true" : "");
+        else
+                argv_add(&a, "--network=bridge");
+        /* netd changes routes and nothing else. */
+        argv_add(&a, "--cap-drop=all");
+        argv_add(&a, "--cap-add=NET_ADMIN");
+        argv_add(&a, "--read-only");
+        argv_add(&a, "--read-only-tmpfs=false");
+        argv_add(&a, "--security-opt=no-new-privileges");
+        argv_add(&a, "--preserve-fds=2");
+        argv_addf(&a, "--ulimit=nofile=%" PRIu64 ":%" PRIu64, s->nofile, s->nofile);
+        argv_addf(&a, "--conmon-pidfile=%s", pidfile);
+        argv_addf(&a, "--label=io.lazaret.domain=%s", s->domain_hash);
+        argv_add(&a, "--label=io.lazaret.role=network-sidecar");
+        if (!ipv6) {
+                argv_add(&a, "--sysctl=net.ipv6.conf.all.disable_ipv6=1");
+                argv_add(&a, "--sysctl=net.ipv6.conf.default.disable_ipv6=1");
+        } else if (s->rootless) {
+                /* No router advertisements: they would bring back the
+                 * default route and the prefix route. */
+                argv_add(&a, "--sysctl=net.ipv6.conf.default.accept_ra=0");
+                argv_add(&a, "--sysctl=net.ipv6.conf.tap0.accept_ra=0");
+        }
+        /* The sandbox shares this namespace and its resolv.conf. */
+        if (n_resolvers == 0)
+                argv_add(&a, "--dns=none");
+        for (size_t i = 0; i < n_resolvers; i++) {
+                char addr[64];
+                netaddr_format(&resolvers[i], addr, sizeof(addr));
+                argv_addf(&a, "--dns=%s", addr);
+        }
+        argv_add(&a, "--");
+        argv_add(&a, s->sidecar_image);
+        if (ipv6_uplink && s->rootless) {
+                argv_add(&a, "--ipv6-uplink");
+                argv_add(&a, SLIRP_IPV6_ADDRESS "," SLIRP_IPV6_GATEWAY);
+        }
+        if (a.oom) {
+                argv_done(&a);
+                return -ENOMEM;
+        }
+        int fds[2] = { memfd, theirs };
+        r = exec_capture_fds(s->podman, (const char *const *) a.v, fds, 2, PODMAN_TIMEOUT_USEC, &res);
+        argv_done(&a);
+        memfd = safe_close(memfd);
+        theirs = safe_close(theirs);
+        if (r < 0)
+                return r;
+        if (exec_result_failed(&res)) {
+                _cleanup_free_ char *e = podman_error(&res);
+                (void) sidecar_remove(s, sc.name, &ignored);
+                return fail(ret_error, -EIO, "cannot start the network sidecar: %s", e ?: "podman failed");
+        }
+        sc.id = strndup(res.out, strcspn(res.out, "\r\n"));
+        if (!sc.id)
+                return -ENOMEM;
+
+        r = read_reply(sc.ctl_fd, ATTEST_TIMEOUT_MS, &sc.attestation);
+        if (r >= 0)
+                r = check_attestation(sc.attestation, s->netpolicy_digest, ret_error);
+        else
+                r = fail(ret_error, r, "lazaret-netd sent no attestation: %s",
+                         r == -ETIMEDOUT    ? "timed out"
+                         : r == -ECONNRESET ? "it exited"
+                                            : strerror(-r));
+        if (r >= 0)
+                r = read_pid(pidfile, &sc.conmon_pid);
+        if (r >= 0) {
+                const char *insp[] = { "podman", "inspect", "--format={{.State.Pid}}", sc.name, NULL };
+                exec_result_done(&res);
+                res = (ExecResult){};
+                r = exec_capture(s->podman, insp, PODMAN_TIMEOUT_USEC, &res);
+                if (r >= 0 && !exec_result_failed(&res))
+                        sc.netd_pid = (pid_t) strtol(res.out, NULL, 10);
+                if (r >= 0 && sc.netd_pid <= 0)
+                        r = fail(ret_error, -EIO, "cannot find lazaret-netd's process in %s", sc.name);
+        }
+        if (r < 0) {
+                if (!*ret_error)
+                        (void) fail(ret_error, r, "the network sidecar failed: %s", strerror(-r));
+                (void) sidecar_remove(s, sc.name, &ignored);
+                return r;
+        }
+        *ret = sc;
+        sc = (Sidecar){ .ctl_fd = -EBADF };
+        return 0;
+}
+
+int sidecar_update(Sidecar *sc, const char *canonical, const char *digest, char **ret_error) {
+        _cleanup_close_ int memfd = sealed_memfd(canonical, strlen(canonical));
+        if (memfd < 0)
+                return fail(ret_error, memfd, "cannot make the policy memfd: %s", strerror(-memfd));
+        char cbuf[CMSG_SPACE(sizeof(int))] = {};
+        struct iovec iov = { (char *) "update", 6 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &memfd, sizeof(int));
+        if (sendmsg(sc->ctl_fd, &mh, MSG_NOSIGNAL) < 0)
+                return fail(ret_error, negative_errno(), "cannot reach lazaret-netd: %s", strerror(errno));
+        json_t *a = NULL;
+        int r = read_reply(sc->ctl_fd, ATTEST_TIMEOUT_MS, &a);
+        if (r < 0)
+                return fail(ret_error, r, "lazaret-netd did not answer the update: %s", strerror(-r));
+        r = check_attestation(a, digest, ret_error);
+        if (r < 0) {
+                json_decref(a);
+                return r;
+        }
+        json_decref(sc->attestation);
+        sc->attestation = a;
+        return 0;
+}
+
+/* ---- probes ------------------------------------------------------------ */
+
+static void add_addr(Argv *a, const char *opt, const NetAddr *addr) {
+        char s[64];
+        netaddr_format(addr, s, sizeof(s));
+        argv_add(a, opt);
+        argv_add(a, s);
+}
+
+/* What to probe: a denied address in every deny rule (and in a family
+ * that denies by default), an address in some permitted routes, the
+ * configured targets, every resolver. */
+static void probe_args(const LaunchSpec *s, const NetPolicy *p, Argv *a) {
+        size_t n_denied = 0;
+        for (size_t i = 0; i < p->n_rules && n_denied < PROBE_DENIED_MAX; i++) {
+                NetAddr addr;
+                if (p->rules[i].action == NET_DENY && netpolicy_denied_probe_address(p, &p->rules[i], &addr)) {
+                        add_addr(a, "--deny", &addr);
+                        n_denied++;
+                }
+        }
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
+                if (!p->enabled[f] || p->default_action[f] != NET_DENY)
+                        continue;
+                /* A documentation address when the policy denies it (the
+                 * space's first address, 0.0.0.0 or ::, means "this
+                 * host" to connect()), else the first denied one. */
+                NetAddr addr;
+                if (netaddr_parse(f == NET_IPV6 ? "2001:db8::1" : "192.0.2.1", &addr) < 0 ||
+                    netpolicy_verdict(p, &addr) != NET_DENY) {
+                        NetRule all = { .prefix = { .family = f == NET_IPV6 ? AF_INET6 : AF_INET },
+                                        .action = NET_DENY };
+                        if (!netpolicy_denied_probe_address(p, &all, &addr))
+                                continue;
+                }
+                add_addr(a, "--deny", &addr);
+        }
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
+                NetRoute *routes = NULL;
+                size_t n = 0, used = 0;
+                if (netpolicy_routes(p, f, &routes, &n) < 0) {
+                        a->oom = true;
+                        return;
+                }
+                for (size_t i = 0; i < n && used < PROBE_ROUTES_MAX; i++) {
+                        if (!routes[i].permit)
+                                continue;
+                        NetAddr addr = { .family = routes[i].prefix.family };
+                        memcpy(addr.addr, routes[i].prefix.addr, sizeof(addr.addr));
+                        /* The middle of the route: the network address
+                         * (0.0.0.0, ::) may be special. */
+                        unsigned bits = addr.family == AF_INET6 ? 128 : 32, b = routes[i].prefix.prefixlen;
+                        if (b < bits)
+                                addr.addr[b / 8] |= (uint8_t) (0x80 >> (b % 8));
+                        add_addr(a, "--route", &addr);
+                        used++;
+                }
+                free(routes);
+        }
+        for (char **t = s->probe_targets; t && *t; t++) {
+                argv_add(a, "--permit");
+                argv_add(a, *t);
+        }
+        for (size_t i = 0; i < p->n_resolvers; i++)
+                add_addr(a, "--dns", &p->resolvers[i]);
+        argv_add(a, "--dns-name");
+        argv_add(a, s->probe_dns_name);
+        argv_add(a, "--timeout-ms");
+        argv_addf(a, "%d", PROBE_TIMEOUT_MS);
+}
+
+/* Run argv (netd probe) in target's network namespace, joining Podman's
+ * rootless user namespace first (its owner). Captures stdout. */
+static int run_in_netns(const LaunchSpec *s, pid_t target, char *const argv[], char **ret_out, int *ret_status) {
+        _cleanup_close_ int userns = -EBADF, netns = -EBADF, out_r = -EBADF, out_w = -EBADF;
+        char path[64];
+        if (s->rootless) {
+                pid_t pp;
+                int r = podman_pause_pid(s, &pp);
+                if (r < 0)
+                        return r;
+                snprintf(path, sizeof(path), "/proc/%d/ns/user", (int) pp);
+                userns = open(path, O_RDONLY | O_CLOEXEC);
+                if (userns < 0)
+                        return negative_errno();
+        }
+        snprintf(path, sizeof(path), "/proc/%d/ns/net", (int) target);
+        netns = open(path, O_RDONLY | O_CLOEXEC);
+        if (netns < 0)
+                return negative_errno();
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return negative_errno();
+        out_r = p[0];
+        out_w = p[1];
+        pid_t pid = fork();
+        if (pid < 0)
+                return negative_errno();
+        if (pid == 0) {
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                if (userns >= 0 && setns(userns, CLONE_NEWUSER) < 0)
+                        _exit(126);
+                if (setns(netns, CLONE_NEWNET) < 0)
+                        _exit(126);
+                int devnull = open("/dev/null", O_RDWR);
+                if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(devnull, 2) < 0)
+                        _exit(126);
+                execv(argv[0], argv);
+                _exit(127);
+        }
+        out_w = safe_close(out_w);
+        StrBuf out = STRBUF_INIT;
+        uint64_t deadline = now_usec() + PROBE_DEADLINE_USEC;
+        for (;;) {
+                uint64_t now = now_usec();
+                if (now >= deadline) {
+                        (void) kill(pid, SIGKILL);
+                        break;
+                }
+                struct pollfd pf = { out_r, POLLIN, 0 };
+                int k = poll(&pf, 1, (int) ((deadline - now) / 1000) + 1);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        continue;
+                char buf[4096];
+                ssize_t n = read(out_r, buf, sizeof(buf));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                if (out.len < 1024 * 1024)
+                        strbuf_putn(&out, buf, (size_t) n);
+        }
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        *ret_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        *ret_out = strbuf_steal(&out);
+        return *ret_out ? 0 : -ENOMEM;
+}
+
+int sidecar_probe(const LaunchSpec *s, const Sidecar *sc, const SandboxInfo *sandbox, const NetPolicy *p,
+                  json_t **ret_probe, char **ret_error) {
+        Argv a = {};
+        _cleanup_free_ char *out = NULL;
+        int status = 0, r;
+        bool in_sandbox = s->runsc_network == RUNSC_NETWORK_SANDBOX;
+
+        if (in_sandbox) {
+                /* gVisor's netstack has its own copy of the routes: ask
+                 * from inside, with the netd mounted there. */
+                if (!sandbox)
+                        return fail(ret_error, -EINVAL, "the sandbox must run before it can be probed");
+                argv_add(&a, "runsc");
+                argv_addf(&a, "--root=%s", sandbox->runsc_root);
+                if (s->rootless)
+                        argv_add(&a, "--ignore-cgroups");
+                argv_add(&a, "exec");
+                argv_add(&a, sandbox->id);
+                argv_add(&a, "/run/lazaret/netd");
+        } else
+                argv_add(&a, s->netd);
+        argv_add(&a, "probe");
+        probe_args(s, p, &a);
+        if (a.oom) {
+                argv_done(&a);
+                return -ENOMEM;
+        }
+        if (in_sandbox) {
+                _cleanup_(exec_result_done) ExecResult res = {};
+                r = exec_capture(s->runsc, (const char *const *) a.v, PROBE_DEADLINE_USEC, &res);
+                if (r >= 0) {
+                        status = res.spawn_error < 0 || res.timed_out ? 125 : res.status;
+                        out = TAKE_PTR(res.out);
+                        if (!out)
+                                out = strdup("");
+                }
+        } else
+                r = run_in_netns(s, sc->netd_pid, a.v, &out, &status);
+        argv_done(&a);
+        if (r < 0)
+                return fail(ret_error, r, "cannot run the network probe: %s", strerror(-r));
+
+        json_t *denied = json_array(), *permitted = json_array(), *dns = json_array();
+        const char *bad = NULL;
+        _cleanup_free_ char *bad_text = NULL;
+        for (char *line = out; line && *line;) {
+                char *nl = strchr(line, '\n');
+                if (nl)
+                        *nl = '\0';
+                json_t *o = json_loads(line, 0, NULL);
+                const char *kind = json_string_value(json_object_get(o, "kind"));
+                if (kind && streq(kind, "denied")) {
+                        json_array_append(denied, o);
+                        if (!bad && !json_is_true(json_object_get(o, "unreachable")))
+                                bad = "denied";
+                } else if (kind && streq(kind, "permitted")) {
+                        json_array_append(permitted, o);
+                        if (!bad && !json_is_true(json_object_get(o, "reachable")))
+                                bad = "permitted";
+                } else if (kind && streq(kind, "dns")) {
+                        json_array_append(dns, o);
+                        if (!bad && !json_is_true(json_object_get(o, "answered")))
+                                bad = "dns";
+                }
+                if (bad && !bad_text) {
+                        const char *dst = json_string_value(json_object_get(o, "destination"))
+                                                  ?: json_string_value(json_object_get(o, "resolver")) ?: "?";
+                        const char *detail = json_string_value(json_object_get(o, "detail")) ?: "?";
+                        if (asprintf(&bad_text,
+                                     streq(bad, "denied")      ? "denied destination %s is reachable (%s)"
+                                     : streq(bad, "permitted") ? "permitted destination %s is not reachable (%s)"
+                                                               : "resolver %s did not answer (%s)",
+                                     dst, detail) < 0)
+                                bad_text = NULL;
+                }
+                json_decref(o);
+                line = nl ? nl + 1 : NULL;
+        }
+        json_t *probe = json_pack("{s:s, s:o, s:o, s:o, s:o?}", "method",
+                                  in_sandbox ? "inside the sandbox (runsc exec)" : "sidecar namespace", "denied",
+                                  denied, "permitted", permitted, "dns", dns, "enforcement_namespace",
+                                  json_incref(json_object_get(sc->attestation, "enforcement_namespace")));
+        if (!probe)
+                return -ENOMEM;
+        *ret_probe = probe;
+        if (bad_text)
+                return fail(ret_error, -EPROTO, "network readiness check failed: %s", bad_text);
+        if (status != 0)
+                return fail(ret_error, -EPROTO, "network readiness check failed: the probe exited with status %d",
+                            status);
+        return 0;
+}
+
+int sidecar_readiness_fingerprint(json_t *identity, char ret[65]) {
+        char *text = json_dumps(identity, JSON_COMPACT | JSON_SORT_KEYS);
+        if (!text)
+                return -ENOMEM;
+        sha256_domain_hex(READINESS_DOMAIN, text, strlen(text), ret);
+        free(text);
+        return 0;
+}

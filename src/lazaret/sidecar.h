@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The Network Sidecar (spec §1.1, FR-3, decision 7): a runc container from
+ * the scratch image holding lazaret-netd alone, named lazaret-net-<hash>,
+ * whose network namespace the sandbox joins. The policy reaches netd as a
+ * sealed memfd (fd 3); netd answers on a SOCK_SEQPACKET control socket
+ * (fd 4) with its attestation, and takes updates there. Rootless, the
+ * namespace's uplink is slirp4netns; rootful, Podman's default bridge. */
+
+#include <jansson.h>
+#include <sys/types.h>
+
+#include "launch.h"
+#include "netpolicy.h"
+#include "sandbox.h"
+
+typedef struct Sidecar {
+        char *name; /* lazaret-net-<hash> */
+        char *id; /* container id */
+        pid_t conmon_pid;
+        pid_t netd_pid; /* on the host */
+        int ctl_fd; /* our end of the control socket */
+        json_t *attestation; /* netd's last one */
+} Sidecar;
+
+void sidecar_done(Sidecar *sc);
+
+/* "lazaret-net-<hash>". */
+int sidecar_name(const LaunchSpec *s, char **ret);
+
+/* Build the image when missing, start the container with the spec's
+ * policy, wait for netd's attestation and check it (digest, routes
+ * attested). On failure nothing is left running; -errno with *ret_error. */
+int sidecar_start(const LaunchSpec *s, Sidecar *ret, char **ret_error);
+
+/* Hand netd a new policy (canonical form) and check its new attestation. */
+int sidecar_update(Sidecar *sc, const char *canonical, const char *digest, char **ret_error);
+
+/* podman rm --force --time 0 --ignore NAME. */
+int sidecar_remove(const LaunchSpec *s, const char *name, char **ret_error);
+
+/* Probe reachability where the agent's traffic originates: the sidecar's
+ * namespace (runsc_network = "host"), or inside the sandbox through runsc
+ * exec of the mounted netd ("sandbox", where gVisor keeps its own copy of
+ * the routes). Denied prefixes must be unreachable, permitted routes and
+ * probe targets reachable, each resolver must answer. *ret_probe gets the
+ * observations (schema NetworkReachabilityProbe) either way; a mismatch is
+ * -EPROTO with *ret_error naming the destination. */
+int sidecar_probe(const LaunchSpec *s, const Sidecar *sc, const SandboxInfo *sandbox, const NetPolicy *p,
+                  json_t **ret_probe, char **ret_error);
+
+/* The readiness fingerprint: SHA-256 over the canonical JSON of the
+ * readiness identity, with a domain separator (schema "Network readiness"). */
+int sidecar_readiness_fingerprint(json_t *identity, char ret[65]);
