@@ -31,6 +31,7 @@
 #include "path-util.h"
 #include "router-run.h"
 #include "runtime-dir.h"
+#include "netpolicy-digest.h"
 #include "netpolicy.h"
 #include "sandbox.h"
 #include "sidecar.h"
@@ -814,13 +815,15 @@ static json_t *status_json(Coordinator *co) {
                                               json_pack("{s:s, s:b, s:i, s:I}", "session_id", s->id, "interactive",
                                                         s->interactive, "exec_pid", (int) s->pid, "age_seconds",
                                                         (json_int_t) ((now - s->started_usec) / 1000000)));
-        return json_pack("{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:I, s:i, s:I, s:s}", "running", 1,
-                         "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace",
+        json_t *network = json_pack("{s:s?, s:s, s:s}", "sidecar", co->sidecar.name, "policy_digest",
+                                    co->spec.netpolicy_digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only");
+        return json_pack("{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:o*, s:I, s:i, s:I, s:s}", "running",
+                         1, "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace",
                          co->spec.workspace, "generation", (json_int_t) co->generation, "sandbox", "name",
                          co->container_name, "id", co->sandbox.id, "image", co->spec.image, "runsc_network",
-                         runsc_network_to_string(co->spec.runsc_network), "sessions", sessions, "uptime_seconds",
-                         (json_int_t) ((now - co->started_usec) / 1000000), "coordinator_pid", (int) getpid(),
-                         "clients", (json_int_t) co->refs, "coordinator_id", co->coordinator_id);
+                         runsc_network_to_string(co->spec.runsc_network), "sessions", sessions, "network", network,
+                         "uptime_seconds", (json_int_t) ((now - co->started_usec) / 1000000), "coordinator_pid",
+                         (int) getpid(), "clients", (json_int_t) co->refs, "coordinator_id", co->coordinator_id);
 }
 
 static void begin_stop(Coordinator *co, const char *reason) {
@@ -840,6 +843,75 @@ static void begin_stop(Coordinator *co, const char *reason) {
                 }
 }
 
+static int prove_network(Coordinator *co, char **ret_error);
+
+/* A CLI joined with a different network policy. With the kernel's stack
+ * (runsc_network = "host") routes apply live: netd replaces them, attests,
+ * and the probes run again before the CLI gets its session. Anything else
+ * is refused with the reason; a failure half-way stops the sandbox rather
+ * than leave it between two policies. */
+static bool update_network(Coordinator *co, Conn *c, const char *canonical) {
+        NetPolicy np;
+        const char *why;
+        _cleanup_free_ char *err = NULL;
+        if (netpolicy_parse(canonical, strlen(canonical), &np, &why) < 0) {
+                conn_send_error(c, "the network policy sent is not canonical");
+                return false;
+        }
+        const char *refuse = NULL;
+        if (!co->sidecar.name)
+                refuse = "the sandbox runs without a network sidecar (its policy permits nothing)";
+        else if (co->spec.runsc_network != RUNSC_NETWORK_HOST)
+                refuse = "gVisor's own network stack (runsc_network = \"sandbox\") keeps the routes it started with";
+        else if (np.enabled[NET_IPV6] != co->net.enabled[NET_IPV6])
+                refuse = "the IPv6 disposition changed";
+        else if (np.n_resolvers != co->net.n_resolvers ||
+                 memcmp(np.resolvers, co->net.resolvers, np.n_resolvers * sizeof(NetAddr)) != 0)
+                refuse = "the resolvers changed (they are in the sandbox's resolv.conf)";
+        if (refuse) {
+                _cleanup_free_ char *msg = NULL;
+                if (asprintf(&msg,
+                             "the network policy changed, and the running sandbox cannot take it over: %s; run "
+                             "'lazaret stop' and start again to apply it",
+                             refuse) < 0)
+                        msg = NULL;
+                conn_send_error(c, msg ?: "the network policy changed");
+                netpolicy_done(&np);
+                return false;
+        }
+        char digest[65];
+        sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, canonical, strlen(canonical), digest);
+        char *canon_copy = strdup(canonical), *digest_copy = strdup(digest);
+        if (!canon_copy || !digest_copy) {
+                free(canon_copy);
+                free(digest_copy);
+                netpolicy_done(&np);
+                conn_send_error(c, "out of memory");
+                return false;
+        }
+        log_info("network policy update %.12s -> %.12s", co->spec.netpolicy_digest, digest);
+        int r = sidecar_update(&co->sidecar, canonical, digest, &err);
+        free(co->spec.netpolicy);
+        free(co->spec.netpolicy_digest);
+        co->spec.netpolicy = canon_copy;
+        co->spec.netpolicy_digest = digest_copy;
+        netpolicy_done(&co->net);
+        co->net = np;
+        if (r >= 0)
+                r = prove_network(co, &err);
+        if (r < 0) {
+                _cleanup_free_ char *msg = NULL;
+                log_error("network policy update failed: %s", err ? err : strerror(-r));
+                if (asprintf(&msg, "cannot apply the new network policy: %s; the sandbox stops",
+                             err ? err : strerror(-r)) < 0)
+                        msg = NULL;
+                conn_send_error(c, msg ?: "cannot apply the new network policy");
+                begin_stop(co, "a network policy update failed");
+                return false;
+        }
+        return true;
+}
+
 static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, size_t len) {
         CtlMessage m = {};
         const char *why = NULL;
@@ -852,6 +924,8 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
         case CTL_HELLO:
                 if (c->state != CONN_NEW)
                         ok = false;
+                else if (m.netpolicy && !streq(m.netpolicy, co->spec.netpolicy) && !update_network(co, c, m.netpolicy))
+                        break; /* refused; the peer got an Error */
                 else {
                         c->state = CONN_READY;
                         c->cli_pid = m.cli_pid;
@@ -1536,15 +1610,19 @@ static int prove_network(Coordinator *co, char **ret_error) {
                           fp, "attestation", attestation, "probe", probe, "accepted", r >= 0);
         if (r < 0) {
                 /* Kept for the record on the participant being released. */
-                (void) store_participant_set_state(co->store, co->p_network, PARTICIPANT_PREPARED,
-                                                   json_pack("{s:o*}", "rejected_evidence", evidence));
+                json_t *own = json_pack("{s:o*}", "rejected_evidence", evidence);
+                (void) store_participant_update(co->store, co->p_network, own);
+                json_decref(own);
                 return r;
         }
-        (void) store_participant_set_state(
-                co->store, co->p_network, PARTICIPANT_COMMITTED,
-                json_pack("{s:s, s:s, s:O?, s:o, s:o*}", "derived_policy_digest", co->spec.netpolicy_digest,
-                          "readiness_fingerprint", fp, "namespace", ns, "runtime_supervisor",
-                          process_identity_to_json(&conmon), "readiness_evidence", evidence));
+        json_t *own = json_pack("{s:s, s:s, s:O?, s:o, s:o*}", "derived_policy_digest", co->spec.netpolicy_digest,
+                                "readiness_fingerprint", fp, "namespace", ns, "runtime_supervisor",
+                                process_identity_to_json(&conmon), "readiness_evidence", evidence);
+        /* The first proof commits the participant; an update's proof
+         * replaces the evidence. */
+        if (store_participant_set_state(co->store, co->p_network, PARTICIPANT_COMMITTED, own) == -EINVAL)
+                (void) store_participant_update(co->store, co->p_network, own);
+        json_decref(own);
         log_info("network readiness proved (fingerprint %.12s)", fp);
         return 0;
 }

@@ -334,7 +334,12 @@ int verb_run(int argc, char **argv, const Globals *g) {
                         break;
                 }
                 CtlReader rd = {};
-                CtlMessage hello = { .type = CTL_HELLO, .version = CTL_PROTOCOL_VERSION, .cli_pid = (int) getpid() };
+                /* Our policy: a running sandbox takes it over if it changed
+                 * (runsc_network = "host"), or says why it cannot. */
+                CtlMessage hello = { .type = CTL_HELLO,
+                                     .version = CTL_PROTOCOL_VERSION,
+                                     .cli_pid = (int) getpid(),
+                                     .netpolicy = spec.netpolicy };
                 struct winsize ws = { .ws_row = 24, .ws_col = 80 };
                 if (interactive)
                         (void) ioctl(STDIN_FILENO, TIOCGWINSZ, &ws);

@@ -345,6 +345,7 @@ static const Field hello_fields[] = {
         /* Any version parses; message_check() then says "unsupported". */
         FIELD("version", FIELD_UNSIGNED, PRESENCE_REQUIRED, 0, INT_MAX, version),
         FIELD("cli_pid", FIELD_INT, PRESENCE_REQUIRED, 1, INT_MAX, cli_pid),
+        FIELD("netpolicy", FIELD_STRING, PRESENCE_OPTIONAL, 1, CTL_FRAME_MAX, netpolicy),
 };
 
 static const Field session_open_fields[] = {
@@ -583,6 +584,7 @@ void ctl_message_done(CtlMessage *m) {
         free(m->terminfo);
         free(m->bytes);
         free(m->message);
+        free(m->netpolicy);
         if (m->status)
                 json_decref(m->status);
         *m = (CtlMessage){};

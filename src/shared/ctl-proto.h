@@ -11,7 +11,9 @@
  * (terminal data, terminfo) travel base64-encoded (RFC 4648, with padding).
  *
  * Messages, CLI -> coordinator:
- *   Hello           {type, version, cli_pid}              first frame, always
+ *   Hello           {type, version, cli_pid, netpolicy?}  first frame, always; netpolicy: the
+ *                                                         joining CLI's Derived Network Policy
+ *                                                         (canonical form)
  *   SessionOpen     {type, argv[], env[], interactive, rows, columns,
  *                    term?, terminfo?}                     start a command
  *   TerminalInput   {type, session_id, bytes, eof}         stdin data; eof=true once stdin ends
@@ -89,6 +91,7 @@ typedef struct CtlMessage {
         /* Hello */
         unsigned version;
         int cli_pid;
+        char *netpolicy; /* may be NULL */
 
         /* SessionOpen */
         char **argv; /* NULL-terminated; n_argv >= 1 */

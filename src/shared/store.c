@@ -928,7 +928,21 @@ int store_participant_add(Store *s, uint64_t generation_id, ParticipantRole role
         return 0;
 }
 
+static int participant_write(Store *s, uint64_t participant_id, ParticipantState state, bool keep_state,
+                             json_t *ownership);
+
 int store_participant_set_state(Store *s, uint64_t participant_id, ParticipantState state, json_t *ownership) {
+        return participant_write(s, participant_id, state, false, ownership);
+}
+
+int store_participant_update(Store *s, uint64_t participant_id, json_t *ownership) {
+        if (!ownership)
+                return -EINVAL;
+        return participant_write(s, participant_id, PARTICIPANT_INTENT, true, ownership);
+}
+
+static int participant_write(Store *s, uint64_t participant_id, ParticipantState state, bool keep_state,
+                             json_t *ownership) {
         const char *state_name = participant_state_to_string(state);
         if (!s || !state_name || (ownership && !json_is_object(ownership)))
                 return -EINVAL;
@@ -946,7 +960,11 @@ int store_participant_set_state(Store *s, uint64_t participant_id, ParticipantSt
         ParticipantState from = participant_state_from_string(json_string_value(json_object_get(rec, "state")));
         if (from < 0)
                 return -EBADMSG;
-        if (!participant_transition_valid(from, state))
+        if (keep_state) {
+                if (from == PARTICIPANT_CLEAN)
+                        return -EINVAL;
+                state_name = participant_state_to_string(from);
+        } else if (!participant_transition_valid(from, state))
                 return -EINVAL;
 
         if (ownership) {

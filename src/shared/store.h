@@ -138,6 +138,9 @@ int store_generation_last(Store *s, uint64_t *ret_generation_id); /* -ENOENT if 
 int store_participant_add(Store *s, uint64_t generation_id, ParticipantRole role, json_t *ownership,
                           uint64_t *ret_participant_id);
 int store_participant_set_state(Store *s, uint64_t participant_id, ParticipantState state, json_t *ownership);
+/* Merge ownership fields without a state change (a Clean record is final:
+ * -EINVAL). */
+int store_participant_update(Store *s, uint64_t participant_id, json_t *ownership);
 int store_participant_get(Store *s, uint64_t participant_id, json_t **ret);
 
 /* Every participant not in state Clean, of any generation, oldest first, as a

@@ -47,7 +47,7 @@ class Domain:
     """A workspace + data root + config for one profile, run as the test user
     with the test user's real HOME (where the image lives)."""
 
-    def __init__(self, lz, image, extra=""):
+    def __init__(self, lz, image, extra="", network='default_allow = []\ndefault_deny = []\n'):
         self.lz = lz
         self.data = os.path.join(lz.base, "data")
         os.makedirs(self.data, exist_ok=True)
@@ -55,8 +55,7 @@ class Domain:
         self.cfg = lz.write("cfg.toml", f"""[storage]
 data_root = "{self.data}"
 [network]
-default_allow = []
-default_deny = []
+{network}
 [escalation]
 enabled = false
 socket_dir = "{lz.base}/sock"
@@ -107,7 +106,9 @@ runsc_network = "host"
     def container_names(self):
         r = podman(self.lz.user, "ps", "-a", "--format", "{{.Names}}")
         hs = {os.path.basename(d) for d in self.domain_dirs()}
-        return [n for n in r.stdout.split() if n.startswith("lazaret-coord-") and n[len("lazaret-coord-"):] in hs]
+        # The sandbox and the network sidecar.
+        return [n for n in r.stdout.split()
+                if any(n.startswith(p) and n[len(p):] in hs for p in ("lazaret-coord-", "lazaret-net-"))]
 
     def coordinator_pids(self):
         out = subprocess.run(["ps", "-u", self.lz.user.pw_name, "-o", "pid=,args="], capture_output=True,

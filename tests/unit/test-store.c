@@ -594,6 +594,28 @@ static void test_participant_transitions(void **state) {
         char *t = participant_text(s, id);
         assert_non_null(strstr(t, "\"ownership\":{}"));
         free(t);
+        /* A Clean record takes no more ownership updates. */
+        json_t *late = json_pack("{s:s}", "x", "y");
+        assert_int_equal(store_participant_update(s, id, late), -EINVAL);
+
+        /* update merges without a state change (evidence replaced after a
+         * network policy update, say). */
+        uint64_t net;
+        assert_int_equal(store_participant_add(s, g, ROLE_NETWORK, NULL, &net), 0);
+        json_t *ev1 = json_pack("{s:s, s:s}", "readiness_fingerprint", "aa", "namespace", "n");
+        assert_int_equal(store_participant_set_state(s, net, PARTICIPANT_COMMITTED, ev1), 0);
+        json_t *ev2 = json_pack("{s:s}", "readiness_fingerprint", "bb");
+        assert_int_equal(store_participant_set_state(s, net, PARTICIPANT_COMMITTED, ev2), -EINVAL);
+        assert_int_equal(store_participant_update(s, net, ev2), 0);
+        t = participant_text(s, net);
+        assert_non_null(strstr(t, "\"state\":\"Committed\""));
+        assert_non_null(strstr(t, "\"readiness_fingerprint\":\"bb\""));
+        assert_non_null(strstr(t, "\"namespace\":\"n\""));
+        free(t);
+        assert_int_equal(store_participant_update(s, net, NULL), -EINVAL);
+        json_decref(late);
+        json_decref(ev1);
+        json_decref(ev2);
 
         uint64_t keep = 4242;
         assert_int_equal(store_participant_add(s, 99, ROLE_HELPER, NULL, &keep), -ENOENT);

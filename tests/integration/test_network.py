@@ -1,0 +1,319 @@
+# SPDX-License-Identifier: MIT
+"""The Network Sidecar and the egress policy from the user's side, on the
+real stack (rootless Podman, slirp4netns, runc sidecar, runsc sandbox with
+runsc_network = "host"), as the test user.
+
+The only destinations are test hosts these tests make: a network namespace
+joined to the root namespace by a veth link (198.51.100.2 and 2001:db8:10::2,
+plus 169.254.169.254 as a metadata-style host), and listeners of the test
+itself on the root side and on loopback. Every attack is made from inside
+the sandbox and checked twice: it failed there, and the target saw nothing."""
+import json
+import os
+import socket
+import subprocess
+import tarfile
+import tempfile
+import threading
+import time
+
+import pytest
+
+from test_run import Domain, kill_cli, podman, wait_sessions
+from test_run import busybox_image  # noqa: F401  (fixture)
+from testnet import NetLab, sh
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="test hosts need network namespaces (root)")
+
+HOST4, HOST6, META = "198.51.100.2", "2001:db8:10::2", "169.254.169.254"
+ROOT4 = "198.51.100.1"  # the root namespace's end of the link: never permitted
+
+
+class Listener:
+    """A TCP listener of the test itself that records who connected."""
+
+    def __init__(self, addr, family=socket.AF_INET):
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((addr, 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.peers = []
+        self.sock.settimeout(0.2)
+        self.stop = False
+        self.t = threading.Thread(target=self.loop, daemon=True)
+        self.t.start()
+
+    def loop(self):
+        while not self.stop:
+            try:
+                c, peer = self.sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            self.peers.append(peer[0])
+            c.close()
+
+    def close(self):
+        self.stop = True
+        self.t.join()
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    lab = NetLab()
+    try:
+        h = lab.netns("h")
+        lab.veth(None, [f"{ROOT4}/24", "2001:db8:10::1/64"], h, [f"{HOST4}/24", f"{HOST6}/64"])
+        sh("ip", "-n", h, "route", "add", "default", "via", ROOT4)
+        sh("ip", "-n", h, "-6", "route", "add", "default", "via", "2001:db8:10::1")
+        # The metadata-style host: one more address on the test host.
+        sh("ip", "-n", h, "addr", "add", f"{META}/32", "dev", "lo")
+        sh("ip", "route", "add", f"{META}/32", "via", HOST4)
+        lab.root_routes = [f"{META}/32"]
+        lab.log = tempfile.mktemp(prefix="lazaret-testhost-", suffix=".log")
+        open(lab.log, "w").close()
+        lab.host(h, HOST4, 8080, dns=True, log=lab.log)
+        lab.host(h, HOST6, 8080, dns=True, log=lab.log)
+        lab.host(h, META, 80, dns=True, log=lab.log)
+        yield lab
+    finally:
+        sh("ip", "route", "del", f"{META}/32", check=False)
+        lab.close()
+
+
+def host_log(lab):
+    with open(lab.log) as f:
+        return f.read().splitlines()
+
+
+POLICY = f'''default_allow = ["{HOST4}/32", "{HOST6}/128"]
+default_deny = ["10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "fe80::/10"]
+resolvers = ["{HOST4}"]
+probe_targets = ["{HOST4}:8080", "[{HOST6}]:8080"]
+probe_dns_name = "probe.test"
+'''
+
+
+@pytest.fixture
+def netdom(lz, busybox_image, hosts):  # noqa: F811
+    doms = []
+
+    def make(network=POLICY, extra=""):
+        d = Domain(lz, busybox_image, extra=extra, network=network)
+        doms.append(d)
+        return d
+
+    yield make
+    for d in doms:
+        try:
+            d.assert_clean()
+        finally:
+            for name in d.container_names():
+                podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
+
+
+def sandbox_sh(dom, script, timeout=120):
+    return dom.run("run", "--", "/bin/sh", "-c", script, timeout=timeout)
+
+
+def test_permitted_reachable_denied_not(netdom, hosts):
+    dom = netdom()
+    loop = Listener("127.0.0.1")
+    root = Listener(ROOT4)
+    before = len(host_log(hosts))
+    try:
+        script = f"""
+nc {HOST4} 8080 </dev/null; echo "v4=$?"
+nc {HOST6} 8080 </dev/null; echo "v6=$?"
+nc -w 2 {ROOT4} {root.port} </dev/null; echo "root=$?"
+nc -w 2 {META} 80 </dev/null; echo "meta=$?"
+nc -w 2 127.0.0.1 {loop.port} </dev/null; echo "loopback=$?"
+nc -w 2 10.0.2.2 {loop.port} </dev/null; echo "hostgw=$?"
+nc -w 2 2001:db8:10::1 8080 </dev/null; echo "v6denied=$?"
+cat /etc/resolv.conf
+nslookup probe.test; echo "dns=$?"
+nslookup probe.test {ROOT4}; echo "dns_other=$?"
+nslookup probe.test {META}; echo "dns_meta=$?"
+"""
+        r = sandbox_sh(dom, script)
+        out = r.stdout
+        assert r.returncode == 0, r.stderr + dom.log()
+        assert out.count("hello from the test host") == 2, out
+        for ok in ("v4=0", "v6=0", "dns=0"):
+            assert ok in out, out
+        for denied in ("root=", "meta=", "loopback=", "hostgw=", "v6denied=", "dns_other=", "dns_meta="):
+            line = next(l for l in out.splitlines() if l.startswith(denied))
+            assert line != denied + "0", out
+        assert "Network is unreachable" in r.stderr or "unreachable" in out + r.stderr
+        assert f"nameserver {HOST4}" in out
+        assert "192.0.2.80" in out  # the test resolver's answer
+    finally:
+        loop.close()
+        root.close()
+    # Nothing reached what was denied; the test host saw only the
+    # permitted connections and queries (from slirp4netns, on the host's
+    # side of the link), none on the metadata address.
+    assert loop.peers == [] and root.peers == []
+    new = host_log(hosts)[before:]
+    assert not [l for l in new if META in l], new
+    assert {l.split()[0] for l in new} <= {"tcp", "dns"}
+
+
+def test_no_capability_to_change_routes_or_send_raw(netdom):
+    dom = netdom()
+    r = sandbox_sh(dom, """
+grep CapEff /proc/self/status
+ip route > /tmp/before
+ip route add 10.0.0.0/8 via 10.0.2.2 dev tap0 onlink; echo "add=$?"
+ip route del 198.51.100.2; echo "del=$?"
+ip addr add 10.0.2.200/24 dev tap0; echo "addr=$?"
+ip link set tap0 down; echo "down=$?"
+ip route > /tmp/after
+cmp /tmp/before /tmp/after; echo "same=$?"
+""")
+    assert r.returncode == 0, r.stderr
+    cap = int(next(l for l in r.stdout.splitlines() if l.startswith("CapEff")).split()[1], 16)
+    assert not cap & (1 << 12), "CAP_NET_ADMIN in the sandbox"
+    assert not cap & (1 << 13), "CAP_NET_RAW in the sandbox"
+    for op in ("add", "del", "addr", "down"):
+        assert f"{op}=0" not in r.stdout, r.stdout + r.stderr
+    assert "same=0" in r.stdout
+
+
+def test_probe_mismatch_aborts_the_launch(netdom):
+    # A permitted probe target where nothing listens: the launch stops before
+    # the sandbox starts, naming the destination, and leaves nothing.
+    dom = netdom(POLICY.replace(f'"[{HOST6}]:8080"', f'"{HOST4}:8099"'))
+    r = sandbox_sh(dom, "echo should-not-run")
+    assert r.returncode == 125
+    assert "should-not-run" not in r.stdout
+    assert f"permitted destination {HOST4}:8099 is not reachable" in r.stderr, r.stderr
+    dom.assert_clean()
+
+
+def test_resolver_that_does_not_answer_aborts(netdom):
+    dom = netdom(POLICY.replace(f'resolvers = ["{HOST4}"]', f'resolvers = ["{HOST4}", "{HOST6}"]'))
+    # Both answer: fine. Now one that is permitted but runs no DNS server.
+    r = sandbox_sh(dom, "true")
+    assert r.returncode == 0, r.stderr
+    dom2 = netdom(POLICY.replace(f'default_allow = ["{HOST4}/32", "{HOST6}/128"]',
+                                 f'default_allow = ["{HOST4}/32", "{HOST6}/128", "{ROOT4}/32"]')
+                  .replace(f'resolvers = ["{HOST4}"]', f'resolvers = ["{ROOT4}"]'))
+    r = sandbox_sh(dom2, "echo should-not-run")
+    assert r.returncode == 125 and "should-not-run" not in r.stdout
+    assert f"resolver {ROOT4} did not answer" in r.stderr, r.stderr
+
+
+def test_nothing_permitted_is_loopback_only_without_sidecar(netdom):
+    dom = netdom('default_allow = []\ndefault_deny = ["0.0.0.0/0", "::/0"]\n')
+    r = sandbox_sh(dom, f"ip route; ip -6 route; nc -w 2 {HOST4} 8080 </dev/null; echo nc=$?")
+    assert r.returncode == 0, r.stderr
+    assert "nc=0" not in r.stdout and "via" not in r.stdout
+    assert "lazaret-net-" not in dom.log()
+    assert "loopback only, no sidecar" in dom.log()
+
+
+def test_evidence_recorded_and_sidecar_torn_down(netdom, lz):
+    dom = netdom()
+    p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 30")
+    try:
+        st = wait_sessions(dom, 1)
+        names = dom.container_names()
+        assert any(n.startswith("lazaret-net-") for n in names), names
+        # The sidecar: runc, no shell in its image, only NET_ADMIN.
+        net = next(n for n in names if n.startswith("lazaret-net-"))
+        r = podman(lz.user, "inspect", "--format", "{{.OCIRuntime}} {{.HostConfig.CapAdd}} {{.ImageName}}", net)
+        assert r.stdout.split()[0] == "runc"
+        assert "NET_ADMIN" in r.stdout
+        image = r.stdout.split()[-1]
+        r = podman(lz.user, "run", "--rm", "--entrypoint=/bin/sh", image, "-c", "true", check=False)
+        assert r.returncode != 0
+    finally:
+        kill_cli(p)
+        p.wait()
+    dom.assert_clean()
+    log = dom.log()
+    assert "attested policy" in log and "network readiness proved" in log
+    del st
+
+
+def test_sidecar_image_holds_netd_alone(lz, busybox_image):  # noqa: F811
+    env = {"HOME": lz.user.pw_dir}
+    r = lz.run("image", "build", "sidecar", env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    ref = next(l.split()[1] for l in r.stdout.splitlines() if l.startswith("image: "))
+    assert ref.startswith("localhost/lazaret/sidecar:netd-")
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o777)
+        archive = os.path.join(d, "img.tar")
+        podman(lz.user, "image", "save", "--format", "docker-archive", "-o", archive, ref)
+        with tarfile.open(archive) as t:
+            manifest = json.load(t.extractfile("manifest.json"))
+            names = []
+            for layer in manifest[0]["Layers"]:
+                with tarfile.open(fileobj=t.extractfile(layer)) as lt:
+                    names += [m.name for m in lt.getmembers()]
+    assert [n.lstrip("./") for n in names if n.lstrip("./")] == ["lazaret-netd"], names
+
+
+def test_policy_update_without_restart(netdom, hosts):
+    root = Listener(ROOT4)
+    dom = netdom()
+    holder = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    try:
+        st = wait_sessions(dom, 1)
+        sandbox_id, digest = st["sandbox"]["id"], st["network"]["policy_digest"]
+        assert st["network"]["mode"] == "sidecar" and st["network"]["sidecar"].startswith("lazaret-net-")
+        # Not permitted yet.
+        r = sandbox_sh(dom, f"nc -w 2 {ROOT4} {root.port} </dev/null; echo rc=$?")
+        assert "rc=0" not in r.stdout
+        # The same Domain, a policy that also permits the root side: the
+        # running sandbox takes it over, proves it, and the next session
+        # sees it; the first session still runs.
+        wider = POLICY.replace(f'default_allow = ["{HOST4}/32", "{HOST6}/128"]',
+                               f'default_allow = ["{HOST4}/32", "{HOST6}/128", "{ROOT4}/32"]')
+        dom.lz.write("cfg.toml", open(dom.cfg).read().replace(POLICY, wider))
+        r = sandbox_sh(dom, f"nc -w 2 {ROOT4} {root.port} </dev/null; echo rc=$?")
+        assert "rc=0" in r.stdout, r.stdout + r.stderr + dom.log()
+        assert root.peers, "the listener saw no connection"
+        st2 = wait_sessions(dom, 0)
+        assert st2["sandbox"]["id"] == sandbox_id
+        assert st2["network"]["policy_digest"] != digest
+        assert holder.poll() is None
+        assert "network policy update" in dom.log()
+        # And narrower again: the root side is denied at once.
+        dom.lz.write("cfg.toml", open(dom.cfg).read().replace(wider, POLICY))
+        n = len(root.peers)
+        r = sandbox_sh(dom, f"nc -w 2 {ROOT4} {root.port} </dev/null; echo rc=$?")
+        assert "rc=0" not in r.stdout
+        assert len(root.peers) == n
+        # A change the running sandbox cannot take (resolvers): refused with
+        # the reason, the sandbox untouched.
+        dom.lz.write("cfg.toml", open(dom.cfg).read().replace(f'resolvers = ["{HOST4}"]', 'resolvers = []'))
+        r = sandbox_sh(dom, "echo should-not-run")
+        assert r.returncode == 125 and "the resolvers changed" in r.stderr, r.stderr
+        assert holder.poll() is None
+    finally:
+        kill_cli(holder)
+        holder.wait()
+        root.close()
+
+
+def test_coordinator_killed_sidecar_recovered(netdom):
+    dom = netdom()
+    p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    try:
+        wait_sessions(dom, 1)
+        for pid in dom.coordinator_pids():
+            os.kill(pid, 9)
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            kill_cli(p)
+            p.wait()
+    # The next run cleans up what the dead coordinator left (sandbox and
+    # sidecar, by name from the store) and works.
+    r = sandbox_sh(dom, f"nc {HOST4} 8080 </dev/null")
+    assert r.returncode == 0 and "hello from the test host" in r.stdout, r.stderr + dom.log()
+    assert "recovering participant" in dom.log() and "(Network," in dom.log()
