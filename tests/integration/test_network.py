@@ -181,6 +181,26 @@ cmp /tmp/before /tmp/after; echo "same=$?"
     assert "same=0" in r.stdout
 
 
+def test_raw_socket_refused(netdom, hosts):
+    dom = netdom()
+    before = len(host_log(hosts))
+    # busybox ping needs a raw ICMP socket: without CAP_NET_RAW (and gVisor
+    # without --net-raw) the socket cannot be made at all.
+    r = sandbox_sh(dom, f"ping -c 1 -W 2 {HOST4}; echo ping=$?")
+    assert r.returncode == 0, r.stderr
+    assert "ping=0" not in r.stdout, r.stdout + r.stderr
+    assert "can't create raw socket" in r.stderr, r.stderr
+    assert len(host_log(hosts)) == before
+
+
+def test_ipv6_disabled_in_the_namespace(netdom, hosts):
+    dom = netdom(f'default_allow = ["{HOST4}/32"]\ndefault_deny = []\nipv6 = "disabled"\n')
+    r = sandbox_sh(dom, f"ip -6 route; ip -6 addr; nc -w 2 {HOST6} 8080 </dev/null; echo nc=$?")
+    assert r.returncode == 0, r.stderr
+    assert "nc=0" not in r.stdout and "hello" not in r.stdout
+    assert "inet6" not in r.stdout, r.stdout
+
+
 def test_probe_mismatch_aborts_the_launch(netdom):
     # A permitted probe target where nothing listens: the launch stops before
     # the sandbox starts, naming the destination, and leaves nothing.

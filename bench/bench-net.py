@@ -1,0 +1,243 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""The network policy's costs, each measured side by side with a baseline in
+the same run (alternating rounds, medians).
+
+  install:  lazaret-netd installing a compiled policy of 10,000 prefixes in a
+            fresh network namespace, until its attestation (routes read back)
+            vs  iproute2 (ip -batch) installing the same routes there
+  compile:  the compiler alone on that policy (time and route count)
+  sidecar:  a cold lazaret run -- true with a policy that needs the sidecar
+            (start, attestation, probes) vs the same with a policy that
+            permits nothing (no sidecar); budget: at most 0.3x added
+
+No packet leaves the machine: the namespaces are the bench's own, the
+sidecar policy has no probe targets and no resolvers, and its denied
+prefixes are probed by route lookup.
+
+  sudo bench/bench-net.py [--user lazaret-test] [--rounds 7] [--build build]
+"""
+import argparse
+import fcntl
+import ipaddress
+import os
+import pwd
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+IMAGE = "localhost/lazaret/busybox:latest"
+PREFIXES = 10000
+SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+
+
+def sh(*cmd):
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+def policy_lines(rng):
+    """10,000 IPv4 prefixes, a third of them exceptions inside others."""
+    lines = ["ipv6 disabled", "allow 0.0.0.0/0"]
+    seen = set()
+    while len(seen) < PREFIXES:
+        plen = rng.choice([8, 12, 16, 20, 24, 24, 28, 32])
+        net = ipaddress.IPv4Network((rng.getrandbits(32) >> (32 - plen) << (32 - plen), plen))
+        if net in seen:
+            continue
+        seen.add(net)
+        lines.append(f"{'allow' if rng.random() < 0.3 else 'deny'} {net}")
+    # Same prefix, two actions, is an error: keep the first of each.
+    out, taken = [], set()
+    for l in lines:
+        key = l.split()[1]
+        if key not in taken:
+            taken.add(key)
+            out.append(l)
+    return out
+
+
+def compile_policy(tool, lines):
+    t = time.perf_counter()
+    r = subprocess.run([tool], input="".join(l + "\n" for l in lines), capture_output=True, text=True, check=True)
+    dt = time.perf_counter() - t
+    out = r.stdout.splitlines()
+    canon = "".join(l[len("canonical "):] + "\n" for l in out if l.startswith("canonical "))
+    routes = [l.split()[1:] for l in out if l.startswith("route ")]
+    return dt, canon, routes
+
+
+class Namespace:
+    def __init__(self, tag):
+        self.ns, self.peer = f"lzb{tag}s", f"lzb{tag}g"
+        sh("ip", "netns", "add", self.ns)
+        sh("ip", "netns", "add", self.peer)
+        sh("ip", "link", "add", f"lzb{tag}a", "netns", self.ns, "type", "veth", "peer", "name", f"lzb{tag}b",
+           "netns", self.peer)
+        sh("ip", "-n", self.ns, "link", "set", f"lzb{tag}a", "up")
+        sh("ip", "-n", self.peer, "link", "set", f"lzb{tag}b", "up")
+        sh("ip", "-n", self.ns, "addr", "add", "192.0.2.2/24", "dev", f"lzb{tag}a")
+        sh("ip", "-n", self.peer, "addr", "add", "192.0.2.1/24", "dev", f"lzb{tag}b")
+        sh("ip", "-n", self.ns, "route", "add", "default", "via", "192.0.2.1")
+        self.link = f"lzb{tag}a"
+
+    def close(self):
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.peer], capture_output=True)
+
+
+def netd_install(netd, canon, tag):
+    ns = Namespace(tag)
+    try:
+        fd = os.memfd_create("policy", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+        os.write(fd, canon.encode())
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+        def place():
+            os.dup2(fd, 3)
+            os.dup2(theirs.fileno(), 4)
+
+        t = time.perf_counter()
+        p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{ns.ns}", netd], close_fds=False, preexec_fn=place)
+        theirs.close()
+        ours.settimeout(120)
+        reply = ours.recv(65536).decode()
+        dt = time.perf_counter() - t
+        assert '"routes_attested":true' in reply, reply
+        p.terminate()
+        p.wait()
+        os.close(fd)
+        return dt
+    finally:
+        ns.close()
+
+
+def ip_batch_install(routes, tag):
+    ns = Namespace(tag)
+    try:
+        with tempfile.NamedTemporaryFile("w", suffix=".batch") as f:
+            for dst, kind in routes:
+                if kind == "permit":
+                    f.write(f"route add {dst} via 192.0.2.1 dev {ns.link} onlink\n")
+                else:
+                    f.write(f"route add prohibit {dst}\n")
+            f.flush()
+            t = time.perf_counter()
+            sh("ip", "-n", ns.ns, "-batch", f.name)
+            # Read back, as netd does for its attestation.
+            sh("ip", "-n", ns.ns, "route", "show", "table", "main")
+            return time.perf_counter() - t
+    finally:
+        ns.close()
+
+
+def sidecar_overhead(args, pw):
+    base = tempfile.mkdtemp(prefix="lazaret-bench-")
+    os.chmod(base, 0o755)
+    bindir = os.path.join(base, "bin")
+    os.makedirs(bindir)
+    for f in ("lazaret", "lazaret-init", "lazaret-netd"):
+        shutil.copy2(os.path.join(args.build, "bin", f), bindir)
+    work, data = os.path.join(base, "work"), os.path.join(base, "data")
+    for d in (work, data):
+        os.makedirs(d)
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+    cfgs = {}
+    for name, net in (("none", 'default_allow = []\ndefault_deny = []\n'),
+                      ("sidecar", 'default_allow = ["0.0.0.0/0", "::/0"]\n'
+                                  'default_deny = ["10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", '
+                                  '"172.16.0.0/12", "192.168.0.0/16", "fc00::/7", "fe80::/10"]\n')):
+        cfgs[name] = os.path.join(base, f"{name}.toml")
+        with open(cfgs[name], "w") as f:
+            f.write(f"""[storage]
+data_root = "{data}"
+[network]
+{net}[escalation]
+enabled = false
+socket_dir = "{base}/sock"
+[profiles.bench]
+image = "{IMAGE}"
+runsc_network = "host"
+""")
+        os.chmod(cfgs[name], 0o644)
+    lz = os.path.join(bindir, "lazaret")
+
+    def run(argv, check=True):
+        env = ["env", "-i", f"HOME={pw.pw_dir}", "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"]
+        r = subprocess.run(["runuser", "-u", pw.pw_name, "--"] + env + argv, cwd=work, capture_output=True,
+                           text=True)
+        if check and r.returncode != 0:
+            sys.exit(f"bench-net: {' '.join(argv)} failed: {r.stderr}")
+        return r
+
+    def gone():
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            r = run(["podman", "ps", "-a", "--format", "{{.Names}}"])
+            if not any(n.startswith(("lazaret-coord-", "lazaret-net-")) for n in r.stdout.split()):
+                if subprocess.run(["pgrep", "-u", pw.pw_name, "-f", "__coordinator"],
+                                  capture_output=True).returncode != 0:
+                    return
+            time.sleep(0.05)
+        sys.exit("bench-net: a coordinator did not finish its teardown")
+
+    try:
+        run([lz, "image", "build", "busybox"])
+        run([lz, "image", "build", "sidecar"])
+        for name in cfgs:  # warm both
+            run([lz, "--config", cfgs[name], "run", "--", "/bin/true"])
+            gone()
+        times = {"none": [], "sidecar": []}
+        for _ in range(args.rounds):
+            for name in ("none", "sidecar"):
+                t = time.perf_counter()
+                run([lz, "--config", cfgs[name], "run", "--", "/bin/true"])
+                times[name].append(time.perf_counter() - t)
+                gone()
+        return statistics.median(times["none"]), statistics.median(times["sidecar"])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--user", default="lazaret-test")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--build", default="build")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench-net: run as root (network namespaces; the runs go as --user)")
+    pw = pwd.getpwnam(args.user)
+    tool = os.path.join(args.build, "tests", "netpolicy-tool")
+    netd = os.path.join(args.build, "bin", "lazaret-netd")
+
+    lines = policy_lines(random.Random(20261129))
+    compile_t, install_netd, install_ip = [], [], []
+    routes = canon = None
+    for i in range(args.rounds):
+        dt, canon, routes = compile_policy(tool, lines)
+        compile_t.append(dt)
+        install_ip.append(ip_batch_install(routes, f"{os.getpid() % 1000}i{i}"))
+        install_netd.append(netd_install(netd, canon, f"{os.getpid() % 1000}n{i}"))
+    n_gw = sum(1 for _, k in routes if k == "permit")
+    none, side = sidecar_overhead(args, pw)
+
+    added = side / none - 1
+    inst = statistics.median(install_netd) / statistics.median(install_ip)
+    print(f"bench-net ({args.rounds} rounds, medians):")
+    print(f"  compile  {len(lines) - 2} prefixes -> {len(routes)} routes ({n_gw} gateway, {len(routes) - n_gw} "
+          f"prohibit)   {statistics.median(compile_t) * 1000:7.1f} ms")
+    print(f"  install  lazaret-netd (incl. attestation) {statistics.median(install_netd) * 1000:7.1f} ms   "
+          f"ip -batch + read back {statistics.median(install_ip) * 1000:7.1f} ms   ratio {inst:.2f}")
+    print(f"  sidecar  cold run with sidecar {side * 1000:7.1f} ms   without (loopback only) {none * 1000:7.1f} ms   "
+          f"ratio {side / none:.2f}, added {added:.2f}x (budget 0.30)")
+    return 0 if added <= 0.3 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
