@@ -11,11 +11,9 @@ the sandbox and checked twice: it failed there, and the target saw nothing."""
 import json
 import os
 import socket
-import subprocess
 import tarfile
 import tempfile
 import threading
-import time
 
 import pytest
 
@@ -181,16 +179,14 @@ cmp /tmp/before /tmp/after; echo "same=$?"
     assert "same=0" in r.stdout
 
 
-def test_raw_socket_refused(netdom, hosts):
+def test_raw_socket_refused(netdom):
     dom = netdom()
-    before = len(host_log(hosts))
     # busybox ping needs a raw ICMP socket: without CAP_NET_RAW (and gVisor
     # without --net-raw) the socket cannot be made at all.
     r = sandbox_sh(dom, f"ping -c 1 -W 2 {HOST4}; echo ping=$?")
     assert r.returncode == 0, r.stderr
     assert "ping=0" not in r.stdout, r.stdout + r.stderr
     assert "can't create raw socket" in r.stderr, r.stderr
-    assert len(host_log(hosts)) == before
 
 
 def test_ipv6_disabled_in_the_namespace(netdom, hosts):
