@@ -83,6 +83,8 @@ class Namespace:
         sh("ip", "-n", self.ns, "addr", "add", "192.0.2.2/24", "dev", f"lzb{tag}a")
         sh("ip", "-n", self.peer, "addr", "add", "192.0.2.1/24", "dev", f"lzb{tag}b")
         sh("ip", "-n", self.ns, "route", "add", "default", "via", "192.0.2.1")
+        # The policy disables IPv6, as the sidecar's Podman flags would.
+        sh("ip", "netns", "exec", self.ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
         self.link = f"lzb{tag}a"
 
     def close(self):
@@ -99,8 +101,11 @@ def netd_install(netd, canon, tag):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 
         def place():
-            os.dup2(fd, 3)
-            os.dup2(theirs.fileno(), 4)
+            # Via high numbers: either source may sit on 3 or 4 already.
+            os.dup2(fd, 100)
+            os.dup2(theirs.fileno(), 101)
+            os.dup2(100, 3)
+            os.dup2(101, 4)
 
         t = time.perf_counter()
         p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{ns.ns}", netd], close_fds=False, preexec_fn=place)

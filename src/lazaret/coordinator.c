@@ -1550,6 +1550,7 @@ static int start_network(Coordinator *co, char **ret_error) {
                 &co->p_network);
         if (r < 0)
                 return r;
+        log_debug("starting the network sidecar (+%" PRIu64 " ms)", (now_usec() - co->started_usec) / 1000);
         r = sidecar_start(&co->spec, &co->sidecar, ret_error);
         if (r < 0) {
                 (void) store_participant_set_state(co->store, co->p_network, PARTICIPANT_RELEASE_INTENT, NULL);
@@ -1566,7 +1567,8 @@ static int start_network(Coordinator *co, char **ret_error) {
         (void) store_generation_update(co->store, co->generation,
                                        json_pack("{s:s}", "network_sidecar_id", co->sidecar.id));
         co->sidecar_fd = (int) syscall(SYS_pidfd_open, co->sidecar.conmon_pid, 0);
-        log_info("network sidecar %s attested policy %.12s", co->sidecar.name, co->spec.netpolicy_digest);
+        log_info("network sidecar %s attested policy %.12s (+%" PRIu64 " ms)", co->sidecar.name,
+                 co->spec.netpolicy_digest, (now_usec() - co->started_usec) / 1000);
         return 0;
 }
 
@@ -1623,7 +1625,8 @@ static int prove_network(Coordinator *co, char **ret_error) {
         if (store_participant_set_state(co->store, co->p_network, PARTICIPANT_COMMITTED, own) == -EINVAL)
                 (void) store_participant_update(co->store, co->p_network, own);
         json_decref(own);
-        log_info("network readiness proved (fingerprint %.12s)", fp);
+        log_info("network readiness proved (fingerprint %.12s, +%" PRIu64 " ms)", fp,
+                 (now_usec() - co->started_usec) / 1000);
         return 0;
 }
 
@@ -1845,8 +1848,8 @@ int coordinator_main(void) {
         }
         (void) store_participant_set_state(co.store, co.p_publication, PARTICIPANT_COMMITTED, NULL);
         (void) store_generation_update(co.store, co.generation, json_pack("{s:s}", "durable_decision", "Running"));
-        log_info("sandbox %s running (generation %" PRIu64 "), listening on %s", co.container_name, co.generation,
-                 co.spec.socket_path);
+        log_info("sandbox %s running (generation %" PRIu64 ", +%" PRIu64 " ms), listening on %s", co.container_name,
+                 co.generation, (now_usec() - co.started_usec) / 1000, co.spec.socket_path);
         status_report(&co, "ok");
 
         serve(&co);

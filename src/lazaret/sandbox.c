@@ -184,8 +184,7 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
         argv_addf(&a, "--label=io.lazaret.profile=%s", s->profile);
         argv_addf(&a, "--label=io.lazaret.generation=%" PRIu64, generation);
         argv_addf(&a, "--conmon-pidfile=%s", pidfile);
-        if (!network_from)
-                argv_addf(&a, "--hostname=%s", s->profile);
+        argv_addf(&a, "--hostname=%s", s->profile);
         argv_add(&a, "--workdir=/workspace");
         argv_addf(&a, "--volume=%s:/workspace:z", workspace);
         /* Editor settings are hidden under empty tmpfs mounts, but only where

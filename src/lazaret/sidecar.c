@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -69,6 +68,12 @@ int sidecar_remove(const LaunchSpec *s, const char *name, char **ret_error) {
                 return -EIO;
         }
         return 0;
+}
+
+/* On the failure paths: the error is already being reported. */
+static void remove_quietly(const LaunchSpec *s, const char *name) {
+        _cleanup_free_ char *ignored = NULL;
+        (void) sidecar_remove(s, name, &ignored);
 }
 
 static int sealed_memfd(const char *text, size_t len) {
@@ -156,11 +161,25 @@ static int read_pid(const char *path, pid_t *ret) {
         return 0;
 }
 
+static int conmon_child(pid_t conmon, pid_t *ret) {
+        char path[64];
+        _cleanup_free_ char *text = NULL;
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) conmon, (int) conmon);
+        int r = read_file_capped(path, 4096, &text, NULL);
+        if (r < 0)
+                return r;
+        long v = strtol(text, NULL, 10);
+        if (v <= 0)
+                return -ESRCH;
+        *ret = (pid_t) v;
+        return 0;
+}
+
 int sidecar_start(const LaunchSpec *s, Sidecar *ret, char **ret_error) {
         _cleanup_(sidecar_done) Sidecar sc = { .ctl_fd = -EBADF };
         _cleanup_close_ int memfd = -EBADF, theirs = -EBADF;
         _cleanup_(exec_result_done) ExecResult res = {};
-        _cleanup_free_ char *pidfile = NULL, *ignored = NULL;
+        _cleanup_free_ char *pidfile = NULL;
         NetPolicy p;
         const char *why;
         int r;
@@ -184,96 +203,107 @@ int sidecar_start(const LaunchSpec *s, Sidecar *ret, char **ret_error) {
                 return -ENOMEM;
         (void) unlink(pidfile);
 
-        /* The image is named after netd's digest: build it the first time
-         * (a second or so, nothing is downloaded). */
-        const char *exists[] = { "podman", "image", "exists", s->sidecar_image, NULL };
-        r = exec_capture(s->podman, exists, PODMAN_TIMEOUT_USEC, &res);
-        if (r < 0)
-                return r;
-        if (res.spawn_error == 0 && !res.timed_out && res.status == 1) {
-                log_info("building the network sidecar image %s", s->sidecar_image);
-                if (image_build_sidecar(s->sidecar_image) != 0)
-                        return fail(ret_error, -EIO,
-                                    "cannot build the network sidecar image %s; try 'lazaret image build sidecar' "
-                                    "and fix what it reports",
-                                    s->sidecar_image);
-        } else if (exec_result_failed(&res))
-                return fail(ret_error, -EIO, "%s", podman_error(&res) ?: "podman image exists failed");
-        exec_result_done(&res);
-        res = (ExecResult){};
+        /* Nothing is asked of Podman beforehand (each call costs tens of
+         * milliseconds on a cold start): a missing image is built and a
+         * leftover container of this name removed only when the run fails
+         * for that reason, then it is tried once more. */
+        for (int attempt = 0;; attempt++) {
+                memfd = sealed_memfd(s->netpolicy, strlen(s->netpolicy));
+                if (memfd < 0)
+                        return fail(ret_error, memfd, "cannot make the policy memfd: %s", strerror(-memfd));
+                int sp[2];
+                if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+                        return negative_errno();
+                sc.ctl_fd = sp[0];
+                theirs = sp[1];
 
-        /* A container of this name is a leftover (recovery removes ours). */
-        (void) sidecar_remove(s, sc.name, &ignored);
-
-        memfd = sealed_memfd(s->netpolicy, strlen(s->netpolicy));
-        if (memfd < 0)
-                return fail(ret_error, memfd, "cannot make the policy memfd: %s", strerror(-memfd));
-        int sp[2];
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
-                return negative_errno();
-        sc.ctl_fd = sp[0];
-        theirs = sp[1];
-
-        Argv a = {};
-        argv_add(&a, "podman");
-        argv_add(&a, "run");
-        argv_add(&a, "--detach");
-        argv_addf(&a, "--name=%s", sc.name);
-        argv_add(&a, "--runtime=runc");
-        argv_add(&a, "--pull=never");
-        if (s->rootless)
-                argv_addf(&a, "--network=slirp4netns%s", ipv6 ? ":enable_ipv6=true" : "");
-        else
-                argv_add(&a, "--network=bridge");
-        /* netd changes routes and nothing else. */
-        argv_add(&a, "--cap-drop=all");
-        argv_add(&a, "--cap-add=NET_ADMIN");
-        argv_add(&a, "--read-only");
-        argv_add(&a, "--read-only-tmpfs=false");
-        argv_add(&a, "--security-opt=no-new-privileges");
-        argv_add(&a, "--preserve-fds=2");
-        argv_addf(&a, "--ulimit=nofile=%" PRIu64 ":%" PRIu64, s->nofile, s->nofile);
-        argv_addf(&a, "--conmon-pidfile=%s", pidfile);
-        argv_addf(&a, "--label=io.lazaret.domain=%s", s->domain_hash);
-        argv_add(&a, "--label=io.lazaret.role=network-sidecar");
-        if (!ipv6) {
-                argv_add(&a, "--sysctl=net.ipv6.conf.all.disable_ipv6=1");
-                argv_add(&a, "--sysctl=net.ipv6.conf.default.disable_ipv6=1");
-        } else if (s->rootless) {
-                /* No router advertisements: they would bring back the
-                 * default route and the prefix route. */
-                argv_add(&a, "--sysctl=net.ipv6.conf.default.accept_ra=0");
-                argv_add(&a, "--sysctl=net.ipv6.conf.tap0.accept_ra=0");
-        }
-        /* The sandbox shares this namespace and its resolv.conf. */
-        if (n_resolvers == 0)
-                argv_add(&a, "--dns=none");
-        for (size_t i = 0; i < n_resolvers; i++) {
-                char addr[64];
-                netaddr_format(&resolvers[i], addr, sizeof(addr));
-                argv_addf(&a, "--dns=%s", addr);
-        }
-        argv_add(&a, "--");
-        argv_add(&a, s->sidecar_image);
-        if (ipv6_uplink && s->rootless) {
-                argv_add(&a, "--ipv6-uplink");
-                argv_add(&a, SLIRP_IPV6_ADDRESS "," SLIRP_IPV6_GATEWAY);
-        }
-        if (a.oom) {
+                Argv a = {};
+                argv_add(&a, "podman");
+                argv_add(&a, "run");
+                argv_add(&a, "--detach");
+                argv_addf(&a, "--name=%s", sc.name);
+                argv_add(&a, "--runtime=runc");
+                argv_add(&a, "--pull=never");
+                if (s->rootless)
+                        argv_addf(&a, "--network=slirp4netns%s", ipv6 ? ":enable_ipv6=true" : "");
+                else
+                        argv_add(&a, "--network=bridge");
+                /* netd changes routes and nothing else. */
+                argv_add(&a, "--cap-drop=all");
+                argv_add(&a, "--cap-add=NET_ADMIN");
+                argv_add(&a, "--read-only");
+                argv_add(&a, "--read-only-tmpfs=false");
+                argv_add(&a, "--security-opt=no-new-privileges");
+                argv_add(&a, "--preserve-fds=2");
+                /* netd never forks and holds a handful of fds. Small explicit
+                 * limits also keep runc clear of Podman's defaults, which are above
+                 * this kind of host's hard limits (runc fails with EPERM then). */
+                argv_add(&a, "--ulimit=nofile=64:64");
+                argv_add(&a, "--ulimit=nproc=64:64");
+                /* netd reports on its control socket; a log file and conmon's own
+                 * cgroup only cost start-up time (about 30 and 20 ms, measured). */
+                argv_add(&a, "--log-driver=none");
+                argv_add(&a, "--cgroups=no-conmon");
+                argv_addf(&a, "--conmon-pidfile=%s", pidfile);
+                argv_addf(&a, "--label=io.lazaret.domain=%s", s->domain_hash);
+                argv_add(&a, "--label=io.lazaret.role=network-sidecar");
+                if (!ipv6) {
+                        argv_add(&a, "--sysctl=net.ipv6.conf.all.disable_ipv6=1");
+                        argv_add(&a, "--sysctl=net.ipv6.conf.default.disable_ipv6=1");
+                } else if (s->rootless) {
+                        /* No router advertisements: they would bring back the
+                         * default route and the prefix route. */
+                        argv_add(&a, "--sysctl=net.ipv6.conf.default.accept_ra=0");
+                        argv_add(&a, "--sysctl=net.ipv6.conf.tap0.accept_ra=0");
+                }
+                /* The sandbox shares this namespace and its resolv.conf. */
+                if (n_resolvers == 0)
+                        argv_add(&a, "--dns=none");
+                for (size_t i = 0; i < n_resolvers; i++) {
+                        char addr[64];
+                        netaddr_format(&resolvers[i], addr, sizeof(addr));
+                        argv_addf(&a, "--dns=%s", addr);
+                }
+                argv_add(&a, "--");
+                argv_add(&a, s->sidecar_image);
+                if (ipv6_uplink && s->rootless) {
+                        argv_add(&a, "--ipv6-uplink");
+                        argv_add(&a, SLIRP_IPV6_ADDRESS "," SLIRP_IPV6_GATEWAY);
+                }
+                if (a.oom) {
+                        argv_done(&a);
+                        return -ENOMEM;
+                }
+                int fds[2] = { memfd, theirs };
+                r = exec_capture_fds(s->podman, (const char *const *) a.v, fds, 2, PODMAN_TIMEOUT_USEC, &res);
                 argv_done(&a);
-                return -ENOMEM;
-        }
-        int fds[2] = { memfd, theirs };
-        r = exec_capture_fds(s->podman, (const char *const *) a.v, fds, 2, PODMAN_TIMEOUT_USEC, &res);
-        argv_done(&a);
-        memfd = safe_close(memfd);
-        theirs = safe_close(theirs);
-        if (r < 0)
-                return r;
-        if (exec_result_failed(&res)) {
-                _cleanup_free_ char *e = podman_error(&res);
-                (void) sidecar_remove(s, sc.name, &ignored);
-                return fail(ret_error, -EIO, "cannot start the network sidecar: %s", e ?: "podman failed");
+                memfd = safe_close(memfd);
+                theirs = safe_close(theirs);
+                if (r < 0)
+                        return r;
+                if (exec_result_failed(&res)) {
+                        _cleanup_free_ char *e = podman_error(&res);
+                        bool no_image = e && (strstr(e, "image not known") || strstr(e, "no such image"));
+                        bool in_use = e && strstr(e, "already in use");
+                        remove_quietly(s, sc.name);
+                        if (attempt == 0 && (no_image || in_use)) {
+                                sc.ctl_fd = safe_close(sc.ctl_fd);
+                                exec_result_done(&res);
+                                res = (ExecResult){};
+                                if (no_image) {
+                                        log_info("building the network sidecar image %s", s->sidecar_image);
+                                        if (image_build_sidecar(s->sidecar_image) != 0)
+                                                return fail(
+                                                        ret_error, -EIO,
+                                                        "cannot build the network sidecar image %s; try 'lazaret image "
+                                                        "build sidecar' and fix what it reports",
+                                                        s->sidecar_image);
+                                }
+                                continue;
+                        }
+                        return fail(ret_error, -EIO, "cannot start the network sidecar: %s", e ?: "podman failed");
+                }
+                break;
         }
         sc.id = strndup(res.out, strcspn(res.out, "\r\n"));
         if (!sc.id)
@@ -289,20 +319,16 @@ int sidecar_start(const LaunchSpec *s, Sidecar *ret, char **ret_error) {
                                             : strerror(-r));
         if (r >= 0)
                 r = read_pid(pidfile, &sc.conmon_pid);
-        if (r >= 0) {
-                const char *insp[] = { "podman", "inspect", "--format={{.State.Pid}}", sc.name, NULL };
-                exec_result_done(&res);
-                res = (ExecResult){};
-                r = exec_capture(s->podman, insp, PODMAN_TIMEOUT_USEC, &res);
-                if (r >= 0 && !exec_result_failed(&res))
-                        sc.netd_pid = (pid_t) strtol(res.out, NULL, 10);
-                if (r >= 0 && sc.netd_pid <= 0)
-                        r = fail(ret_error, -EIO, "cannot find lazaret-netd's process in %s", sc.name);
-        }
+        /* netd is conmon's child (conmon is the container's subreaper):
+         * no podman inspect needed. */
+        if (r >= 0)
+                r = conmon_child(sc.conmon_pid, &sc.netd_pid);
+        if (r < 0 && !*ret_error)
+                r = fail(ret_error, r, "cannot find lazaret-netd's process in %s", sc.name);
         if (r < 0) {
                 if (!*ret_error)
                         (void) fail(ret_error, r, "the network sidecar failed: %s", strerror(-r));
-                (void) sidecar_remove(s, sc.name, &ignored);
+                remove_quietly(s, sc.name);
                 return r;
         }
         *ret = sc;

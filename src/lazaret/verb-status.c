@@ -103,6 +103,10 @@ int verb_status(int argc, char **argv, const Globals *g) {
                 printf("  generation  %lld\n", (long long) json_integer_value(json_object_get(st, "generation")));
                 printf("  sandbox     %s (%s)\n", json_string_value(json_object_get(sb, "name")),
                        json_string_value(json_object_get(sb, "image")));
+                json_t *net = json_object_get(st, "network");
+                const char *side = json_string_value(json_object_get(net, "sidecar"));
+                printf("  network     %s, policy %.12s\n", side ? side : "loopback only",
+                       json_string_value(json_object_get(net, "policy_digest")) ?: "?");
                 printf("  uptime      %llds\n", (long long) json_integer_value(json_object_get(st, "uptime_seconds")));
                 json_t *ss = json_object_get(st, "sessions");
                 printf("  sessions    %zu\n", json_array_size(ss));

@@ -131,18 +131,32 @@ static int find_uplink(Rtnl *nl, Uplink *u) {
         return 0;
 }
 
-static bool route_same(const RtnlRoute *a, const RtnlRoute *b) {
-        if (a->dst.family != b->dst.family || a->dst.prefixlen != b->dst.prefixlen ||
-            memcmp(a->dst.addr, b->dst.addr, 16) != 0 || a->type != b->type || a->has_gateway != b->has_gateway)
-                return false;
-        return !a->has_gateway || memcmp(a->gateway.addr, b->gateway.addr, 16) == 0;
+/* Order on what makes two routes the same for the policy: destination,
+ * type, gateway. */
+static int route_cmp(const void *x, const void *y) {
+        const RtnlRoute *a = x, *b = y;
+        if (a->dst.family != b->dst.family)
+                return a->dst.family < b->dst.family ? -1 : 1;
+        int r = memcmp(a->dst.addr, b->dst.addr, 16);
+        if (r != 0)
+                return r;
+        if (a->dst.prefixlen != b->dst.prefixlen)
+                return a->dst.prefixlen < b->dst.prefixlen ? -1 : 1;
+        if (a->type != b->type)
+                return a->type < b->type ? -1 : 1;
+        if (a->has_gateway != b->has_gateway)
+                return a->has_gateway ? 1 : -1;
+        return a->has_gateway ? memcmp(a->gateway.addr, b->gateway.addr, 16) : 0;
 }
 
+/* set must be sorted with route_cmp. */
 static bool route_in(const RtnlRoute *r, const RtnlRoute *set, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                if (route_same(r, &set[i]))
-                        return true;
-        return false;
+        return n > 0 && bsearch(r, set, n, sizeof(*set), route_cmp);
+}
+
+static void routes_sort(RtnlRoute *v, size_t n) {
+        if (n > 1)
+                qsort(v, n, sizeof(*v), route_cmp);
 }
 
 /* The routes the policy wants, in kernel terms. */
@@ -193,7 +207,7 @@ static int desired_routes(const NetPolicy *p, const Uplink *u, NetFamily f, Rtnl
  * unicast route the new policy does not have goes, then the prohibit routes
  * come, then the new gateway routes, and last the old routes of other
  * types. */
-static int apply_family(Rtnl *nl, int af, const RtnlRoute *want, size_t n_want, const char **ret_why) {
+static int apply_family(Rtnl *nl, int af, RtnlRoute *want, size_t n_want, const char **ret_why) {
         RtnlRoute *cur;
         size_t n_cur;
         int r = rtnl_dump_routes(nl, af, &cur, &n_cur);
@@ -201,6 +215,7 @@ static int apply_family(Rtnl *nl, int af, const RtnlRoute *want, size_t n_want, 
                 *ret_why = "cannot list the namespace's routes";
                 return r;
         }
+        routes_sort(cur, n_cur);
         size_t total = n_cur + n_want, k = 0;
         RtnlRoute *ops = calloc(total ?: 1, sizeof(*ops));
         bool *add = calloc(total ?: 1, sizeof(*add));
@@ -297,6 +312,8 @@ static void attest(Rtnl *nl, const NetPolicy *p, const Uplink *u, Attestation *a
                         free(want);
                         continue;
                 }
+                routes_sort(want, n_want);
+                routes_sort(cur, n_cur);
                 for (size_t i = 0; i < n_cur; i++) {
                         /* The kernel's ff00::/8 multicast route reaches no
                          * unicast destination; it comes back on every
@@ -394,6 +411,7 @@ static int apply_policy_fd(Rtnl *nl, Uplink *u, int policy_fd, int ctl) {
                 size_t n_want = 0;
                 if (p.enabled[f])
                         r = desired_routes(&p, u, f, &want, &n_want, &why);
+                routes_sort(want, n_want);
                 if (r >= 0)
                         r = apply_family(nl, f == NET_IPV6 ? AF_INET6 : AF_INET, want, n_want, &why);
                 free(want);

@@ -62,8 +62,11 @@ class Netd:
         self.ctl.settimeout(10)
 
         def place_fds():
-            os.dup2(policy_fd, 3)
-            os.dup2(theirs.fileno(), 4)
+            # Via high numbers: either source may sit on 3 or 4 already.
+            os.dup2(policy_fd, 100)
+            os.dup2(theirs.fileno(), 101)
+            os.dup2(100, 3)
+            os.dup2(101, 4)
 
         self.proc = subprocess.Popen(["nsenter", f"--net={net.path(net.sbx)}", NETD, *args], close_fds=False,
                                      preexec_fn=place_fds, stderr=subprocess.PIPE, text=True)

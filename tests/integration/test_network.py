@@ -12,8 +12,10 @@ import json
 import os
 import socket
 import tarfile
+import subprocess
 import tempfile
 import threading
+import time
 
 import pytest
 
@@ -333,3 +335,50 @@ def test_coordinator_killed_sidecar_recovered(netdom):
     r = sandbox_sh(dom, f"nc {HOST4} 8080 </dev/null")
     assert r.returncode == 0 and "hello from the test host" in r.stdout, r.stderr + dom.log()
     assert "recovering participant" in dom.log() and "(Network," in dom.log()
+
+
+def test_rootful_sidecar_on_podmans_bridge(hosts, lazaret_bin, tmp_path):
+    """Lazaret run by root: rootful Podman, the sidecar on Podman's default
+    bridge instead of slirp4netns; the same enforcement."""
+    data, work = tmp_path / "data", tmp_path / "work"
+    work.mkdir()
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f"""[storage]
+data_root = "{data}"
+[network]
+default_allow = ["{HOST4}/32"]
+default_deny = []
+ipv6 = "disabled"
+probe_targets = ["{HOST4}:8080"]
+[escalation]
+enabled = false
+socket_dir = "{tmp_path}/sock"
+[profiles.root]
+image = "localhost/lazaret/busybox:latest"
+runsc_network = "host"
+""")
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+    r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True, env=env,
+                       cwd=work, timeout=300)
+    assert r.returncode == 0, r.stderr
+    root = Listener(ROOT4)
+    try:
+        r = subprocess.run([lazaret_bin, "--config", str(cfg), "run", "--", "/bin/sh", "-c",
+                            f"nc {HOST4} 8080 </dev/null; nc -w 2 {ROOT4} {root.port} </dev/null; echo root=$?"],
+                           capture_output=True, text=True, env=env, cwd=work, timeout=180)
+    finally:
+        root.close()
+    assert r.returncode == 0, r.stderr
+    assert "hello from the test host" in r.stdout and "root=0" not in r.stdout, r.stdout + r.stderr
+    assert root.peers == []
+    # Torn down: no container of this Domain remains in root's Podman.
+    h = os.listdir(data / "domains")[0]
+    deadline = time.time() + 15
+    while True:
+        names = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
+                               text=True).stdout.split()
+        left = [n for n in names if n.endswith(h)]
+        if not left or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert left == []

@@ -300,7 +300,7 @@ def test_kill_coordinator_then_recover(dom):
     assert (r.returncode, r.stdout) == (0, "again\n"), r.stderr
     log = dom.log()
     assert "recovering participant" in log
-    assert f"(generation {gen + 1})" in log
+    assert f"(generation {gen + 1}, " in log
     dom.assert_clean()
 
 
