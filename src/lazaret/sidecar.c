@@ -408,6 +408,7 @@ static void probe_args(const LaunchSpec *s, const NetPolicy *p, Argv *a) {
                         a->oom = true;
                         return;
                 }
+                bool dns_checked = false;
                 for (size_t i = 0; i < n && used < PROBE_ROUTES_MAX; i++) {
                         if (!routes[i].permit)
                                 continue;
@@ -420,6 +421,18 @@ static void probe_args(const LaunchSpec *s, const NetPolicy *p, Argv *a) {
                                 addr.addr[b / 8] |= (uint8_t) (0x80 >> (b % 8));
                         add_addr(a, "--route", &addr);
                         used++;
+                        /* Port 53 reaches the resolvers only: check it at
+                         * one permitted address that is none of them. The
+                         * port rules live in the namespace's kernel, which
+                         * gVisor's own stack does not consult. */
+                        bool resolver = false;
+                        for (size_t k = 0; k < p->n_resolvers; k++)
+                                resolver |= p->resolvers[k].family == addr.family &&
+                                            memcmp(p->resolvers[k].addr, addr.addr, 16) == 0;
+                        if (!dns_checked && !resolver && s->runsc_network == RUNSC_NETWORK_HOST) {
+                                add_addr(a, "--dns-blocked", &addr);
+                                dns_checked = true;
+                        }
                 }
                 free(routes);
         }

@@ -27,6 +27,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fib_rules.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -50,6 +51,11 @@
 #define ATTESTATION_SCHEMA "lazaret.network-readiness-attestation.v1"
 #define SEALS_REQUIRED     (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 #define PACKET_MAX         (64u * 1024u)
+/* DNS (port 53, UDP and TCP) to anything but the resolvers: rules match the
+ * port and send the lookup to a table that holds the resolvers' routes
+ * alone; the next rule prohibits the rest. */
+#define DNS_TABLE     53u
+#define DNS_RULE_PRIO 100u
 
 typedef struct Uplink {
         bool have[_NET_FAMILY_MAX];
@@ -273,6 +279,7 @@ typedef struct Attestation {
         size_t observed[_NET_FAMILY_MAX];
         size_t gateway[_NET_FAMILY_MAX], prohibit[_NET_FAMILY_MAX];
         bool ipv6_off;
+        size_t dns_rules;
         const char *why;
 } Attestation;
 
@@ -368,10 +375,10 @@ static int report_attestation(int ctl, const char *digest, const Attestation *a)
                       "\"observation\":{\"policy_delivery\":\"SealedMemfd\",\"helper_ready\":true,"
                       "\"observed_routes\":%zu,\"routes_attested\":%s},"
                       "\"routes\":{\"ipv4\":{\"gateway\":%zu,\"prohibit\":%zu},"
-                      "\"ipv6\":{\"gateway\":%zu,\"prohibit\":%zu}},\"ipv6_disabled\":%s",
+                      "\"ipv6\":{\"gateway\":%zu,\"prohibit\":%zu}},\"dns_rules\":%zu,\"ipv6_disabled\":%s",
                       digest, (unsigned long long) ns.st_dev, (unsigned long long) ns.st_ino,
                       a->observed[NET_IPV4] + a->observed[NET_IPV6], a->ok ? "true" : "false", a->gateway[NET_IPV4],
-                      a->prohibit[NET_IPV4], a->gateway[NET_IPV6], a->prohibit[NET_IPV6],
+                      a->prohibit[NET_IPV4], a->gateway[NET_IPV6], a->prohibit[NET_IPV6], a->dns_rules,
                       a->ipv6_off ? "true" : "false");
         if (!a->ok)
                 strbuf_printf(&b, ",\"error\":\"%s\"", a->why ?: "routes differ from the policy");
@@ -383,6 +390,165 @@ static int report_attestation(int ctl, const char *digest, const Attestation *a)
                 puts(strbuf_str(&b));
         strbuf_done(&b);
         return r;
+}
+
+static void dns_rules(int af, RtnlRule ret[4]) {
+        for (int i = 0; i < 4; i++)
+                ret[i] = (RtnlRule){ .family = af,
+                                     .priority = DNS_RULE_PRIO + (uint32_t) i,
+                                     .ip_proto = i < 2 ? IPPROTO_UDP : IPPROTO_TCP,
+                                     .dport = 53,
+                                     .action = i % 2 == 0 ? FR_ACT_TO_TBL : FR_ACT_PROHIBIT,
+                                     .table = i % 2 == 0 ? DNS_TABLE : 0 };
+}
+
+static bool rule_same(const RtnlRule *a, const RtnlRule *b) {
+        return a->family == b->family && a->priority == b->priority && a->ip_proto == b->ip_proto &&
+               a->dport == b->dport && a->action == b->action && (a->action != FR_ACT_TO_TBL || a->table == b->table);
+}
+
+/* The kernel's own rules of a fresh namespace. */
+static bool rule_is_default(const RtnlRule *r) {
+        return r->action == FR_ACT_TO_TBL && !r->ip_proto && !r->dport &&
+               ((r->priority == 0 && r->table == RT_TABLE_LOCAL) ||
+                (r->priority == 32766 && r->table == RT_TABLE_MAIN) ||
+                (r->priority == 32767 && r->table == RT_TABLE_DEFAULT));
+}
+
+static int dns_routes(const NetPolicy *p, const Uplink *u, NetFamily f, RtnlRoute **ret, size_t *ret_n,
+                      const char **ret_why) {
+        RtnlRoute *out = calloc(p->n_resolvers + 1, sizeof(*out));
+        size_t n = 0;
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_resolvers; i++) {
+                if (net_family_of(p->resolvers[i].family) != f)
+                        continue;
+                if (!u->have[f]) {
+                        free(out);
+                        *ret_why = "a resolver's family has no uplink in the namespace";
+                        return -ENETUNREACH;
+                }
+                RtnlRoute *rt = &out[n++];
+                *rt = (RtnlRoute){ .type = RTN_UNICAST,
+                                   .protocol = RTPROT_STATIC,
+                                   .scope = RT_SCOPE_UNIVERSE,
+                                   .has_gateway = true,
+                                   .gateway = u->gateway[f],
+                                   .oif = u->oif[f],
+                                   .flags = RTNH_F_ONLINK,
+                                   .table = DNS_TABLE };
+                rt->dst.family = p->resolvers[i].family;
+                rt->dst.prefixlen = p->resolvers[i].family == AF_INET6 ? 128 : 32;
+                memcpy(rt->dst.addr, p->resolvers[i].addr, 16);
+        }
+        routes_sort(out, n);
+        *ret = out;
+        *ret_n = n;
+        return 0;
+}
+
+/* Port 53 may reach the resolvers only: their routes in DNS_TABLE, the
+ * rules, prohibit rules first so nothing is open while they go in. */
+static int apply_dns(Rtnl *nl, const NetPolicy *p, const Uplink *u, const char **ret_why) {
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
+                if (!p->enabled[f])
+                        continue;
+                int af = f == NET_IPV6 ? AF_INET6 : AF_INET;
+                RtnlRoute *want = NULL, *cur = NULL;
+                size_t n_want = 0, n_cur = 0;
+                int r = dns_routes(p, u, f, &want, &n_want, ret_why);
+                if (r < 0)
+                        return r;
+                r = rtnl_dump_table(nl, af, DNS_TABLE, &cur, &n_cur);
+                if (r < 0) {
+                        free(want);
+                        *ret_why = "cannot list the DNS table";
+                        return r;
+                }
+                routes_sort(cur, n_cur);
+                RtnlRule rules[4], *have = NULL;
+                size_t n_have = 0;
+                dns_rules(af, rules);
+                r = rtnl_dump_rules(nl, af, &have, &n_have);
+                for (int order = 0; r >= 0 && order < 2; order++)
+                        for (int i = 0; r >= 0 && i < 4; i++) {
+                                /* prohibit rules (odd) first, then lookups */
+                                if ((i % 2 == 1) != (order == 0))
+                                        continue;
+                                bool present = false;
+                                for (size_t k = 0; k < n_have; k++)
+                                        present |= rule_same(&rules[i], &have[k]);
+                                if (!present)
+                                        r = rtnl_rule_add(nl, &rules[i]);
+                        }
+                if (r < 0)
+                        *ret_why = "cannot add the DNS rules";
+                for (size_t i = 0; r >= 0 && i < n_cur; i++)
+                        if (!route_in(&cur[i], want, n_want))
+                                r = rtnl_route_del(nl, &cur[i]);
+                for (size_t i = 0; r >= 0 && i < n_want; i++)
+                        if (!route_in(&want[i], cur, n_cur))
+                                r = rtnl_route_add(nl, &want[i]);
+                if (r < 0 && !*ret_why)
+                        *ret_why = "cannot install the resolvers' routes";
+                free(want);
+                free(cur);
+                free(have);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static void attest_dns(Rtnl *nl, const NetPolicy *p, const Uplink *u, Attestation *a) {
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
+                if (!p->enabled[f])
+                        continue;
+                int af = f == NET_IPV6 ? AF_INET6 : AF_INET;
+                RtnlRoute *want = NULL, *cur = NULL;
+                RtnlRule rules[4], *have = NULL;
+                size_t n_want = 0, n_cur = 0, n_have = 0;
+                const char *why = NULL;
+                dns_rules(af, rules);
+                if (dns_routes(p, u, f, &want, &n_want, &why) < 0 ||
+                    rtnl_dump_table(nl, af, DNS_TABLE, &cur, &n_cur) < 0 ||
+                    rtnl_dump_rules(nl, af, &have, &n_have) < 0) {
+                        a->ok = false;
+                        a->why = why ?: "cannot read the DNS rules back";
+                } else {
+                        routes_sort(cur, n_cur);
+                        bool same = n_cur == n_want;
+                        for (size_t i = 0; same && i < n_want; i++)
+                                same = route_in(&want[i], cur, n_cur);
+                        if (!same) {
+                                a->ok = false;
+                                a->why = "the resolvers' routes differ from the policy";
+                        }
+                        for (int i = 0; i < 4; i++) {
+                                bool present = false;
+                                for (size_t k = 0; k < n_have; k++)
+                                        present |= rule_same(&rules[i], &have[k]);
+                                if (!present) {
+                                        a->ok = false;
+                                        a->why = "a DNS rule is missing";
+                                }
+                        }
+                        for (size_t k = 0; k < n_have; k++) {
+                                bool ours = false;
+                                for (int i = 0; i < 4; i++)
+                                        ours |= rule_same(&rules[i], &have[k]);
+                                if (!ours && !rule_is_default(&have[k])) {
+                                        a->ok = false;
+                                        a->why = "a routing rule the policy does not have is present";
+                                }
+                        }
+                        a->dns_rules += 4;
+                }
+                free(want);
+                free(cur);
+                free(have);
+        }
 }
 
 /* Read, install and attest the policy in fd. */
@@ -416,6 +582,8 @@ static int apply_policy_fd(Rtnl *nl, Uplink *u, int policy_fd, int ctl) {
                         r = apply_family(nl, f == NET_IPV6 ? AF_INET6 : AF_INET, want, n_want, &why);
                 free(want);
         }
+        if (r >= 0)
+                r = apply_dns(nl, &p, u, &why);
         if (r < 0) {
                 report_error(ctl, why ?: strerror(-r));
                 netpolicy_done(&p);
@@ -423,6 +591,7 @@ static int apply_policy_fd(Rtnl *nl, Uplink *u, int policy_fd, int ctl) {
         }
         Attestation a;
         attest(nl, &p, u, &a);
+        attest_dns(nl, &p, u, &a);
         netpolicy_done(&p);
         r = report_attestation(ctl, digest, &a);
         return a.ok ? r : -EPROTO;
@@ -875,6 +1044,21 @@ static int probe(int argc, char **argv) {
                                        r < 0 ? strerror(-r)
                                        : ok  ? "gateway route"
                                              : "no gateway route");
+                        } else if (strcmp(opt, "--dns-blocked") == 0) {
+                                /* A permitted address that is no resolver:
+                                 * port 53 must not route there. */
+                                RtnlRoute rt;
+                                int ru = have_nl ? rtnl_route_get_port(&nl, &a, IPPROTO_UDP, 53, &rt) : -EOPNOTSUPP;
+                                int rtcp = have_nl ? rtnl_route_get_port(&nl, &a, IPPROTO_TCP, 53, &rt) : -EOPNOTSUPP;
+                                bool ok = (ru == -EACCES || ru == -ENETUNREACH) &&
+                                          (rtcp == -EACCES || rtcp == -ENETUNREACH);
+                                all_ok &= ok;
+                                printf("{\"kind\":\"denied\",\"destination\":\"%s port 53\",\"unreachable\":%s,"
+                                       "\"detail\":\"%s\"}\n",
+                                       s, ok ? "true" : "false",
+                                       ok                     ? "DNS only to the resolvers"
+                                       : ru == 0 || rtcp == 0 ? "port 53 routes there"
+                                                              : strerror(-(ru ?: rtcp)));
                         } else if (strcmp(opt, "--dns") == 0) {
                                 StrBuf addrs = STRBUF_INIT;
                                 int rcode = -1;

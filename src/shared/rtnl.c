@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <arpa/inet.h>
+#include <linux/fib_rules.h>
 #include <linux/if_addr.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -71,7 +73,8 @@ static void route_msg(Msg *m, uint16_t type, uint16_t flags, uint32_t seq, const
         struct rtmsg *rm = NLMSG_DATA(&m->h);
         rm->rtm_family = (unsigned char) rt->dst.family;
         rm->rtm_dst_len = (unsigned char) rt->dst.prefixlen;
-        rm->rtm_table = RT_TABLE_MAIN;
+        uint32_t table = rt->table ?: RT_TABLE_MAIN;
+        rm->rtm_table = table < 256 ? (unsigned char) table : RT_TABLE_UNSPEC;
         rm->rtm_type = rt->type;
         rm->rtm_flags = rt->flags;
         if (type == RTM_NEWROUTE) {
@@ -89,6 +92,7 @@ static void route_msg(Msg *m, uint16_t type, uint16_t flags, uint32_t seq, const
                 uint32_t oif = (uint32_t) rt->oif;
                 msg_put(m, RTA_OIF, &oif, sizeof(oif));
         }
+        msg_put(m, RTA_TABLE, &table, sizeof(table));
 }
 
 /* Read replies until every seq in [first, first + n) is acknowledged. */
@@ -210,6 +214,12 @@ static void parse_route(const struct nlmsghdr *h, RtnlRoute *rt, uint32_t *ret_t
 }
 
 int rtnl_dump_routes(Rtnl *r, int family, RtnlRoute **ret, size_t *ret_n) {
+        return rtnl_dump_table(r, family, RT_TABLE_MAIN, ret, ret_n);
+}
+
+int rtnl_dump_table(Rtnl *r, int family, uint32_t want_table, RtnlRoute **ret, size_t *ret_n) {
+        if (want_table == 0)
+                want_table = RT_TABLE_MAIN;
         Msg m = {};
         m.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
         m.h.nlmsg_type = RTM_GETROUTE;
@@ -250,8 +260,9 @@ int rtnl_dump_routes(Rtnl *r, int family, RtnlRoute **ret, size_t *ret_n) {
                         RtnlRoute rt;
                         uint32_t table;
                         parse_route(h, &rt, &table);
-                        if (table != RT_TABLE_MAIN || rt.dst.family != family)
+                        if (table != want_table || rt.dst.family != family)
                                 continue;
+                        rt.table = table == RT_TABLE_MAIN ? 0 : table;
                         if (n >= cap) {
                                 if (cap >= ROUTES_MAX)
                                         return -E2BIG;
@@ -288,6 +299,10 @@ int rtnl_addr_add(Rtnl *r, int ifindex, const Cidr *addr, bool noprefixroute) {
 }
 
 int rtnl_route_get(Rtnl *r, const NetAddr *dst, RtnlRoute *ret) {
+        return rtnl_route_get_port(r, dst, 0, 0, ret);
+}
+
+int rtnl_route_get_port(Rtnl *r, const NetAddr *dst, uint8_t ip_proto, uint16_t dport, RtnlRoute *ret) {
         Msg m = {};
         m.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
         m.h.nlmsg_type = RTM_GETROUTE;
@@ -297,6 +312,11 @@ int rtnl_route_get(Rtnl *r, const NetAddr *dst, RtnlRoute *ret) {
         rm->rtm_family = (unsigned char) dst->family;
         rm->rtm_dst_len = (unsigned char) (family_len(dst->family) * 8);
         msg_put(&m, RTA_DST, dst->addr, (size_t) family_len(dst->family));
+        if (ip_proto) {
+                uint16_t be = htons(dport);
+                msg_put(&m, RTA_IP_PROTO, &ip_proto, sizeof(ip_proto));
+                msg_put(&m, RTA_DPORT, &be, sizeof(be));
+        }
         int k = send_all(r, m.buf, m.h.nlmsg_len);
         if (k < 0)
                 return k;
@@ -322,6 +342,118 @@ int rtnl_route_get(Rtnl *r, const NetAddr *dst, RtnlRoute *ret) {
                                 parse_route(h, ret, &table);
                                 return 0;
                         }
+                }
+        }
+}
+
+/* ---- rules ---- */
+
+static void rule_msg(Msg *m, uint16_t type, uint16_t flags, uint32_t seq, const RtnlRule *rule) {
+        memset(m, 0, sizeof(*m));
+        m->h.nlmsg_len = NLMSG_LENGTH(sizeof(struct fib_rule_hdr));
+        m->h.nlmsg_type = type;
+        m->h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+        m->h.nlmsg_seq = seq;
+        struct fib_rule_hdr *h = NLMSG_DATA(&m->h);
+        h->family = (unsigned char) rule->family;
+        h->action = rule->action;
+        h->table = rule->action == FR_ACT_TO_TBL && rule->table < 256 ? (unsigned char) rule->table : 0;
+        uint32_t prio = rule->priority;
+        msg_put(m, FRA_PRIORITY, &prio, sizeof(prio));
+        if (rule->action == FR_ACT_TO_TBL) {
+                uint32_t table = rule->table;
+                msg_put(m, FRA_TABLE, &table, sizeof(table));
+        }
+        if (rule->ip_proto)
+                msg_put(m, FRA_IP_PROTO, &rule->ip_proto, sizeof(rule->ip_proto));
+        if (rule->dport) {
+                struct fib_rule_port_range pr = { rule->dport, rule->dport };
+                msg_put(m, FRA_DPORT_RANGE, &pr, sizeof(pr));
+        }
+}
+
+static int rule_op(Rtnl *r, uint16_t type, uint16_t flags, const RtnlRule *rule) {
+        Msg m;
+        rule_msg(&m, type, flags, r->seq++, rule);
+        int k = send_all(r, m.buf, m.h.nlmsg_len);
+        if (k < 0)
+                return k;
+        return read_acks(r, m.h.nlmsg_seq, 1, NULL);
+}
+
+int rtnl_rule_add(Rtnl *r, const RtnlRule *rule) {
+        return rule_op(r, RTM_NEWRULE, NLM_F_CREATE | NLM_F_EXCL, rule);
+}
+
+int rtnl_rule_del(Rtnl *r, const RtnlRule *rule) {
+        return rule_op(r, RTM_DELRULE, 0, rule);
+}
+
+int rtnl_dump_rules(Rtnl *r, int family, RtnlRule **ret, size_t *ret_n) {
+        Msg m = {};
+        m.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct fib_rule_hdr));
+        m.h.nlmsg_type = RTM_GETRULE;
+        m.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+        m.h.nlmsg_seq = r->seq++;
+        struct fib_rule_hdr *fh = NLMSG_DATA(&m.h);
+        fh->family = (unsigned char) family;
+        int k = send_all(r, m.buf, m.h.nlmsg_len);
+        if (k < 0)
+                return k;
+        _cleanup_free_ char *buf = malloc(BUF_SIZE);
+        _cleanup_free_ RtnlRule *out = NULL;
+        size_t n = 0, cap = 0;
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t len = recv(r->fd, buf, BUF_SIZE, 0);
+                if (len < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                for (struct nlmsghdr *h = (struct nlmsghdr *) buf; NLMSG_OK(h, (size_t) len); h = NLMSG_NEXT(h, len)) {
+                        if (h->nlmsg_seq != m.h.nlmsg_seq)
+                                continue;
+                        if (h->nlmsg_type == NLMSG_DONE) {
+                                *ret = TAKE_PTR(out);
+                                *ret_n = n;
+                                return 0;
+                        }
+                        if (h->nlmsg_type == NLMSG_ERROR) {
+                                const struct nlmsgerr *e = NLMSG_DATA(h);
+                                return e->error < 0 ? e->error : -EIO;
+                        }
+                        if (h->nlmsg_type != RTM_NEWRULE)
+                                continue;
+                        const struct fib_rule_hdr *rh = NLMSG_DATA(h);
+                        RtnlRule rule = { .family = rh->family, .action = rh->action, .table = rh->table };
+                        int alen = (int) (h->nlmsg_len - NLMSG_LENGTH(sizeof(*rh)));
+                        for (const struct rtattr *a =
+                                     (const struct rtattr *) ((const char *) rh + NLMSG_ALIGN(sizeof(*rh)));
+                             RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+                                if (a->rta_type == FRA_PRIORITY && RTA_PAYLOAD(a) == 4)
+                                        rule.priority = *(const uint32_t *) RTA_DATA(a);
+                                else if (a->rta_type == FRA_TABLE && RTA_PAYLOAD(a) == 4)
+                                        rule.table = *(const uint32_t *) RTA_DATA(a);
+                                else if (a->rta_type == FRA_IP_PROTO && RTA_PAYLOAD(a) == 1)
+                                        rule.ip_proto = *(const uint8_t *) RTA_DATA(a);
+                                else if (a->rta_type == FRA_DPORT_RANGE &&
+                                         RTA_PAYLOAD(a) == sizeof(struct fib_rule_port_range)) {
+                                        const struct fib_rule_port_range *pr = RTA_DATA(a);
+                                        rule.dport = pr->start == pr->end ? pr->start : 0;
+                                }
+                        }
+                        if (rule.family != family)
+                                continue;
+                        if (n >= cap) {
+                                cap = cap ? cap * 2 : 16;
+                                RtnlRule *nn = realloc(out, cap * sizeof(*nn));
+                                if (!nn)
+                                        return -ENOMEM;
+                                out = nn;
+                        }
+                        out[n++] = rule;
                 }
         }
 }

@@ -24,7 +24,18 @@ typedef struct RtnlRoute {
         NetAddr gateway;
         int oif; /* 0 when none */
         unsigned flags; /* RTNH_F_ONLINK ... */
+        uint32_t table; /* 0: the main table */
 } RtnlRoute;
+
+/* A policy-routing rule that matches one protocol and destination port. */
+typedef struct RtnlRule {
+        int family;
+        uint32_t priority;
+        uint8_t ip_proto; /* IPPROTO_UDP, IPPROTO_TCP; 0: any */
+        uint16_t dport; /* 0: any */
+        uint8_t action; /* FR_ACT_TO_TBL, FR_ACT_PROHIBIT */
+        uint32_t table; /* FR_ACT_TO_TBL */
+} RtnlRule;
 
 typedef struct Rtnl {
         int fd;
@@ -36,6 +47,13 @@ void rtnl_close(Rtnl *r);
 
 /* All routes of one family (AF_INET or AF_INET6) in the main table. */
 int rtnl_dump_routes(Rtnl *r, int family, RtnlRoute **ret, size_t *ret_n);
+/* The same for another table (0: main). */
+int rtnl_dump_table(Rtnl *r, int family, uint32_t table, RtnlRoute **ret, size_t *ret_n);
+
+/* Rules: all of one family; add and delete one. */
+int rtnl_dump_rules(Rtnl *r, int family, RtnlRule **ret, size_t *ret_n);
+int rtnl_rule_add(Rtnl *r, const RtnlRule *rule);
+int rtnl_rule_del(Rtnl *r, const RtnlRule *rule);
 
 /* Add (NLM_F_CREATE|NLM_F_EXCL) or delete one route. */
 int rtnl_route_add(Rtnl *r, const RtnlRoute *rt);
@@ -54,3 +72,6 @@ int rtnl_addr_add(Rtnl *r, int ifindex, const Cidr *addr, bool noprefixroute);
  * *ret filled, or the kernel's error (-ENETUNREACH, -EACCES for prohibit,
  * -EHOSTUNREACH ...). */
 int rtnl_route_get(Rtnl *r, const NetAddr *dst, RtnlRoute *ret);
+/* The same for a flow with a protocol and destination port (the rules that
+ * match ports apply). */
+int rtnl_route_get_port(Rtnl *r, const NetAddr *dst, uint8_t ip_proto, uint16_t dport, RtnlRoute *ret);

@@ -134,6 +134,16 @@ def test_installs_exactly_the_policy_and_attests(net):
         assert "via 198.18.0.1" in r.stdout
         r = sh("ip", "-n", net.sbx, "-6", "route", "get", "fd00:ec2::254", check=False)
         assert r.returncode != 0
+        # Port 53 goes nowhere but to the resolvers (none here): rules that
+        # match the port, a table without routes, then prohibit.
+        rules = json.loads(sh("ip", "-n", net.sbx, "-j", "rule").stdout)
+        ours = [(x["priority"], x.get("ipproto"), x.get("dport"), x.get("table", x.get("action"))) for x in rules
+                if x["priority"] in (100, 101, 102, 103)]
+        assert ours == [(100, "udp", 53, "53"), (101, "udp", 53, "prohibit"), (102, "tcp", 53, "53"),
+                        (103, "tcp", 53, "prohibit")], rules
+        r = sh("ip", "-n", net.sbx, "route", "get", "10.0.2.3", "ipproto", "udp", "dport", "53", check=False)
+        assert r.returncode != 0 and "Permission denied" in r.stderr
+        assert a["dns_rules"] == 8
     finally:
         d.stop()
 
@@ -213,9 +223,35 @@ def test_ipv6_disabled_is_checked(net):
         d.stop()
 
 
+def test_dns_only_to_the_resolvers(net):
+    canon, _ = compile_policy(["ipv6 disabled", "allow 198.18.0.0/24", "resolver 198.18.0.1"])
+    sh("ip", "netns", "exec", net.sbx, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+    d = Netd(net, sealed(canon))
+    try:
+        a = d.recv()
+        assert a["observation"]["routes_attested"] is True and a["dns_rules"] == 4, a
+        t = sh("ip", "-n", net.sbx, "-j", "route", "show", "table", "53").stdout
+        assert [(x["dst"], x["gateway"]) for x in json.loads(t)] == [("198.18.0.1", "198.18.0.1")]
+        for proto in ("udp", "tcp"):
+            ok = sh("ip", "-n", net.sbx, "route", "get", "198.18.0.1", "ipproto", proto, "dport", "53")
+            assert "table 53" in ok.stdout, ok.stdout
+            r = sh("ip", "-n", net.sbx, "route", "get", "198.18.0.9", "ipproto", proto, "dport", "53", check=False)
+            assert r.returncode != 0 and "Permission denied" in r.stderr
+            # Other ports of a permitted address are unaffected.
+            r = sh("ip", "-n", net.sbx, "route", "get", "198.18.0.9", "ipproto", proto, "dport", "443")
+            assert "via 198.18.0.1" in r.stdout
+        r = net.run_in(net.sbx, NETD, "probe", "--dns-blocked", "198.18.0.9", "--dns-blocked", "198.18.0.1")
+        obs = [json.loads(l) for l in r.stdout.splitlines()]
+        assert [o["unreachable"] for o in obs] == [True, False], obs
+        assert r.returncode == 1
+    finally:
+        d.stop()
+
+
 def test_probe_against_a_test_host(net):
     canon, _ = compile_policy(["ipv6 enabled", "allow 198.18.0.1/32", "allow 2001:db8:5::1/128",
-                               "allow 198.51.100.0/24", "deny 198.51.100.128/25"])
+                               "allow 198.51.100.0/24", "deny 198.51.100.128/25", "resolver 198.18.0.1",
+                               "resolver 2001:db8:5::1"])
     log = os.path.join("/tmp", net.tag + ".log")
     net.host(net.gw, "198.18.0.1", 8080, dns=True, log=log)
     net.host(net.gw, "2001:db8:5::1", 8080, dns=True, log=log)

@@ -135,6 +135,7 @@ cat /etc/resolv.conf
 nslookup probe.test; echo "dns=$?"
 nslookup probe.test {ROOT4}; echo "dns_other=$?"
 nslookup probe.test {META}; echo "dns_meta=$?"
+nslookup probe.test {HOST6}; echo "dns_permitted_not_resolver=$?"
 """
         r = sandbox_sh(dom, script)
         out = r.stdout
@@ -142,7 +143,8 @@ nslookup probe.test {META}; echo "dns_meta=$?"
         assert out.count("hello from the test host") == 2, out
         for ok in ("v4=0", "v6=0", "dns=0"):
             assert ok in out, out
-        for denied in ("root=", "meta=", "loopback=", "hostgw=", "v6denied=", "dns_other=", "dns_meta="):
+        for denied in ("root=", "meta=", "loopback=", "hostgw=", "v6denied=", "dns_other=", "dns_meta=",
+                       "dns_permitted_not_resolver="):
             line = next(l for l in out.splitlines() if l.startswith(denied))
             assert line != denied + "0", out
         assert "Network is unreachable" in r.stderr or "unreachable" in out + r.stderr
