@@ -454,7 +454,7 @@ static void session_finish(Session *s) {
         memcpy(m.session_id, s->id, 37);
         if (co->runtime_lost) {
                 m.outcome = CTL_EXIT_RUNTIME_LOST;
-                m.message = (char *) "the sandbox stopped unexpectedly";
+                m.message = (char *) (co->stop_reason ?: "the sandbox stopped unexpectedly");
         } else if (co->stopping && co->stop_reason) {
                 m.outcome = CTL_EXIT_TERMINATED;
                 m.exit_signal = SIGTERM;
@@ -897,6 +897,9 @@ static bool update_network(Coordinator *co, Conn *c, const char *canonical) {
         co->spec.netpolicy_digest = digest_copy;
         netpolicy_done(&co->net);
         co->net = np;
+        /* The evidence names the configuration it was made for. */
+        if (r >= 0)
+                r = launch_spec_fingerprint(&co->spec);
         if (r >= 0)
                 r = prove_network(co, &err);
         if (r < 0) {
@@ -1417,7 +1420,10 @@ static void serve(Coordinator *co) {
                                  * stop rather than run unguarded. */
                                 co->sidecar_fd = close_watched(co, co->sidecar_fd);
                                 if (!co->stopping) {
+                                        /* Like a lost runtime: the sessions end
+                                         * with Lazaret's failure status. */
                                         log_error("the network sidecar stopped unexpectedly");
+                                        co->runtime_lost = true;
                                         begin_stop(co, "the network sidecar stopped unexpectedly");
                                 }
                                 break;

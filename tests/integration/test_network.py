@@ -320,6 +320,27 @@ def test_policy_update_without_restart(netdom, hosts):
         root.close()
 
 
+def test_sidecar_killed_stops_the_sandbox(netdom, lz):
+    """Without netd nobody holds the policy: the sandbox stops, the session
+    ends with Lazaret's failure status, and nothing is left."""
+    dom = netdom()
+    p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    try:
+        wait_sessions(dom, 1)
+        net = next(n for n in dom.container_names() if n.startswith("lazaret-net-"))
+        podman(lz.user, "kill", net)
+        p.wait(timeout=60)
+        err = p.stderr.read().decode()
+        assert p.returncode == 125, err
+        assert "the network sidecar stopped unexpectedly" in err
+    finally:
+        if p.poll() is None:
+            kill_cli(p)
+            p.wait()
+    dom.assert_clean()
+    assert "the network sidecar stopped unexpectedly" in dom.log()
+
+
 def test_coordinator_killed_sidecar_recovered(netdom):
     dom = netdom()
     p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
