@@ -1063,15 +1063,17 @@ static int probe(int argc, char **argv) {
                                 StrBuf addrs = STRBUF_INIT;
                                 int rcode = -1;
                                 int r = probe_dns(&a, dns_name, timeout_ms, &addrs, &rcode);
-                                bool ok = r == 0 && (rcode == 0 || rcode == 3);
+                                /* Any answer proves the resolver is
+                                 * reachable through the policy; what its
+                                 * upstream says (NXDOMAIN, SERVFAIL on a
+                                 * closed network) is recorded, not judged. */
+                                bool ok = r == 0;
                                 all_ok &= ok;
                                 printf("{\"kind\":\"dns\",\"resolver\":\"%s\",\"query_name\":\"%s\","
                                        "\"answered\":%s,\"rcode\":%d,\"resolved_addresses\":%s,\"detail\":\"%s\"}\n",
                                        s, dns_name, ok ? "true" : "false", rcode,
                                        r == 0 && !addrs.oom ? strbuf_str(&addrs) : "[]",
-                                       r < 0 ? strerror(-r)
-                                       : ok  ? "answered"
-                                             : "refused or failed");
+                                       r < 0 ? strerror(-r) : "answered");
                                 strbuf_done(&addrs);
                         } else
                                 die_usage("probe: unknown option");

@@ -274,6 +274,11 @@ def test_probe_against_a_test_host(net):
         assert dns["198.18.0.1"]["resolved_addresses"] == ["192.0.2.80"]
         assert dns["2001:db8:5::1"]["resolved_addresses"] == ["2001:db8::80"]
 
+        # A resolver that answers "refused" is still reachable: answered.
+        r = net.run_in(net.sbx, NETD, "probe", "--dns", "198.18.0.1", "--dns-name", "refused.test")
+        o = json.loads(r.stdout)
+        assert r.returncode == 0 and o["answered"] is True and o["rcode"] == 5, r.stdout
+
         # A permitted destination that does not answer, and a "denied" one
         # that has a route: both fail the probe, and the latter is found by
         # route lookup without a packet sent (the test host logs none).

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """A test host's services, run inside a network namespace a test made:
 a TCP listener that accepts and closes, and a DNS responder that answers
-every A query with ANSWER_A and every AAAA query with ANSWER_AAAA.
+every A query with ANSWER_A and every AAAA query with ANSWER_AAAA (and
+REFUSED for names starting with "refused").
 
 usage: testhost.py ADDR TCP_PORT [--dns] [--log FILE]
 Prints "ready" on stdout once listening."""
@@ -25,6 +26,8 @@ def dns_answer(q):
     off += 1
     qtype = int.from_bytes(q[off:off + 2], "big")
     question = q[12:off + 4]
+    if q[13:20] == b"refused":  # a resolver whose upstream said no
+        return q[0:2] + b"\x81\x85" + b"\x00\x01" + b"\x00\x00\x00\x00\x00\x00" + question
     header = q[0:2] + b"\x81\x80" + b"\x00\x01"
     if qtype == 1:
         rdata = ipaddress.IPv4Address(ANSWER_A).packed
