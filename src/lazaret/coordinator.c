@@ -859,6 +859,27 @@ static bool update_network(Coordinator *co, Conn *c, const char *canonical) {
                 return false;
         }
         const char *refuse = NULL;
+        if (!co->sidecar.name && netpolicy_permits_nothing(&np)) {
+                /* Loopback only before and after: nothing to apply. */
+                char digest[65];
+                sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, canonical, strlen(canonical), digest);
+                char *c2 = strdup(canonical), *d2 = strdup(digest);
+                if (!c2 || !d2) {
+                        free(c2);
+                        free(d2);
+                        netpolicy_done(&np);
+                        conn_send_error(c, "out of memory");
+                        return false;
+                }
+                free(co->spec.netpolicy);
+                free(co->spec.netpolicy_digest);
+                co->spec.netpolicy = c2;
+                co->spec.netpolicy_digest = d2;
+                netpolicy_done(&co->net);
+                co->net = np;
+                (void) launch_spec_fingerprint(&co->spec);
+                return true;
+        }
         if (!co->sidecar.name)
                 refuse = "the sandbox runs without a network sidecar (its policy permits nothing)";
         else if (co->spec.runsc_network != RUNSC_NETWORK_HOST)

@@ -405,3 +405,25 @@ runsc_network = "host"
             break
         time.sleep(0.2)
     assert left == []
+
+
+def test_loopback_only_sandbox_and_policy_changes(netdom):
+    """A sandbox without a sidecar takes another policy that permits nothing
+    as it is, and refuses one that would need a sidecar, saying why."""
+    nothing = 'default_allow = []\ndefault_deny = ["10.0.0.0/8"]\n'
+    dom = netdom(nothing)
+    holder = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    try:
+        wait_sessions(dom, 1)
+        cfg = open(dom.cfg).read()
+        dom.lz.write("cfg.toml", cfg.replace(nothing, 'default_allow = []\ndefault_deny = ["0.0.0.0/0"]\n'))
+        r = sandbox_sh(dom, "echo joined")
+        assert r.returncode == 0 and r.stdout == "joined\n", r.stderr
+        dom.lz.write("cfg.toml", cfg.replace(nothing, POLICY))
+        r = sandbox_sh(dom, "echo should-not-run")
+        assert r.returncode == 125 and "should-not-run" not in r.stdout
+        assert "runs without a network sidecar" in r.stderr and "lazaret stop" in r.stderr, r.stderr
+        assert holder.poll() is None
+    finally:
+        kill_cli(holder)
+        holder.wait()
