@@ -40,10 +40,6 @@ def rand_net(rng, v6):
         (int(base) >> (bits - plen) << (bits - plen), plen))
 
 
-def v4net(net):
-    return net if net.version == 4 else None
-
-
 def key(net):
     return (net.version, int(net.network_address), net.prefixlen)
 
