@@ -160,6 +160,35 @@ struct Coordinator {
         bool runtime_lost;
 };
 
+/* ---- the store, with ownership ------------------------------------------ */
+
+/* The store copies the JSON it is given; these wrappers take ownership of
+ * it, so the objects the coordinator builds for each call with json_pack()
+ * are freed (they leaked before). */
+static int own_set_state(Store *st, uint64_t id, ParticipantState state, json_t *own) {
+        int r = store_participant_set_state(st, id, state, own);
+        json_decref(own);
+        return r;
+}
+
+static int own_gen_update(Store *st, uint64_t generation, json_t *fields) {
+        int r = store_generation_update(st, generation, fields);
+        json_decref(fields);
+        return r;
+}
+
+static int own_part_add(Store *st, uint64_t generation, ParticipantRole role, json_t *own, uint64_t *ret) {
+        int r = store_participant_add(st, generation, role, own, ret);
+        json_decref(own);
+        return r;
+}
+
+static int own_gen_begin(Store *st, json_t *info, uint64_t *ret) {
+        int r = store_generation_begin(st, info, ret);
+        json_decref(info);
+        return r;
+}
+
 /* ---- small helpers ------------------------------------------------------ */
 
 static int epoll_add(Coordinator *co, int fd, uint32_t events, Watch *w) {
@@ -1246,8 +1275,8 @@ static int recover(Coordinator *co) {
                         if (path)
                                 (void) unlink(path);
                 }
-                (void) store_participant_set_state(co->store, id, PARTICIPANT_RELEASE_INTENT, NULL);
-                r = store_participant_set_state(co->store, id, PARTICIPANT_CLEAN, NULL);
+                (void) own_set_state(co->store, id, PARTICIPANT_RELEASE_INTENT, NULL);
+                r = own_set_state(co->store, id, PARTICIPANT_CLEAN, NULL);
                 if (r < 0)
                         log_warning("store: participant %" PRIu64 " -> Clean: %s", id, strerror(-r));
         }
@@ -1276,8 +1305,8 @@ static int recover(Coordinator *co) {
                 if (store_generation_get(co->store, last, &g) >= 0) {
                         const char *d = json_string_value(json_object_get(g, "durable_decision"));
                         if (!d || !streq(d, "TornDown"))
-                                (void) store_generation_update(co->store, last,
-                                                               json_pack("{s:s}", "durable_decision", "Abandoned"));
+                                (void) own_gen_update(co->store, last,
+                                                      json_pack("{s:s}", "durable_decision", "Abandoned"));
                         json_decref(g);
                 }
         }
@@ -1333,22 +1362,21 @@ static void teardown(Coordinator *co) {
                 (void) unlink(co->spec.socket_path);
         }
         if (co->p_publication) {
-                (void) store_participant_set_state(co->store, co->p_publication, PARTICIPANT_RELEASE_INTENT, NULL);
-                (void) store_participant_set_state(co->store, co->p_publication, PARTICIPANT_CLEAN, NULL);
+                (void) own_set_state(co->store, co->p_publication, PARTICIPANT_RELEASE_INTENT, NULL);
+                (void) own_set_state(co->store, co->p_publication, PARTICIPANT_CLEAN, NULL);
         }
         if (co->p_sandbox) {
                 _cleanup_free_ char *err = NULL;
-                (void) store_participant_set_state(co->store, co->p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
+                (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
                 if (sandbox_remove(&co->spec, co->container_name, &err) < 0)
                         log_error("cannot remove the sandbox %s: %s", co->container_name, err ? err : "?");
                 else
-                        (void) store_participant_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
+                        (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
         }
         stop_network(co);
         stop_router(co);
         if (co->generation)
-                (void) store_generation_update(co->store, co->generation,
-                                               json_pack("{s:s}", "durable_decision", "TornDown"));
+                (void) own_gen_update(co->store, co->generation, json_pack("{s:s}", "durable_decision", "TornDown"));
         log_info("torn down");
 }
 
@@ -1520,7 +1548,7 @@ static int start_router(Coordinator *co, const char *worktree_path, char **ret_e
                             *iso = path_join(co->spec.domain_dir, "git-isolated");
         if (!mnt || !iso)
                 return -ENOMEM;
-        int r = store_participant_add(
+        int r = own_part_add(
                 co->store, co->generation, ROLE_GIT_ROUTING,
                 json_pack("{s:s, s:s, s:s}", "mountpoint", mnt, "host_root", co->spec.git_dir, "isolated_root", iso),
                 &co->p_router);
@@ -1528,15 +1556,14 @@ static int start_router(Coordinator *co, const char *worktree_path, char **ret_e
                 return r;
         r = router_start(&co->spec, wt ? wt + 1 : NULL, &co->router, ret_error);
         if (r < 0) {
-                (void) store_participant_set_state(co->store, co->p_router, PARTICIPANT_RELEASE_INTENT, NULL);
-                (void) store_participant_set_state(co->store, co->p_router, PARTICIPANT_CLEAN, NULL);
+                (void) own_set_state(co->store, co->p_router, PARTICIPANT_RELEASE_INTENT, NULL);
+                (void) own_set_state(co->store, co->p_router, PARTICIPANT_CLEAN, NULL);
                 co->p_router = 0;
                 return r;
         }
-        (void) store_participant_set_state(co->store, co->p_router, PARTICIPANT_COMMITTED,
-                                           json_pack("{s:o, s:{s:i}}", "daemon",
-                                                     process_identity_to_json(&co->router.ident), "mount", "mount_id",
-                                                     co->router.mount_id));
+        (void) own_set_state(co->store, co->p_router, PARTICIPANT_COMMITTED,
+                             json_pack("{s:o, s:{s:i}}", "daemon", process_identity_to_json(&co->router.ident), "mount",
+                                       "mount_id", co->router.mount_id));
         log_info("git router %d serving %s on %s", (int) co->router.pid, co->spec.git_dir, co->router.mountpoint);
         return 0;
 }
@@ -1544,9 +1571,9 @@ static int start_router(Coordinator *co, const char *worktree_path, char **ret_e
 static void stop_router(Coordinator *co) {
         if (!co->p_router)
                 return;
-        (void) store_participant_set_state(co->store, co->p_router, PARTICIPANT_RELEASE_INTENT, NULL);
+        (void) own_set_state(co->store, co->p_router, PARTICIPANT_RELEASE_INTENT, NULL);
         router_stop(&co->spec, &co->router);
-        (void) store_participant_set_state(co->store, co->p_router, PARTICIPANT_CLEAN, NULL);
+        (void) own_set_state(co->store, co->p_router, PARTICIPANT_CLEAN, NULL);
         co->p_router = 0;
         router_run_done(&co->router);
 }
@@ -1563,15 +1590,14 @@ static int start_network(Coordinator *co, char **ret_error) {
         }
         if (!co->spec.sidecar_image) {
                 log_info("the policy permits no destination: loopback only, no sidecar");
-                (void) store_generation_update(co->store, co->generation,
-                                               json_pack("{s:s}", "network", "LoopbackOnly"));
+                (void) own_gen_update(co->store, co->generation, json_pack("{s:s}", "network", "LoopbackOnly"));
                 return 0;
         }
         _cleanup_free_ char *name = NULL;
         r = sidecar_name(&co->spec, &name);
         if (r < 0)
                 return r;
-        r = store_participant_add(
+        r = own_part_add(
                 co->store, co->generation, ROLE_NETWORK,
                 json_pack("{s:s, s:s}", "container_name", name, "derived_policy_digest", co->spec.netpolicy_digest),
                 &co->p_network);
@@ -1580,19 +1606,18 @@ static int start_network(Coordinator *co, char **ret_error) {
         log_debug("starting the network sidecar (+%" PRIu64 " ms)", (now_usec() - co->started_usec) / 1000);
         r = sidecar_start(&co->spec, &co->sidecar, ret_error);
         if (r < 0) {
-                (void) store_participant_set_state(co->store, co->p_network, PARTICIPANT_RELEASE_INTENT, NULL);
-                (void) store_participant_set_state(co->store, co->p_network, PARTICIPANT_CLEAN, NULL);
+                (void) own_set_state(co->store, co->p_network, PARTICIPANT_RELEASE_INTENT, NULL);
+                (void) own_set_state(co->store, co->p_network, PARTICIPANT_CLEAN, NULL);
                 co->p_network = 0;
                 return r;
         }
         ProcessIdentity conmon = {};
         (void) process_identity_of(co->sidecar.conmon_pid, &conmon);
-        (void) store_participant_set_state(co->store, co->p_network, PARTICIPANT_PREPARED,
-                                           json_pack("{s:s, s:O?, s:o}", "container_id", co->sidecar.id, "namespace",
-                                                     json_object_get(co->sidecar.attestation, "enforcement_namespace"),
-                                                     "runtime_supervisor", process_identity_to_json(&conmon)));
-        (void) store_generation_update(co->store, co->generation,
-                                       json_pack("{s:s}", "network_sidecar_id", co->sidecar.id));
+        (void) own_set_state(co->store, co->p_network, PARTICIPANT_PREPARED,
+                             json_pack("{s:s, s:O?, s:o}", "container_id", co->sidecar.id, "namespace",
+                                       json_object_get(co->sidecar.attestation, "enforcement_namespace"),
+                                       "runtime_supervisor", process_identity_to_json(&conmon)));
+        (void) own_gen_update(co->store, co->generation, json_pack("{s:s}", "network_sidecar_id", co->sidecar.id));
         co->sidecar_fd = (int) syscall(SYS_pidfd_open, co->sidecar.conmon_pid, 0);
         log_info("network sidecar %s attested policy %.12s (+%" PRIu64 " ms)", co->sidecar.name,
                  co->spec.netpolicy_digest, (now_usec() - co->started_usec) / 1000);
@@ -1661,14 +1686,14 @@ static void stop_network(Coordinator *co) {
         if (!co->p_network)
                 return;
         _cleanup_free_ char *err = NULL;
-        (void) store_participant_set_state(co->store, co->p_network, PARTICIPANT_RELEASE_INTENT, NULL);
+        (void) own_set_state(co->store, co->p_network, PARTICIPANT_RELEASE_INTENT, NULL);
         if (co->sidecar_fd >= 0)
                 co->sidecar_fd = close_watched(co, co->sidecar_fd);
         _cleanup_free_ char *name = NULL;
         if (sidecar_name(&co->spec, &name) >= 0 && sidecar_remove(&co->spec, name, &err) < 0)
                 log_error("cannot remove the network sidecar %s: %s", name, err ? err : "?");
         else
-                (void) store_participant_set_state(co->store, co->p_network, PARTICIPANT_CLEAN, NULL);
+                (void) own_set_state(co->store, co->p_network, PARTICIPANT_CLEAN, NULL);
         co->p_network = 0;
         sidecar_done(&co->sidecar);
 }
@@ -1676,13 +1701,36 @@ static void stop_network(Coordinator *co) {
 /* The start failed after the generation was recorded: release what was
  * made, mark the Sandbox participant Clean and the generation Failed. The
  * caller has already told the leader why. Returns the exit status. */
+/* Everything the coordinator holds, freed or closed; safe to call twice and
+ * on a partly made coordinator (every early return calls it, so the ASan
+ * build's leak check sees a clean exit). */
+static void release(Coordinator *co) {
+        co->worker = store_worker_free(co->worker);
+        while (co->conns)
+                conn_free(co, co->conns);
+        while (co->sessions)
+                session_free(co, co->sessions);
+        co->runtime_fd = safe_close(co->runtime_fd);
+        co->sidecar_fd = safe_close(co->sidecar_fd);
+        co->signal_fd = safe_close(co->signal_fd);
+        co->epfd = safe_close(co->epfd);
+        co->store = store_close(co->store);
+        netpolicy_done(&co->net);
+        sandbox_info_done(&co->sandbox);
+        sidecar_done(&co->sidecar);
+        router_run_done(&co->router);
+        launch_spec_done(&co->spec);
+        co->container_name = mfree(co->container_name);
+        co->terminfo_dir = mfree(co->terminfo_dir);
+}
+
 static int start_failed(Coordinator *co) {
         stop_network(co);
         stop_router(co);
-        (void) store_participant_set_state(co->store, co->p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
-        (void) store_participant_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
-        (void) store_generation_update(co->store, co->generation, json_pack("{s:s}", "durable_decision", "Failed"));
-        store_close(co->store);
+        (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
+        (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
+        (void) own_gen_update(co->store, co->generation, json_pack("{s:s}", "durable_decision", "Failed"));
+        release(co);
         return 1;
 }
 
@@ -1724,6 +1772,7 @@ int coordinator_main(void) {
         r = read_spec(&co.spec);
         if (r < 0) {
                 status_report(&co, "error: the coordinator got no valid launch description (%s)", strerror(-r));
+                release(&co);
                 return 1;
         }
         r = sandbox_name(&co.spec, &co.container_name);
@@ -1734,6 +1783,7 @@ int coordinator_main(void) {
         if (r < 0) {
                 status_report(&co, "error: cannot prepare the domain directory %s: %s", co.spec.domain_dir,
                               strerror(-r));
+                release(&co);
                 return 1;
         }
         log_info("coordinator %s starting for %s (%s)", co.coordinator_id, co.spec.profile, co.spec.workspace);
@@ -1745,28 +1795,29 @@ int coordinator_main(void) {
         if (r < 0) {
                 status_report(&co, "error: cannot open the domain store in %s: %s%s", co.spec.domain_dir, strerror(-r),
                               r == -EBUSY ? " (another coordinator of this domain is still shutting down)" : "");
+                release(&co);
                 return 1;
         }
         r = recover(&co);
         if (r < 0) {
                 status_report(&co, "error: cannot clean up after an earlier coordinator: %s", strerror(-r));
-                store_close(co.store);
+                release(&co);
                 return 1;
         }
 
-        r = store_generation_begin(co.store,
-                                   json_pack("{s:s, s:s, s:n, s:n, s:s}", "configuration_fingerprint",
-                                             co.spec.fingerprint, "coordinator_id", co.coordinator_id,
-                                             "network_sidecar_id", "sandbox_id", "durable_decision", "Starting"),
-                                   &co.generation);
+        r = own_gen_begin(co.store,
+                          json_pack("{s:s, s:s, s:n, s:n, s:s}", "configuration_fingerprint", co.spec.fingerprint,
+                                    "coordinator_id", co.coordinator_id, "network_sidecar_id", "sandbox_id",
+                                    "durable_decision", "Starting"),
+                          &co.generation);
         if (r >= 0)
-                r = store_participant_add(co.store, co.generation, ROLE_SANDBOX,
-                                          json_pack("{s:s, s:n, s:o}", "container_name", co.container_name,
-                                                    "container_id", "host_coordinator", self_identity()),
-                                          &co.p_sandbox);
+                r = own_part_add(co.store, co.generation, ROLE_SANDBOX,
+                                 json_pack("{s:s, s:n, s:o}", "container_name", co.container_name, "container_id",
+                                           "host_coordinator", self_identity()),
+                                 &co.p_sandbox);
         if (r < 0) {
                 status_report(&co, "error: cannot record the new generation: %s", strerror(-r));
-                store_close(co.store);
+                release(&co);
                 return 1;
         }
 
@@ -1820,11 +1871,10 @@ int coordinator_main(void) {
         }
         ProcessIdentity conmon = {};
         (void) process_identity_of(co.sandbox.conmon_pid, &conmon);
-        (void) store_participant_set_state(co.store, co.p_sandbox, PARTICIPANT_COMMITTED,
-                                           json_pack("{s:s, s:s, s:o}", "container_id", co.sandbox.id, "runtime_root",
-                                                     co.sandbox.runsc_root, "runtime_supervisor",
-                                                     process_identity_to_json(&conmon)));
-        (void) store_generation_update(co.store, co.generation, json_pack("{s:s}", "sandbox_id", co.sandbox.id));
+        (void) own_set_state(co.store, co.p_sandbox, PARTICIPANT_COMMITTED,
+                             json_pack("{s:s, s:s, s:o}", "container_id", co.sandbox.id, "runtime_root",
+                                       co.sandbox.runsc_root, "runtime_supervisor", process_identity_to_json(&conmon)));
+        (void) own_gen_update(co.store, co.generation, json_pack("{s:s}", "sandbox_id", co.sandbox.id));
 
         sigset_t mask;
         sigemptyset(&mask);
@@ -1840,9 +1890,9 @@ int coordinator_main(void) {
         if (r >= 0)
                 r = store_worker_new(co.store, &co.worker);
         if (r >= 0)
-                r = store_participant_add(co.store, co.generation, ROLE_PUBLICATION,
-                                          json_pack("{s:s, s:n}", "socket_path", co.spec.socket_path, "identity_path"),
-                                          &co.p_publication);
+                r = own_part_add(co.store, co.generation, ROLE_PUBLICATION,
+                                 json_pack("{s:s, s:n}", "socket_path", co.spec.socket_path, "identity_path"),
+                                 &co.p_publication);
         if (r >= 0)
                 r = bind_socket(&co);
         if (r >= 0) {
@@ -1869,12 +1919,11 @@ int coordinator_main(void) {
                               strerror(-r));
                 co.listen_fd = safe_close(co.listen_fd);
                 teardown(&co);
-                co.worker = store_worker_free(co.worker);
-                store_close(co.store);
+                release(&co);
                 return 1;
         }
-        (void) store_participant_set_state(co.store, co.p_publication, PARTICIPANT_COMMITTED, NULL);
-        (void) store_generation_update(co.store, co.generation, json_pack("{s:s}", "durable_decision", "Running"));
+        (void) own_set_state(co.store, co.p_publication, PARTICIPANT_COMMITTED, NULL);
+        (void) own_gen_update(co.store, co.generation, json_pack("{s:s}", "durable_decision", "Running"));
         log_info("sandbox %s running (generation %" PRIu64 ", +%" PRIu64 " ms), listening on %s", co.container_name,
                  co.generation, (now_usec() - co.started_usec) / 1000, co.spec.socket_path);
         status_report(&co, "ok");
@@ -1883,19 +1932,6 @@ int coordinator_main(void) {
 
         co.worker = store_worker_free(co.worker);
         teardown(&co);
-        while (co.conns)
-                conn_free(&co, co.conns);
-        while (co.sessions)
-                session_free(&co, co.sessions);
-        safe_close(co.runtime_fd);
-        safe_close(co.sidecar_fd);
-        netpolicy_done(&co.net);
-        safe_close(co.signal_fd);
-        safe_close(co.epfd);
-        store_close(co.store);
-        sandbox_info_done(&co.sandbox);
-        launch_spec_done(&co.spec);
-        free(co.container_name);
-        free(co.terminfo_dir);
+        release(&co);
         return 0;
 }

@@ -140,6 +140,11 @@ runsc_network = "host"
                 "mounts": [ln for ln in open("/proc/self/mountinfo") if self.data in ln],
             }
             if not any(left.values()):
+                # Under the ASan+UBSan build the coordinator reports leaks
+                # and undefined behaviour into its log when it exits.
+                log = self.log()
+                for marker in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+                    assert marker not in log, f"{marker} in the coordinator's log:\n{log}"
                 return
             if time.time() > deadline:
                 raise AssertionError(f"left behind: {left}\n--- log ---\n{self.log()}")
