@@ -56,6 +56,15 @@
  * alone; the next rule prohibits the rest. */
 #define DNS_TABLE     53u
 #define DNS_RULE_PRIO 100u
+/* Updates switch tables: the new policy goes into a table of its own (with
+ * a prohibit catch-all, so no lookup falls through), one rule switches to
+ * it, then the old routes go. The first policy lives in the main table,
+ * where gVisor's own stack reads it. */
+#define POLICY_TABLE_A   101u
+#define POLICY_TABLE_B   102u
+#define POLICY_RULE_PRIO 1000u
+
+static uint32_t active_table = 0; /* 0: main */
 
 typedef struct Uplink {
         bool have[_NET_FAMILY_MAX];
@@ -297,6 +306,13 @@ static int read_sysctl_bool(const char *path, bool *ret) {
 }
 
 /* Read the routes back and compare them with the policy's, exactly. */
+static void catch_all(int af, uint32_t table, RtnlRoute *ret) {
+        *ret = (RtnlRoute){
+                .type = RTN_PROHIBIT, .protocol = RTPROT_STATIC, .scope = RT_SCOPE_UNIVERSE, .table = table
+        };
+        ret->dst.family = af;
+}
+
 static void attest(Rtnl *nl, const NetPolicy *p, const Uplink *u, Attestation *a) {
         *a = (Attestation){ .ok = true };
         for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
@@ -313,11 +329,38 @@ static void attest(Rtnl *nl, const NetPolicy *p, const Uplink *u, Attestation *a
                         continue;
                 }
                 const char *why = NULL;
-                if (desired_routes(p, u, f, &want, &n_want, &why) < 0 || rtnl_dump_routes(nl, af, &cur, &n_cur) < 0) {
+                if (desired_routes(p, u, f, &want, &n_want, &why) < 0 ||
+                    rtnl_dump_table(nl, af, active_table, &cur, &n_cur) < 0) {
                         a->ok = false;
                         a->why = why ?: "cannot read the routes back";
                         free(want);
                         continue;
+                }
+                if (active_table != 0) {
+                        /* After an update: the policy's table with its
+                         * catch-all, and nothing left in main. */
+                        RtnlRoute *grown = realloc(want, (n_want + 1) * sizeof(*want));
+                        if (!grown) {
+                                a->ok = false;
+                                a->why = "out of memory";
+                                free(want);
+                                free(cur);
+                                continue;
+                        }
+                        want = grown;
+                        catch_all(af, active_table, &want[n_want++]);
+                        RtnlRoute *mainr = NULL;
+                        size_t n_main = 0;
+                        if (rtnl_dump_routes(nl, af, &mainr, &n_main) < 0) {
+                                a->ok = false;
+                                a->why = "cannot read the main table";
+                        }
+                        for (size_t i = 0; i < n_main; i++)
+                                if (mainr[i].type != RTN_MULTICAST) {
+                                        a->ok = false;
+                                        a->why = "routes are left in the main table";
+                                }
+                        free(mainr);
                 }
                 routes_sort(want, n_want);
                 routes_sort(cur, n_cur);
@@ -332,7 +375,8 @@ static void attest(Rtnl *nl, const NetPolicy *p, const Uplink *u, Attestation *a
                                 a->gateway[f]++;
                         else if (cur[i].type == RTN_PROHIBIT)
                                 a->prohibit[f]++;
-                        if (cur[i].dst.prefixlen == 0 || !route_in(&cur[i], want, n_want)) {
+                        bool is_catch_all = active_table != 0 && cur[i].type == RTN_PROHIBIT;
+                        if ((cur[i].dst.prefixlen == 0 && !is_catch_all) || !route_in(&cur[i], want, n_want)) {
                                 a->ok = false;
                                 a->why = cur[i].dst.prefixlen == 0 ? "a default route is present"
                                                                    : "a route the policy does not have is present";
@@ -538,6 +582,11 @@ static void attest_dns(Rtnl *nl, const NetPolicy *p, const Uplink *u, Attestatio
                                 bool ours = false;
                                 for (int i = 0; i < 4; i++)
                                         ours |= rule_same(&rules[i], &have[k]);
+                                RtnlRule pol = { .family = af,
+                                                 .priority = POLICY_RULE_PRIO,
+                                                 .action = FR_ACT_TO_TBL,
+                                                 .table = active_table };
+                                ours |= active_table != 0 && rule_same(&pol, &have[k]);
                                 if (!ours && !rule_is_default(&have[k])) {
                                         a->ok = false;
                                         a->why = "a routing rule the policy does not have is present";
@@ -551,8 +600,95 @@ static void attest_dns(Rtnl *nl, const NetPolicy *p, const Uplink *u, Attestatio
         }
 }
 
+static int flush_table(Rtnl *nl, int af, uint32_t table) {
+        RtnlRoute *cur = NULL;
+        size_t n = 0;
+        int r = rtnl_dump_table(nl, af, table, &cur, &n);
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                if (cur[i].type != RTN_MULTICAST) {
+                        cur[i].table = table == RT_TABLE_MAIN ? 0 : table;
+                        r = rtnl_route_del(nl, &cur[i]);
+                }
+        free(cur);
+        return r;
+}
+
+/* Replace the policy at once: new table, one rule, then the old routes go.
+ * No moment sees a mix of the two policies. */
+static int switch_policy(Rtnl *nl, const NetPolicy *p, const Uplink *u, const char **ret_why) {
+        uint32_t next = active_table == POLICY_TABLE_A ? POLICY_TABLE_B : POLICY_TABLE_A;
+        int r = 0;
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX && r >= 0; f++) {
+                if (!p->enabled[f])
+                        continue;
+                int af = f == NET_IPV6 ? AF_INET6 : AF_INET;
+                RtnlRoute *want = NULL;
+                size_t n_want = 0;
+                r = flush_table(nl, af, next);
+                if (r >= 0)
+                        r = desired_routes(p, u, f, &want, &n_want, ret_why);
+                if (r < 0)
+                        break;
+                RtnlRoute *grown = realloc(want, (n_want + 1) * sizeof(*want));
+                if (!grown) {
+                        free(want);
+                        return -ENOMEM;
+                }
+                want = grown;
+                for (size_t i = 0; i < n_want; i++)
+                        want[i].table = next;
+                catch_all(af, next, &want[n_want++]);
+                bool *add = calloc(n_want, sizeof(bool));
+                if (!add) {
+                        free(want);
+                        return -ENOMEM;
+                }
+                for (size_t i = 0; i < n_want; i++)
+                        add[i] = true;
+                size_t failed = 0;
+                r = rtnl_route_batch(nl, want, add, n_want, &failed);
+                free(want);
+                free(add);
+                if (r < 0) {
+                        *ret_why = "cannot fill the new policy table";
+                        break;
+                }
+                /* The switch: a rule in front of the old one. */
+                RtnlRule now = {
+                        .family = af, .priority = POLICY_RULE_PRIO - 1, .action = FR_ACT_TO_TBL, .table = next
+                };
+                RtnlRule old = {
+                        .family = af, .priority = POLICY_RULE_PRIO, .action = FR_ACT_TO_TBL, .table = active_table
+                };
+                RtnlRule keep = now;
+                keep.priority = POLICY_RULE_PRIO;
+                r = rtnl_rule_add(nl, &now);
+                if (r < 0) {
+                        *ret_why = "cannot switch to the new policy table";
+                        break;
+                }
+                if (active_table == 0)
+                        r = flush_table(nl, af, RT_TABLE_MAIN);
+                else {
+                        r = rtnl_rule_del(nl, &old);
+                        if (r >= 0)
+                                r = flush_table(nl, af, active_table);
+                }
+                /* Back to the usual priority for the next switch. */
+                if (r >= 0)
+                        r = rtnl_rule_add(nl, &keep);
+                if (r >= 0)
+                        r = rtnl_rule_del(nl, &now);
+                if (r < 0)
+                        *ret_why = "cannot retire the old policy";
+        }
+        if (r >= 0)
+                active_table = next;
+        return r;
+}
+
 /* Read, install and attest the policy in fd. */
-static int apply_policy_fd(Rtnl *nl, Uplink *u, int policy_fd, int ctl) {
+static int apply_policy_fd(Rtnl *nl, Uplink *u, int policy_fd, int ctl, bool update) {
         _cleanup_free_ char *canon = NULL;
         size_t len;
         const char *why = NULL;
@@ -572,7 +708,9 @@ static int apply_policy_fd(Rtnl *nl, Uplink *u, int policy_fd, int ctl) {
         char digest[65];
         sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, canon, len, digest);
 
-        for (NetFamily f = 0; f < _NET_FAMILY_MAX && r >= 0; f++) {
+        if (update)
+                r = switch_policy(nl, &p, u, &why);
+        for (NetFamily f = 0; !update && f < _NET_FAMILY_MAX && r >= 0; f++) {
                 RtnlRoute *want = NULL;
                 size_t n_want = 0;
                 if (p.enabled[f])
@@ -686,7 +824,7 @@ static int serve(int argc, char **argv) {
                 }
         }
 
-        r = apply_policy_fd(&nl, &u, policy_fd, ctl);
+        r = apply_policy_fd(&nl, &u, policy_fd, ctl, false);
         if (policy_fd != ctl)
                 (void) close(policy_fd);
         if (r < 0)
@@ -727,7 +865,7 @@ static int serve(int argc, char **argv) {
                         safe_close(fd);
                         continue;
                 }
-                (void) apply_policy_fd(&nl, &u, fd, ctl);
+                (void) apply_policy_fd(&nl, &u, fd, ctl, true);
                 safe_close(fd);
         }
         rtnl_close(&nl);

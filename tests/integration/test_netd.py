@@ -87,9 +87,9 @@ class Netd:
         self.ctl.close()
 
 
-def routes_of(net, family):
-    """The main table as iproute2 reads it: {(dst, kind, gateway)}."""
-    r = sh("ip", "-n", net.sbx, "-j", family, "route", "show", "table", "main")
+def routes_of(net, family, table="main"):
+    """A table as iproute2 reads it: {(dst, kind, gateway, onlink)}."""
+    r = sh("ip", "-n", net.sbx, "-j", family, "route", "show", "table", table)
     out = set()
     for e in json.loads(r.stdout or "[]"):
         dst = e["dst"]
@@ -180,11 +180,30 @@ def test_update_replaces_routes_and_attests_again(net):
         assert a["type"] == "attestation", a
         assert a["derived_policy_digest"] == hashlib.sha256(DOMAIN + canon2.encode()).hexdigest()
         assert a["observation"]["routes_attested"] is True
-        assert routes_of(net, "-4") | routes_of(net, "-6") == expected(routes2)
+        # Switched at once: the new policy in a table of its own with a
+        # prohibit catch-all, one rule in front of main, main empty.
+        catch = {("default", "prohibit", None, False)}
+        assert routes_of(net, "-4", "101") | routes_of(net, "-6", "101") == expected(routes2) | catch
+        assert routes_of(net, "-4") == set() and routes_of(net, "-6") == set()
+
+        def policy_rules():
+            rules = json.loads(sh("ip", "-n", net.sbx, "-j", "rule").stdout)
+            rules += json.loads(sh("ip", "-n", net.sbx, "-6", "-j", "rule").stdout)
+            return sorted((x["priority"], x.get("table")) for x in rules if 900 <= x["priority"] <= 1000)
+
+        assert policy_rules() == [(1000, "101"), (1000, "101")]
+        assert "routes_attested" in a["observation"]
+        r = sh("ip", "-n", net.sbx, "route", "get", "10.1.2.3", check=False)
+        assert r.returncode != 0 and "Permission denied" in r.stderr  # the catch-all, not main
+        # Back again: the other table, the first one gone.
+        a = d.update(sealed(canon1))
+        assert a["observation"]["routes_attested"] is True, a
+        assert routes_of(net, "-4", "102") | routes_of(net, "-6", "102") == expected(routes1) | catch
+        assert routes_of(net, "-4", "101") == set() and policy_rules() == [(1000, "102"), (1000, "102")]
         # An update without a sealed memfd is refused; the routes stay.
-        e = d.update(sealed(canon1, 0))
+        e = d.update(sealed(canon2, 0))
         assert e["type"] == "error" and "not sealed" in e["message"]
-        assert routes_of(net, "-4") | routes_of(net, "-6") == expected(routes2)
+        assert routes_of(net, "-4", "102") | routes_of(net, "-6", "102") == expected(routes1) | catch
     finally:
         d.stop()
 
