@@ -579,6 +579,33 @@ static bool applet_path_ok(const char *p) {
 
 /* The busybox root file system, deterministic: the same busybox binary gives
  * the same archive, byte for byte, so the same layer digest. */
+/* A reproducible tar of member (a path below root) for podman import:
+ * sorted, mtime 0, owned by root. 0 or an exit status. */
+static int tar_rootfs(Build *b, const char *root, const char *member, const char *tar_path) {
+        _cleanup_free_ char *file_arg = NULL, *dir_arg = NULL;
+        if (asprintf(&file_arg, "--file=%s", tar_path) < 0 || asprintf(&dir_arg, "--directory=%s", root) < 0)
+                return oom();
+        char *tar_argv[] = { b->tar,
+                             (char *) "--create",
+                             file_arg,
+                             (char *) "--format=gnu",
+                             (char *) "--sort=name",
+                             (char *) "--mtime=@0",
+                             (char *) "--owner=0",
+                             (char *) "--group=0",
+                             (char *) "--numeric-owner",
+                             dir_arg,
+                             (char *) member,
+                             NULL };
+        _cleanup_(run_done) Run t = {};
+        int r = run(tar_argv, NULL, TIMEOUT_QUICK_USEC, NULL, &t);
+        if (r < 0)
+                return log_error_errno(r, "cannot run tar: %s", strerror(-r)), EXIT_LAZARET;
+        if (run_failed(&t))
+                return report_failure("tar", &t, "GNU tar 1.28 or later is needed (apt-get install tar)");
+        return 0;
+}
+
 static int busybox_tar(Build *b, const char *tar_path) {
         int r = elf_is_static(BUSYBOX_PATH);
         if (r == -ENOENT) {
@@ -663,28 +690,7 @@ static int busybox_tar(Build *b, const char *tar_path) {
         }
         log_info("busybox: root file system with %u applets", n_applets);
 
-        _cleanup_free_ char *file_arg = NULL, *dir_arg = NULL;
-        if (asprintf(&file_arg, "--file=%s", tar_path) < 0 || asprintf(&dir_arg, "--directory=%s", root) < 0)
-                return oom();
-        char *tar_argv[] = { b->tar,
-                             (char *) "--create",
-                             file_arg,
-                             (char *) "--format=gnu",
-                             (char *) "--sort=name",
-                             (char *) "--mtime=@0",
-                             (char *) "--owner=0",
-                             (char *) "--group=0",
-                             (char *) "--numeric-owner",
-                             dir_arg,
-                             (char *) ".",
-                             NULL };
-        _cleanup_(run_done) Run t = {};
-        r = run(tar_argv, NULL, TIMEOUT_QUICK_USEC, NULL, &t);
-        if (r < 0)
-                return log_error_errno(r, "cannot run tar: %s", strerror(-r)), EXIT_LAZARET;
-        if (run_failed(&t))
-                return report_failure("tar", &t, "GNU tar 1.28 or later is needed (apt-get install tar)");
-        return 0;
+        return tar_rootfs(b, root, ".", tar_path);
 }
 
 static void mmdebstrap_line(const char *line) {
@@ -872,28 +878,7 @@ static int sidecar_tar(Build *b, const char *tar_path) {
         if (r < 0)
                 return log_error_errno(r, "cannot copy %s: %s", netd, strerror(-r)), EXIT_LAZARET;
 
-        _cleanup_free_ char *file_arg = NULL, *dir_arg = NULL;
-        if (asprintf(&file_arg, "--file=%s", tar_path) < 0 || asprintf(&dir_arg, "--directory=%s", root) < 0)
-                return oom();
-        char *tar_argv[] = { b->tar,
-                             (char *) "--create",
-                             file_arg,
-                             (char *) "--format=gnu",
-                             (char *) "--sort=name",
-                             (char *) "--mtime=@0",
-                             (char *) "--owner=0",
-                             (char *) "--group=0",
-                             (char *) "--numeric-owner",
-                             dir_arg,
-                             (char *) "lazaret-netd",
-                             NULL };
-        _cleanup_(run_done) Run t = {};
-        r = run(tar_argv, NULL, TIMEOUT_QUICK_USEC, NULL, &t);
-        if (r < 0)
-                return log_error_errno(r, "cannot run tar: %s", strerror(-r)), EXIT_LAZARET;
-        if (run_failed(&t))
-                return report_failure("tar", &t, "GNU tar 1.28 or later is needed (apt-get install tar)");
-        return 0;
+        return tar_rootfs(b, root, "lazaret-netd", tar_path);
 }
 
 int image_sidecar_ref(char **ret) {

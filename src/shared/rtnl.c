@@ -213,27 +213,13 @@ static void parse_route(const struct nlmsghdr *h, RtnlRoute *rt, uint32_t *ret_t
         }
 }
 
-int rtnl_dump_routes(Rtnl *r, int family, RtnlRoute **ret, size_t *ret_n) {
-        return rtnl_dump_table(r, family, RT_TABLE_MAIN, ret, ret_n);
-}
-
-int rtnl_dump_table(Rtnl *r, int family, uint32_t want_table, RtnlRoute **ret, size_t *ret_n) {
-        if (want_table == 0)
-                want_table = RT_TABLE_MAIN;
-        Msg m = {};
-        m.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
-        m.h.nlmsg_type = RTM_GETROUTE;
-        m.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-        m.h.nlmsg_seq = r->seq++;
-        struct rtmsg *rm = NLMSG_DATA(&m.h);
-        rm->rtm_family = (unsigned char) family;
-        int k = send_all(r, m.buf, m.h.nlmsg_len);
-        if (k < 0)
-                return k;
-
+/* Read the replies to request seq: on_msg sees each message of another
+ * type than DONE and ERROR; it returns 0 to go on, 1 to stop (answered), or
+ * -errno. An ERROR message ends with its error (or -EIO for an ack where
+ * data was wanted), DONE with 0. */
+static int recv_replies(Rtnl *r, uint32_t seq, int (*on_msg)(const struct nlmsghdr *h, void *userdata),
+                        void *userdata) {
         _cleanup_free_ char *buf = malloc(BUF_SIZE);
-        _cleanup_free_ RtnlRoute *out = NULL;
-        size_t n = 0, cap = 0;
         if (!buf)
                 return -ENOMEM;
         for (;;) {
@@ -244,37 +230,76 @@ int rtnl_dump_table(Rtnl *r, int family, uint32_t want_table, RtnlRoute **ret, s
                         return negative_errno();
                 }
                 for (struct nlmsghdr *h = (struct nlmsghdr *) buf; NLMSG_OK(h, (size_t) len); h = NLMSG_NEXT(h, len)) {
-                        if (h->nlmsg_seq != m.h.nlmsg_seq)
+                        if (h->nlmsg_seq != seq)
                                 continue;
-                        if (h->nlmsg_type == NLMSG_DONE) {
-                                *ret = TAKE_PTR(out);
-                                *ret_n = n;
+                        if (h->nlmsg_type == NLMSG_DONE)
                                 return 0;
-                        }
                         if (h->nlmsg_type == NLMSG_ERROR) {
                                 const struct nlmsgerr *e = NLMSG_DATA(h);
                                 return e->error < 0 ? e->error : -EIO;
                         }
-                        if (h->nlmsg_type != RTM_NEWROUTE)
-                                continue;
-                        RtnlRoute rt;
-                        uint32_t table;
-                        parse_route(h, &rt, &table);
-                        if (table != want_table || rt.dst.family != family)
-                                continue;
-                        rt.table = table == RT_TABLE_MAIN ? 0 : table;
-                        if (n >= cap) {
-                                if (cap >= ROUTES_MAX)
-                                        return -E2BIG;
-                                cap = cap ? cap * 2 : 64;
-                                RtnlRoute *nn = realloc(out, cap * sizeof(*nn));
-                                if (!nn)
-                                        return -ENOMEM;
-                                out = nn;
-                        }
-                        out[n++] = rt;
+                        int k = on_msg(h, userdata);
+                        if (k != 0)
+                                return k < 0 ? k : 0;
                 }
         }
+}
+
+typedef struct RouteDump {
+        uint32_t table;
+        int family;
+        RtnlRoute *v;
+        size_t n, cap;
+} RouteDump;
+
+static int on_route(const struct nlmsghdr *h, void *userdata) {
+        RouteDump *d = userdata;
+        if (h->nlmsg_type != RTM_NEWROUTE)
+                return 0;
+        RtnlRoute rt;
+        uint32_t table;
+        parse_route(h, &rt, &table);
+        if (table != d->table || rt.dst.family != d->family)
+                return 0;
+        rt.table = table == RT_TABLE_MAIN ? 0 : table;
+        if (d->n >= d->cap) {
+                if (d->cap >= ROUTES_MAX)
+                        return -E2BIG;
+                size_t cap = d->cap ? d->cap * 2 : 64;
+                RtnlRoute *nn = realloc(d->v, cap * sizeof(*nn));
+                if (!nn)
+                        return -ENOMEM;
+                d->v = nn;
+                d->cap = cap;
+        }
+        d->v[d->n++] = rt;
+        return 0;
+}
+
+int rtnl_dump_routes(Rtnl *r, int family, RtnlRoute **ret, size_t *ret_n) {
+        return rtnl_dump_table(r, family, RT_TABLE_MAIN, ret, ret_n);
+}
+
+int rtnl_dump_table(Rtnl *r, int family, uint32_t want_table, RtnlRoute **ret, size_t *ret_n) {
+        Msg m = {};
+        m.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
+        m.h.nlmsg_type = RTM_GETROUTE;
+        m.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+        m.h.nlmsg_seq = r->seq++;
+        struct rtmsg *rm = NLMSG_DATA(&m.h);
+        rm->rtm_family = (unsigned char) family;
+        int k = send_all(r, m.buf, m.h.nlmsg_len);
+        if (k < 0)
+                return k;
+        RouteDump d = { .table = want_table ?: RT_TABLE_MAIN, .family = family };
+        k = recv_replies(r, m.h.nlmsg_seq, on_route, &d);
+        if (k < 0) {
+                free(d.v);
+                return k;
+        }
+        *ret = d.v;
+        *ret_n = d.n;
+        return 0;
 }
 
 int rtnl_addr_add(Rtnl *r, int ifindex, const Cidr *addr, bool noprefixroute) {
@@ -296,6 +321,21 @@ int rtnl_addr_add(Rtnl *r, int ifindex, const Cidr *addr, bool noprefixroute) {
         if (k < 0)
                 return k;
         return read_acks(r, m.h.nlmsg_seq, 1, NULL);
+}
+
+typedef struct GetReply {
+        RtnlRoute *ret;
+        bool found;
+} GetReply;
+
+static int on_get(const struct nlmsghdr *h, void *userdata) {
+        GetReply *g = userdata;
+        if (h->nlmsg_type != RTM_NEWROUTE)
+                return 0;
+        uint32_t table;
+        parse_route(h, g->ret, &table);
+        g->found = true;
+        return 1;
 }
 
 int rtnl_route_get(Rtnl *r, const NetAddr *dst, RtnlRoute *ret) {
@@ -320,30 +360,11 @@ int rtnl_route_get_port(Rtnl *r, const NetAddr *dst, uint8_t ip_proto, uint16_t 
         int k = send_all(r, m.buf, m.h.nlmsg_len);
         if (k < 0)
                 return k;
-        _cleanup_free_ char *buf = malloc(BUF_SIZE);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                ssize_t len = recv(r->fd, buf, BUF_SIZE, 0);
-                if (len < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                for (struct nlmsghdr *h = (struct nlmsghdr *) buf; NLMSG_OK(h, (size_t) len); h = NLMSG_NEXT(h, len)) {
-                        if (h->nlmsg_seq != m.h.nlmsg_seq)
-                                continue;
-                        if (h->nlmsg_type == NLMSG_ERROR) {
-                                const struct nlmsgerr *e = NLMSG_DATA(h);
-                                return e->error < 0 ? e->error : -EIO;
-                        }
-                        if (h->nlmsg_type == RTM_NEWROUTE) {
-                                uint32_t table;
-                                parse_route(h, ret, &table);
-                                return 0;
-                        }
-                }
-        }
+        GetReply g = { .ret = ret };
+        k = recv_replies(r, m.h.nlmsg_seq, on_get, &g);
+        if (k < 0)
+                return k;
+        return g.found ? 0 : -ENOENT;
 }
 
 /* ---- rules ---- */
@@ -389,6 +410,46 @@ int rtnl_rule_del(Rtnl *r, const RtnlRule *rule) {
         return rule_op(r, RTM_DELRULE, 0, rule);
 }
 
+typedef struct RuleDump {
+        int family;
+        RtnlRule *v;
+        size_t n, cap;
+} RuleDump;
+
+static int on_rule(const struct nlmsghdr *h, void *userdata) {
+        RuleDump *d = userdata;
+        if (h->nlmsg_type != RTM_NEWRULE)
+                return 0;
+        const struct fib_rule_hdr *rh = NLMSG_DATA(h);
+        RtnlRule rule = { .family = rh->family, .action = rh->action, .table = rh->table };
+        int alen = (int) (h->nlmsg_len - NLMSG_LENGTH(sizeof(*rh)));
+        for (const struct rtattr *a = (const struct rtattr *) ((const char *) rh + NLMSG_ALIGN(sizeof(*rh)));
+             RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+                if (a->rta_type == FRA_PRIORITY && RTA_PAYLOAD(a) == 4)
+                        rule.priority = *(const uint32_t *) RTA_DATA(a);
+                else if (a->rta_type == FRA_TABLE && RTA_PAYLOAD(a) == 4)
+                        rule.table = *(const uint32_t *) RTA_DATA(a);
+                else if (a->rta_type == FRA_IP_PROTO && RTA_PAYLOAD(a) == 1)
+                        rule.ip_proto = *(const uint8_t *) RTA_DATA(a);
+                else if (a->rta_type == FRA_DPORT_RANGE && RTA_PAYLOAD(a) == sizeof(struct fib_rule_port_range)) {
+                        const struct fib_rule_port_range *pr = RTA_DATA(a);
+                        rule.dport = pr->start == pr->end ? pr->start : 0;
+                }
+        }
+        if (rule.family != d->family)
+                return 0;
+        if (d->n >= d->cap) {
+                size_t cap = d->cap ? d->cap * 2 : 16;
+                RtnlRule *nn = realloc(d->v, cap * sizeof(*nn));
+                if (!nn)
+                        return -ENOMEM;
+                d->v = nn;
+                d->cap = cap;
+        }
+        d->v[d->n++] = rule;
+        return 0;
+}
+
 int rtnl_dump_rules(Rtnl *r, int family, RtnlRule **ret, size_t *ret_n) {
         Msg m = {};
         m.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct fib_rule_hdr));
@@ -400,60 +461,13 @@ int rtnl_dump_rules(Rtnl *r, int family, RtnlRule **ret, size_t *ret_n) {
         int k = send_all(r, m.buf, m.h.nlmsg_len);
         if (k < 0)
                 return k;
-        _cleanup_free_ char *buf = malloc(BUF_SIZE);
-        _cleanup_free_ RtnlRule *out = NULL;
-        size_t n = 0, cap = 0;
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                ssize_t len = recv(r->fd, buf, BUF_SIZE, 0);
-                if (len < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                for (struct nlmsghdr *h = (struct nlmsghdr *) buf; NLMSG_OK(h, (size_t) len); h = NLMSG_NEXT(h, len)) {
-                        if (h->nlmsg_seq != m.h.nlmsg_seq)
-                                continue;
-                        if (h->nlmsg_type == NLMSG_DONE) {
-                                *ret = TAKE_PTR(out);
-                                *ret_n = n;
-                                return 0;
-                        }
-                        if (h->nlmsg_type == NLMSG_ERROR) {
-                                const struct nlmsgerr *e = NLMSG_DATA(h);
-                                return e->error < 0 ? e->error : -EIO;
-                        }
-                        if (h->nlmsg_type != RTM_NEWRULE)
-                                continue;
-                        const struct fib_rule_hdr *rh = NLMSG_DATA(h);
-                        RtnlRule rule = { .family = rh->family, .action = rh->action, .table = rh->table };
-                        int alen = (int) (h->nlmsg_len - NLMSG_LENGTH(sizeof(*rh)));
-                        for (const struct rtattr *a =
-                                     (const struct rtattr *) ((const char *) rh + NLMSG_ALIGN(sizeof(*rh)));
-                             RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
-                                if (a->rta_type == FRA_PRIORITY && RTA_PAYLOAD(a) == 4)
-                                        rule.priority = *(const uint32_t *) RTA_DATA(a);
-                                else if (a->rta_type == FRA_TABLE && RTA_PAYLOAD(a) == 4)
-                                        rule.table = *(const uint32_t *) RTA_DATA(a);
-                                else if (a->rta_type == FRA_IP_PROTO && RTA_PAYLOAD(a) == 1)
-                                        rule.ip_proto = *(const uint8_t *) RTA_DATA(a);
-                                else if (a->rta_type == FRA_DPORT_RANGE &&
-                                         RTA_PAYLOAD(a) == sizeof(struct fib_rule_port_range)) {
-                                        const struct fib_rule_port_range *pr = RTA_DATA(a);
-                                        rule.dport = pr->start == pr->end ? pr->start : 0;
-                                }
-                        }
-                        if (rule.family != family)
-                                continue;
-                        if (n >= cap) {
-                                cap = cap ? cap * 2 : 16;
-                                RtnlRule *nn = realloc(out, cap * sizeof(*nn));
-                                if (!nn)
-                                        return -ENOMEM;
-                                out = nn;
-                        }
-                        out[n++] = rule;
-                }
+        RuleDump d = { .family = family };
+        k = recv_replies(r, m.h.nlmsg_seq, on_rule, &d);
+        if (k < 0) {
+                free(d.v);
+                return k;
         }
+        *ret = d.v;
+        *ret_n = d.n;
+        return 0;
 }
