@@ -147,6 +147,7 @@ struct Coordinator {
         uint64_t p_network;
         NetPolicy net;
         int sidecar_fd; /* pidfd of the sidecar's conmon */
+        char readiness_fingerprint[65]; /* of the evidence last recorded, or "" */
         Watch w_sidecar;
         char *terminfo_dir;
         Conn *conns;
@@ -844,8 +845,10 @@ static json_t *status_json(Coordinator *co) {
                                               json_pack("{s:s, s:b, s:i, s:I}", "session_id", s->id, "interactive",
                                                         s->interactive, "exec_pid", (int) s->pid, "age_seconds",
                                                         (json_int_t) ((now - s->started_usec) / 1000000)));
-        json_t *network = json_pack("{s:s?, s:s, s:s}", "sidecar", co->sidecar.name, "policy_digest",
-                                    co->spec.netpolicy_digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only");
+        json_t *network =
+                json_pack("{s:s?, s:s, s:s, s:s?}", "sidecar", co->sidecar.name, "policy_digest",
+                          co->spec.netpolicy_digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only",
+                          "readiness_fingerprint", co->readiness_fingerprint[0] ? co->readiness_fingerprint : NULL);
         return json_pack("{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:o*, s:I, s:i, s:I, s:s}", "running",
                          1, "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace",
                          co->spec.workspace, "generation", (json_int_t) co->generation, "sandbox", "name",
@@ -1249,7 +1252,7 @@ static int recover(Coordinator *co) {
                 if (role && streq(role, "Sandbox")) {
                         const char *name = json_string_value(json_object_get(own, "container_name"));
                         _cleanup_free_ char *err = NULL;
-                        if (name && sandbox_remove(&co->spec, name, &err) < 0) {
+                        if (name && container_remove(&co->spec, name, &err) < 0) {
                                 log_error("cannot remove the old sandbox %s: %s", name, err ? err : "?");
                                 json_decref(list);
                                 return -EIO;
@@ -1265,7 +1268,7 @@ static int recover(Coordinator *co) {
                 } else if (role && streq(role, "Network")) {
                         const char *name = json_string_value(json_object_get(own, "container_name"));
                         _cleanup_free_ char *err = NULL;
-                        if (name && sidecar_remove(&co->spec, name, &err) < 0) {
+                        if (name && container_remove(&co->spec, name, &err) < 0) {
                                 log_error("cannot remove the old network sidecar %s: %s", name, err ? err : "?");
                                 json_decref(list);
                                 return -EIO;
@@ -1368,7 +1371,7 @@ static void teardown(Coordinator *co) {
         if (co->p_sandbox) {
                 _cleanup_free_ char *err = NULL;
                 (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
-                if (sandbox_remove(&co->spec, co->container_name, &err) < 0)
+                if (container_remove(&co->spec, co->container_name, &err) < 0)
                         log_error("cannot remove the sandbox %s: %s", co->container_name, err ? err : "?");
                 else
                         (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
@@ -1677,6 +1680,7 @@ static int prove_network(Coordinator *co, char **ret_error) {
         if (store_participant_set_state(co->store, co->p_network, PARTICIPANT_COMMITTED, own) == -EINVAL)
                 (void) store_participant_update(co->store, co->p_network, own);
         json_decref(own);
+        memcpy(co->readiness_fingerprint, fp, sizeof(fp));
         log_info("network readiness proved (fingerprint %.12s, +%" PRIu64 " ms)", fp,
                  (now_usec() - co->started_usec) / 1000);
         return 0;
@@ -1690,7 +1694,7 @@ static void stop_network(Coordinator *co) {
         if (co->sidecar_fd >= 0)
                 co->sidecar_fd = close_watched(co, co->sidecar_fd);
         _cleanup_free_ char *name = NULL;
-        if (sidecar_name(&co->spec, &name) >= 0 && sidecar_remove(&co->spec, name, &err) < 0)
+        if (sidecar_name(&co->spec, &name) >= 0 && container_remove(&co->spec, name, &err) < 0)
                 log_error("cannot remove the network sidecar %s: %s", name, err ? err : "?");
         else
                 (void) own_set_state(co->store, co->p_network, PARTICIPANT_CLEAN, NULL);
@@ -1865,7 +1869,7 @@ int coordinator_main(void) {
                 if (r < 0) {
                         _cleanup_free_ char *ignored = NULL;
                         status_report(&co, "error: %s", err ? err : strerror(-r));
-                        (void) sandbox_remove(&co.spec, co.container_name, &ignored);
+                        (void) container_remove(&co.spec, co.container_name, &ignored);
                         return start_failed(&co);
                 }
         }

@@ -232,7 +232,7 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
                 /* A half-made container (created, failed to start) must not
                  * outlive this attempt. */
                 _cleanup_free_ char *ignored = NULL;
-                (void) sandbox_remove(s, name, &ignored);
+                (void) container_remove(s, name, &ignored);
                 return *ret_error ? -EIO : -ENOMEM;
         }
 
@@ -260,14 +260,14 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
                 *ret_error = strbuf_steal(&e);
                 sandbox_info_done(&info);
                 _cleanup_free_ char *ignored = NULL;
-                (void) sandbox_remove(s, name, &ignored);
+                (void) container_remove(s, name, &ignored);
                 return -EIO;
         }
         *ret = info;
         return 0;
 }
 
-int sandbox_remove(const LaunchSpec *s, const char *name, char **ret_error) {
+int container_remove(const LaunchSpec *s, const char *name, char **ret_error) {
         _cleanup_(exec_result_done) ExecResult res = {};
         const char *argv[] = { "podman", "rm", "--force", "--time=0", "--ignore", name, NULL };
         int r = exec_capture(s->podman, argv, PODMAN_TIMEOUT_USEC, &res);

@@ -47,9 +47,9 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
  * hooks or fsmonitor. Returns 0 and the path, or -EIO with *ret_error. */
 int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_error);
 
-/* podman rm --force --time 0 --ignore NAME: 0 when it is gone (or was never
- * there). */
-int sandbox_remove(const LaunchSpec *s, const char *name, char **ret_error);
+/* podman rm --force --time 0 --ignore NAME (the sandbox or the network
+ * sidecar): 0 when it is gone (or was never there). */
+int container_remove(const LaunchSpec *s, const char *name, char **ret_error);
 
 /* The argv of a runsc exec for container id with process file procfile
  * (a path runsc can open). NULL-terminated, caller frees with free(). */

@@ -57,23 +57,10 @@ int sidecar_name(const LaunchSpec *s, char **ret) {
         return asprintf(ret, "lazaret-net-%s", s->domain_hash) < 0 ? -ENOMEM : 0;
 }
 
-int sidecar_remove(const LaunchSpec *s, const char *name, char **ret_error) {
-        _cleanup_(exec_result_done) ExecResult res = {};
-        const char *argv[] = { "podman", "rm", "--force", "--time=0", "--ignore", name, NULL };
-        int r = exec_capture(s->podman, argv, PODMAN_TIMEOUT_USEC, &res);
-        if (r < 0)
-                return r;
-        if (exec_result_failed(&res)) {
-                *ret_error = podman_error(&res);
-                return -EIO;
-        }
-        return 0;
-}
-
 /* On the failure paths: the error is already being reported. */
 static void remove_quietly(const LaunchSpec *s, const char *name) {
         _cleanup_free_ char *ignored = NULL;
-        (void) sidecar_remove(s, name, &ignored);
+        (void) container_remove(s, name, &ignored);
 }
 
 static int sealed_memfd(const char *text, size_t len) {

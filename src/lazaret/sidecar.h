@@ -37,9 +37,6 @@ int sidecar_start(const LaunchSpec *s, Sidecar *ret, char **ret_error);
 /* Hand netd a new policy (canonical form) and check its new attestation. */
 int sidecar_update(Sidecar *sc, const char *canonical, const char *digest, char **ret_error);
 
-/* podman rm --force --time 0 --ignore NAME. */
-int sidecar_remove(const LaunchSpec *s, const char *name, char **ret_error);
-
 /* Probe reachability where the agent's traffic originates: the sidecar's
  * namespace (runsc_network = "host"), or inside the sandbox through runsc
  * exec of the mounted netd ("sandbox", where gVisor keeps its own copy of

@@ -245,6 +245,33 @@ static int recv_replies(Rtnl *r, uint32_t seq, int (*on_msg)(const struct nlmsgh
         }
 }
 
+/* Make room for one more element of size elem in *v (capacity *cap). */
+static int grow(void **v, size_t *cap, size_t n, size_t elem, size_t max) {
+        if (n < *cap)
+                return 0;
+        if (*cap >= max)
+                return -E2BIG;
+        size_t c = *cap ? *cap * 2 : 32;
+        void *nv = realloc(*v, c * elem);
+        if (!nv)
+                return -ENOMEM;
+        *v = nv;
+        *cap = c;
+        return 0;
+}
+
+/* A dump request of type for family; its header's first byte is the family
+ * (struct rtmsg and struct fib_rule_hdr alike). */
+static int send_dump(Rtnl *r, uint16_t type, int family, size_t hdr, uint32_t *ret_seq) {
+        Msg m = {};
+        m.h.nlmsg_len = (uint32_t) NLMSG_LENGTH(hdr);
+        m.h.nlmsg_type = type;
+        m.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+        m.h.nlmsg_seq = *ret_seq = r->seq++;
+        *(unsigned char *) NLMSG_DATA(&m.h) = (unsigned char) family;
+        return send_all(r, m.buf, m.h.nlmsg_len);
+}
+
 typedef struct RouteDump {
         uint32_t table;
         int family;
@@ -262,16 +289,9 @@ static int on_route(const struct nlmsghdr *h, void *userdata) {
         if (table != d->table || rt.dst.family != d->family)
                 return 0;
         rt.table = table == RT_TABLE_MAIN ? 0 : table;
-        if (d->n >= d->cap) {
-                if (d->cap >= ROUTES_MAX)
-                        return -E2BIG;
-                size_t cap = d->cap ? d->cap * 2 : 64;
-                RtnlRoute *nn = realloc(d->v, cap * sizeof(*nn));
-                if (!nn)
-                        return -ENOMEM;
-                d->v = nn;
-                d->cap = cap;
-        }
+        int k = grow((void **) &d->v, &d->cap, d->n, sizeof(*d->v), ROUTES_MAX);
+        if (k < 0)
+                return k;
         d->v[d->n++] = rt;
         return 0;
 }
@@ -281,18 +301,12 @@ int rtnl_dump_routes(Rtnl *r, int family, RtnlRoute **ret, size_t *ret_n) {
 }
 
 int rtnl_dump_table(Rtnl *r, int family, uint32_t want_table, RtnlRoute **ret, size_t *ret_n) {
-        Msg m = {};
-        m.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
-        m.h.nlmsg_type = RTM_GETROUTE;
-        m.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-        m.h.nlmsg_seq = r->seq++;
-        struct rtmsg *rm = NLMSG_DATA(&m.h);
-        rm->rtm_family = (unsigned char) family;
-        int k = send_all(r, m.buf, m.h.nlmsg_len);
+        uint32_t seq;
+        int k = send_dump(r, RTM_GETROUTE, family, sizeof(struct rtmsg), &seq);
         if (k < 0)
                 return k;
         RouteDump d = { .table = want_table ?: RT_TABLE_MAIN, .family = family };
-        k = recv_replies(r, m.h.nlmsg_seq, on_route, &d);
+        k = recv_replies(r, seq, on_route, &d);
         if (k < 0) {
                 free(d.v);
                 return k;
@@ -438,31 +452,20 @@ static int on_rule(const struct nlmsghdr *h, void *userdata) {
         }
         if (rule.family != d->family)
                 return 0;
-        if (d->n >= d->cap) {
-                size_t cap = d->cap ? d->cap * 2 : 16;
-                RtnlRule *nn = realloc(d->v, cap * sizeof(*nn));
-                if (!nn)
-                        return -ENOMEM;
-                d->v = nn;
-                d->cap = cap;
-        }
+        int k = grow((void **) &d->v, &d->cap, d->n, sizeof(*d->v), ROUTES_MAX);
+        if (k < 0)
+                return k;
         d->v[d->n++] = rule;
         return 0;
 }
 
 int rtnl_dump_rules(Rtnl *r, int family, RtnlRule **ret, size_t *ret_n) {
-        Msg m = {};
-        m.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct fib_rule_hdr));
-        m.h.nlmsg_type = RTM_GETRULE;
-        m.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-        m.h.nlmsg_seq = r->seq++;
-        struct fib_rule_hdr *fh = NLMSG_DATA(&m.h);
-        fh->family = (unsigned char) family;
-        int k = send_all(r, m.buf, m.h.nlmsg_len);
+        uint32_t seq;
+        int k = send_dump(r, RTM_GETRULE, family, sizeof(struct fib_rule_hdr), &seq);
         if (k < 0)
                 return k;
         RuleDump d = { .family = family };
-        k = recv_replies(r, m.h.nlmsg_seq, on_rule, &d);
+        k = recv_replies(r, seq, on_rule, &d);
         if (k < 0) {
                 free(d.v);
                 return k;

@@ -234,28 +234,32 @@ def test_nothing_permitted_is_loopback_only_without_sidecar(netdom):
     assert "loopback only, no sidecar" in dom.log()
 
 
-def test_evidence_recorded_and_sidecar_torn_down(netdom, lz):
+def test_sidecar_runc_net_admin_only_and_torn_down(netdom, lz):
+    """The sidecar runs under runc with NET_ADMIN as its only capability and
+    an image without a shell; the readiness evidence's fingerprint is shown
+    and names the log's; teardown removes the sidecar with the sandbox."""
     dom = netdom()
     p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 30")
     try:
         st = wait_sessions(dom, 1)
-        names = dom.container_names()
-        assert any(n.startswith("lazaret-net-") for n in names), names
-        # The sidecar: runc, no shell in its image, only NET_ADMIN.
-        net = next(n for n in names if n.startswith("lazaret-net-"))
-        r = podman(lz.user, "inspect", "--format", "{{.OCIRuntime}} {{.HostConfig.CapAdd}} {{.ImageName}}", net)
-        assert r.stdout.split()[0] == "runc"
-        assert "NET_ADMIN" in r.stdout
-        image = r.stdout.split()[-1]
+        net = st["network"]["sidecar"]
+        assert net in dom.container_names()
+        r = podman(lz.user, "inspect", "--format", "{{.OCIRuntime}} {{.State.Pid}} {{.ImageName}}", net)
+        runtime, pid, image = r.stdout.split()
+        assert runtime == "runc"
+        with open(f"/proc/{pid}/status") as f:
+            cap = int(next(l for l in f if l.startswith("CapEff:")).split()[1], 16)
+        assert cap == 1 << 12, hex(cap)  # CAP_NET_ADMIN alone
         r = podman(lz.user, "run", "--rm", "--entrypoint=/bin/sh", image, "-c", "true", check=False)
         assert r.returncode != 0
+        fp = st["network"]["readiness_fingerprint"]
+        assert len(fp) == 64 and int(fp, 16) >= 0
     finally:
         kill_cli(p)
         p.wait()
     dom.assert_clean()
     log = dom.log()
-    assert "attested policy" in log and "network readiness proved" in log
-    del st
+    assert "attested policy" in log and f"network readiness proved (fingerprint {fp[:12]}" in log
 
 
 def test_sidecar_image_holds_netd_alone(lz, busybox_image):  # noqa: F811
@@ -300,6 +304,8 @@ def test_policy_update_without_restart(netdom, hosts):
         st2 = wait_sessions(dom, 0)
         assert st2["sandbox"]["id"] == sandbox_id
         assert st2["network"]["policy_digest"] != digest
+        # New evidence for the new policy.
+        assert st2["network"]["readiness_fingerprint"] != st["network"]["readiness_fingerprint"]
         assert holder.poll() is None
         assert "network policy update" in dom.log()
         # And narrower again: the root side is denied at once.
@@ -423,6 +429,31 @@ def test_loopback_only_sandbox_and_policy_changes(netdom):
         r = sandbox_sh(dom, "echo should-not-run")
         assert r.returncode == 125 and "should-not-run" not in r.stdout
         assert "runs without a network sidecar" in r.stderr and "lazaret stop" in r.stderr, r.stderr
+        assert holder.poll() is None
+    finally:
+        kill_cli(holder)
+        holder.wait()
+
+
+def test_hello_with_bad_policy_drops_that_peer_only(netdom):
+    """A control-socket peer that sends a policy not in canonical form gets
+    one Error naming it; the sandbox, its session and its policy stay."""
+    dom = netdom()
+    holder = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    try:
+        st = wait_sessions(dom, 1)
+        bad = ("lazaret-derived-network-policy v1\nfamily ipv4 enabled default deny\nfamily ipv6 disabled\n"
+               "rule 198.51.100.0/24 allow\nrule 10.0.0.0/8 allow\n")  # rules out of order
+        probe = ("import socket,struct,sys,json; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+                 "h=json.dumps({'type':'Hello','version':1,'cli_pid':1,'netpolicy':sys.argv[2]}).encode(); "
+                 "s.sendall(struct.pack('>I',len(h))+h); s.settimeout(10); d=b''\n"
+                 "while True:\n  c=s.recv(4096)\n  d+=c\n  if not c: break\n"
+                 "print(json.loads(d[4:])['message'])")
+        r = subprocess.run(["runuser", "-u", dom.lz.user.pw_name, "--", "/usr/bin/python3", "-c", probe,
+                            dom.socket_path(), bad], capture_output=True, text=True, timeout=30)
+        assert r.stdout.strip() == "the network policy sent is not canonical", r.stdout + r.stderr
+        st2 = dom.status()
+        assert st2["network"] == st["network"] and len(st2["sessions"]) == 1
         assert holder.poll() is None
     finally:
         kill_cli(holder)
