@@ -10,6 +10,9 @@ the same run (alternating rounds, medians).
   sidecar:  a cold lazaret run -- true with a policy that needs the sidecar
             (start, attestation, probes) vs the same with a policy that
             permits nothing (no sidecar); budget: at most 0.3x added
+  floor:    a bare `podman run -d --runtime=runc --network=none` of a
+            container that sleeps, in the same rounds: the least any
+            sidecar under Podman and runc costs, as a share of that cold run
 
 No packet leaves the machine: the namespaces are the bench's own, the
 sidecar policy has no probe targets and no resolvers, and its denied
@@ -197,14 +200,22 @@ runsc_network = "host"
         for name in cfgs:  # warm both
             run([lz, "--config", cfgs[name], "run", "--", "/bin/true"])
             gone()
-        times = {"none": [], "sidecar": []}
+        times = {"none": [], "sidecar": [], "floor": []}
         for _ in range(args.rounds):
             for name in ("none", "sidecar"):
                 t = time.perf_counter()
                 run([lz, "--config", cfgs[name], "run", "--", "/bin/true"])
                 times[name].append(time.perf_counter() - t)
                 gone()
-        return statistics.median(times["none"]), statistics.median(times["sidecar"])
+            # The floor: the cheapest container Podman can start under runc,
+            # which the sidecar is at the least (no network, no fds, no netd).
+            t = time.perf_counter()
+            run(["podman", "run", "-d", "--name", "lazaret-bench-floor", "--runtime=runc", "--network=none",
+                 "--log-driver=none", "--cgroups=no-conmon", IMAGE, "sleep", "60"])
+            times["floor"].append(time.perf_counter() - t)
+            run(["podman", "rm", "-f", "-t", "0", "lazaret-bench-floor"])
+        return (statistics.median(times["none"]), statistics.median(times["sidecar"]),
+                statistics.median(times["floor"]))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -230,7 +241,7 @@ def main():
         install_ip.append(ip_batch_install(routes, f"{os.getpid() % 1000}i{i}"))
         install_netd.append(netd_install(netd, canon, f"{os.getpid() % 1000}n{i}"))
     n_gw = sum(1 for _, k in routes if k == "permit")
-    none, side = sidecar_overhead(args, pw)
+    none, side, floor = sidecar_overhead(args, pw)
 
     added = side / none - 1
     inst = statistics.median(install_netd) / statistics.median(install_ip)
@@ -241,6 +252,8 @@ def main():
           f"ip -batch + read back {statistics.median(install_ip) * 1000:7.1f} ms   ratio {inst:.2f}")
     print(f"  sidecar  cold run with sidecar {side * 1000:7.1f} ms   without (loopback only) {none * 1000:7.1f} ms   "
           f"ratio {side / none:.2f}, added {added:.2f}x (budget 0.30)")
+    print(f"  floor    a bare podman run -d under runc (no network) {floor * 1000:7.1f} ms   "
+          f"= {floor / none:.2f}x of the loopback-only cold run")
     return 0 if added <= 0.3 else 1
 
 
