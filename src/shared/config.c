@@ -17,6 +17,7 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "path-util.h"
+#include "persist.h"
 #include "strbuf.h"
 #include "string-util.h"
 
@@ -1450,17 +1451,43 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
                 _cleanup_free_ char *nn = key_path(pname, "persistent_dirs");
                 bool ok = true;
                 p->persistent_dirs = string_list(v, n, nn ?: "persistent_dirs", &p->n_persistent_dirs, &ok);
-                for (size_t i = 0; n->value->type == TOML_ARRAY && i < n->value->array.n; i++) {
+                /* Keep the canonical form of the good entries; string_list
+                 * skipped bad ones, so walk the array again for positions. */
+                size_t kept = 0;
+                for (size_t i = 0; p->persistent_dirs && n->value->type == TOML_ARRAY && i < n->value->array.n;
+                     i++) {
                         const TomlValue *e = n->value->array.items[i];
                         if (e->type != TOML_STRING || strlen(e->str.s) != e->str.len || e->str.len == 0)
                                 continue;
                         _cleanup_free_ char *q = quoted(e->str.s, e->str.len);
-                        if (!path_is_absolute(e->str.s))
-                                ERR(v->d, n->src->path, e->pos, "%s[%zu]: %s must be an absolute path in the sandbox",
-                                    nn, i, q ?: "?");
-                        else if (path_has_dotdot(e->str.s))
-                                ERR(v->d, n->src->path, e->pos, "%s[%zu]: path %s contains a '..' segment; refusing it",
-                                    nn, i, q ?: "?");
+                        const char *why = NULL;
+                        char *c = persist_dir_canonical(e->str.s, &why);
+                        if (!c && !why)
+                                return -ENOMEM;
+                        if (!c) {
+                                ERR(v->d, n->src->path, e->pos, "%s[%zu]: %s %s", nn, i, q ?: "?", why);
+                                continue;
+                        }
+                        size_t j;
+                        for (j = 0; j < kept && !persist_dirs_overlap(p->persistent_dirs[j], c); j++)
+                                ;
+                        if (j < kept) {
+                                ERR(v->d, n->src->path, e->pos,
+                                    streq(p->persistent_dirs[j], c)
+                                            ? "%s[%zu]: %s is listed twice; keep one"
+                                            : "%s[%zu]: %s overlaps %s listed before it; keep only the outer one",
+                                    nn, i, q ?: "?", p->persistent_dirs[j]);
+                                free(c);
+                                continue;
+                        }
+                        /* string_list kept this entry at a position <= i. */
+                        free(p->persistent_dirs[kept]);
+                        p->persistent_dirs[kept++] = c;
+                }
+                if (p->persistent_dirs) {
+                        for (size_t j = kept; j < p->n_persistent_dirs; j++)
+                                p->persistent_dirs[j] = mfree(p->persistent_dirs[j]);
+                        p->n_persistent_dirs = kept;
                 }
         }
 

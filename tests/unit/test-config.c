@@ -20,6 +20,7 @@
 #include "expand.h"
 #include "fileio.h"
 #include "path-util.h"
+#include "persist.h"
 
 static ExpandContext full_ctx(void) {
         ExpandContext c = { .home = "/home/u" };
@@ -340,6 +341,93 @@ static void test_profile_env(void **state) {
         config_diags_done(&d);
 }
 
+static void test_persist_dirs(void **state) {
+        (void) state;
+        static const struct {
+                const char *in, *out;
+        } ok[] = {
+                { "/usr", "/usr" },           { "//usr///", "/usr" },   { "/var/lib/apt", "/var/lib/apt" },
+                { "/root", "/root" },         { "/run/user", "/run/user" }, { "/workspaces", "/workspaces" },
+                { "/devices", "/devices" },   { "/etc", "/etc" },
+        };
+        for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+                const char *why = "unset";
+                char *c = persist_dir_canonical(ok[i].in, &why);
+                assert_non_null(c);
+                assert_null(why);
+                assert_string_equal(c, ok[i].out);
+                free(c);
+        }
+        static const char *const bad[] = { "usr",          "",          "/",          "//",       "/usr/../etc",
+                                           "/usr/./lib",   "/..",       "/workspace", "/workspace/x",
+                                           "/run",         "/run/lazaret", "/run/lazaret/certs", "/proc",
+                                           "/proc/1",      "/sys",      "/dev",       "/dev/shm" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                const char *why = NULL;
+                char *c = persist_dir_canonical(bad[i], &why);
+                if (c)
+                        fail_msg("%s was accepted as %s", bad[i], c);
+                assert_non_null(why);
+        }
+        assert_true(persist_dirs_overlap("/usr", "/usr"));
+        assert_true(persist_dirs_overlap("/usr", "/usr/local"));
+        assert_true(persist_dirs_overlap("/usr/local", "/usr"));
+        assert_false(persist_dirs_overlap("/usr", "/usrx"));
+        assert_false(persist_dirs_overlap("/var/lib", "/var/log"));
+
+        static const struct {
+                const char *in, *out;
+        } names[] = { { "/usr", "usr" }, { "/var/lib", "var_2flib" }, { "/var_lib", "var_5flib" },
+                      { "/a_/b", "a_5f_2fb" }, { "/a/_b", "a_2f_5fb" } };
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+                char *n = persist_dir_name(names[i].in);
+                assert_non_null(n);
+                assert_string_equal(n, names[i].out);
+                free(n);
+        }
+}
+
+static void test_persist_config(void **state) {
+        (void) state;
+        char ws[128];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        put("xdg/lazaret/config.toml", base_cfg);
+        put("ws/lazaret.toml", "[profiles.claude]\n"
+                               "persistent_dirs = [\"/usr/\", \"var\", \"/usr\", \"/usr/local\", \"/run\", "
+                               "\"/etc\", \"/../x\"]\n");
+        ConfigLoadOptions o = { .workspace = ws };
+        ConfigDiags d = {};
+        Config *c = NULL;
+        assert_int_equal(config_load(&o, &c, &d), -EINVAL);
+        assert_int_equal(config_diags_errors(&d), 5);
+        const char *want[] = {
+                "profiles.claude.persistent_dirs[1]: 'var' must be an absolute path in the sandbox",
+                "profiles.claude.persistent_dirs[2]: '/usr' is listed twice; keep one",
+                "profiles.claude.persistent_dirs[3]: '/usr/local' overlaps /usr listed before it; keep only the "
+                "outer one",
+                "profiles.claude.persistent_dirs[4]: '/run' covers a directory the sandbox needs as it is "
+                "(/workspace, /run/lazaret, /proc, /sys or /dev)",
+                "profiles.claude.persistent_dirs[6]: '/../x' contains a '.' or '..' segment",
+        };
+        for (size_t i = 0; i < 5; i++) {
+                assert_string_equal(d.items[i].message, want[i]);
+                assert_int_equal(d.items[i].pos.line, 2);
+        }
+        config_diags_done(&d);
+
+        put("ws/lazaret.toml", "[profiles.claude]\npersistent_dirs = [\"//usr/\", \"/etc\", \"/var/lib\"]\n");
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), 0);
+        const ConfigProfile *p = config_find_profile(c, "claude");
+        assert_int_equal(p->n_persistent_dirs, 3);
+        assert_string_equal(p->persistent_dirs[0], "/usr");
+        assert_string_equal(p->persistent_dirs[1], "/etc");
+        assert_string_equal(p->persistent_dirs[2], "/var/lib");
+        assert_null(p->persistent_dirs[3]);
+        config_free(c);
+        config_diags_done(&d);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_expand),
@@ -351,6 +439,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_load_conflict, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_load_nothing, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_profile_env, setup_dirs, teardown_dirs),
+                cmocka_unit_test(test_persist_dirs),
+                cmocka_unit_test_setup_teardown(test_persist_config, setup_dirs, teardown_dirs),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
