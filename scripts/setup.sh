@@ -37,10 +37,12 @@ as_test_user() {
 	fi
 }
 
-# Build and test tools, then what a sandbox launch needs (lazaret doctor
-# checks the same list).
+# Build and test tools (dosfstools and fusefat: a FAT Domain Root for the
+# State Anchor's bad-file-system test), then what a sandbox launch needs
+# (lazaret doctor checks the same list).
 PACKAGES="meson ninja-build gcc clang clang-format pkg-config libclang-rt-14-dev
 libssl-dev libjansson-dev liblmdb-dev libcmocka-dev python3-pytest libfuse3-dev fuse3
+dosfstools fusefat
 podman runsc runc fuse-overlayfs slirp4netns uidmap sudo busybox-static mmdebstrap git iproute2"
 
 missing=

@@ -30,6 +30,7 @@
 #include "log.h"
 #include "path-util.h"
 #include "router-run.h"
+#include "state-anchor.h"
 #include "runtime-dir.h"
 #include "netpolicy-digest.h"
 #include "netpolicy.h"
@@ -143,6 +144,7 @@ struct Coordinator {
         SandboxInfo sandbox;
         RouterRun router;
         uint64_t p_router;
+        StateAnchor anchor;
         Sidecar sidecar; /* name NULL: no sidecar (loopback only) */
         uint64_t p_network;
         NetPolicy net;
@@ -448,6 +450,7 @@ static void session_close_output(Session *s, int *fd) {
 
 static void begin_stop(Coordinator *co, const char *reason);
 static void stop_router(Coordinator *co);
+static void stop_anchor(Coordinator *co);
 static void stop_network(Coordinator *co);
 
 /* An exec client that died abnormally may have lost its sandbox: conmon's
@@ -1188,6 +1191,20 @@ static void reap_children(Coordinator *co) {
                         begin_stop(co, "the git router stopped unexpectedly");
                         continue;
                 }
+                bool layer = false;
+                for (size_t i = 0; i < co->anchor.n_layers; i++) {
+                        AnchorLayer *l = &co->anchor.layers[i];
+                        if (l->pid > 0 && pid == l->pid) {
+                                /* The sandbox would see I/O errors where its
+                                 * installed software was: stop it. */
+                                l->pid = 0;
+                                layer = true;
+                                log_error("the overlay of %s stopped unexpectedly", l->dir);
+                                begin_stop(co, "the overlay of a persistent directory stopped unexpectedly");
+                        }
+                }
+                if (layer)
+                        continue;
                 for (Session *s = co->sessions; s; s = s->next)
                         if (s->pid == pid) {
                                 s->exited = true;
@@ -1235,6 +1252,56 @@ static int read_spec(LaunchSpec *ret) {
         return r;
 }
 
+/* Remove one participant a dead coordinator left: -EIO when it cannot be. */
+static int recover_participant(Coordinator *co, json_t *p) {
+        uint64_t id = (uint64_t) json_integer_value(json_object_get(p, "participant_id"));
+        const char *role = json_string_value(json_object_get(p, "role"));
+        json_t *own = json_object_get(p, "ownership");
+        log_info("recovering participant %" PRIu64 " (%s, %s)", id, role ? role : "?",
+                 json_string_value(json_object_get(p, "state")) ?: "?");
+        if (role && streq(role, "Sandbox")) {
+                const char *name = json_string_value(json_object_get(own, "container_name"));
+                _cleanup_free_ char *err = NULL;
+                if (name && container_remove(&co->spec, name, &err) < 0) {
+                        log_error("cannot remove the old sandbox %s: %s", name, err ? err : "?");
+                        return -EIO;
+                }
+        } else if (role && (streq(role, "GitRouting") || streq(role, "StateAnchor"))) {
+                /* A FUSE daemon: kill it (by pid and start time), then
+                 * detach the mount it leaves behind. */
+                ProcessIdentity pi;
+                if (process_identity_from_json(json_object_get(own, "daemon"), &pi) >= 0 && process_identity_alive(&pi))
+                        (void) kill(pi.pid, SIGKILL);
+                const char *mp = json_string_value(
+                        json_object_get(own, streq(role, "GitRouting") ? "mountpoint" : "merged_path"));
+                if (mp)
+                        fuse_unmount(&co->spec, mp);
+        } else if (role && streq(role, "PreparedLower")) {
+                /* Our mount of the image (Committed: it has a path); Podman
+                 * counts them, so giving back ours leaves other Domains'
+                 * mounts of it alone. */
+                const char *image = json_string_value(json_object_get(own, "prepared_artifact_id"));
+                if (image && json_is_string(json_object_get(own, "path")))
+                        anchor_unmount_image(&co->spec, image);
+        } else if (role && streq(role, "Network")) {
+                const char *name = json_string_value(json_object_get(own, "container_name"));
+                _cleanup_free_ char *err = NULL;
+                if (name && container_remove(&co->spec, name, &err) < 0) {
+                        log_error("cannot remove the old network sidecar %s: %s", name, err ? err : "?");
+                        return -EIO;
+                }
+        } else if (role && streq(role, "Publication")) {
+                const char *path = json_string_value(json_object_get(own, "socket_path"));
+                if (path)
+                        (void) unlink(path);
+        }
+        (void) own_set_state(co->store, id, PARTICIPANT_RELEASE_INTENT, NULL);
+        int r = own_set_state(co->store, id, PARTICIPANT_CLEAN, NULL);
+        if (r < 0)
+                log_warning("store: participant %" PRIu64 " -> Clean: %s", id, strerror(-r));
+        return 0;
+}
+
 /* Remove what a dead coordinator of this Domain left behind (decision 12). */
 static int recover(Coordinator *co) {
         json_t *list = NULL;
@@ -1243,46 +1310,17 @@ static int recover(Coordinator *co) {
                 return r;
         size_t i;
         json_t *p;
-        json_array_foreach(list, i, p) {
-                uint64_t id = (uint64_t) json_integer_value(json_object_get(p, "participant_id"));
-                const char *role = json_string_value(json_object_get(p, "role"));
-                json_t *own = json_object_get(p, "ownership");
-                log_info("recovering participant %" PRIu64 " (%s, %s)", id, role ? role : "?",
-                         json_string_value(json_object_get(p, "state")) ?: "?");
-                if (role && streq(role, "Sandbox")) {
-                        const char *name = json_string_value(json_object_get(own, "container_name"));
-                        _cleanup_free_ char *err = NULL;
-                        if (name && container_remove(&co->spec, name, &err) < 0) {
-                                log_error("cannot remove the old sandbox %s: %s", name, err ? err : "?");
+        /* Image mounts last: the overlays above them go first. */
+        for (int pass = 0; pass < 2; pass++)
+                json_array_foreach(list, i, p) {
+                        const char *role = json_string_value(json_object_get(p, "role"));
+                        if ((pass == 1) != (role && streq(role, "PreparedLower")))
+                                continue;
+                        if (recover_participant(co, p) < 0) {
                                 json_decref(list);
                                 return -EIO;
                         }
-                } else if (role && streq(role, "GitRouting")) {
-                        ProcessIdentity pi;
-                        if (process_identity_from_json(json_object_get(own, "daemon"), &pi) >= 0 &&
-                            process_identity_alive(&pi))
-                                (void) kill(pi.pid, SIGKILL);
-                        const char *mp = json_string_value(json_object_get(own, "mountpoint"));
-                        if (mp)
-                                router_unmount(&co->spec, mp);
-                } else if (role && streq(role, "Network")) {
-                        const char *name = json_string_value(json_object_get(own, "container_name"));
-                        _cleanup_free_ char *err = NULL;
-                        if (name && container_remove(&co->spec, name, &err) < 0) {
-                                log_error("cannot remove the old network sidecar %s: %s", name, err ? err : "?");
-                                json_decref(list);
-                                return -EIO;
-                        }
-                } else if (role && streq(role, "Publication")) {
-                        const char *path = json_string_value(json_object_get(own, "socket_path"));
-                        if (path)
-                                (void) unlink(path);
                 }
-                (void) own_set_state(co->store, id, PARTICIPANT_RELEASE_INTENT, NULL);
-                r = own_set_state(co->store, id, PARTICIPANT_CLEAN, NULL);
-                if (r < 0)
-                        log_warning("store: participant %" PRIu64 " -> Clean: %s", id, strerror(-r));
-        }
         json_decref(list);
 
         list = NULL;
@@ -1377,6 +1415,7 @@ static void teardown(Coordinator *co) {
                         (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
         }
         stop_network(co);
+        stop_anchor(co);
         stop_router(co);
         if (co->generation)
                 (void) own_gen_update(co->store, co->generation, json_pack("{s:s}", "durable_decision", "TornDown"));
@@ -1581,6 +1620,85 @@ static void stop_router(Coordinator *co) {
         router_run_done(&co->router);
 }
 
+/* The State Anchor (spec §4.3.3): the image's mount is a PreparedLower
+ * participant (Intent with the image id, Committed with its path), each
+ * overlay a StateAnchor participant (Intent with its directories, Committed
+ * with the daemon and the mount). Layers start after the image mount and
+ * stop before it goes. */
+static void stop_anchor(Coordinator *co) {
+        for (size_t i = co->anchor.n_layers; i > 0; i--) {
+                AnchorLayer *l = &co->anchor.layers[i - 1];
+                if (!l->participant)
+                        continue;
+                (void) own_set_state(co->store, l->participant, PARTICIPANT_RELEASE_INTENT, NULL);
+                anchor_layer_stop(&co->spec, l);
+                (void) own_set_state(co->store, l->participant, PARTICIPANT_CLEAN, NULL);
+                l->participant = 0;
+        }
+        if (co->anchor.p_lower) {
+                (void) own_set_state(co->store, co->anchor.p_lower, PARTICIPANT_RELEASE_INTENT, NULL);
+                if (co->anchor.image_mount)
+                        anchor_unmount_image(&co->spec, co->anchor.image_id);
+                co->anchor.image_mount = mfree(co->anchor.image_mount);
+                (void) own_set_state(co->store, co->anchor.p_lower, PARTICIPANT_CLEAN, NULL);
+                co->anchor.p_lower = 0;
+        }
+}
+
+static int start_anchor(Coordinator *co, char **ret_error) {
+        StateAnchor *a = &co->anchor;
+        int r = anchor_init(&co->spec, a);
+        if (r < 0 || a->n_layers == 0)
+                return r;
+        r = anchor_check_domain_root(co->spec.domain_dir, ret_error);
+        if (r < 0)
+                return r;
+        r = anchor_resolve_image(&co->spec, a, ret_error);
+        if (r < 0)
+                return r;
+        r = own_part_add(co->store, co->generation, ROLE_PREPARED_LOWER,
+                         json_pack("{s:s, s:s, s:s, s:n}", "prepared_artifact_id", a->image_id, "source_identity",
+                                   co->spec.image, "lease_state", "Acquiring", "path"),
+                         &a->p_lower);
+        if (r < 0)
+                return r;
+        r = anchor_mount_image(&co->spec, a, ret_error);
+        if (r < 0) {
+                (void) own_set_state(co->store, a->p_lower, PARTICIPANT_RELEASE_INTENT, NULL);
+                (void) own_set_state(co->store, a->p_lower, PARTICIPANT_CLEAN, NULL);
+                a->p_lower = 0;
+                return r;
+        }
+        (void) own_set_state(co->store, a->p_lower, PARTICIPANT_COMMITTED,
+                             json_pack("{s:s, s:s}", "lease_state", "Held", "path", a->image_mount));
+        for (size_t i = 0; i < a->n_layers; i++) {
+                AnchorLayer *l = &a->layers[i];
+                r = own_part_add(co->store, co->generation, ROLE_STATE_ANCHOR,
+                                 json_pack("{s:s, s:s, s:s, s:s, s:s, s:n, s:n}", "dir", l->dir, "lower_artifact_id",
+                                           a->image_id, "upper_path", l->changes, "work_path", l->work, "merged_path",
+                                           l->merged, "daemon", "mount"),
+                                 &l->participant);
+                if (r < 0)
+                        return r;
+                r = anchor_layer_start(&co->spec, a, l, ret_error);
+                if (r < 0)
+                        return r; /* start_failed() releases the participants */
+                (void) own_set_state(co->store, l->participant, PARTICIPANT_COMMITTED,
+                                     json_pack("{s:o, s:{s:i}, s:s}", "daemon", process_identity_to_json(&l->ident),
+                                               "mount", "mount_id", l->mount_id, "lower_path", l->lower));
+                r = anchor_record_image(&co->spec, a, l);
+                if (r > 0)
+                        log_info("the image under %s changed: its new copy is the lower layer now, the changes in %s "
+                                 "are kept",
+                                 l->dir, l->changes);
+                else if (r < 0)
+                        log_warning("cannot record the image of %s: %s", l->dir, strerror(-r));
+                log_info("persistent %s: fuse-overlayfs %d on %s (lower %s)", l->dir, (int) l->pid, l->merged,
+                         l->lower);
+        }
+        return 0;
+}
+
 /* The Network Sidecar is a Participant: Intent before the container
  * exists, Prepared once netd attested the routes, Committed with the Network
  * Readiness Evidence once the probes agree (decision 7, FR-3). */
@@ -1723,6 +1841,7 @@ static void release(Coordinator *co) {
         sandbox_info_done(&co->sandbox);
         sidecar_done(&co->sidecar);
         router_run_done(&co->router);
+        anchor_done(&co->anchor);
         launch_spec_done(&co->spec);
         co->container_name = mfree(co->container_name);
         co->terminfo_dir = mfree(co->terminfo_dir);
@@ -1730,6 +1849,7 @@ static void release(Coordinator *co) {
 
 static int start_failed(Coordinator *co) {
         stop_network(co);
+        stop_anchor(co);
         stop_router(co);
         (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
         (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
@@ -1841,6 +1961,14 @@ int coordinator_main(void) {
                         return start_failed(&co);
                 }
         }
+        r = start_anchor(&co, &err);
+        if (r < 0) {
+                if (co.anchor.image_id || !err)
+                        status_report(&co, "error: cannot keep persistent_dirs: %s", err ? err : strerror(-r));
+                else
+                        status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image, err);
+                return start_failed(&co);
+        }
         /* FR-3: the sidecar runs and has attested before the sandbox
          * starts; with the kernel's stack the probes run now, from its
          * namespace, with gVisor's own stack from inside the sandbox. */
@@ -1858,7 +1986,7 @@ int coordinator_main(void) {
         }
         r = sandbox_start(&co.spec, co.generation, worktree ? worktree : co.spec.workspace,
                           co.router.pid > 0 ? co.router.mountpoint : NULL, co.terminfo_dir, co.sidecar.name,
-                          &co.sandbox, &err);
+                          co.anchor.n_layers ? &co.anchor : NULL, &co.sandbox, &err);
         if (r < 0) {
                 status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image,
                               err ? err : strerror(-r));

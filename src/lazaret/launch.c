@@ -16,6 +16,7 @@
 #include "launch.h"
 #include "path-util.h"
 #include "runtime-dir.h"
+#include "state-anchor.h"
 #include "strbuf.h"
 #include "string-util.h"
 
@@ -55,6 +56,8 @@ void launch_spec_done(LaunchSpec *s) {
         free(s->probe_dns_name);
         free(s->netd);
         free(s->sidecar_image);
+        strv_free(s->persistent_dirs);
+        free(s->fuse_overlayfs);
         *s = (LaunchSpec){};
 }
 
@@ -85,10 +88,12 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                               s->runtime_dir, "lock_path", s->lock_path, "socket_path", s->socket_path, "podman",
                               s->podman, "runsc", s->runsc, "init", s->init, "rootless", s->rootless, "branch",
                               s->branch, "nofile", (json_int_t) s->nofile, "nproc", (json_int_t) s->nproc);
-        if (j && json_object_update_new(j, json_pack("{s:s, s:s, s:o*, s:s, s:s?, s:s?}", "netpolicy", s->netpolicy,
-                                                     "netpolicy_digest", s->netpolicy_digest, "probe_targets",
-                                                     strv_json(s->probe_targets), "probe_dns_name", s->probe_dns_name,
-                                                     "netd", s->netd, "sidecar_image", s->sidecar_image)) < 0) {
+        if (j && (json_object_update_new(j, json_pack("{s:s, s:s, s:o*, s:s, s:s?, s:s?}", "netpolicy", s->netpolicy,
+                                                      "netpolicy_digest", s->netpolicy_digest, "probe_targets",
+                                                      strv_json(s->probe_targets), "probe_dns_name", s->probe_dns_name,
+                                                      "netd", s->netd, "sidecar_image", s->sidecar_image)) < 0 ||
+                  json_object_update_new(j, json_pack("{s:o*, s:s?}", "persistent_dirs", strv_json(s->persistent_dirs),
+                                                      "fuse_overlayfs", s->fuse_overlayfs)) < 0)) {
                 json_decref(j);
                 return NULL;
         }
@@ -210,6 +215,10 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_str(j, "netd", &s.netd);
         if (r >= 0 && json_is_string(json_object_get(j, "sidecar_image")))
                 r = get_str(j, "sidecar_image", &s.sidecar_image);
+        if (r >= 0)
+                r = get_strv(j, "persistent_dirs", &s.persistent_dirs);
+        if (r >= 0 && json_is_string(json_object_get(j, "fuse_overlayfs")))
+                r = get_str(j, "fuse_overlayfs", &s.fuse_overlayfs);
         if (r < 0) {
                 launch_spec_done(&s);
                 return r;
@@ -475,6 +484,27 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                 r = image_sidecar_ref(&s.sidecar_image);
                 if (r < 0)
                         return fail(ret_error, "cannot read %s: %s", s.netd, strerror(-r));
+        }
+
+        /* The State Anchor: canonical entries (config validated them). */
+        s.persistent_dirs = calloc(p->n_persistent_dirs + 1, sizeof(char *));
+        if (!s.persistent_dirs)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_persistent_dirs; i++)
+                if (!(s.persistent_dirs[i] = strdup(p->persistent_dirs[i])))
+                        return -ENOMEM;
+        if (p->n_persistent_dirs > 0) {
+                r = exec_find_program(search, "fuse-overlayfs", &s.fuse_overlayfs);
+                if (r == -ENOENT)
+                        return fail(ret_error, "persistent_dirs needs fuse-overlayfs, which is not installed or not "
+                                               "in PATH; install it: sudo apt-get install fuse-overlayfs");
+                if (r < 0)
+                        return r;
+                _cleanup_free_ char *bad = NULL;
+                r = anchor_check_domain_root(s.domain_dir, &bad);
+                if (r < 0)
+                        return bad ? fail(ret_error, "%s", bad)
+                                   : fail(ret_error, "cannot check the Domain Root %s: %s", s.domain_dir, strerror(-r));
         }
 
         struct rlimit rl;

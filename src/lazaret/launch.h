@@ -51,6 +51,11 @@ typedef struct LaunchSpec {
         char *probe_dns_name;
         char *netd; /* lazaret-netd on the host */
         char *sidecar_image; /* localhost/lazaret/sidecar:netd-HASH */
+        /* The State Anchor (spec §4.3): canonical container directories kept
+         * across restarts, NULL-terminated (empty: none), and the overlay
+         * daemon that serves them (NULL when there are none). */
+        char **persistent_dirs;
+        char *fuse_overlayfs;
         uint64_t nofile; /* hard limits passed as --ulimit */
         uint64_t nproc;
         char fingerprint[65]; /* SHA-256 of the canonical JSON (without this field) */

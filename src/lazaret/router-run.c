@@ -59,7 +59,7 @@ int podman_pause_pid(const LaunchSpec *s, pid_t *ret) {
 
 /* fork + (rootless) join Podman's namespaces + exec. Only async-signal-safe
  * calls between fork and exec. */
-static int spawn_in_podman_ns(const LaunchSpec *s, const char *path, char *const argv[], pid_t *ret) {
+int podman_ns_spawn(const LaunchSpec *s, const char *path, char *const argv[], pid_t *ret) {
         _cleanup_close_ int userns = -EBADF, mntns = -EBADF;
         if (s->rootless) {
                 pid_t pp;
@@ -95,9 +95,7 @@ static int spawn_in_podman_ns(const LaunchSpec *s, const char *path, char *const
         return 0;
 }
 
-/* The mount id of mountpoint as the router's mount namespace sees it, or
- * -ENOENT while it is not mounted. */
-static int mounted_in(pid_t pid, const char *mountpoint, int *ret_id) {
+int fuse_mount_id(pid_t pid, const char *mountpoint, int *ret_id) {
         char p[64];
         snprintf(p, sizeof(p), "/proc/%d/mountinfo", (int) pid);
         _cleanup_free_ char *text = NULL;
@@ -171,7 +169,7 @@ int router_start(const LaunchSpec *s, const char *worktree, RouterRun *ret, char
         }
         argv[k++] = rr.mountpoint;
         argv[k] = NULL;
-        r = spawn_in_podman_ns(s, router, argv, &rr.pid);
+        r = podman_ns_spawn(s, router, argv, &rr.pid);
         if (r < 0) {
                 strbuf_printf(&b, "cannot start the git router: %s", strerror(-r));
                 goto fail;
@@ -188,7 +186,7 @@ int router_start(const LaunchSpec *s, const char *worktree, RouterRun *ret, char
                         r = -EIO;
                         goto fail;
                 }
-                if (mounted_in(rr.pid, rr.mountpoint, &rr.mount_id) == 0)
+                if (fuse_mount_id(rr.pid, rr.mountpoint, &rr.mount_id) == 0)
                         break;
                 if (now_usec() >= deadline) {
                         strbuf_printf(&b, "the git router did not mount %s within 5 s", rr.mountpoint);
@@ -207,7 +205,7 @@ fail:
         return r < 0 ? r : -EIO;
 }
 
-void router_unmount(const LaunchSpec *s, const char *mountpoint) {
+void fuse_unmount(const LaunchSpec *s, const char *mountpoint) {
         _cleanup_free_ char *fusermount = NULL;
         const char *search = getenv("PATH");
         if (exec_find_program(search && *search ? search : "/usr/bin:/bin", "fusermount3", &fusermount) < 0)
@@ -216,32 +214,36 @@ void router_unmount(const LaunchSpec *s, const char *mountpoint) {
                 (char *) "fusermount3", (char *) "-u", (char *) "-z", (char *) "-q", (char *) mountpoint, NULL
         };
         pid_t pid;
-        if (spawn_in_podman_ns(s, fusermount, argv, &pid) < 0)
+        if (podman_ns_spawn(s, fusermount, argv, &pid) < 0)
                 return;
         int st;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
                 ;
 }
 
-void router_stop(const LaunchSpec *s, RouterRun *r) {
-        if (r->pid > 0) {
-                (void) kill(r->pid, SIGTERM);
+void fuse_daemon_stop(const LaunchSpec *s, pid_t *pid, const char *mountpoint) {
+        if (*pid > 0) {
+                (void) kill(*pid, SIGTERM);
                 uint64_t deadline = now_usec() + STOP_USEC;
                 int st;
                 for (;;) {
-                        pid_t w = waitpid(r->pid, &st, WNOHANG);
-                        if (w == r->pid || (w < 0 && errno == ECHILD))
+                        pid_t w = waitpid(*pid, &st, WNOHANG);
+                        if (w == *pid || (w < 0 && errno == ECHILD))
                                 break;
                         if (now_usec() >= deadline) {
-                                (void) kill(r->pid, SIGKILL);
-                                (void) waitpid(r->pid, &st, 0);
+                                (void) kill(*pid, SIGKILL);
+                                (void) waitpid(*pid, &st, 0);
                                 break;
                         }
                         usleep(5000);
                 }
-                r->pid = 0;
+                *pid = 0;
         }
-        /* A router killed hard leaves its mount behind (ENOTCONN). */
-        if (r->mountpoint)
-                router_unmount(s, r->mountpoint);
+        /* A daemon killed hard leaves its mount behind (ENOTCONN). */
+        if (mountpoint)
+                fuse_unmount(s, mountpoint);
+}
+
+void router_stop(const LaunchSpec *s, RouterRun *r) {
+        fuse_daemon_stop(s, &r->pid, r->mountpoint);
 }

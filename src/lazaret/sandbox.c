@@ -142,7 +142,8 @@ static int read_spec_env(const char *state, char ***ret, json_t **ret_user) {
 }
 
 int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
-                  const char *terminfo_dir, const char *network_from, SandboxInfo *ret, char **ret_error) {
+                  const char *terminfo_dir, const char *network_from, const StateAnchor *anchor, SandboxInfo *ret,
+                  char **ret_error) {
         _cleanup_free_ char *name = NULL, *pidfile = NULL;
         _cleanup_(exec_result_done) ExecResult res = {};
         Argv a = {};
@@ -215,9 +216,15 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
                 argv_addf(&a, "--volume=%s:%s:%s", v->host, v->container, strbuf_str(&opts));
                 strbuf_done(&opts);
         }
+        /* The State Anchor: each persistent directory is its overlay's
+         * merged view. Podman mounts the deeper paths later, so its own
+         * /etc/resolv.conf, hosts and hostname cover /etc's (spec §4.3.4). */
+        for (size_t i = 0; anchor && i < anchor->n_layers; i++)
+                argv_addf(&a, "--volume=%s:%s:rw", anchor->layers[i].merged, anchor->layers[i].dir);
         argv_add(&a, "--entrypoint=/run/lazaret/init");
         argv_add(&a, "--");
-        argv_add(&a, s->image);
+        /* The same image the layers' lowerdirs come from. */
+        argv_add(&a, anchor && anchor->image_id ? anchor->image_id : s->image);
         if (a.oom) {
                 argv_done(&a);
                 return -ENOMEM;

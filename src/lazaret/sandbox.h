@@ -11,6 +11,7 @@
 
 #include "exec-util.h"
 #include "launch.h"
+#include "state-anchor.h"
 
 /* Podman's last error line of a failed run, for one-line messages (caller
  * frees; NULL on OOM). */
@@ -35,10 +36,13 @@ void sandbox_info_done(SandboxInfo *i);
  * PID 1 is lazaret-init mounted at /run/lazaret/init. terminfo_dir is
  * mounted read-only at /run/lazaret/terminfo. network_from names the
  * network sidecar whose namespace the sandbox joins (NULL: none, loopback
- * only). On failure returns -EIO with *ret_error holding Podman's last error
+ * only). anchor (or NULL) adds the State Anchor's merged directories and
+ * runs the image by the id its layers were made from. On failure returns
+ * -EIO with *ret_error holding Podman's last error
  * line (caller frees). */
 int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
-                  const char *terminfo_dir, const char *network_from, SandboxInfo *ret, char **ret_error);
+                  const char *terminfo_dir, const char *network_from, const StateAnchor *anchor, SandboxInfo *ret,
+                  char **ret_error);
 
 /* workspace_mode = "branch": the agent's worktree on branch
  * lazaret/agent-<profile> under the Domain Root, made from the host's HEAD

@@ -11,16 +11,71 @@
 #include "client.h"
 #include "config.h"
 #include "fd-util.h"
+#include "fileio.h"
 #include "log.h"
+#include "path-util.h"
+#include "persist.h"
 #include "profile-pick.h"
 #include "runtime-dir.h"
 #include "strbuf.h"
 #include "string-util.h"
 #include "verbs.h"
 
+/* The profile's persistent directories and the image each layer was last
+ * used with (from <name>_image in the Domain Root; null before the first
+ * start). */
+static json_t *persistent_info(const ConfigProfile *p) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < p->n_persistent_dirs; i++) {
+                _cleanup_free_ char *name = persist_dir_name(p->persistent_dirs[i]);
+                char *leaf = NULL, *chg = NULL;
+                if (!name || asprintf(&leaf, "%s_image", name) < 0 || asprintf(&chg, "%s_changes", name) < 0) {
+                        free(leaf);
+                        json_decref(a);
+                        return NULL;
+                }
+                _cleanup_free_ char *path = path_join(p->domain_dir, leaf), *changes = path_join(p->domain_dir, chg);
+                free(leaf);
+                free(chg);
+                _cleanup_free_ char *text = NULL;
+                json_t *was =
+                        path && read_file_capped(path, 64 * 1024, &text, NULL) == 0 ? json_loads(text, 0, NULL) : NULL;
+                json_t *e = json_pack("{s:s, s:s?, s:O?, s:O?, s:O?, s:O?}", "dir", p->persistent_dirs[i], "changes",
+                                      changes, "image", json_object_get(was, "image"), "image_id",
+                                      json_object_get(was, "image_id"), "previous_image_id",
+                                      json_object_get(was, "previous_image_id"), "updated",
+                                      json_object_get(was, "updated"));
+                json_decref(was);
+                if (!e || json_array_append_new(a, e) < 0) {
+                        json_decref(a);
+                        return NULL;
+                }
+        }
+        return a;
+}
+
+static void print_persistent(json_t *a) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(a, i, e) {
+                const char *id = json_string_value(json_object_get(e, "image_id"));
+                const char *prev = json_string_value(json_object_get(e, "previous_image_id"));
+                printf("  persistent  %s  ", json_string_value(json_object_get(e, "dir")));
+                if (!id)
+                        printf("not used yet\n");
+                else {
+                        printf("image %.12s (%s)", id, json_string_value(json_object_get(e, "image")) ?: "?");
+                        if (prev)
+                                printf(", was %.12s", prev);
+                        printf(", since %s\n", json_string_value(json_object_get(e, "updated")) ?: "?");
+                }
+        }
+}
+
 /* The control socket of PROFILE's domain for the workspace, or of the only
  * profile. */
-static int domain_socket(const Globals *g, const char *name, char **ret_socket, char **ret_profile) {
+static int domain_socket(const Globals *g, const char *name, char **ret_socket, char **ret_profile,
+                         json_t **ret_persistent) {
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
         if (profile_load(g, name, &cfg, &p) < 0)
@@ -35,6 +90,8 @@ static int domain_socket(const Globals *g, const char *name, char **ret_socket, 
         *ret_socket = TAKE_PTR(rp.socket);
         *ret_profile = strdup(p->name);
         runtime_paths_done(&rp);
+        if (ret_persistent && !(*ret_persistent = persistent_info(p)))
+                return -ENOMEM;
         return *ret_profile ? 0 : -ENOMEM;
 }
 
@@ -76,20 +133,34 @@ int verb_status(int argc, char **argv, const Globals *g) {
                 return EXIT_USAGE;
         }
         _cleanup_free_ char *sock = NULL, *profile = NULL;
-        if (domain_socket(g, optind < argc ? argv[optind] : NULL, &sock, &profile) < 0)
+        json_t *persistent = NULL;
+        if (domain_socket(g, optind < argc ? argv[optind] : NULL, &sock, &profile, &persistent) < 0) {
+                json_decref(persistent);
                 return EXIT_LAZARET;
-
+        }
         _cleanup_close_ int fd = -EBADF;
         CtlMessage reply = {};
         CtlMessage req = { .type = CTL_STATUS_REQUEST };
         if (client_connect(sock, &fd) < 0 || ask(fd, &req, &reply) < 0 || reply.type != CTL_STATUS) {
                 ctl_message_done(&reply);
-                if (json)
-                        printf("{\"running\": false, \"profile\": \"%s\"}\n", profile);
-                else
+                if (json) {
+                        json_t *j = json_pack("{s:b, s:s}", "running", 0, "profile", profile);
+                        if (j && json_array_size(persistent))
+                                json_object_set(j, "persistent", persistent);
+                        char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+                        if (text)
+                                puts(text);
+                        free(text);
+                        json_decref(j);
+                } else {
                         printf("%s: not running\n", profile);
+                        print_persistent(persistent);
+                }
+                json_decref(persistent);
                 return 0;
         }
+        if (json_array_size(persistent))
+                json_object_set(reply.status, "persistent", persistent);
         if (json) {
                 char *s = json_dumps(reply.status, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 if (s)
@@ -107,6 +178,7 @@ int verb_status(int argc, char **argv, const Globals *g) {
                 const char *side = json_string_value(json_object_get(net, "sidecar"));
                 printf("  network     %s, policy %.12s\n", side ? side : "loopback only",
                        json_string_value(json_object_get(net, "policy_digest")) ?: "?");
+                print_persistent(persistent);
                 printf("  uptime      %llds\n", (long long) json_integer_value(json_object_get(st, "uptime_seconds")));
                 json_t *ss = json_object_get(st, "sessions");
                 printf("  sessions    %zu\n", json_array_size(ss));
@@ -118,6 +190,7 @@ int verb_status(int argc, char **argv, const Globals *g) {
                                (long long) json_integer_value(json_object_get(s, "age_seconds")));
         }
         ctl_message_done(&reply);
+        json_decref(persistent);
         return 0;
 }
 
@@ -132,7 +205,7 @@ int verb_stop(int argc, char **argv, const Globals *g) {
                 return EXIT_USAGE;
         }
         _cleanup_free_ char *sock = NULL, *profile = NULL;
-        if (domain_socket(g, argc > 1 ? argv[1] : NULL, &sock, &profile) < 0)
+        if (domain_socket(g, argc > 1 ? argv[1] : NULL, &sock, &profile, NULL) < 0)
                 return EXIT_LAZARET;
         _cleanup_close_ int fd = -EBADF;
         if (client_connect(sock, &fd) < 0) {

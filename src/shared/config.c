@@ -1454,8 +1454,7 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
                 /* Keep the canonical form of the good entries; string_list
                  * skipped bad ones, so walk the array again for positions. */
                 size_t kept = 0;
-                for (size_t i = 0; p->persistent_dirs && n->value->type == TOML_ARRAY && i < n->value->array.n;
-                     i++) {
+                for (size_t i = 0; p->persistent_dirs && n->value->type == TOML_ARRAY && i < n->value->array.n; i++) {
                         const TomlValue *e = n->value->array.items[i];
                         if (e->type != TOML_STRING || strlen(e->str.s) != e->str.len || e->str.len == 0)
                                 continue;

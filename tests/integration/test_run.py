@@ -138,6 +138,11 @@ runsc_network = "host"
                 "coordinators": self.coordinator_pids(),
                 "socket": [self.socket_path()] if self.domain_dirs() and os.path.exists(self.socket_path()) else [],
                 "mounts": [ln for ln in open("/proc/self/mountinfo") if self.data in ln],
+                # FUSE mounts (git router, State Anchor) live in Podman's
+                # namespace, and so do their daemons.
+                "podman-ns mounts": pause_mounts(self.lz.user, self.data),
+                "fuse daemons": subprocess.run(["pgrep", "-u", self.lz.user.pw_name, "-a", "-f", self.data + "/"],
+                                               capture_output=True, text=True).stdout.split("\n")[:-1],
             }
             if not any(left.values()):
                 # Under the ASan+UBSan build the coordinator reports leaks

@@ -346,9 +346,9 @@ static void test_persist_dirs(void **state) {
         static const struct {
                 const char *in, *out;
         } ok[] = {
-                { "/usr", "/usr" },           { "//usr///", "/usr" },   { "/var/lib/apt", "/var/lib/apt" },
-                { "/root", "/root" },         { "/run/user", "/run/user" }, { "/workspaces", "/workspaces" },
-                { "/devices", "/devices" },   { "/etc", "/etc" },
+                { "/usr", "/usr" },         { "//usr///", "/usr" },       { "/var/lib/apt", "/var/lib/apt" },
+                { "/root", "/root" },       { "/run/user", "/run/user" }, { "/workspaces", "/workspaces" },
+                { "/devices", "/devices" }, { "/etc", "/etc" },
         };
         for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
                 const char *why = "unset";
@@ -358,10 +358,23 @@ static void test_persist_dirs(void **state) {
                 assert_string_equal(c, ok[i].out);
                 free(c);
         }
-        static const char *const bad[] = { "usr",          "",          "/",          "//",       "/usr/../etc",
-                                           "/usr/./lib",   "/..",       "/workspace", "/workspace/x",
-                                           "/run",         "/run/lazaret", "/run/lazaret/certs", "/proc",
-                                           "/proc/1",      "/sys",      "/dev",       "/dev/shm" };
+        static const char *const bad[] = { "usr",
+                                           "",
+                                           "/",
+                                           "//",
+                                           "/usr/../etc",
+                                           "/usr/./lib",
+                                           "/..",
+                                           "/workspace",
+                                           "/workspace/x",
+                                           "/run",
+                                           "/run/lazaret",
+                                           "/run/lazaret/certs",
+                                           "/proc",
+                                           "/proc/1",
+                                           "/sys",
+                                           "/dev",
+                                           "/dev/shm" };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 const char *why = NULL;
                 char *c = persist_dir_canonical(bad[i], &why);
@@ -377,8 +390,11 @@ static void test_persist_dirs(void **state) {
 
         static const struct {
                 const char *in, *out;
-        } names[] = { { "/usr", "usr" }, { "/var/lib", "var_2flib" }, { "/var_lib", "var_5flib" },
-                      { "/a_/b", "a_5f_2fb" }, { "/a/_b", "a_2f_5fb" } };
+        } names[] = { { "/usr", "usr" },
+                      { "/var/lib", "var_2flib" },
+                      { "/var_lib", "var_5flib" },
+                      { "/a_/b", "a_5f_2fb" },
+                      { "/a/_b", "a_2f_5fb" } };
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
                 char *n = persist_dir_name(names[i].in);
                 assert_non_null(n);

@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec-util.h"
+#include "fd-util.h"
+#include "fileio.h"
+#include "log.h"
+#include "path-util.h"
+#include "persist.h"
+#include "router-run.h"
+#include "state-anchor.h"
+#include "strbuf.h"
+#include "string-util.h"
+
+#define PODMAN_USEC (UINT64_C(120) * 1000000)
+#define READY_USEC  (UINT64_C(5) * 1000000)
+
+static void layer_done(AnchorLayer *l) {
+        free(l->dir);
+        free(l->name);
+        free(l->changes);
+        free(l->work);
+        free(l->merged);
+        free(l->lower);
+        *l = (AnchorLayer){};
+}
+
+void anchor_done(StateAnchor *a) {
+        for (size_t i = 0; i < a->n_layers; i++)
+                layer_done(&a->layers[i]);
+        free(a->layers);
+        free(a->image_id);
+        free(a->image_mount);
+        *a = (StateAnchor){};
+}
+
+static char *layer_path(const LaunchSpec *s, const char *name, const char *suffix) {
+        char *leaf = NULL;
+        if (asprintf(&leaf, "%s_%s", name, suffix) < 0)
+                return NULL;
+        char *p = path_join(s->domain_dir, leaf);
+        free(leaf);
+        return p;
+}
+
+int anchor_init(const LaunchSpec *s, StateAnchor *ret) {
+        StateAnchor a = {};
+        size_t n = 0;
+        while (s->persistent_dirs && s->persistent_dirs[n])
+                n++;
+        a.layers = calloc(n + 1, sizeof(AnchorLayer));
+        if (!a.layers)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                AnchorLayer *l = &a.layers[i];
+                a.n_layers = i + 1;
+                l->dir = strdup(s->persistent_dirs[i]);
+                l->name = persist_dir_name(s->persistent_dirs[i]);
+                if (!l->dir || !l->name)
+                        goto oom;
+                l->changes = layer_path(s, l->name, "changes");
+                l->work = layer_path(s, l->name, "work");
+                l->merged = layer_path(s, l->name, "merged");
+                if (!l->changes || !l->work || !l->merged)
+                        goto oom;
+        }
+        *ret = a;
+        return 0;
+oom:
+        anchor_done(&a);
+        return -ENOMEM;
+}
+
+/* podman ARGS..., through `podman unshare` when rootless (image mounts
+ * exist only in Podman's mount namespace). Output trimmed into *ret_out. */
+static int podman_do(const LaunchSpec *s, bool in_ns, const char *const *args, char **ret_out, char **ret_error) {
+        const char *argv[16];
+        size_t k = 0;
+        argv[k++] = "podman";
+        if (in_ns && s->rootless) {
+                argv[k++] = "unshare";
+                argv[k++] = s->podman;
+        }
+        for (; *args && k < 15; args++)
+                argv[k++] = *args;
+        argv[k] = NULL;
+        _cleanup_(exec_result_done) ExecResult r = {};
+        int q = exec_capture(s->podman, argv, PODMAN_USEC, &r);
+        if (q < 0)
+                return q;
+        if (r.spawn_error < 0 || r.timed_out || r.status != 0) {
+                if (ret_error) {
+                        /* Podman's last line says what went wrong. */
+                        const char *e = r.err ? r.err : "";
+                        size_t len = strlen(e);
+                        while (len > 0 && (e[len - 1] == '\n' || e[len - 1] == ' '))
+                                len--;
+                        const char *last = e + len;
+                        while (last > e && last[-1] != '\n')
+                                last--;
+                        *ret_error = r.timed_out      ? strdup("podman did not answer in 120 s")
+                                     : last < e + len ? strndup(last, (size_t) (e + len - last))
+                                                      : strdup("podman failed");
+                }
+                return -EIO;
+        }
+        if (ret_out) {
+                char *o = r.out ? r.out : (char *) "";
+                size_t len = strlen(o);
+                while (len > 0 && (o[len - 1] == '\n' || o[len - 1] == ' '))
+                        len--;
+                *ret_out = strndup(o, len);
+                if (!*ret_out)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+int anchor_resolve_image(const LaunchSpec *s, StateAnchor *a, char **ret_error) {
+        _cleanup_free_ char *id = NULL, *err = NULL;
+        int r = podman_do(s, false, (const char *const[]){ "image", "inspect", "--format", "{{.Id}}", s->image, NULL },
+                          &id, &err);
+        if (r < 0) {
+                if (asprintf(ret_error, "cannot find the image %s for persistent_dirs: %s", s->image,
+                             err ? err : strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        if (strlen(id) != 64 || id[strspn(id, "0123456789abcdef")] != '\0') {
+                if (asprintf(ret_error, "podman gave no image id for %s", s->image) < 0)
+                        *ret_error = NULL;
+                return -EIO;
+        }
+        free(a->image_id);
+        a->image_id = TAKE_PTR(id);
+        return 0;
+}
+
+int anchor_mount_image(const LaunchSpec *s, StateAnchor *a, char **ret_error) {
+        _cleanup_free_ char *path = NULL, *err = NULL;
+        int r = podman_do(s, true, (const char *const[]){ "image", "mount", a->image_id, NULL }, &path, &err);
+        if (r < 0) {
+                if (asprintf(ret_error, "cannot mount the image %s (podman image mount): %s", s->image,
+                             err ? err : strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        if (!path_is_absolute(path) || strchr(path, '\n')) {
+                /* Mounted, but we cannot tell where: give it back. */
+                anchor_unmount_image(s, a->image_id);
+                if (asprintf(ret_error, "podman image mount gave no path for %s", s->image) < 0)
+                        *ret_error = NULL;
+                return -EIO;
+        }
+        a->image_mount = TAKE_PTR(path);
+        return 0;
+}
+
+void anchor_unmount_image(const LaunchSpec *s, const char *image_id) {
+        _cleanup_free_ char *err = NULL;
+        if (podman_do(s, true, (const char *const[]){ "image", "unmount", image_id, NULL }, NULL, &err) < 0)
+                log_warning("cannot unmount the image %s: %s", image_id, err ? err : "?");
+}
+
+static const char *fs_name(unsigned long type) {
+        switch (type) {
+        case 0xEF53:
+                return "ext4";
+        case 0x58465342:
+                return "xfs";
+        case 0x9123683E:
+                return "btrfs";
+        case 0x01021994:
+                return "tmpfs";
+        case 0x4d44:
+                return "vfat";
+        case 0x2011BAB0:
+                return "exfat";
+        case 0x7366746e:
+                return "ntfs3";
+        case 0x5346544e:
+                return "ntfs";
+        case 0x6969:
+                return "nfs";
+        case 0x65735546:
+                return "fuse";
+        case 0x794c7630:
+                return "overlay";
+        case 0x2fc12fc1:
+                return "zfs";
+        case 0xF2F52010:
+                return "f2fs";
+        case 0x858458f6:
+                return "ramfs";
+        case 0x01021997:
+                return "9p";
+        case 0x9fa0:
+                return "proc";
+        case 0x73717368:
+                return "squashfs";
+        case 0x9660:
+                return "iso9660";
+        default:
+                return NULL;
+        }
+}
+
+int anchor_check_domain_root(const char *domain_dir, char **ret_error) {
+        /* Before the first start the Domain Root does not exist yet: probe
+         * the nearest directory above it that does (it will be made there). */
+        _cleanup_free_ char *at = strdup(domain_dir);
+        if (!at)
+                return -ENOMEM;
+        struct stat st0;
+        while (lstat(at, &st0) < 0 && errno == ENOENT) {
+                char *slash = strrchr(at, '/');
+                if (!slash || slash == at)
+                        return -ENOENT;
+                *slash = '\0';
+        }
+        struct statfs sf;
+        if (statfs(at, &sf) < 0)
+                return negative_errno();
+        const char *name = fs_name((unsigned long) sf.f_type);
+        char type[32];
+        if (!name) {
+                snprintf(type, sizeof(type), "0x%lx", (unsigned long) sf.f_type);
+                name = type;
+        }
+        /* What fuse-overlayfs does in an upper directory: make directories,
+         * files and symlinks, rename, keep ownership and modes. */
+        char leaf[64];
+        snprintf(leaf, sizeof(leaf), ".lazaret-upper-probe-%d", (int) getpid());
+        _cleanup_free_ char *probe = path_join(at, leaf);
+        _cleanup_free_ char *f = probe ? path_join(probe, "f") : NULL, *g = probe ? path_join(probe, "g") : NULL,
+                            *l = probe ? path_join(probe, "l") : NULL;
+        if (!probe || !f || !g || !l)
+                return -ENOMEM;
+        (void) unlink(f);
+        (void) unlink(g);
+        (void) unlink(l);
+        (void) rmdir(probe);
+        const char *step = "make a directory";
+        int r = mkdir(probe, 0700) < 0 ? negative_errno() : 0;
+        if (r >= 0) {
+                step = "write a file";
+                _cleanup_close_ int fd = open(f, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
+                r = fd < 0 ? negative_errno() : 0;
+                struct stat st;
+                if (r >= 0) {
+                        step = "keep ownership and modes";
+                        if (fchown(fd, getuid(), getgid()) < 0 || fchmod(fd, 0751) < 0)
+                                r = negative_errno();
+                        else if (fstat(fd, &st) < 0)
+                                r = negative_errno();
+                        else if ((st.st_mode & 07777) != 0751)
+                                r = -EPERM;
+                }
+        }
+        if (r >= 0) {
+                step = "make a symlink";
+                r = symlink("f", l) < 0 ? negative_errno() : 0;
+        }
+        if (r >= 0) {
+                step = "rename a file";
+                r = rename(f, g) < 0 ? negative_errno() : 0;
+        }
+        (void) unlink(f);
+        (void) unlink(g);
+        (void) unlink(l);
+        (void) rmdir(probe);
+        if (r < 0) {
+                if (asprintf(ret_error,
+                             "the Domain Root %s is on a %s file system, which cannot hold the overlay layers of "
+                             "persistent_dirs (it cannot %s: %s); set [storage] data_root to a directory on ext4, "
+                             "xfs, btrfs or tmpfs",
+                             domain_dir, name, step, strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return -EOPNOTSUPP;
+        }
+        if (strpbrk(domain_dir, ",:")) {
+                if (asprintf(ret_error,
+                             "the Domain Root %s contains ',' or ':', which fuse-overlayfs cannot take in its "
+                             "options; set [storage] data_root to a path without them",
+                             domain_dir) < 0)
+                        *ret_error = NULL;
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static int make_dir(const char *p) {
+        if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+        struct stat st;
+        if (lstat(p, &st) < 0)
+                return negative_errno();
+        return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+/* Podman's runtime copies of /etc/resolv.conf, hosts and hostname win
+ * (spec §4.3.4): the overlay never keeps its own, nor the empty mount
+ * points Podman makes for them. */
+static void scrub_runtime_files(const AnchorLayer *l) {
+        if (!streq(l->dir, "/etc"))
+                return;
+        for (const char *const *f = (const char *const[]){ "resolv.conf", "hosts", "hostname", NULL }; *f; f++) {
+                _cleanup_free_ char *p = path_join(l->changes, *f);
+                if (p && unlink(p) < 0 && errno == EISDIR)
+                        (void) rmdir(p);
+        }
+}
+
+/* Whether path (as Podman's namespace sees it) is a directory. */
+static bool dir_in_podman_ns(const LaunchSpec *s, const char *path) {
+        char where[PATH_MAX + 64];
+        if (s->rootless) {
+                pid_t pp;
+                if (podman_pause_pid(s, &pp) < 0)
+                        return false;
+                snprintf(where, sizeof(where), "/proc/%d/root%s", (int) pp, path);
+        } else
+                snprintf(where, sizeof(where), "%s", path);
+        struct stat st;
+        return stat(where, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int anchor_layer_start(const LaunchSpec *s, const StateAnchor *a, AnchorLayer *l, char **ret_error) {
+        StrBuf b = STRBUF_INIT;
+        _cleanup_free_ char *opts = NULL;
+        int r;
+
+        /* An image without the directory: an empty lowerdir. */
+        char *image_dir = path_join(a->image_mount, l->dir);
+        if (!image_dir)
+                return -ENOMEM;
+        if (dir_in_podman_ns(s, image_dir))
+                l->lower = image_dir;
+        else {
+                free(image_dir);
+                l->lower = path_join(s->domain_dir, "state-empty");
+                if (!l->lower)
+                        return -ENOMEM;
+                if ((r = make_dir(l->lower)) < 0) {
+                        strbuf_printf(&b, "cannot make %s: %s", l->lower, strerror(-r));
+                        goto fail;
+                }
+        }
+        const char *mk[] = { l->changes, l->work, l->merged };
+        for (size_t i = 0; i < 3; i++)
+                if ((r = make_dir(mk[i])) < 0) {
+                        strbuf_printf(&b, "cannot make %s: %s", mk[i], strerror(-r));
+                        goto fail;
+                }
+        if (strpbrk(l->lower, ",:")) {
+                strbuf_printf(&b, "the image's directory %s contains ',' or ':', which fuse-overlayfs cannot take",
+                              l->lower);
+                r = -EINVAL;
+                goto fail;
+        }
+        scrub_runtime_files(l);
+        if (asprintf(&opts, "lowerdir=%s,upperdir=%s,workdir=%s", l->lower, l->changes, l->work) < 0) {
+                opts = NULL;
+                r = -ENOMEM;
+                goto fail;
+        }
+        char *argv[] = { (char *) "fuse-overlayfs", (char *) "-f", (char *) "-o", opts, l->merged, NULL };
+        r = podman_ns_spawn(s, s->fuse_overlayfs, argv, &l->pid);
+        if (r < 0) {
+                strbuf_printf(&b, "cannot start fuse-overlayfs for %s: %s", l->dir, strerror(-r));
+                goto fail;
+        }
+        (void) process_identity_of(l->pid, &l->ident);
+        uint64_t deadline = now_usec() + READY_USEC;
+        for (;;) {
+                int st;
+                if (waitpid(l->pid, &st, WNOHANG) == l->pid) {
+                        l->pid = 0;
+                        strbuf_printf(&b,
+                                      "fuse-overlayfs for %s exited during start (status %d); see the "
+                                      "coordinator log",
+                                      l->dir, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+                        r = -EIO;
+                        goto fail;
+                }
+                if (fuse_mount_id(l->pid, l->merged, &l->mount_id) == 0)
+                        break;
+                if (now_usec() >= deadline) {
+                        strbuf_printf(&b, "fuse-overlayfs did not mount %s within 5 s", l->merged);
+                        r = -ETIMEDOUT;
+                        goto fail;
+                }
+                usleep(2000);
+        }
+        strbuf_done(&b);
+        return 0;
+
+fail:
+        anchor_layer_stop(s, l);
+        *ret_error = strbuf_steal(&b);
+        return r < 0 ? r : -EIO;
+}
+
+void anchor_layer_stop(const LaunchSpec *s, AnchorLayer *l) {
+        bool was = l->pid > 0 || l->mount_id > 0;
+        fuse_daemon_stop(s, &l->pid, was ? l->merged : NULL);
+        l->mount_id = 0;
+        if (was)
+                scrub_runtime_files(l);
+}
+
+int anchor_record_image(const LaunchSpec *s, const StateAnchor *a, const AnchorLayer *l) {
+        _cleanup_free_ char *path = layer_path(s, l->name, "image"), *old = NULL;
+        if (!path)
+                return -ENOMEM;
+        const char *prev = NULL;
+        json_t *was = NULL;
+        if (read_file_capped(path, 64 * 1024, &old, NULL) == 0) {
+                was = json_loads(old, 0, NULL);
+                const char *id = json_string_value(json_object_get(was, "image_id"));
+                if (id && !streq(id, a->image_id))
+                        prev = id;
+                else if (id)
+                        prev = json_string_value(json_object_get(was, "previous_image_id"));
+        }
+        bool changed = was && json_string_value(json_object_get(was, "image_id")) &&
+                       !streq(json_string_value(json_object_get(was, "image_id")), a->image_id);
+        char when[32];
+        time_t now = time(NULL);
+        struct tm tm;
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s?, s:s}", "dir", l->dir, "image", s->image, "image_id", a->image_id,
+                              "previous_image_id", prev, "updated", when);
+        json_decref(was);
+        if (!j)
+                return -ENOMEM;
+        char *text = json_dumps(j, JSON_SORT_KEYS | JSON_INDENT(2));
+        json_decref(j);
+        if (!text)
+                return -ENOMEM;
+        int r = write_file_atomic(path, text, strlen(text), 0644, 0);
+        free(text);
+        return r < 0 ? r : changed;
+}

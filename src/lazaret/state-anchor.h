@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The State Anchor (spec §4.3.2 - §4.3.4, decision 5): for each of the
+ * profile's persistent_dirs, a fuse-overlayfs mount inside Podman's rootless
+ * user and mount namespace with the image's copy of that directory as
+ * lowerdir (from `podman image mount`) and <name>_changes/, <name>_work/ and
+ * <name>_merged/ under the Domain Root, which the sandbox gets over the
+ * directory. The daemons are our children, signalled and reaped like the
+ * git router. */
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "launch.h"
+#include "store.h"
+
+typedef struct AnchorLayer {
+        char *dir; /* in the sandbox: "/usr" */
+        char *name; /* persist_dir_name(): "usr" */
+        char *changes, *work, *merged; /* under the Domain Root */
+        char *lower; /* as Podman's namespace sees it */
+        pid_t pid;
+        ProcessIdentity ident;
+        int mount_id;
+        uint64_t participant;
+} AnchorLayer;
+
+/* The image mount all layers share, and the layers. */
+typedef struct StateAnchor {
+        char *image_id;
+        char *image_mount; /* NULL until mounted */
+        uint64_t p_lower; /* the PreparedLower participant */
+        AnchorLayer *layers;
+        size_t n_layers;
+} StateAnchor;
+
+/* Fill the layers' names and paths from s->persistent_dirs (nothing is
+ * made yet). */
+int anchor_init(const LaunchSpec *s, StateAnchor *ret);
+
+/* The image's id (`podman image inspect`), then `podman image mount` of
+ * that id (through `podman unshare` rootless). On failure -errno with
+ * *ret_error (caller frees). */
+int anchor_resolve_image(const LaunchSpec *s, StateAnchor *a, char **ret_error);
+int anchor_mount_image(const LaunchSpec *s, StateAnchor *a, char **ret_error);
+/* `podman image unmount ID` once (Podman counts the mounts of an image, so
+ * another Domain's mount of the same image stays). */
+void anchor_unmount_image(const LaunchSpec *s, const char *image_id);
+
+/* Check that the Domain Root (or, before it exists, the directory it will
+ * be made in) can hold overlay upper directories (a probe: directories,
+ * symlinks, a file written and renamed, modes kept) and that its path fits
+ * fuse-overlayfs's options; one line naming the file system and the fix
+ * otherwise. */
+int anchor_check_domain_root(const char *domain_dir, char **ret_error);
+
+/* Make the layer's directories, drop Podman's runtime files from /etc's
+ * changes (resolv.conf, hosts, hostname: Podman's copies win), start
+ * fuse-overlayfs in Podman's namespace and wait (5 s at most) for its
+ * mount. The image's copy of the directory is the lowerdir; an image
+ * without one gets an empty lowerdir. */
+int anchor_layer_start(const LaunchSpec *s, const StateAnchor *a, AnchorLayer *l, char **ret_error);
+/* SIGTERM the daemon (it unmounts), SIGKILL after 5 s, detach a leftover
+ * mount. Safe for a daemon that already died. */
+void anchor_layer_stop(const LaunchSpec *s, AnchorLayer *l);
+
+/* Remember which image a layer was last used with: <name>_image in the
+ * Domain Root, {"dir", "image", "image_id", "previous_image_id",
+ * "updated"}; previous_image_id is set when the image changed underneath
+ * the layer (spec §4.3.4). Returns 1 when it changed, 0 when not. */
+int anchor_record_image(const LaunchSpec *s, const StateAnchor *a, const AnchorLayer *l);
+
+void anchor_done(StateAnchor *a);

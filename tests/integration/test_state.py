@@ -1,0 +1,338 @@
+# SPDX-License-Identifier: MIT
+"""The State Anchor (persistent_dirs) against the real stack: fuse-overlayfs
+in Podman's rootless namespace over `podman image mount`, rootless runsc, as
+the unprivileged test user. What the sandbox installs under a persistent
+directory is there after a restart, for that profile and workspace only;
+an image rebuilt underneath shows through without losing the user's
+changes; crashes of the overlay daemon or the coordinator leave no stale
+mount and lose nothing committed."""
+import io
+import json
+import os
+import signal
+import subprocess
+import tarfile
+import tempfile
+import time
+
+import pytest
+
+from test_run import Domain, pause_mounts, podman, wait_sessions
+from test_run import busybox_image, debian_image  # noqa: F401  (fixtures)
+
+PERSIST = 'persistent_dirs = ["/usr", "/etc"]\n'
+DRIFT = "localhost/lazaret-test/drift:latest"
+
+
+def mounted_images(user):
+    """Ids of the images Podman has mounted (in its namespace)."""
+    r = podman(user, "unshare", "podman", "image", "mount", "--format", "json")
+    return {m["id"] for m in json.loads(r.stdout or "[]")}
+
+
+def image_id(user, ref):
+    return podman(user, "image", "inspect", "--format", "{{.Id}}", ref).stdout.strip()
+
+
+def cleanup(d, lz, image):
+    try:
+        d.assert_clean()
+        assert image_id(lz.user, image) not in mounted_images(lz.user), "the image mount was not given back"
+    finally:
+        for name in d.container_names():
+            podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
+
+
+@pytest.fixture
+def sdom(lz, busybox_image):
+    d = Domain(lz, busybox_image, extra=PERSIST)
+    yield d
+    cleanup(d, lz, busybox_image)
+
+
+def layer(d, name):
+    [domain] = d.domain_dirs()
+    return os.path.join(domain, name)
+
+
+def test_changes_survive_a_restart(sdom):
+    r = sdom.run("run", "--", "/bin/sh", "-c",
+                 "mkdir -p /usr/local/bin && echo kept > /usr/local/bin/tool && chmod 755 /usr/local/bin/tool"
+                 " && echo conf > /etc/agent.conf && rm /usr/bin/env && ls /usr/local/bin")
+    assert (r.returncode, r.stdout) == (0, "tool\n"), r.stderr
+    sdom.assert_clean()
+    # On the host: the upper layer holds exactly the change.
+    assert open(os.path.join(layer(sdom, "usr_changes"), "local/bin/tool")).read() == "kept\n"
+    assert os.path.isdir(layer(sdom, "usr_work")) and os.path.isdir(layer(sdom, "usr_merged"))
+    assert os.listdir(layer(sdom, "usr_merged")) == []  # only a mount point
+
+    r = sdom.run("run", "--", "/bin/sh", "-c",
+                 "cat /usr/local/bin/tool /etc/agent.conf; test -e /usr/bin/env && echo env-back || echo env-gone;"
+                 " ls /bin/busybox")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "kept\nconf\nenv-gone\n/bin/busybox\n"
+    # The overlays are State Anchor participants, the image mount a
+    # PreparedLower one, and the log says where each layer came from.
+    log = sdom.log()
+    assert "persistent /usr: fuse-overlayfs" in log and "persistent /etc: fuse-overlayfs" in log
+
+
+def test_other_workspace_and_profile_see_nothing(sdom, lz):
+    r = sdom.run("run", "--", "/bin/sh", "-c", "echo mine > /usr/mine")
+    assert r.returncode == 0, r.stderr
+    # Another workspace, same profile: its own Domain, its own layers.
+    other = os.path.join(lz.base, "other-ws")
+    os.makedirs(other)
+    os.chown(other, lz.user.pw_uid, lz.user.pw_gid)
+    r = sdom.run("--workspace", other, "run", "--", "/bin/sh", "-c", "test -e /usr/mine && echo seen || echo absent")
+    assert (r.returncode, r.stdout) == (0, "absent\n"), r.stderr
+    # Another profile, same workspace.
+    with open(sdom.cfg, "a") as f:
+        f.write(f'[profiles.other]\nimage = "localhost/lazaret/busybox:latest"\nrunsc_network = "host"\n{PERSIST}')
+    r = sdom.run("run", "other", "--", "/bin/sh", "-c", "test -e /usr/mine && echo seen || echo absent")
+    assert (r.returncode, r.stdout) == (0, "absent\n"), r.stderr
+    assert len(sdom.domain_dirs()) == 3
+    r = sdom.run("run", "shell", "--", "/bin/cat", "/usr/mine")
+    assert (r.returncode, r.stdout) == (0, "mine\n"), r.stderr
+
+
+def test_runtime_files_never_come_from_the_overlay(sdom):
+    r = sdom.run("run", "--", "/bin/sh", "-c", "cat /etc/hostname; echo; echo evil > /etc/hostname")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "shell"
+    etc = layer(sdom, "etc_changes")
+    # Planted on the host between runs: the sandbox still gets Podman's.
+    for f in ("hostname", "hosts", "resolv.conf"):
+        with open(os.path.join(etc, f), "w") as fh:
+            fh.write("planted\n")
+    r = sdom.run("run", "--", "/bin/sh", "-c", "cat /etc/hostname; echo; grep -c planted /etc/hosts; "
+                                               "cat /etc/resolv.conf 2>/dev/null | grep -c planted")
+    assert r.stdout.splitlines()[:2] == ["shell", "0"], (r.stdout, r.stderr)
+    assert r.stdout.splitlines()[2:] in ([], ["0"]), r.stdout
+    sdom.assert_clean()
+    for f in ("hostname", "hosts", "resolv.conf"):
+        assert not os.path.exists(os.path.join(etc, f)), f"{f} is kept in the overlay"
+
+
+def build_drift(user, version, extra_file=None):
+    """localhost/lazaret-test/drift:latest = busybox + /usr/version (and
+    another file), made with podman export, a tar edit, and podman import."""
+    with tempfile.TemporaryDirectory() as t:
+        os.chmod(t, 0o777)
+        base = os.path.join(t, "base.tar")
+        podman(user, "rm", "-f", "lazaret-drift-build", check=False)
+        podman(user, "create", "--name", "lazaret-drift-build", "localhost/lazaret/busybox:latest", "true")
+        try:
+            podman(user, "export", "-o", base, "lazaret-drift-build")
+        finally:
+            podman(user, "rm", "-f", "lazaret-drift-build", check=False)
+        files = {"usr/version": version}
+        if extra_file:
+            files[f"usr/{extra_file}"] = "new in the image\n"
+        with tarfile.open(base, "a") as tf:
+            for name, text in files.items():
+                data = text.encode()
+                info = tarfile.TarInfo(name)
+                info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+                tf.addfile(info, io.BytesIO(data))
+        os.chmod(base, 0o644)
+        podman(user, "import", "-q", base, DRIFT)
+    return image_id(user, DRIFT)
+
+
+def test_image_drift_keeps_the_changes(lz, busybox_image):
+    old = build_drift(lz.user, "v1\n")
+    d = Domain(lz, DRIFT, extra=PERSIST)
+    new = None
+    try:
+        r = d.run("run", "--", "/bin/sh", "-c", "cat /usr/version; echo mine > /usr/mine; echo edited > /usr/edited")
+        assert (r.returncode, r.stdout) == (0, "v1\n"), r.stderr
+        st = d.run("status", "--json")
+        [usr] = [x for x in json.loads(st.stdout)["persistent"] if x["dir"] == "/usr"]
+        assert usr["image_id"] == old and usr["previous_image_id"] is None
+        d.assert_clean()
+
+        new = build_drift(lz.user, "v2\n", extra_file="edited")
+        assert new != old
+        r = d.run("run", "--", "/bin/sh", "-c", "cat /usr/version /usr/mine /usr/edited")
+        # The new image's files show; the user's own change wins over the
+        # image's new copy of the same file; the user's new file stays.
+        assert (r.returncode, r.stdout) == (0, "v2\nmine\nedited\n"), r.stderr
+        assert "the image under /usr changed" in d.log()
+        st = d.run("status", "--json")
+        [usr] = [x for x in json.loads(st.stdout)["persistent"] if x["dir"] == "/usr"]
+        assert usr["image_id"] == new and usr["previous_image_id"] == old
+        text = d.run("status").stdout
+        assert f"/usr  image {new[:12]}" in text, text
+        assert f"was {old[:12]}" in text, text
+        d.assert_clean()
+        mounted = mounted_images(lz.user)
+        assert old not in mounted and new not in mounted
+    finally:
+        for name in d.container_names():
+            podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
+        podman(lz.user, "rmi", "-f", DRIFT, check=False)
+        for i in (old, new):
+            if i:
+                podman(lz.user, "rmi", "-f", i, check=False)
+
+
+def alive(pid):
+    """A process that runs (a zombie waiting for its new parent is gone)."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def fuse_overlayfs_pids(d, lz):
+    out = subprocess.run(["pgrep", "-u", lz.user.pw_name, "-f", "fuse-overlayfs -f -o lowerdir=.*" + d.data],
+                         capture_output=True, text=True).stdout.split()
+    return [int(p) for p in out]
+
+
+def test_overlay_daemon_killed_ends_the_sandbox(sdom, lz):
+    r = sdom.run("run", "--", "/bin/sh", "-c", "echo committed > /usr/committed; sync")
+    assert r.returncode == 0, r.stderr
+    a = sdom.popen("run", "--", "/bin/sh", "-c", "echo also > /usr/also; sync; sleep 1000")
+    wait_sessions(sdom, 1)
+    time.sleep(0.5)
+    pids = fuse_overlayfs_pids(sdom, lz)
+    assert len(pids) == 2, pids
+    os.kill(pids[0], signal.SIGKILL)
+    _, err = a.communicate(timeout=30)
+    assert a.returncode == 143, err
+    assert b"the overlay of a persistent directory stopped unexpectedly" in err
+    sdom.assert_clean()  # no stale mount in Podman's namespace, no daemon
+    [domain] = sdom.domain_dirs()
+    assert pause_mounts(lz.user, domain) == []
+    r = sdom.run("run", "--", "/bin/cat", "/usr/committed", "/usr/also")
+    assert (r.returncode, r.stdout) == (0, "committed\nalso\n"), r.stderr
+
+
+def test_coordinator_killed_then_recovered(sdom, lz, busybox_image):
+    a = sdom.popen("run", "--", "/bin/sh", "-c", "echo before-crash > /usr/crash; sync; sleep 1000")
+    wait_sessions(sdom, 1)
+    time.sleep(0.5)
+    [pid] = sdom.coordinator_pids()
+    daemons = fuse_overlayfs_pids(sdom, lz)
+    assert len(daemons) == 2
+    os.kill(pid, signal.SIGKILL)
+    a.communicate(timeout=30)
+    assert a.returncode == 125
+    # What the dead coordinator held is still there until the next start.
+    assert all(alive(p) for p in daemons)
+    assert image_id(lz.user, busybox_image) in mounted_images(lz.user)
+    r = sdom.run("run", "--", "/bin/cat", "/usr/crash")
+    assert (r.returncode, r.stdout) == (0, "before-crash\n"), r.stderr
+    log = sdom.log()
+    assert "recovering participant" in log and "(StateAnchor, Committed)" in log
+    assert "(PreparedLower, Committed)" in log
+    assert not any(alive(p) for p in daemons)
+    # cleanup() checks that the recovered image mount was given back too.
+
+
+def test_two_domains_share_the_image_mount(sdom, lz, busybox_image):
+    """Podman counts image mounts: one Domain stopping leaves the other's
+    lowerdir in place; the last one gives the mount back."""
+    a = sdom.popen("run", "--", "/bin/sleep", "1000")
+    wait_sessions(sdom, 1)
+    other = os.path.join(lz.base, "ws2")
+    os.makedirs(other)
+    os.chown(other, lz.user.pw_uid, lz.user.pw_gid)
+    r = sdom.run("--workspace", other, "run", "--", "/bin/sh", "-c", "ls /usr/bin/env")
+    assert (r.returncode, r.stdout) == (0, "/usr/bin/env\n"), r.stderr
+    # The first sandbox still reads its lower layer.
+    r = sdom.run("run", "--", "/bin/sh", "-c", "ls /usr/bin/env && cat /usr/bin/env >/dev/null && echo ok")
+    assert (r.returncode, r.stdout.splitlines()[-1]) == (0, "ok"), r.stderr
+    assert image_id(lz.user, busybox_image) in mounted_images(lz.user)
+    assert sdom.run("stop").returncode == 0
+    a.communicate(timeout=30)
+
+
+def test_reset(sdom):
+    r = sdom.run("run", "--", "/bin/sh", "-c", "echo a > /usr/a; echo b > /etc/b")
+    assert r.returncode == 0, r.stderr
+    # Refused while the sandbox runs.
+    p = sdom.popen("run", "--", "/bin/sleep", "1000")
+    wait_sessions(sdom, 1)
+    r = sdom.run("reset", "--yes")
+    assert r.returncode == 125
+    assert "the sandbox of shell is running; stop it first ('lazaret stop shell')" in r.stderr
+    assert sdom.run("stop").returncode == 0
+    p.communicate(timeout=30)
+    sdom.assert_clean()
+    # Without a terminal and without --yes: no confirmation, nothing removed.
+    r = sdom.run("reset", input="y\n")
+    assert r.returncode == 64
+    assert "needs confirmation" in r.stderr and "--yes" in r.stderr
+    assert os.path.exists(os.path.join(layer(sdom, "usr_changes"), "a"))
+    # A directory that is not persistent is an error naming the ones that are.
+    r = sdom.run("reset", "--dir", "/var", "--yes")
+    assert r.returncode == 64
+    assert "/var is not one of shell's persistent_dirs (/usr, /etc)" in r.stderr
+    r = sdom.run("reset", "--dir", "/etc", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert "discarded the changes to /etc" in r.stdout
+    r = sdom.run("run", "--", "/bin/sh", "-c", "cat /usr/a; test -e /etc/b && echo b || echo no-b")
+    assert (r.returncode, r.stdout) == (0, "a\nno-b\n"), r.stderr
+    r = sdom.run("reset", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert not os.path.exists(layer(sdom, "usr_changes"))
+    r = sdom.run("run", "--", "/bin/sh", "-c", "test -e /usr/a && echo a || echo no-a")
+    assert (r.returncode, r.stdout) == (0, "no-a\n"), r.stderr
+
+
+def test_bad_domain_root_file_system(lz, busybox_image):
+    """A Domain Root on FAT (fusefat: no symlinks, no modes) cannot hold
+    overlay layers: one clear error, nothing started or made."""
+    fat = os.path.join(lz.base, "fat.img")
+    mnt = os.path.join(lz.base, "fat")
+    os.makedirs(mnt)
+    subprocess.run(["truncate", "-s", "64M", fat], check=True)
+    subprocess.run(["mkfs.vfat", fat], check=True, capture_output=True)
+    subprocess.run(["fusefat", "-o", f"rw+,uid={lz.user.pw_uid},gid={lz.user.pw_gid},allow_other", fat, mnt],
+                   check=True, capture_output=True)
+    try:
+        d = Domain(lz, busybox_image, extra=PERSIST)
+        text = open(d.cfg).read().replace(f'data_root = "{d.data}"', f'data_root = "{mnt}/data"')
+        lz.write("cfg.toml", text)
+        r = d.run("run", "--", "/bin/true")
+        assert r.returncode == 125
+        assert (f"the Domain Root {mnt}/data/domains/" in r.stderr and
+                "is on a fuse file system, which cannot hold the overlay layers of persistent_dirs" in r.stderr and
+                "set [storage] data_root to a directory on ext4, xfs, btrfs or tmpfs" in r.stderr), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert os.listdir(mnt) == []
+        assert d.container_names() == []
+    finally:
+        subprocess.run(["fusermount", "-u", mnt], check=False)
+        subprocess.run(["umount", mnt], check=False, capture_output=True)
+
+
+def test_debian_package_persists(lz, debian_image):
+    """dpkg -i of a package made on the host, stop, start: installed."""
+    with tempfile.TemporaryDirectory() as t:
+        root = os.path.join(t, "pkg")
+        os.makedirs(os.path.join(root, "DEBIAN"))
+        os.makedirs(os.path.join(root, "usr/bin"))
+        with open(os.path.join(root, "DEBIAN/control"), "w") as f:
+            f.write("Package: lazaret-hello\nVersion: 1.0\nArchitecture: all\n"
+                    "Maintainer: Lazaret tests <tests@localhost>\nDescription: a test package\n")
+        with open(os.path.join(root, "usr/bin/lazaret-hello"), "w") as f:
+            f.write("#!/bin/sh\necho hello from a package\n")
+        os.chmod(os.path.join(root, "usr/bin/lazaret-hello"), 0o755)
+        subprocess.run(["dpkg-deb", "--root-owner-group", "-b", root, os.path.join(lz.work, "hello.deb")],
+                       check=True, capture_output=True)
+    os.chmod(os.path.join(lz.work, "hello.deb"), 0o644)
+    d = Domain(lz, debian_image, extra='persistent_dirs = ["/usr", "/var", "/etc"]\n')
+    try:
+        r = d.run("run", "--", "/bin/sh", "-c", "dpkg -i /workspace/hello.deb >/dev/null && lazaret-hello")
+        assert (r.returncode, r.stdout) == (0, "hello from a package\n"), r.stderr
+        d.assert_clean()
+        r = d.run("run", "--", "/bin/sh", "-c", "dpkg -s lazaret-hello | grep Status; lazaret-hello")
+        assert (r.returncode, r.stdout) == (0, "Status: install ok installed\nhello from a package\n"), r.stderr
+        d.assert_clean()
+    finally:
+        for name in d.container_names():
+            podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
