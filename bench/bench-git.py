@@ -12,13 +12,10 @@ exits 1 above the budget (1.25x).
   sudo bench/bench-git.py [--user lazaret-test] [--files 20000] [--rounds 7]
 """
 import argparse
-import os
-import pwd
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
+
+from benchlib import Stage
 
 IMAGE = "localhost/lazaret/debian:bookworm"
 
@@ -30,54 +27,17 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--build", default="build")
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("bench-git: run as root (it runs the commands as --user)")
-    pw = pwd.getpwnam(args.user)
-
-    base = tempfile.mkdtemp(prefix="lazaret-bench-git-")
-    os.chmod(base, 0o755)
-    bindir = os.path.join(base, "bin")
-    os.makedirs(bindir)
-    for f in ("src/lazaret/lazaret", "src/lazaret/lazaret-init", "src/gitrouter/lazaret-gitrouter"):
-        shutil.copy2(os.path.join(args.build, f), bindir)
-    work, data = os.path.join(base, "work"), os.path.join(base, "data")
-
-    def as_user(argv, cwd=None, check=True, **kw):
-        env = ["env", "-i", f"HOME={pw.pw_dir}", "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-               "GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@b", "GIT_COMMITTER_NAME=b", "GIT_COMMITTER_EMAIL=b@b"]
-        r = subprocess.run(["runuser", "-u", pw.pw_name, "--"] + env + argv, cwd=cwd or "/", capture_output=True,
-                           text=True, **kw)
-        if check and r.returncode != 0:
-            sys.exit(f"bench-git: {' '.join(argv[:4])} failed: {r.stderr}")
-        return r
-
+    st = Stage("bench-git", args.user, args.build)
+    gitenv = ["GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@b", "GIT_COMMITTER_NAME=b", "GIT_COMMITTER_EMAIL=b@b"]
+    work, lz = st.work, st.lz
     try:
-        for d in (work, data):
-            os.makedirs(d)
-            os.chown(d, pw.pw_uid, pw.pw_gid)
         # 20,000 files in 200 directories, committed.
-        as_user(["sh", "-c", f"git init -q -b main && for d in $(seq 1 200); do mkdir d$d; "
-                 f"for f in $(seq 1 {args.files // 200}); do echo $d.$f > d$d/f$f; done; done && "
-                 "git add -A && git commit -qm base"], cwd=work, timeout=600)
-        cfg = os.path.join(base, "cfg.toml")
-        with open(cfg, "w") as f:
-            f.write(f"""[storage]
-data_root = "{data}"
-[network]
-default_allow = []
-default_deny = []
-[escalation]
-enabled = false
-socket_dir = "{base}/sock"
-[profiles.bench]
-image = "{IMAGE}"
-runsc_network = "host"
-volumes = [{{ host = "{work}/.git", container = "/plain-git" }}]
-""")
-        os.chmod(cfg, 0o644)
-        lz = os.path.join(bindir, "lazaret")
-        if as_user(["podman", "image", "exists", IMAGE], check=False).returncode != 0:
-            as_user([lz, "image", "build", "debian"], timeout=1500)
+        st.run(["sh", "-c", f"git init -q -b main && for d in $(seq 1 200); do mkdir d$d; "
+                f"for f in $(seq 1 {args.files // 200}); do echo $d.$f > d$d/f$f; done; done && "
+                "git add -A && git commit -qm base"], env=gitenv, timeout=600)
+        cfg = st.config(IMAGE, extra=f'volumes = [{{ host = "{work}/.git", container = "/plain-git" }}]\n')
+        if st.run(["podman", "image", "exists", IMAGE], check=False).returncode != 0:
+            st.run([lz, "image", "build", "debian"], timeout=1500)
 
         plain = "GIT_DIR=/plain-git/worktrees/agent-bench GIT_WORK_TREE=/workspace"
         script = f"""
@@ -95,7 +55,7 @@ for i in $(seq 1 {args.rounds}); do
   t commit-plain "{plain} git add -A && {plain} git commit -qm p$i"
 done
 """
-        r = as_user([lz, "--config", cfg, "run", "--", "/bin/bash", "-c", script], cwd=work, timeout=1800)
+        r = st.run([lz, "--config", cfg, "run", "--", "/bin/bash", "-c", script], env=gitenv, timeout=1800)
         times = {}
         for line in r.stdout.splitlines():
             k, _, v = line.partition(" ")
@@ -108,7 +68,7 @@ done
                   f"plain bind {statistics.median(times[op + '-plain']):8.1f} ms   ratio {ratio:.2f} (budget 1.25)")
         return 0 if status <= 1.25 and commit <= 1.25 else 1
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        st.remove()
 
 
 if __name__ == "__main__":

@@ -26,13 +26,14 @@ import ipaddress
 import os
 import pwd
 import random
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from benchlib import Stage
 
 IMAGE = "localhost/lazaret/busybox:latest"
 PREFIXES = 10000
@@ -145,43 +146,14 @@ def ip_batch_install(routes, tag):
 
 
 def sidecar_overhead(args, pw):
-    base = tempfile.mkdtemp(prefix="lazaret-bench-")
-    os.chmod(base, 0o755)
-    bindir = os.path.join(base, "bin")
-    os.makedirs(bindir)
-    for f in ("lazaret", "lazaret-init", "lazaret-netd"):
-        shutil.copy2(os.path.join(args.build, "bin", f), bindir)
-    work, data = os.path.join(base, "work"), os.path.join(base, "data")
-    for d in (work, data):
-        os.makedirs(d)
-        os.chown(d, pw.pw_uid, pw.pw_gid)
+    st = Stage("bench-net", pw.pw_name, args.build)
     cfgs = {}
     for name, net in (("none", 'default_allow = []\ndefault_deny = []\n'),
                       ("sidecar", 'default_allow = ["0.0.0.0/0", "::/0"]\n'
                                   'default_deny = ["10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", '
                                   '"172.16.0.0/12", "192.168.0.0/16", "fc00::/7", "fe80::/10"]\n')):
-        cfgs[name] = os.path.join(base, f"{name}.toml")
-        with open(cfgs[name], "w") as f:
-            f.write(f"""[storage]
-data_root = "{data}"
-[network]
-{net}[escalation]
-enabled = false
-socket_dir = "{base}/sock"
-[profiles.bench]
-image = "{IMAGE}"
-runsc_network = "host"
-""")
-        os.chmod(cfgs[name], 0o644)
-    lz = os.path.join(bindir, "lazaret")
-
-    def run(argv, check=True):
-        env = ["env", "-i", f"HOME={pw.pw_dir}", "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"]
-        r = subprocess.run(["runuser", "-u", pw.pw_name, "--"] + env + argv, cwd=work, capture_output=True,
-                           text=True)
-        if check and r.returncode != 0:
-            sys.exit(f"bench-net: {' '.join(argv)} failed: {r.stderr}")
-        return r
+        cfgs[name] = st.config(IMAGE, network=net, name=f"{name}.toml")
+    lz, run = st.lz, st.run
 
     def gone():
         deadline = time.time() + 30
@@ -217,7 +189,7 @@ runsc_network = "host"
         return (statistics.median(times["none"]), statistics.median(times["sidecar"]),
                 statistics.median(times["floor"]))
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        st.remove()
 
 
 def main():

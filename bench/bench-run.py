@@ -13,14 +13,12 @@ ratio is above its budget (cold 1.3x, warm 0.5x) so regressions are loud.
   sudo bench/bench-run.py [--user lazaret-test] [--rounds 15] [--build build]
 """
 import argparse
-import os
-import pwd
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+
+from benchlib import Stage
 
 IMAGE = "localhost/lazaret/busybox:latest"
 
@@ -31,48 +29,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--build", default="build")
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("bench-run: run as root (it runs the commands as --user)")
-    pw = pwd.getpwnam(args.user)
+    st = Stage("bench-run", args.user, args.build)
+    pw, lz, work = st.pw, st.lz, st.work
     rootless = pw.pw_uid != 0
-
-    base = tempfile.mkdtemp(prefix="lazaret-bench-")
-    os.chmod(base, 0o755)
-    bindir = os.path.join(base, "bin")
-    os.makedirs(bindir)
-    for f in ("lazaret", "lazaret-init"):
-        shutil.copy2(os.path.join(args.build, "src/lazaret", f), bindir)
-    work = os.path.join(base, "work")
-    data = os.path.join(base, "data")
-    for d in (work, data):
-        os.makedirs(d)
-        os.chown(d, pw.pw_uid, pw.pw_gid)
-    cfg = os.path.join(base, "cfg.toml")
-    with open(cfg, "w") as f:
-        f.write(f"""[storage]
-data_root = "{data}"
-[network]
-default_allow = []
-default_deny = []
-[escalation]
-enabled = false
-socket_dir = "{base}/sock"
-[profiles.bench]
-image = "{IMAGE}"
-runsc_network = "host"
-""")
-    os.chmod(cfg, 0o644)
-    lz = os.path.join(bindir, "lazaret")
-
-    def as_user(argv, **kw):
-        env = ["env", "-i", f"HOME={pw.pw_dir}", "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"]
-        return ["runuser", "-u", pw.pw_name, "--"] + env + argv
-
-    def run(argv, check=True, **kw):
-        r = subprocess.run(as_user(argv), cwd=work, capture_output=True, text=True, **kw)
-        if check and r.returncode != 0:
-            sys.exit(f"bench-run: {' '.join(argv)} failed: {r.stderr}")
-        return r
+    cfg = st.config(IMAGE)
+    run = st.run
 
     def timed(argv):
         t = time.perf_counter()
@@ -108,7 +69,7 @@ runsc_network = "host"
         coordinator_gone()
 
     # Warm: one long session keeps the sandbox up; a bare container for exec.
-    holder = subprocess.Popen(as_user([lz, "--config", cfg, "run", "--", "/bin/sleep", "1000"]), cwd=work,
+    holder = subprocess.Popen(st.cmd([lz, "--config", cfg, "run", "--", "/bin/sleep", "1000"]), cwd=work,
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run(["podman", "run", "-d", "--name", "lazaret-bench-exec"] + podman_flags + [IMAGE, "/bin/sleep", "1000"])
     try:
@@ -122,7 +83,7 @@ runsc_network = "host"
         run([lz, "--config", cfg, "stop"], check=False)
         holder.wait(timeout=60)
         coordinator_gone()
-        shutil.rmtree(base, ignore_errors=True)
+        st.remove()
 
     mode = "rootless" if rootless else "rootful"
     cold = statistics.median(cold_l) / statistics.median(cold_p)

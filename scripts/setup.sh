@@ -42,7 +42,7 @@ as_test_user() {
 # (lazaret doctor checks the same list).
 PACKAGES="meson ninja-build gcc clang clang-format pkg-config libclang-rt-14-dev
 libssl-dev libjansson-dev liblmdb-dev libcmocka-dev python3-pytest libfuse3-dev fuse3
-dosfstools fusefat
+dosfstools fusefat lmdb-utils
 podman runsc runc fuse-overlayfs slirp4netns uidmap sudo busybox-static mmdebstrap git iproute2"
 
 missing=

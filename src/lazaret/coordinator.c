@@ -1277,12 +1277,13 @@ static int recover_participant(Coordinator *co, json_t *p) {
                 if (mp)
                         fuse_unmount(&co->spec, mp);
         } else if (role && streq(role, "PreparedLower")) {
-                /* Our mount of the image (Committed: it has a path); Podman
-                 * counts them, so giving back ours leaves other Domains'
-                 * mounts of it alone. */
+                /* Our lease on the image's mount in the Storage Catalog,
+                 * taken or not (release is idempotent); the last lease
+                 * unmounts it. */
                 const char *image = json_string_value(json_object_get(own, "prepared_artifact_id"));
-                if (image && json_is_string(json_object_get(own, "path")))
-                        anchor_unmount_image(&co->spec, image);
+                uint64_t gen = (uint64_t) json_integer_value(json_object_get(p, "generation_id"));
+                if (image)
+                        (void) anchor_release_image(&co->spec, image, gen);
         } else if (role && streq(role, "Network")) {
                 const char *name = json_string_value(json_object_get(own, "container_name"));
                 _cleanup_free_ char *err = NULL;
@@ -1637,8 +1638,7 @@ static void stop_anchor(Coordinator *co) {
         }
         if (co->anchor.p_lower) {
                 (void) own_set_state(co->store, co->anchor.p_lower, PARTICIPANT_RELEASE_INTENT, NULL);
-                if (co->anchor.image_mount)
-                        anchor_unmount_image(&co->spec, co->anchor.image_id);
+                (void) anchor_release_image(&co->spec, co->anchor.image_id, co->generation);
                 co->anchor.image_mount = mfree(co->anchor.image_mount);
                 (void) own_set_state(co->store, co->anchor.p_lower, PARTICIPANT_CLEAN, NULL);
                 co->anchor.p_lower = 0;
@@ -1662,7 +1662,7 @@ static int start_anchor(Coordinator *co, char **ret_error) {
                          &a->p_lower);
         if (r < 0)
                 return r;
-        r = anchor_mount_image(&co->spec, a, ret_error);
+        r = anchor_lease_image(&co->spec, a, co->generation, ret_error);
         if (r < 0) {
                 (void) own_set_state(co->store, a->p_lower, PARTICIPANT_RELEASE_INTENT, NULL);
                 (void) own_set_state(co->store, a->p_lower, PARTICIPANT_CLEAN, NULL);

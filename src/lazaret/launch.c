@@ -58,6 +58,7 @@ void launch_spec_done(LaunchSpec *s) {
         free(s->sidecar_image);
         strv_free(s->persistent_dirs);
         free(s->fuse_overlayfs);
+        free(s->catalog_dir);
         *s = (LaunchSpec){};
 }
 
@@ -92,8 +93,9 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                                                       "netpolicy_digest", s->netpolicy_digest, "probe_targets",
                                                       strv_json(s->probe_targets), "probe_dns_name", s->probe_dns_name,
                                                       "netd", s->netd, "sidecar_image", s->sidecar_image)) < 0 ||
-                  json_object_update_new(j, json_pack("{s:o*, s:s?}", "persistent_dirs", strv_json(s->persistent_dirs),
-                                                      "fuse_overlayfs", s->fuse_overlayfs)) < 0)) {
+                  json_object_update_new(j, json_pack("{s:o*, s:s?, s:s?}", "persistent_dirs",
+                                                      strv_json(s->persistent_dirs), "fuse_overlayfs",
+                                                      s->fuse_overlayfs, "catalog_dir", s->catalog_dir)) < 0)) {
                 json_decref(j);
                 return NULL;
         }
@@ -219,6 +221,8 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_strv(j, "persistent_dirs", &s.persistent_dirs);
         if (r >= 0 && json_is_string(json_object_get(j, "fuse_overlayfs")))
                 r = get_str(j, "fuse_overlayfs", &s.fuse_overlayfs);
+        if (r >= 0 && json_is_string(json_object_get(j, "catalog_dir")))
+                r = get_str(j, "catalog_dir", &s.catalog_dir);
         if (r < 0) {
                 launch_spec_done(&s);
                 return r;
@@ -486,7 +490,12 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                         return fail(ret_error, "cannot read %s: %s", s.netd, strerror(-r));
         }
 
-        /* The State Anchor: canonical entries (config validated them). */
+        /* The State Anchor: canonical entries (config validated them). The
+         * Storage Catalog's place is known even without them, for a
+         * recovery of a generation that had some. */
+        s.catalog_dir = path_join(cfg->data_root, "catalog");
+        if (!s.catalog_dir)
+                return -ENOMEM;
         s.persistent_dirs = calloc(p->n_persistent_dirs + 1, sizeof(char *));
         if (!s.persistent_dirs)
                 return -ENOMEM;

@@ -56,6 +56,7 @@ typedef struct LaunchSpec {
          * daemon that serves them (NULL when there are none). */
         char **persistent_dirs;
         char *fuse_overlayfs;
+        char *catalog_dir; /* the Storage Catalog: <data_root>/catalog */
         uint64_t nofile; /* hard limits passed as --ulimit */
         uint64_t nproc;
         char fingerprint[65]; /* SHA-256 of the canonical JSON (without this field) */

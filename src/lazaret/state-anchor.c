@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "exec-util.h"
 #include "fd-util.h"
 #include "fileio.h"
@@ -148,9 +150,12 @@ int anchor_resolve_image(const LaunchSpec *s, StateAnchor *a, char **ret_error) 
         return 0;
 }
 
-int anchor_mount_image(const LaunchSpec *s, StateAnchor *a, char **ret_error) {
+/* The Storage Catalog's mounter: Podman's image mounts, made in its
+ * namespace. */
+static int image_mount(void *userdata, const char *image_id, char **ret_path, char **ret_error) {
+        const LaunchSpec *s = userdata;
         _cleanup_free_ char *path = NULL, *err = NULL;
-        int r = podman_do(s, true, (const char *const[]){ "image", "mount", a->image_id, NULL }, &path, &err);
+        int r = podman_do(s, true, (const char *const[]){ "image", "mount", image_id, NULL }, &path, &err);
         if (r < 0) {
                 if (asprintf(ret_error, "cannot mount the image %s (podman image mount): %s", s->image,
                              err ? err : strerror(-r)) < 0)
@@ -159,19 +164,48 @@ int anchor_mount_image(const LaunchSpec *s, StateAnchor *a, char **ret_error) {
         }
         if (!path_is_absolute(path) || strchr(path, '\n')) {
                 /* Mounted, but we cannot tell where: give it back. */
-                anchor_unmount_image(s, a->image_id);
-                if (asprintf(ret_error, "podman image mount gave no path for %s", s->image) < 0)
-                        *ret_error = NULL;
+                (void) podman_do(s, true, (const char *const[]){ "image", "unmount", image_id, NULL }, NULL, NULL);
+                *ret_error = strdup("podman image mount gave no path");
                 return -EIO;
         }
+        *ret_path = TAKE_PTR(path);
+        return 0;
+}
+
+static int image_unmount(void *userdata, const char *image_id) {
+        const LaunchSpec *s = userdata;
+        _cleanup_free_ char *err = NULL;
+        int r = podman_do(s, true, (const char *const[]){ "image", "unmount", image_id, NULL }, NULL, &err);
+        if (r < 0)
+                log_warning("cannot unmount the image %s: %s", image_id, err ? err : "?");
+        return r;
+}
+
+/* Where a mount vanished (a new Podman namespace) an empty directory is
+ * left, or nothing. */
+static bool nonempty_dir_in_podman_ns(const LaunchSpec *s, const char *path);
+
+static bool image_valid(void *userdata, const char *path) {
+        return nonempty_dir_in_podman_ns(userdata, path);
+}
+
+int anchor_lease_image(const LaunchSpec *s, StateAnchor *a, uint64_t generation, char **ret_error) {
+        CatalogMounter m = { image_mount, image_unmount, image_valid, (void *) s };
+        CatalogLease l = { a->image_id, s->image, s->domain_hash, generation };
+        _cleanup_free_ char *path = NULL;
+        int r = catalog_lease(s->catalog_dir, &l, &m, &path, ret_error);
+        if (r < 0)
+                return r;
+        free(a->image_mount);
         a->image_mount = TAKE_PTR(path);
         return 0;
 }
 
-void anchor_unmount_image(const LaunchSpec *s, const char *image_id) {
-        _cleanup_free_ char *err = NULL;
-        if (podman_do(s, true, (const char *const[]){ "image", "unmount", image_id, NULL }, NULL, &err) < 0)
-                log_warning("cannot unmount the image %s: %s", image_id, err ? err : "?");
+int anchor_release_image(const LaunchSpec *s, const char *image_id, uint64_t generation) {
+        if (!s->catalog_dir)
+                return -EINVAL;
+        CatalogMounter m = { image_mount, image_unmount, image_valid, (void *) s };
+        return catalog_release(s->catalog_dir, image_id, s->domain_hash, generation, &m);
 }
 
 static const char *fs_name(unsigned long type) {
@@ -323,18 +357,38 @@ static void scrub_runtime_files(const AnchorLayer *l) {
         }
 }
 
+/* path as Podman's namespace sees it, through its pause process's root. */
+static int podman_ns_path(const LaunchSpec *s, const char *path, char *buf, size_t size) {
+        if (s->rootless) {
+                pid_t pp;
+                int r = podman_pause_pid(s, &pp);
+                if (r < 0)
+                        return r;
+                snprintf(buf, size, "/proc/%d/root%s", (int) pp, path);
+        } else
+                snprintf(buf, size, "%s", path);
+        return 0;
+}
+
 /* Whether path (as Podman's namespace sees it) is a directory. */
 static bool dir_in_podman_ns(const LaunchSpec *s, const char *path) {
         char where[PATH_MAX + 64];
-        if (s->rootless) {
-                pid_t pp;
-                if (podman_pause_pid(s, &pp) < 0)
-                        return false;
-                snprintf(where, sizeof(where), "/proc/%d/root%s", (int) pp, path);
-        } else
-                snprintf(where, sizeof(where), "%s", path);
         struct stat st;
-        return stat(where, &st) == 0 && S_ISDIR(st.st_mode);
+        return podman_ns_path(s, path, where, sizeof(where)) == 0 && stat(where, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool nonempty_dir_in_podman_ns(const LaunchSpec *s, const char *path) {
+        char where[PATH_MAX + 64];
+        if (podman_ns_path(s, path, where, sizeof(where)) < 0)
+                return false;
+        DIR *d = opendir(where);
+        if (!d)
+                return false;
+        bool any = false;
+        for (struct dirent *e; !any && (e = readdir(d));)
+                any = !streq(e->d_name, ".") && !streq(e->d_name, "..");
+        closedir(d);
+        return any;
 }
 
 int anchor_layer_start(const LaunchSpec *s, const StateAnchor *a, AnchorLayer *l, char **ret_error) {

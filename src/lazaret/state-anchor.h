@@ -39,14 +39,16 @@ typedef struct StateAnchor {
  * made yet). */
 int anchor_init(const LaunchSpec *s, StateAnchor *ret);
 
-/* The image's id (`podman image inspect`), then `podman image mount` of
- * that id (through `podman unshare` rootless). On failure -errno with
+/* The image's id (`podman image inspect`). On failure -errno with
  * *ret_error (caller frees). */
 int anchor_resolve_image(const LaunchSpec *s, StateAnchor *a, char **ret_error);
-int anchor_mount_image(const LaunchSpec *s, StateAnchor *a, char **ret_error);
-/* `podman image unmount ID` once (Podman counts the mounts of an image, so
- * another Domain's mount of the same image stays). */
-void anchor_unmount_image(const LaunchSpec *s, const char *image_id);
+/* A lease on the image's mount in the Storage Catalog (s->catalog_dir) for
+ * this Domain and generation: the first lease makes it (`podman image mount
+ * ID`, through `podman unshare` rootless), later ones share it; sets
+ * a->image_mount. */
+int anchor_lease_image(const LaunchSpec *s, StateAnchor *a, uint64_t generation, char **ret_error);
+/* Give the lease back (idempotent); the last one unmounts the image. */
+int anchor_release_image(const LaunchSpec *s, const char *image_id, uint64_t generation);
 
 /* Check that the Domain Root (or, before it exists, the directory it will
  * be made in) can hold overlay upper directories (a probe: directories,

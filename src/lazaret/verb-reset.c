@@ -131,7 +131,7 @@ int verb_reset(int argc, char **argv, const Globals *g) {
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
         if (profile_load(g, optind < argc ? argv[optind] : NULL, &cfg, &p) < 0)
-                return EXIT_CONFIG;
+                return EXIT_LAZARET;
 
         StrBuf list = STRBUF_INIT;
         for (size_t i = 0; i < p->n_persistent_dirs; i++)

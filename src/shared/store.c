@@ -16,6 +16,7 @@
 
 #include "fd-util.h"
 #include "path-util.h"
+#include "lmdb-util.h"
 #include "store.h"
 #include "string-util.h"
 
@@ -59,26 +60,14 @@ struct Store {
         char *domain_id;
 };
 
-static void txn_abortp(MDB_txn **t) {
-        if (*t)
-                mdb_txn_abort(*t);
-}
-/* Declare a cursor after its transaction, so it is closed first. Close it
- * explicitly (TAKE_PTR) before a commit: a commit frees write cursors. */
-static void cursor_closep(MDB_cursor **c) {
-        if (*c)
-                mdb_cursor_close(*c);
-}
 static void env_closep(MDB_env **e) {
         if (*e)
                 mdb_env_close(*e);
 }
-#define _cleanup_txn_    _cleanup_(txn_abortp)
-#define _cleanup_cursor_ _cleanup_(cursor_closep)
-#define _cleanup_json_   _cleanup_(json_decrefp)
+#define _cleanup_json_ _cleanup_(json_decrefp)
 
 /* LMDB returns errno values (positive) or its own negative codes. */
-static int errno_from_mdb(int r) {
+int lmdb_errno(int r) {
         if (r == 0)
                 return 0;
         if (r > 0)
@@ -254,7 +243,7 @@ static int record_get(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, json_t **ret) {
         MDB_val v;
         int r = mdb_get(txn, dbi, key, &v);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         return value_decode(&v, ret);
 }
 
@@ -268,7 +257,7 @@ static int record_put(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, json_t *j, unsign
         if (n > STORE_VALUE_MAX)
                 return -EFBIG;
         MDB_val v = { .mv_size = n, .mv_data = text };
-        return errno_from_mdb(mdb_put(txn, dbi, key, &v, flags));
+        return lmdb_errno(mdb_put(txn, dbi, key, &v, flags));
 }
 
 /* Set key in an object, taking the reference of value (NULL means OOM). */
@@ -284,13 +273,13 @@ static int txn_begin(Store *s, bool write, MDB_txn **ret) {
         MDB_txn *txn;
         int r = mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY, &txn);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         *ret = txn;
         return 0;
 }
 
 static int txn_commit(MDB_txn **txn) {
-        return errno_from_mdb(mdb_txn_commit(TAKE_PTR(*txn)));
+        return lmdb_errno(mdb_txn_commit(TAKE_PTR(*txn)));
 }
 
 /* The id after the last key of a u64-keyed table (1 for an empty one). */
@@ -298,7 +287,7 @@ static int table_next_id(MDB_txn *txn, MDB_dbi dbi, uint64_t *ret) {
         _cleanup_cursor_ MDB_cursor *c = NULL;
         int r = mdb_cursor_open(txn, dbi, &c);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         MDB_val k, v;
         r = mdb_cursor_get(c, &k, &v, MDB_LAST);
         if (r == MDB_NOTFOUND) {
@@ -306,7 +295,7 @@ static int table_next_id(MDB_txn *txn, MDB_dbi dbi, uint64_t *ret) {
                 return 0;
         }
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         uint64_t last;
         r = key_to_u64(&k, &last);
         if (r < 0)
@@ -344,14 +333,14 @@ static int meta_read_version(MDB_txn *txn, MDB_dbi meta, unsigned *ret) {
                 return 0;
         }
         if (r != MDB_NOTFOUND)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
 
         k = key_str(V0_META_KEY_VERSION);
         r = mdb_get(txn, meta, &k, &v);
         if (r == MDB_NOTFOUND)
                 return -EBADMSG;
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         if (v.mv_size != 1 || ((const char *) v.mv_data)[0] != '0')
                 return -EBADMSG;
         *ret = 0;
@@ -362,11 +351,11 @@ static int main_table_empty(MDB_txn *txn, bool *ret) {
         MDB_dbi main_dbi;
         int r = mdb_dbi_open(txn, NULL, 0, &main_dbi);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         MDB_stat st;
         r = mdb_stat(txn, main_dbi, &st);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         *ret = st.ms_entries == 0;
         return 0;
 }
@@ -410,17 +399,17 @@ static int migrate_v0_to_v1(MDB_txn *txn) {
         MDB_dbi state, sessions;
         int r = mdb_dbi_open(txn, TABLE_SESSIONS, MDB_CREATE, &sessions);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         r = mdb_dbi_open(txn, V0_TABLE_STATE, 0, &state);
         if (r == MDB_NOTFOUND)
                 return 0; /* a version-0 store that never recorded anything */
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
 
         _cleanup_cursor_ MDB_cursor *c = NULL;
         r = mdb_cursor_open(txn, state, &c);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         MDB_val k, v;
         for (r = mdb_cursor_get(c, &k, &v, MDB_FIRST); r == 0; r = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
                 size_t plen = strlen(V0_SESSION_KEY_PREFIX);
@@ -450,10 +439,10 @@ static int migrate_v0_to_v1(MDB_txn *txn) {
                         return q;
         }
         if (r != MDB_NOTFOUND)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         mdb_cursor_close(TAKE_PTR(c));
 
-        return errno_from_mdb(mdb_drop(txn, state, 1));
+        return lmdb_errno(mdb_drop(txn, state, 1));
 }
 
 /* migrations[v] converts a version-v store to version v+1 inside txn. */
@@ -473,7 +462,7 @@ int store_migrate(Store *s) {
         if (!s->dbis_open) {
                 r = mdb_dbi_open(txn, TABLE_META, 0, &meta);
                 if (r != 0)
-                        return errno_from_mdb(r); /* no meta: nothing to migrate (-ENOENT) */
+                        return lmdb_errno(r); /* no meta: nothing to migrate (-ENOENT) */
         }
         unsigned from;
         r = meta_read_version(txn, meta, &from);
@@ -493,7 +482,7 @@ int store_migrate(Store *s) {
         MDB_val k = key_str(V0_META_KEY_VERSION);
         r = mdb_del(txn, meta, &k, NULL);
         if (r != 0 && r != MDB_NOTFOUND)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         _cleanup_json_ json_t *schema = schema_record_new();
         if (!schema)
                 return -ENOMEM;
@@ -524,7 +513,7 @@ int store_schema_version(Store *s, unsigned *ret) {
 
 /* ---- open and close ---- */
 
-static int lock_acquire(const char *path, uint64_t wait_usec, int *ret_fd) {
+int lmdb_lock_acquire(const char *path, uint64_t wait_usec, int *ret_fd) {
         _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
         if (fd < 0)
                 return negative_errno();
@@ -556,7 +545,7 @@ static int lock_acquire(const char *path, uint64_t wait_usec, int *ret_fd) {
 }
 
 /* DIR/store must be a real directory (not a symlink to elsewhere). */
-static int env_dir_prepare(const char *path) {
+int lmdb_env_dir_prepare(const char *path) {
         if (mkdir(path, 0700) < 0 && errno != EEXIST)
                 return negative_errno();
         struct stat st;
@@ -571,18 +560,18 @@ static int env_open(const char *path, MDB_env **ret) {
         _cleanup_(env_closep) MDB_env *env = NULL;
         int r = mdb_env_create(&env);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         r = mdb_env_set_maxdbs(env, STORE_MAX_DBS);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         r = mdb_env_set_mapsize(env, STORE_MAP_SIZE);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         /* MDB_NOTLS: read transactions are not bound to the thread that
          * began them (the worker runs them). Commits stay durable. */
         r = mdb_env_open(env, path, MDB_NOTLS, 0600);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         /* We hold the store lock, so every recorded reader is a dead process. */
         int dead;
         (void) mdb_reader_check(env, &dead);
@@ -653,7 +642,7 @@ static int store_init(Store *s, const StoreDomain *domain) {
                         return -EBADMSG;
                 r = mdb_dbi_open(txn, TABLE_META, MDB_CREATE, &meta);
                 if (r != 0)
-                        return errno_from_mdb(r);
+                        return lmdb_errno(r);
                 _cleanup_json_ json_t *schema = schema_record_new();
                 if (!schema)
                         return -ENOMEM;
@@ -662,7 +651,7 @@ static int store_init(Store *s, const StoreDomain *domain) {
                 if (r < 0)
                         return r;
         } else if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         else {
                 unsigned version;
                 r = meta_read_version(txn, meta, &version);
@@ -695,7 +684,7 @@ static int store_init(Store *s, const StoreDomain *domain) {
         for (size_t i = 0; i < ELEMENTSOF(tables); i++) {
                 r = mdb_dbi_open(txn, tables[i].name, MDB_CREATE, tables[i].dbi);
                 if (r != 0)
-                        return errno_from_mdb(r);
+                        return lmdb_errno(r);
         }
         _cleanup_free_ char *domain_id = NULL;
         r = domain_check(txn, s->dbi_domain, domain, &domain_id);
@@ -730,10 +719,10 @@ int store_open(const char *dir, const StoreDomain *domain, uint64_t wait_usec, S
                 return -ENOMEM;
         s->lock_fd = -EBADF;
 
-        int r = lock_acquire(lock_path, wait_usec, &s->lock_fd);
+        int r = lmdb_lock_acquire(lock_path, wait_usec, &s->lock_fd);
         if (r < 0)
                 return r;
-        r = env_dir_prepare(env_path);
+        r = lmdb_env_dir_prepare(env_path);
         if (r < 0)
                 return r;
         r = env_open(env_path, &s->env);
@@ -907,7 +896,7 @@ int store_participant_add(Store *s, uint64_t generation_id, ParticipantRole role
         MDB_val gk = key_u64(generation_id, &gkb), gv;
         r = mdb_get(txn, s->dbi_generations, &gk, &gv);
         if (r != 0)
-                return errno_from_mdb(r); /* -ENOENT: no such generation */
+                return lmdb_errno(r); /* -ENOENT: no such generation */
         r = table_next_id(txn, s->dbi_participants, &id);
         if (r < 0)
                 return r;
@@ -1003,7 +992,7 @@ static int list_not_clean(Store *s, MDB_dbi dbi, int (*state_parse)(const char *
         _cleanup_cursor_ MDB_cursor *c = NULL;
         r = mdb_cursor_open(txn, dbi, &c);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         MDB_val k, v;
         for (r = mdb_cursor_get(c, &k, &v, MDB_FIRST); r == 0; r = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
                 json_t *rec;
@@ -1023,7 +1012,7 @@ static int list_not_clean(Store *s, MDB_dbi dbi, int (*state_parse)(const char *
                         return -ENOMEM;
         }
         if (r != MDB_NOTFOUND)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         *ret = TAKE_PTR(list);
         return 0;
 }
@@ -1105,7 +1094,7 @@ int store_terminal_put(Store *s, json_t *terminal) {
         MDB_val k = key_str(id), v;
         r = mdb_get(txn, s->dbi_sessions, &k, &v);
         if (r != 0)
-                return errno_from_mdb(r); /* -ENOENT: no such session */
+                return lmdb_errno(r); /* -ENOENT: no such session */
 
         /* An unclean terminal is a resource still to be removed; replacing
          * its record would forget it. */
@@ -1183,10 +1172,10 @@ int store_write_v0_fixture(const char *dir, const char *const *session_ids, size
         if (!lock_path || !env_path)
                 return -ENOMEM;
         _cleanup_close_ int lock_fd = -EBADF;
-        int r = lock_acquire(lock_path, 0, &lock_fd);
+        int r = lmdb_lock_acquire(lock_path, 0, &lock_fd);
         if (r < 0)
                 return r;
-        r = env_dir_prepare(env_path);
+        r = lmdb_env_dir_prepare(env_path);
         if (r < 0)
                 return r;
         _cleanup_(env_closep) MDB_env *env = NULL;
@@ -1197,7 +1186,7 @@ int store_write_v0_fixture(const char *dir, const char *const *session_ids, size
         MDB_txn *t;
         r = mdb_txn_begin(env, NULL, 0, &t);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         _cleanup_txn_ MDB_txn *txn = t;
         bool empty;
         r = main_table_empty(txn, &empty);
@@ -1209,14 +1198,14 @@ int store_write_v0_fixture(const char *dir, const char *const *session_ids, size
         MDB_dbi meta, state;
         r = mdb_dbi_open(txn, TABLE_META, MDB_CREATE, &meta);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         r = mdb_dbi_open(txn, V0_TABLE_STATE, MDB_CREATE, &state);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         MDB_val k = key_str(V0_META_KEY_VERSION), v = { .mv_size = 1, .mv_data = (void *) "0" };
         r = mdb_put(txn, meta, &k, &v, 0);
         if (r != 0)
-                return errno_from_mdb(r);
+                return lmdb_errno(r);
         for (size_t i = 0; i < n; i++) {
                 char key[64], val[64];
                 int kl = snprintf(key, sizeof(key), "%s%s", V0_SESSION_KEY_PREFIX, session_ids[i]);
@@ -1225,7 +1214,7 @@ int store_write_v0_fixture(const char *dir, const char *const *session_ids, size
                 v = (MDB_val){ .mv_size = (size_t) vl, .mv_data = val };
                 r = mdb_put(txn, state, &k, &v, 0);
                 if (r != 0)
-                        return errno_from_mdb(r);
+                        return lmdb_errno(r);
         }
         return txn_commit(&txn);
 }

@@ -9,6 +9,7 @@ mount and lose nothing committed."""
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import tarfile
@@ -28,6 +29,23 @@ def mounted_images(user):
     """Ids of the images Podman has mounted (in its namespace)."""
     r = podman(user, "unshare", "podman", "image", "mount", "--format", "json")
     return {m["id"] for m in json.loads(r.stdout or "[]")}
+
+
+def catalog(data):
+    """The Storage Catalog's tables, read with LMDB's own mdb_dump (an
+    independent reader): {"artifacts": [...], "leases": [...], ...}."""
+    env = os.path.join(data, "catalog", "lmdb")
+    out = {}
+    for table in ("artifacts", "leases", "operations"):
+        r = subprocess.run(["mdb_dump", "-p", "-s", table, env], capture_output=True, text=True, check=True)
+        body = r.stdout.split("HEADER=END\n", 1)[1].split("DATA=END", 1)[0].splitlines()
+        values = body[1::2]  # key line, value line, ...
+
+        def unescape(v):
+            return re.sub(r"\\(\\|[0-9a-fA-F]{2})", lambda m: "\\" if m.group(1) == "\\" else
+                          chr(int(m.group(1), 16)), v[1:])
+        out[table] = [json.loads(unescape(v)) for v in values]
+    return out
 
 
 def image_id(user, ref):
@@ -233,21 +251,47 @@ def test_coordinator_killed_then_recovered(sdom, lz, busybox_image):
 
 
 def test_two_domains_share_the_image_mount(sdom, lz, busybox_image):
-    """Podman counts image mounts: one Domain stopping leaves the other's
-    lowerdir in place; the last one gives the mount back."""
+    """The Storage Catalog: one image mount for two Domains, a lease each;
+    the first to stop leaves the other's lowerdir in place, the last one
+    gives the mount back."""
+    img = image_id(lz.user, busybox_image)
     a = sdom.popen("run", "--", "/bin/sleep", "1000")
     wait_sessions(sdom, 1)
+    [first] = [os.path.basename(d) for d in sdom.domain_dirs()]
     other = os.path.join(lz.base, "ws2")
     os.makedirs(other)
     os.chown(other, lz.user.pw_uid, lz.user.pw_gid)
-    r = sdom.run("--workspace", other, "run", "--", "/bin/sh", "-c", "ls /usr/bin/env")
-    assert (r.returncode, r.stdout) == (0, "/usr/bin/env\n"), r.stderr
-    # The first sandbox still reads its lower layer.
-    r = sdom.run("run", "--", "/bin/sh", "-c", "ls /usr/bin/env && cat /usr/bin/env >/dev/null && echo ok")
-    assert (r.returncode, r.stdout.splitlines()[-1]) == (0, "ok"), r.stderr
-    assert image_id(lz.user, busybox_image) in mounted_images(lz.user)
+    b = sdom.popen("--workspace", other, "run", "--", "/bin/sleep", "1000")
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        r = sdom.run("--workspace", other, "status", "--json")
+        if r.returncode == 0 and len(json.loads(r.stdout).get("sessions", [])) == 1:
+            break
+        time.sleep(0.2)
+    [second] = [os.path.basename(d) for d in sdom.domain_dirs() if os.path.basename(d) != first]
+    cat = catalog(sdom.data)
+    assert [(x["prepared_artifact_id"], x["state"]) for x in cat["artifacts"]] == [(img, "Available")]
+    assert sorted(x["domain_id"] for x in cat["leases"]) == sorted([first, second])
+    assert cat["operations"] == []
+
+    # The second stops: its lease goes, the mount stays for the first.
+    assert sdom.run("--workspace", other, "stop").returncode == 0
+    b.communicate(timeout=30)
+    deadline = time.time() + 30
+    while len(catalog(sdom.data)["leases"]) != 1 and time.time() < deadline:
+        time.sleep(0.2)
+    cat = catalog(sdom.data)
+    assert [x["domain_id"] for x in cat["leases"]] == [first]
+    assert len(cat["artifacts"]) == 1 and img in mounted_images(lz.user)
+    r = sdom.run("run", "--", "/bin/sh", "-c", "cat /usr/bin/env >/dev/null && ls /bin/busybox")
+    assert (r.returncode, r.stdout) == (0, "/bin/busybox\n"), r.stderr
+
+    # The last one gives the image mount back.
     assert sdom.run("stop").returncode == 0
     a.communicate(timeout=30)
+    sdom.assert_clean()
+    assert catalog(sdom.data) == {"artifacts": [], "leases": [], "operations": []}
+    assert img not in mounted_images(lz.user)
 
 
 def test_reset(sdom):

@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: MIT
+"""What the benchmarks share: a private directory with the built binaries,
+a workspace and a data root owned by the test user, a configuration, and
+running commands as that user."""
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+
+PATH = "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+BINARIES = ("lazaret", "lazaret-init", "lazaret-gitrouter", "lazaret-netd")
+
+
+class Stage:
+    """base/ (0755) with bin/ (the build's binaries), work/ and data/ (the
+    user's); remove() takes it all away."""
+
+    def __init__(self, name, user, build):
+        if os.geteuid() != 0:
+            sys.exit(f"{name}: run as root (it runs the commands as --user)")
+        self.name = name
+        self.pw = pwd.getpwnam(user)
+        self.base = tempfile.mkdtemp(prefix=f"lazaret-{name}-")
+        os.chmod(self.base, 0o755)
+        self.bindir = os.path.join(self.base, "bin")
+        os.makedirs(self.bindir)
+        for f in BINARIES:
+            shutil.copy2(os.path.join(build, "bin", f), self.bindir)
+        self.lz = os.path.join(self.bindir, "lazaret")
+        self.work, self.data = os.path.join(self.base, "work"), os.path.join(self.base, "data")
+        for d in (self.work, self.data):
+            os.makedirs(d)
+            os.chown(d, self.pw.pw_uid, self.pw.pw_gid)
+
+    def config(self, image, network='default_allow = []\ndefault_deny = []\n', extra="", name="cfg.toml"):
+        """A configuration with one profile, bench (runsc_network = "host")."""
+        path = os.path.join(self.base, name)
+        with open(path, "w") as f:
+            f.write(f"""[storage]
+data_root = "{self.data}"
+[network]
+{network}[escalation]
+enabled = false
+socket_dir = "{self.base}/sock"
+[profiles.bench]
+image = "{image}"
+runsc_network = "host"
+{extra}""")
+        os.chmod(path, 0o644)
+        return path
+
+    def cmd(self, argv, env=()):
+        return (["runuser", "-u", self.pw.pw_name, "--", "env", "-i", f"HOME={self.pw.pw_dir}", PATH] + list(env)
+                + list(argv))
+
+    def run(self, argv, cwd=None, check=True, env=(), **kw):
+        r = subprocess.run(self.cmd(argv, env), cwd=cwd or self.work, capture_output=True, text=True, **kw)
+        if check and r.returncode != 0:
+            sys.exit(f"{self.name}: {' '.join(argv[:4])} failed: {r.stderr}")
+        return r
+
+    def remove(self):
+        shutil.rmtree(self.base, ignore_errors=True)
