@@ -380,3 +380,48 @@ def test_debian_package_persists(lz, debian_image):
     finally:
         for name in d.container_names():
             podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
+
+
+def test_rootful(lazaret_bin, tmp_path):
+    """Lazaret run by root: rootful Podman's image mount and fuse-overlayfs in
+    the host's namespace; the same persistence, nothing left mounted."""
+    data, work = tmp_path / "data", tmp_path / "work"
+    work.mkdir()
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f"""[storage]
+data_root = "{data}"
+[network]
+default_allow = []
+default_deny = []
+[escalation]
+enabled = false
+socket_dir = "{tmp_path}/sock"
+[profiles.root]
+image = "localhost/lazaret/busybox:latest"
+runsc_network = "host"
+{PERSIST}""")
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+
+    def lz(*args):
+        return subprocess.run([lazaret_bin, "--config", str(cfg)] + list(args), capture_output=True, text=True,
+                              env=env, cwd=work, timeout=300)
+
+    r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True, env=env,
+                       cwd=work, timeout=300)
+    assert r.returncode == 0, r.stderr
+    r = lz("run", "--", "/bin/sh", "-c", "echo rootful > /usr/kept; rm /usr/bin/env")
+    assert r.returncode == 0, r.stderr
+    r = lz("run", "--", "/bin/sh", "-c", "cat /usr/kept; test -e /usr/bin/env || echo env-gone")
+    assert (r.returncode, r.stdout) == (0, "rootful\nenv-gone\n"), r.stderr
+    [domain] = list((data / "domains").iterdir())
+    assert (domain / "usr_changes" / "kept").read_text() == "rootful\n"
+    deadline = time.time() + 15
+    while time.time() < deadline and (any(str(data) in ln for ln in open("/proc/self/mountinfo")) or
+                                      catalog(str(data))["artifacts"]):
+        time.sleep(0.2)
+    assert not any(str(data) in ln for ln in open("/proc/self/mountinfo"))
+    assert catalog(str(data)) == {"artifacts": [], "leases": [], "operations": []}
+    img = subprocess.run(["podman", "image", "inspect", "--format", "{{.Id}}", "localhost/lazaret/busybox:latest"],
+                         capture_output=True, text=True, env=env).stdout.strip()
+    r = subprocess.run(["podman", "image", "mount", "--format", "json"], capture_output=True, text=True, env=env)
+    assert img not in {m["id"] for m in json.loads(r.stdout or "[]")}
