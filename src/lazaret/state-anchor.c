@@ -315,6 +315,13 @@ int anchor_check_domain_root(const char *domain_dir, char **ret_error) {
         (void) unlink(g);
         (void) unlink(l);
         (void) rmdir(probe);
+        if (r < 0 && streq(step, "make a directory")) {
+                /* Not the file system's fault: we may not write there. */
+                if (asprintf(ret_error, "cannot make the Domain Root %s: %s cannot be written (%s)", domain_dir, at,
+                             strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
         if (r < 0) {
                 if (asprintf(ret_error,
                              "the Domain Root %s is on a %s file system, which cannot hold the overlay layers of "

@@ -354,6 +354,18 @@ def test_bad_domain_root_file_system(lz, busybox_image):
         subprocess.run(["umount", mnt], check=False, capture_output=True)
 
 
+def test_missing_image_leaves_nothing(lz, busybox_image):
+    d = Domain(lz, "localhost/lazaret/no-such-image:1", extra=PERSIST)
+    r = d.run("run", "--", "/bin/true")
+    assert r.returncode == 125
+    assert "cannot start the sandbox from localhost/lazaret/no-such-image:1" in r.stderr, r.stderr
+    d.assert_clean()
+    [domain] = d.domain_dirs()
+    assert not any(n.startswith(("usr_", "etc_")) for n in os.listdir(domain)), os.listdir(domain)
+    cat = catalog(d.data) if os.path.isdir(os.path.join(d.data, "catalog")) else None
+    assert cat in (None, {"artifacts": [], "leases": [], "operations": []})
+
+
 def test_debian_package_persists(lz, debian_image):
     """dpkg -i of a package made on the host, stop, start: installed."""
     with tempfile.TemporaryDirectory() as t:
