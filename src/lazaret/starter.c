@@ -49,8 +49,9 @@ static const char starter_head[] = "# Lazaret configuration; see lazaret.toml(5)
 
 static const char starter_tail[] =
         "# Commands that run without a prompt when a request starts with exactly\n"
-        "# these words. Never git, shells or anything that runs other programs.\n"
-        "# auto_approve = [\"make -n\"]\n"
+        "# these words. Never git, shells or anything that runs other programs\n"
+        "# (those are refused here).\n"
+        "# auto_approve = [\"uname -a\", \"df -h\"]\n"
         "\n"
         "# One table per agent. Names: 2-32 characters of a-z, 0-9, '_' and '-'.\n"
         "[profiles.shell]\n"

@@ -898,15 +898,15 @@ int config_profile_netpolicy_canonical(const ConfigProfile *p, char **ret, size_
         return netpolicy_format(&p->net, ret, ret_len);
 }
 
-static void validate_escalation(Validator *v, const ConfigNode *t, const char *top_file) {
+static int validate_escalation(Validator *v, const ConfigNode *t, const char *top_file) {
         static const char *const known[] = { "enabled", "socket_dir", "auto_approve", NULL };
         static const TomlPos top = { 1, 1 };
         if (!t) {
                 ERR(v->d, top_file, top, "[escalation] section is required (it sets enabled and socket_dir)");
-                return;
+                return 0;
         }
         if (!want_type(v, t, "escalation", TOML_TABLE))
-                return;
+                return 0;
         check_unknown(v, t, "[escalation]", known);
         const ConfigNode *n = want_child(v, t, "enabled", "escalation.enabled", NULL, top);
         if (n && want_type(v, n, "escalation.enabled", TOML_BOOL))
@@ -921,7 +921,29 @@ static void validate_escalation(Validator *v, const ConfigNode *t, const char *t
         if (n) {
                 bool ok = true;
                 v->c->auto_approve = string_list(v, n, "escalation.auto_approve", &v->c->n_auto_approve, &ok);
+                if (!v->c->auto_approve)
+                        return 0;
+                v->c->auto_rules = calloc(v->c->n_auto_approve + 1, sizeof(AutoApproveRule));
+                if (!v->c->auto_rules)
+                        return -ENOMEM;
+                /* string_list skipped bad entries: walk the array for positions. */
+                for (size_t i = 0; i < n->value->array.n; i++) {
+                        const TomlValue *e = n->value->array.items[i];
+                        if (e->type != TOML_STRING || e->str.len == 0 || strlen(e->str.s) != e->str.len)
+                                continue;
+                        _cleanup_free_ char *why = NULL, *q = quoted(e->str.s, e->str.len);
+                        AutoApproveRule rule;
+                        int r = autoapprove_rule_parse(e->str.s, AUTOAPPROVE_SEARCH_PATH, &rule, &why);
+                        if (r == -ENOMEM)
+                                return r;
+                        if (r < 0)
+                                ERR(v->d, n->src->path, e->pos, "escalation.auto_approve[%zu]: %s %s", i, q ?: "?",
+                                    why ?: "is not valid");
+                        else
+                                v->c->auto_rules[v->c->n_auto_rules++] = rule;
+                }
         }
+        return 0;
 }
 
 /* Image references: [domain/]path[:tag][@sha256:hex], lowercase path
@@ -1547,7 +1569,9 @@ static int validate(Validator *v) {
         int r = validate_network(v, config_node_get(root, "network"), top_file);
         if (r < 0)
                 return r;
-        validate_escalation(v, config_node_get(root, "escalation"), top_file);
+        r = validate_escalation(v, config_node_get(root, "escalation"), top_file);
+        if (r < 0)
+                return r;
 
         const ConfigNode *profiles = config_node_get(root, "profiles");
         if (!profiles) {
@@ -1622,6 +1646,9 @@ Config *config_free(Config *c) {
         free(c->probe_dns_name);
         free(c->socket_dir);
         strv_free_n(c->auto_approve, c->n_auto_approve);
+        for (size_t i = 0; i < c->n_auto_rules; i++)
+                autoapprove_rule_done(&c->auto_rules[i]);
+        free(c->auto_rules);
         free(c);
         return NULL;
 }

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "autoapprove.h"
 #include "netpolicy.h"
 #include "toml.h"
 
@@ -153,8 +154,10 @@ typedef struct Config {
         char *probe_dns_name; /* network.probe_dns_name */
         bool escalation_enabled;
         char *socket_dir; /* expanded and canonicalized */
-        char **auto_approve;
+        char **auto_approve; /* as written */
         size_t n_auto_approve;
+        AutoApproveRule *auto_rules; /* parsed: programs resolved in AUTOAPPROVE_SEARCH_PATH */
+        size_t n_auto_rules;
         ConfigProfile *profiles;
         size_t n_profiles;
 } Config;

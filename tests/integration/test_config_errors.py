@@ -104,6 +104,30 @@ CASES = [
      ["network.default_allow[1] must be a string, not an integer"]),
     ("auto-approve-entry-empty", base(escalation=ESCALATION + 'auto_approve = ["ls", «""]\n'),
      ["escalation.auto_approve[1] must be a non-empty string without NUL characters"]),
+    # Programs that run other programs are never auto-approved, however named.
+    ("auto-approve-git", base(escalation=ESCALATION + 'auto_approve = [«"git status"]\n'),
+     ["escalation.auto_approve[0]: 'git status' runs git, which may never be auto-approved: git runs hooks, aliases, "
+      "pagers and configuration the sandbox can plant"]),
+    ("auto-approve-shell", base(escalation=ESCALATION + 'auto_approve = ["uname", «"/bin/sh -c true"]\n'),
+     ["escalation.auto_approve[1]: '/bin/sh -c true' runs sh, which may never be auto-approved: a shell runs any command "
+      "it is given"]),
+    ("auto-approve-interpreter", base(escalation=ESCALATION + 'auto_approve = [«"python3 -V"]\n'),
+     ["escalation.auto_approve[0]: 'python3 -V' runs python3, which may never be auto-approved: an interpreter runs any "
+      "code it is given"]),
+    ("auto-approve-runners", base(escalation=ESCALATION + 'auto_approve = [«"env", «"xargs", «"find .", «"tar tf x"]\n'),
+     [f"escalation.auto_approve[{i}]: '{c}' runs {c.split()[0]}, which may never be auto-approved: it runs other programs, "
+      "or code from the workspace" for i, c in enumerate(["env", "xargs", "find .", "tar tf x"])]),
+    ("auto-approve-metachar", base(escalation=ESCALATION + 'auto_approve = [«"ls; rm -rf ~"]\n'),
+     ["escalation.auto_approve[0]: 'ls; rm -rf ~' contains ';'; an entry is an argument vector, run without a "
+      "shell"]),
+    ("auto-approve-relative", base(escalation=ESCALATION + 'auto_approve = [«"./ls"]\n'),
+     ["escalation.auto_approve[0]: './ls' names the program by the relative path './ls'; give a name looked up in "
+      "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin, or an absolute path"]),
+    ("auto-approve-missing", base(escalation=ESCALATION + 'auto_approve = [«"no-such-program-x"]\n'),
+     ["escalation.auto_approve[0]: 'no-such-program-x' names 'no-such-program-x', which is not in "
+      "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"]),
+    ("auto-approve-quote", base(escalation=ESCALATION + 'auto_approve = [«"echo \'open"]\n'),
+     ["escalation.auto_approve[0]: 'echo \\'open' cannot be split into words: no closing quotation"]),
     ("image-not-string", base(profile='[profiles.shell]\nimage = «["a"]\n'),
      ["profiles.shell.image must be a string, not an array"]),
 

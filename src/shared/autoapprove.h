@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* [escalation] auto_approve (spec §5.2.1, decision 11): each entry is an
+ * argument vector whose program is resolved to an absolute path when the
+ * configuration loads; a request is approved without the prompt only when
+ * it has no metacharacter, its own program resolves to the same absolute
+ * path, and the entry's words equal the request's first words (so "ls -l"
+ * approves "ls -l /tmp" but not "ls", and "ls" never approves "lsblk").
+ * Programs that run other programs or code (git, shells, interpreters,
+ * env, xargs, find, make, npm, ...) are refused as entries. */
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Where program names are looked up, at config load and for requests; the
+ * commands run with this PATH too. */
+#define AUTOAPPROVE_SEARCH_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+
+typedef struct AutoApproveRule {
+        char **argv; /* NULL-terminated; argv[0] is absolute */
+        size_t argc;
+} AutoApproveRule;
+
+/* Why program (an absolute path) may never be auto-approved, judged by its
+ * own name and by the name of the file it resolves to; NULL when it may. */
+const char *autoapprove_refused(const char *program);
+
+/* Parse one configured entry. On a bad one -EINVAL with *ret_why, one
+ * sentence naming the cause (caller frees); -ENOMEM. */
+int autoapprove_rule_parse(const char *entry, const char *search, AutoApproveRule *ret, char **ret_why);
+void autoapprove_rule_done(AutoApproveRule *r);
+
+/* Whether the request's vector (req[0] as the sandbox wrote it) is approved
+ * by rule. A program name is looked up in search; an absolute path must be
+ * the rule's program, letter for letter; a relative path never matches. */
+bool autoapprove_match(const AutoApproveRule *rule, char *const *req, size_t req_n, const char *search);

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/* The metacharacter check and auto-approve matching (spec §5.2.1). The
+ * splitter itself is compared with Python's shlex.split by
+ * tests/words-oracle.py. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "autoapprove.h"
+#include "words.h"
+
+static void test_metachar(void **state) {
+        (void) state;
+        static const char *const bad[] = { "a; rm -rf ~", "a | b", "a & b", "echo $(id)", "echo `id`",  "a > f",
+                                           "a < f",       "a\nb",  "a\rb",  "a\\ b",      "echo $HOME", "(a)",
+                                           "a\x01",       "a\x7f", "a\tb",  "a\x1b[2J" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                if (!words_metachar(bad[i], strlen(bad[i])))
+                        fail_msg("no metacharacter found in %s", bad[i]);
+        const char *s = "ls -l; id";
+        assert_ptr_equal(words_metachar(s, strlen(s)), s + 5);
+        static const char *const good[] = { "ls -l /tmp",          "cat 'a b' \"c d\"", "du -sh .",
+                                            "echo é 日本 🙂", "printf %s x",       "ls *.c ~ #x {a,b} !x" };
+        for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+                assert_null(words_metachar(good[i], strlen(good[i])));
+        /* A NUL byte is a control character too. */
+        assert_non_null(words_metachar("a\0b", 3));
+}
+
+static void test_split_basics(void **state) {
+        (void) state;
+        char **v = NULL;
+        size_t n = 0;
+        const char *why = NULL;
+        const char *in = "a 'b c' \"d\\\"e\" '' f\\ g";
+        assert_int_equal(words_split(in, strlen(in), &v, &n, &why), 0);
+        assert_int_equal(n, 5);
+        assert_string_equal(v[0], "a");
+        assert_string_equal(v[1], "b c");
+        assert_string_equal(v[2], "d\"e");
+        assert_string_equal(v[3], "");
+        assert_string_equal(v[4], "f g");
+        assert_null(v[5]);
+        words_free(v);
+        assert_int_equal(words_split("a\0b", 3, &v, &n, &why), -EINVAL);
+        assert_string_equal(why, "a NUL byte");
+        assert_int_equal(words_split("'a", 2, &v, &n, &why), -EINVAL);
+        assert_string_equal(why, "no closing quotation");
+        assert_int_equal(words_split("a\\", 2, &v, &n, &why), -EINVAL);
+        assert_string_equal(why, "nothing after the backslash");
+        assert_int_equal(words_split("  ", 2, &v, &n, &why), 0);
+        assert_int_equal(n, 0);
+        assert_null(v[0]);
+        words_free(v);
+}
+
+static AutoApproveRule rule(const char *entry) {
+        AutoApproveRule r;
+        char *why = NULL;
+        int q = autoapprove_rule_parse(entry, AUTOAPPROVE_SEARCH_PATH, &r, &why);
+        if (q < 0)
+                fail_msg("%s: %s", entry, why ? why : strerror(-q));
+        return r;
+}
+
+static bool match(const AutoApproveRule *r, const char *request) {
+        char **v = NULL;
+        size_t n = 0;
+        const char *why = NULL;
+        assert_int_equal(words_split(request, strlen(request), &v, &n, &why), 0);
+        bool m = autoapprove_match(r, v, n, AUTOAPPROVE_SEARCH_PATH);
+        words_free(v);
+        return m;
+}
+
+static void test_match(void **state) {
+        (void) state;
+        AutoApproveRule ls_l = rule("ls -l"), ls = rule("ls"), uname = rule("/usr/bin/uname -a");
+        assert_string_equal(ls_l.argv[0], "/usr/bin/ls");
+        assert_int_equal(ls_l.argc, 2);
+
+        assert_true(match(&ls_l, "ls -l"));
+        assert_true(match(&ls_l, "ls -l /tmp"));
+        assert_true(match(&ls_l, "/usr/bin/ls -l"));
+        assert_true(match(&ls_l, "'ls' \"-l\""));
+        assert_false(match(&ls_l, "ls")); /* the rule's words must all be there */
+        assert_false(match(&ls_l, "ls -la")); /* words, not string prefixes */
+        assert_false(match(&ls_l, "ls /tmp -l"));
+        assert_false(match(&ls, "lsblk"));
+        assert_false(match(&ls, "./ls")); /* relative paths never match */
+        assert_false(match(&ls, "usr/bin/ls"));
+        assert_false(match(&ls, "/proc/self/root/usr/bin/ls"));
+        assert_false(match(&ls, "/usr/bin/../bin/ls"));
+        assert_true(match(&ls, "ls -R /"));
+        assert_true(match(&uname, "uname -a"));
+        assert_false(match(&uname, "uname"));
+        autoapprove_rule_done(&ls_l);
+        autoapprove_rule_done(&ls);
+        autoapprove_rule_done(&uname);
+}
+
+static void test_refused(void **state) {
+        (void) state;
+        assert_non_null(autoapprove_refused("/usr/bin/git"));
+        assert_non_null(autoapprove_refused("/bin/sh"));
+        assert_non_null(autoapprove_refused("/usr/bin/python3")); /* a link to python3.11 */
+        assert_non_null(autoapprove_refused("/usr/local/bin/python3.12"));
+        assert_non_null(autoapprove_refused("/usr/bin/perl5.36.0"));
+        assert_non_null(autoapprove_refused("/usr/bin/env"));
+        assert_non_null(autoapprove_refused("/usr/bin/xargs"));
+        assert_non_null(autoapprove_refused("/usr/bin/git-upload-pack"));
+        assert_null(autoapprove_refused("/usr/bin/ls"));
+        assert_null(autoapprove_refused("/usr/bin/uname"));
+        assert_null(autoapprove_refused("/usr/bin/gitk-like-tool")); /* git is a word, not a prefix */
+        assert_null(autoapprove_refused("/usr/bin/shred"));
+        assert_null(autoapprove_refused("/usr/bin/environ"));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_metachar),
+                cmocka_unit_test(test_split_basics),
+                cmocka_unit_test(test_match),
+                cmocka_unit_test(test_refused),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
