@@ -10,6 +10,7 @@
 #include "verbs.h"
 
 static const Verb verbs[] = {
+        { "audit", verb_audit, "list the host escalations on record, and verify their chain" },
         { "config", verb_config, "check or show the merged configuration" },
         { "doctor", verb_doctor, "check this host's prerequisites for a sandbox launch" },
         { "image", verb_image, "build local images without a registry (busybox, debian)" },

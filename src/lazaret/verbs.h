@@ -27,6 +27,7 @@ typedef struct Verb {
         const char *summary;
 } Verb;
 
+int verb_audit(int argc, char **argv, const Globals *g);
 int verb_config(int argc, char **argv, const Globals *g);
 int verb_doctor(int argc, char **argv, const Globals *g);
 int verb_image(int argc, char **argv, const Globals *g);

@@ -37,7 +37,7 @@
 #include "macro.h"
 
 #define STORE_SCHEMA_ID      "lazaret.domain-store"
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 typedef struct Store Store;
 
@@ -164,6 +164,23 @@ int store_terminal_set_state(Store *s, const char *session_id, TerminalState sta
 /* Every terminal not Clean, as a JSON array. */
 int store_list_unclean_terminals(Store *s, json_t **ret);
 
+/* The escalation audit trail (spec §4.4): append-only records, each
+ * chained to the one before. store_audit_append() takes the caller's fields
+ * (an object without "seq", "prev_hash" or "hash") and adds "seq" (1, 2,
+ * ...), "prev_hash" (the previous record's hash; 64 zeros for the first) and
+ * "hash": SHA-256 over "lazaret/audit-record/v1\n" and the record's compact,
+ * key-sorted, ASCII JSON without "hash". store_audit_list() gives every
+ * record in order. audit_verify() checks such a list: 0, or -EBADMSG with
+ * the seq of the first record that breaks the chain and why (a changed
+ * record, a missing one, a broken link). Removing records from the end is
+ * not visible in the chain itself. */
+int store_audit_append(Store *s, json_t *fields, uint64_t *ret_seq);
+int store_audit_list(Store *s, json_t **ret);
+/* The same from the Domain Root dir, read-only and without the store lock
+ * (a coordinator may be running and appending): -ENOENT without a store. */
+int store_audit_read(const char *dir, json_t **ret);
+int audit_verify(json_t *records, uint64_t *ret_bad_seq, const char **ret_why);
+
 /* Explicit migrations (spec §4.4.3): table-to-table copies in one
  * transaction. Exposed for tests; store_open calls it. Returns the version
  * migrated from (STORE_SCHEMA_VERSION when there was nothing to do), or
@@ -171,7 +188,8 @@ int store_list_unclean_terminals(Store *s, json_t **ret);
  * each "session:<uuid>" -> "<cli_pid> <phase>" becomes a sessions record
  * {session_id, cli_id: "pid:<cli_pid>", session_phase: <phase>,
  * generation_id: 0, session_anchor_id: null}; the state table is dropped.
- * Any other key or value in it fails the migration (-EBADMSG). */
+ * Any other key or value in it fails the migration (-EBADMSG). Version 1
+ * to 2: the audit table is added, empty. */
 int store_migrate(Store *s);
 
 /* Test support: write a version-0 store (the shape before this schema: a

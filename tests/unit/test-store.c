@@ -255,13 +255,13 @@ static void test_open_create(void **state) {
 
         unsigned v = 99;
         assert_int_equal(store_schema_version(s, &v), 0);
-        assert_int_equal(v, 1);
+        assert_int_equal(v, 2);
         assert_int_equal(store_migrate(s), STORE_SCHEMA_VERSION);
         assert_null(store_close(s));
 
         char *meta = raw_get(dir, "meta", "schema");
         assert_non_null(meta);
-        assert_string_equal(meta, "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":1}");
+        assert_string_equal(meta, "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":2}");
         free(meta);
         char *d = raw_get(dir, "domain", "domain");
         assert_non_null(d);
@@ -430,7 +430,7 @@ static void test_domain_mismatch(void **state) {
 static void test_newer_and_foreign(void **state) {
         const char *dir = *state;
         Store *s = NULL;
-        const char *newer = "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":2}";
+        const char *newer = "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":3}";
         raw_put_str(dir, "meta", "schema", newer);
         assert_int_equal(store_open(dir, &dom, 0, &s), -EPROTONOSUPPORT);
         assert_null(s);
@@ -911,7 +911,7 @@ static void test_migration(void **state) {
         Store *s = open_ok(dir);
         unsigned ver = 0;
         assert_int_equal(store_schema_version(s, &ver), 0);
-        assert_int_equal(ver, 1);
+        assert_int_equal(ver, 2);
         for (size_t i = 0; i < 3; i++) {
                 json_t *rec = NULL;
                 assert_int_equal(store_session_get(s, ids[i], &rec), 0);
@@ -923,8 +923,11 @@ static void test_migration(void **state) {
                 assert_json_eq(rec, want);
                 json_decref(rec);
         }
-        assert_int_equal(store_migrate(s), 1);
-        /* The migrated store works like any other. */
+        assert_int_equal(store_migrate(s), 2);
+        /* The migrated store works like any other, the audit trail too. */
+        json_t *fields = json_pack("{s:s}", "command", "ls");
+        assert_int_equal(store_audit_append(s, fields, NULL), 0);
+        json_decref(fields);
         uint64_t g;
         assert_int_equal(store_generation_begin(s, NULL, &g), 0);
         assert_int_equal(g, 1);
@@ -933,7 +936,7 @@ static void test_migration(void **state) {
         assert_false(raw_table_exists(dir, "state"));
         assert_null(raw_get(dir, "meta", "schema_version"));
         v = raw_get(dir, "meta", "schema");
-        assert_string_equal(v, "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":1}");
+        assert_string_equal(v, "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":2}");
         free(v);
         char *dump = raw_dump(dir, "sessions");
         assert_non_null(dump);
@@ -1296,6 +1299,143 @@ static void test_worker_free_drains(void **state) {
         store_close(s);
 }
 
+/* A version-1 store (before the audit trail) migrates to 2: the audit table
+ * appears, empty, and everything else stays. */
+static void test_migration_v1(void **state) {
+        const char *dir = *state;
+        Store *s = open_ok(dir);
+        uint64_t g;
+        assert_int_equal(store_generation_begin(s, NULL, &g), 0);
+        store_close(s);
+        /* Make it a version-1 store: no audit table, version 1. */
+        MDB_env *env = raw_open(dir);
+        MDB_txn *txn;
+        MDB_dbi dbi;
+        assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+        assert_int_equal(mdb_dbi_open(txn, "audit", 0, &dbi), 0);
+        assert_int_equal(mdb_drop(txn, dbi, 1), 0);
+        assert_int_equal(mdb_txn_commit(txn), 0);
+        mdb_env_close(env);
+        raw_put_str(dir, "meta", "schema", "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":1}");
+        assert_false(raw_table_exists(dir, "audit"));
+
+        s = open_ok(dir);
+        unsigned ver = 0;
+        assert_int_equal(store_schema_version(s, &ver), 0);
+        assert_int_equal(ver, 2);
+        json_t *gen = NULL;
+        assert_int_equal(store_generation_get(s, g, &gen), 0);
+        json_decref(gen);
+        json_t *list = NULL;
+        assert_int_equal(store_audit_list(s, &list), 0);
+        assert_int_equal(json_array_size(list), 0);
+        json_decref(list);
+        store_close(s);
+        assert_true(raw_table_exists(dir, "audit"));
+}
+
+/* store_audit_append copies what it is given. */
+static int append(Store *s, json_t *fields, uint64_t *ret_seq) {
+        int r = store_audit_append(s, fields, ret_seq);
+        json_decref(fields);
+        return r;
+}
+
+static char *audit_key(uint64_t seq) {
+        static char k[8];
+        uint64_t be = htobe64(seq);
+        memcpy(k, &be, 8);
+        return k;
+}
+
+static void test_audit_chain(void **state) {
+        const char *dir = *state;
+        Store *s = open_ok(dir);
+        for (int i = 0; i < 4; i++) {
+                uint64_t seq = 0;
+                assert_int_equal(append(s,
+                                        json_pack("{s:s, s:s, s:i}", "command", i == 2 ? "ls; id" : "ls", "decision",
+                                                  i == 2 ? "user" : "auto", "exit_code", i),
+                                        &seq),
+                                 0);
+                assert_int_equal(seq, (uint64_t) i + 1);
+        }
+        /* The store's own fields may not come from the caller. */
+        json_t *bad = json_pack("{s:i}", "seq", 9);
+        assert_int_equal(store_audit_append(s, bad, NULL), -EINVAL);
+        json_decref(bad);
+        bad = json_pack("{s:s}", "hash", "x");
+        assert_int_equal(store_audit_append(s, bad, NULL), -EINVAL);
+        json_decref(bad);
+
+        json_t *list = NULL;
+        assert_int_equal(store_audit_list(s, &list), 0);
+        assert_int_equal(json_array_size(list), 4);
+        json_t *first = json_array_get(list, 0), *second = json_array_get(list, 1);
+        assert_string_equal(json_string_value(json_object_get(first, "prev_hash")),
+                            "0000000000000000000000000000000000000000000000000000000000000000");
+        assert_string_equal(json_string_value(json_object_get(second, "prev_hash")),
+                            json_string_value(json_object_get(first, "hash")));
+        uint64_t bad_seq = 0;
+        const char *why = NULL;
+        assert_int_equal(audit_verify(list, &bad_seq, &why), 0);
+
+        /* Changed in memory: the record's hash no longer fits. */
+        json_t *copy = json_deep_copy(list);
+        json_object_set_new(json_array_get(copy, 2), "command", json_string("ls"));
+        assert_int_equal(audit_verify(copy, &bad_seq, &why), -EBADMSG);
+        assert_int_equal(bad_seq, 3);
+        assert_string_equal(why, "its content does not match its hash (it was changed)");
+        json_decref(copy);
+        /* One taken out: the next one's number is wrong. */
+        copy = json_deep_copy(list);
+        json_array_remove(copy, 1);
+        assert_int_equal(audit_verify(copy, &bad_seq, &why), -EBADMSG);
+        assert_int_equal(bad_seq, 2);
+        json_decref(copy);
+        /* Renumbered after a removal and rehashed: the link still breaks. */
+        copy = json_deep_copy(list);
+        json_array_remove(copy, 1);
+        json_object_set_new(json_array_get(copy, 1), "seq", json_integer(2));
+        json_object_set_new(json_array_get(copy, 2), "seq", json_integer(3));
+        assert_int_equal(audit_verify(copy, &bad_seq, &why), -EBADMSG);
+        assert_int_equal(bad_seq, 2);
+        json_decref(copy);
+        json_decref(list);
+        store_close(s);
+
+        /* Changed on disk, with LMDB's own calls: the store's reader sees it. */
+        char *rec = NULL;
+        {
+                MDB_env *env = raw_open(dir);
+                MDB_txn *txn;
+                MDB_dbi dbi;
+                assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+                assert_int_equal(mdb_dbi_open(txn, "audit", 0, &dbi), 0);
+                MDB_val k = { 8, audit_key(3) }, v;
+                assert_int_equal(mdb_get(txn, dbi, &k, &v), 0);
+                rec = strndup(v.mv_data, v.mv_size);
+                char *d = strstr(rec, "\"decision\":\"user\"");
+                assert_non_null(d);
+                memcpy(d, "\"decision\":\"auto\"", 17);
+                MDB_val nv = { strlen(rec), rec };
+                assert_int_equal(mdb_put(txn, dbi, &k, &nv, 0), 0);
+                assert_int_equal(mdb_txn_commit(txn), 0);
+                mdb_env_close(env);
+        }
+        free(rec);
+        s = open_ok(dir);
+        assert_int_equal(store_audit_list(s, &list), 0);
+        assert_int_equal(audit_verify(list, &bad_seq, &why), -EBADMSG);
+        assert_int_equal(bad_seq, 3);
+        json_decref(list);
+        /* Appending goes on from the last record, as it is. */
+        uint64_t seq = 0;
+        assert_int_equal(append(s, json_pack("{s:s}", "command", "uname"), &seq), 0);
+        assert_int_equal(seq, 5);
+        store_close(s);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names),
@@ -1313,6 +1453,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_bad_values, setup_dir, teardown_dir),
                 cmocka_unit_test_setup_teardown(test_migration, setup_dir, teardown_dir),
                 cmocka_unit_test_setup_teardown(test_migration_failure, setup_dir, teardown_dir),
+                cmocka_unit_test_setup_teardown(test_migration_v1, setup_dir, teardown_dir),
+                cmocka_unit_test_setup_teardown(test_audit_chain, setup_dir, teardown_dir),
                 cmocka_unit_test(test_identity_self),
                 cmocka_unit_test(test_identity_child),
                 cmocka_unit_test_setup_teardown(test_worker_order, setup_dir, teardown_dir),

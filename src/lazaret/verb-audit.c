@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/* lazaret audit [PROFILE] [--json] [--verify]: the escalation audit trail
+ * of the workspace's Domain, read from its Domain Store (read-only, also
+ * while the sandbox runs). */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "profile-pick.h"
+#include "store.h"
+#include "string-util.h"
+#include "verbs.h"
+
+/* Text: control characters and non-ASCII bytes as \xNN, so a record cannot
+ * move the cursor or hide itself on the terminal. */
+static void put_visible(const char *s) {
+        for (const unsigned char *p = (const unsigned char *) (s ? s : ""); *p; p++)
+                if (*p < 0x20 || *p >= 0x7f || *p == '\\')
+                        printf("\\x%02x", *p);
+                else
+                        putchar(*p);
+}
+
+int verb_audit(int argc, char **argv, const Globals *g) {
+        static const struct option opts[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, 'j' },
+                { "verify", no_argument, NULL, 'v' },
+                {},
+        };
+        bool json = false, verify = false;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        printf("Usage: lazaret audit [PROFILE] [--json] [--verify] [--workspace DIR]\n\n"
+                               "List the host escalations of PROFILE's sandbox for the workspace, oldest first.\n"
+                               "--verify checks that each record is unchanged and links to the one before it;\n"
+                               "the exit status is 1 when the chain is broken.\n");
+                        return 0;
+                case 'j':
+                        json = true;
+                        break;
+                case 'v':
+                        verify = true;
+                        break;
+                default:
+                        return EXIT_USAGE;
+                }
+        if (argc - optind > 1) {
+                log_error("audit takes at most one profile name");
+                return EXIT_USAGE;
+        }
+        _cleanup_(config_freep) Config *cfg = NULL;
+        const ConfigProfile *p = NULL;
+        if (profile_load(g, optind < argc ? argv[optind] : NULL, &cfg, &p) < 0)
+                return EXIT_LAZARET;
+
+        json_t *records = NULL;
+        int r = store_audit_read(p->domain_dir, &records);
+        if (r == -ENOENT)
+                records = json_array(); /* never started: nothing on record */
+        else if (r < 0) {
+                log_error("cannot read the audit trail in %s: %s", p->domain_dir, strerror(-r));
+                return EXIT_LAZARET;
+        }
+        if (!records)
+                return log_error("out of memory"), EXIT_LAZARET;
+
+        uint64_t bad = 0;
+        const char *why = NULL;
+        int vr = verify ? audit_verify(records, &bad, &why) : 0;
+        if (vr < 0 && vr != -EBADMSG) {
+                json_decref(records);
+                log_error("cannot verify the audit trail: %s", strerror(-vr));
+                return EXIT_LAZARET;
+        }
+        if (json) {
+                json_t *out = json_pack("{s:s, s:s, s:O}", "profile", p->name, "workspace", cfg->workspace, "records",
+                                        records);
+                if (out && verify)
+                        json_object_set_new(out, "verified",
+                                            vr == 0 ? json_pack("{s:b}", "intact", 1)
+                                                    : json_pack("{s:b, s:I, s:s}", "intact", 0, "first_broken",
+                                                                (json_int_t) bad, "reason", why));
+                char *text = out ? json_dumps(out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+                if (text)
+                        puts(text);
+                free(text);
+                json_decref(out);
+        } else {
+                size_t i;
+                json_t *e;
+                if (json_array_size(records) == 0)
+                        printf("%s: no escalations on record\n", p->name);
+                json_array_foreach(records, i, e) {
+                        json_t *code = json_object_get(e, "exit_code");
+                        printf("#%lld  %s  %-7s ", (long long) json_integer_value(json_object_get(e, "seq")),
+                               json_string_value(json_object_get(e, "received_at")) ?: "?",
+                               json_string_value(json_object_get(e, "decision")) ?: "?");
+                        if (json_is_integer(code))
+                                printf("exit %-3lld ", (long long) json_integer_value(code));
+                        else
+                                printf("%-8s ", "-");
+                        put_visible(json_string_value(json_object_get(e, "final_command"))
+                                            ?: json_string_value(json_object_get(e, "command")));
+                        putchar('\n');
+                }
+                if (verify) {
+                        if (vr == 0)
+                                printf("chain intact: %zu records\n", json_array_size(records));
+                        else
+                                printf("chain broken at record %llu: %s\n", (unsigned long long) bad, why);
+                }
+        }
+        json_decref(records);
+        return vr == 0 ? 0 : EXIT_PROBLEMS;
+}
