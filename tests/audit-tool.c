@@ -27,7 +27,11 @@ static int tamper(const char *dir, unsigned long long seq, const char *from, con
         MDB_val k = { sizeof(be), &be }, v;
         if (mdb_get(txn, dbi, &k, &v))
                 return fprintf(stderr, "audit-tool: no record %llu\n", seq), 1;
-        char *text = strndup(v.mv_data, v.mv_size);
+        char *text = malloc(v.mv_size + 1); /* LMDB values are not NUL-terminated */
+        if (text) {
+                memcpy(text, v.mv_data, v.mv_size);
+                text[v.mv_size] = '\0';
+        }
         char *at = text ? strstr(text, from) : NULL;
         if (!at || strlen(from) != strlen(to))
                 return fprintf(stderr, "audit-tool: '%s' not in record %llu (or not the same length)\n", from, seq), 1;

@@ -157,7 +157,7 @@ static int b64_value(char c) {
  * unused bits of the last group zero (one encoding per byte string). Returns
  * 0, -EBADMSG for invalid text, -E2BIG when the result would exceed max
  * (checked before allocating), -ENOMEM. "" decodes to NULL, 0. */
-static int base64_decode(const char *s, size_t n, size_t max, uint8_t **ret, size_t *ret_len) {
+int ctl_base64_decode(const char *s, size_t n, size_t max, uint8_t **ret, size_t *ret_len) {
         if (n % 4 != 0)
                 return -EBADMSG;
         if (n == 0) {
@@ -196,7 +196,7 @@ static int base64_decode(const char *s, size_t n, size_t max, uint8_t **ret, siz
         return 0;
 }
 
-static char *base64_encode(const uint8_t *p, size_t n, size_t *ret_len) {
+char *ctl_base64_encode(const uint8_t *p, size_t n, size_t *ret_len) {
         size_t out_len = (n + 2) / 3 * 4;
         char *out = malloc(out_len + 1);
         if (!out)
@@ -533,9 +533,7 @@ static bool json_value_ok(const json_t *v, unsigned depth) {
         return false;
 }
 
-/* Nesting depth of raw JSON text, counted before jansson (which recurses)
- * sees it. Exact for valid JSON; invalid JSON is refused by the parser. */
-static bool json_text_depth_ok(const uint8_t *p, size_t n) {
+bool json_text_depth_ok(const uint8_t *p, size_t n, unsigned max) {
         unsigned depth = 0;
         bool in_string = false;
         for (size_t i = 0; i < n; i++) {
@@ -549,7 +547,7 @@ static bool json_text_depth_ok(const uint8_t *p, size_t n) {
                 if (p[i] == '"')
                         in_string = true;
                 else if (p[i] == '[' || p[i] == '{') {
-                        if (++depth > CTL_JSON_DEPTH_MAX)
+                        if (++depth > max)
                                 return false;
                 } else if ((p[i] == ']' || p[i] == '}') && depth > 0)
                         depth--;
@@ -693,7 +691,7 @@ static int decode_field(const Field *f, const json_t *v, CtlMessage *m, FieldErr
                         return *ret_fe = e, -EBADMSG;
                 uint8_t *b;
                 size_t n;
-                int r = base64_decode(s, len, (size_t) f->max, &b, &n);
+                int r = ctl_base64_decode(s, len, (size_t) f->max, &b, &n);
                 if (r == -E2BIG)
                         return *ret_fe = FE_TOO_LONG, -EBADMSG;
                 if (r == -EBADMSG)
@@ -843,7 +841,7 @@ int ctl_message_decode(const uint8_t *payload, size_t len, CtlMessage *ret, cons
         if (len > CTL_FRAME_MAX) {
                 err = "frame too large";
                 r = -EBADMSG;
-        } else if (!json_text_depth_ok(payload, len)) {
+        } else if (!json_text_depth_ok(payload, len, CTL_JSON_DEPTH_MAX)) {
                 err = "nesting too deep";
                 r = -EBADMSG;
         } else {
@@ -965,7 +963,7 @@ static int encode_field(const Field *f, const CtlMessage *m, json_t **ret) {
                 if (check_length(f, n) != FE_OK || (n > 0 && !b))
                         return -EINVAL;
                 size_t len;
-                _cleanup_free_ char *s = base64_encode(b, n, &len);
+                _cleanup_free_ char *s = ctl_base64_encode(b, n, &len);
                 if (!s)
                         return -ENOMEM;
                 v = json_stringn_nocheck(s, len);

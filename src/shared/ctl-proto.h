@@ -186,3 +186,14 @@ void ctl_reader_done(CtlReader *r);
 /* Generate a uuid v4 string (36 chars + NUL) from the kernel CSPRNG. */
 int ctl_uuid_v4(char ret[37]);
 bool ctl_uuid_valid(const char *s);
+
+/* Base64 (RFC 4648, padded). Decoding is strict: one encoding per byte
+ * string, -EBADMSG otherwise, -E2BIG above max (checked first); "" is NULL,
+ * 0. Encoding returns NUL-terminated text (caller frees) or NULL. */
+int ctl_base64_decode(const char *s, size_t n, size_t max, uint8_t **ret, size_t *ret_len);
+char *ctl_base64_encode(const uint8_t *p, size_t n, size_t *ret_len);
+
+/* Nesting depth of raw JSON text at most max, counted before jansson (which
+ * recurses) sees it. Exact for valid JSON; invalid JSON is refused by the
+ * parser anyway. */
+bool json_text_depth_ok(const uint8_t *p, size_t n, unsigned max);

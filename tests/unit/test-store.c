@@ -1414,7 +1414,10 @@ static void test_audit_chain(void **state) {
                 assert_int_equal(mdb_dbi_open(txn, "audit", 0, &dbi), 0);
                 MDB_val k = { 8, audit_key(3) }, v;
                 assert_int_equal(mdb_get(txn, dbi, &k, &v), 0);
-                rec = strndup(v.mv_data, v.mv_size);
+                rec = malloc(v.mv_size + 1); /* LMDB values are not NUL-terminated */
+                assert_non_null(rec);
+                memcpy(rec, v.mv_data, v.mv_size);
+                rec[v.mv_size] = '\0';
                 char *d = strstr(rec, "\"decision\":\"user\"");
                 assert_non_null(d);
                 memcpy(d, "\"decision\":\"auto\"", 17);
