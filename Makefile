@@ -50,7 +50,8 @@ build: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 	mkdir -p $(BUILD)/bin
 	ln -f $(BUILD)/src/lazaret/lazaret $(BUILD)/src/lazaret/lazaret-init \
-		$(BUILD)/src/gitrouter/lazaret-gitrouter $(BUILD)/src/netd/lazaret-netd $(BUILD)/bin/
+		$(BUILD)/src/gitrouter/lazaret-gitrouter $(BUILD)/src/netd/lazaret-netd \
+		$(BUILD)/src/escalate/lazaret-escalate $(BUILD)/bin/
 
 build-clang: $(BUILD_CLANG)/build.ninja
 	ninja -C $(BUILD_CLANG)

@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 PATH = "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
-BINARIES = ("lazaret", "lazaret-init", "lazaret-gitrouter", "lazaret-netd")
+BINARIES = ("lazaret", "lazaret-init", "lazaret-gitrouter", "lazaret-netd", "lazaret-escalate")
 
 
 class Stage:

@@ -31,6 +31,8 @@
 #include "path-util.h"
 #include "router-run.h"
 #include "state-anchor.h"
+#include "escalation.h"
+#include "session-anchor.h"
 #include "runtime-dir.h"
 #include "netpolicy-digest.h"
 #include "netpolicy.h"
@@ -65,6 +67,7 @@ typedef enum WatchKind {
         WATCH_STORE,
         WATCH_RUNTIME,
         WATCH_SIDECAR,
+        WATCH_ESCALATION,
         WATCH_CONN,
         WATCH_PTY,
         WATCH_STDIN,
@@ -104,6 +107,8 @@ struct Session {
         bool finished;
         bool pending; /* recorded, exec client not started yet */
         uint64_t started_usec;
+        unsigned char anchor[SESSION_KEY_LEN]; /* the CLI's Session Anchor public key */
+        bool has_anchor;
         Session *next;
 };
 
@@ -145,6 +150,8 @@ struct Coordinator {
         RouterRun router;
         uint64_t p_router;
         StateAnchor anchor;
+        Escalation *esc; /* NULL: [escalation] enabled = false */
+        Watch w_esc;
         Sidecar sidecar; /* name NULL: no sidecar (loopback only) */
         uint64_t p_network;
         NetPolicy net;
@@ -562,6 +569,23 @@ static int write_process_file(const Coordinator *co, const Session *s, const Ctl
                         json_array_append_new(env, json_string(t));
                 free(t);
         }
+        /* The session's delegated credential, for lazaret-escalate. */
+        if (env && co->esc && s->has_anchor && m->credential) {
+                StrBuf b = STRBUF_INIT;
+                strbuf_printf(&b, "LAZARET_SESSION_CREDENTIAL=%s", m->credential);
+                char *t = strbuf_steal(&b);
+                if (t)
+                        json_array_append_new(env, json_string(t));
+                if (t)
+                        explicit_bzero(t, strlen(t));
+                free(t);
+                b = (StrBuf) STRBUF_INIT;
+                strbuf_printf(&b, "LAZARET_PROFILE=%s", co->spec.profile);
+                t = strbuf_steal(&b);
+                if (t)
+                        json_array_append_new(env, json_string(t));
+                free(t);
+        }
         json_t *args = json_array();
         char **argv = m->argv;
         for (size_t i = 0; args && argv[i]; i++)
@@ -817,6 +841,7 @@ static void handle_session_open(Coordinator *co, Conn *c, CtlMessage *m, int cli
                         .err_fd = -EBADF,
                         .started_usec = now_usec() };
         (void) ctl_uuid_v4(s->id);
+        s->has_anchor = m->anchor && session_unb64(m->anchor, s->anchor, SESSION_KEY_LEN) == 0;
         s->next = co->sessions;
         co->sessions = s;
         c->session = s;
@@ -1191,6 +1216,8 @@ static void reap_children(Coordinator *co) {
                         begin_stop(co, "the git router stopped unexpectedly");
                         continue;
                 }
+                if (co->esc && escalation_reaped(co->esc, pid, st))
+                        continue;
                 bool layer = false;
                 for (size_t i = 0; i < co->anchor.n_layers; i++) {
                         AnchorLayer *l = &co->anchor.layers[i];
@@ -1507,6 +1534,10 @@ static void serve(Coordinator *co) {
                         case WATCH_STORE:
                                 (void) store_worker_dispatch(co->worker);
                                 break;
+                        case WATCH_ESCALATION:
+                                if (co->esc)
+                                        escalation_dispatch(co->esc);
+                                break;
                         case WATCH_SIDECAR:
                                 /* Without netd nobody holds the policy:
                                  * stop rather than run unguarded. */
@@ -1619,6 +1650,38 @@ static void stop_router(Coordinator *co) {
         (void) own_set_state(co->store, co->p_router, PARTICIPANT_CLEAN, NULL);
         co->p_router = 0;
         router_run_done(&co->router);
+}
+
+/* ---- host escalation ------------------------------------------------------ */
+
+static int esc_session(void *userdata, const char *session_id, unsigned char ret_anchor[SESSION_KEY_LEN],
+                       bool *ret_interactive) {
+        Coordinator *co = userdata;
+        for (Session *s = co->sessions; s; s = s->next)
+                if (streq(s->id, session_id) && !s->finished && !s->exited && s->has_anchor) {
+                        memcpy(ret_anchor, s->anchor, SESSION_KEY_LEN);
+                        *ret_interactive = s->interactive && s->conn;
+                        return 0;
+                }
+        return -ENOENT;
+}
+
+static int esc_audit(void *userdata, json_t *record) {
+        Coordinator *co = userdata;
+        return store_audit_append(co->store, record, NULL);
+}
+
+static int start_escalation(Coordinator *co, const char *workspace, char **ret_error) {
+        if (!co->spec.escalation_enabled)
+                return 0;
+        char sandbox_id[128];
+        snprintf(sandbox_id, sizeof(sandbox_id), "%s-g%" PRIu64, co->container_name, co->generation);
+        EscalationHost host = { esc_session, esc_audit, co };
+        int r = escalation_new(&co->spec, sandbox_id, workspace, &host, &co->esc, ret_error);
+        if (r < 0)
+                return r;
+        log_info("escalation socket %s/escalate.sock (sandbox %s)", escalation_socket_dir(co->esc), sandbox_id);
+        return 0;
 }
 
 /* The State Anchor (spec §4.3.3): the image's mount is a PreparedLower
@@ -1842,6 +1905,7 @@ static void release(Coordinator *co) {
         sidecar_done(&co->sidecar);
         router_run_done(&co->router);
         anchor_done(&co->anchor);
+        co->esc = escalation_free(co->esc);
         launch_spec_done(&co->spec);
         co->container_name = mfree(co->container_name);
         co->terminfo_dir = mfree(co->terminfo_dir);
@@ -1984,9 +2048,15 @@ int coordinator_main(void) {
                         return start_failed(&co);
                 }
         }
+        r = start_escalation(&co, worktree ? worktree : co.spec.workspace, &err);
+        if (r < 0) {
+                status_report(&co, "error: cannot open the escalation socket: %s", err ? err : strerror(-r));
+                return start_failed(&co);
+        }
         r = sandbox_start(&co.spec, co.generation, worktree ? worktree : co.spec.workspace,
                           co.router.pid > 0 ? co.router.mountpoint : NULL, co.terminfo_dir, co.sidecar.name,
-                          co.anchor.n_layers ? &co.anchor : NULL, &co.sandbox, &err);
+                          co.anchor.n_layers ? &co.anchor : NULL, co.esc ? escalation_certs_dir(co.esc) : NULL,
+                          co.esc ? escalation_socket_dir(co.esc) : NULL, &co.sandbox, &err);
         if (r < 0) {
                 status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image,
                               err ? err : strerror(-r));
@@ -2042,6 +2112,9 @@ int coordinator_main(void) {
                         r = epoll_add(&co, co.runtime_fd, EPOLLIN, &co.w_runtime);
                 else if (co.runtime_fd < 0)
                         log_warning("cannot watch conmon (pid %d): %s", (int) co.sandbox.conmon_pid, strerror(errno));
+                co.w_esc = (Watch){ WATCH_ESCALATION, &co };
+                if (r >= 0 && co.esc)
+                        r = epoll_add(&co, escalation_fd(co.esc), EPOLLIN, &co.w_esc);
                 co.w_sidecar = (Watch){ WATCH_SIDECAR, &co };
                 if (r >= 0 && co.sidecar_fd >= 0)
                         r = epoll_add(&co, co.sidecar_fd, EPOLLIN, &co.w_sidecar);

@@ -59,6 +59,9 @@ void launch_spec_done(LaunchSpec *s) {
         strv_free(s->persistent_dirs);
         free(s->fuse_overlayfs);
         free(s->catalog_dir);
+        free(s->escalation_socket_dir);
+        strv_free(s->auto_approve);
+        free(s->escalate);
         *s = (LaunchSpec){};
 }
 
@@ -95,7 +98,12 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                                                       "netd", s->netd, "sidecar_image", s->sidecar_image)) < 0 ||
                   json_object_update_new(j, json_pack("{s:o*, s:s?, s:s?}", "persistent_dirs",
                                                       strv_json(s->persistent_dirs), "fuse_overlayfs",
-                                                      s->fuse_overlayfs, "catalog_dir", s->catalog_dir)) < 0)) {
+                                                      s->fuse_overlayfs, "catalog_dir", s->catalog_dir)) < 0 ||
+                  json_object_update_new(
+                          j, json_pack("{s:b, s:s?, s:o*, s:I, s:s?}", "escalation_enabled", s->escalation_enabled,
+                                       "escalation_socket_dir", s->escalation_socket_dir, "auto_approve",
+                                       strv_json(s->auto_approve), "escalation_output_max",
+                                       (json_int_t) s->escalation_output_max, "escalate", s->escalate)) < 0)) {
                 json_decref(j);
                 return NULL;
         }
@@ -223,6 +231,14 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_str(j, "fuse_overlayfs", &s.fuse_overlayfs);
         if (r >= 0 && json_is_string(json_object_get(j, "catalog_dir")))
                 r = get_str(j, "catalog_dir", &s.catalog_dir);
+        if (r >= 0 && json_is_string(json_object_get(j, "escalation_socket_dir")))
+                r = get_str(j, "escalation_socket_dir", &s.escalation_socket_dir);
+        if (r >= 0 && json_is_string(json_object_get(j, "escalate")))
+                r = get_str(j, "escalate", &s.escalate);
+        if (r >= 0)
+                r = get_strv(j, "auto_approve", &s.auto_approve);
+        s.escalation_enabled = json_is_true(json_object_get(j, "escalation_enabled"));
+        s.escalation_output_max = (uint64_t) json_integer_value(json_object_get(j, "escalation_output_max"));
         if (r < 0) {
                 launch_spec_done(&s);
                 return r;
@@ -514,6 +530,25 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                 if (r < 0)
                         return bad ? fail(ret_error, "%s", bad)
                                    : fail(ret_error, "cannot check the Domain Root %s: %s", s.domain_dir, strerror(-r));
+        }
+
+        /* Host escalation. */
+        s.escalation_enabled = cfg->escalation_enabled;
+        s.escalation_output_max = cfg->escalation_output_max;
+        s.auto_approve = calloc(cfg->n_auto_approve + 1, sizeof(char *));
+        if (!s.auto_approve)
+                return -ENOMEM;
+        for (size_t i = 0; i < cfg->n_auto_approve; i++)
+                if (!(s.auto_approve[i] = strdup(cfg->auto_approve[i])))
+                        return -ENOMEM;
+        if (s.escalation_enabled) {
+                s.escalation_socket_dir = strdup(cfg->socket_dir);
+                s.escalate = path_join(dir, "lazaret-escalate");
+                if (!s.escalation_socket_dir || !s.escalate)
+                        return -ENOMEM;
+                if (access(s.escalate, X_OK) < 0)
+                        return fail(ret_error, "%s is missing: lazaret-escalate must be installed next to lazaret",
+                                    s.escalate);
         }
 
         struct rlimit rl;

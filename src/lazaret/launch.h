@@ -57,6 +57,13 @@ typedef struct LaunchSpec {
         char **persistent_dirs;
         char *fuse_overlayfs;
         char *catalog_dir; /* the Storage Catalog: <data_root>/catalog */
+        /* Host escalation ([escalation]); the socket and certificates exist
+         * only when enabled. */
+        bool escalation_enabled;
+        char *escalation_socket_dir;
+        char **auto_approve; /* entries as written, NULL-terminated */
+        uint64_t escalation_output_max; /* bytes kept per stream */
+        char *escalate; /* lazaret-escalate on the host */
         uint64_t nofile; /* hard limits passed as --ulimit */
         uint64_t nproc;
         char fingerprint[65]; /* SHA-256 of the canonical JSON (without this field) */

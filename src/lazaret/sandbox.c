@@ -142,8 +142,8 @@ static int read_spec_env(const char *state, char ***ret, json_t **ret_user) {
 }
 
 int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
-                  const char *terminfo_dir, const char *network_from, const StateAnchor *anchor, SandboxInfo *ret,
-                  char **ret_error) {
+                  const char *terminfo_dir, const char *network_from, const StateAnchor *anchor, const char *certs_dir,
+                  const char *socket_dir, SandboxInfo *ret, char **ret_error) {
         _cleanup_free_ char *name = NULL, *pidfile = NULL;
         _cleanup_(exec_result_done) ExecResult res = {};
         Argv a = {};
@@ -169,6 +169,9 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
         if (s->rootless)
                 argv_add(&a, "--runtime-flag=ignore-cgroups");
         argv_addf(&a, "--runtime-flag=network=%s", runsc_network_to_string(s->runsc_network));
+        /* The Escalation Socket is a host Unix socket (decision 14). */
+        if (socket_dir)
+                argv_add(&a, "--runtime-flag=host-uds=open");
         /* The sidecar's namespace, where netd enforces the policy; with a
          * policy that permits nothing there is no sidecar: loopback only. */
         if (network_from)
@@ -215,6 +218,14 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
                         strbuf_printf(&opts, ",%c", v->relabel);
                 argv_addf(&a, "--volume=%s:%s:%s", v->host, v->container, strbuf_str(&opts));
                 strbuf_done(&opts);
+        }
+        /* Host escalation: the client, the sandbox's certificates, and the
+         * socket's own directory (not the socket: it would go stale when
+         * made anew). */
+        if (certs_dir && socket_dir && s->escalate) {
+                argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/escalate,ro=true", s->escalate);
+                argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/certs,ro=true", certs_dir);
+                argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/sock", socket_dir);
         }
         /* The State Anchor: each persistent directory is its overlay's
          * merged view. Podman mounts the deeper paths later, so its own

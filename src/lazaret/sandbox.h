@@ -37,12 +37,16 @@ void sandbox_info_done(SandboxInfo *i);
  * mounted read-only at /run/lazaret/terminfo. network_from names the
  * network sidecar whose namespace the sandbox joins (NULL: none, loopback
  * only). anchor (or NULL) adds the State Anchor's merged directories and
- * runs the image by the id its layers were made from. On failure returns
+ * runs the image by the id its layers were made from. certs_dir and
+ * socket_dir (or NULL): host escalation's certificates, mounted read-only at
+ * /run/lazaret/certs, and the socket's directory at /run/lazaret/sock, with
+ * lazaret-escalate at /run/lazaret/escalate and runsc's host-uds=open. On
+ * failure returns
  * -EIO with *ret_error holding Podman's last error
  * line (caller frees). */
 int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
-                  const char *terminfo_dir, const char *network_from, const StateAnchor *anchor, SandboxInfo *ret,
-                  char **ret_error);
+                  const char *terminfo_dir, const char *network_from, const StateAnchor *anchor, const char *certs_dir,
+                  const char *socket_dir, SandboxInfo *ret, char **ret_error);
 
 /* workspace_mode = "branch": the agent's worktree on branch
  * lazaret/agent-<profile> under the Domain Root, made from the host's HEAD

@@ -12,6 +12,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -22,6 +23,7 @@
 #include "log.h"
 #include "path-util.h"
 #include "profile-pick.h"
+#include "session-anchor.h"
 #include "strbuf.h"
 #include "string-util.h"
 #include "verbs.h"
@@ -322,6 +324,18 @@ int verb_run(int argc, char **argv, const Globals *g) {
 
         /* Connect; a coordinator that is just tearing down can close on us
          * before it answers: then start over (a new one will come up). */
+        /* The Session Anchor: this CLI's key. The exec gets a delegated key
+         * (valid for a day), never this one. */
+        SessionKey anchor = {};
+        _cleanup_free_ char *anchor_pub = NULL, *credential = NULL;
+        if (session_key_new(&anchor) < 0 || !(anchor_pub = session_b64(anchor.pub, SESSION_KEY_LEN)) ||
+            session_delegate(&anchor, (uint64_t) time(NULL) + ESCALATE_DELEGATION_SEC, &credential) < 0) {
+                session_key_wipe(&anchor);
+                log_error("cannot make the session's keys");
+                return EXIT_LAZARET;
+        }
+        session_key_wipe(&anchor);
+
         int ret = EXIT_LAZARET;
         for (int attempt = 0; attempt < 3; attempt++) {
                 _cleanup_close_ int fd = -EBADF;
@@ -354,6 +368,8 @@ int verb_run(int argc, char **argv, const Globals *g) {
                         .term = interactive && term && term_name_ok(term) ? (char *) term : NULL,
                         .terminfo = (uint8_t *) terminfo,
                         .terminfo_len = terminfo_len,
+                        .anchor = anchor_pub,
+                        .credential = credential,
                 };
                 size_t n_argv = 0;
                 while (open_m.argv[n_argv])

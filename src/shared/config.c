@@ -154,16 +154,6 @@ void strv_free_n(char **v, size_t n) {
         free(v);
 }
 
-bool config_profile_name_valid(const char *name) {
-        size_t n = strlen(name);
-        if (n < 2 || n > 32)
-                return false;
-        for (const char *p = name; *p; p++)
-                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
-                        return false;
-        return true;
-}
-
 static bool env_name_valid(const char *s) {
         if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
                 return false;
@@ -899,7 +889,7 @@ int config_profile_netpolicy_canonical(const ConfigProfile *p, char **ret, size_
 }
 
 static int validate_escalation(Validator *v, const ConfigNode *t, const char *top_file) {
-        static const char *const known[] = { "enabled", "socket_dir", "auto_approve", NULL };
+        static const char *const known[] = { "enabled", "socket_dir", "auto_approve", "output_limit", NULL };
         static const TomlPos top = { 1, 1 };
         if (!t) {
                 ERR(v->d, top_file, top, "[escalation] section is required (it sets enabled and socket_dir)");
@@ -916,6 +906,18 @@ static int validate_escalation(Validator *v, const ConfigNode *t, const char *to
                 ExpandContext ctx = { .home = v->c->home };
                 (void) host_path(v, n->src->path, n->value->pos, "escalation.socket_dir", n->value->str.s, &ctx,
                                  &v->c->socket_dir);
+        }
+        v->c->escalation_output_max = CONFIG_OUTPUT_LIMIT_DEFAULT;
+        n = config_node_get(t, "output_limit");
+        if (n && want_type(v, n, "escalation.output_limit", TOML_INTEGER)) {
+                int64_t x = n->value->integer;
+                if (x < 1024 || x > (int64_t) CONFIG_OUTPUT_LIMIT_MAX)
+                        NODE_ERR(v, n,
+                                 "escalation.output_limit: %lld bytes is out of range; give 1024 to %u (bytes of "
+                                 "a host command's stdout, and again of its stderr, that reach the sandbox)",
+                                 (long long) x, (unsigned) CONFIG_OUTPUT_LIMIT_MAX);
+                else
+                        v->c->escalation_output_max = (uint64_t) x;
         }
         n = config_node_get(t, "auto_approve");
         if (n) {

@@ -24,6 +24,9 @@
 #include <stdio.h>
 
 #include "autoapprove.h"
+
+#define CONFIG_OUTPUT_LIMIT_DEFAULT (1024u * 1024u)
+#define CONFIG_OUTPUT_LIMIT_MAX     (2u * 1024u * 1024u)
 #include "netpolicy.h"
 #include "toml.h"
 
@@ -158,6 +161,7 @@ typedef struct Config {
         size_t n_auto_approve;
         AutoApproveRule *auto_rules; /* parsed: programs resolved in AUTOAPPROVE_SEARCH_PATH */
         size_t n_auto_rules;
+        uint64_t escalation_output_max; /* escalation.output_limit, bytes per stream */
         ConfigProfile *profiles;
         size_t n_profiles;
 } Config;

@@ -356,6 +356,8 @@ static const Field session_open_fields[] = {
         F_U16("columns", columns),
         FIELD("term", FIELD_TERM, PRESENCE_OPTIONAL, 1, CTL_TERM_MAX, term),
         FIELD_N("terminfo", FIELD_BYTES, PRESENCE_OPTIONAL, 1, CTL_TERMINFO_MAX, terminfo, terminfo_len),
+        FIELD("anchor", FIELD_STRING, PRESENCE_OPTIONAL, 1, 64, anchor),
+        FIELD("credential", FIELD_STRING, PRESENCE_OPTIONAL, 1, 1024, credential),
 };
 
 static const Field terminal_input_fields[] = {
@@ -583,6 +585,10 @@ void ctl_message_done(CtlMessage *m) {
         free(m->bytes);
         free(m->message);
         free(m->netpolicy);
+        free(m->anchor);
+        if (m->credential)
+                explicit_bzero(m->credential, strlen(m->credential));
+        free(m->credential);
         if (m->status)
                 json_decref(m->status);
         *m = (CtlMessage){};

@@ -15,7 +15,10 @@
  *                                                         joining CLI's Derived Network Policy
  *                                                         (canonical form)
  *   SessionOpen     {type, argv[], env[], interactive, rows, columns,
- *                    term?, terminfo?}                     start a command
+ *                    term?, terminfo?, anchor?, credential?}  start a command;
+ *                                                         anchor: the CLI's Session Anchor
+ *                                                         public key, credential: the exec's
+ *                                                         delegation (session-anchor.h)
  *   TerminalInput   {type, session_id, bytes, eof}         stdin data; eof=true once stdin ends
  *   TerminalResize  {type, session_id, rows, columns, pixel_width, pixel_height}
  *   TerminalSignal  {type, session_id, signal}             "Interrupt" | "Quit" | "Suspend"
@@ -104,6 +107,8 @@ typedef struct CtlMessage {
         char *term; /* may be NULL */
         uint8_t *terminfo; /* may be NULL */
         size_t terminfo_len;
+        char *anchor; /* the CLI's Session Anchor public key (base64url); may be NULL */
+        char *credential; /* the exec's delegation credential; may be NULL */
 
         /* TerminalInput / TerminalOutput */
         uint8_t *bytes;

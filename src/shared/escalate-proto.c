@@ -62,7 +62,7 @@ int escalate_request_parse(const char *buf, size_t len, EscalateRequest *ret, co
         static const char *const keys[] = { "request_id",    "session_id", "profile",    "command",
                                             "justification", "timestamp",  "delegation", "delegation_signature",
                                             "signature",     NULL };
-        static const char *const del_keys[] = { "session_id", "delegate", "not_after", NULL };
+        static const char *const del_keys[] = { "delegate", "not_after", NULL };
         *ret_why = "the request is larger than 64 KiB";
         if (len > ESCALATE_REQUEST_MAX)
                 return -EBADMSG;
@@ -106,9 +106,8 @@ int escalate_request_parse(const char *buf, size_t len, EscalateRequest *ret, co
                 goto bad;
         r.timestamp = json_integer_value(ts);
         *ret_why = "the delegation or a signature is malformed";
-        if (!str_member(del, "session_id", 36, 36) || !str_member(del, "delegate", 1, 64) ||
-            !json_is_integer(json_object_get(del, "not_after")) || !str_member(j, "delegation_signature", 1, 128) ||
-            !str_member(j, "signature", 1, 128))
+        if (!str_member(del, "delegate", 1, 64) || !json_is_integer(json_object_get(del, "not_after")) ||
+            !str_member(j, "delegation_signature", 1, 128) || !str_member(j, "signature", 1, 128))
                 goto bad;
         *ret_why = NULL;
         *ret = r;

@@ -6,7 +6,7 @@
  * frame is a u32 big-endian length and that many bytes of one JSON object.
  *
  * Request {request_id, session_id, profile, command, justification,
- *          timestamp, delegation{session_id, delegate, not_after},
+ *          timestamp, delegation{delegate, not_after},
  *          delegation_signature, signature}
  *   request_id, session_id: uuid v4 text; profile: a profile name;
  *   command: 1..ESCALATE_COMMAND_MAX bytes, no NUL; justification: at most

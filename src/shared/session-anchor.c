@@ -122,15 +122,14 @@ static bool verify(const unsigned char pub[SESSION_KEY_LEN], const char *domain,
         return ok;
 }
 
-int session_delegate(const SessionKey *anchor, const char *session_id, uint64_t not_after, char **ret_credential) {
+int session_delegate(const SessionKey *anchor, uint64_t not_after, char **ret_credential) {
         SessionKey d;
         int r = session_key_new(&d);
         if (r < 0)
                 return r;
         _cleanup_free_ char *pub = session_b64(d.pub, SESSION_KEY_LEN), *priv = session_b64(d.priv, SESSION_KEY_LEN);
         session_key_wipe(&d);
-        json_t *del = json_pack("{s:s, s:s?, s:I}", "session_id", session_id, "delegate", pub, "not_after",
-                                (json_int_t) not_after);
+        json_t *del = json_pack("{s:s?, s:I}", "delegate", pub, "not_after", (json_int_t) not_after);
         unsigned char sig[SESSION_SIG_LEN];
         r = del && pub && priv ? sign(anchor->priv, DELEGATION_DOMAIN, del, sig) : -ENOMEM;
         char *sig_b64 = r >= 0 ? session_b64(sig, sizeof(sig)) : NULL;
@@ -183,9 +182,6 @@ int session_verify_request(json_t *request, const unsigned char anchor_pub[SESSI
         const char *sig = json_string_value(json_object_get(request, "signature"));
         *ret_why = "the request carries no delegation or signature";
         if (!json_is_object(del) || !sid || !dsig || !sig)
-                return -EPERM;
-        *ret_why = "the delegation is for another session";
-        if (!streq(json_string_value(json_object_get(del, "session_id")) ?: "", sid))
                 return -EPERM;
         *ret_why = "the delegation was not signed by the session's anchor";
         if (!verify(anchor_pub, DELEGATION_DOMAIN, del, dsig))

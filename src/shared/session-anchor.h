@@ -4,12 +4,12 @@
 /* The Session Anchor (spec §4.3.5 step 3, §5.1.1, decision 10). Each CLI
  * holds an Ed25519 keypair and registers the public key with its session.
  * For each exec it delegates a fresh Ed25519 keypair: the anchor signs
- * {session_id, delegate public key, not_after}, and the exec gets the
- * delegation and the delegate's private key (never the anchor's) in its
- * environment as one credential. lazaret-escalate signs each request with
- * the delegate key; the coordinator checks the delegation against the
- * anchor key it holds for that session, its time, and the request's
- * signature.
+ * {delegate public key, not_after}, and the exec gets the delegation and
+ * the delegate's private key (never the anchor's) in its environment as
+ * one credential. lazaret-escalate signs each request with the delegate
+ * key; the coordinator checks the delegation against the anchor key it
+ * holds for the request's session_id (so a delegation binds to the session
+ * whose anchor signed it), its time, and the request's signature.
  *
  * Signed bytes are a domain separator and the compact, key-sorted, ASCII
  * JSON of the object (jansson), so both sides serialize alike. Keys and
@@ -18,8 +18,9 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#define SESSION_KEY_LEN 32 /* Ed25519 public and private (seed) keys */
-#define SESSION_SIG_LEN 64
+#define ESCALATE_DELEGATION_SEC (UINT64_C(24) * 3600) /* how long an exec's credential holds */
+#define SESSION_KEY_LEN         32 /* Ed25519 public and private (seed) keys */
+#define SESSION_SIG_LEN         64
 
 typedef struct SessionKey {
         unsigned char pub[SESSION_KEY_LEN];
@@ -34,9 +35,9 @@ void session_key_wipe(SessionKey *k);
 char *session_b64(const unsigned char *data, size_t len);
 int session_unb64(const char *text, unsigned char *ret, size_t len);
 
-/* The credential for one exec: JSON text {"delegation": {session_id,
- * delegate, not_after}, "signature", "key"} (caller frees). */
-int session_delegate(const SessionKey *anchor, const char *session_id, uint64_t not_after, char **ret_credential);
+/* The credential for one exec: JSON text {"delegation": {delegate,
+ * not_after}, "signature", "key"} (caller frees). */
+int session_delegate(const SessionKey *anchor, uint64_t not_after, char **ret_credential);
 
 /* Sign request (an object without "signature") with the credential's
  * delegate key: adds "delegation", "delegation_signature" and "signature".

@@ -71,6 +71,12 @@ def lazaret_bin(world_dir):
         pytest.fail(f"{netd} is missing: build first (make check does)", pytrace=False)
     shutil.copy2(netd, os.path.join(bindir, "lazaret-netd"))
     os.chmod(os.path.join(bindir, "lazaret-netd"), 0o755)
+    # The Escalation Client, mounted into sandboxes from beside the binary.
+    esc = os.path.join(BUILD, "src", "escalate", "lazaret-escalate")
+    if not os.access(esc, os.X_OK):
+        pytest.fail(f"{esc} is missing: build first (make check does)", pytrace=False)
+    shutil.copy2(esc, os.path.join(bindir, "lazaret-escalate"))
+    os.chmod(os.path.join(bindir, "lazaret-escalate"), 0o755)
     return dst
 
 

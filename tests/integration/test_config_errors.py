@@ -60,7 +60,7 @@ CASES = [
      ["unknown key 'default_allows' in [network] (known: default_allow, default_deny, ipv6, resolvers, "
       "probe_targets, probe_dns_name)"]),
     ("unknown-escalation-key", base(escalation=ESCALATION + '«autoapprove = []\n'),
-     ["unknown key 'autoapprove' in [escalation] (known: enabled, socket_dir, auto_approve)"]),
+     ["unknown key 'autoapprove' in [escalation] (known: enabled, socket_dir, auto_approve, output_limit)"]),
     ("unknown-profile-key", base(extra='«images = "x"\n'),
      ["unknown key 'images' in [profiles.shell] (known: image, command, runsc_network, workspace_mode, persistent_dirs, allow_egress, env, volumes)"]),
     ("unknown-volume-key",

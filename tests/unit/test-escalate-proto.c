@@ -22,7 +22,7 @@ static char *good_request(void) {
         SessionKey a;
         assert_int_equal(session_key_new(&a), 0);
         char *cred = NULL;
-        assert_int_equal(session_delegate(&a, SID, 1900000000, &cred), 0);
+        assert_int_equal(session_delegate(&a, 1900000000, &cred), 0);
         json_t *req =
                 json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "request_id", RID, "session_id", SID, "profile", "shell",
                           "command", "ls -l", "justification", "to see", "timestamp", (json_int_t) 1800000000);
@@ -85,7 +85,7 @@ static void test_request(void **state) {
         assert_int_equal(parse_with("timestamp", json_string("now"), &why), -EBADMSG);
         assert_int_equal(parse_with("timestamp", json_integer(-1), &why), -EBADMSG);
         assert_int_equal(parse_with("signature", json_integer(1), &why), -EBADMSG);
-        assert_int_equal(parse_with("delegation", json_pack("{s:s}", "session_id", SID), &why), -EBADMSG);
+        assert_int_equal(parse_with("delegation", json_pack("{s:s}", "delegate", "x"), &why), -EBADMSG);
         char *big = malloc(ESCALATE_COMMAND_MAX + 2);
         memset(big, 'a', ESCALATE_COMMAND_MAX + 1);
         big[ESCALATE_COMMAND_MAX + 1] = '\0';

@@ -1,0 +1,786 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "escalate-proto.h"
+#include "escalation.h"
+#include "exec-util.h"
+#include "fd-util.h"
+#include "fileio.h"
+#include "log.h"
+#include "path-util.h"
+#include "runtime-dir.h"
+#include "strbuf.h"
+#include "string-util.h"
+#include "trust.h"
+#include "words.h"
+
+#define CONN_MAX          16 /* connections at once; more are closed at accept */
+#define REQUEST_USEC      (UINT64_C(10) * 1000000) /* handshake and request, from accept */
+#define TIMESTAMP_SKEW    300 /* seconds a request's time may differ from ours */
+#define SEEN_MAX          4096 /* request ids remembered (replays) */
+#define CERT_LIFETIME_SEC (UINT64_C(7) * 24 * 3600)
+
+typedef enum ConnPhase {
+        PHASE_HANDSHAKE,
+        PHASE_READ,
+        PHASE_RUN,
+        PHASE_WRITE,
+} ConnPhase;
+
+typedef struct EscConn EscConn;
+
+typedef struct Pipe {
+        EscConn *conn;
+        int fd;
+        int stream; /* 1 or 2 */
+} Pipe;
+
+struct EscConn {
+        Escalation *e;
+        int fd;
+        SSL *ssl;
+        ConnPhase phase;
+        uint64_t deadline;
+        unsigned char hdr[4];
+        size_t hdr_got;
+        char *body;
+        size_t body_len, body_got;
+        /* the request and what became of it */
+        json_t *audit;
+        char request_id[37];
+        pid_t pid;
+        bool exited;
+        int wstatus;
+        Pipe out, err;
+        unsigned char *buf[3]; /* [1] stdout, [2] stderr */
+        size_t len[3];
+        bool truncated[3];
+        char *response;
+        size_t response_len, response_off;
+        EscConn *next;
+};
+
+struct Escalation {
+        const LaunchSpec *spec;
+        EscalationHost host;
+        char *sandbox_id;
+        char *workspace;
+        TrustCA *ca;
+        SSL_CTX *ctx;
+        char *certs_dir; /* <runtime dir>/escalate-<hash>/certs */
+        char *state_dir; /* <runtime dir>/escalate-<hash> */
+        char *socket_dir; /* <socket_dir>/<hash> */
+        char *socket_path;
+        int epfd, listen_fd, timer_fd;
+        EscConn *conns;
+        unsigned n_conns;
+        char (*seen)[37];
+        size_t n_seen;
+        AutoApproveRule *rules;
+        size_t n_rules;
+        size_t output_max;
+};
+
+/* ---- setup -------------------------------------------------------------- */
+
+static int write_private(const char *dir, const char *name, const char *text) {
+        _cleanup_free_ char *p = path_join(dir, name);
+        if (!p)
+                return -ENOMEM;
+        /* Readable inside the sandbox by whatever user the image runs as;
+         * the directory above is ours alone on the host. */
+        return write_file_atomic(p, text, strlen(text), 0644, 0);
+}
+
+static int owned_dir(const char *dir, mode_t mode, const char **ret_why) {
+        if (mkdir(dir, mode) < 0 && errno != EEXIST)
+                return negative_errno();
+        struct stat st;
+        if (lstat(dir, &st) < 0)
+                return negative_errno();
+        if (!S_ISDIR(st.st_mode)) {
+                *ret_why = "is not a directory";
+                return -ENOTDIR;
+        }
+        if (st.st_uid != geteuid()) {
+                *ret_why = "belongs to another user";
+                return -EPERM;
+        }
+        if (chmod(dir, mode) < 0)
+                return negative_errno();
+        return 0;
+}
+
+static int rules_from_spec(Escalation *e) {
+        size_t n = 0;
+        while (e->spec->auto_approve && e->spec->auto_approve[n])
+                n++;
+        e->rules = calloc(n + 1, sizeof(AutoApproveRule));
+        if (!e->rules)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                /* Parsed (and refused where they must be) at config load;
+                 * parse again here, where they are used. */
+                _cleanup_free_ char *why = NULL;
+                AutoApproveRule r;
+                if (autoapprove_rule_parse(e->spec->auto_approve[i], AUTOAPPROVE_SEARCH_PATH, &r, &why) < 0) {
+                        log_warning("auto_approve entry '%s' ignored: %s", e->spec->auto_approve[i], why ?: "?");
+                        continue;
+                }
+                e->rules[e->n_rules++] = r;
+        }
+        return 0;
+}
+
+int escalation_new(const LaunchSpec *s, const char *sandbox_id, const char *workspace, const EscalationHost *host,
+                   Escalation **ret, char **ret_error) {
+        Escalation *e = calloc(1, sizeof(Escalation));
+        StrBuf b = STRBUF_INIT;
+        const char *why = NULL;
+        _cleanup_free_ char *ca_pem = NULL, *cert = NULL, *key = NULL;
+        int r = -ENOMEM;
+        if (!e)
+                return -ENOMEM;
+        *e = (Escalation){ .spec = s,
+                           .host = *host,
+                           .epfd = -EBADF,
+                           .listen_fd = -EBADF,
+                           .timer_fd = -EBADF,
+                           .output_max = s->escalation_output_max };
+        e->sandbox_id = strdup(sandbox_id);
+        e->workspace = strdup(workspace);
+        e->seen = calloc(SEEN_MAX, sizeof(*e->seen));
+        char leaf[64];
+        snprintf(leaf, sizeof(leaf), "escalate-%s", s->domain_hash);
+        e->state_dir = path_join(s->runtime_dir, leaf);
+        e->certs_dir = e->state_dir ? path_join(e->state_dir, "certs") : NULL;
+        e->socket_dir = path_join(s->escalation_socket_dir, s->domain_hash);
+        e->socket_path = e->socket_dir ? path_join(e->socket_dir, "escalate.sock") : NULL;
+        if (!e->sandbox_id || !e->workspace || !e->seen || !e->certs_dir || !e->socket_path)
+                goto fail;
+        if ((r = rules_from_spec(e)) < 0)
+                goto fail;
+
+        /* The certificates: private on the host (the runtime dir is 0700). */
+        if ((r = private_dir(e->state_dir, &why)) < 0 || (r = owned_dir(e->certs_dir, 0755, &why)) < 0) {
+                strbuf_printf(&b, "cannot prepare %s: %s", e->certs_dir, why ? why : strerror(-r));
+                goto fail;
+        }
+        if ((r = trust_ca_new(CERT_LIFETIME_SEC, &e->ca)) < 0 || (r = trust_ca_pem(e->ca, &ca_pem)) < 0 ||
+            (r = trust_issue_client(e->ca, s->profile, sandbox_id, -60, CERT_LIFETIME_SEC, &cert, &key)) < 0 ||
+            (r = trust_server_ctx(e->ca, &e->ctx)) < 0) {
+                strbuf_printf(&b, "cannot make the sandbox's certificates: %s", strerror(-r));
+                goto fail;
+        }
+        if ((r = write_private(e->certs_dir, "ca.pem", ca_pem)) < 0 ||
+            (r = write_private(e->certs_dir, "client.pem", cert)) < 0 ||
+            (r = write_private(e->certs_dir, "client.key", key)) < 0) {
+                strbuf_printf(&b, "cannot write the certificates to %s: %s", e->certs_dir, strerror(-r));
+                goto fail;
+        }
+        explicit_bzero(key, strlen(key));
+
+        /* The socket: socket_dir must be ours and private; our directory
+         * in it is mounted into the sandbox alone. */
+        if ((r = private_dir(s->escalation_socket_dir, &why)) < 0) {
+                strbuf_printf(&b, "the escalation socket_dir %s %s; fix it or choose another in [escalation]",
+                              s->escalation_socket_dir, why ? why : strerror(-r));
+                goto fail;
+        }
+        if ((r = owned_dir(e->socket_dir, 0755, &why)) < 0) {
+                strbuf_printf(&b, "cannot prepare %s: %s", e->socket_dir, why ? why : strerror(-r));
+                goto fail;
+        }
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(e->socket_path) >= sizeof(sa.sun_path)) {
+                strbuf_printf(&b, "the escalation socket path %s is too long; choose a shorter socket_dir",
+                              e->socket_path);
+                r = -ENAMETOOLONG;
+                goto fail;
+        }
+        strcpy(sa.sun_path, e->socket_path);
+        (void) unlink(e->socket_path);
+        e->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (e->listen_fd < 0 || bind(e->listen_fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 ||
+            chmod(e->socket_path, 0666) < 0 || listen(e->listen_fd, 16) < 0) {
+                r = negative_errno();
+                strbuf_printf(&b, "cannot listen on %s: %s", e->socket_path, strerror(-r));
+                goto fail;
+        }
+        e->epfd = epoll_create1(EPOLL_CLOEXEC);
+        e->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        struct itimerspec its = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+        struct epoll_event tv = { .events = EPOLLIN, .data.ptr = &e->timer_fd };
+        if (e->epfd < 0 || e->timer_fd < 0 || timerfd_settime(e->timer_fd, 0, &its, NULL) < 0 ||
+            epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->listen_fd, &ev) < 0 ||
+            epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->timer_fd, &tv) < 0) {
+                r = negative_errno();
+                strbuf_printf(&b, "cannot watch the escalation socket: %s", strerror(-r));
+                goto fail;
+        }
+        strbuf_done(&b);
+        *ret = e;
+        return 0;
+fail:
+        *ret_error = strbuf_steal(&b);
+        escalation_free(e);
+        return r < 0 ? r : -EIO;
+}
+
+const char *escalation_certs_dir(const Escalation *e) {
+        return e->certs_dir;
+}
+
+const char *escalation_socket_dir(const Escalation *e) {
+        return e->socket_dir;
+}
+
+int escalation_fd(const Escalation *e) {
+        return e->epfd;
+}
+
+/* ---- connections ---------------------------------------------------------- */
+
+static void conn_free(EscConn *c) {
+        Escalation *e = c->e;
+        for (EscConn **p = &e->conns; *p; p = &(*p)->next)
+                if (*p == c) {
+                        *p = c->next;
+                        break;
+                }
+        e->n_conns--;
+        if (c->pid > 0 && !c->exited)
+                (void) kill(c->pid, SIGKILL); /* reaped by the coordinator, ignored by us */
+        if (c->ssl)
+                SSL_free(c->ssl);
+        safe_close(c->fd);
+        safe_close(c->out.fd);
+        safe_close(c->err.fd);
+        free(c->body);
+        free(c->buf[1]);
+        free(c->buf[2]);
+        free(c->response);
+        json_decref(c->audit);
+        free(c);
+}
+
+static void now_iso(char buf[32]) {
+        time_t t = time(NULL);
+        struct tm tm;
+        strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+}
+
+static void audit_set(EscConn *c, const char *key, json_t *v) {
+        if (c->audit && v)
+                json_object_set_new(c->audit, key, v);
+        else
+                json_decref(v);
+}
+
+static void sha256_hex(const unsigned char *p, size_t n, char out[65]) {
+        unsigned char md[32];
+        unsigned int len = 0;
+        if (!EVP_Digest(p, n, md, &len, EVP_sha256(), NULL) || len != 32) {
+                out[0] = '\0';
+                return;
+        }
+        for (unsigned i = 0; i < 32; i++)
+                snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* The answer is ready: record it, format it, and start writing. */
+static void conn_respond(EscConn *c, bool approved, const char *decided_by, const char *reason) {
+        char when[32];
+        now_iso(when);
+        bool ran = c->pid > 0 && c->exited;
+        int code = !ran                      ? 0
+                   : WIFEXITED(c->wstatus)   ? WEXITSTATUS(c->wstatus)
+                   : WIFSIGNALED(c->wstatus) ? 128 + WTERMSIG(c->wstatus)
+                                             : 125;
+        EscalateResponse r = { .request_id = c->request_id[0] ? c->request_id : (char *) "",
+                               .approved = approved,
+                               .decided_by = (char *) decided_by,
+                               .ran = ran,
+                               .exit_code = code,
+                               .out = c->buf[1],
+                               .out_len = c->len[1],
+                               .out_truncated = c->truncated[1],
+                               .err = c->buf[2],
+                               .err_len = c->len[2],
+                               .err_truncated = c->truncated[2],
+                               .reason = (char *) reason };
+        audit_set(c, "decision",
+                  json_string(approved                      ? decided_by
+                              : streq(decided_by, "policy") ? "refused"
+                                                            : "denied"));
+        audit_set(c, "decided_by", json_string(decided_by));
+        if (reason)
+                audit_set(c, "reason", json_string(reason));
+        audit_set(c, "exit_code", ran ? json_integer(code) : json_null());
+        if (ran) {
+                char h1[65], h2[65];
+                sha256_hex(c->buf[1] ? c->buf[1] : (const unsigned char *) "", c->len[1], h1);
+                sha256_hex(c->buf[2] ? c->buf[2] : (const unsigned char *) "", c->len[2], h2);
+                audit_set(c, "stdout_bytes", json_integer((json_int_t) c->len[1]));
+                audit_set(c, "stderr_bytes", json_integer((json_int_t) c->len[2]));
+                audit_set(c, "stdout_sha256", json_string(h1));
+                audit_set(c, "stderr_sha256", json_string(h2));
+                audit_set(c, "stdout_truncated", json_boolean(c->truncated[1]));
+                audit_set(c, "stderr_truncated", json_boolean(c->truncated[2]));
+        }
+        audit_set(c, "finished_at", json_string(when));
+        if (c->audit && c->e->host.audit(c->e->host.userdata, c->audit) < 0)
+                log_error("cannot append to the audit trail");
+        if (approved)
+                log_info("escalation %s: ran, exit status %d", c->request_id, code);
+        else
+                log_info("escalation %s: refused: %s", c->request_id[0] ? c->request_id : "(unparsed)",
+                         reason ? reason : "?");
+        if (escalate_response_format(&r, &c->response, &c->response_len) < 0) {
+                c->response = NULL;
+                conn_free(c);
+                return;
+        }
+        c->phase = PHASE_WRITE;
+        c->response_off = 0;
+        struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
+        (void) epoll_ctl(c->e->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static bool seen_before(Escalation *e, const char *id) {
+        for (size_t i = 0; i < e->n_seen && i < SEEN_MAX; i++)
+                if (streq(e->seen[i], id))
+                        return true;
+        memcpy(e->seen[e->n_seen % SEEN_MAX], id, 37);
+        e->n_seen++;
+        return false;
+}
+
+static int add_pipe(EscConn *c, Pipe *p) {
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = p };
+        return epoll_ctl(c->e->epfd, EPOLL_CTL_ADD, p->fd, &ev) < 0 ? negative_errno() : 0;
+}
+
+/* posix_spawn the vector: fixed environment, stdin /dev/null, stdout and
+ * stderr to pipes, no other fd, the workspace's host directory as cwd. */
+static int spawn(EscConn *c, char **argv) {
+        Escalation *e = c->e;
+        int out[2] = { -1, -1 }, err[2] = { -1, -1 };
+        _cleanup_close_ int cwd = open(e->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (cwd < 0)
+                return negative_errno();
+        /* Only our ends are non-blocking: the command writes as to any pipe. */
+        if (pipe2(out, O_CLOEXEC) < 0)
+                return negative_errno();
+        if (pipe2(err, O_CLOEXEC) < 0 || fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 ||
+            fcntl(err[0], F_SETFL, O_NONBLOCK) < 0) {
+                int q = negative_errno();
+                safe_close(out[0]);
+                safe_close(out[1]);
+                safe_close(err[0]);
+                safe_close(err[1]);
+                return q;
+        }
+        const struct passwd *pw = getpwuid(geteuid());
+        char home[4200], user[300], logname[300];
+        snprintf(home, sizeof(home), "HOME=%s", pw && pw->pw_dir ? pw->pw_dir : "/");
+        snprintf(user, sizeof(user), "USER=%s", pw && pw->pw_name ? pw->pw_name : "");
+        snprintf(logname, sizeof(logname), "LOGNAME=%s", pw && pw->pw_name ? pw->pw_name : "");
+        char *envp[] = { (char *) "PATH=" AUTOAPPROVE_SEARCH_PATH, home, user, logname, (char *) "LANG=C.UTF-8", NULL };
+        posix_spawn_file_actions_t fa;
+        posix_spawnattr_t at;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawnattr_init(&at);
+        sigset_t none, all;
+        sigemptyset(&none);
+        sigfillset(&all);
+        posix_spawnattr_setsigmask(&at, &none);
+        posix_spawnattr_setsigdefault(&at, &all);
+        posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+        posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+        posix_spawn_file_actions_addfchdir_np(&fa, cwd);
+        posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+        int r = posix_spawn(&c->pid, argv[0], &fa, &at, argv, envp);
+        posix_spawn_file_actions_destroy(&fa);
+        posix_spawnattr_destroy(&at);
+        safe_close(out[1]);
+        safe_close(err[1]);
+        if (r != 0) {
+                c->pid = 0;
+                safe_close(out[0]);
+                safe_close(err[0]);
+                return -r;
+        }
+        c->out = (Pipe){ c, out[0], 1 };
+        c->err = (Pipe){ c, err[0], 2 };
+        c->phase = PHASE_RUN;
+        /* Nothing more is read from the sandbox while the command runs. */
+        struct epoll_event ev = { .events = 0, .data.ptr = c };
+        (void) epoll_ctl(e->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+        if ((r = add_pipe(c, &c->out)) < 0 || (r = add_pipe(c, &c->err)) < 0)
+                return r;
+        return 0;
+}
+
+/* The pipeline, once the request's bytes are in. */
+static void conn_decide(EscConn *c) {
+        Escalation *e = c->e;
+        char when[32];
+        now_iso(when);
+        EscalateRequest req;
+        const char *why = NULL;
+        c->audit = json_pack("{s:s, s:s}", "received_at", when, "sandbox_id", e->sandbox_id);
+        if (escalate_request_parse(c->body, c->body_len, &req, &why) < 0) {
+                audit_set(c, "command", json_null());
+                conn_respond(c, false, "policy", why ? why : "the request is malformed");
+                return;
+        }
+        memcpy(c->request_id, req.request_id, 37);
+        audit_set(c, "request_id", json_string(req.request_id));
+        audit_set(c, "session_id", json_string(req.session_id));
+        audit_set(c, "profile", json_string(req.profile));
+        audit_set(c, "command", json_string(req.command));
+        audit_set(c, "justification", json_string(req.justification));
+
+        unsigned char anchor[SESSION_KEY_LEN];
+        bool interactive = false;
+        const char *reason = NULL;
+        int64_t now = (int64_t) time(NULL);
+        if (!streq(req.profile, e->spec->profile))
+                reason = "the request names another profile";
+        else if (e->host.session(e->host.userdata, req.session_id, anchor, &interactive) < 0)
+                reason = "no open session has this id";
+        else if (session_verify_request(req.json, anchor, (uint64_t) now, &why) < 0)
+                reason = why;
+        else if (req.timestamp < now - TIMESTAMP_SKEW || req.timestamp > now + TIMESTAMP_SKEW)
+                reason = "the request's time is more than five minutes off";
+        else if (seen_before(e, req.request_id))
+                reason = "this request id was used before";
+        if (reason) {
+                conn_respond(c, false, "policy", reason);
+                escalate_request_done(&req);
+                return;
+        }
+
+        /* The command pipeline (spec §5.2.1, decision 11). */
+        char **argv = NULL;
+        size_t argc = 0;
+        const char *meta = words_metachar(req.command, strlen(req.command));
+        bool approved = false;
+        if (!meta && words_split(req.command, strlen(req.command), &argv, &argc, &why) == 0 && argc > 0)
+                for (size_t i = 0; i < e->n_rules && !approved; i++)
+                        approved = autoapprove_match(&e->rules[i], argv, argc, AUTOAPPROVE_SEARCH_PATH);
+        if (!approved) {
+                words_free(argv);
+                conn_respond(c, false, "policy",
+                             !interactive ? "it needs the person at the terminal, and this session has none (a "
+                                            "non-interactive lazaret run); no auto_approve entry matches it"
+                                          : "it needs the person at the terminal, and this version of Lazaret "
+                                            "cannot prompt yet; no auto_approve entry matches it");
+                escalate_request_done(&req);
+                return;
+        }
+        /* The program as the rule resolved it, never as the sandbox wrote it. */
+        _cleanup_free_ char *prog = NULL;
+        if (!strchr(argv[0], '/') && exec_find_program(AUTOAPPROVE_SEARCH_PATH, argv[0], &prog) == 0) {
+                free(argv[0]);
+                argv[0] = TAKE_PTR(prog);
+        }
+        StrBuf fin = STRBUF_INIT;
+        for (size_t i = 0; i < argc; i++)
+                strbuf_printf(&fin, "%s%s", i ? " " : "", argv[i]);
+        _cleanup_free_ char *final = strbuf_steal(&fin);
+        audit_set(c, "final_command", final ? json_string(final) : json_null());
+        audit_set(c, "decided_at", json_string(when));
+        int r = spawn(c, argv);
+        words_free(argv);
+        escalate_request_done(&req);
+        if (r < 0) {
+                char msg[128];
+                snprintf(msg, sizeof(msg), "the command could not be started: %s", strerror(-r));
+                conn_respond(c, false, "auto", msg);
+        }
+}
+
+static void conn_maybe_done(EscConn *c) {
+        if (c->phase == PHASE_RUN && c->exited && c->out.fd < 0 && c->err.fd < 0)
+                conn_respond(c, true, "auto", NULL);
+}
+
+static void pipe_read(Pipe *p) {
+        EscConn *c = p->conn;
+        unsigned char chunk[65536];
+        for (;;) {
+                ssize_t n = read(p->fd, chunk, sizeof(chunk));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return;
+                if (n <= 0) {
+                        (void) epoll_ctl(c->e->epfd, EPOLL_CTL_DEL, p->fd, NULL);
+                        p->fd = safe_close(p->fd);
+                        conn_maybe_done(c);
+                        return;
+                }
+                size_t room = c->e->output_max - c->len[p->stream];
+                size_t take = (size_t) n < room ? (size_t) n : room;
+                if (take < (size_t) n)
+                        c->truncated[p->stream] = true; /* the rest is read and dropped */
+                if (take > 0) {
+                        unsigned char *nb = realloc(c->buf[p->stream], c->len[p->stream] + take);
+                        if (!nb)
+                                return;
+                        memcpy(nb + c->len[p->stream], chunk, take);
+                        c->buf[p->stream] = nb;
+                        c->len[p->stream] += take;
+                }
+        }
+}
+
+bool escalation_reaped(Escalation *e, pid_t pid, int wstatus) {
+        for (EscConn *c = e ? e->conns : NULL; c; c = c->next)
+                if (c->pid == pid) {
+                        c->exited = true;
+                        c->wstatus = wstatus;
+                        conn_maybe_done(c);
+                        return true;
+                }
+        return false;
+}
+
+/* Handshake, then the 4-byte length, then the body. */
+static void conn_io(EscConn *c) {
+        if (c->phase == PHASE_HANDSHAKE) {
+                int r = SSL_accept(c->ssl);
+                if (r != 1) {
+                        int err = SSL_get_error(c->ssl, r);
+                        if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+                                struct epoll_event ev = { .events = err == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT,
+                                                          .data.ptr = c };
+                                (void) epoll_ctl(c->e->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+                                return;
+                        }
+                        unsigned long e = ERR_peek_last_error();
+                        log_info("escalation: TLS handshake refused (%s)",
+                                 e ? ERR_reason_error_string(e) : "the peer went away");
+                        ERR_clear_error();
+                        conn_free(c);
+                        return;
+                }
+                /* Before any payload byte: is this our sandbox? */
+                const char *why = NULL;
+                if (trust_check_peer(c->ssl, c->e->spec->profile, c->e->sandbox_id, &why) < 0) {
+                        log_info("escalation: refused before the request: %s", why);
+                        conn_free(c);
+                        return;
+                }
+                c->phase = PHASE_READ;
+        }
+        if (c->phase == PHASE_READ) {
+                for (;;) {
+                        size_t got = 0;
+                        int r;
+                        if (c->hdr_got < 4)
+                                r = SSL_read_ex(c->ssl, c->hdr + c->hdr_got, 4 - c->hdr_got, &got);
+                        else
+                                r = SSL_read_ex(c->ssl, c->body + c->body_got, c->body_len - c->body_got, &got);
+                        if (r != 1) {
+                                int err = SSL_get_error(c->ssl, r);
+                                if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+                                        struct epoll_event ev = { .events = err == SSL_ERROR_WANT_READ ? EPOLLIN
+                                                                                                       : EPOLLOUT,
+                                                                  .data.ptr = c };
+                                        (void) epoll_ctl(c->e->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+                                        return;
+                                }
+                                ERR_clear_error();
+                                conn_free(c);
+                                return;
+                        }
+                        if (c->hdr_got < 4) {
+                                c->hdr_got += got;
+                                if (c->hdr_got < 4)
+                                        continue;
+                                uint32_t n = escalate_frame_length(c->hdr);
+                                if (n == 0 || n > ESCALATE_REQUEST_MAX) {
+                                        /* Audited: it came with a valid certificate. */
+                                        c->body_len = 0;
+                                        char when[32];
+                                        now_iso(when);
+                                        c->audit = json_pack("{s:s, s:s, s:n}", "received_at", when, "sandbox_id",
+                                                             c->e->sandbox_id, "command");
+                                        conn_respond(c, false, "policy", "the request is larger than 64 KiB");
+                                        return;
+                                }
+                                c->body_len = n;
+                                c->body = malloc(n);
+                                if (!c->body) {
+                                        conn_free(c);
+                                        return;
+                                }
+                                continue;
+                        }
+                        c->body_got += got;
+                        if (c->body_got == c->body_len) {
+                                conn_decide(c);
+                                return;
+                        }
+                }
+        }
+        if (c->phase == PHASE_WRITE) {
+                while (c->response_off < 4 + c->response_len) {
+                        unsigned char hdr[4];
+                        escalate_frame_header((uint32_t) c->response_len, hdr);
+                        const void *p = c->response_off < 4 ? (const void *) (hdr + c->response_off)
+                                                            : (const void *) (c->response + c->response_off - 4);
+                        size_t n = c->response_off < 4 ? 4 - c->response_off : 4 + c->response_len - c->response_off;
+                        size_t w = 0;
+                        int r = SSL_write_ex(c->ssl, p, n, &w);
+                        if (r != 1) {
+                                int err = SSL_get_error(c->ssl, r);
+                                if (err == SSL_ERROR_WANT_WRITE || err == SSL_ERROR_WANT_READ)
+                                        return;
+                                ERR_clear_error();
+                                conn_free(c);
+                                return;
+                        }
+                        c->response_off += w;
+                }
+                (void) SSL_shutdown(c->ssl);
+                conn_free(c);
+        }
+}
+
+static void accept_conns(Escalation *e) {
+        for (;;) {
+                int fd = accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (fd < 0)
+                        return;
+                if (e->n_conns >= CONN_MAX) {
+                        /* A flood: the coordinator and the terminals stay
+                         * responsive, the excess is closed unread. */
+                        log_warning("escalation: %u connections already; closing another", e->n_conns);
+                        safe_close(fd);
+                        continue;
+                }
+                EscConn *c = calloc(1, sizeof(EscConn));
+                SSL *ssl = c ? SSL_new(e->ctx) : NULL;
+                if (!c || !ssl || !SSL_set_fd(ssl, fd)) {
+                        if (ssl)
+                                SSL_free(ssl);
+                        free(c);
+                        safe_close(fd);
+                        continue;
+                }
+                *c = (EscConn){ .e = e,
+                                .fd = fd,
+                                .ssl = ssl,
+                                .deadline = now_usec() + REQUEST_USEC,
+                                .out.fd = -EBADF,
+                                .err.fd = -EBADF };
+                c->next = e->conns;
+                e->conns = c;
+                e->n_conns++;
+                struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+                if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+                        conn_free(c);
+                        continue;
+                }
+                conn_io(c);
+        }
+}
+
+void escalation_dispatch(Escalation *e) {
+        struct epoll_event evs[16];
+        int n = epoll_wait(e->epfd, evs, 16, 0);
+        for (int i = 0; i < n; i++) {
+                void *p = evs[i].data.ptr;
+                if (!p)
+                        accept_conns(e);
+                else if (p == &e->timer_fd) {
+                        uint64_t ticks;
+                        if (read(e->timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+                                log_debug("escalation: timer: %m");
+                        uint64_t now = now_usec();
+                        for (EscConn *c = e->conns, *next; c; c = next) {
+                                next = c->next;
+                                if (c->phase <= PHASE_READ && now > c->deadline) {
+                                        log_info("escalation: no complete request within 10 s; closed");
+                                        conn_free(c);
+                                }
+                        }
+                } else {
+                        /* A connection or one of its pipes: find which. */
+                        EscConn *c;
+                        for (c = e->conns; c; c = c->next) {
+                                if (p == c) {
+                                        conn_io(c);
+                                        break;
+                                }
+                                if (p == &c->out || p == &c->err) {
+                                        pipe_read(p);
+                                        break;
+                                }
+                        }
+                }
+        }
+}
+
+Escalation *escalation_free(Escalation *e) {
+        if (!e)
+                return NULL;
+        while (e->conns)
+                conn_free(e->conns);
+        safe_close(e->epfd);
+        safe_close(e->listen_fd);
+        safe_close(e->timer_fd);
+        if (e->socket_path)
+                (void) unlink(e->socket_path);
+        if (e->socket_dir)
+                (void) rmdir(e->socket_dir);
+        for (const char *const *f = (const char *const[]){ "ca.pem", "client.pem", "client.key", NULL };
+             e->certs_dir && *f; f++) {
+                _cleanup_free_ char *p = path_join(e->certs_dir, *f);
+                if (p)
+                        (void) unlink(p);
+        }
+        if (e->certs_dir)
+                (void) rmdir(e->certs_dir);
+        if (e->state_dir)
+                (void) rmdir(e->state_dir);
+        SSL_CTX_free(e->ctx);
+        trust_ca_free(e->ca);
+        for (size_t i = 0; i < e->n_rules; i++)
+                autoapprove_rule_done(&e->rules[i]);
+        free(e->rules);
+        free(e->seen);
+        free(e->sandbox_id);
+        free(e->workspace);
+        free(e->certs_dir);
+        free(e->state_dir);
+        free(e->socket_dir);
+        free(e->socket_path);
+        free(e);
+        return NULL;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The coordinator's end of host escalation (spec §5, decisions 10, 11,
+ * 14): the Trust Anchor and the sandbox's certificates, the Escalation
+ * Socket, and the pipeline every request goes through:
+ *   mTLS handshake (TLS 1.3, client certificate from our CA) → the
+ *   certificate names this profile and sandbox → one frame of at most 64 KiB
+ *   → strict parse → the session's anchor verifies the delegation and the
+ *   signature → fresh timestamp (±5 min), unused request id → metacharacter
+ *   check → shell-words split → an auto_approve entry matches → run by
+ *   posix_spawn (fixed environment, fds 0-2 only, the workspace's host
+ *   directory as cwd, output capped) → response → audit record.
+ * A request that needs a person is refused with the reason (no terminal;
+ * or, in this version, no prompt yet). Everything past the handshake is on
+ * the audit trail.
+ *
+ * The module runs on its own epoll set, which the coordinator watches as
+ * one fd; it hears of its children's exits through escalation_reaped(). */
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "autoapprove.h"
+#include "launch.h"
+#include "session-anchor.h"
+
+typedef struct EscalationHost {
+        /* The anchor key of a session that is still open, and whether it
+         * has a terminal: 0, or -ENOENT. */
+        int (*session)(void *userdata, const char *session_id, unsigned char ret_anchor[SESSION_KEY_LEN],
+                       bool *ret_interactive);
+        /* Append a record to the audit trail. */
+        int (*audit)(void *userdata, json_t *record);
+        void *userdata;
+} EscalationHost;
+
+typedef struct Escalation Escalation;
+
+/* Make the CA and the sandbox's certificates (in a private directory of
+ * the runtime dir), and the socket (in socket_dir/<hash>/, the directory
+ * made 0700 and checked to be ours). workspace: the host directory behind
+ * /workspace. On failure -errno and one line in *ret_error. */
+int escalation_new(const LaunchSpec *s, const char *sandbox_id, const char *workspace, const EscalationHost *host,
+                   Escalation **ret, char **ret_error);
+/* Close everything, kill running commands, remove the socket and the
+ * certificates. */
+Escalation *escalation_free(Escalation *e);
+
+const char *escalation_certs_dir(const Escalation *e); /* mount at /run/lazaret/certs, read-only */
+const char *escalation_socket_dir(const Escalation *e); /* mount at /run/lazaret/sock */
+
+/* The fd the coordinator watches (readable: call escalation_dispatch). */
+int escalation_fd(const Escalation *e);
+void escalation_dispatch(Escalation *e);
+/* A child the coordinator reaped: true when it was one of ours. */
+bool escalation_reaped(Escalation *e, pid_t pid, int wstatus);

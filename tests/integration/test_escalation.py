@@ -1,0 +1,285 @@
+# SPDX-License-Identifier: MIT
+"""Host escalation from inside the sandbox, for real: lazaret-escalate in a
+rootless runsc sandbox, mutual TLS 1.3 over the Escalation Socket, session
+signatures, the auto_approve pipeline, the audit trail. Attacks come from
+tests/escalate-attack (the requests a sandbox process could craft, with the
+sandbox's own certificate and session credential) and from openssl s_client.
+
+What needs the person at the terminal is refused in these non-interactive
+runs, with that reason; the prompt itself is not built yet."""
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD
+from test_run import Domain, wait_sessions
+from test_run import busybox_image  # noqa: F401  (fixture)
+
+AUTO = '["uname -a", "ls -l", "false", "pwd", "printenv", "cat /etc/hostname"]'
+
+
+def esc_domain(lz, image):
+    sock = os.path.join(lz.base, "sock")
+    os.makedirs(sock, mode=0o700, exist_ok=True)
+    os.chown(sock, lz.user.pw_uid, lz.user.pw_gid)
+    d = Domain(lz, image)
+    text = open(d.cfg).read().replace("[escalation]\nenabled = false\n",
+                                      f"[escalation]\nenabled = true\nauto_approve = {AUTO}\n")
+    lz.write("cfg.toml", text)
+    d.sock = sock
+    return d
+
+
+@pytest.fixture
+def edom(lz, busybox_image):
+    d = esc_domain(lz, busybox_image)
+    yield d
+    d.assert_clean()
+    # The socket and its directory went with the sandbox.
+    assert os.listdir(d.sock) == []
+
+
+def escalate(d, *args, env=None):
+    return d.run("run", "--", "/run/lazaret/escalate", *args, env=env)
+
+
+def test_auto_approved_commands_run_on_the_host(edom, lz):
+    r = escalate(edom, "uname", "-a")
+    host = subprocess.run(["uname", "-a"], capture_output=True, text=True).stdout
+    assert (r.returncode, r.stdout) == (0, host), r.stderr
+    # One quoted command line works the same.
+    r = escalate(edom, "uname -a")
+    assert (r.returncode, r.stdout) == (0, host), r.stderr
+    # A longer vector is approved by its leading words.
+    r = escalate(edom, "ls", "-l", "/etc/hostname")
+    assert r.returncode == 0 and r.stdout.endswith("/etc/hostname\n"), r.stderr
+    # The host command's exit status is ours.
+    r = escalate(edom, "false")
+    assert r.returncode == 1, r.stderr
+    # It runs in the host directory behind /workspace.
+    r = escalate(edom, "pwd")
+    assert (r.returncode, r.stdout) == (0, lz.work + "\n"), r.stderr
+    # With a fixed environment: nothing of the CLI's or the sandbox's.
+    r = escalate(edom, "printenv", env={"GIT_DIR": "/x", "LD_PRELOAD": "/y", "PAGER": "sh"})
+    assert r.returncode == 0, r.stderr
+    names = sorted(line.split("=", 1)[0] for line in r.stdout.splitlines())
+    assert names == ["HOME", "LANG", "LOGNAME", "PATH", "USER"], r.stdout
+    # The sandbox's own hostname is the profile; the host's is not.
+    r = escalate(edom, "cat", "/etc/hostname")
+    assert r.stdout == open("/etc/hostname").read(), r.stderr
+
+
+def test_what_needs_a_person_is_refused_without_a_terminal(edom):
+    cases = [
+        ("uname -a; id", None),  # metacharacters: never auto-approved
+        ("uname -a && id", None),
+        ("uname $(id)", None),
+        ("uname `id`", None),
+        ("uname -a > /tmp/x", None),
+        ("ls", None),  # "ls -l" does not approve "ls"
+        ("lsblk", None),  # nor "lsblk"
+        ("./ls -l", None),  # nor a relative path
+        ("/proc/self/root/usr/bin/ls -l", None),
+        ("id", None),
+    ]
+    for command, _ in cases:
+        r = escalate(edom, command)
+        assert r.returncode == 126, (command, r.stdout, r.stderr)
+        assert "needs the person at the terminal, and this session has none" in r.stderr, (command, r.stderr)
+        assert r.stdout == ""
+    r = edom.run("audit", "--json", "--verify")
+    doc = json.loads(r.stdout)
+    assert doc["verified"] == {"intact": True}
+    assert [x["command"] for x in doc["records"]] == [c for c, _ in cases]
+    assert all(x["decision"] == "refused" and x["exit_code"] is None for x in doc["records"])
+
+
+def test_audit_trail(edom, lz):
+    assert escalate(edom, "--why", "to know the kernel", "--", "uname", "-a").returncode == 0
+    assert escalate(edom, "false").returncode == 1
+    assert escalate(edom, "id").returncode == 126
+    r = edom.run("audit", "--json", "--verify")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["verified"] == {"intact": True}
+    recs = doc["records"]
+    assert [(x["command"], x["decision"], x["exit_code"]) for x in recs] == [
+        ("uname -a", "auto", 0), ("false", "auto", 1), ("id", "refused", None)]
+    host = subprocess.run(["uname", "-a"], capture_output=True).stdout
+    import hashlib
+    assert recs[0]["stdout_bytes"] == len(host)
+    assert recs[0]["stdout_sha256"] == hashlib.sha256(host).hexdigest()
+    assert recs[0]["justification"] == "to know the kernel"
+    assert recs[0]["final_command"] == "/usr/bin/uname -a"
+    assert recs[0]["profile"] == "shell"
+    for x in recs:
+        assert len(x["request_id"]) == 36 and len(x["session_id"]) == 36
+        assert x["received_at"].endswith("Z") and x["finished_at"].endswith("Z")
+
+
+def test_output_is_capped(lz, busybox_image):
+    d = esc_domain(lz, busybox_image)
+    text = open(d.cfg).read().replace("enabled = true\n", "enabled = true\noutput_limit = 1024\n", 1)
+    lz.write("cfg.toml", text)
+    r = d.run("run", "--", "/run/lazaret/escalate", "ls", "-l", "/usr/bin")
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.encode()) == 1024
+    assert "lazaret-escalate: the host command's standard output was cut at 1024 bytes" in r.stderr
+    doc = json.loads(d.run("audit", "--json").stdout)
+    assert doc["records"][0]["stdout_truncated"] is True and doc["records"][0]["stdout_bytes"] == 1024
+    d.assert_clean()
+
+
+@pytest.fixture
+def attack(lz):
+    src = os.path.join(BUILD, "tests", "escalate-attack")
+    if not os.access(src, os.X_OK):
+        pytest.fail(f"{src} is missing: build first (make check does)", pytrace=False)
+    dst = os.path.join(lz.base, "escalate-attack")
+    shutil.copy2(src, dst)
+    os.chmod(dst, 0o755)
+    return dst
+
+
+def session_credentials(d):
+    """A running session's id and credential, as a process in it sees them."""
+    p = d.popen("run", "--", "/bin/sh", "-c",
+                "echo $LAZARET_SESSION_ID; echo $LAZARET_SESSION_CREDENTIAL; echo $LAZARET_PROFILE; sleep 1000")
+    sid = p.stdout.readline().decode().strip()
+    cred = p.stdout.readline().decode().strip()
+    profile = p.stdout.readline().decode().strip()
+    assert len(sid) == 36 and cred.startswith("{") and profile == "shell"
+    return p, sid, cred
+
+
+def paths(d, lz):
+    [domain] = d.domain_dirs()
+    h = os.path.basename(domain)
+    sock = os.path.join(d.sock, h, "escalate.sock")
+    certs = f"/tmp/lazaret-{lz.user.pw_uid}/escalate-{h}/certs"
+    return sock, certs
+
+
+def test_attacks_on_the_socket(edom, lz, attack):
+    p, sid, cred = session_credentials(edom)
+    try:
+        wait_sessions(edom, 1)
+        sock, certs = paths(edom, lz)
+
+        def send(mode, command="uname -a", session=sid, credential=cred):
+            r = subprocess.run(["runuser", "-u", lz.user.pw_name, "--", attack, sock, certs, session, credential,
+                                "shell", mode, command], capture_output=True, text=True, timeout=60)
+            return r.stdout.splitlines()
+
+        # The sandbox's own certificate and credential: approved.
+        assert send("good") == ["approved=1 ran=1 exit=0 reason="]
+        # The same request id twice: the second is refused.
+        assert send("replay") == ["approved=1 ran=1 exit=0 reason=",
+                                  "approved=0 ran=0 exit=0 reason=this request id was used before"]
+        assert send("stale") == ["approved=0 ran=0 exit=0 reason=the request's time is more than five minutes off"]
+        assert send("badsig") == ["approved=0 ran=0 exit=0 reason=the request's signature does not verify"]
+        assert send("extra") == ["approved=0 ran=0 exit=0 reason=the request has unknown or missing fields"]
+        assert send("oversized") == ["approved=0 ran=0 exit=0 reason=the request is larger than 64 KiB"]
+        assert send("malformed") == ["approved=0 ran=0 exit=0 reason=the request is not one JSON object"]
+        # Unknown session id; and a real session's id with another
+        # session's credential.
+        assert send("good", session="aaaaaaaa-0000-4000-8000-00000000000a") == [
+            "approved=0 ran=0 exit=0 reason=no open session has this id"]
+        q, sid2, cred2 = session_credentials(edom)
+        try:
+            wait_sessions(edom, 2)
+            assert send("good", session=sid2, credential=cred) == [
+                "approved=0 ran=0 exit=0 reason=the delegation was not signed by the session's anchor"]
+            assert send("good", session=sid2, credential=cred2) == ["approved=1 ran=1 exit=0 reason="]
+        finally:
+            q.kill()
+            q.wait()
+        # No client certificate: no answer at all, and nothing was parsed.
+        assert send("nocert") == ["no answer"]
+        log = edom.log()
+        assert "TLS handshake refused" in log
+
+        # openssl s_client, an independent client, completes no exchange
+        # without a certificate.
+        # (-ign_eof: it waits for the server, whose refusal comes after the
+        # client's side of a TLS 1.3 handshake is done.)
+        r = subprocess.run(["runuser", "-u", lz.user.pw_name, "--", "openssl", "s_client", "-unix", sock,
+                            "-tls1_3", "-ign_eof", "-CAfile", os.path.join(certs, "ca.pem")],
+                           input="\0\0\0\2{}", capture_output=True, text=True, timeout=30)
+        assert "certificate required" in (r.stdout + r.stderr), r.stdout + r.stderr
+        # With the sandbox's certificate it does complete the handshake.
+        r = subprocess.run(["runuser", "-u", lz.user.pw_name, "--", "openssl", "s_client", "-unix", sock,
+                            "-tls1_3", "-CAfile", os.path.join(certs, "ca.pem"), "-cert",
+                            os.path.join(certs, "client.pem"), "-key", os.path.join(certs, "client.key")],
+                           input="", capture_output=True, text=True, timeout=30)
+        assert "Verify return code: 0 (ok)" in r.stdout and "TLSv1.3" in r.stdout, r.stdout + r.stderr
+        # TLS 1.2 is not spoken.
+        r = subprocess.run(["runuser", "-u", lz.user.pw_name, "--", "openssl", "s_client", "-unix", sock,
+                            "-tls1_2", "-CAfile", os.path.join(certs, "ca.pem"), "-cert",
+                            os.path.join(certs, "client.pem"), "-key", os.path.join(certs, "client.key")],
+                           input="", capture_output=True, text=True, timeout=30)
+        assert "Cipher is (NONE)" in r.stdout and "TLSv1.2" not in r.stdout.split("Cipher is")[0], r.stdout
+
+        # Everything past the handshake is on record, refusals included.
+        doc = json.loads(edom.run("audit", "--json", "--verify").stdout)
+        assert doc["verified"] == {"intact": True}
+        decisions = [(x["decision"], x.get("reason")) for x in doc["records"]]
+        assert ("refused", "this request id was used before") in decisions
+        assert ("refused", "the request's signature does not verify") in decisions
+        assert ("refused", "the request is larger than 64 KiB") in decisions
+        assert sum(1 for d, _ in decisions if d == "auto") == 3
+    finally:
+        edom.run("stop")
+        p.kill()
+        p.wait()
+
+
+def test_another_sandboxs_certificate_is_refused(lz, busybox_image, attack):
+    """Two Domains: each has its own CA; B's certificate opens nothing of A."""
+    a = esc_domain(lz, busybox_image)
+    pa, sid_a, cred_a = session_credentials(a)
+    other = os.path.join(lz.base, "ws2")
+    os.makedirs(other)
+    os.chown(other, lz.user.pw_uid, lz.user.pw_gid)
+    pb = a.popen("--workspace", other, "run", "--", "/bin/sleep", "1000")
+    try:
+        deadline = time.time() + 30
+        while len(a.domain_dirs()) < 2 or not all(
+                os.path.exists(paths_for(a, lz, d)[0]) for d in a.domain_dirs()):
+            assert time.time() < deadline, a.log()
+            time.sleep(0.2)
+        dom_a = [d for d in a.domain_dirs() if os.path.exists(os.path.join(d, "coordinator.log")) and
+                 sid_a in open(os.path.join(d, "coordinator.log")).read()][0]
+        dom_b = [d for d in a.domain_dirs() if d != dom_a][0]
+        sock_a, _ = paths_for(a, lz, dom_a)
+        _, certs_b = paths_for(a, lz, dom_b)
+        r = subprocess.run(["runuser", "-u", lz.user.pw_name, "--", attack, sock_a, certs_b, sid_a, cred_a, "shell",
+                            "good"], capture_output=True, text=True, timeout=60)
+        assert r.stdout.splitlines() == ["no answer"]
+    finally:
+        a.run("stop")
+        a.run("--workspace", other, "stop")
+        pa.kill()
+        pb.kill()
+        pa.wait()
+        pb.wait()
+    a.assert_clean()
+
+
+def paths_for(d, lz, domain):
+    h = os.path.basename(domain)
+    return (os.path.join(d.sock, h, "escalate.sock"), f"/tmp/lazaret-{lz.user.pw_uid}/escalate-{h}/certs")
+
+
+def test_disabled_means_no_socket_and_no_certs(lz, busybox_image):
+    d = Domain(lz, busybox_image)  # [escalation] enabled = false
+    r = d.run("run", "--", "/bin/sh", "-c",
+              "ls /run/lazaret; test -e /run/lazaret/certs || echo no-certs; echo ${LAZARET_SESSION_CREDENTIAL:-none}")
+    assert r.returncode == 0, r.stderr
+    assert "escalate" not in r.stdout and "sock" not in r.stdout
+    assert r.stdout.splitlines()[-2:] == ["no-certs", "none"]
+    d.assert_clean()
