@@ -97,6 +97,7 @@ struct Escalation {
         AutoApproveRule *rules;
         size_t n_rules;
         size_t output_max;
+        char env_home[4200], env_user[300], env_logname[300]; /* looked up once */
 };
 
 /* ---- setup -------------------------------------------------------------- */
@@ -178,6 +179,10 @@ int escalation_new(const LaunchSpec *s, const char *sandbox_id, const char *work
                 goto fail;
         if ((r = rules_from_spec(e)) < 0)
                 goto fail;
+        const struct passwd *pw = getpwuid(geteuid());
+        snprintf(e->env_home, sizeof(e->env_home), "HOME=%s", pw && pw->pw_dir ? pw->pw_dir : "/");
+        snprintf(e->env_user, sizeof(e->env_user), "USER=%s", pw && pw->pw_name ? pw->pw_name : "");
+        snprintf(e->env_logname, sizeof(e->env_logname), "LOGNAME=%s", pw && pw->pw_name ? pw->pw_name : "");
 
         /* The certificates: private on the host (the runtime dir is 0700). */
         if ((r = private_dir(e->state_dir, &why)) < 0 || (r = owned_dir(e->certs_dir, 0755, &why)) < 0) {
@@ -307,7 +312,9 @@ static void sha256_hex(const unsigned char *p, size_t n, char out[65]) {
                 snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
-/* The answer is ready: record it, format it, and start writing. */
+static void conn_io(EscConn *c);
+
+/* The answer is ready: send it, then record it. */
 static void conn_respond(EscConn *c, bool approved, const char *decided_by, const char *reason) {
         char when[32];
         now_iso(when);
@@ -348,22 +355,29 @@ static void conn_respond(EscConn *c, bool approved, const char *decided_by, cons
                 audit_set(c, "stderr_truncated", json_boolean(c->truncated[2]));
         }
         audit_set(c, "finished_at", json_string(when));
-        if (c->audit && c->e->host.audit(c->e->host.userdata, c->audit) < 0)
-                log_error("cannot append to the audit trail");
         if (approved)
                 log_info("escalation %s: ran, exit status %d", c->request_id, code);
         else
                 log_info("escalation %s: refused: %s", c->request_id[0] ? c->request_id : "(unparsed)",
                          reason ? reason : "?");
+        /* The answer goes out first and the record (an fsync) right after:
+         * the command has run (or not) either way, and the sandbox need not
+         * wait for the disk. */
+        Escalation *e = c->e;
+        json_t *audit = json_incref(c->audit);
         if (escalate_response_format(&r, &c->response, &c->response_len) < 0) {
                 c->response = NULL;
                 conn_free(c);
-                return;
+        } else {
+                c->phase = PHASE_WRITE;
+                c->response_off = 0;
+                struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
+                (void) epoll_ctl(e->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+                conn_io(c); /* may free c */
         }
-        c->phase = PHASE_WRITE;
-        c->response_off = 0;
-        struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
-        (void) epoll_ctl(c->e->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+        if (audit && e->host.audit(e->host.userdata, audit) < 0)
+                log_error("cannot append to the audit trail");
+        json_decref(audit);
 }
 
 static bool seen_before(Escalation *e, const char *id) {
