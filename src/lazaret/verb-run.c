@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* lazaret run [PROFILE] [-- CMD [ARG...]] */
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
@@ -255,6 +256,38 @@ static char **build_env(const Config *cfg, const ConfigProfile *p, size_t *ret_n
         return r < 0 ? NULL : envv;
 }
 
+/* Unix sockets under the workspace and the volumes (decision 14): with
+ * escalation on, runsc runs with host-uds=open, so the sandbox could connect
+ * to any of them. Looked for in the first SOCKET_SCAN_MAX entries of each
+ * tree, without following links; each found is printed as a warning. */
+#define SOCKET_SCAN_MAX 50000
+static size_t scan_left;
+static unsigned sockets_found;
+
+static int scan_entry(const char *path, const struct stat *st, int flag, struct FTW *f) {
+        (void) flag;
+        (void) f;
+        if (S_ISSOCK(st->st_mode)) {
+                log_warning("%s is a Unix socket inside what the sandbox mounts; with [escalation] enabled the "
+                            "sandbox can connect to it (runsc host-uds=open): move it out, or set enabled = false",
+                            path);
+                sockets_found++;
+        }
+        return --scan_left == 0 ? 1 : 0;
+}
+
+static void warn_sockets(const LaunchSpec *s) {
+        if (!s->escalation_enabled)
+                return;
+        scan_left = SOCKET_SCAN_MAX;
+        (void) nftw(s->workspace, scan_entry, 16, FTW_PHYS);
+        for (size_t i = 0; i < s->n_volumes; i++)
+                if (!s->volumes[i].read_only) {
+                        scan_left = SOCKET_SCAN_MAX;
+                        (void) nftw(s->volumes[i].host, scan_entry, 16, FTW_PHYS);
+                }
+}
+
 int verb_run(int argc, char **argv, const Globals *g) {
         /* A coordinator that dies, or a reader of our output that goes
          * away, must give an error we can report, not a silent SIGPIPE. */
@@ -314,6 +347,7 @@ int verb_run(int argc, char **argv, const Globals *g) {
                         log_error_errno(r, "cannot prepare the launch: %s", strerror(-r));
                 return EXIT_LAZARET;
         }
+        warn_sockets(&spec);
 
         bool interactive = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
         const char *term = getenv("TERM");

@@ -283,3 +283,23 @@ def test_disabled_means_no_socket_and_no_certs(lz, busybox_image):
     assert "escalate" not in r.stdout and "sock" not in r.stdout
     assert r.stdout.splitlines()[-2:] == ["no-certs", "none"]
     d.assert_clean()
+
+
+def test_sockets_in_the_workspace_are_warned_about(edom, lz):
+    """runsc's host-uds=open reaches every host socket the sandbox mounts."""
+    import socket
+    os.makedirs(os.path.join(lz.work, "deep", "er"))
+    path = os.path.join(lz.work, "deep", "er", "agent.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    try:
+        r = edom.run("run", "--", "/bin/true")
+        assert r.returncode == 0, r.stderr
+        assert (f"lazaret: warning: {path} is a Unix socket inside what the sandbox mounts; with [escalation] "
+                "enabled the sandbox can connect to it") in r.stderr, r.stderr
+    finally:
+        s.close()
+        os.unlink(path)
+    edom.assert_clean()
+    r = edom.run("run", "--", "/bin/true")
+    assert "Unix socket" not in r.stderr
