@@ -303,3 +303,37 @@ def test_sockets_in_the_workspace_are_warned_about(edom, lz):
     edom.assert_clean()
     r = edom.run("run", "--", "/bin/true")
     assert "Unix socket" not in r.stderr
+
+
+def test_flooding_the_socket(edom, lz):
+    """Hundreds of connections that never finish a handshake: the sandbox's
+    terminals stay responsive, the coordinator keeps at most 16 and drops
+    each after 10 s, and escalation works again after."""
+    import socket
+    p, sid, cred = session_credentials(edom)
+    try:
+        wait_sessions(edom, 1)
+        sock, _ = paths(edom, lz)
+        held = []
+        for _ in range(200):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(sock)
+            held.append(s)
+        t = time.time()
+        r = edom.run("run", "--", "/bin/echo", "still here")
+        assert (r.returncode, r.stdout) == (0, "still here\n"), r.stderr
+        assert time.time() - t < 10
+        for s in held:
+            s.close()
+        deadline = time.time() + 30
+        while True:
+            r = escalate(edom, "uname", "-a")
+            if r.returncode == 0:
+                break
+            assert time.time() < deadline, r.stderr
+            time.sleep(1)
+        assert "connections already; closing another" in edom.log()
+    finally:
+        edom.run("stop")
+        p.kill()
+        p.wait()
