@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "autoapprove.h"
+#include "prompt-text.h"
 #include "words.h"
 
 static void test_metachar(void **state) {
@@ -122,12 +123,54 @@ static void test_refused(void **state) {
         assert_null(autoapprove_refused("/usr/bin/environ"));
 }
 
+static void visible(const char *in, size_t len, const char *want) {
+        char *got = prompt_visible(in, len);
+        assert_non_null(got);
+        assert_string_equal(got, want);
+        free(got);
+}
+
+#define V(lit, want) visible(lit, sizeof(lit) - 1, want)
+
+static void test_prompt_text(void **state) {
+        (void) state;
+        V("ls -l", "ls -l");
+        /* A request cannot repaint the prompt, or hide in it. */
+        V("echo \x1b[2J\x1b]0;title\x07", "echo \\x1b[2J\\x1b]0;title\\x07");
+        V("a\nb\tc\rd", "a\\nb\\tc\\rd");
+        V("rm \xe2\x80\xae\x66\x64\x70", "rm <U+202E>fdp"); /* right-to-left override */
+        V("a\xe2\x81\xa6"
+          "b",
+          "a<U+2066>b");
+        V("zero\xe2\x80\x8bwidth", "zero<U+200B>width");
+        V("c1\xc2\x9b", "c1<U+009B>"); /* a C1 control sequence introducer */
+        V("bad\xff\xc3", "bad\\xff\\xc3"); /* not UTF-8 */
+        V("over\xc0\xaf", "over\\xc0\\xaf"); /* overlong */
+        V("caf\xc3\xa9 \xe6\x97\xa5", "caf\xc3\xa9 \xe6\x97\xa5"); /* kept */
+        V("a\\b", "a\\\\b");
+        V("nul\0x", "nul\\x00x");
+
+        PromptSeg *v = NULL;
+        size_t n = 0;
+        assert_int_equal(prompt_segments("ls; rm -rf ~ > $(x)", 19, &v, &n), 0);
+        const struct {
+                PromptSegKind kind;
+                const char *text;
+        } want[] = { { PROMPT_PLAIN, "ls" }, { PROMPT_META, ";" },  { PROMPT_PLAIN, " rm -rf ~ " },
+                     { PROMPT_META, ">" },   { PROMPT_PLAIN, " " }, { PROMPT_META, "$" },
+                     { PROMPT_META, "(" },   { PROMPT_PLAIN, "x" }, { PROMPT_META, ")" } };
+        assert_int_equal(n, sizeof(want) / sizeof(want[0]));
+        for (size_t i = 0; i < n; i++) {
+                assert_int_equal(v[i].kind, want[i].kind);
+                assert_string_equal(v[i].text, want[i].text);
+        }
+        prompt_segments_free(v, n);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_metachar),
-                cmocka_unit_test(test_split_basics),
-                cmocka_unit_test(test_match),
-                cmocka_unit_test(test_refused),
+                cmocka_unit_test(test_metachar), cmocka_unit_test(test_split_basics), cmocka_unit_test(test_match),
+                cmocka_unit_test(test_refused),  cmocka_unit_test(test_prompt_text),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

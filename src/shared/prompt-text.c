@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prompt-text.h"
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes) and its code
+ * point, or 0 when it is not one (overlong, surrogate, beyond U+10FFFF). */
+static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *ret) {
+        if (s[0] < 0x80) {
+                *ret = s[0];
+                return 1;
+        }
+        size_t len = (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+        if (len == 0 || len > n)
+                return 0;
+        uint32_t cp = s[0] & (0x7f >> len);
+        for (size_t i = 1; i < len; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = cp << 6 | (s[i] & 0x3f);
+        }
+        static const uint32_t min[] = { 0, 0, 0x80, 0x800, 0x10000 };
+        if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        *ret = cp;
+        return len;
+}
+
+/* Characters that change how text around them is shown, or show nothing. */
+static bool invisible(uint32_t cp) {
+        return (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x180e || (cp >= 0x200b && cp <= 0x200f) ||
+               (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) || cp == 0xfeff ||
+               (cp >= 0xfff9 && cp <= 0xfffb);
+}
+
+typedef struct Builder {
+        PromptSeg *v;
+        size_t n, cap;
+        bool oom;
+} Builder;
+
+static void add(Builder *b, PromptSegKind kind, const char *text, size_t len) {
+        if (b->oom || len == 0)
+                return;
+        /* Plain text joins the plain segment before it. */
+        if (kind == PROMPT_PLAIN && b->n > 0 && b->v[b->n - 1].kind == PROMPT_PLAIN) {
+                PromptSeg *last = &b->v[b->n - 1];
+                size_t old = strlen(last->text);
+                char *t = realloc(last->text, old + len + 1);
+                if (!t) {
+                        b->oom = true;
+                        return;
+                }
+                memcpy(t + old, text, len);
+                t[old + len] = '\0';
+                last->text = t;
+                return;
+        }
+        if (b->n == b->cap) {
+                size_t cap = b->cap ? b->cap * 2 : 8;
+                PromptSeg *nv = realloc(b->v, cap * sizeof(PromptSeg));
+                if (!nv) {
+                        b->oom = true;
+                        return;
+                }
+                b->v = nv;
+                b->cap = cap;
+        }
+        char *t = malloc(len + 1); /* text may not end in a NUL */
+        if (!t) {
+                b->oom = true;
+                return;
+        }
+        memcpy(t, text, len);
+        t[len] = '\0';
+        b->v[b->n++] = (PromptSeg){ kind, t };
+}
+
+int prompt_segments(const char *s, size_t len, PromptSeg **ret, size_t *ret_n) {
+        Builder b = {};
+        const unsigned char *p = (const unsigned char *) s;
+        for (size_t i = 0; i < len && !b.oom;) {
+                unsigned char c = p[i];
+                char buf[16];
+                if (c == '\n' || c == '\t' || c == '\r') {
+                        add(&b, PROMPT_ESCAPED, c == '\n' ? "\\n" : c == '\t' ? "\\t" : "\\r", 2);
+                        i++;
+                } else if (c < 0x20 || c == 0x7f) {
+                        snprintf(buf, sizeof(buf), "\\x%02x", c);
+                        add(&b, PROMPT_ESCAPED, buf, 4);
+                        i++;
+                } else if (c == '\\') {
+                        add(&b, PROMPT_META, "\\\\", 2);
+                        i++;
+                } else if (c < 0x80) {
+                        add(&b, strchr(";|&$()`><", c) ? PROMPT_META : PROMPT_PLAIN, (const char *) p + i, 1);
+                        i++;
+                } else {
+                        uint32_t cp = 0;
+                        size_t n = utf8_decode(p + i, len - i, &cp);
+                        if (n == 0) {
+                                snprintf(buf, sizeof(buf), "\\x%02x", c);
+                                add(&b, PROMPT_ESCAPED, buf, 4);
+                                i++;
+                        } else if (invisible(cp)) {
+                                int k = snprintf(buf, sizeof(buf), "<U+%04X>", (unsigned) cp);
+                                add(&b, PROMPT_ESCAPED, buf, (size_t) k);
+                                i += n;
+                        } else {
+                                add(&b, PROMPT_PLAIN, (const char *) p + i, n);
+                                i += n;
+                        }
+                }
+        }
+        if (b.oom) {
+                prompt_segments_free(b.v, b.n);
+                return -ENOMEM;
+        }
+        *ret = b.v;
+        *ret_n = b.n;
+        return 0;
+}
+
+void prompt_segments_free(PromptSeg *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(v[i].text);
+        free(v);
+}
+
+char *prompt_visible(const char *s, size_t len) {
+        PromptSeg *v = NULL;
+        size_t n = 0;
+        if (prompt_segments(s, len, &v, &n) < 0)
+                return NULL;
+        size_t total = 1;
+        for (size_t i = 0; i < n; i++)
+                total += strlen(v[i].text);
+        char *out = malloc(total);
+        if (out) {
+                out[0] = '\0';
+                for (size_t i = 0; i < n; i++)
+                        strcat(out, v[i].text);
+        }
+        prompt_segments_free(v, n);
+        return out;
+}

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* What the escalation prompt shows of a request's text (spec §5.2, decision
+ * 11): nothing in it may move the cursor, change colours, hide or reorder
+ * characters. Control characters become \n, \t, \r or \xNN; a backslash
+ * becomes \\; bytes that are not UTF-8 become \xNN; C1 controls, bidi
+ * marks and invisible characters become <U+XXXX>. Other UTF-8 stays. The
+ * shell's metacharacters are marked, so the prompt can highlight them.
+ * Pure; libc only. */
+
+#include <stddef.h>
+
+typedef enum PromptSegKind {
+        PROMPT_PLAIN, /* text as it is */
+        PROMPT_META, /* a shell metacharacter (as it is, e.g. ";") */
+        PROMPT_ESCAPED, /* a stand-in for what cannot be shown (e.g. "\x1b") */
+} PromptSegKind;
+
+typedef struct PromptSeg {
+        PromptSegKind kind;
+        char *text; /* ASCII or valid UTF-8 without controls */
+} PromptSeg;
+
+/* Split s (len bytes) into segments; 0 or -ENOMEM. */
+int prompt_segments(const char *s, size_t len, PromptSeg **ret, size_t *ret_n);
+void prompt_segments_free(PromptSeg *v, size_t n);
+
+/* The segments joined (caller frees); NULL on OOM. */
+char *prompt_visible(const char *s, size_t len);
