@@ -1110,6 +1110,12 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
                 }
                 begin_stop(co, "the sandbox was stopped with 'lazaret stop'");
                 break;
+        case CTL_PROMPT_ANSWER:
+        case CTL_PROMPT_CANCEL:
+                /* No prompt is ever sent yet (escalation.c refuses what
+                 * needs one), so there is nothing to answer. */
+        case CTL_PROMPT_REQUEST:
+        case CTL_PROMPT_DONE:
         case CTL_SESSION_OPENED:
         case CTL_TERMINAL_OUTPUT:
         case CTL_SESSION_EXIT:

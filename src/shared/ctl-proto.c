@@ -36,6 +36,10 @@ static const char *const ctl_type_table[_CTL_TYPE_MAX] = {
         [CTL_SESSION_EXIT] = "SessionExit",
         [CTL_STATUS] = "Status",
         [CTL_ERROR] = "Error",
+        [CTL_PROMPT_REQUEST] = "PromptRequest",
+        [CTL_PROMPT_ANSWER] = "PromptAnswer",
+        [CTL_PROMPT_CANCEL] = "PromptCancel",
+        [CTL_PROMPT_DONE] = "PromptDone",
 };
 
 static const char *const ctl_signal_table[_CTL_SIGNAL_MAX] = {
@@ -414,6 +418,29 @@ static const Field error_fields[] = {
         FIELD("message", FIELD_STRING, PRESENCE_REQUIRED, 0, CTL_FRAME_MAX, message),
 };
 
+#define F_REQUEST_ID FIELD("request_id", FIELD_UUID, PRESENCE_REQUIRED, 0, 0, request_id)
+
+static const Field prompt_request_fields[] = {
+        F_SESSION_ID,
+        F_REQUEST_ID,
+        FIELD("profile", FIELD_STRING, PRESENCE_REQUIRED, 1, 64, profile),
+        FIELD("command", FIELD_STRING, PRESENCE_REQUIRED, 1, 16384, command),
+        FIELD("justification", FIELD_STRING, PRESENCE_REQUIRED, 0, 4096, justification),
+        FIELD("queued", FIELD_UNSIGNED, PRESENCE_REQUIRED, 0, 1024, queued),
+};
+
+static const Field prompt_answer_fields[] = {
+        F_SESSION_ID,
+        F_REQUEST_ID,
+        FIELD("decision", FIELD_STRING, PRESENCE_REQUIRED, 1, 16, decision),
+        FIELD("command", FIELD_STRING, PRESENCE_OPTIONAL, 1, 16384, command),
+};
+
+static const Field prompt_ref_fields[] = {
+        F_SESSION_ID,
+        F_REQUEST_ID,
+};
+
 typedef struct MessageFields {
         const Field *fields;
         size_t n;
@@ -436,6 +463,10 @@ static const MessageFields message_fields[_CTL_TYPE_MAX] = {
         [CTL_SESSION_EXIT] = MESSAGE_FIELDS(session_exit_fields),
         [CTL_STATUS] = MESSAGE_FIELDS(status_fields),
         [CTL_ERROR] = MESSAGE_FIELDS(error_fields),
+        [CTL_PROMPT_REQUEST] = MESSAGE_FIELDS(prompt_request_fields),
+        [CTL_PROMPT_ANSWER] = MESSAGE_FIELDS(prompt_answer_fields),
+        [CTL_PROMPT_CANCEL] = MESSAGE_FIELDS(prompt_ref_fields),
+        [CTL_PROMPT_DONE] = MESSAGE_FIELDS(prompt_ref_fields),
 };
 
 static void *field_ptr(CtlMessage *m, size_t offset) {
@@ -586,6 +617,10 @@ void ctl_message_done(CtlMessage *m) {
         free(m->message);
         free(m->netpolicy);
         free(m->anchor);
+        free(m->profile);
+        free(m->command);
+        free(m->justification);
+        free(m->decision);
         if (m->credential)
                 explicit_bzero(m->credential, strlen(m->credential));
         free(m->credential);

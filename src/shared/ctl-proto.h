@@ -32,6 +32,14 @@
  *                    outcome "Exited" (exit_code set) | "Terminated" (signal set) | "RuntimeLost"
  *   Status          {type, status}                         status: an object (see coordinator)
  *   Error           {type, message}                        then the coordinator closes
+ *   PromptRequest   {type, session_id, request_id, profile, command, justification, queued}
+ *                                                         a request from this session's sandbox
+ *                                                         needs the person at this terminal
+ *   PromptDone      {type, session_id, request_id}         the approved command has finished
+ * CLI -> coordinator, while a prompt is up:
+ *   PromptAnswer    {type, session_id, request_id, decision, command?}
+ *                    decision "approve" | "deny" | "abort"; command: the edited command line
+ *   PromptCancel    {type, session_id, request_id}         stop the approved command
  */
 
 #include <jansson.h>
@@ -64,6 +72,10 @@ typedef enum CtlType {
         CTL_SESSION_EXIT,
         CTL_STATUS,
         CTL_ERROR,
+        CTL_PROMPT_REQUEST,
+        CTL_PROMPT_ANSWER,
+        CTL_PROMPT_CANCEL,
+        CTL_PROMPT_DONE,
         _CTL_TYPE_MAX,
         _CTL_TYPE_INVALID = -EINVAL,
 } CtlType;
@@ -130,6 +142,14 @@ typedef struct CtlMessage {
 
         /* Status */
         json_t *status; /* owned reference */
+
+        /* PromptRequest / PromptAnswer / PromptCancel / PromptDone */
+        char request_id[37];
+        char *profile;
+        char *command; /* PromptRequest: as asked; PromptAnswer: the edited command, or NULL */
+        char *justification;
+        char *decision; /* "approve", "deny" or "abort" */
+        unsigned queued; /* requests waiting behind this one */
 } CtlMessage;
 
 const char *ctl_type_to_string(CtlType t); /* "Hello", "SessionOpen", ... */

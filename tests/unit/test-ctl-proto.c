@@ -99,6 +99,14 @@ static void assert_messages_equal(const CtlMessage *a, const CtlMessage *b) {
         assert_mem_equal(a->bytes, a->n_bytes, b->bytes, b->n_bytes);
         assert_int_equal(a->eof, b->eof);
         assert_int_equal(a->stream, b->stream);
+        assert_string_equal(a->request_id, b->request_id);
+        assert_str_or_null_equal(a->profile, b->profile);
+        assert_str_or_null_equal(a->command, b->command);
+        assert_str_or_null_equal(a->justification, b->justification);
+        assert_str_or_null_equal(a->decision, b->decision);
+        assert_int_equal(a->queued, b->queued);
+        assert_str_or_null_equal(a->anchor, b->anchor);
+        assert_str_or_null_equal(a->credential, b->credential);
         assert_int_equal(a->signal, b->signal);
         assert_true(a->generation_id == b->generation_id);
         assert_int_equal(a->outcome, b->outcome);
@@ -344,6 +352,50 @@ static void test_roundtrip_control(void **state) {
 
         CtlMessage error = { .type = CTL_ERROR, .message = W("no such profile \"x\"\n") };
         roundtrip_expect(&error, "{\"type\":\"Error\",\"message\":\"no such profile \\\"x\\\"\\n\"}");
+}
+
+static void test_roundtrip_prompt(void **state) {
+        (void) state;
+        CtlMessage req = { .type = CTL_PROMPT_REQUEST,
+                           .session_id = UUID1,
+                           .request_id = UUID2,
+                           .profile = W("shell"),
+                           .command = W("ls; id"),
+                           .justification = W("why"),
+                           .queued = 2 };
+        roundtrip_expect(&req, "{\"type\":\"PromptRequest\",\"session_id\":\"" UUID1 "\",\"request_id\":\"" UUID2
+                               "\",\"profile\":\"shell\",\"command\":\"ls; id\",\"justification\":\"why\","
+                               "\"queued\":2}");
+        CtlMessage ans = {
+                .type = CTL_PROMPT_ANSWER, .session_id = UUID1, .request_id = UUID2, .decision = W("approve")
+        };
+        roundtrip_expect(&ans, "{\"type\":\"PromptAnswer\",\"session_id\":\"" UUID1 "\",\"request_id\":\"" UUID2
+                               "\",\"decision\":\"approve\"}");
+        ans.command = W("ls -l");
+        roundtrip_only(&ans);
+        CtlMessage cancel = { .type = CTL_PROMPT_CANCEL, .session_id = UUID1, .request_id = UUID2 };
+        roundtrip_expect(&cancel,
+                         "{\"type\":\"PromptCancel\",\"session_id\":\"" UUID1 "\",\"request_id\":\"" UUID2 "\"}");
+        CtlMessage done = { .type = CTL_PROMPT_DONE, .session_id = UUID1, .request_id = UUID2 };
+        roundtrip_only(&done);
+        CtlMessage open = { .type = CTL_SESSION_OPEN,
+                            .argv = (char *[]){ W("sh"), NULL },
+                            .n_argv = 1,
+                            .env = (char *[]){ NULL },
+                            .anchor = W("abc"),
+                            .credential = W("{}") };
+        roundtrip_only(&open);
+
+        CtlMessage m;
+        const char *err = NULL;
+        /* The request id must be a uuid; the command may not be empty. */
+        assert_int_equal(
+                decode_str("{\"type\":\"PromptCancel\",\"session_id\":\"" UUID1 "\",\"request_id\":\"x\"}", &m, &err),
+                -EBADMSG);
+        assert_int_equal(decode_str("{\"type\":\"PromptRequest\",\"session_id\":\"" UUID1 "\",\"request_id\":\"" UUID2
+                                    "\",\"profile\":\"shell\",\"command\":\"\",\"justification\":\"\",\"queued\":0}",
+                                    &m, &err),
+                         -EBADMSG);
 }
 
 static void test_roundtrip_session_exit(void **state) {
@@ -1122,6 +1174,7 @@ int main(void) {
                 cmocka_unit_test(test_roundtrip_terminal),
                 cmocka_unit_test(test_roundtrip_control),
                 cmocka_unit_test(test_roundtrip_session_exit),
+                cmocka_unit_test(test_roundtrip_prompt),
                 cmocka_unit_test(test_base64_vectors),
                 cmocka_unit_test(test_decode_rejects),
                 cmocka_unit_test(test_decode_accepts),
