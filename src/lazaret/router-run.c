@@ -23,31 +23,36 @@
 #define READY_USEC (UINT64_C(5) * 1000000)
 #define STOP_USEC  (UINT64_C(5) * 1000000)
 
+int podman_pause_pid_find(pid_t *ret) {
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        StrBuf cand[2] = { STRBUF_INIT, STRBUF_INIT };
+        size_t n = 0;
+        if (xdg && path_is_absolute(xdg))
+                strbuf_printf(&cand[n++], "%s/libpod/tmp/pause.pid", xdg);
+        strbuf_printf(&cand[n++], "/tmp/podman-run-%u/libpod/tmp/pause.pid", (unsigned) geteuid());
+        pid_t found = 0;
+        for (size_t i = 0; i < n && !found; i++) {
+                _cleanup_free_ char *text = NULL;
+                if (strbuf_str(&cand[i]) && read_file_capped(strbuf_str(&cand[i]), 64, &text, NULL) == 0) {
+                        long p = strtol(text, NULL, 10);
+                        if (p > 0 && kill((pid_t) p, 0) == 0)
+                                found = (pid_t) p;
+                }
+        }
+        strbuf_done(&cand[0]);
+        strbuf_done(&cand[1]);
+        if (!found)
+                return -ESRCH;
+        *ret = found;
+        return 0;
+}
+
 /* Podman's rootless pause process, which holds its user and mount
  * namespaces. Started with `podman unshare true` when missing. */
 int podman_pause_pid(const LaunchSpec *s, pid_t *ret) {
-        const char *xdg = getenv("XDG_RUNTIME_DIR");
         for (int attempt = 0; attempt < 2; attempt++) {
-                StrBuf cand[2] = { STRBUF_INIT, STRBUF_INIT };
-                size_t n = 0;
-                if (xdg && path_is_absolute(xdg))
-                        strbuf_printf(&cand[n++], "%s/libpod/tmp/pause.pid", xdg);
-                strbuf_printf(&cand[n++], "/tmp/podman-run-%u/libpod/tmp/pause.pid", (unsigned) geteuid());
-                pid_t found = 0;
-                for (size_t i = 0; i < n && !found; i++) {
-                        _cleanup_free_ char *text = NULL;
-                        if (read_file_capped(strbuf_str(&cand[i]), 64, &text, NULL) == 0) {
-                                long p = strtol(text, NULL, 10);
-                                if (p > 0 && kill((pid_t) p, 0) == 0)
-                                        found = (pid_t) p;
-                        }
-                }
-                strbuf_done(&cand[0]);
-                strbuf_done(&cand[1]);
-                if (found) {
-                        *ret = found;
+                if (podman_pause_pid_find(ret) == 0)
                         return 0;
-                }
                 _cleanup_(exec_result_done) ExecResult r = {};
                 int k = exec_capture(s->podman, (const char *const[]){ "podman", "unshare", "true", NULL },
                                      UINT64_C(60) * 1000000, &r);

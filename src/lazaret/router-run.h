@@ -50,5 +50,7 @@ void fuse_unmount(const LaunchSpec *s, const char *mountpoint);
 void fuse_daemon_stop(const LaunchSpec *s, pid_t *pid, const char *mountpoint);
 
 /* Podman's rootless pause process (holder of its user and mount
- * namespaces), started with `podman unshare true` when missing. */
+ * namespaces), started with `podman unshare true` when missing. The _find
+ * form only looks (-ESRCH when there is none). */
+int podman_pause_pid_find(pid_t *ret);
 int podman_pause_pid(const LaunchSpec *s, pid_t *ret);

@@ -22,6 +22,7 @@
 #include "path-util.h"
 #include "persist.h"
 #include "router-run.h"
+#include "sandbox.h"
 #include "state-anchor.h"
 #include "strbuf.h"
 #include "string-util.h"
@@ -102,20 +103,9 @@ static int podman_do(const LaunchSpec *s, bool in_ns, const char *const *args, c
         int q = exec_capture(s->podman, argv, PODMAN_USEC, &r);
         if (q < 0)
                 return q;
-        if (r.spawn_error < 0 || r.timed_out || r.status != 0) {
-                if (ret_error) {
-                        /* Podman's last line says what went wrong. */
-                        const char *e = r.err ? r.err : "";
-                        size_t len = strlen(e);
-                        while (len > 0 && (e[len - 1] == '\n' || e[len - 1] == ' '))
-                                len--;
-                        const char *last = e + len;
-                        while (last > e && last[-1] != '\n')
-                                last--;
-                        *ret_error = r.timed_out      ? strdup("podman did not answer in 120 s")
-                                     : last < e + len ? strndup(last, (size_t) (e + len - last))
-                                                      : strdup("podman failed");
-                }
+        if (exec_result_failed(&r)) {
+                if (ret_error)
+                        *ret_error = podman_error(&r); /* its last line says what went wrong */
                 return -EIO;
         }
         if (ret_out) {

@@ -10,19 +10,18 @@
 #include <string.h>
 
 #include "log.h"
+#include "fd-util.h"
 #include "profile-pick.h"
+#include "prompt-text.h"
 #include "store.h"
 #include "string-util.h"
 #include "verbs.h"
 
-/* Text: control characters and non-ASCII bytes as \xNN, so a record cannot
- * move the cursor or hide itself on the terminal. */
+/* Text as the escalation prompt shows it: nothing in a record can move the
+ * cursor, hide itself or reorder what follows. */
 static void put_visible(const char *s) {
-        for (const unsigned char *p = (const unsigned char *) (s ? s : ""); *p; p++)
-                if (*p < 0x20 || *p >= 0x7f || *p == '\\')
-                        printf("\\x%02x", *p);
-                else
-                        putchar(*p);
+        _cleanup_free_ char *v = prompt_visible(s ? s : "", s ? strlen(s) : 0);
+        fputs(v ? v : "?", stdout);
 }
 
 int verb_audit(int argc, char **argv, const Globals *g) {

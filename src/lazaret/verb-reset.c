@@ -19,6 +19,7 @@
 #include "path-util.h"
 #include "persist.h"
 #include "profile-pick.h"
+#include "router-run.h"
 #include "runtime-dir.h"
 #include "strbuf.h"
 #include "string-util.h"
@@ -27,34 +28,21 @@
 /* Whether path is a mount point in Podman's rootless namespace (a crashed
  * coordinator's overlay that nobody recovered yet) or on the host. */
 static bool mounted_somewhere(const char *path) {
-        char pidfile[128];
-        snprintf(pidfile, sizeof(pidfile), "/tmp/podman-run-%u/libpod/tmp/pause.pid", (unsigned) geteuid());
-        const char *xdg = getenv("XDG_RUNTIME_DIR");
-        StrBuf cand[2] = { STRBUF_INIT, STRBUF_INIT };
-        strbuf_puts(&cand[0], "/proc/self/mountinfo");
-        _cleanup_free_ char *pid = NULL;
-        StrBuf alt = STRBUF_INIT;
-        if (xdg && path_is_absolute(xdg))
-                strbuf_printf(&alt, "%s/libpod/tmp/pause.pid", xdg);
-        if (read_file_capped(pidfile, 64, &pid, NULL) == 0 ||
-            (strbuf_str(&alt) && read_file_capped(strbuf_str(&alt), 64, &pid, NULL) == 0))
-                strbuf_printf(&cand[1], "/proc/%ld/mountinfo", strtol(pid, NULL, 10));
-        strbuf_done(&alt);
-        bool found = false;
-        for (size_t i = 0; i < 2 && !found; i++) {
-                const char *p = strbuf_str(&cand[i]);
+        char where[2][64] = { "/proc/self/mountinfo", "" };
+        pid_t pause;
+        if (podman_pause_pid_find(&pause) == 0)
+                snprintf(where[1], sizeof(where[1]), "/proc/%d/mountinfo", (int) pause);
+        for (size_t i = 0; i < 2; i++) {
                 _cleanup_free_ char *text = NULL;
-                if (!p || read_file_capped(p, 16u * 1024u * 1024u, &text, NULL) < 0)
+                if (!where[i][0] || read_file_capped(where[i], 16u * 1024u * 1024u, &text, NULL) < 0)
                         continue;
-                for (char *line = strtok(text, "\n"); line && !found; line = strtok(NULL, "\n")) {
+                for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
                         char mp[4097];
                         if (sscanf(line, "%*d %*d %*s %*s %4096s", mp) == 1 && streq(mp, path))
-                                found = true;
+                                return true;
                 }
         }
-        strbuf_done(&cand[0]);
-        strbuf_done(&cand[1]);
-        return found;
+        return false;
 }
 
 /* Remove paths; rootless through `podman unshare`, where the files the

@@ -142,6 +142,18 @@ class Lazaret:
 SYSTEM_DIRS = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]
 
 
+def build_tool(lz, name):
+    """A helper program from the build's tests/ (audit-tool, escalate-attack),
+    copied where the test user can run it."""
+    src = os.path.join(BUILD, "tests", name)
+    if not os.access(src, os.X_OK):
+        pytest.fail(f"{src} is missing: build first (make check does)", pytrace=False)
+    dst = os.path.join(lz.base, name)
+    shutil.copy2(src, dst)
+    os.chmod(dst, 0o755)
+    return dst
+
+
 def tool_dir(lz, omit=(), fakes=None):
     """A directory of symlinks to every program in the system directories,
     except the names in omit, plus fake scripts (name -> text); used as the

@@ -5,25 +5,18 @@ records itself, tests/audit-tool appends them through the Domain Store as
 the coordinator will, and changes one behind the store's back with LMDB's
 own calls, as an attacker with the user's files would."""
 import json
-import os
-import shutil
 import subprocess
 
 import pytest
 
-from conftest import BUILD
+from conftest import build_tool
 from test_run import Domain, wait_sessions
 from test_run import busybox_image  # noqa: F401  (fixture)
 
 
 @pytest.fixture
 def tool(lz):
-    src = os.path.join(BUILD, "tests", "audit-tool")
-    if not os.access(src, os.X_OK):
-        pytest.fail(f"{src} is missing: build first (make check does)", pytrace=False)
-    dst = os.path.join(lz.base, "audit-tool")
-    shutil.copy2(src, dst)
-    os.chmod(dst, 0o755)
+    dst = build_tool(lz, "audit-tool")
 
     def run(*args):
         r = subprocess.run(["runuser", "-u", lz.user.pw_name, "--", dst] + list(args), capture_output=True,
@@ -61,7 +54,7 @@ def test_list_and_verify(lz, busybox_image, tool):
     assert lines[1] == "#2  2026-11-30T00:00:02Z  user    exit 0   ls; id"
     assert lines[2] == "#3  2026-11-30T00:00:03Z  denied  -        rm -rf ~"
     # Escapes and bidi marks are shown, never sent to the terminal.
-    assert lines[3] == "#4  2026-11-30T00:00:04Z  denied  -        echo \\x1b[2Jgone\\xe2\\x80\\xae"
+    assert lines[3] == "#4  2026-11-30T00:00:04Z  denied  -        echo \\x1b[2Jgone<U+202E>"
     assert lines[4] == "chain intact: 4 records"
 
     r = d.run("audit", "--json", "--verify")
