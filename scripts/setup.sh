@@ -41,8 +41,8 @@ as_test_user() {
 # State Anchor's bad-file-system test), then what a sandbox launch needs
 # (lazaret doctor checks the same list).
 PACKAGES="meson ninja-build gcc clang clang-format pkg-config libclang-rt-14-dev
-libssl-dev libjansson-dev liblmdb-dev libcmocka-dev python3-pytest libfuse3-dev fuse3
-dosfstools fusefat lmdb-utils
+libssl-dev libjansson-dev liblmdb-dev libcmocka-dev libncurses-dev python3-pytest libfuse3-dev fuse3
+dosfstools fusefat lmdb-utils tmux
 podman runsc runc fuse-overlayfs slirp4netns uidmap sudo busybox-static mmdebstrap git iproute2"
 
 missing=

@@ -322,6 +322,7 @@ static void conn_free(Coordinator *co, Conn *c) {
         if (c->session) {
                 c->session->conn = NULL;
                 session_hangup(c->session);
+                escalation_session_gone(co->esc, c->session->id);
                 c->session = NULL;
         }
         if (c->counted && co->refs > 0)
@@ -512,6 +513,7 @@ static void session_finish(Session *s) {
                 s->conn->session = NULL;
                 s->conn = NULL;
         }
+        escalation_session_gone(co->esc, s->id);
         log_info("session %s ended (%s)", s->id, ctl_exit_outcome_to_string(m.outcome));
         record_terminal(co, s->id, TERMINAL_CLEAN,
                         json_pack("{s:s}", "outcome", ctl_exit_outcome_to_string(m.outcome)));
@@ -1111,9 +1113,25 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
                 begin_stop(co, "the sandbox was stopped with 'lazaret stop'");
                 break;
         case CTL_PROMPT_ANSWER:
-        case CTL_PROMPT_CANCEL:
-                /* No prompt is ever sent yet (escalation.c refuses what
-                 * needs one), so there is nothing to answer. */
+        case CTL_PROMPT_CANCEL: {
+                Session *s = c->session;
+                if (c->state != CONN_SESSION || !s || !streq(m.session_id, s->id)) {
+                        ok = false;
+                        break;
+                }
+                /* An answer to a prompt already taken down (withdrawn, or
+                 * its session's requests refused) is stale, not an error. */
+                if (m.type == CTL_PROMPT_CANCEL)
+                        (void) escalation_cancel(co->esc, s->id, m.request_id);
+                else if (escalation_answer(co->esc, s->id, m.request_id, m.decision, m.command) >= 0 &&
+                         streq(m.decision, "abort")) {
+                        /* [Q]: the person ends this session (and the
+                         * sandbox, when it was the last). */
+                        log_info("session %s: aborted at the escalation prompt", s->id);
+                        session_hangup(s);
+                }
+                break;
+        }
         case CTL_PROMPT_REQUEST:
         case CTL_PROMPT_DONE:
         case CTL_SESSION_OPENED:
@@ -1672,6 +1690,39 @@ static int esc_session(void *userdata, const char *session_id, unsigned char ret
         return -ENOENT;
 }
 
+static Session *prompt_session(Coordinator *co, const char *session_id) {
+        for (Session *s = co->sessions; s; s = s->next)
+                if (streq(s->id, session_id) && !s->finished && s->interactive && s->conn && !s->conn->dead)
+                        return s;
+        return NULL;
+}
+
+static int esc_prompt(void *userdata, const EscalationPrompt *p) {
+        Coordinator *co = userdata;
+        Session *s = prompt_session(co, p->session_id);
+        if (!s)
+                return -ENOENT;
+        CtlMessage m = { .type = CTL_PROMPT_REQUEST,
+                         .profile = (char *) p->profile,
+                         .command = (char *) p->command,
+                         .justification = (char *) p->justification,
+                         .queued = p->queued };
+        memcpy(m.session_id, s->id, 37);
+        memcpy(m.request_id, p->request_id, 37);
+        return conn_send(s->conn, &m) < 0 ? -ENOENT : 0;
+}
+
+static void esc_prompt_done(void *userdata, const char *session_id, const char *request_id) {
+        Coordinator *co = userdata;
+        Session *s = prompt_session(co, session_id);
+        if (!s)
+                return;
+        CtlMessage m = { .type = CTL_PROMPT_DONE };
+        memcpy(m.session_id, s->id, 37);
+        memcpy(m.request_id, request_id, 37);
+        (void) conn_send(s->conn, &m);
+}
+
 static int esc_audit(void *userdata, json_t *record) {
         Coordinator *co = userdata;
         return store_audit_append(co->store, record, NULL);
@@ -1682,7 +1733,7 @@ static int start_escalation(Coordinator *co, const char *workspace, char **ret_e
                 return 0;
         char sandbox_id[128];
         snprintf(sandbox_id, sizeof(sandbox_id), "%s-g%" PRIu64, co->container_name, co->generation);
-        EscalationHost host = { esc_session, esc_audit, co };
+        EscalationHost host = { esc_session, esc_audit, esc_prompt, esc_prompt_done, co };
         int r = escalation_new(&co->spec, sandbox_id, workspace, &host, &co->esc, ret_error);
         if (r < 0)
                 return r;

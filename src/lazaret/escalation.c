@@ -37,10 +37,13 @@
 #define TIMESTAMP_SKEW    300 /* seconds a request's time may differ from ours */
 #define SEEN_MAX          4096 /* request ids remembered (replays) */
 #define CERT_LIFETIME_SEC (UINT64_C(7) * 24 * 3600)
+#define PROMPT_QUEUE_MAX  8 /* requests of one session at its terminal: the one shown and those waiting */
+#define CANCEL_GRACE_USEC (UINT64_C(2) * 1000000) /* SIGTERM, then SIGKILL */
 
 typedef enum ConnPhase {
         PHASE_HANDSHAKE,
         PHASE_READ,
+        PHASE_PROMPT, /* waiting for the person at the session's terminal */
         PHASE_RUN,
         PHASE_WRITE,
 } ConnPhase;
@@ -66,6 +69,15 @@ struct EscConn {
         /* the request and what became of it */
         json_t *audit;
         char request_id[37];
+        /* a request that needs the person at the terminal */
+        char session_id[37];
+        char *command; /* as asked */
+        char *justification;
+        uint64_t seq; /* arrival order in its session's queue */
+        bool shown; /* its prompt is up (or, approved, its command runs) */
+        bool peer_gone; /* the sandbox side hung up */
+        const char *decided_by; /* "auto", "user" or "edited" */
+        uint64_t kill_deadline; /* cancelled: SIGKILL then */
         pid_t pid;
         bool exited;
         int wstatus;
@@ -97,6 +109,7 @@ struct Escalation {
         AutoApproveRule *rules;
         size_t n_rules;
         size_t output_max;
+        uint64_t prompt_seq;
         char env_home[4200], env_user[300], env_logname[300]; /* looked up once */
 };
 
@@ -274,7 +287,7 @@ static void conn_free(EscConn *c) {
                 }
         e->n_conns--;
         if (c->pid > 0 && !c->exited)
-                (void) kill(c->pid, SIGKILL); /* reaped by the coordinator, ignored by us */
+                (void) kill(-c->pid, SIGKILL); /* its process group (setsid); reaped by the coordinator */
         if (c->ssl)
                 SSL_free(c->ssl);
         safe_close(c->fd);
@@ -284,6 +297,8 @@ static void conn_free(EscConn *c) {
         free(c->buf[1]);
         free(c->buf[2]);
         free(c->response);
+        free(c->command);
+        free(c->justification);
         json_decref(c->audit);
         free(c);
 }
@@ -313,6 +328,9 @@ static void sha256_hex(const unsigned char *p, size_t n, char out[65]) {
 }
 
 static void conn_io(EscConn *c);
+static void conn_enqueue(EscConn *c, const EscalateRequest *req);
+static void conn_run(EscConn *c, char **argv, const char *decided_by);
+static void prompt_over(Escalation *e, const char *session_id, const char *request_id);
 
 /* The answer is ready: send it, then record it. */
 static void conn_respond(EscConn *c, bool approved, const char *decided_by, const char *reason) {
@@ -365,7 +383,7 @@ static void conn_respond(EscConn *c, bool approved, const char *decided_by, cons
          * wait for the disk. */
         Escalation *e = c->e;
         json_t *audit = json_incref(c->audit);
-        if (escalate_response_format(&r, &c->response, &c->response_len) < 0) {
+        if (c->peer_gone || escalate_response_format(&r, &c->response, &c->response_len) < 0) {
                 c->response = NULL;
                 conn_free(c);
         } else {
@@ -414,12 +432,12 @@ static int spawn(EscConn *c, char **argv) {
                 safe_close(err[1]);
                 return q;
         }
-        const struct passwd *pw = getpwuid(geteuid());
-        char home[4200], user[300], logname[300];
-        snprintf(home, sizeof(home), "HOME=%s", pw && pw->pw_dir ? pw->pw_dir : "/");
-        snprintf(user, sizeof(user), "USER=%s", pw && pw->pw_name ? pw->pw_name : "");
-        snprintf(logname, sizeof(logname), "LOGNAME=%s", pw && pw->pw_name ? pw->pw_name : "");
-        char *envp[] = { (char *) "PATH=" AUTOAPPROVE_SEARCH_PATH, home, user, logname, (char *) "LANG=C.UTF-8", NULL };
+        char *envp[] = { (char *) "PATH=" AUTOAPPROVE_SEARCH_PATH,
+                         e->env_home,
+                         e->env_user,
+                         e->env_logname,
+                         (char *) "LANG=C.UTF-8",
+                         NULL };
         posix_spawn_file_actions_t fa;
         posix_spawnattr_t at;
         posix_spawn_file_actions_init(&fa);
@@ -507,39 +525,219 @@ static void conn_decide(EscConn *c) {
                         approved = autoapprove_match(&e->rules[i], argv, argc, AUTOAPPROVE_SEARCH_PATH);
         if (!approved) {
                 words_free(argv);
-                conn_respond(c, false, "policy",
-                             !interactive ? "it needs the person at the terminal, and this session has none (a "
-                                            "non-interactive lazaret run); no auto_approve entry matches it"
-                                          : "it needs the person at the terminal, and this version of Lazaret "
-                                            "cannot prompt yet; no auto_approve entry matches it");
+                if (!interactive)
+                        conn_respond(c, false, "policy",
+                                     "it needs the person at the terminal, and this session has none (a "
+                                     "non-interactive lazaret run); no auto_approve entry matches it");
+                else
+                        conn_enqueue(c, &req);
                 escalate_request_done(&req);
                 return;
         }
-        /* The program as the rule resolved it, never as the sandbox wrote it. */
+        escalate_request_done(&req);
+        conn_run(c, argv, "auto");
+        words_free(argv);
+}
+
+/* Run an approved vector: the program as PATH resolves it here (for an
+ * auto_approve entry, as the rule resolved it), never as the sandbox's
+ * PATH would. */
+static void conn_run(EscConn *c, char **argv, const char *decided_by) {
+        char when[32];
+        now_iso(when);
+        c->decided_by = decided_by;
         _cleanup_free_ char *prog = NULL;
         if (!strchr(argv[0], '/') && exec_find_program(AUTOAPPROVE_SEARCH_PATH, argv[0], &prog) == 0) {
                 free(argv[0]);
                 argv[0] = TAKE_PTR(prog);
         }
         StrBuf fin = STRBUF_INIT;
-        for (size_t i = 0; i < argc; i++)
+        for (size_t i = 0; argv[i]; i++)
                 strbuf_printf(&fin, "%s%s", i ? " " : "", argv[i]);
         _cleanup_free_ char *final = strbuf_steal(&fin);
         audit_set(c, "final_command", final ? json_string(final) : json_null());
         audit_set(c, "decided_at", json_string(when));
         int r = spawn(c, argv);
-        words_free(argv);
-        escalate_request_done(&req);
         if (r < 0) {
                 char msg[128];
                 snprintf(msg, sizeof(msg), "the command could not be started: %s", strerror(-r));
-                conn_respond(c, false, "auto", msg);
+                conn_respond(c, false, "policy", msg);
+        }
+}
+
+/* ---- the prompt ------------------------------------------------------------ */
+
+/* Requests of one session take turns at its terminal: the oldest waiting
+ * one is shown once nothing of that session is up (a prompt, or an
+ * approved command still running). */
+static void prompt_next(Escalation *e, const char *session_id) {
+        for (;;) {
+                EscConn *next = NULL;
+                unsigned waiting = 0;
+                for (EscConn *c = e->conns; c; c = c->next) {
+                        if (!streq(c->session_id, session_id) || c->phase > PHASE_RUN)
+                                continue;
+                        if (c->shown)
+                                return;
+                        if (c->phase == PHASE_PROMPT) {
+                                waiting++;
+                                if (!next || c->seq < next->seq)
+                                        next = c;
+                        }
+                }
+                if (!next)
+                        return;
+                EscalationPrompt p = { .session_id = next->session_id,
+                                       .request_id = next->request_id,
+                                       .profile = e->spec->profile,
+                                       .command = next->command,
+                                       .justification = next->justification,
+                                       .queued = waiting - 1 };
+                if (e->host.prompt(e->host.userdata, &p) == 0) {
+                        next->shown = true;
+                        log_info("escalation %s: asking the person at session %s", next->request_id, session_id);
+                        return;
+                }
+                conn_respond(next, false, "policy", "the session that asked has no terminal any more");
+        }
+}
+
+/* c was shown and is over now: its terminal closes the prompt, the next
+ * request of the session comes up. c may be gone already. */
+static void prompt_over(Escalation *e, const char *session_id, const char *request_id) {
+        e->host.prompt_done(e->host.userdata, session_id, request_id);
+        prompt_next(e, session_id);
+}
+
+static void conn_enqueue(EscConn *c, const EscalateRequest *req) {
+        Escalation *e = c->e;
+        unsigned n = 0;
+        for (EscConn *o = e->conns; o; o = o->next)
+                if (o != c && streq(o->session_id, req->session_id) &&
+                    (o->phase == PHASE_PROMPT || (o->phase == PHASE_RUN && o->shown)))
+                        n++;
+        if (n >= PROMPT_QUEUE_MAX) {
+                conn_respond(c, false, "policy",
+                             "too many requests of this session are waiting for the person at its terminal");
+                return;
+        }
+        c->command = strdup(req->command);
+        c->justification = strdup(req->justification ? req->justification : "");
+        if (!c->command || !c->justification) {
+                conn_respond(c, false, "policy", "out of memory");
+                return;
+        }
+        memcpy(c->session_id, req->session_id, 37);
+        c->phase = PHASE_PROMPT;
+        c->seq = ++e->prompt_seq;
+        /* Only the hang-up of a requester that gave up is of interest now. */
+        struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = c };
+        (void) epoll_ctl(e->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+        prompt_next(e, c->session_id);
+}
+
+static EscConn *find_shown(Escalation *e, const char *session_id, const char *request_id) {
+        for (EscConn *c = e ? e->conns : NULL; c; c = c->next)
+                if (c->shown && streq(c->session_id, session_id) && streq(c->request_id, request_id))
+                        return c;
+        return NULL;
+}
+
+int escalation_answer(Escalation *e, const char *session_id, const char *request_id, const char *decision,
+                      const char *edited) {
+        EscConn *c = find_shown(e, session_id, request_id);
+        char sid[37], rid[37];
+        if (!c || c->phase != PHASE_PROMPT)
+                return -ENOENT; /* withdrawn meanwhile, or answered twice */
+        memcpy(sid, session_id, 37);
+        memcpy(rid, request_id, 37);
+        if (!streq(decision, "approve")) {
+                bool abort = streq(decision, "abort");
+                log_info("escalation %s: %s by the user", rid, abort ? "denied (session aborted)" : "denied");
+                conn_respond(c, false, "user",
+                             abort ? "denied by the user, who ended the session" : "denied by the user");
+                if (!abort)
+                        prompt_next(e, sid);
+                return 0;
+        }
+        const char *cmd = edited ? edited : c->command;
+        const char *by = edited && !streq(edited, c->command) ? "edited" : "user";
+        if (edited)
+                audit_set(c, "edited_command", json_string(edited));
+        /* The person decided; the metacharacter decision is made again on
+         * what they approved: with any, the shell runs it, which only a
+         * person may allow. */
+        char **argv = NULL;
+        size_t argc = 0;
+        const char *why = NULL;
+        if (words_metachar(cmd, strlen(cmd))) {
+                argv = calloc(4, sizeof(char *));
+                if (argv && (!(argv[0] = strdup("/bin/sh")) || !(argv[1] = strdup("-c")) || !(argv[2] = strdup(cmd)))) {
+                        words_free(argv);
+                        argv = NULL;
+                }
+                if (!argv)
+                        why = "out of memory";
+        } else if (words_split(cmd, strlen(cmd), &argv, &argc, &why) < 0 || argc == 0) {
+                words_free(argv);
+                argv = NULL;
+                if (!why)
+                        why = "the command is empty";
+        }
+        if (!argv) {
+                char msg[160];
+                snprintf(msg, sizeof(msg), "the approved command cannot be run: %s", why);
+                conn_respond(c, false, "policy", msg);
+                prompt_over(e, sid, rid);
+                return 0;
+        }
+        log_info("escalation %s: approved by the user%s", rid, streq(by, "edited") ? " (edited)" : "");
+        conn_run(c, argv, by);
+        words_free(argv);
+        /* A command that could not start was answered already. */
+        EscConn *still = find_shown(e, sid, rid);
+        if (!still || still->phase != PHASE_RUN)
+                prompt_over(e, sid, rid);
+        return 0;
+}
+
+int escalation_cancel(Escalation *e, const char *session_id, const char *request_id) {
+        EscConn *c = find_shown(e, session_id, request_id);
+        if (!c || c->phase != PHASE_RUN || c->exited || c->pid <= 0)
+                return -ENOENT;
+        if (c->kill_deadline == 0) {
+                log_info("escalation %s: cancelled by the user", request_id);
+                audit_set(c, "cancelled", json_true());
+                (void) kill(-c->pid, SIGTERM);
+                c->kill_deadline = now_usec() + CANCEL_GRACE_USEC;
+        }
+        return 0;
+}
+
+void escalation_session_gone(Escalation *e, const char *session_id) {
+        if (!e)
+                return;
+        for (;;) {
+                EscConn *c = e->conns;
+                while (c && !(c->phase == PHASE_PROMPT && streq(c->session_id, session_id)))
+                        c = c->next;
+                if (!c)
+                        return;
+                conn_respond(c, false, "policy", "the session that asked has ended");
         }
 }
 
 static void conn_maybe_done(EscConn *c) {
-        if (c->phase == PHASE_RUN && c->exited && c->out.fd < 0 && c->err.fd < 0)
-                conn_respond(c, true, "auto", NULL);
+        if (c->phase != PHASE_RUN || !c->exited || c->out.fd >= 0 || c->err.fd >= 0)
+                return;
+        Escalation *e = c->e;
+        bool shown = c->shown;
+        char sid[37], rid[37];
+        memcpy(sid, c->session_id, 37);
+        memcpy(rid, c->request_id, 37);
+        conn_respond(c, true, c->decided_by ? c->decided_by : "auto", NULL);
+        if (shown)
+                prompt_over(e, sid, rid);
 }
 
 static void pipe_read(Pipe *p) {
@@ -585,6 +783,27 @@ bool escalation_reaped(Escalation *e, pid_t pid, int wstatus) {
 
 /* Handshake, then the 4-byte length, then the body. */
 static void conn_io(EscConn *c) {
+        if (c->phase == PHASE_PROMPT) {
+                /* The requester hung up while the person had not answered
+                 * (lazaret-escalate interrupted, say): take the prompt down. */
+                Escalation *e = c->e;
+                bool shown = c->shown;
+                char sid[37], rid[37];
+                memcpy(sid, c->session_id, 37);
+                memcpy(rid, c->request_id, 37);
+                c->peer_gone = true;
+                conn_respond(c, false, "policy", "withdrawn: the requester hung up before the person answered");
+                if (shown)
+                        prompt_over(e, sid, rid);
+                return;
+        }
+        if (c->phase == PHASE_RUN) {
+                /* Hung up while its command runs: the command finishes
+                 * (on the record), nobody gets its output. */
+                (void) epoll_ctl(c->e->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+                c->peer_gone = true;
+                return;
+        }
         if (c->phase == PHASE_HANDSHAKE) {
                 int r = SSL_accept(c->ssl);
                 if (r != 1) {
@@ -742,6 +961,10 @@ void escalation_dispatch(Escalation *e) {
                                 if (c->phase <= PHASE_READ && now > c->deadline) {
                                         log_info("escalation: no complete request within 10 s; closed");
                                         conn_free(c);
+                                } else if (c->phase == PHASE_RUN && c->kill_deadline && now > c->kill_deadline &&
+                                           !c->exited) {
+                                        (void) kill(-c->pid, SIGKILL);
+                                        c->kill_deadline = UINT64_MAX;
                                 }
                         }
                 } else {

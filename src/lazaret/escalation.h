@@ -11,9 +11,10 @@
  *   check → shell-words split → an auto_approve entry matches → run by
  *   posix_spawn (fixed environment, fds 0-2 only, the workspace's host
  *   directory as cwd, output capped) → response → audit record.
- * A request that needs a person is refused with the reason (no terminal;
- * or, in this version, no prompt yet). Everything past the handshake is on
- * the audit trail.
+ * A request that needs a person goes to the terminal of the session that
+ * signed it (escalation_answer), one at a time per session, at most 8 in
+ * its queue; without a terminal it is refused with that reason. Everything
+ * past the handshake is on the audit trail.
  *
  * The module runs on its own epoll set, which the coordinator watches as
  * one fd; it hears of its children's exits through escalation_reaped(). */
@@ -26,6 +27,12 @@
 #include "launch.h"
 #include "session-anchor.h"
 
+/* A request for the person at a session's terminal. */
+typedef struct EscalationPrompt {
+        const char *session_id, *request_id, *profile, *command, *justification;
+        unsigned queued; /* requests of the session waiting behind it */
+} EscalationPrompt;
+
 typedef struct EscalationHost {
         /* The anchor key of a session that is still open, and whether it
          * has a terminal: 0, or -ENOENT. */
@@ -33,6 +40,12 @@ typedef struct EscalationHost {
                        bool *ret_interactive);
         /* Append a record to the audit trail. */
         int (*audit)(void *userdata, json_t *record);
+        /* Put the prompt up on the session's terminal: 0, or -ENOENT when
+         * the session or its CLI is gone. */
+        int (*prompt)(void *userdata, const EscalationPrompt *p);
+        /* A shown request is over (its approved command finished, or the
+         * requester withdrew): the terminal takes the prompt down. */
+        void (*prompt_done)(void *userdata, const char *session_id, const char *request_id);
         void *userdata;
 } EscalationHost;
 
@@ -54,5 +67,17 @@ const char *escalation_socket_dir(const Escalation *e); /* mount at /run/lazaret
 /* The fd the coordinator watches (readable: call escalation_dispatch). */
 int escalation_fd(const Escalation *e);
 void escalation_dispatch(Escalation *e);
+/* The person's answer to the prompt shown for request_id on the session's
+ * terminal: decision "approve" (edited: the command as they changed it, or
+ * NULL), "deny" or "abort" (denied; the caller ends the session). An
+ * approved command with metacharacters runs under /bin/sh -c, any other as
+ * its words. -ENOENT when no such prompt is up (withdrawn meanwhile). */
+int escalation_answer(Escalation *e, const char *session_id, const char *request_id, const char *decision,
+                      const char *edited);
+/* Stop the approved command of that prompt: SIGTERM to its process group,
+ * SIGKILL two seconds later. -ENOENT when none runs. */
+int escalation_cancel(Escalation *e, const char *session_id, const char *request_id);
+/* The session ended or its CLI left: its waiting requests are refused. */
+void escalation_session_gone(Escalation *e, const char *session_id);
 /* A child the coordinator reaped: true when it was one of ours. */
 bool escalation_reaped(Escalation *e, pid_t pid, int wstatus);

@@ -24,12 +24,16 @@
 #include "log.h"
 #include "path-util.h"
 #include "profile-pick.h"
+#include "prompt.h"
 #include "session-anchor.h"
 #include "strbuf.h"
 #include "string-util.h"
 #include "verbs.h"
 
 #define TERMINFO_FILE_MAX CTL_TERMINFO_MAX
+
+/* The person ended the session at the escalation prompt ([Q]). */
+#define EXIT_ABORTED 130
 
 static struct termios saved_tio;
 static bool tio_saved;
@@ -109,6 +113,131 @@ static int send_resize(int fd, const char *sid) {
         return client_send(fd, &m);
 }
 
+/* The escalation prompt while it is up: TTY forwarding is suspended (keys
+ * go to the prompt, the session's output waits here, up to HELD_MAX). */
+#define HELD_MAX (8u * 1024u * 1024u)
+
+typedef struct PromptState {
+        Prompt *prompt;
+        char request_id[37];
+        uint8_t *held;
+        size_t held_len;
+        size_t dropped;
+} PromptState;
+
+static void prompt_hold(PromptState *ps, const uint8_t *p, size_t n) {
+        if (ps->held_len + n > HELD_MAX) {
+                ps->dropped += n;
+                return;
+        }
+        uint8_t *b = realloc(ps->held, ps->held_len + n);
+        if (!b) {
+                ps->dropped += n;
+                return;
+        }
+        memcpy(b + ps->held_len, p, n);
+        ps->held = b;
+        ps->held_len += n;
+}
+
+/* Take the prompt down: the screen as it was, then what the session said
+ * meanwhile, and a size change so a full-screen program redraws. */
+static void prompt_end(PromptState *ps, int fd, const char *sid) {
+        if (!ps->prompt)
+                return;
+        ps->prompt = prompt_close(ps->prompt);
+        if (ps->held_len > 0)
+                (void) write_all(STDOUT_FILENO, ps->held, ps->held_len);
+        if (ps->dropped > 0) {
+                char msg[128];
+                int k = snprintf(msg, sizeof(msg),
+                                 "\r\nlazaret: %zu bytes of output dropped while the prompt was up\r\n", ps->dropped);
+                (void) write_all(STDERR_FILENO, msg, (size_t) k);
+        }
+        ps->held = mfree(ps->held);
+        ps->held_len = ps->dropped = 0;
+        struct winsize ws = {};
+        if (fd >= 0 && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 1) {
+                CtlMessage m = { .type = CTL_TERMINAL_RESIZE, .rows = ws.ws_row - 1u, .columns = ws.ws_col };
+                memcpy(m.session_id, sid, 37);
+                (void) client_send(fd, &m);
+                (void) send_resize(fd, sid);
+        }
+}
+
+static int prompt_answer(int fd, const char *sid, const char *rid, const char *decision, const char *edited) {
+        CtlMessage m = { .type = CTL_PROMPT_ANSWER, .decision = (char *) decision, .command = (char *) edited };
+        memcpy(m.session_id, sid, 37);
+        memcpy(m.request_id, rid, 37);
+        return client_send(fd, &m);
+}
+
+/* A PromptRequest: show it, or deny it when this terminal cannot. */
+static void prompt_begin(PromptState *ps, int fd, const char *sid, bool interactive, const CtlMessage *m) {
+        if (ps->prompt || !interactive) {
+                /* One at a time (the coordinator keeps the others). */
+                (void) prompt_answer(fd, sid, m->request_id, "deny", NULL);
+                return;
+        }
+        PromptInfo info = { .request_id = m->request_id,
+                            .profile = m->profile,
+                            .session_id = sid,
+                            .command = m->command,
+                            .justification = m->justification,
+                            .queued = m->queued };
+        int r = prompt_show(&info, &ps->prompt);
+        if (r < 0) {
+                fprintf(stderr,
+                        "\r\nlazaret: cannot show the escalation prompt on this terminal (TERM=%s): %s; the "
+                        "request was denied\r\n",
+                        getenv("TERM") ?: "", r == -ENOTTY ? "ncurses does not know it" : strerror(-r));
+                (void) prompt_answer(fd, sid, m->request_id, "deny", NULL);
+                return;
+        }
+        memcpy(ps->request_id, m->request_id, 37);
+}
+
+/* Keys for the prompt. Returns -1 to go on, or the exit status when the
+ * person aborted the session. */
+static int prompt_input(PromptState *ps, int fd, const char *sid) {
+        _cleanup_free_ char *edited = NULL;
+        switch (prompt_keys(ps->prompt, &edited)) {
+        case PROMPT_ACTION_NONE:
+                break;
+        case PROMPT_ACTION_APPROVE:
+                /* The prompt stays up until the command is done. */
+                (void) prompt_answer(fd, sid, ps->request_id, "approve", edited);
+                break;
+        case PROMPT_ACTION_CANCEL: {
+                CtlMessage m = { .type = CTL_PROMPT_CANCEL };
+                memcpy(m.session_id, sid, 37);
+                memcpy(m.request_id, ps->request_id, 37);
+                (void) client_send(fd, &m);
+                break;
+        }
+        case PROMPT_ACTION_DENY:
+                (void) prompt_answer(fd, sid, ps->request_id, "deny", NULL);
+                prompt_end(ps, fd, sid);
+                break;
+        case PROMPT_ACTION_ABORT: {
+                (void) prompt_answer(fd, sid, ps->request_id, "abort", NULL);
+                CtlMessage c = { .type = CTL_SESSION_CLOSE };
+                memcpy(c.session_id, sid, 37);
+                (void) client_send(fd, &c);
+                prompt_end(ps, -1, sid);
+                restore_terminal();
+                fprintf(stderr, "\r\nlazaret: session ended at the escalation prompt\n");
+                return EXIT_ABORTED;
+        }
+        }
+        return -1;
+}
+
+static void prompt_state_done(PromptState *ps) {
+        ps->prompt = prompt_close(ps->prompt);
+        ps->held = mfree(ps->held);
+}
+
 /* Relay until the session ends. Returns the exit status. */
 static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
         sigset_t mask;
@@ -124,6 +253,7 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
         if (sfd < 0)
                 return log_error_errno(errno, "signalfd: %s", strerror(errno)), EXIT_LAZARET;
 
+        _cleanup_(prompt_state_done) PromptState ps = {};
         bool stdin_open = true;
         for (;;) {
                 struct pollfd pfd[3] = {
@@ -136,6 +266,7 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
                 size_t len;
                 int k = ctl_reader_next(rd, &p, &len);
                 if (k < 0) {
+                        prompt_end(&ps, -1, sid);
                         restore_terminal();
                         log_error("the coordinator sent an invalid frame");
                         return EXIT_LAZARET;
@@ -144,11 +275,19 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
                         CtlMessage m = {};
                         const char *why = NULL;
                         if (ctl_message_decode(p, len, &m, &why) < 0) {
+                                prompt_end(&ps, -1, sid);
                                 restore_terminal();
                                 log_error("the coordinator sent an invalid frame: %s", why ? why : "?");
                                 return EXIT_LAZARET;
                         }
-                        if (m.type == CTL_TERMINAL_OUTPUT && streq(m.session_id, sid)) {
+                        if (m.type == CTL_TERMINAL_OUTPUT && streq(m.session_id, sid) && ps.prompt)
+                                prompt_hold(&ps, m.bytes, m.n_bytes);
+                        else if (m.type == CTL_PROMPT_REQUEST && streq(m.session_id, sid))
+                                prompt_begin(&ps, fd, sid, interactive, &m);
+                        else if (m.type == CTL_PROMPT_DONE && streq(m.session_id, sid)) {
+                                if (ps.prompt && streq(m.request_id, ps.request_id))
+                                        prompt_end(&ps, fd, sid);
+                        } else if (m.type == CTL_TERMINAL_OUTPUT && streq(m.session_id, sid)) {
                                 if (write_all(m.stream == 2 ? STDERR_FILENO : STDOUT_FILENO, m.bytes, m.n_bytes) ==
                                     -EPIPE) {
                                         /* Our reader is gone (| head): end the
@@ -162,12 +301,14 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
                                 }
                         } else if (m.type == CTL_SESSION_EXIT && streq(m.session_id, sid)) {
                                 int st = exit_status_of(&m);
+                                prompt_end(&ps, -1, sid);
                                 restore_terminal();
                                 if (m.message)
                                         fprintf(stderr, "%slazaret: %s\n", interactive ? "\r\n" : "", m.message);
                                 ctl_message_done(&m);
                                 return st;
                         } else if (m.type == CTL_ERROR) {
+                                prompt_end(&ps, -1, sid);
                                 restore_terminal();
                                 log_error("the coordinator refused: %s", m.message ? m.message : "?");
                                 ctl_message_done(&m);
@@ -185,6 +326,7 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
                         if (n < 0 && (errno == EINTR || errno == EAGAIN))
                                 continue;
                         if (n <= 0 || ctl_reader_feed(rd, buf, (size_t) n) < 0) {
+                                prompt_end(&ps, -1, sid);
                                 restore_terminal();
                                 log_error("lost the connection to the sandbox's coordinator%s",
                                           n == 0 ? " (it closed)" : "");
@@ -199,6 +341,8 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
                                 memcpy(m.session_id, sid, 37);
                                 switch (si.ssi_signo) {
                                 case SIGWINCH:
+                                        if (ps.prompt)
+                                                prompt_resize(ps.prompt);
                                         if (interactive)
                                                 (void) send_resize(fd, sid);
                                         continue;
@@ -216,12 +360,31 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
                                         CtlMessage c = { .type = CTL_SESSION_CLOSE };
                                         memcpy(c.session_id, sid, 37);
                                         (void) client_send(fd, &c);
+                                        prompt_end(&ps, -1, sid);
                                         restore_terminal();
                                         return 128 + (int) si.ssi_signo;
                                 }
                                 }
                                 (void) client_send(fd, &m);
                         }
+                }
+                if (stdin_open && ps.prompt && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+                        if (pfd[2].revents & (POLLHUP | POLLERR)) {
+                                /* The terminal hung up: we leave, as on
+                                 * SIGHUP, and the request is refused for
+                                 * the session that went (not denied by a
+                                 * person who is not there). */
+                                CtlMessage c = { .type = CTL_SESSION_CLOSE };
+                                memcpy(c.session_id, sid, 37);
+                                (void) client_send(fd, &c);
+                                prompt_end(&ps, -1, sid);
+                                restore_terminal();
+                                return 128 + SIGHUP;
+                        }
+                        int st = prompt_input(&ps, fd, sid);
+                        if (st >= 0)
+                                return st;
+                        continue;
                 }
                 if (stdin_open && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR))) {
                         uint8_t buf[65536];

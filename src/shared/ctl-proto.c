@@ -592,6 +592,12 @@ bool json_text_depth_ok(const uint8_t *p, size_t n, unsigned max) {
 static const char *message_check(const CtlMessage *m) {
         if (m->type == CTL_HELLO && m->version != CTL_PROTOCOL_VERSION)
                 return "version: unsupported protocol version";
+        if (m->type == CTL_PROMPT_ANSWER) {
+                if (!streq(m->decision, "approve") && !streq(m->decision, "deny") && !streq(m->decision, "abort"))
+                        return "decision: not approve, deny or abort";
+                if (m->command && !streq(m->decision, "approve"))
+                        return "command: only an approval carries one";
+        }
         return NULL;
 }
 

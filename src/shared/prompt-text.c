@@ -81,41 +81,53 @@ static void add(Builder *b, PromptSegKind kind, const char *text, size_t len) {
         b->v[b->n++] = (PromptSeg){ kind, t };
 }
 
+size_t prompt_unit(const char *s, size_t len, PromptUnit *ret) {
+        const unsigned char *p = (const unsigned char *) s;
+        unsigned char c = p[0];
+        *ret = (PromptUnit){ .kind = PROMPT_PLAIN, .cp = c };
+        if (c == '\n' || c == '\t' || c == '\r') {
+                ret->kind = PROMPT_ESCAPED;
+                snprintf(ret->text, sizeof(ret->text), "%s", c == '\n' ? "\\n" : c == '\t' ? "\\t" : "\\r");
+                return 1;
+        }
+        if (c < 0x20 || c == 0x7f) {
+                ret->kind = PROMPT_ESCAPED;
+                snprintf(ret->text, sizeof(ret->text), "\\x%02x", c);
+                return 1;
+        }
+        if (c == '\\') {
+                ret->kind = PROMPT_META;
+                snprintf(ret->text, sizeof(ret->text), "\\\\");
+                return 1;
+        }
+        if (c < 0x80) {
+                if (strchr(";|&$()`><", c))
+                        ret->kind = PROMPT_META;
+                ret->text[0] = (char) c;
+                return 1;
+        }
+        uint32_t cp = 0;
+        size_t n = utf8_decode(p, len, &cp);
+        if (n == 0) {
+                ret->kind = PROMPT_ESCAPED;
+                snprintf(ret->text, sizeof(ret->text), "\\x%02x", c);
+                return 1;
+        }
+        ret->cp = cp;
+        if (invisible(cp)) {
+                ret->kind = PROMPT_ESCAPED;
+                snprintf(ret->text, sizeof(ret->text), "<U+%04X>", (unsigned) cp);
+        } else
+                memcpy(ret->text, s, n);
+        return n;
+}
+
 int prompt_segments(const char *s, size_t len, PromptSeg **ret, size_t *ret_n) {
         Builder b = {};
-        const unsigned char *p = (const unsigned char *) s;
         for (size_t i = 0; i < len && !b.oom;) {
-                unsigned char c = p[i];
-                char buf[16];
-                if (c == '\n' || c == '\t' || c == '\r') {
-                        add(&b, PROMPT_ESCAPED, c == '\n' ? "\\n" : c == '\t' ? "\\t" : "\\r", 2);
-                        i++;
-                } else if (c < 0x20 || c == 0x7f) {
-                        snprintf(buf, sizeof(buf), "\\x%02x", c);
-                        add(&b, PROMPT_ESCAPED, buf, 4);
-                        i++;
-                } else if (c == '\\') {
-                        add(&b, PROMPT_META, "\\\\", 2);
-                        i++;
-                } else if (c < 0x80) {
-                        add(&b, strchr(";|&$()`><", c) ? PROMPT_META : PROMPT_PLAIN, (const char *) p + i, 1);
-                        i++;
-                } else {
-                        uint32_t cp = 0;
-                        size_t n = utf8_decode(p + i, len - i, &cp);
-                        if (n == 0) {
-                                snprintf(buf, sizeof(buf), "\\x%02x", c);
-                                add(&b, PROMPT_ESCAPED, buf, 4);
-                                i++;
-                        } else if (invisible(cp)) {
-                                int k = snprintf(buf, sizeof(buf), "<U+%04X>", (unsigned) cp);
-                                add(&b, PROMPT_ESCAPED, buf, (size_t) k);
-                                i += n;
-                        } else {
-                                add(&b, PROMPT_PLAIN, (const char *) p + i, n);
-                                i += n;
-                        }
-                }
+                PromptUnit u;
+                i += prompt_unit(s + i, len - i, &u);
+                add(&b, u.kind, u.text, strlen(u.text));
         }
         if (b.oom) {
                 prompt_segments_free(b.v, b.n);

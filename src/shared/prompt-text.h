@@ -22,6 +22,15 @@ typedef struct PromptSeg {
         char *text; /* ASCII or valid UTF-8 without controls */
 } PromptSeg;
 
+/* One character of s (len > 0 bytes): a valid UTF-8 sequence, or one byte.
+ * Returns how many bytes it took (1 to 4). */
+typedef struct PromptUnit {
+        PromptSegKind kind;
+        unsigned cp; /* the code point (the byte, for one that is not UTF-8) */
+        char text[16]; /* what to show, NUL-terminated */
+} PromptUnit;
+size_t prompt_unit(const char *s, size_t len, PromptUnit *ret);
+
 /* Split s (len bytes) into segments; 0 or -ENOMEM. */
 int prompt_segments(const char *s, size_t len, PromptSeg **ret, size_t *ret_n);
 void prompt_segments_free(PromptSeg *v, size_t n);

@@ -396,6 +396,22 @@ static void test_roundtrip_prompt(void **state) {
                                     "\",\"profile\":\"shell\",\"command\":\"\",\"justification\":\"\",\"queued\":0}",
                                     &m, &err),
                          -EBADMSG);
+        /* A decision is one of three; only an approval carries a command. */
+        assert_int_equal(decode_str("{\"type\":\"PromptAnswer\",\"session_id\":\"" UUID1 "\",\"request_id\":\"" UUID2
+                                    "\",\"decision\":\"maybe\"}",
+                                    &m, &err),
+                         -EBADMSG);
+        assert_string_equal(err, "decision: not approve, deny or abort");
+        assert_int_equal(decode_str("{\"type\":\"PromptAnswer\",\"session_id\":\"" UUID1 "\",\"request_id\":\"" UUID2
+                                    "\",\"decision\":\"deny\",\"command\":\"ls\"}",
+                                    &m, &err),
+                         -EBADMSG);
+        assert_string_equal(err, "command: only an approval carries one");
+        ans.decision = W("abort");
+        ans.command = W("ls -l");
+        uint8_t *frame = NULL;
+        size_t flen = 0;
+        assert_int_equal(ctl_message_encode(&ans, &frame, &flen), -EINVAL); /* never sent either */
 }
 
 static void test_roundtrip_session_exit(void **state) {

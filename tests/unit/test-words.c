@@ -165,6 +165,22 @@ static void test_prompt_text(void **state) {
                 assert_string_equal(v[i].text, want[i].text);
         }
         prompt_segments_free(v, n);
+
+        /* One character at a time, as the prompt's editor moves. */
+        PromptUnit u;
+        assert_int_equal(prompt_unit("\xe6\x97\xa5x", 4, &u), 3);
+        assert_int_equal(u.kind, PROMPT_PLAIN);
+        assert_int_equal(u.cp, 0x65e5);
+        assert_string_equal(u.text, "\xe6\x97\xa5");
+        assert_int_equal(prompt_unit("\xe6\x97", 2, &u), 1); /* cut short: one byte */
+        assert_int_equal(u.kind, PROMPT_ESCAPED);
+        assert_string_equal(u.text, "\\xe6");
+        assert_int_equal(prompt_unit("\xe2\x80\xae", 3, &u), 3);
+        assert_string_equal(u.text, "<U+202E>");
+        assert_int_equal(prompt_unit(";", 1, &u), 1);
+        assert_int_equal(u.kind, PROMPT_META);
+        assert_int_equal(prompt_unit("\x1b[", 2, &u), 1);
+        assert_string_equal(u.text, "\\x1b");
 }
 
 int main(void) {
