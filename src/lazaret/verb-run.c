@@ -463,8 +463,10 @@ int verb_run(int argc, char **argv, const Globals *g) {
                         printf("Usage: lazaret run [PROFILE] [--workspace DIR] [-- CMD [ARG...]]\n\n"
                                "Run CMD (default: the profile's command) in the profile's sandbox for the\n"
                                "workspace, starting the sandbox if it is not running. Several terminals share\n"
-                               "one sandbox; it stops when the last one leaves. Exit status: CMD's, or 125\n"
-                               "when Lazaret fails.\n");
+                               "one sandbox; it stops when the last one leaves. Requests from the sandbox\n"
+                               "to run a command on this computer that need you are asked on this terminal.\n"
+                               "Exit status: CMD's; 130 when you ended the session at that prompt ([Q]);\n"
+                               "125 when Lazaret fails.\n");
                         return 0;
                 } else if (argv[i][0] == '-') {
                         log_error("unknown option '%s' (see lazaret run --help)", argv[i]);

@@ -35,7 +35,8 @@
  *   PromptRequest   {type, session_id, request_id, profile, command, justification, queued}
  *                                                         a request from this session's sandbox
  *                                                         needs the person at this terminal
- *   PromptDone      {type, session_id, request_id}         the approved command has finished
+ *   PromptDone      {type, session_id, request_id}         take the prompt down: the approved command
+ *                                                         has finished, or the requester hung up
  * CLI -> coordinator, while a prompt is up:
  *   PromptAnswer    {type, session_id, request_id, decision, command?}
  *                    decision "approve" | "deny" | "abort"; command: the edited command line

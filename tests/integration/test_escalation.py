@@ -6,7 +6,7 @@ tests/escalate-attack (the requests a sandbox process could craft, with the
 sandbox's own certificate and session credential) and from openssl s_client.
 
 What needs the person at the terminal is refused in these non-interactive
-runs, with that reason; the prompt itself is not built yet."""
+runs, with that reason; test_prompt.py asks a person, on real terminals."""
 import hashlib
 import json
 import os

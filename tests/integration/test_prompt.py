@@ -6,6 +6,7 @@ and the test answers with keys: approve, deny, edit, abort, cancel. The
 prompt shows only on the terminal whose session signed the request."""
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -142,16 +143,30 @@ def test_approve_on_the_requesting_terminal_only(pdom, panes, lz):
 
 
 def test_deny(pdom, panes, lz):
+    """While the prompt is up, TTY forwarding is suspended both ways: the
+    session's output waits (it cannot paint over the prompt) and keys go to
+    the prompt, not to the sandbox."""
     p = panes(pdom, "p")
     p.type("echo UP$((1+1))\n")
     p.wait("UP2", dom=pdom)
+    p.type("(sleep 2; echo DURING$((1+1))) & ")
     ask(p, "touch denied.txt")
     s = p.wait("[A] Approve", dom=pdom)
     # No metacharacters: it would run as words, without a shell.
     assert "Runs as a program with these words, without a shell" in s
+    time.sleep(3)
+    s = p.screen()
+    assert "DURING2" not in s and "[A] Approve" in s
+    p.type("xyz")
+    p.wait("Press A, D, E or Q.", dom=pdom)
     p.keys("d")
     s = p.wait("RC=126", dom=pdom)
     assert "lazaret-escalate: denied by the user" in s
+    # What was said meanwhile comes after; the keys never reached the shell.
+    p.wait("DURING2", dom=pdom)
+    p.type("echo TYPED$((1+1))\n")
+    s = p.wait("TYPED2", dom=pdom)
+    assert "xyz" not in s
     assert not os.path.exists(os.path.join(lz.work, "denied.txt"))
     rec = audit(pdom)[-1]
     assert (rec["decision"], rec["decided_by"], rec["exit_code"]) == ("denied", "user", None)
@@ -268,5 +283,42 @@ def test_queue_and_a_session_that_goes(pdom, panes, lz):
     assert not os.path.exists(os.path.join(lz.work, "gone.txt"))
     # The first terminal never saw it, and goes on.
     assert "gone.txt" not in p.screen()
+    p.type("exit\n")
+    p.wait("LZEXIT=0", dom=pdom)
+
+
+def test_a_flood_of_requests_waits_in_a_bounded_queue(pdom, panes, lz):
+    """Eight requests of a session may wait for its terminal; more are
+    refused at once, and the terminal stays usable."""
+    p = panes(pdom, "p")
+    p.type("echo UP$((1+1))\n")
+    p.wait("UP2", dom=pdom)
+    p.type("for i in 1 2 3 4 5 6 7 8 9 10; do /run/lazaret/escalate -- \"touch f$i.txt\" 2>/dev/null & done; "
+           "wait; echo FLOOD$((1+1))\n")
+    p.wait("[A] Approve", dom=pdom)
+    # Two are refused without a prompt.
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        refused = [r for r in audit(pdom) if r["decision"] == "refused"]
+        if len(refused) == 2:
+            break
+        time.sleep(0.2)
+    assert [r["reason"] for r in refused] == [
+        "too many requests of this session are waiting for the person at its terminal"] * 2
+    seen = set()
+    for _ in range(8):
+        # The next prompt: another request id than those answered.
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            s = p.screen()
+            ids = re.findall(r"Request   ([0-9a-f-]{36})", s)
+            if "[D] Deny" in s and ids and ids[0] not in seen:
+                break
+            time.sleep(0.1)
+        seen.add(ids[0])
+        p.keys("d")
+    p.wait("FLOOD2", dom=pdom)
+    assert len([r for r in audit(pdom) if r["decision"] == "denied"]) == 8
+    assert not any(f.startswith("f") for f in os.listdir(lz.work))
     p.type("exit\n")
     p.wait("LZEXIT=0", dom=pdom)
