@@ -164,6 +164,19 @@ static int rules_from_spec(Escalation *e) {
         return 0;
 }
 
+/* How long the sandbox's certificate is valid: a week, or fewer seconds
+ * when LAZARET_ESCALATION_CERT_SECONDS says so (it can only shorten it; the
+ * tests use it to see an expired certificate refused). */
+static uint64_t cert_lifetime(void) {
+        const char *v = getenv("LAZARET_ESCALATION_CERT_SECONDS");
+        char *end = NULL;
+        errno = 0;
+        unsigned long long n = v && *v ? strtoull(v, &end, 10) : 0;
+        if (!v || !*v || errno || *end || n == 0 || n > CERT_LIFETIME_SEC)
+                return CERT_LIFETIME_SEC;
+        return n;
+}
+
 int escalation_new(const LaunchSpec *s, const char *sandbox_id, const char *workspace, const EscalationHost *host,
                    Escalation **ret, char **ret_error) {
         Escalation *e = calloc(1, sizeof(Escalation));
@@ -203,7 +216,7 @@ int escalation_new(const LaunchSpec *s, const char *sandbox_id, const char *work
                 goto fail;
         }
         if ((r = trust_ca_new(CERT_LIFETIME_SEC, &e->ca)) < 0 || (r = trust_ca_pem(e->ca, &ca_pem)) < 0 ||
-            (r = trust_issue_client(e->ca, s->profile, sandbox_id, -60, CERT_LIFETIME_SEC, &cert, &key)) < 0 ||
+            (r = trust_issue_client(e->ca, s->profile, sandbox_id, -60, 60 + cert_lifetime(), &cert, &key)) < 0 ||
             (r = trust_server_ctx(e->ca, &e->ctx)) < 0) {
                 strbuf_printf(&b, "cannot make the sandbox's certificates: %s", strerror(-r));
                 goto fail;
@@ -651,6 +664,13 @@ int escalation_answer(Escalation *e, const char *session_id, const char *request
                 return -ENOENT; /* withdrawn meanwhile, or answered twice */
         memcpy(sid, session_id, 37);
         memcpy(rid, request_id, 37);
+        if (streq(decision, "unable")) {
+                conn_respond(c, false, "policy",
+                             "it needs the person at the terminal, and that terminal cannot show the prompt (its "
+                             "type is unknown to ncurses)");
+                prompt_next(e, sid);
+                return 0;
+        }
         if (!streq(decision, "approve")) {
                 bool abort = streq(decision, "abort");
                 log_info("escalation %s: %s by the user", rid, abort ? "denied (session aborted)" : "denied");
@@ -815,8 +835,10 @@ static void conn_io(EscConn *c) {
                                 return;
                         }
                         unsigned long e = ERR_peek_last_error();
-                        log_info("escalation: TLS handshake refused (%s)",
-                                 e ? ERR_reason_error_string(e) : "the peer went away");
+                        long v = SSL_get_verify_result(c->ssl);
+                        log_info("escalation: TLS handshake refused (%s%s%s)",
+                                 e ? ERR_reason_error_string(e) : "the peer went away", v != X509_V_OK ? ": " : "",
+                                 v != X509_V_OK ? X509_verify_cert_error_string(v) : "");
                         ERR_clear_error();
                         conn_free(c);
                         return;

@@ -69,7 +69,8 @@ int escalation_fd(const Escalation *e);
 void escalation_dispatch(Escalation *e);
 /* The person's answer to the prompt shown for request_id on the session's
  * terminal: decision "approve" (edited: the command as they changed it, or
- * NULL), "deny" or "abort" (denied; the caller ends the session). An
+ * NULL), "deny", "abort" (denied; the caller ends the session) or "unable"
+ * (refused: the terminal cannot show the prompt). An
  * approved command with metacharacters runs under /bin/sh -c, any other as
  * its words. -ENOENT when no such prompt is up (withdrawn meanwhile). */
 int escalation_answer(Escalation *e, const char *session_id, const char *request_id, const char *decision,

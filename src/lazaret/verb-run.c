@@ -172,11 +172,12 @@ static int prompt_answer(int fd, const char *sid, const char *rid, const char *d
         return client_send(fd, &m);
 }
 
-/* A PromptRequest: show it, or deny it when this terminal cannot. */
+/* A PromptRequest: show it, or say this terminal cannot. */
 static void prompt_begin(PromptState *ps, int fd, const char *sid, bool interactive, const CtlMessage *m) {
         if (ps->prompt || !interactive) {
-                /* One at a time (the coordinator keeps the others). */
-                (void) prompt_answer(fd, sid, m->request_id, "deny", NULL);
+                /* The coordinator sends one at a time, and only to a
+                 * terminal; anything else is refused, never shown. */
+                (void) prompt_answer(fd, sid, m->request_id, "unable", NULL);
                 return;
         }
         PromptInfo info = { .request_id = m->request_id,
@@ -189,9 +190,9 @@ static void prompt_begin(PromptState *ps, int fd, const char *sid, bool interact
         if (r < 0) {
                 fprintf(stderr,
                         "\r\nlazaret: cannot show the escalation prompt on this terminal (TERM=%s): %s; the "
-                        "request was denied\r\n",
+                        "request was refused\r\n",
                         getenv("TERM") ?: "", r == -ENOTTY ? "ncurses does not know it" : strerror(-r));
-                (void) prompt_answer(fd, sid, m->request_id, "deny", NULL);
+                (void) prompt_answer(fd, sid, m->request_id, "unable", NULL);
                 return;
         }
         memcpy(ps->request_id, m->request_id, 37);

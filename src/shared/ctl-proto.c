@@ -593,8 +593,9 @@ static const char *message_check(const CtlMessage *m) {
         if (m->type == CTL_HELLO && m->version != CTL_PROTOCOL_VERSION)
                 return "version: unsupported protocol version";
         if (m->type == CTL_PROMPT_ANSWER) {
-                if (!streq(m->decision, "approve") && !streq(m->decision, "deny") && !streq(m->decision, "abort"))
-                        return "decision: not approve, deny or abort";
+                if (!streq(m->decision, "approve") && !streq(m->decision, "deny") && !streq(m->decision, "abort") &&
+                    !streq(m->decision, "unable"))
+                        return "decision: not approve, deny, abort or unable";
                 if (m->command && !streq(m->decision, "approve"))
                         return "command: only an approval carries one";
         }

@@ -39,7 +39,8 @@
  *                                                         has finished, or the requester hung up
  * CLI -> coordinator, while a prompt is up:
  *   PromptAnswer    {type, session_id, request_id, decision, command?}
- *                    decision "approve" | "deny" | "abort"; command: the edited command line
+ *                    decision "approve" | "deny" | "abort" | "unable" (this terminal cannot show
+ *                    the prompt); command: the edited command line, with "approve" only
  *   PromptCancel    {type, session_id, request_id}         stop the approved command
  */
 
@@ -149,7 +150,7 @@ typedef struct CtlMessage {
         char *profile;
         char *command; /* PromptRequest: as asked; PromptAnswer: the edited command, or NULL */
         char *justification;
-        char *decision; /* "approve", "deny" or "abort" */
+        char *decision; /* "approve", "deny", "abort" or "unable" */
         unsigned queued; /* requests waiting behind this one */
 } CtlMessage;
 

@@ -232,6 +232,33 @@ def test_attacks_on_the_socket(edom, lz, attack):
         p.wait()
 
 
+def test_an_expired_certificate_is_refused(edom, lz, attack):
+    """The sandbox's own certificate, once expired, opens nothing: from
+    inside (lazaret-escalate) and from outside (the attack tool with the
+    same files), refused in the handshake, before any request is read."""
+    env = {"LAZARET_ESCALATION_CERT_SECONDS": "3"}
+    p = edom.popen("run", "--", "/bin/sh", "-c",
+                   "echo $LAZARET_SESSION_ID; echo $LAZARET_SESSION_CREDENTIAL; "
+                   "/run/lazaret/escalate uname -a >/dev/null; echo early=$?; sleep 6; "
+                   "/run/lazaret/escalate uname -a; echo late=$?; sleep 1000", env=env)
+    try:
+        sid = p.stdout.readline().decode().strip()
+        cred = p.stdout.readline().decode().strip()
+        assert p.stdout.readline().decode().strip() == "early=0"
+        assert p.stdout.readline().decode().strip() == "late=125"
+        sock, certs = paths(edom, lz)
+        r = subprocess.run(["runuser", "-u", lz.user.pw_name, "--", attack, sock, certs, sid, cred, "shell",
+                            "good"], capture_output=True, text=True, timeout=60)
+        assert r.stdout.splitlines() == ["no answer"]
+        assert "TLS handshake refused (certificate verify failed: certificate has expired)" in edom.log()
+        records = json.loads(edom.run("audit", "--json").stdout)["records"]
+        assert len(records) == 1 and records[0]["decision"] == "auto"
+    finally:
+        edom.run("stop")
+        p.kill()
+        p.wait()
+
+
 def test_another_sandboxs_certificate_is_refused(lz, busybox_image, attack):
     """Two Domains: each has its own CA; B's certificate opens nothing of A."""
     a = esc_domain(lz, busybox_image)

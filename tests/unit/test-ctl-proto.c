@@ -401,7 +401,7 @@ static void test_roundtrip_prompt(void **state) {
                                     "\",\"decision\":\"maybe\"}",
                                     &m, &err),
                          -EBADMSG);
-        assert_string_equal(err, "decision: not approve, deny or abort");
+        assert_string_equal(err, "decision: not approve, deny, abort or unable");
         assert_int_equal(decode_str("{\"type\":\"PromptAnswer\",\"session_id\":\"" UUID1 "\",\"request_id\":\"" UUID2
                                     "\",\"decision\":\"deny\",\"command\":\"ls\"}",
                                     &m, &err),
