@@ -266,6 +266,15 @@ def test_queue_and_a_session_that_goes(pdom, panes, lz):
     assert [(r["command"], r["decision"]) for r in recs] == [
         ("touch q1.txt", "denied"), ("touch q2.txt", "user"), ("touch q3.txt", "denied")]
 
+    # A requester that gives up takes its prompt down.
+    p.type("/run/lazaret/escalate -- 'touch withdrawn.txt' & sleep 3; kill $!; wait; echo KILLED$((1+1))\n")
+    p.wait("[A] Approve", dom=pdom)
+    s = p.wait("KILLED2", dom=pdom)
+    assert "[A] Approve" not in s
+    rec = audit(pdom)[-1]
+    assert (rec["command"], rec["decision"], rec["reason"]) == (
+        "touch withdrawn.txt", "refused", "withdrawn: the requester hung up before the person answered")
+
     # Another terminal asks, then goes away before anyone answers.
     g = panes(pdom, "g")
     g.type("echo UP$((1+3))\n")
