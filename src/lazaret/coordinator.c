@@ -144,6 +144,7 @@ struct Coordinator {
         StoreWorker *worker;
         uint64_t generation;
         uint64_t p_sandbox, p_publication;
+        uint64_t p_escalation; /* a Publication: the escalation socket and certificates */
         char coordinator_id[37];
         char *container_name;
         SandboxInfo sandbox;
@@ -460,6 +461,7 @@ static void begin_stop(Coordinator *co, const char *reason);
 static void stop_router(Coordinator *co);
 static void stop_anchor(Coordinator *co);
 static void stop_network(Coordinator *co);
+static void stop_escalation(Coordinator *co);
 
 /* An exec client that died abnormally may have lost its sandbox: conmon's
  * exit can trail the exec client's by a moment, so wait for it briefly
@@ -1346,6 +1348,10 @@ static int recover_participant(Coordinator *co, json_t *p) {
                 const char *path = json_string_value(json_object_get(own, "socket_path"));
                 if (path)
                         (void) unlink(path);
+                const char *state_dir = json_string_value(json_object_get(own, "escalation_state_dir")),
+                           *socket_dir = json_string_value(json_object_get(own, "escalation_socket_dir"));
+                if (state_dir || socket_dir)
+                        escalation_remove(state_dir, socket_dir);
         }
         (void) own_set_state(co->store, id, PARTICIPANT_RELEASE_INTENT, NULL);
         int r = own_set_state(co->store, id, PARTICIPANT_CLEAN, NULL);
@@ -1466,6 +1472,7 @@ static void teardown(Coordinator *co) {
                 else
                         (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
         }
+        stop_escalation(co);
         stop_network(co);
         stop_anchor(co);
         stop_router(co);
@@ -1728,15 +1735,38 @@ static int esc_audit(void *userdata, json_t *record) {
         return store_audit_append(co->store, record, NULL);
 }
 
+static void stop_escalation(Coordinator *co) {
+        co->esc = escalation_free(co->esc);
+        if (co->p_escalation) {
+                (void) own_set_state(co->store, co->p_escalation, PARTICIPANT_RELEASE_INTENT, NULL);
+                (void) own_set_state(co->store, co->p_escalation, PARTICIPANT_CLEAN, NULL);
+                co->p_escalation = 0;
+        }
+}
+
 static int start_escalation(Coordinator *co, const char *workspace, char **ret_error) {
         if (!co->spec.escalation_enabled)
                 return 0;
         char sandbox_id[128];
         snprintf(sandbox_id, sizeof(sandbox_id), "%s-g%" PRIu64, co->container_name, co->generation);
-        EscalationHost host = { esc_session, esc_audit, esc_prompt, esc_prompt_done, co };
-        int r = escalation_new(&co->spec, sandbox_id, workspace, &host, &co->esc, ret_error);
+        /* On record before anything is made: a successor removes what a
+         * killed coordinator leaves (recover_participant). */
+        _cleanup_free_ char *state_dir = NULL, *socket_dir = NULL;
+        int r = escalation_paths(&co->spec, &state_dir, &socket_dir);
+        if (r >= 0)
+                r = own_part_add(
+                        co->store, co->generation, ROLE_PUBLICATION,
+                        json_pack("{s:s, s:s}", "escalation_state_dir", state_dir, "escalation_socket_dir", socket_dir),
+                        &co->p_escalation);
         if (r < 0)
                 return r;
+        EscalationHost host = { esc_session, esc_audit, esc_prompt, esc_prompt_done, co };
+        r = escalation_new(&co->spec, sandbox_id, workspace, &host, &co->esc, ret_error);
+        if (r < 0) {
+                stop_escalation(co); /* escalation_new removed what it made */
+                return r;
+        }
+        (void) own_set_state(co->store, co->p_escalation, PARTICIPANT_COMMITTED, NULL);
         log_info("escalation socket %s/escalate.sock (sandbox %s)", escalation_socket_dir(co->esc), sandbox_id);
         return 0;
 }
@@ -1969,6 +1999,7 @@ static void release(Coordinator *co) {
 }
 
 static int start_failed(Coordinator *co) {
+        stop_escalation(co);
         stop_network(co);
         stop_anchor(co);
         stop_router(co);

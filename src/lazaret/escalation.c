@@ -177,6 +177,40 @@ static uint64_t cert_lifetime(void) {
         return n;
 }
 
+int escalation_paths(const LaunchSpec *s, char **ret_state_dir, char **ret_socket_dir) {
+        char leaf[64];
+        snprintf(leaf, sizeof(leaf), "escalate-%s", s->domain_hash);
+        char *state = path_join(s->runtime_dir, leaf), *sock = path_join(s->escalation_socket_dir, s->domain_hash);
+        if (!state || !sock) {
+                free(state);
+                free(sock);
+                return -ENOMEM;
+        }
+        *ret_state_dir = state;
+        *ret_socket_dir = sock;
+        return 0;
+}
+
+void escalation_remove(const char *state_dir, const char *socket_dir) {
+        static const char *const certs[] = { "ca.pem", "client.pem", "client.key" };
+        if (socket_dir) {
+                _cleanup_free_ char *p = path_join(socket_dir, "escalate.sock");
+                if (p)
+                        (void) unlink(p);
+                (void) rmdir(socket_dir);
+        }
+        _cleanup_free_ char *dir = state_dir ? path_join(state_dir, "certs") : NULL;
+        for (size_t i = 0; dir && i < ELEMENTSOF(certs); i++) {
+                _cleanup_free_ char *p = path_join(dir, certs[i]);
+                if (p)
+                        (void) unlink(p);
+        }
+        if (dir)
+                (void) rmdir(dir);
+        if (state_dir)
+                (void) rmdir(state_dir);
+}
+
 int escalation_new(const LaunchSpec *s, const char *sandbox_id, const char *workspace, const EscalationHost *host,
                    Escalation **ret, char **ret_error) {
         Escalation *e = calloc(1, sizeof(Escalation));
@@ -195,12 +229,10 @@ int escalation_new(const LaunchSpec *s, const char *sandbox_id, const char *work
         e->sandbox_id = strdup(sandbox_id);
         e->workspace = strdup(workspace);
         e->seen = calloc(SEEN_MAX, sizeof(*e->seen));
-        char leaf[64];
-        snprintf(leaf, sizeof(leaf), "escalate-%s", s->domain_hash);
-        e->state_dir = path_join(s->runtime_dir, leaf);
-        e->certs_dir = e->state_dir ? path_join(e->state_dir, "certs") : NULL;
-        e->socket_dir = path_join(s->escalation_socket_dir, s->domain_hash);
-        e->socket_path = e->socket_dir ? path_join(e->socket_dir, "escalate.sock") : NULL;
+        if (escalation_paths(s, &e->state_dir, &e->socket_dir) < 0)
+                goto fail;
+        e->certs_dir = path_join(e->state_dir, "certs");
+        e->socket_path = path_join(e->socket_dir, "escalate.sock");
         if (!e->sandbox_id || !e->workspace || !e->seen || !e->certs_dir || !e->socket_path)
                 goto fail;
         if ((r = rules_from_spec(e)) < 0)
@@ -1014,20 +1046,7 @@ Escalation *escalation_free(Escalation *e) {
         safe_close(e->epfd);
         safe_close(e->listen_fd);
         safe_close(e->timer_fd);
-        if (e->socket_path)
-                (void) unlink(e->socket_path);
-        if (e->socket_dir)
-                (void) rmdir(e->socket_dir);
-        for (const char *const *f = (const char *const[]){ "ca.pem", "client.pem", "client.key", NULL };
-             e->certs_dir && *f; f++) {
-                _cleanup_free_ char *p = path_join(e->certs_dir, *f);
-                if (p)
-                        (void) unlink(p);
-        }
-        if (e->certs_dir)
-                (void) rmdir(e->certs_dir);
-        if (e->state_dir)
-                (void) rmdir(e->state_dir);
+        escalation_remove(e->state_dir, e->socket_dir);
         SSL_CTX_free(e->ctx);
         trust_ca_free(e->ca);
         for (size_t i = 0; i < e->n_rules; i++)

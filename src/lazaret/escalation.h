@@ -51,6 +51,14 @@ typedef struct EscalationHost {
 
 typedef struct Escalation Escalation;
 
+/* Where a Domain's escalation lives: <runtime dir>/escalate-<hash> (the
+ * certificates in certs/ under it) and <socket_dir>/<hash>. The coordinator
+ * records both before escalation_new(), so that a successor can remove what
+ * a killed coordinator left (escalation_remove: the socket, the three
+ * certificate files, the directories; nothing else). */
+int escalation_paths(const LaunchSpec *s, char **ret_state_dir, char **ret_socket_dir);
+void escalation_remove(const char *state_dir, const char *socket_dir);
+
 /* Make the CA and the sandbox's certificates (in a private directory of
  * the runtime dir), and the socket (in socket_dir/<hash>/, the directory
  * made 0700 and checked to be ours). workspace: the host directory behind

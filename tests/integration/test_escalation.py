@@ -259,6 +259,34 @@ def test_an_expired_certificate_is_refused(edom, lz, attack):
         p.wait()
 
 
+def test_a_killed_coordinators_socket_and_certificates_are_removed(lz, busybox_image):
+    """kill -9 of the coordinator leaves the socket and the certificates;
+    the next start of the Domain removes them from its record, even with
+    escalation now off (so nothing would overwrite them)."""
+    import signal
+    d = esc_domain(lz, busybox_image)
+    p = d.popen("run", "--", "/bin/sleep", "1000")
+    try:
+        wait_sessions(d, 1)
+        sock, certs = paths(d, lz)
+        assert os.path.exists(sock) and os.path.exists(os.path.join(certs, "client.key"))
+        [pid] = d.coordinator_pids()
+        os.kill(pid, signal.SIGKILL)
+        p.communicate(timeout=30)
+        assert os.path.exists(sock) and os.path.exists(os.path.join(certs, "client.key"))
+    finally:
+        p.kill()
+        p.wait()
+    text = open(d.cfg).read().replace("[escalation]\nenabled = true\n", "[escalation]\nenabled = false\n")
+    lz.write("cfg.toml", text)
+    r = d.run("run", "--", "/bin/true")
+    assert r.returncode == 0, r.stderr
+    assert not os.path.exists(sock) and not os.path.exists(os.path.dirname(sock))
+    assert not os.path.exists(os.path.dirname(certs))
+    assert "recovering participant" in d.log()
+    d.assert_clean()
+
+
 def test_another_sandboxs_certificate_is_refused(lz, busybox_image, attack):
     """Two Domains: each has its own CA; B's certificate opens nothing of A."""
     a = esc_domain(lz, busybox_image)
