@@ -102,10 +102,17 @@ static bool layout(Prompt *p, const char *s, size_t len, int y0, int y1, size_t 
         return fits;
 }
 
+/* A line of the prompt's own text, cut at the screen's edge (never
+ * wrapped onto the next row). */
+static void put(int y, int x, const char *text) {
+        if (y >= 0 && y < LINES && x < COLS)
+                mvaddnstr(y, x, text, COLS - x);
+}
+
 /* One line of request text (profile, justification) made visible, cut at
  * the screen's width. */
 static void field(int y, const char *label, const char *value) {
-        mvprintw(y, 2, "%-10s", label);
+        put(y, 2, label);
         int x = 12, room = COLS - 13;
         for (size_t i = 0, n = strlen(value); i < n && room > 0;) {
                 PromptUnit u;
@@ -130,15 +137,15 @@ static void draw(Prompt *p) {
         erase();
         attrset(A_REVERSE | A_BOLD);
         mvhline(0, 0, ' ', COLS);
-        mvaddstr(0, 1, "Lazaret: the sandbox asks to run a command on this computer");
+        put(0, 1, "Lazaret: the sandbox asks to run a command on this computer");
         attrset(A_NORMAL);
         field(2, "Request", p->request_id);
         field(3, "Profile", p->profile);
         field(4, "Session", p->session_id);
-        mvaddstr(4, 12 + (int) strlen(p->session_id), " (this terminal)");
+        put(4, 12 + (int) strlen(p->session_id), " (this terminal)");
         field(5, "Why", p->justification[0] ? p->justification : "(no reason given)");
         bool edited = !streq(p->cmd, p->asked);
-        mvaddstr(7, 2, p->mode == MODE_EDIT ? "Command (editing)" : edited ? "Command (edited by you)" : "Command");
+        put(7, 2, p->mode == MODE_EDIT ? "Command (editing)" : edited ? "Command (edited by you)" : "Command");
 
         /* The bottom rows: what the command will do, the keys, feedback. */
         int keys_y = LINES - 2, info_y = LINES - 4;
@@ -148,35 +155,38 @@ static void draw(Prompt *p) {
         p->fits = layout(p, text, len, 8, info_y - 1, p->cursor, true, &cy, &cx);
         if (!p->fits) {
                 attrset(A_BOLD);
-                mvaddstr(info_y - 1, 2, "[... more: the terminal is too small to show the whole command]");
+                put(info_y - 1, 2, "[... more: the terminal is too small to show the whole command]");
                 attrset(A_NORMAL);
         }
         bool meta = words_metachar(text, len) != NULL;
         if (meta) {
                 attrset(A_BOLD | COLOR_PAIR(p->meta_pair));
-                mvaddstr(info_y, 2, "! Shell metacharacters (highlighted): if approved, /bin/sh -c runs this.");
+                put(info_y, 2, "! Shell metacharacters (highlighted): if approved, /bin/sh -c runs this.");
                 attrset(A_NORMAL);
         } else
-                mvaddstr(info_y, 2, "Runs as a program with these words, without a shell, in the workspace.");
-        if (p->queued > 0)
-                mvprintw(info_y + 1, 2, "%u more request%s of this session %s waiting.", p->queued,
+                put(info_y, 2, "Runs as a program with these words, without a shell, in the workspace.");
+        if (p->queued > 0) {
+                char line[96];
+                snprintf(line, sizeof(line), "%u more request%s of this session %s waiting.", p->queued,
                          p->queued == 1 ? "" : "s", p->queued == 1 ? "is" : "are");
+                put(info_y + 1, 2, line);
+        }
         attrset(A_BOLD);
         switch (p->mode) {
         case MODE_VIEW:
-                mvaddstr(keys_y, 2, "[A] Approve and run   [D] Deny   [E] Edit   [Q] Abort this session");
+                put(keys_y, 2, "[A] Approve and run   [D] Deny   [E] Edit   [Q] Abort this session");
                 break;
         case MODE_EDIT:
-                mvaddstr(keys_y, 2, "Enter: keep the edit   Esc: drop it   Left/Right Home/End Backspace Delete");
+                put(keys_y, 2, "Enter: keep the edit   Esc: drop it   Left/Right Home/End Backspace Delete");
                 break;
         case MODE_RUNNING:
-                mvaddstr(keys_y, 2,
-                         p->cancelled ? "Cancelling the command ..." : "Running on this computer ...   [C] Cancel it");
+                put(keys_y, 2,
+                    p->cancelled ? "Cancelling the command ..." : "Running on this computer ...   [C] Cancel it");
                 break;
         }
         attrset(A_NORMAL);
         if (p->note)
-                mvaddstr(keys_y + 1, 2, p->note);
+                put(keys_y + 1, 2, p->note);
         if (p->mode == MODE_EDIT) {
                 curs_set(1);
                 move(cy, cx);

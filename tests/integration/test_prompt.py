@@ -331,3 +331,20 @@ def test_a_flood_of_requests_waits_in_a_bounded_queue(pdom, panes, lz):
     assert not any(f.startswith("f") for f in os.listdir(lz.work))
     p.type("exit\n")
     p.wait("LZEXIT=0", dom=pdom)
+
+
+def test_a_command_longer_than_the_screen_cannot_be_approved(pdom, panes, lz):
+    """What the person cannot see, they cannot approve."""
+    p = panes(pdom, "p")
+    p.type("echo UP$((1+1))\n")
+    p.wait("UP2", dom=pdom)
+    p.type("/run/lazaret/escalate -- \"touch long-$(printf '%04000d' 0)\"; echo RC=$?\n")
+    p.wait("[... more: the terminal is too small to show the whole command]", dom=pdom)
+    p.keys("a")
+    p.wait("Make the terminal larger to see the whole command first.", dom=pdom)
+    p.keys("d")
+    p.wait("RC=126", dom=pdom)
+    assert not any(f.startswith("long-") for f in os.listdir(lz.work))
+    assert audit(pdom)[-1]["decision"] == "denied"
+    p.type("exit\n")
+    p.wait("LZEXIT=0", dom=pdom)
