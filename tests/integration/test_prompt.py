@@ -79,6 +79,20 @@ def pdom(lz, busybox_image):
     assert os.listdir(d.sock) == []
 
 
+def open_shell(panes, dom, name):
+    """A pane running lazaret run -- /bin/sh, once its shell answers."""
+    p = panes(dom, name)
+    p.type("echo UP$((1+1))\n")
+    p.wait("UP2", dom=dom)
+    return p
+
+
+def leave(p, dom):
+    """exit the shell: lazaret run ends with status 0."""
+    p.type("exit\n")
+    p.wait("LZEXIT=0", dom=dom)
+
+
 def ask(pane, command, why="a test asks", marker="RC"):
     """From the sandbox's shell: lazaret-escalate, then its status."""
     pane.type(f"/run/lazaret/escalate --why {shlex.quote(why)} -- {shlex.quote(command)}; "
@@ -146,9 +160,7 @@ def test_deny(pdom, panes, lz):
     """While the prompt is up, TTY forwarding is suspended both ways: the
     session's output waits (it cannot paint over the prompt) and keys go to
     the prompt, not to the sandbox."""
-    p = panes(pdom, "p")
-    p.type("echo UP$((1+1))\n")
-    p.wait("UP2", dom=pdom)
+    p = open_shell(panes, pdom, "p")
     p.type("(sleep 2; echo DURING$((1+1))) & ")
     ask(p, "touch denied.txt")
     s = p.wait("[A] Approve", dom=pdom)
@@ -170,14 +182,11 @@ def test_deny(pdom, panes, lz):
     assert not os.path.exists(os.path.join(lz.work, "denied.txt"))
     rec = audit(pdom)[-1]
     assert (rec["decision"], rec["decided_by"], rec["exit_code"]) == ("denied", "user", None)
-    p.type("exit\n")
-    p.wait("LZEXIT=0", dom=pdom)
+    leave(p, pdom)
 
 
 def test_edit_then_approve(pdom, panes, lz):
-    p = panes(pdom, "p")
-    p.type("echo UP$((1+1))\n")
-    p.wait("UP2", dom=pdom)
+    p = open_shell(panes, pdom, "p")
     ask(p, "echo one > asked.txt")
     p.wait("[E] Edit", dom=pdom)
     p.keys("e")
@@ -203,14 +212,11 @@ def test_edit_then_approve(pdom, panes, lz):
     assert rec["command"] == "echo one > asked.txt"
     assert rec["edited_command"] == "touch 'edited.txt'"
     assert rec["final_command"] == "/usr/bin/touch edited.txt"
-    p.type("exit\n")
-    p.wait("LZEXIT=0", dom=pdom)
+    leave(p, pdom)
 
 
 def test_cancel_a_running_command(pdom, panes, lz):
-    p = panes(pdom, "p")
-    p.type("echo UP$((1+1))\n")
-    p.wait("UP2", dom=pdom)
+    p = open_shell(panes, pdom, "p")
     ask(p, "sleep 60; touch late.txt")
     p.wait("[A] Approve", dom=pdom)
     p.keys("a")
@@ -224,14 +230,11 @@ def test_cancel_a_running_command(pdom, panes, lz):
     assert not os.path.exists(os.path.join(lz.work, "late.txt"))
     rec = audit(pdom)[-1]
     assert rec["cancelled"] is True and rec["exit_code"] == 143
-    p.type("exit\n")
-    p.wait("LZEXIT=0", dom=pdom)
+    leave(p, pdom)
 
 
 def test_abort_ends_the_session_and_the_sandbox(pdom, panes, lz):
-    p = panes(pdom, "p")
-    p.type("echo UP$((1+1))\n")
-    p.wait("UP2", dom=pdom)
+    p = open_shell(panes, pdom, "p")
     ask(p, "touch aborted.txt")
     p.wait("[Q] Abort", dom=pdom)
     p.keys("q")
@@ -246,9 +249,7 @@ def test_abort_ends_the_session_and_the_sandbox(pdom, panes, lz):
 def test_queue_and_a_session_that_goes(pdom, panes, lz):
     """Requests of one session wait their turn at its terminal; the
     requests of a session whose terminal goes away are refused."""
-    p = panes(pdom, "p")
-    p.type("echo UP$((1+1))\n")
-    p.wait("UP2", dom=pdom)
+    p = open_shell(panes, pdom, "p")
     p.type("for f in q1 q2 q3; do /run/lazaret/escalate -- \"touch $f.txt\" & sleep 1; done; wait; "
            "echo QDONE$((1+1))\n")
     p.wait("touch q1.txt", dom=pdom)
@@ -292,16 +293,13 @@ def test_queue_and_a_session_that_goes(pdom, panes, lz):
     assert not os.path.exists(os.path.join(lz.work, "gone.txt"))
     # The first terminal never saw it, and goes on.
     assert "gone.txt" not in p.screen()
-    p.type("exit\n")
-    p.wait("LZEXIT=0", dom=pdom)
+    leave(p, pdom)
 
 
 def test_a_flood_of_requests_waits_in_a_bounded_queue(pdom, panes, lz):
     """Eight requests of a session may wait for its terminal; more are
     refused at once, and the terminal stays usable."""
-    p = panes(pdom, "p")
-    p.type("echo UP$((1+1))\n")
-    p.wait("UP2", dom=pdom)
+    p = open_shell(panes, pdom, "p")
     p.type("for i in 1 2 3 4 5 6 7 8 9 10; do /run/lazaret/escalate -- \"touch f$i.txt\" 2>/dev/null & done; "
            "wait; echo FLOOD$((1+1))\n")
     p.wait("[A] Approve", dom=pdom)
@@ -329,15 +327,12 @@ def test_a_flood_of_requests_waits_in_a_bounded_queue(pdom, panes, lz):
     p.wait("FLOOD2", dom=pdom)
     assert len([r for r in audit(pdom) if r["decision"] == "denied"]) == 8
     assert not any(f.startswith("f") for f in os.listdir(lz.work))
-    p.type("exit\n")
-    p.wait("LZEXIT=0", dom=pdom)
+    leave(p, pdom)
 
 
 def test_a_command_longer_than_the_screen_cannot_be_approved(pdom, panes, lz):
     """What the person cannot see, they cannot approve."""
-    p = panes(pdom, "p")
-    p.type("echo UP$((1+1))\n")
-    p.wait("UP2", dom=pdom)
+    p = open_shell(panes, pdom, "p")
     p.type("/run/lazaret/escalate -- \"touch long-$(printf '%04000d' 0)\"; echo RC=$?\n")
     p.wait("[... more: the terminal is too small to show the whole command]", dom=pdom)
     p.keys("a")
@@ -346,5 +341,4 @@ def test_a_command_longer_than_the_screen_cannot_be_approved(pdom, panes, lz):
     p.wait("RC=126", dom=pdom)
     assert not any(f.startswith("long-") for f in os.listdir(lz.work))
     assert audit(pdom)[-1]["decision"] == "denied"
-    p.type("exit\n")
-    p.wait("LZEXIT=0", dom=pdom)
+    leave(p, pdom)
