@@ -13,7 +13,6 @@ Alternating rounds; prints medians and the ratio. Target: below 1.0.
 
   sudo bench/bench-escalate.py [--user lazaret-test] [--rounds 15] [--build build]
 """
-import argparse
 import json
 import os
 import statistics
@@ -21,17 +20,13 @@ import subprocess
 import sys
 import time
 
-from benchlib import Stage
+from benchlib import Stage, parse_args
 
 IMAGE = "localhost/lazaret/debian:bookworm"
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--user", default="lazaret-test")
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--build", default="build")
-    args = ap.parse_args()
+    args = parse_args(15)
     st = Stage("bench-escalate", args.user, args.build)
     sock = os.path.join(st.base, "sock")
     os.makedirs(sock, mode=0o700)

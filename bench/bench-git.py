@@ -11,22 +11,19 @@ exits 1 above the budget (1.25x).
 
   sudo bench/bench-git.py [--user lazaret-test] [--files 20000] [--rounds 7]
 """
-import argparse
 import statistics
 import sys
 
-from benchlib import Stage
+from benchlib import Stage, parse_args
 
 IMAGE = "localhost/lazaret/debian:bookworm"
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--user", default="lazaret-test")
-    ap.add_argument("--files", type=int, default=20000)
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--build", default="build")
-    args = ap.parse_args()
+    def own(p):
+        p.add_argument("--files", type=int, default=20000)
+
+    args = parse_args(7, own)
     st = Stage("bench-git", args.user, args.build)
     gitenv = ["GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@b", "GIT_COMMITTER_NAME=b", "GIT_COMMITTER_EMAIL=b@b"]
     work, lz = st.work, st.lz

@@ -20,7 +20,6 @@ prefixes are probed by route lookup.
 
   sudo bench/bench-net.py [--user lazaret-test] [--rounds 7] [--build build]
 """
-import argparse
 import fcntl
 import ipaddress
 import os
@@ -33,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import Stage
+from benchlib import Stage, parse_args
 
 IMAGE = "localhost/lazaret/busybox:latest"
 PREFIXES = 10000
@@ -193,11 +192,7 @@ def sidecar_overhead(args, pw):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--user", default="lazaret-test")
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--build", default="build")
-    args = ap.parse_args()
+    args = parse_args(7)
     if os.geteuid() != 0:
         sys.exit("bench-net: run as root (network namespaces; the runs go as --user)")
     pw = pwd.getpwnam(args.user)

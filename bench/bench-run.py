@@ -12,23 +12,18 @@ ratio is above its budget (cold 1.3x, warm 0.5x) so regressions are loud.
 
   sudo bench/bench-run.py [--user lazaret-test] [--rounds 15] [--build build]
 """
-import argparse
 import statistics
 import subprocess
 import sys
 import time
 
-from benchlib import Stage
+from benchlib import Stage, parse_args
 
 IMAGE = "localhost/lazaret/busybox:latest"
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--user", default="lazaret-test")
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--build", default="build")
-    args = ap.parse_args()
+    args = parse_args(15)
     st = Stage("bench-run", args.user, args.build)
     pw, lz, work = st.pw, st.lz, st.work
     rootless = pw.pw_uid != 0

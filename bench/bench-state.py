@@ -12,7 +12,6 @@ extraction is removed again, untimed. Prints medians and the ratio.
 
   sudo bench/bench-state.py [--user lazaret-test] [--rounds 7] [--build build]
 """
-import argparse
 import io
 import os
 import random
@@ -20,7 +19,7 @@ import statistics
 import sys
 import tarfile
 
-from benchlib import Stage
+from benchlib import Stage, parse_args
 
 IMAGE = "localhost/lazaret/debian:bookworm"
 DIRS, FILES, SIZE = 50, 2500, 20 * 1024
@@ -37,11 +36,7 @@ def make_tree(path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--user", default="lazaret-test")
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--build", default="build")
-    args = ap.parse_args()
+    args = parse_args(7)
     st = Stage("bench-state", args.user, args.build)
     try:
         tree = os.path.join(st.work, "tree.tar")

@@ -2,6 +2,7 @@
 """What the benchmarks share: a private directory with the built binaries,
 a workspace and a data root owned by the test user, a configuration, and
 running commands as that user."""
+import argparse
 import os
 import pwd
 import shutil
@@ -11,6 +12,18 @@ import tempfile
 
 PATH = "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 BINARIES = ("lazaret", "lazaret-init", "lazaret-gitrouter", "lazaret-netd", "lazaret-escalate")
+
+
+def parse_args(rounds, extra=None):
+    """The options every benchmark takes (--user, --rounds, --build), plus
+    extra(parser) for its own."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--user", default="lazaret-test")
+    ap.add_argument("--rounds", type=int, default=rounds)
+    ap.add_argument("--build", default="build")
+    if extra:
+        extra(ap)
+    return ap.parse_args()
 
 
 class Stage:

@@ -45,3 +45,12 @@ int profile_load(const Globals *g, const char *name, Config **ret_cfg, const Con
         *ret_profile = p;
         return 0;
 }
+
+int profile_operand(int argc, char **argv, int first, const char *verb, const char **ret_name) {
+        if (argc - first > 1) {
+                log_error("%s takes at most one profile name", verb);
+                return -EINVAL;
+        }
+        *ret_name = first < argc ? argv[first] : NULL;
+        return 0;
+}

@@ -51,13 +51,12 @@ int verb_audit(int argc, char **argv, const Globals *g) {
                 default:
                         return EXIT_USAGE;
                 }
-        if (argc - optind > 1) {
-                log_error("audit takes at most one profile name");
+        const char *name = NULL;
+        if (profile_operand(argc, argv, optind, "audit", &name) < 0)
                 return EXIT_USAGE;
-        }
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
-        if (profile_load(g, optind < argc ? argv[optind] : NULL, &cfg, &p) < 0)
+        if (profile_load(g, name, &cfg, &p) < 0)
                 return EXIT_LAZARET;
 
         json_t *records = NULL;

@@ -112,13 +112,12 @@ int verb_reset(int argc, char **argv, const Globals *g) {
                 default:
                         return EXIT_USAGE;
                 }
-        if (argc - optind > 1) {
-                log_error("reset takes at most one profile name");
+        const char *profile_name = NULL;
+        if (profile_operand(argc, argv, optind, "reset", &profile_name) < 0)
                 return EXIT_USAGE;
-        }
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
-        if (profile_load(g, optind < argc ? argv[optind] : NULL, &cfg, &p) < 0)
+        if (profile_load(g, profile_name, &cfg, &p) < 0)
                 return EXIT_LAZARET;
 
         StrBuf list = STRBUF_INIT;

@@ -128,13 +128,12 @@ int verb_status(int argc, char **argv, const Globals *g) {
                 default:
                         return EXIT_USAGE;
                 }
-        if (argc - optind > 1) {
-                log_error("status takes at most one profile name");
+        const char *name = NULL;
+        if (profile_operand(argc, argv, optind, "status", &name) < 0)
                 return EXIT_USAGE;
-        }
         _cleanup_free_ char *sock = NULL, *profile = NULL;
         json_t *persistent = NULL;
-        if (domain_socket(g, optind < argc ? argv[optind] : NULL, &sock, &profile, &persistent) < 0) {
+        if (domain_socket(g, name, &sock, &profile, &persistent) < 0) {
                 json_decref(persistent);
                 return EXIT_LAZARET;
         }
@@ -200,12 +199,11 @@ int verb_stop(int argc, char **argv, const Globals *g) {
                        "End every session of the sandbox (each terminal is told why) and tear it down.\n");
                 return 0;
         }
-        if (argc > 2) {
-                log_error("stop takes at most one profile name");
+        const char *name = NULL;
+        if (profile_operand(argc, argv, 1, "stop", &name) < 0)
                 return EXIT_USAGE;
-        }
         _cleanup_free_ char *sock = NULL, *profile = NULL;
-        if (domain_socket(g, argc > 1 ? argv[1] : NULL, &sock, &profile, NULL) < 0)
+        if (domain_socket(g, name, &sock, &profile, NULL) < 0)
                 return EXIT_LAZARET;
         _cleanup_close_ int fd = -EBADF;
         if (client_connect(sock, &fd) < 0) {
