@@ -19,6 +19,7 @@ static const Verb verbs[] = {
         { "diff", verb_diff, "show the agent's branch against the host's HEAD" },
         { "reset", verb_reset, "discard what the sandbox changed in its persistent directories" },
         { "status", verb_status, "show the workspace's sandbox: generation, sessions, uptime" },
+        { "trust", verb_trust, "let this workspace's lazaret.toml widen the sandbox, after showing how" },
         { "stop", verb_stop, "end every session and tear the sandbox down" },
 };
 

@@ -13,13 +13,17 @@ static char *profile_names(const Config *cfg) {
         return strbuf_steal(&b);
 }
 
-int profile_load(const Globals *g, const char *name, Config **ret_cfg, const ConfigProfile **ret_profile) {
+static int load(const Globals *g, const char *name, bool launch, Config **ret_cfg, const ConfigProfile **ret_profile) {
         ConfigDiags d = {};
         Config *cfg = NULL;
-        ConfigLoadOptions o = { .explicit_path = g->config_path, .workspace = g->workspace };
+        ConfigLoadOptions o = { .explicit_path = g->config_path,
+                                .workspace = g->workspace,
+                                .ignore_widening_workspace = !launch };
         int r = config_load(&o, &cfg, &d);
         config_diags_print(&d, stderr);
         config_diags_done(&d);
+        if (r == -EPERM)
+                return r;
         if (r < 0)
                 return -EINVAL;
 
@@ -44,6 +48,18 @@ int profile_load(const Globals *g, const char *name, Config **ret_cfg, const Con
         *ret_cfg = cfg;
         *ret_profile = p;
         return 0;
+}
+
+int profile_load(const Globals *g, const char *name, Config **ret_cfg, const ConfigProfile **ret_profile) {
+        return load(g, name, false, ret_cfg, ret_profile);
+}
+
+int profile_load_for_launch(const Globals *g, const char *name, Config **ret_cfg, const ConfigProfile **ret_profile) {
+        return load(g, name, true, ret_cfg, ret_profile);
+}
+
+int profile_load_exit(int r) {
+        return r == -EPERM ? EXIT_CONFIG : EXIT_LAZARET;
 }
 
 int profile_operand(int argc, char **argv, int first, const char *verb, const char **ret_name) {

@@ -6,9 +6,18 @@
 
 /* For verbs that act on one profile: load the configuration (printing its
  * diagnostics) and pick the profile named, or the only one configured.
- * Returns 0, or -EINVAL after printing why. *ret_profile points into
- * *ret_cfg. */
+ * An untrusted workspace file that would widen the sandbox is left out,
+ * with a warning: these verbs start nothing. Returns 0, or -EINVAL after
+ * printing why. *ret_profile points into *ret_cfg. */
 int profile_load(const Globals *g, const char *name, Config **ret_cfg, const ConfigProfile **ret_profile);
+
+/* The same for a verb that starts a sandbox: an untrusted workspace file
+ * that would widen it is refused (-EPERM) rather than left out. */
+int profile_load_for_launch(const Globals *g, const char *name, Config **ret_cfg, const ConfigProfile **ret_profile);
+
+/* The exit status for a failed profile_load(): 65 (configuration refused)
+ * for a workspace file that would widen the sandbox, else 125. */
+int profile_load_exit(int r);
 
 /* The operands after a verb's options (from index first): none, or one
  * profile name. Returns 0 with *ret_name (NULL: none), or -EINVAL after

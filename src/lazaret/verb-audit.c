@@ -56,8 +56,9 @@ int verb_audit(int argc, char **argv, const Globals *g) {
                 return EXIT_USAGE;
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
-        if (profile_load(g, name, &cfg, &p) < 0)
-                return EXIT_LAZARET;
+        int pr = profile_load(g, name, &cfg, &p);
+        if (pr < 0)
+                return profile_load_exit(pr);
 
         json_t *records = NULL;
         int r = store_audit_read(p->domain_dir, &records);

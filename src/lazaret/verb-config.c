@@ -15,7 +15,8 @@
 #include "verbs.h"
 
 #define MERGE_RULE                                                                                                     \
-        "tables merge key by key; any other value (arrays too) from a later file replaces the earlier one whole"
+        "tables merge key by key; any other value (arrays too) from a later file replaces the earlier one whole; "     \
+        "an untrusted workspace file may only narrow, and its network.default_deny entries add to the others"
 
 /* Load; print diagnostics; map failures to exit statuses. Returns 0 with
  * *ret set, or an exit status. */
@@ -153,6 +154,11 @@ static void show_table(StrBuf *b, const Config *cfg, const ConfigNode *t, const 
                 strbuf_puts(b, " = ");
                 toml_write_value(b, n->value);
                 put_where(b, start, n);
+                if (n->extra) {
+                        strbuf_puts(b, "# and from the untrusted workspace file (it may only add here): ");
+                        toml_write_value(b, n->extra);
+                        strbuf_printf(b, "  # %s:%u:%u\n", n->extra_src->path, n->extra->pos.line, n->extra->pos.col);
+                }
         }
         /* A profile with no scalar keys still gets its header, so its
          * resolved paths have a home. */
@@ -186,7 +192,11 @@ static int show_text(const Config *cfg, const char *only_profile) {
         strbuf_printf(&b, "# lazaret configuration for workspace %s\n", cfg->workspace);
         strbuf_puts(&b, "# files, lowest precedence first:\n");
         for (size_t i = 0; i < cfg->n_sources; i++)
-                strbuf_printf(&b, "#   %s\n", cfg->sources[i].path);
+                strbuf_printf(&b, "#   %s%s\n", cfg->sources[i].path,
+                              cfg->sources[i].trusted ? ""
+                              : cfg->wsfile.trust == CONFIG_TRUST_CHANGED
+                                      ? " (workspace file, changed since trusted: it may only narrow)"
+                                      : " (workspace file, untrusted: it may only narrow)");
         strbuf_puts(&b, "# merge: " MERGE_RULE "\n");
         strbuf_printf(&b, "# resolved: storage.data_root = %s\n", cfg->data_root);
         strbuf_printf(&b, "# resolved: escalation.socket_dir = %s\n", cfg->socket_dir);
@@ -204,6 +214,12 @@ static int show_text(const Config *cfg, const char *only_profile) {
 /* ---- show: JSON --------------------------------------------------------- */
 
 static json_t *node_json(const ConfigNode *n, const char *only_profile, int depth, const char *parent) {
+        if (n->value->type != TOML_TABLE && n->extra)
+                return json_pack("{s:o, s:s, s:i, s:i, s:{s:o, s:s, s:i, s:i}}", "value", toml_to_json(n->value),
+                                 "file", n->src->path, "line", (int) n->value->pos.line, "column",
+                                 (int) n->value->pos.col, "added", "value", toml_to_json(n->extra), "file",
+                                 n->extra_src->path, "line", (int) n->extra->pos.line, "column",
+                                 (int) n->extra->pos.col);
         if (n->value->type != TOML_TABLE)
                 return json_pack("{s:o, s:s, s:i, s:i}", "value", toml_to_json(n->value), "file", n->src->path, "line",
                                  (int) n->value->pos.line, "column", (int) n->value->pos.col);
@@ -269,9 +285,16 @@ static int show_json(const Config *cfg, const char *only_profile) {
                 if (!only_profile || streq(cfg->profiles[i].name, only_profile))
                         json_object_set_new(profiles, cfg->profiles[i].name, profile_json(&cfg->profiles[i]));
 
-        json_t *j = json_pack("{s:s, s:o*, s:s, s:o*, s:{s:s, s:s, s:o*}}", "workspace", cfg->workspace, "files", files,
-                              "merge", MERGE_RULE, "config", node_json(&cfg->root, only_profile, 0, NULL), "resolved",
-                              "data_root", cfg->data_root, "socket_dir", cfg->socket_dir, "profiles", profiles);
+        json_t *wsf = json_pack("{s:s, s:s}", "path", cfg->wsfile.path, "trust",
+                                config_trust_to_string(cfg->wsfile.exists || cfg->wsfile.trust == CONFIG_TRUST_EXPLICIT
+                                                               ? cfg->wsfile.trust
+                                                               : CONFIG_TRUST_NONE));
+        if (wsf && cfg->wsfile.exists)
+                json_object_set_new(wsf, "sha256", json_string(cfg->wsfile.sha256));
+        json_t *j = json_pack("{s:s, s:o*, s:o*, s:s, s:o*, s:{s:s, s:s, s:o*}}", "workspace", cfg->workspace, "files",
+                              files, "workspace_file", wsf, "merge", MERGE_RULE, "config",
+                              node_json(&cfg->root, only_profile, 0, NULL), "resolved", "data_root", cfg->data_root,
+                              "socket_dir", cfg->socket_dir, "profiles", profiles);
         if (!j) {
                 log_error("out of memory");
                 return EXIT_LAZARET;

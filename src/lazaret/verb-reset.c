@@ -117,8 +117,9 @@ int verb_reset(int argc, char **argv, const Globals *g) {
                 return EXIT_USAGE;
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
-        if (profile_load(g, profile_name, &cfg, &p) < 0)
-                return EXIT_LAZARET;
+        int pr = profile_load(g, profile_name, &cfg, &p);
+        if (pr < 0)
+                return profile_load_exit(pr);
 
         StrBuf list = STRBUF_INIT;
         for (size_t i = 0; i < p->n_persistent_dirs; i++)

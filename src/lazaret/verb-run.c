@@ -494,9 +494,9 @@ int verb_run(int argc, char **argv, const Globals *g) {
 
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
-        int r = profile_load(g, profile_name, &cfg, &p);
+        int r = profile_load_for_launch(g, profile_name, &cfg, &p);
         if (r < 0)
-                return EXIT_LAZARET;
+                return profile_load_exit(r);
         size_t n_env = 0;
         char **envv = build_env(cfg, p, &n_env);
         if (!envv)

@@ -78,8 +78,9 @@ static int domain_socket(const Globals *g, const char *name, char **ret_socket, 
                          json_t **ret_persistent) {
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
-        if (profile_load(g, name, &cfg, &p) < 0)
-                return -EINVAL;
+        int pr = profile_load(g, name, &cfg, &p);
+        if (pr < 0)
+                return pr;
         RuntimePaths rp = {};
         const char *why = NULL;
         int r = runtime_paths(p->domain_hash, &rp, &why);
@@ -133,9 +134,10 @@ int verb_status(int argc, char **argv, const Globals *g) {
                 return EXIT_USAGE;
         _cleanup_free_ char *sock = NULL, *profile = NULL;
         json_t *persistent = NULL;
-        if (domain_socket(g, name, &sock, &profile, &persistent) < 0) {
+        int r = domain_socket(g, name, &sock, &profile, &persistent);
+        if (r < 0) {
                 json_decref(persistent);
-                return EXIT_LAZARET;
+                return profile_load_exit(r);
         }
         _cleanup_close_ int fd = -EBADF;
         CtlMessage reply = {};
@@ -203,8 +205,9 @@ int verb_stop(int argc, char **argv, const Globals *g) {
         if (profile_operand(argc, argv, 1, "stop", &name) < 0)
                 return EXIT_USAGE;
         _cleanup_free_ char *sock = NULL, *profile = NULL;
-        if (domain_socket(g, name, &sock, &profile, NULL) < 0)
-                return EXIT_LAZARET;
+        int dr = domain_socket(g, name, &sock, &profile, NULL);
+        if (dr < 0)
+                return profile_load_exit(dr);
         _cleanup_close_ int fd = -EBADF;
         if (client_connect(sock, &fd) < 0) {
                 printf("%s: not running\n", profile);

@@ -118,8 +118,7 @@ static bool key_is_bare(const char *k) {
         return true;
 }
 
-/* Dotted name of a key below a parent name, e.g. "profiles.claude.image". */
-static char *key_path(const char *parent, const char *key) {
+char *config_key_path(const char *parent, const char *key) {
         StrBuf b = STRBUF_INIT;
         if (parent && *parent) {
                 strbuf_puts(&b, parent);
@@ -325,7 +324,17 @@ const ConfigNode *config_node_get(const ConfigNode *n, const char *key) {
         return NULL;
 }
 
-static int merge_table(ConfigNode *dst, const TomlValue *tbl, const ConfigSource *src, ConfigDiags *d) {
+typedef struct MergePath {
+        const char *key[CONFIG_DEPTH_MAX + 1];
+        size_t n;
+} MergePath;
+
+static bool merge_is_union(const MergePath *mp) {
+        const ConfigKeyRule *rule = config_key_rule(mp->key, mp->n);
+        return rule && rule->cls == CONFIG_KEY_UNION;
+}
+
+static int merge_table(ConfigNode *dst, const TomlValue *tbl, const ConfigSource *src, MergePath *mp, ConfigDiags *d) {
         dst->src = src;
         dst->value = tbl;
         for (size_t i = 0; i < tbl->table.n; i++) {
@@ -336,6 +345,10 @@ static int merge_table(ConfigNode *dst, const TomlValue *tbl, const ConfigSource
                         ERR(d, src->path, e->key_pos, "key %s contains a NUL character", k ?: "?");
                         continue;
                 }
+                if (mp->n >= ELEMENTSOF(mp->key))
+                        continue; /* deeper than the parser lets a file go */
+                mp->key[mp->n++] = e->key;
+                int r = 0;
                 ConfigNode *c = (ConfigNode *) config_node_get(dst, e->key);
 
                 if (!c) {
@@ -345,38 +358,80 @@ static int merge_table(ConfigNode *dst, const TomlValue *tbl, const ConfigSource
                         dst->children = n;
                         c = &dst->children[dst->n_children++];
                         *c = (ConfigNode){ .key = e->key, .src = src, .key_pos = e->key_pos, .value = e->value };
-                        if (e->value->type == TOML_TABLE) {
-                                int r = merge_table(c, e->value, src, d);
-                                if (r < 0)
-                                        return r;
-                        }
+                        if (e->value->type == TOML_TABLE)
+                                r = merge_table(c, e->value, src, mp, d);
+                        mp->n--;
+                        if (r < 0)
+                                return r;
                         continue;
                 }
 
                 bool was_table = c->value->type == TOML_TABLE, is_table = e->value->type == TOML_TABLE;
+                bool both_arrays = c->value->type == TOML_ARRAY && e->value->type == TOML_ARRAY;
                 if (was_table && is_table) {
                         c->key_pos = e->key_pos;
-                        int r = merge_table(c, e->value, src, d);
-                        if (r < 0)
-                                return r;
+                        r = merge_table(c, e->value, src, mp, d);
                 } else if (was_table != is_table) {
                         _cleanup_free_ char *k = quoted(e->key, e->key_len);
                         ERR(d, src->path, e->key_pos,
                             "%s is %s here but %s in %s:%u:%u; a table and a value cannot be merged", k ?: "?",
                             toml_type_with_article(e->value->type), toml_type_with_article(c->value->type),
                             c->src->path, c->key_pos.line, c->key_pos.col);
+                } else if (both_arrays && !src->trusted && merge_is_union(mp)) {
+                        /* An untrusted file adds to a list that only
+                         * narrows; it never takes entries away. */
+                        c->extra = e->value;
+                        c->extra_src = src;
                 } else {
-                        /* Scalars and arrays: the higher-precedence file wins whole. */
+                        /* Scalars and arrays: the higher-precedence file
+                         * wins whole; what an untrusted file added to a
+                         * narrowing list stays. */
+                        if (both_arrays && !c->src->trusted && !c->extra && merge_is_union(mp)) {
+                                c->extra = c->value;
+                                c->extra_src = c->src;
+                        }
                         c->src = src;
                         c->key_pos = e->key_pos;
                         c->value = e->value;
                 }
+                mp->n--;
+                if (r < 0)
+                        return r;
         }
         return 0;
 }
 
-/* Read and parse one file. Returns 1 if loaded, 0 if it does not exist and
- * may be skipped, -EINVAL after reporting a problem, -ENOMEM. */
+/* Parse one file's bytes and add it to the sources. Returns 1, -EINVAL
+ * after reporting a problem, or -ENOMEM. */
+static int add_source(Config *c, const char *path, const char *data, size_t size, bool trusted, ConfigDiags *d) {
+        TomlLimits lim = { .max_depth = CONFIG_DEPTH_MAX, .max_string = CONFIG_STRING_MAX };
+        TomlError te = {};
+        TomlValue *root = NULL;
+        int r = toml_parse(data, size, &lim, &root, &te);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                ERR(d, path, te.pos, "%s", te.message);
+                return -EINVAL;
+        }
+
+        ConfigSource *n = realloc(c->sources, (c->n_sources + 1) * sizeof(ConfigSource));
+        char *p = strdup(path);
+        if (!n || !p) {
+                if (n)
+                        c->sources = n;
+                free(p);
+                toml_free(root);
+                return -ENOMEM;
+        }
+        c->sources = n;
+        c->sources[c->n_sources++] = (ConfigSource){ .path = p, .root = root, .trusted = trusted };
+        return 1;
+}
+
+/* Read and parse one of the person's own files. Returns 1 if loaded, 0 if
+ * it does not exist and may be skipped, -EINVAL after reporting a problem,
+ * -ENOMEM. */
 static int load_source(Config *c, const char *path, bool must_exist, ConfigDiags *d) {
         static const TomlPos top = { 1, 1 };
         _cleanup_free_ char *data = NULL;
@@ -396,30 +451,73 @@ static int load_source(Config *c, const char *path, bool must_exist, ConfigDiags
                 ERR(d, path, top, "cannot read: %s", strerror(-r));
                 return -EINVAL;
         }
+        return add_source(c, path, data, size, true, d);
+}
 
-        TomlLimits lim = { .max_depth = CONFIG_DEPTH_MAX, .max_string = CONFIG_STRING_MAX };
-        TomlError te = {};
-        TomlValue *root = NULL;
-        r = toml_parse(data, size, &lim, &root, &te);
+/* Read the workspace's lazaret.toml (workspace-trust.h says how) and find
+ * whether its bytes are trusted. Returns 1 if loaded, 0 if there is none,
+ * -EINVAL after reporting a problem, -ENOMEM. */
+static int load_workspace_source(Config *c, const ConfigLoadOptions *o, ConfigDiags *d) {
+        static const TomlPos top = { 1, 1 };
+        ConfigWorkspaceFile *w = &c->wsfile;
+        _cleanup_free_ char *data = NULL;
+        size_t size = 0;
+        const char *why = NULL;
+        uid_t owner = 0;
+
+        int r = wstrust_read_workspace_file(c->workspace, geteuid(), &data, &size, &owner, &why);
+        if (r == -ENOENT)
+                return 0;
         if (r == -ENOMEM)
                 return r;
-        if (r < 0) {
-                ERR(d, path, te.pos, "%s", te.message);
+        if (r == -EPERM) {
+                ERR(d, w->path, top,
+                    "owned by uid %u, not by you (uid %u): a workspace file must be your own; "
+                    "remove it, or take it over only after reading it",
+                    (unsigned) owner, (unsigned) geteuid());
                 return -EINVAL;
         }
-
-        ConfigSource *n = realloc(c->sources, (c->n_sources + 1) * sizeof(ConfigSource));
-        char *p = strdup(path);
-        if (!n || !p) {
-                if (n)
-                        c->sources = n;
-                free(p);
-                toml_free(root);
-                return -ENOMEM;
+        if (r < 0) {
+                if (r == -ELOOP || r == -EISDIR || r == -EINVAL || r == -EFBIG)
+                        ERR(d, w->path, top, "%s", why);
+                else
+                        ERR(d, w->path, top, "%s: %s", why, strerror(-r));
+                return -EINVAL;
         }
-        c->sources = n;
-        c->sources[c->n_sources++] = (ConfigSource){ .path = p, .root = root };
-        return 1;
+        w->exists = true;
+        r = wstrust_sha256_hex(data, size, w->sha256);
+        if (r < 0)
+                return r;
+
+        if (o->trust_workspace)
+                w->trust = CONFIG_TRUST_TRUSTED;
+        else {
+                r = wstrust_store_path(c->home, &w->store);
+                if (r < 0)
+                        return r;
+                _cleanup_(wstrust_records_done) WsTrustRecords recs = {};
+                unsigned line = 0;
+                r = wstrust_load(w->store, &recs, &line);
+                if (r == -ENOMEM)
+                        return r;
+                if (r == -EBADMSG) {
+                        ERR(d, w->store, ((TomlPos){ line, 1 }),
+                            "not a trust record; every line is '<sha256> <time> <path>': remove the line, or the "
+                            "file to trust nothing");
+                        return -EINVAL;
+                }
+                if (r < 0) {
+                        ERR(d, w->store, top, "cannot read the trusted workspace files: %s", strerror(-r));
+                        return -EINVAL;
+                }
+                const WsTrustRecord *rec = wstrust_find(&recs, w->path);
+                w->trust = !rec                            ? CONFIG_TRUST_UNTRUSTED
+                           : streq(rec->sha256, w->sha256) ? CONFIG_TRUST_TRUSTED
+                                                           : CONFIG_TRUST_CHANGED;
+                if (rec)
+                        w->trusted_when = rec->when;
+        }
+        return add_source(c, w->path, data, size, w->trust == CONFIG_TRUST_TRUSTED, d);
 }
 
 /* ---- validation --------------------------------------------------------- */
@@ -451,8 +549,11 @@ static ConfigWhere where_of(const ConfigNode *n) {
 #define NODE_ERR(v, n, ...) ERR((v)->d, (n)->src->path, (n)->value->pos, __VA_ARGS__)
 #define KEY_ERR(v, n, ...)  ERR((v)->d, (n)->src->path, (n)->key_pos, __VA_ARGS__)
 
-/* Report keys of table n that are not in known[] (NULL-terminated). */
-static void check_unknown(Validator *v, const ConfigNode *n, const char *what, const char *const *known) {
+/* Report keys of table n that the schema (config_key_rules) does not have
+ * below the rule path parent. */
+static void check_unknown(Validator *v, const ConfigNode *n, const char *what, const char *parent) {
+        const char *known[32];
+        config_key_children(parent, known, ELEMENTSOF(known));
         for (size_t i = 0; i < n->n_children; i++) {
                 const ConfigNode *k = &n->children[i];
                 bool ok = false;
@@ -584,7 +685,6 @@ static int host_path(Validator *v, const char *file, TomlPos pos, const char *na
 }
 
 static void validate_storage(Validator *v, const ConfigNode *t, const char *top_file) {
-        static const char *const known[] = { "data_root", NULL };
         static const TomlPos top = { 1, 1 };
         if (!t) {
                 ERR(v->d, top_file, top, "[storage] section is required (it sets data_root)");
@@ -592,7 +692,7 @@ static void validate_storage(Validator *v, const ConfigNode *t, const char *top_
         }
         if (!want_type(v, t, "storage", TOML_TABLE))
                 return;
-        check_unknown(v, t, "[storage]", known);
+        check_unknown(v, t, "[storage]", "storage");
         const ConfigNode *n = want_child(v, t, "data_root", "storage.data_root", NULL, top);
         if (!n || !string_ok(v, n, "storage.data_root"))
                 return;
@@ -692,8 +792,6 @@ int probe_target_parse(const char *s, NetAddr *ret_addr, uint16_t *ret_port) {
 }
 
 static int validate_network(Validator *v, const ConfigNode *t, const char *top_file) {
-        static const char *const known[] = { "default_allow", "default_deny",   "ipv6", "resolvers",
-                                             "probe_targets", "probe_dns_name", NULL };
         static const TomlPos top = { 1, 1 };
         int r;
 
@@ -707,7 +805,7 @@ static int validate_network(Validator *v, const ConfigNode *t, const char *top_f
                 v->net_bad = true;
                 return 0;
         }
-        check_unknown(v, t, "[network]", known);
+        check_unknown(v, t, "[network]", "network");
 
         const ConfigNode *n = config_node_get(t, "ipv6");
         if (n && string_ok(v, n, "network.ipv6")) {
@@ -733,6 +831,26 @@ static int validate_network(Validator *v, const ConfigNode *t, const char *top_f
         else if ((r = validate_cidrs(v, n, "network.default_deny", NET_DENY, &v->c->default_deny,
                                      &v->c->n_default_deny)) < 0)
                 return r;
+        if (n && n->extra) {
+                /* What an untrusted workspace file adds to the denied list. */
+                const ConfigNode x = { .key = n->key, .src = n->extra_src, .key_pos = n->key_pos, .value = n->extra };
+                char **more = NULL;
+                size_t n_more = 0;
+                if ((r = validate_cidrs(v, &x, "network.default_deny", NET_DENY, &more, &n_more)) < 0)
+                        return r;
+                if (more) {
+                        char **all = realloc(v->c->default_deny, (v->c->n_default_deny + n_more + 1) * sizeof(char *));
+                        if (!all) {
+                                strv_free_n(more, n_more);
+                                return -ENOMEM;
+                        }
+                        memcpy(all + v->c->n_default_deny, more, n_more * sizeof(char *));
+                        v->c->default_deny = all;
+                        v->c->n_default_deny += n_more;
+                        all[v->c->n_default_deny] = NULL;
+                        free(more);
+                }
+        }
         v->n_net_global = v->n_net;
 
         n = config_node_get(t, "resolvers");
@@ -889,7 +1007,6 @@ int config_profile_netpolicy_canonical(const ConfigProfile *p, char **ret, size_
 }
 
 static int validate_escalation(Validator *v, const ConfigNode *t, const char *top_file) {
-        static const char *const known[] = { "enabled", "socket_dir", "auto_approve", "output_limit", NULL };
         static const TomlPos top = { 1, 1 };
         if (!t) {
                 ERR(v->d, top_file, top, "[escalation] section is required (it sets enabled and socket_dir)");
@@ -897,7 +1014,7 @@ static int validate_escalation(Validator *v, const ConfigNode *t, const char *to
         }
         if (!want_type(v, t, "escalation", TOML_TABLE))
                 return 0;
-        check_unknown(v, t, "[escalation]", known);
+        check_unknown(v, t, "[escalation]", "escalation");
         const ConfigNode *n = want_child(v, t, "enabled", "escalation.enabled", NULL, top);
         if (n && want_type(v, n, "escalation.enabled", TOML_BOOL))
                 v->c->escalation_enabled = n->value->boolean;
@@ -1305,7 +1422,7 @@ const char *runsc_network_to_string(RunscNetwork n) {
 }
 
 static int validate_command(Validator *v, ConfigProfile *p, const ConfigNode *n, const char *pname) {
-        _cleanup_free_ char *nn = key_path(pname, "command");
+        _cleanup_free_ char *nn = config_key_path(pname, "command");
         bool ok = true;
         if (!nn)
                 return -ENOMEM;
@@ -1354,11 +1471,7 @@ static int validate_command(Validator *v, ConfigProfile *p, const ConfigNode *n,
 }
 
 static int validate_profile(Validator *v, const ConfigNode *t) {
-        static const char *const known[] = {
-                "image",   "command", "runsc_network", "workspace_mode", "persistent_dirs", "allow_egress", "env",
-                "volumes", NULL
-        };
-        _cleanup_free_ char *pname = key_path("profiles", t->key);
+        _cleanup_free_ char *pname = config_key_path("profiles", t->key);
         _cleanup_free_ char *kq = quoted(t->key, strlen(t->key));
         if (!pname)
                 return -ENOMEM;
@@ -1378,7 +1491,7 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
         _cleanup_free_ char *what = strbuf_steal(&wb);
         if (!what)
                 return -ENOMEM;
-        check_unknown(v, t, what, known);
+        check_unknown(v, t, what, "profiles.*");
 
         ConfigProfile *p = &v->c->profiles[v->c->n_profiles];
         *p = (ConfigProfile){};
@@ -1407,7 +1520,7 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
                         return -ENOMEM;
         }
 
-        _cleanup_free_ char *n_image = key_path(pname, "image");
+        _cleanup_free_ char *n_image = config_key_path(pname, "image");
         const ConfigNode *n = want_child(v, t, "image", n_image ?: "image", NULL, t->key_pos);
         if (n && string_ok(v, n, n_image ?: "image")) {
                 bool pinned = false;
@@ -1437,7 +1550,7 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
 
         n = config_node_get(t, "workspace_mode");
         if (n) {
-                _cleanup_free_ char *nn = key_path(pname, "workspace_mode");
+                _cleanup_free_ char *nn = config_key_path(pname, "workspace_mode");
                 if (want_type(v, n, nn ?: "workspace_mode", TOML_STRING)) {
                         if (streq(n->value->str.s, "branch"))
                                 p->workspace_branch = true;
@@ -1455,7 +1568,7 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
 
         n = config_node_get(t, "runsc_network");
         if (n) {
-                _cleanup_free_ char *nn = key_path(pname, "runsc_network");
+                _cleanup_free_ char *nn = config_key_path(pname, "runsc_network");
                 if (want_type(v, n, nn ?: "runsc_network", TOML_STRING)) {
                         if (streq(n->value->str.s, "sandbox"))
                                 p->runsc_network = RUNSC_NETWORK_SANDBOX;
@@ -1472,7 +1585,7 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
 
         n = config_node_get(t, "persistent_dirs");
         if (n) {
-                _cleanup_free_ char *nn = key_path(pname, "persistent_dirs");
+                _cleanup_free_ char *nn = config_key_path(pname, "persistent_dirs");
                 bool ok = true;
                 p->persistent_dirs = string_list(v, n, nn ?: "persistent_dirs", &p->n_persistent_dirs, &ok);
                 /* Keep the canonical form of the good entries; string_list
@@ -1518,7 +1631,7 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
         n = config_node_get(t, "allow_egress");
         bool egress_bad = false;
         if (n) {
-                p->allow_egress_name = key_path(pname, "allow_egress");
+                p->allow_egress_name = config_key_path(pname, "allow_egress");
                 if (!p->allow_egress_name)
                         return -ENOMEM;
                 bool was_bad = v->net_bad;
@@ -1544,7 +1657,7 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
 
         n = config_node_get(t, "volumes");
         if (n) {
-                _cleanup_free_ char *nn = key_path(pname, "volumes");
+                _cleanup_free_ char *nn = config_key_path(pname, "volumes");
                 if (want_type(v, n, nn ?: "volumes", TOML_ARRAY)) {
                         if (n->value->array.n > CONFIG_LIST_MAX)
                                 NODE_ERR(v, n, "%s has %zu entries; at most %u are allowed", nn, n->value->array.n,
@@ -1561,12 +1674,11 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
 }
 
 static int validate(Validator *v) {
-        static const char *const known[] = { "storage", "network", "escalation", "profiles", NULL };
         static const TomlPos top = { 1, 1 };
         const ConfigNode *root = &v->c->root;
         const char *top_file = v->c->sources[v->c->n_sources - 1].path;
 
-        check_unknown(v, root, "the top level", known);
+        check_unknown(v, root, "the top level", "");
         validate_storage(v, config_node_get(root, "storage"), top_file);
         int r = validate_network(v, config_node_get(root, "network"), top_file);
         if (r < 0)
@@ -1651,7 +1763,29 @@ Config *config_free(Config *c) {
         for (size_t i = 0; i < c->n_auto_rules; i++)
                 autoapprove_rule_done(&c->auto_rules[i]);
         free(c->auto_rules);
+        free(c->wsfile.path);
+        free(c->wsfile.store);
+        config_widenings_done(&c->wsfile.widenings);
         free(c);
+        return NULL;
+}
+
+const char *config_trust_to_string(ConfigTrust t) {
+        switch (t) {
+        case CONFIG_TRUST_NONE:
+                return "none";
+        case CONFIG_TRUST_UNTRUSTED:
+                return "untrusted";
+        case CONFIG_TRUST_CHANGED:
+                return "changed";
+        case CONFIG_TRUST_TRUSTED:
+                return "trusted";
+        case CONFIG_TRUST_EXPLICIT:
+                return "explicit";
+        case _CONFIG_TRUST_MAX:
+        case _CONFIG_TRUST_INVALID:
+                break;
+        }
         return NULL;
 }
 
@@ -1684,50 +1818,99 @@ int config_load(const ConfigLoadOptions *o, Config **ret, ConfigDiags *diags) {
                 return r;
         }
 
-        _cleanup_free_ char *user = NULL, *local = NULL;
+        _cleanup_free_ char *user = NULL, *explicit_real = NULL;
         r = config_user_path(&user);
         if (r < 0)
                 return r;
-        local = path_join(c->workspace, "lazaret.toml");
-        if (!local)
+        c->wsfile.path = path_join(c->workspace, "lazaret.toml");
+        if (!c->wsfile.path)
                 return -ENOMEM;
-
-        const struct {
-                const char *path;
-                bool must_exist;
-        } files[] = {
-                { user, false },
-                { local, false },
-                { o->explicit_path, true },
-        };
-        bool failed = false;
-        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
-                if (!files[i].path)
-                        continue;
-                /* The same file named twice (e.g. --config ./lazaret.toml) is read once. */
-                bool seen = false;
-                for (size_t k = 0; k < c->n_sources; k++)
-                        seen = seen || streq(c->sources[k].path, files[i].path);
-                if (seen)
-                        continue;
-                r = load_source(c, files[i].path, files[i].must_exist, diags);
+        /* --config naming the workspace file itself: the person chose it. */
+        if (o->explicit_path) {
+                r = path_canonicalize(o->explicit_path, &explicit_real);
                 if (r == -ENOMEM)
                         return r;
-                if (r < 0)
-                        failed = true;
+        }
+        bool ws_explicit = explicit_real && streq(explicit_real, c->wsfile.path);
+
+        bool failed = false;
+        r = load_source(c, user, false, diags);
+        if (r == -ENOMEM)
+                return r;
+        failed = failed || r < 0;
+        if (ws_explicit)
+                c->wsfile.trust = CONFIG_TRUST_EXPLICIT;
+        else {
+                r = load_workspace_source(c, o, diags);
+                if (r == -ENOMEM)
+                        return r;
+                failed = failed || r < 0;
+        }
+        /* The same file named twice (e.g. --config pointing at the user
+         * file) is read once. */
+        if (o->explicit_path &&
+            !(c->n_sources > 0 && streq(c->sources[0].path, o->explicit_path) && c->sources[0].trusted)) {
+                r = load_source(c, o->explicit_path, true, diags);
+                if (r == -ENOMEM)
+                        return r;
+                failed = failed || r < 0;
         }
         if (failed)
                 return -EINVAL;
         if (c->n_sources == 0) {
                 ERR(diags, NULL, (TomlPos){},
                     "no configuration found (looked for %s and %s); run 'lazaret init' to write a starter file", user,
-                    local);
+                    c->wsfile.path);
                 return -ENOENT;
         }
 
+        /* An untrusted workspace file may only narrow: compare it with what
+         * the person's own files say before anything of it is used. */
         size_t before = config_diags_errors(diags);
+        const ConfigSource *ws = NULL;
+        for (size_t i = 0; i < c->n_sources; i++)
+                if (c->wsfile.exists && streq(c->sources[i].path, c->wsfile.path))
+                        ws = &c->sources[i];
+        if (ws && (!ws->trusted || o->trust_workspace)) {
+                ConfigNode trusted = {};
+                MergePath mp = {};
+                for (size_t i = 0; r >= 0 && i < c->n_sources; i++)
+                        if (&c->sources[i] != ws)
+                                r = merge_table(&trusted, c->sources[i].root, &c->sources[i], &mp, diags);
+                if (r >= 0)
+                        r = config_authority_check(ws->root, &trusted, &c->wsfile.widenings);
+                node_done(&trusted);
+                if (r < 0)
+                        return r;
+        }
+        bool skip_ws = false;
+        if (ws && !ws->trusted && c->wsfile.widenings.n > 0 && o->ignore_widening_workspace) {
+                for (size_t i = 0; i < c->wsfile.widenings.n; i++)
+                        WARN(diags, ws->path, c->wsfile.widenings.items[i].pos,
+                             "%s widens the sandbox: this file is left out here, and 'lazaret run' refuses it "
+                             "until you run 'lazaret trust'",
+                             c->wsfile.widenings.items[i].key);
+                skip_ws = true;
+        } else if (ws && !ws->trusted && c->wsfile.widenings.n > 0) {
+                for (size_t i = 0; i < c->wsfile.widenings.n; i++)
+                        ERR(diags, ws->path, c->wsfile.widenings.items[i].pos,
+                            "%s widens the sandbox; a workspace file may only narrow it until you run 'lazaret "
+                            "trust'",
+                            c->wsfile.widenings.items[i].key);
+                if (c->wsfile.trust == CONFIG_TRUST_CHANGED)
+                        ERR(diags, ws->path, ((TomlPos){ 1, 1 }),
+                            "changed since you trusted it, which voids that trust; read it again and run 'lazaret "
+                            "trust' if it is still yours to allow");
+                return -EPERM;
+        }
+        if (config_diags_errors(diags) > before)
+                return -EINVAL;
+
+        MergePath mp = {};
         for (size_t i = 0; i < c->n_sources; i++) {
-                r = merge_table(&c->root, c->sources[i].root, &c->sources[i], diags);
+                if (skip_ws && &c->sources[i] == ws)
+                        continue;
+                r = merge_table(&c->root, c->sources[i].root, &c->sources[i], &mp, diags);
                 if (r < 0)
                         return r;
         }

@@ -9,6 +9,14 @@
  *   3. the file given with --config
  * Missing files 1 and 2 are skipped; a missing --config file is an error.
  *
+ * Files 1 and 3 are the person's choice and carry authority. File 2 is
+ * read from the workspace directory's descriptor without following a
+ * symlink, must be the user's own regular file, and is untrusted until
+ * its exact bytes are trusted (workspace-trust.h): until then it may only
+ * narrow the sandbox (config-authority.h). An untrusted file's additions
+ * to lists that only narrow (network.default_deny) are kept beside the
+ * merged value (ConfigNode.extra), not in place of it.
+ *
  * Merge rule: tables (including inline tables such as env) merge key by key,
  * recursively; any other value, arrays included, from a higher-precedence
  * file replaces the lower one whole. A key that is a table in one file and
@@ -24,6 +32,8 @@
 #include <stdio.h>
 
 #include "autoapprove.h"
+#include "config-authority.h"
+#include "workspace-trust.h"
 
 #define CONFIG_OUTPUT_LIMIT_DEFAULT (1024u * 1024u)
 #define CONFIG_OUTPUT_LIMIT_MAX     (2u * 1024u * 1024u)
@@ -60,6 +70,7 @@ void config_diags_print(const ConfigDiags *d, FILE *f);
 typedef struct ConfigSource {
         char *path;
         TomlValue *root;
+        bool trusted; /* the person's own file, or a workspace file they trusted */
 } ConfigSource;
 
 /* The merged tree: one node per key. */
@@ -71,6 +82,10 @@ struct ConfigNode {
         const TomlValue *value; /* for tables, the last merged part; use children */
         ConfigNode *children; /* tables only, in first-seen order */
         size_t n_children;
+        /* A list that only narrows (CONFIG_KEY_UNION), also set by an
+         * untrusted workspace file: its entries, added to value's. */
+        const ConfigSource *extra_src;
+        const TomlValue *extra;
 };
 
 typedef struct ConfigWhere {
@@ -138,6 +153,32 @@ typedef struct ConfigProfile {
         char *domain_dir; /* {data_root}/domains/{domain_hash} */
 } ConfigProfile;
 
+typedef enum ConfigTrust {
+        CONFIG_TRUST_NONE, /* there is no workspace file */
+        CONFIG_TRUST_UNTRUSTED, /* never trusted: it may only narrow */
+        CONFIG_TRUST_CHANGED, /* trusted once, changed since: it may only narrow */
+        CONFIG_TRUST_TRUSTED, /* its exact bytes are trusted */
+        CONFIG_TRUST_EXPLICIT, /* the person named it with --config */
+        _CONFIG_TRUST_MAX,
+        _CONFIG_TRUST_INVALID = -EINVAL,
+} ConfigTrust;
+
+const char *config_trust_to_string(ConfigTrust t);
+
+/* The workspace's lazaret.toml as it was read. */
+typedef struct ConfigWorkspaceFile {
+        char *path; /* <workspace>/lazaret.toml */
+        bool exists;
+        char sha256[WSTRUST_SHA256_HEX_LEN + 1]; /* of the bytes parsed */
+        ConfigTrust trust;
+        int64_t trusted_when; /* TRUSTED or CHANGED: when the record was made */
+        char *store; /* the trust store consulted */
+        /* What it adds over the trusted files (filled when it is untrusted,
+         * or when ConfigLoadOptions.trust_workspace asks). Points into the
+         * workspace file's tree. */
+        ConfigWidenings widenings;
+} ConfigWorkspaceFile;
+
 typedef struct Config {
         ConfigSource *sources; /* lowest precedence first */
         size_t n_sources;
@@ -164,21 +205,34 @@ typedef struct Config {
         uint64_t escalation_output_max; /* escalation.output_limit, bytes per stream */
         ConfigProfile *profiles;
         size_t n_profiles;
+        ConfigWorkspaceFile wsfile;
 } Config;
 
 typedef struct ConfigLoadOptions {
         const char *explicit_path; /* --config FILE, or NULL */
         const char *workspace; /* --workspace DIR, or NULL for the current directory */
+        /* lazaret trust: take the workspace file as trusted (to validate
+         * what trusting it would give) and list what it adds. */
+        bool trust_workspace;
+        /* For verbs that start nothing (status, stop, audit, diff, reset):
+         * an untrusted workspace file that would widen the sandbox is left
+         * out with a warning per key, rather than refused. */
+        bool ignore_widening_workspace;
 } ConfigLoadOptions;
 
 /* Find, read, merge and validate the configuration.
  *
  * Returns 0 with *ret set when the configuration is valid (diags may hold
  * warnings). Returns -EINVAL when it is not (diags holds at least one error;
- * *ret untouched), -ENOENT when no configuration file exists at all (also
+ * *ret untouched), -EPERM when an untrusted workspace file would widen the
+ * sandbox (one error per key, and nothing else was checked), -ENOENT when no configuration file exists at all (also
  * described in diags), -ENOTDIR when the workspace cannot be resolved (the
  * reason is in diags, without a file), or -ENOMEM. */
 int config_load(const ConfigLoadOptions *o, Config **ret, ConfigDiags *diags);
+
+/* Dotted name of a key below a parent name, e.g. "profiles.claude.image";
+ * keys that are not bare are quoted as TOML basic strings. Caller frees. */
+char *config_key_path(const char *parent, const char *key);
 
 Config *config_free(Config *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Config *, config_free)

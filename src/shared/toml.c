@@ -137,6 +137,49 @@ const char *toml_type_to_string(TomlType t) {
         return names[t];
 }
 
+bool toml_value_equal(const TomlValue *a, const TomlValue *b) {
+        if (!a || !b || a->type != b->type)
+                return false;
+        switch (a->type) {
+        case TOML_STRING:
+                return a->str.len == b->str.len && memcmp(a->str.s, b->str.s, a->str.len) == 0;
+        case TOML_INTEGER:
+                return a->integer == b->integer;
+        case TOML_FLOAT:
+                return a->flt == b->flt;
+        case TOML_BOOL:
+                return a->boolean == b->boolean;
+        case TOML_DATETIME:
+        case TOML_DATETIME_LOCAL:
+        case TOML_DATE_LOCAL:
+        case TOML_TIME_LOCAL:
+                return a->dt.year == b->dt.year && a->dt.month == b->dt.month && a->dt.day == b->dt.day &&
+                       a->dt.hour == b->dt.hour && a->dt.minute == b->dt.minute && a->dt.second == b->dt.second &&
+                       a->dt.nanosecond == b->dt.nanosecond && a->dt.offset_minutes == b->dt.offset_minutes;
+        case TOML_ARRAY:
+                if (a->array.n != b->array.n)
+                        return false;
+                for (size_t i = 0; i < a->array.n; i++)
+                        if (!toml_value_equal(a->array.items[i], b->array.items[i]))
+                                return false;
+                return true;
+        case TOML_TABLE:
+                if (a->table.n != b->table.n)
+                        return false;
+                for (size_t i = 0; i < a->table.n; i++) {
+                        const TomlEntry *e = &a->table.entries[i];
+                        const TomlEntry *f = toml_table_get_n(b, e->key, e->key_len);
+                        if (!f || !toml_value_equal(e->value, f->value))
+                                return false;
+                }
+                return true;
+        case _TOML_TYPE_MAX:
+        case _TOML_TYPE_INVALID:
+                break;
+        }
+        return false;
+}
+
 const char *toml_type_with_article(TomlType t) {
         switch (t) {
         case TOML_STRING:

@@ -116,6 +116,12 @@ const TomlEntry *toml_table_get(const TomlValue *table, const char *key);
 /* The same for a key of key_len bytes, which may contain NUL. */
 const TomlEntry *toml_table_get_n(const TomlValue *table, const char *key, size_t key_len);
 
+/* Structural equality: same type and value; arrays element by element in
+ * order; tables with the same keys (in any order) and equal values.
+ * Positions do not count. Floats compare by value (a NaN equals no float).
+ * Recursive: call only on trees the parser bounded in depth. */
+bool toml_value_equal(const TomlValue *a, const TomlValue *b);
+
 /* "string", "integer", ..., as used in error messages and by toml-test. */
 const char *toml_type_to_string(TomlType t);
 

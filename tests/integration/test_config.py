@@ -48,6 +48,8 @@ def test_hierarchy_and_merge(lz):
                      '[profiles.claude]\nimage = "localhost/agent:2"\nenv.B = "2"\n'
                      '[profiles.shell]\nimage = "localhost/sh:1"\n')
     explicit = lz.write("explicit.toml", "[escalation]\nenabled = false\n")
+    # The workspace file sets images: it must be trusted to (test_trust.py).
+    assert lz.run("trust", "--yes").returncode == 0
     r = lz.run("config", "show", "--json", "--config", explicit)
     assert r.returncode == 0, r.stderr
     j = json.loads(r.stdout)

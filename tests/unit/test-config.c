@@ -16,6 +16,9 @@
 #include <cmocka.h>
 
 #include "cidr.h"
+#include "config-authority.h"
+#include "fd-util.h"
+#include "workspace-trust.h"
 #include "config.h"
 #include "expand.h"
 #include "fileio.h"
@@ -182,6 +185,18 @@ static void put(const char *rel, const char *text) {
         assert_int_equal(write_file_atomic(p, text, strlen(text), 0600, 0), 0);
 }
 
+/* Write a workspace file and trust its exact bytes, as 'lazaret trust' does. */
+static void put_trusted(const char *rel, const char *text) {
+        char p[256], sha[WSTRUST_SHA256_HEX_LEN + 1];
+        _cleanup_free_ char *store = NULL, *canon = NULL;
+        put(rel, text);
+        snprintf(p, sizeof(p), "%s/%s", dir, rel);
+        assert_int_equal(path_canonicalize(p, &canon), 0);
+        assert_int_equal(wstrust_store_path(getenv("HOME"), &store), 0);
+        assert_int_equal(wstrust_sha256_hex(text, strlen(text), sha), 0);
+        assert_int_equal(wstrust_set(store, canon, sha, 1), 0);
+}
+
 static const char base_cfg[] =
         "[storage]\n"
         "data_root = \"~/data\"\n"
@@ -204,8 +219,8 @@ static void test_load_merge(void **state) {
         put("xdg/lazaret/config.toml", base_cfg);
         /* The workspace file overrides one scalar, adds an env key and
          * replaces the default_deny array whole. */
-        put("ws/lazaret.toml", "[network]\ndefault_deny = [\"192.168.0.0/16\"]\n"
-                               "[profiles.claude]\nimage = \"localhost/agent:2\"\nenv.C = \"3\"\n");
+        put_trusted("ws/lazaret.toml", "[network]\ndefault_deny = [\"192.168.0.0/16\"]\n"
+                                       "[profiles.claude]\nimage = \"localhost/agent:2\"\nenv.C = \"3\"\n");
         put("explicit.toml", "[escalation]\nenabled = false\n");
 
         ConfigLoadOptions o = { .explicit_path = explicit, .workspace = ws };
@@ -314,7 +329,7 @@ static void test_profile_env(void **state) {
         char ws[128];
         snprintf(ws, sizeof(ws), "%s/ws", dir);
         put("xdg/lazaret/config.toml", base_cfg);
-        put("ws/lazaret.toml", "[profiles.claude.env]\nKEY = \"env:LAZARET_UNIT_HOST_VAR\"\n");
+        put_trusted("ws/lazaret.toml", "[profiles.claude.env]\nKEY = \"env:LAZARET_UNIT_HOST_VAR\"\n");
         ConfigLoadOptions o = { .workspace = ws };
         ConfigDiags d = {};
         Config *c = NULL;
@@ -408,9 +423,9 @@ static void test_persist_config(void **state) {
         char ws[128];
         snprintf(ws, sizeof(ws), "%s/ws", dir);
         put("xdg/lazaret/config.toml", base_cfg);
-        put("ws/lazaret.toml", "[profiles.claude]\n"
-                               "persistent_dirs = [\"/usr/\", \"var\", \"/usr\", \"/usr/local\", \"/run\", "
-                               "\"/etc\", \"/../x\"]\n");
+        put_trusted("ws/lazaret.toml", "[profiles.claude]\n"
+                                       "persistent_dirs = [\"/usr/\", \"var\", \"/usr\", \"/usr/local\", "
+                                       "\"/run\", \"/etc\", \"/../x\"]\n");
         ConfigLoadOptions o = { .workspace = ws };
         ConfigDiags d = {};
         Config *c = NULL;
@@ -431,7 +446,7 @@ static void test_persist_config(void **state) {
         }
         config_diags_done(&d);
 
-        put("ws/lazaret.toml", "[profiles.claude]\npersistent_dirs = [\"//usr/\", \"/etc\", \"/var/lib\"]\n");
+        put_trusted("ws/lazaret.toml", "[profiles.claude]\npersistent_dirs = [\"//usr/\", \"/etc\", \"/var/lib\"]\n");
         d = (ConfigDiags){};
         assert_int_equal(config_load(&o, &c, &d), 0);
         const ConfigProfile *p = config_find_profile(c, "claude");
@@ -442,6 +457,199 @@ static void test_persist_config(void **state) {
         assert_null(p->persistent_dirs[3]);
         config_free(c);
         config_diags_done(&d);
+}
+
+/* ---- authority (decision 15) ------------------------------------------- */
+
+static void test_key_rules(void **state) {
+        (void) state;
+        /* Each key classified once. */
+        for (size_t i = 0; i < config_key_rules_n; i++) {
+                assert_non_null(config_key_class_to_string(config_key_rules[i].cls));
+                assert_non_null(config_key_rules[i].why);
+                for (size_t j = i + 1; j < config_key_rules_n; j++)
+                        assert_string_not_equal(config_key_rules[i].path, config_key_rules[j].path);
+        }
+        const char *p1[] = { "profiles", "x", "volumes" }, *p2[] = { "profiles", "x", "env", "TOKEN" },
+                   *p3[] = { "network", "nope" }, *p4[] = { "profiles", "x", "volumes", "y" };
+        assert_int_equal(config_key_rule(p1, 3)->cls, CONFIG_KEY_SUBSET);
+        assert_int_equal(config_key_rule(p2, 4)->cls, CONFIG_KEY_ENV);
+        assert_null(config_key_rule(p3, 2));
+        assert_null(config_key_rule(p4, 4));
+        const char *k[32];
+        assert_int_equal(config_key_children("", k, 32), 4);
+        assert_string_equal(k[0], "storage");
+        assert_string_equal(k[3], "profiles");
+        assert_int_equal(config_key_children("profiles.*", k, 32), 8);
+        assert_string_equal(k[7], "volumes");
+        assert_null(k[8]);
+        assert_int_equal(config_key_children("profiles", k, 32), 0);
+}
+
+static int load_ws(const char *text, Config **ret, ConfigDiags *d) {
+        char ws[128];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        put("xdg/lazaret/config.toml", base_cfg);
+        put("ws/lazaret.toml", text);
+        ConfigLoadOptions o = { .workspace = ws };
+        *d = (ConfigDiags){};
+        return config_load(&o, ret, d);
+}
+
+static void test_authority(void **state) {
+        (void) state;
+        Config *c = NULL;
+        ConfigDiags d;
+        char want[256];
+
+        /* Widening: one positioned error each, nothing merged. */
+        assert_int_equal(
+                load_ws("[profiles.claude]\nimage = \"localhost/other:1\"\nenv.T = \"env:HOME\"\n"
+                        "volumes = [{ host = \"{profile_dir}/home\", container = \"/root\", mode = \"rw\" }]\n",
+                        &c, &d),
+                -EPERM);
+        assert_null(c);
+        assert_int_equal(config_diags_errors(&d), 3);
+        assert_string_equal(d.items[0].message, "profiles.claude.image widens the sandbox; a workspace file may only "
+                                                "narrow it until you run 'lazaret trust'");
+        assert_int_equal(d.items[0].pos.line, 2);
+        assert_int_equal(d.items[0].pos.col, 9);
+        assert_true(strncmp(d.items[1].message, "profiles.claude.env.T widens", 28) == 0);
+        assert_true(strncmp(d.items[2].message, "profiles.claude.volumes[0] widens", 33) == 0);
+        config_diags_done(&d);
+
+        /* Narrowing: deny entries added beside the trusted ones, the volume
+         * made read-only (it was "ro,z": keeping z is no more), escalation off. */
+        assert_int_equal(load_ws("[network]\ndefault_deny = [\"192.168.0.0/16\"]\ndefault_allow = []\n"
+                                 "[escalation]\nenabled = false\n"
+                                 "[profiles.claude]\nimage = \"localhost/agent:1\"\nenv.E = \"literal\"\n",
+                                 &c, &d),
+                         0);
+        assert_int_equal(c->wsfile.trust, CONFIG_TRUST_UNTRUSTED);
+        assert_int_equal(c->n_default_deny, 2);
+        assert_string_equal(c->default_deny[0], "10.0.0.0/8");
+        assert_string_equal(c->default_deny[1], "192.168.0.0/16");
+        assert_null(c->default_deny[2]);
+        assert_int_equal(c->n_default_allow, 0);
+        assert_false(c->escalation_enabled);
+        config_free(c);
+        config_diags_done(&d);
+
+        /* A volume narrowed to read-only passes; adding a relabel does not. */
+        assert_int_equal(load_ws("[profiles.claude]\nvolumes = [{ host = \"{profile_dir}/home\", container = "
+                                 "\"/root\", mode = \"ro\" }]\n",
+                                 &c, &d),
+                         0);
+        config_free(c);
+        config_diags_done(&d);
+        assert_int_equal(load_ws("[profiles.claude]\nvolumes = [{ host = \"{profile_dir}/home\", container = "
+                                 "\"/root\", mode = \"ro,Z\" }]\n",
+                                 &c, &d),
+                         -EPERM);
+        config_diags_done(&d);
+
+        /* Trusted bytes carry authority; one byte more voids it. */
+        char ws[128];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        put_trusted("ws/lazaret.toml", "[profiles.claude]\nimage = \"localhost/other:1\"\n");
+        ConfigLoadOptions o = { .workspace = ws };
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), 0);
+        assert_int_equal(c->wsfile.trust, CONFIG_TRUST_TRUSTED);
+        assert_string_equal(c->profiles[0].image, "localhost/other:1");
+        config_free(c);
+        config_diags_done(&d);
+        put("ws/lazaret.toml", "[profiles.claude]\nimage = \"localhost/other:1\"\n\n");
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), -EPERM);
+        assert_int_equal(config_diags_errors(&d), 2);
+        assert_true(strncmp(d.items[1].message, "changed since you trusted it", 28) == 0);
+        config_diags_done(&d);
+
+        /* Verbs that start nothing leave the file out, with warnings. */
+        o.ignore_widening_workspace = true;
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), 0);
+        assert_int_equal(config_diags_errors(&d), 0);
+        assert_true(d.n >= 1 && d.items[0].warning);
+        assert_string_equal(c->profiles[0].image, "localhost/agent:1");
+        config_free(c);
+        config_diags_done(&d);
+
+        /* --config naming the workspace file: the person chose it. */
+        snprintf(want, sizeof(want), "%s/ws/lazaret.toml", dir);
+        o = (ConfigLoadOptions){ .workspace = ws, .explicit_path = want };
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), 0);
+        assert_int_equal(c->wsfile.trust, CONFIG_TRUST_EXPLICIT);
+        assert_string_equal(c->profiles[0].image, "localhost/other:1");
+        config_free(c);
+        config_diags_done(&d);
+}
+
+static void test_trust_store(void **state) {
+        (void) state;
+        char store[256], sha[WSTRUST_SHA256_HEX_LEN + 1];
+        snprintf(store, sizeof(store), "%s/home/share/lazaret/trusted-workspaces", dir);
+        assert_int_equal(wstrust_sha256_hex("", 0, sha), 0);
+        assert_string_equal(sha, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+
+        WsTrustRecords recs = {};
+        assert_int_equal(wstrust_load(store, &recs, NULL), 0); /* none yet */
+        assert_int_equal(recs.n, 0);
+        assert_int_equal(wstrust_set(store, "/a/lazaret.toml", sha, 5), 0);
+        assert_int_equal(wstrust_set(store, "/b/lazaret.toml", sha, 6), 0);
+        assert_int_equal(wstrust_set(store, "/a/lazaret.toml", sha, 7), 0); /* replaces */
+        assert_int_equal(wstrust_load(store, &recs, NULL), 0);
+        assert_int_equal(recs.n, 2);
+        assert_int_equal(wstrust_find(&recs, "/a/lazaret.toml")->when, 7);
+        assert_null(wstrust_find(&recs, "/c/lazaret.toml"));
+        wstrust_records_done(&recs);
+        struct stat st;
+        assert_int_equal(stat(store, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0600);
+
+        /* Never a path with a control character, nor a relative one. */
+        assert_int_equal(wstrust_set(store, "/a\nb/lazaret.toml", sha, 1), -EINVAL);
+        assert_int_equal(wstrust_set(store, "a/lazaret.toml", sha, 1), -EINVAL);
+        assert_int_equal(wstrust_set(store, "/a/lazaret.toml", "xyz", 1), -EINVAL);
+        assert_int_equal(wstrust_set(store, "/b/lazaret.toml", NULL, 0), 0);
+        assert_int_equal(wstrust_set(store, "/b/lazaret.toml", NULL, 0), -ENOENT);
+
+        /* A line that is not a record is named. */
+        char bad[512];
+        snprintf(bad, sizeof(bad), "%s 1 /a/lazaret.toml\n%s x /b\n", sha, sha);
+        assert_int_equal(write_file_atomic(store, bad, strlen(bad), 0600, 0), 0);
+        unsigned line = 0;
+        assert_int_equal(wstrust_load(store, &recs, &line), -EBADMSG);
+        assert_int_equal(line, 2);
+}
+
+static void test_workspace_file_kinds(void **state) {
+        (void) state;
+        char ws[128], p[256], *data = NULL;
+        const char *why = NULL;
+        size_t size = 0;
+        uid_t owner = 0;
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        snprintf(p, sizeof(p), "%s/lazaret.toml", ws);
+
+        assert_int_equal(wstrust_read_workspace_file(ws, geteuid(), &data, &size, &owner, &why), -ENOENT);
+        assert_int_equal(symlink("/etc/hostname", p), 0);
+        assert_int_equal(wstrust_read_workspace_file(ws, geteuid(), &data, &size, &owner, &why), -ELOOP);
+        unlink(p);
+        assert_int_equal(mkfifo(p, 0600), 0);
+        assert_int_equal(wstrust_read_workspace_file(ws, geteuid(), &data, &size, &owner, &why), -EINVAL);
+        unlink(p);
+        assert_int_equal(mkdir(p, 0700), 0);
+        assert_int_equal(wstrust_read_workspace_file(ws, geteuid(), &data, &size, &owner, &why), -EISDIR);
+        rmdir(p);
+        put("ws/lazaret.toml", "x = 1\n");
+        assert_int_equal(wstrust_read_workspace_file(ws, geteuid() + 1, &data, &size, &owner, &why), -EPERM);
+        assert_int_equal(owner, geteuid());
+        assert_int_equal(wstrust_read_workspace_file(ws, geteuid(), &data, &size, &owner, &why), 0);
+        assert_string_equal(data, "x = 1\n");
+        free(data);
 }
 
 int main(void) {
@@ -457,6 +665,10 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_profile_env, setup_dirs, teardown_dirs),
                 cmocka_unit_test(test_persist_dirs),
                 cmocka_unit_test_setup_teardown(test_persist_config, setup_dirs, teardown_dirs),
+                cmocka_unit_test(test_key_rules),
+                cmocka_unit_test_setup_teardown(test_authority, setup_dirs, teardown_dirs),
+                cmocka_unit_test_setup_teardown(test_trust_store, setup_dirs, teardown_dirs),
+                cmocka_unit_test_setup_teardown(test_workspace_file_kinds, setup_dirs, teardown_dirs),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

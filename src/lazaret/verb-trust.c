@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/* lazaret trust [--yes] | --list | --revoke: which workspace lazaret.toml
+ * files may widen the sandbox (architecture decision 15). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "fd-util.h"
+#include "log.h"
+#include "path-util.h"
+#include "strbuf.h"
+#include "string-util.h"
+#include "toml-write.h"
+#include "verbs.h"
+#include "workspace-trust.h"
+
+static void show_value(StrBuf *b, const TomlValue *v) {
+        /* toml_write_value escapes every control character: nothing the
+         * file holds can repaint this screen. */
+        toml_write_value(b, v);
+}
+
+static void format_time(int64_t when, char *buf, size_t size) {
+        time_t t = (time_t) when;
+        struct tm tm;
+        if (!gmtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+                snprintf(buf, size, "%lld", (long long) when);
+}
+
+/* What the workspace file adds over the person's own files. */
+static int show_difference(const Config *cfg) {
+        const ConfigWorkspaceFile *w = &cfg->wsfile;
+        StrBuf b = STRBUF_INIT;
+        strbuf_printf(&b, "Workspace file %s\n  sha256 %s\n\n", w->path, w->sha256);
+        if (w->widenings.n == 0)
+                strbuf_puts(&b, "It adds nothing over your own configuration: it only narrows the sandbox, which it "
+                                "may do without trust.\n");
+        else {
+                strbuf_printf(&b, "Trusting it gives the sandbox %zu thing%s your own configuration does not:\n",
+                              w->widenings.n, w->widenings.n == 1 ? "" : "s");
+                for (size_t i = 0; i < w->widenings.n; i++) {
+                        const ConfigWidening *x = &w->widenings.items[i];
+                        strbuf_printf(&b, "\n  %s = ", x->key);
+                        show_value(&b, x->value);
+                        strbuf_printf(&b, "\n      line %u, column %u; ", x->pos.line, x->pos.col);
+                        if (x->trusted) {
+                                strbuf_puts(&b, "yours: ");
+                                show_value(&b, x->trusted);
+                        } else
+                                strbuf_puts(&b, "yours: not set");
+                        strbuf_printf(&b, "\n      (%s)\n", x->rule->why);
+                }
+        }
+        if (b.oom) {
+                strbuf_done(&b);
+                return -ENOMEM;
+        }
+        fputs(strbuf_str(&b), stdout);
+        fflush(stdout);
+        strbuf_done(&b);
+        return 0;
+}
+
+static int trust_list(const char *home) {
+        _cleanup_free_ char *store = NULL;
+        if (wstrust_store_path(home, &store) < 0)
+                return EXIT_LAZARET;
+        _cleanup_(wstrust_records_done) WsTrustRecords recs = {};
+        unsigned line = 0;
+        int r = wstrust_load(store, &recs, &line);
+        if (r == -EBADMSG) {
+                log_error("%s:%u: not a trust record; remove the line, or the file to trust nothing", store, line);
+                return EXIT_LAZARET;
+        }
+        if (r < 0) {
+                log_error("cannot read %s: %s", store, strerror(-r));
+                return EXIT_LAZARET;
+        }
+        if (recs.n == 0)
+                printf("no workspace file is trusted (%s)\n", store);
+        for (size_t i = 0; i < recs.n; i++) {
+                const WsTrustRecord *rec = &recs.items[i];
+                _cleanup_free_ char *dir = strdup(rec->path), *data = NULL;
+                if (!dir)
+                        return EXIT_LAZARET;
+                char *slash = strrchr(dir, '/');
+                if (slash)
+                        *slash = '\0';
+                const char *why = NULL, *state;
+                size_t size = 0;
+                char sha[WSTRUST_SHA256_HEX_LEN + 1] = "";
+                r = wstrust_read_workspace_file(*dir ? dir : "/", geteuid(), &data, &size, NULL, &why);
+                if (r == -ENOENT)
+                        state = "missing";
+                else if (r < 0)
+                        state = "refused";
+                else if (wstrust_sha256_hex(data, size, sha) < 0)
+                        return EXIT_LAZARET;
+                else
+                        state = streq(sha, rec->sha256) ? "trusted" : "changed";
+                char when[64];
+                format_time(rec->when, when, sizeof(when));
+                printf("%-8s %s  (since %s)\n", state, rec->path, when);
+        }
+        return 0;
+}
+
+static int trust_revoke(const Globals *g, const char *home) {
+        _cleanup_free_ char *ws = NULL, *store = NULL;
+        int r = config_workspace(g->workspace, &ws);
+        if (r < 0) {
+                log_error("workspace %s: %s", g->workspace ?: "(current directory)", strerror(-r));
+                return EXIT_USAGE;
+        }
+        _cleanup_free_ char *path = path_join(ws, "lazaret.toml");
+        if (!path || wstrust_store_path(home, &store) < 0)
+                return EXIT_LAZARET;
+        r = wstrust_set(store, path, NULL, 0);
+        if (r == -ENOENT) {
+                log_error("%s is not trusted: nothing to revoke", path);
+                return EXIT_PROBLEMS;
+        }
+        if (r < 0) {
+                log_error("cannot update %s: %s", store, strerror(-r));
+                return EXIT_LAZARET;
+        }
+        printf("%s is no longer trusted: it may only narrow the sandbox\n", path);
+        return 0;
+}
+
+int verb_trust(int argc, char **argv, const Globals *g) {
+        static const struct option opts[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "yes", no_argument, NULL, 'y' },
+                { "list", no_argument, NULL, 'l' },
+                { "revoke", no_argument, NULL, 'r' },
+                {},
+        };
+        bool yes = false, list = false, revoke = false;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "hy", opts, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        printf("Usage: lazaret trust [--workspace DIR] [--yes]\n"
+                               "       lazaret trust --list\n"
+                               "       lazaret trust --revoke [--workspace DIR]\n\n"
+                               "A workspace's lazaret.toml may only narrow the sandbox until you trust it.\n"
+                               "trust shows what the file would add over your own configuration, asks, and\n"
+                               "records its path and the SHA-256 of its exact bytes in your data directory\n"
+                               "($XDG_DATA_HOME/lazaret/trusted-workspaces). Any change to the file voids\n"
+                               "the trust. --list shows every record and whether its file still matches;\n"
+                               "--revoke removes this workspace's record.\n");
+                        return 0;
+                case 'y':
+                        yes = true;
+                        break;
+                case 'l':
+                        list = true;
+                        break;
+                case 'r':
+                        revoke = true;
+                        break;
+                default:
+                        return EXIT_USAGE;
+                }
+        if (optind < argc) {
+                log_error("trust takes no arguments (got '%s'); name the workspace with --workspace DIR", argv[optind]);
+                return EXIT_USAGE;
+        }
+        if (list + revoke > 1 || ((list || revoke) && yes)) {
+                log_error("trust: --list, --revoke and --yes go one at a time");
+                return EXIT_USAGE;
+        }
+        _cleanup_free_ char *home = NULL;
+        if (config_home(&home) < 0) {
+                log_error("cannot find the home directory: set $HOME");
+                return EXIT_LAZARET;
+        }
+        if (list)
+                return trust_list(home);
+        if (revoke)
+                return trust_revoke(g, home);
+
+        ConfigDiags d = {};
+        _cleanup_(config_freep) Config *cfg = NULL;
+        ConfigLoadOptions o = { .explicit_path = g->config_path, .workspace = g->workspace, .trust_workspace = true };
+        int r = config_load(&o, &cfg, &d);
+        config_diags_print(&d, stderr);
+        config_diags_done(&d);
+        if (r == -ENOMEM) {
+                log_error("out of memory");
+                return EXIT_LAZARET;
+        }
+        if (r == -ENOTDIR)
+                return EXIT_USAGE;
+        if (r < 0) {
+                log_error("nothing was trusted: the configuration it would make is not valid (above)");
+                return EXIT_CONFIG;
+        }
+        if (cfg->wsfile.trust == CONFIG_TRUST_EXPLICIT) {
+                log_error("%s is named with --config, which already trusts it; leave --config out to trust it as "
+                          "the workspace's file",
+                          cfg->wsfile.path);
+                return EXIT_USAGE;
+        }
+        if (!cfg->wsfile.exists) {
+                log_error("%s does not exist: there is nothing to trust", cfg->wsfile.path);
+                return EXIT_USAGE;
+        }
+        if (show_difference(cfg) < 0)
+                return EXIT_LAZARET;
+
+        if (!yes) {
+                if (!isatty(STDIN_FILENO)) {
+                        log_error("trust needs confirmation: run it on a terminal, or pass --yes after reading the "
+                                  "above");
+                        return EXIT_USAGE;
+                }
+                fprintf(stderr, "\nTrust these exact bytes of %s? [y/N] ", cfg->wsfile.path);
+                char answer[16] = "";
+                if (!fgets(answer, sizeof(answer), stdin) || (answer[0] != 'y' && answer[0] != 'Y')) {
+                        fprintf(stderr, "nothing was trusted\n");
+                        return EXIT_PROBLEMS;
+                }
+        }
+        _cleanup_free_ char *store = NULL;
+        if (wstrust_store_path(home, &store) < 0)
+                return EXIT_LAZARET;
+        r = wstrust_set(store, cfg->wsfile.path, cfg->wsfile.sha256, (int64_t) time(NULL));
+        if (r == -EINVAL) {
+                log_error("%s cannot be recorded: its path has control characters", cfg->wsfile.path);
+                return EXIT_LAZARET;
+        }
+        if (r < 0) {
+                log_error("cannot record the trust in %s: %s", store, strerror(-r));
+                return EXIT_LAZARET;
+        }
+        printf("trusted %s (sha256 %s); any change to it voids this\n", cfg->wsfile.path, cfg->wsfile.sha256);
+        return 0;
+}

@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cidr.h"
+#include "config-authority.h"
+#include "config.h"
+#include "fd-util.h"
+#include "strbuf.h"
+#include "string-util.h"
+
+/* The one classification of the schema (decision 15). A key missing here
+ * is unknown to the schema, and validation refuses it. */
+const ConfigKeyRule config_key_rules[] = {
+        { "storage", CONFIG_KEY_TABLE, .why = "a table" },
+        { "storage.data_root", CONFIG_KEY_AUTHORITY,
+          .why = "a host path: where Lazaret keeps every Domain's state, layers and volumes" },
+
+        { "network", CONFIG_KEY_TABLE, .why = "a table" },
+        { "network.default_allow", CONFIG_KEY_SUBSET, CONFIG_ENTRY_CIDR,
+          .why = "destinations every sandbox may reach: keeping fewer of the trusted entries narrows" },
+        { "network.default_deny", CONFIG_KEY_UNION,
+          .why = "destinations no sandbox may reach: a workspace's entries are added to the trusted ones" },
+        { "network.ipv6", CONFIG_KEY_NARROW_VALUE, .narrow_str = "disabled",
+          .why = "\"disabled\" narrows; \"enabled\" lets the sandbox reach IPv6 destinations" },
+        { "network.resolvers", CONFIG_KEY_AUTHORITY,
+          .why = "the DNS servers the sandbox may send queries to, and the only ones port 53 reaches" },
+        { "network.probe_targets", CONFIG_KEY_AUTHORITY,
+          .why = "what the launch proves reachable: the person's own check of the policy" },
+        { "network.probe_dns_name", CONFIG_KEY_AUTHORITY,
+          .why = "the name the launch resolves to prove DNS works: the person's own check" },
+
+        { "escalation", CONFIG_KEY_TABLE, .why = "a table" },
+        { "escalation.enabled", CONFIG_KEY_NARROW_VALUE, .narrow_bool = false,
+          .why = "false narrows; true opens the one door back to the host" },
+        { "escalation.socket_dir", CONFIG_KEY_AUTHORITY, .why = "a host path where Lazaret makes a socket" },
+        { "escalation.auto_approve", CONFIG_KEY_SUBSET, CONFIG_ENTRY_VALUE,
+          .why = "host commands that run without asking: keeping fewer of the trusted entries narrows" },
+        { "escalation.output_limit", CONFIG_KEY_AUTHORITY,
+          .why = "how much of a host command's output reaches the sandbox" },
+
+        { "profiles", CONFIG_KEY_TABLE, .why = "a table" },
+        { "profiles.*", CONFIG_KEY_TABLE, .why = "a table: a new profile is judged key by key" },
+        { "profiles.*.image", CONFIG_KEY_AUTHORITY,
+          .why = "the host pulls it from the registry it names, outside the sandbox's network policy" },
+        { "profiles.*.command", CONFIG_KEY_NEUTRAL, .why = "it runs inside the sandbox only" },
+        { "profiles.*.runsc_network", CONFIG_KEY_NARROW_VALUE, .narrow_str = "sandbox",
+          .why = "\"host\" hands the sandbox's traffic to the kernel's network stack" },
+        { "profiles.*.workspace_mode", CONFIG_KEY_NARROW_VALUE, .narrow_str = "branch",
+          .why = "\"direct\" lets the agent write the host's working tree" },
+        { "profiles.*.persistent_dirs", CONFIG_KEY_AUTHORITY, .why = "host storage kept across runs" },
+        { "profiles.*.allow_egress", CONFIG_KEY_SUBSET, CONFIG_ENTRY_CIDR,
+          .why = "destinations this profile may reach: keeping fewer of the trusted entries narrows" },
+        { "profiles.*.env", CONFIG_KEY_TABLE, .why = "a table" },
+        { "profiles.*.env.*", CONFIG_KEY_ENV,
+          .why = "a literal value acts inside the sandbox only; \"env:VAR\" copies a host variable (often a "
+                 "secret) in" },
+        { "profiles.*.volumes", CONFIG_KEY_SUBSET, CONFIG_ENTRY_VOLUME,
+          .why = "host paths in the sandbox: dropping entries or making one read-only narrows" },
+};
+const size_t config_key_rules_n = ELEMENTSOF(config_key_rules);
+
+const char *config_key_class_to_string(ConfigKeyClass c) {
+        switch (c) {
+        case CONFIG_KEY_TABLE:
+                return "table";
+        case CONFIG_KEY_NEUTRAL:
+                return "neutral";
+        case CONFIG_KEY_AUTHORITY:
+                return "authority";
+        case CONFIG_KEY_NARROW_VALUE:
+                return "narrowing-value";
+        case CONFIG_KEY_SUBSET:
+                return "subset";
+        case CONFIG_KEY_UNION:
+                return "narrowing";
+        case CONFIG_KEY_ENV:
+                return "env";
+        case _CONFIG_KEY_CLASS_MAX:
+        case _CONFIG_KEY_CLASS_INVALID:
+                break;
+        }
+        return NULL;
+}
+
+static bool rule_matches(const char *rule, const char *const *path, size_t n) {
+        size_t i = 0;
+        const char *s = rule;
+        for (;;) {
+                size_t len = strcspn(s, ".");
+                if (i >= n)
+                        return false;
+                bool star = len == 1 && s[0] == '*';
+                if (!star && (strlen(path[i]) != len || memcmp(path[i], s, len) != 0))
+                        return false;
+                i++;
+                s += len;
+                if (*s == '\0')
+                        return i == n;
+                s++;
+        }
+}
+
+const ConfigKeyRule *config_key_rule(const char *const *path, size_t n) {
+        for (size_t i = 0; i < config_key_rules_n; i++)
+                if (rule_matches(config_key_rules[i].path, path, n))
+                        return &config_key_rules[i];
+        return NULL;
+}
+
+size_t config_key_children(const char *parent, const char **ret, size_t max) {
+        size_t n = 0, plen = strlen(parent);
+        for (size_t i = 0; i < config_key_rules_n && n + 1 < max; i++) {
+                const char *path = config_key_rules[i].path, *rest;
+                if (plen == 0)
+                        rest = path;
+                else if (strncmp(path, parent, plen) == 0 && path[plen] == '.')
+                        rest = path + plen + 1;
+                else
+                        continue;
+                if (strchr(rest, '.') || streq(rest, "*"))
+                        continue;
+                ret[n++] = rest;
+        }
+        ret[n] = NULL;
+        return n;
+}
+
+void config_widenings_done(ConfigWidenings *w) {
+        for (size_t i = 0; i < w->n; i++)
+                free(w->items[i].key);
+        free(w->items);
+        *w = (ConfigWidenings){};
+}
+
+/* ---- entries ------------------------------------------------------------ */
+
+enum {
+        VOL_RO = 1 << 0,
+        VOL_RW = 1 << 1,
+        VOL_Z_SHARED = 1 << 2,
+        VOL_Z_PRIVATE = 1 << 3,
+        VOL_BAD = 1 << 4,
+};
+
+static unsigned volume_mode(const TomlValue *t) {
+        const TomlEntry *m = toml_table_get(t, "mode");
+        if (!m)
+                return 0;
+        if (m->value->type != TOML_STRING)
+                return VOL_BAD;
+        unsigned bits = 0;
+        for (const char *s = m->value->str.s; *s;) {
+                size_t n = strcspn(s, ",");
+                if (n == 2 && memcmp(s, "ro", 2) == 0)
+                        bits |= VOL_RO;
+                else if (n == 2 && memcmp(s, "rw", 2) == 0)
+                        bits |= VOL_RW;
+                else if (n == 1 && s[0] == 'z')
+                        bits |= VOL_Z_SHARED;
+                else if (n == 1 && s[0] == 'Z')
+                        bits |= VOL_Z_PRIVATE;
+                else
+                        bits |= VOL_BAD;
+                s += n;
+                if (*s == ',')
+                        s++;
+        }
+        return bits;
+}
+
+static bool same_string_key(const TomlValue *a, const TomlValue *b, const char *key) {
+        const TomlEntry *x = toml_table_get(a, key), *y = toml_table_get(b, key);
+        return x && y && toml_value_equal(x->value, y->value);
+}
+
+/* Does the trusted entry t cover the workspace's entry w? */
+static bool entry_covered(ConfigEntryKind kind, const TomlValue *w, const TomlValue *t) {
+        switch (kind) {
+        case CONFIG_ENTRY_VALUE:
+                return toml_value_equal(w, t);
+        case CONFIG_ENTRY_CIDR: {
+                if (w->type != TOML_STRING || t->type != TOML_STRING)
+                        return false;
+                Cidr a, b;
+                const char *why;
+                if (cidr_parse(w->str.s, &a, &why) < 0 || cidr_parse(t->str.s, &b, &why) < 0)
+                        return toml_value_equal(w, t);
+                return a.family == b.family && a.prefixlen == b.prefixlen && memcmp(a.addr, b.addr, 16) == 0;
+        }
+        case CONFIG_ENTRY_VOLUME: {
+                if (w->type != TOML_TABLE || t->type != TOML_TABLE)
+                        return false;
+                for (size_t i = 0; i < w->table.n; i++) {
+                        const char *k = w->table.entries[i].key;
+                        if (!streq(k, "host") && !streq(k, "container") && !streq(k, "mode"))
+                                return false;
+                }
+                if (!same_string_key(w, t, "host") || !same_string_key(w, t, "container"))
+                        return false;
+                unsigned wm = volume_mode(w), tm = volume_mode(t);
+                if ((wm | tm) & VOL_BAD)
+                        return false;
+                /* The same labels or fewer (a relabel changes the host's
+                 * files), and read-only unless the trusted entry writes. */
+                unsigned labels = VOL_Z_SHARED | VOL_Z_PRIVATE;
+                if ((wm & labels) & ~(tm & labels))
+                        return false;
+                return (wm & VOL_RO) || !(tm & VOL_RO);
+        }
+        case _CONFIG_ENTRY_KIND_MAX:
+        case _CONFIG_ENTRY_KIND_INVALID:
+                break;
+        }
+        return false;
+}
+
+/* ---- the walk ----------------------------------------------------------- */
+
+typedef struct Walk {
+        ConfigWidenings *out;
+        const char *path[CONFIG_DEPTH_MAX + 1];
+        size_t depth;
+} Walk;
+
+static int widen(Walk *w, const char *key, TomlPos pos, const TomlValue *value, const TomlValue *trusted,
+                 const ConfigKeyRule *rule) {
+        ConfigWidening *n = realloc(w->out->items, (w->out->n + 1) * sizeof(ConfigWidening));
+        if (!n)
+                return -ENOMEM;
+        w->out->items = n;
+        char *k = strdup(key);
+        if (!k)
+                return -ENOMEM;
+        n[w->out->n++] = (ConfigWidening){ .key = k, .pos = pos, .value = value, .trusted = trusted, .rule = rule };
+        return 0;
+}
+
+static int walk_table(Walk *w, const TomlValue *tbl, const ConfigNode *trusted, const char *name);
+
+static int walk_entry(Walk *w, const TomlEntry *e, const ConfigNode *tn, const char *parent) {
+        const ConfigKeyRule *rule = config_key_rule(w->path, w->depth);
+        const TomlValue *v = e->value;
+        const TomlValue *tv = tn ? tn->value : NULL;
+        _cleanup_free_ char *name = config_key_path(parent, e->key);
+        if (!name)
+                return -ENOMEM;
+        if (!rule)
+                return 0; /* unknown: validation says so */
+
+        switch (rule->cls) {
+        case CONFIG_KEY_TABLE:
+                return v->type == TOML_TABLE ? walk_table(w, v, tn, name) : 0;
+        case CONFIG_KEY_NEUTRAL:
+        case CONFIG_KEY_UNION:
+                return 0;
+        case CONFIG_KEY_AUTHORITY:
+                if (tv && toml_value_equal(v, tv))
+                        return 0;
+                return widen(w, name, v->pos, v, tv, rule);
+        case CONFIG_KEY_NARROW_VALUE:
+                if (rule->narrow_str) {
+                        if (v->type != TOML_STRING)
+                                return 0; /* validation names the type */
+                        if (streq(v->str.s, rule->narrow_str) && strlen(v->str.s) == v->str.len)
+                                return 0;
+                } else {
+                        if (v->type != TOML_BOOL)
+                                return 0;
+                        if (v->boolean == rule->narrow_bool)
+                                return 0;
+                }
+                if (tv && toml_value_equal(v, tv))
+                        return 0;
+                return widen(w, name, v->pos, v, tv, rule);
+        case CONFIG_KEY_ENV:
+                if (v->type != TOML_STRING || !startswith(v->str.s, "env:"))
+                        return 0;
+                if (tv && toml_value_equal(v, tv))
+                        return 0;
+                return widen(w, name, v->pos, v, tv, rule);
+        case CONFIG_KEY_SUBSET:
+                if (v->type != TOML_ARRAY)
+                        return 0;
+                for (size_t i = 0; i < v->array.n; i++) {
+                        const TomlValue *x = v->array.items[i];
+                        bool covered = false;
+                        for (size_t j = 0; tv && tv->type == TOML_ARRAY && !covered && j < tv->array.n; j++)
+                                covered = entry_covered(rule->entry, x, tv->array.items[j]);
+                        if (covered)
+                                continue;
+                        StrBuf b = STRBUF_INIT;
+                        strbuf_printf(&b, "%s[%zu]", name, i);
+                        _cleanup_free_ char *en = strbuf_steal(&b);
+                        if (!en)
+                                return -ENOMEM;
+                        int r = widen(w, en, x->pos, x, tv, rule);
+                        if (r < 0)
+                                return r;
+                }
+                return 0;
+        case _CONFIG_KEY_CLASS_MAX:
+        case _CONFIG_KEY_CLASS_INVALID:
+                break;
+        }
+        return 0;
+}
+
+static int walk_table(Walk *w, const TomlValue *tbl, const ConfigNode *trusted, const char *name) {
+        if (w->depth >= ELEMENTSOF(w->path))
+                return 0; /* deeper than any key of the schema */
+        for (size_t i = 0; i < tbl->table.n; i++) {
+                const TomlEntry *e = &tbl->table.entries[i];
+                if (strlen(e->key) != e->key_len)
+                        continue; /* a NUL in a key: the merge refuses it */
+                w->path[w->depth++] = e->key;
+                int r = walk_entry(w, e, config_node_get(trusted, e->key), name);
+                w->depth--;
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int config_authority_check(const TomlValue *root, const ConfigNode *trusted, ConfigWidenings *ret) {
+        Walk w = { .out = ret };
+        int r = walk_table(&w, root, trusted, "");
+        if (r < 0)
+                config_widenings_done(ret);
+        return r;
+}
