@@ -282,8 +282,11 @@ static const char *next_field(const GitOut *o, size_t *pos) {
 
 typedef struct DiffRequest {
         Git git;
-        const char *ref; /* refs/heads/lazaret/agent-NAME */
         const char *branch; /* lazaret/agent-NAME */
+        /* Both resolved once: the agent can move its branch while this
+         * runs, and the summary, commits and diff must show one commit. */
+        const char *head; /* the commit id of HEAD */
+        const char *tip; /* the commit id the branch is at */
         const char *const *protect; /* extra protected patterns */
         size_t n_protect;
         const char *const *opts; /* GIT-DIFF-ARGS: options, then paths */
@@ -330,8 +333,8 @@ static int diff_gather(const DiffRequest *q, DiffOutput *d) {
                 ns[n] = num[n] = common[i], n++;
         ns[n] = "--name-status";
         num[n++] = "--numstat";
-        ns[n] = num[n] = "HEAD", n++;
-        ns[n] = num[n] = q->ref, n++;
+        ns[n] = num[n] = q->head, n++;
+        ns[n] = num[n] = q->tip, n++;
         ns[n] = num[n] = "--", n++;
         ns[n] = num[n] = NULL;
 
@@ -342,7 +345,7 @@ static int diff_gather(const DiffRequest *q, DiffOutput *d) {
         if (r < 0)
                 return show_failure(r, err);
 
-        if (asprintf(&range, "HEAD..%s", q->ref) < 0)
+        if (asprintf(&range, "%s..%s", q->head, q->tip) < 0)
                 return oom();
         const char *log[] = { "--no-color", "--no-show-signature", "-z", "--format=%h %s", range, "--", NULL };
         r = git_run(&q->git, "log", log, &d->commits, &err);
@@ -357,8 +360,8 @@ static int diff_gather(const DiffRequest *q, DiffOutput *d) {
         argv_add(&a, "--no-ext-diff");
         argv_add(&a, "--no-textconv");
         argv_add(&a, "--no-color");
-        argv_add(&a, "HEAD");
-        argv_add(&a, q->ref);
+        argv_add(&a, q->head);
+        argv_add(&a, q->tip);
         argv_add(&a, "--");
         for (size_t i = 0; i < q->n_paths; i++)
                 argv_add(&a, q->paths[i]);
@@ -455,6 +458,10 @@ static int show_summary(const DiffRequest *q, const GitOut *names, const GitOut 
                 printf("\nRenames show as a removal and an addition (the whole content of a moved file is below).\n");
         if (any_binary)
                 printf("Binary files are not shown; 'lazaret diff PROFILE -- --text' shows them, escaped.\n");
+        printf("\nShown: %s at %s (HEAD at %s).\n"
+               "The agent can still move its branch: merge what is shown here with\n"
+               "'git merge %s', not by the branch's name.\n",
+               q->branch, q->tip, q->head, q->tip);
         return 0;
 }
 
@@ -494,6 +501,41 @@ static int show_diff(const GitOut *o) {
         if (o->truncated)
                 printf("! The diff is cut at %u MiB: 'lazaret diff PROFILE -- PATH...' shows less at a time.\n",
                        (unsigned) (DIFF_OUTPUT_MAX >> 20));
+        return 0;
+}
+
+/* The commit id name resolves to (caller frees): 0, -ENOENT when there is
+ * none, or -errno. */
+static int resolve_commit(const char *git, const char *workspace, const char *name, char **ret) {
+        _cleanup_free_ char *spec = NULL;
+        if (asprintf(&spec, "%s^{commit}", name) < 0)
+                return -ENOMEM;
+        const char *argv[] = { "git",
+                               "-C",
+                               workspace,
+                               "-c",
+                               "core.fsmonitor=false",
+                               "rev-parse",
+                               "--verify",
+                               "--quiet",
+                               "--end-of-options",
+                               spec,
+                               NULL };
+        _cleanup_(exec_result_done) ExecResult res = {};
+        int r = exec_capture(git, argv, UINT64_C(30) * 1000000, &res);
+        if (r < 0)
+                return r;
+        if (res.spawn_error < 0)
+                return res.spawn_error;
+        if (exec_result_failed(&res) || !res.out)
+                return -ENOENT;
+        size_t n = strspn(res.out, "0123456789abcdef");
+        if ((n != 40 && n != 64) || (res.out[n] != '\n' && res.out[n] != '\0'))
+                return -ENOENT;
+        char *id = strndup(res.out, n);
+        if (!id)
+                return -ENOMEM;
+        *ret = id;
         return 0;
 }
 
@@ -571,6 +613,7 @@ int verb_diff(int argc, char **argv, const Globals *g) {
 
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
+        int r;
         if (profile_load(g, name, &cfg, &p) < 0)
                 return EXIT_LAZARET;
         _cleanup_free_ char *gd = path_join(cfg->workspace, ".git");
@@ -592,18 +635,29 @@ int verb_diff(int argc, char **argv, const Globals *g) {
                 return oom();
 
         /* The branch must exist: a clear word rather than git's. */
-        _cleanup_(exec_result_done) ExecResult have = {};
-        const char *verify[] = { "git",       "-C",       cfg->workspace, "-c", "core.fsmonitor=false",
-                                 "rev-parse", "--verify", "--quiet",      ref,  NULL };
-        if (exec_capture(git, verify, UINT64_C(30) * 1000000, &have) < 0 || exec_result_failed(&have)) {
+        _cleanup_free_ char *tip = NULL, *head = NULL;
+        r = resolve_commit(git, cfg->workspace, ref, &tip);
+        if (r == -ENOENT) {
                 log_error("the agent has no branch %s yet: run 'lazaret run %s' first", branch, p->name);
+                return EXIT_LAZARET;
+        }
+        if (r >= 0)
+                r = resolve_commit(git, cfg->workspace, "HEAD", &head);
+        if (r == -ENOENT) {
+                log_error("%s has no commit at HEAD: there is nothing to compare the agent's branch with",
+                          cfg->workspace);
+                return EXIT_LAZARET;
+        }
+        if (r < 0) {
+                log_error("cannot run git: %s", strerror(-r));
                 return EXIT_LAZARET;
         }
 
         const DiffRequest q = {
                 .git = { .program = git, .workspace = cfg->workspace },
-                .ref = ref,
                 .branch = branch,
+                .head = head,
+                .tip = tip,
                 .protect = NULL, /* [workspace] protect, once the configuration has it */
                 .n_protect = 0,
                 .opts = opts,
@@ -612,7 +666,7 @@ int verb_diff(int argc, char **argv, const Globals *g) {
                 .n_paths = n_paths,
         };
         _cleanup_(diff_output_done) DiffOutput d = {};
-        int r = diff_gather(&q, &d);
+        r = diff_gather(&q, &d);
         if (r == 0)
                 r = show_summary(&q, &d.names, &d.stats);
         if (r == 0)

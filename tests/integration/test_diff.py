@@ -83,6 +83,10 @@ def test_summary_first_protected_marked_and_nothing_raw(ddom):
     assert [x.split()[-1] for x in rows[3:]] == ["ev\\x1b[2Jil.txt", "normal.txt", "nul.txt", "tracked.txt",
                                                  "zz-last.txt"], rows
     assert "removed" in rows[6]
+    # The commit shown, by id: the agent may move its branch afterwards.
+    tip = git_as(ddom.lz, "rev-parse", BRANCH).strip()
+    assert f"Shown: {BRANCH} at {tip} (HEAD at " in out
+    assert f"'git merge {tip}'" in out
     # The commit, its subject escaped.
     assert f"Commits on {BRANCH} that HEAD does not have: 1" in lines
     assert any(x.endswith(" agent work \\x1b[2J\\x1b[H\\x1b]0;title\\x07 <U+202E>evil") for x in lines), out
