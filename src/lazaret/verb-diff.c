@@ -181,16 +181,6 @@ static int git_run(const Git *g, const char *sub, const char *const *args, GitOu
         return 0;
 }
 
-/* Default-ignorable characters that prompt-text lets through as they are
- * and a terminal shows as nothing (or as a blank): tag characters can spell
- * a whole hidden sentence for a host AI tool to read. prompt-text should
- * mark them itself; until it does, the diff does. */
-static bool invisible_extra(unsigned cp) {
-        return cp == 0x00ad || cp == 0x034f || cp == 0x115f || cp == 0x1160 || cp == 0x17b4 || cp == 0x17b5 ||
-               (cp >= 0x180b && cp <= 0x180f) || cp == 0x3164 || (cp >= 0xfe00 && cp <= 0xfe0f) || cp == 0xffa0 ||
-               (cp >= 0x1d173 && cp <= 0x1d17a) || (cp >= 0xe0000 && cp <= 0xe0fff);
-}
-
 /* Show s as inert text: control characters, escape sequences, bytes that
  * are not UTF-8 and invisible or direction-changing characters as escapes
  * (prompt-text's rules, so a backslash shows as \\). With lines, a newline
@@ -203,10 +193,7 @@ static void put_visible(const char *s, size_t len, bool lines) {
                 }
                 PromptUnit u;
                 i += prompt_unit(s + i, len - i, &u);
-                if (u.kind == PROMPT_PLAIN && invisible_extra(u.cp))
-                        printf("<U+%04X>", u.cp);
-                else
-                        fputs(u.text, stdout);
+                fputs(u.text, stdout);
         }
 }
 
@@ -671,8 +658,8 @@ int verb_diff(int argc, char **argv, const Globals *g) {
                 .branch = branch,
                 .head = head,
                 .tip = tip,
-                .protect = NULL, /* [workspace] protect, once the configuration has it */
-                .n_protect = 0,
+                .protect = (const char *const *) cfg->protect, /* [workspace] protect */
+                .n_protect = cfg->n_protect,
                 .opts = opts,
                 .n_opts = n_opts,
                 .paths = paths,

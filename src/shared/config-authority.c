@@ -58,6 +58,10 @@ const ConfigKeyRule config_key_rules[] = {
                  "secret) in" },
         { "profiles.*.volumes", CONFIG_KEY_SUBSET, CONFIG_ENTRY_VOLUME,
           .why = "host paths in the sandbox: dropping entries or making one read-only narrows" },
+
+        { "workspace", CONFIG_KEY_TABLE, .why = "a table" },
+        { "workspace.protect", CONFIG_KEY_UNION,
+          .why = "more host-run files the sandbox may read but not change: added to the trusted ones" },
 };
 const size_t config_key_rules_n = ELEMENTSOF(config_key_rules);
 

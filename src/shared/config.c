@@ -17,6 +17,7 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "path-util.h"
+#include "path-pattern.h"
 #include "persist.h"
 #include "strbuf.h"
 #include "string-util.h"
@@ -939,6 +940,58 @@ static int validate_network(Validator *v, const ConfigNode *t, const char *top_f
         return 0;
 }
 
+/* A list of path patterns and what an untrusted workspace file added to
+ * it; each entry checked with its position. */
+static int pattern_list(Validator *v, const ConfigNode *n, const char *name, char ***ret, size_t *ret_n) {
+        const ConfigNode parts[2] = {
+                *n,
+                { .key = n->key, .src = n->extra_src, .key_pos = n->key_pos, .value = n->extra },
+        };
+        for (size_t k = 0; k < ELEMENTSOF(parts); k++) {
+                const ConfigNode *x = &parts[k];
+                if (!x->value)
+                        continue;
+                bool ok = true;
+                size_t cnt = 0;
+                char **list = string_list(v, x, name, &cnt, &ok);
+                if (!list)
+                        continue;
+                strv_free_n(list, cnt);
+                for (size_t i = 0; i < x->value->array.n; i++) {
+                        const TomlValue *e = x->value->array.items[i];
+                        if (e->type != TOML_STRING || e->str.len == 0 || strlen(e->str.s) != e->str.len)
+                                continue;
+                        const char *why = path_pattern_problem(e->str.s);
+                        if (why) {
+                                _cleanup_free_ char *q = quoted(e->str.s, e->str.len);
+                                ERR(v->d, x->src->path, e->pos, "%s[%zu]: %s is not a path pattern: %s", name, i,
+                                    q ?: "?", why);
+                                continue;
+                        }
+                        if (*ret_n >= CONFIG_LIST_MAX * 2u)
+                                continue;
+                        char **m = realloc(*ret, (*ret_n + 2) * sizeof(char *));
+                        if (!m)
+                                return -ENOMEM;
+                        *ret = m;
+                        if (!(m[*ret_n] = strdup(e->str.s)))
+                                return -ENOMEM;
+                        m[++*ret_n] = NULL;
+                }
+        }
+        return 0;
+}
+
+static int validate_workspace(Validator *v, const ConfigNode *t) {
+        if (!t)
+                return 0;
+        if (!want_type(v, t, "workspace", TOML_TABLE))
+                return 0;
+        check_unknown(v, t, "[workspace]", "workspace");
+        const ConfigNode *n = config_node_get(t, "protect");
+        return n ? pattern_list(v, n, "workspace.protect", &v->c->protect, &v->c->n_protect) : 0;
+}
+
 static void net_where_name(const NetWhere *w, char *buf, size_t size) {
         snprintf(buf, size, "%s[%zu]", w->list, w->index);
 }
@@ -1686,6 +1739,9 @@ static int validate(Validator *v) {
         r = validate_escalation(v, config_node_get(root, "escalation"), top_file);
         if (r < 0)
                 return r;
+        r = validate_workspace(v, config_node_get(root, "workspace"));
+        if (r < 0)
+                return r;
 
         const ConfigNode *profiles = config_node_get(root, "profiles");
         if (!profiles) {
@@ -1763,6 +1819,7 @@ Config *config_free(Config *c) {
         for (size_t i = 0; i < c->n_auto_rules; i++)
                 autoapprove_rule_done(&c->auto_rules[i]);
         free(c->auto_rules);
+        strv_free_n(c->protect, c->n_protect);
         free(c->wsfile.path);
         free(c->wsfile.store);
         config_widenings_done(&c->wsfile.widenings);

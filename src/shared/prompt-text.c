@@ -33,9 +33,17 @@ static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *ret) {
 
 /* Characters that change how text around them is shown, or show nothing. */
 static bool invisible(uint32_t cp) {
-        return (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x180e || (cp >= 0x200b && cp <= 0x200f) ||
-               (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) || cp == 0xfeff ||
-               (cp >= 0xfff9 && cp <= 0xfffb);
+        /* C1 controls, bidi marks and overrides, zero-width characters, and
+         * the default-ignorable ones a terminal shows as nothing or a blank:
+         * the soft hyphen, the combining grapheme joiner, Hangul fillers,
+         * Khmer inherent vowels, Mongolian selectors, variation selectors,
+         * musical formatting, and tag characters (which can spell a whole
+         * hidden sentence for a host AI tool to read). */
+        return (cp >= 0x80 && cp <= 0x9f) || cp == 0x00ad || cp == 0x034f || cp == 0x061c || cp == 0x115f ||
+               cp == 0x1160 || cp == 0x17b4 || cp == 0x17b5 || (cp >= 0x180b && cp <= 0x180f) ||
+               (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) ||
+               cp == 0x3164 || (cp >= 0xfe00 && cp <= 0xfe0f) || cp == 0xfeff || cp == 0xffa0 ||
+               (cp >= 0xfff9 && cp <= 0xfffb) || (cp >= 0x1d173 && cp <= 0x1d17a) || (cp >= 0xe0000 && cp <= 0xe0fff);
 }
 
 typedef struct Builder {

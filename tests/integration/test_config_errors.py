@@ -53,7 +53,7 @@ CASES = [
     ("toml-string-too-long", base(extra='a = «"' + 'x' * 4097 + '"\n'), ["string longer than 4096 bytes"]),
     # --- the schema: unknown keys, with their position
     ("unknown-section", base(extra='[«stroage]\nx = 1\n'),
-     ["unknown key 'stroage' in the top level (known: storage, network, escalation, profiles)"]),
+     ["unknown key 'stroage' in the top level (known: storage, network, escalation, profiles, workspace)"]),
     ("unknown-storage-key", base(storage='[storage]\ndata_root = "{root}/data"\n«dataroot = "x"\n'),
      ["unknown key 'dataroot' in [storage] (known: data_root)"]),
     ("unknown-network-key", base(network=NETWORK + '«default_allows = []\n'),
@@ -69,6 +69,10 @@ CASES = [
     ("unknown-key-escaped", base(extra='«"a\\u001b[31m" = 1\n'),
      ["unknown key 'a\\x1b[31m' in [profiles.shell] (known: image, command, runsc_network, workspace_mode, persistent_dirs, allow_egress, env, volumes)"]),
 
+    ("bad-path-pattern", base(extra='[workspace]\nprotect = ["ok", «"a/../b"]\n'),
+     ["workspace.protect[1]: 'a/../b' is not a path pattern: a '.' or '..' component"]),
+    ("unknown-workspace-key", base(extra='[workspace]\n«protected = []\n'),
+     ["unknown key 'protected' in [workspace] (known: protect)"]),
     ("key-with-nul", base(extra='«"image\\u0000x" = "localhost/b:1"\n'),
      ["key 'image\\x00x' contains a NUL character"]),
 

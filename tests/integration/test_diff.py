@@ -169,3 +169,31 @@ def test_no_branch(lz):
     r = d.run("diff")
     assert r.returncode == 125 and r.stdout == ""
     assert "no branch lazaret/agent-shell yet" in r.stderr
+
+
+def test_workspace_protect_is_marked(lz):
+    """[workspace] protect adds to the protected paths the summary lists
+    first: from the person's own file, and from an untrusted workspace file
+    too (protect only narrows)."""
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/tracked.txt", "committed\n")
+    git_as(lz, "add", "tracked.txt")
+    git_as(lz, "commit", "-q", "-m", "first")
+    git_as(lz, "checkout", "-q", "-b", BRANCH)
+    for name in ("deploy.sh", "ci/run.sh", "notes.txt"):
+        lz.write(os.path.join("work", name), "echo hi\n")
+    git_as(lz, "add", "-A")
+    git_as(lz, "commit", "-q", "-m", "scripts")
+    git_as(lz, "checkout", "-q", "main")
+    dom = Domain(lz, "localhost/lazaret-diff-no-image", extra='[workspace]\nprotect = ["deploy.sh"]\n')
+    # An untrusted workspace file may add to it (on the host's tree, not
+    # the agent's branch).
+    lz.write("work/lazaret.toml", '[workspace]\nprotect = ["/ci/"]\n')
+    r = raw_diff(dom)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.decode().splitlines()
+    assert len(lines) > 4 and lines[1].startswith("! 2 protected files:"), (lines, r.stderr)
+    rows = [x for x in lines[2:] if x]
+    assert [x.split()[-1] for x in rows[:2]] == ["ci/run.sh", "deploy.sh"], lines
+    assert all(x.startswith("  ! protected  added ") for x in rows[:2]), lines
+    assert not any("protected" in x for x in lines[4:] if x.endswith("notes.txt")), lines

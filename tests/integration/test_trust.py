@@ -116,6 +116,7 @@ NARROWING = [
     ("volume-read-only", '[profiles.shell]\nvolumes = [{ host = "{base}/rw", container = "/rw", mode = "ro" }]\n'),
     ("volumes-dropped", '[profiles.shell]\nvolumes = []\n'),
     ("same-image", f'[profiles.shell]\nimage = "{IMAGE}"\n'),
+    ("protect", '[workspace]\nprotect = ["deploy.sh"]\n'),
 ]
 
 
@@ -139,6 +140,8 @@ def test_a_narrowing_key_needs_no_trust(lz, name, text):
         assert prof["volumes"] == [{"host": f"{lz.base}/rw", "container": "/rw", "read_only": True}]
     elif name == "volumes-dropped":
         assert prof["volumes"] == []
+    elif name == "protect":
+        assert j["config"]["workspace"]["protect"]["value"] == ["deploy.sh"]
 
 
 def test_a_workspace_deny_cannot_be_dropped_by_a_later_file(lz):

@@ -477,7 +477,7 @@ static void test_key_rules(void **state) {
         assert_null(config_key_rule(p3, 2));
         assert_null(config_key_rule(p4, 4));
         const char *k[32];
-        assert_int_equal(config_key_children("", k, 32), 4);
+        assert_int_equal(config_key_children("", k, 32), 5);
         assert_string_equal(k[0], "storage");
         assert_string_equal(k[3], "profiles");
         assert_int_equal(config_key_children("profiles.*", k, 32), 8);

@@ -144,6 +144,11 @@ static void test_prompt_text(void **state) {
           "a<U+2066>b");
         V("zero\xe2\x80\x8bwidth", "zero<U+200B>width");
         V("c1\xc2\x9b", "c1<U+009B>"); /* a C1 control sequence introducer */
+        /* Default-ignorable characters a terminal shows as nothing. */
+        V("soft\xc2\xadhyphen", "soft<U+00AD>hyphen");
+        V("tag\xf3\xa0\x81\x81s", "tag<U+E0041>s"); /* TAG LATIN CAPITAL LETTER A */
+        V("vs\xef\xb8\x8f", "vs<U+FE0F>");
+        V("filler\xe3\x85\xa4", "filler<U+3164>");
         V("bad\xff\xc3", "bad\\xff\\xc3"); /* not UTF-8 */
         V("over\xc0\xaf", "over\\xc0\\xaf"); /* overlong */
         V("caf\xc3\xa9 \xe6\x97\xa5", "caf\xc3\xa9 \xe6\x97\xa5"); /* kept */
