@@ -3,10 +3,13 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "fd-util.h"
 #include "macro.h"
 #include "path-util.h"
 #include "strbuf.h"
+#include "string-util.h"
 
 bool path_has_dotdot(const char *path) {
         const char *p = path;
@@ -41,4 +44,71 @@ int path_canonicalize(const char *path, char **ret) {
                 return negative_errno();
         *ret = r;
         return 0;
+}
+
+const char *path_under(const char *path, const char *root) {
+        size_t n = strlen(root);
+        while (n > 1 && root[n - 1] == '/')
+                n--;
+        if (n == 1 && root[0] == '/')
+                n = 0; /* everything absolute is below "/" */
+        if (strncmp(path, root, n) != 0 || (path[n] != '/' && path[n] != '\0'))
+                return NULL;
+        const char *rest = path + n;
+        while (*rest == '/')
+                rest++;
+        return rest;
+}
+
+int path_find_git_top(const char *dir, char **ret_top, bool *ret_is_dir) {
+        if (!path_is_absolute(dir))
+                return -EINVAL;
+        _cleanup_free_ char *cur = strdup(dir);
+        if (!cur)
+                return -ENOMEM;
+        size_t len = strlen(cur);
+        while (len > 1 && cur[len - 1] == '/')
+                cur[--len] = '\0';
+        for (;;) {
+                _cleanup_free_ char *gd = path_join(cur, ".git");
+                if (!gd)
+                        return -ENOMEM;
+                struct stat st;
+                if (lstat(gd, &st) == 0) {
+                        *ret_is_dir = S_ISDIR(st.st_mode);
+                        *ret_top = TAKE_PTR(cur);
+                        return 1;
+                }
+                if (errno != ENOENT)
+                        return negative_errno();
+                if (streq(cur, "/"))
+                        return 0;
+                char *slash = strrchr(cur, '/');
+                if (slash == cur)
+                        slash[1] = '\0';
+                else
+                        *slash = '\0';
+        }
+}
+
+bool path_relative_safe(const char *s, size_t max) {
+        size_t n = strlen(s);
+        if (n == 0 || n > max || s[0] == '/' || s[n - 1] == '/')
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                unsigned char c = (unsigned char) s[i];
+                if (c < 0x20 || c == 0x7f)
+                        return false;
+                if (c == 0xc2 && i + 1 < n && (unsigned char) s[i + 1] >= 0x80 && (unsigned char) s[i + 1] <= 0x9f)
+                        return false;
+        }
+        for (const char *p = s; *p;) {
+                size_t k = strcspn(p, "/");
+                if (k == 0 || (k == 1 && p[0] == '.') || (k == 2 && p[0] == '.' && p[1] == '.'))
+                        return false;
+                p += k;
+                if (*p == '/')
+                        p++;
+        }
+        return true;
 }

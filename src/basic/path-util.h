@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* True if any '/'-separated segment of path is exactly "..". */
 bool path_has_dotdot(const char *path);
@@ -12,6 +13,27 @@ static inline bool path_is_absolute(const char *p) {
 
 /* Join a and b with exactly one '/' between them; caller frees. NULL on OOM. */
 char *path_join(const char *a, const char *b);
+
+/* If path is root itself or lies below it (whole segments: "/a/bc" is not
+ * below "/a/b"), the part after root without its leading '/': "" for root
+ * itself, a pointer into path. NULL otherwise. Both are canonical. */
+const char *path_under(const char *path, const char *root);
+
+/* Find the repository a directory belongs to without running git: walk up
+ * from the absolute, canonical directory dir (itself first, "/" last) to the
+ * nearest directory holding an entry named ".git", checked with lstat(2) so
+ * a ".git" symlink is not followed. Returns 1 with *ret_top (that directory,
+ * caller frees) and *ret_is_dir (whether ".git" is a real directory: false
+ * for the ".git" file of a linked worktree or submodule, or a symlink); 0
+ * when no ancestor has one (outputs untouched); -EINVAL for a relative dir;
+ * -errno when an lstat fails other than with ENOENT; -ENOMEM. */
+int path_find_git_top(const char *dir, char **ret_top, bool *ret_is_dir);
+
+/* True if s is a relative path fit to name a directory below another one:
+ * 1..max bytes, segments separated by single '/', none empty, "." or "..",
+ * no leading or trailing '/', and no control character (C0, DEL, or C1 as
+ * UTF-8: 0xC2 0x80..0x9F). */
+bool path_relative_safe(const char *s, size_t max);
 
 /* Resolve every symlink and "." / ".." of an existing path to an absolute
  * canonical path (realpath(3)); caller frees. Returns 0 or -errno. */

@@ -18,6 +18,7 @@
 #include "fileio.h"
 #include "path-util.h"
 #include "strbuf.h"
+#include "string-util.h"
 
 static void test_strbuf(void **state) {
         (void) state;
@@ -140,6 +141,86 @@ static void test_canonicalize(void **state) {
         free(c);
 }
 
+static void mk(const char *rel, const char *what) {
+        char p[256];
+        snprintf(p, sizeof(p), "%s%s", tmpdir, rel);
+        if (streq(what, "dir"))
+                assert_int_equal(mkdir(p, 0700), 0);
+        else if (streq(what, "file"))
+                assert_int_equal(write_file_atomic(p, "gitdir: /elsewhere\n", 19, 0600, 1), 0);
+        else
+                assert_int_equal(symlink(what, p), 0);
+}
+
+static void expect_top(const char *rel, int want, const char *want_top_rel, bool want_dir) {
+        char dir[256], top_want[256];
+        snprintf(dir, sizeof(dir), "%s%s", tmpdir, rel);
+        snprintf(top_want, sizeof(top_want), "%s%s", tmpdir, want_top_rel ? want_top_rel : "");
+        char *top = NULL;
+        bool is_dir = !want_dir;
+        assert_int_equal(path_find_git_top(dir, &top, &is_dir), want);
+        if (want > 0) {
+                assert_string_equal(top, top_want);
+                assert_true(is_dir == want_dir);
+        } else
+                assert_null(top);
+        free(top);
+}
+
+static void test_find_git_top(void **state) {
+        (void) state;
+        /* repo/.git (directory), repo/a/b; repo/wt/.git (a worktree's file);
+         * repo/ln/.git a symlink to a directory (not followed: not a
+         * directory); repo/a/.git/x (a directory inside .git). */
+        mk("/repo", "dir");
+        mk("/repo/.git", "dir");
+        mk("/repo/.git/x", "dir");
+        mk("/repo/a", "dir");
+        mk("/repo/a/b", "dir");
+        mk("/repo/wt", "dir");
+        mk("/repo/wt/.git", "file");
+        mk("/repo/wt/sub", "dir");
+        mk("/repo/ln", "dir");
+        mk("/repo/ln/.git", "/tmp");
+        mk("/plain", "dir");
+
+        expect_top("/repo", 1, "/repo", true);
+        expect_top("/repo/a/b", 1, "/repo", true);
+        expect_top("/repo/a/b/", 1, "/repo", true);
+        expect_top("/repo/.git/x", 1, "/repo", true);
+        expect_top("/repo/wt/sub", 1, "/repo/wt", false);
+        expect_top("/repo/ln", 1, "/repo/ln", false);
+        /* Nothing above a plain directory, unless this machine has a /.git
+         * or /tmp/.git of its own. */
+        struct stat st;
+        if (lstat("/.git", &st) < 0 && lstat("/tmp/.git", &st) < 0)
+                expect_top("/plain", 0, NULL, false);
+
+        char *top = NULL;
+        bool d = false;
+        assert_int_equal(path_find_git_top("relative/dir", &top, &d), -EINVAL);
+        assert_null(top);
+
+        assert_string_equal(path_under("/a/b/c", "/a/b"), "c");
+        assert_string_equal(path_under("/a/b", "/a/b"), "");
+        assert_string_equal(path_under("/a/b", "/"), "a/b");
+        assert_null(path_under("/a/bc", "/a/b"));
+        assert_null(path_under("/a", "/a/b"));
+}
+
+static void test_relative_safe(void **state) {
+        (void) state;
+        static const char *const good[] = { "a", "a/b", "src/lazaret", "é/ü", "a b", ".hidden/x", "..x", "x..", NULL };
+        static const char *const bad[] = { "",      "/a",  "a/",   "a//b", ".",     "..",       "a/..",      "../a",
+                                           "a/./b", "a/.", "a\nb", "a\tb", "a\x7f", "\x1b[31m", "a\xc2\x85", NULL };
+        for (const char *const *p = good; *p; p++)
+                assert_true(path_relative_safe(*p, 64));
+        for (const char *const *p = bad; *p; p++)
+                assert_false(path_relative_safe(*p, 64));
+        assert_true(path_relative_safe("abcd", 4));
+        assert_false(path_relative_safe("abcde", 4));
+}
+
 static void test_safe_close(void **state) {
         (void) state;
         int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -156,6 +237,8 @@ int main(void) {
                 cmocka_unit_test(test_path_join),
                 cmocka_unit_test_setup_teardown(test_read_file_capped, setup_tmp, teardown_tmp),
                 cmocka_unit_test_setup_teardown(test_canonicalize, setup_tmp, teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_find_git_top, setup_tmp, teardown_tmp),
+                cmocka_unit_test(test_relative_safe),
                 cmocka_unit_test(test_safe_close),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
