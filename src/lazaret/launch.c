@@ -408,12 +408,11 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
 
         s.domain_hash = strdup(p->domain_hash);
         s.profile = strdup(p->name);
-        s.workspace = strdup(cfg->workspace);
         s.domain_dir = strdup(p->domain_dir);
         s.image = strdup(p->image);
         s.command = strv_copy(p->command, p->n_command);
         s.env_names = calloc(p->n_env + 1, sizeof(char *));
-        if (!s.domain_hash || !s.profile || !s.workspace || !s.domain_dir || !s.image || !s.command || !s.env_names)
+        if (!s.domain_hash || !s.profile || !s.domain_dir || !s.image || !s.command || !s.env_names)
                 return -ENOMEM;
         for (size_t i = 0; i < p->n_env; i++)
                 if (!(s.env_names[i] = strdup(p->env[i].name)))
@@ -423,21 +422,52 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
 
         /* The workspace's own repository is served through the git router
          * (both modes); a workspace that is no git repository at all is
-         * mounted as it is. Branch mode needs the repository's own .git. */
+         * mounted as it is. Branch mode works from the repository's root
+         * (config found it: the Domain is the root's) and needs its own .git
+         * directory; direct mode mounts the workspace alone, with .git only
+         * when the workspace is the root. Never a silent switch to direct. */
         {
-                _cleanup_free_ char *gd = path_join(cfg->workspace, ".git");
-                struct stat st;
-                if (!gd)
-                        return -ENOMEM;
-                if (lstat(gd, &st) == 0 && S_ISDIR(st.st_mode)) {
-                        s.git_dir = TAKE_PTR(gd);
-                        s.branch = p->workspace_branch;
-                } else if (lstat(gd, &st) == 0 && p->workspace_branch)
+                _cleanup_free_ char *top = NULL;
+                bool is_dir = false;
+                r = path_find_git_top(cfg->workspace, &top, &is_dir);
+                if (r < 0)
+                        return fail(ret_error, "cannot look for the git repository holding %s: %s", cfg->workspace,
+                                    strerror(-r));
+                const char *sub = r > 0 ? path_under(cfg->workspace, top) : NULL;
+                /* Git's own directory, mounted read-write, would hand the
+                 * sandbox hooks and config the host's git runs. */
+                if (sub && (streq(sub, ".git") || startswith(sub, ".git/")))
                         return fail(ret_error,
-                                    "%s is not a directory (the workspace is a linked worktree or a submodule): "
-                                    "workspace_mode = \"branch\" needs the repository's own .git; open its main "
-                                    "working tree, or set workspace_mode = \"direct\" in [profiles.%s]",
-                                    gd, p->name);
+                                    "the workspace %s is inside the git directory %s/.git, which the sandbox must not "
+                                    "get: run lazaret in the working tree %s",
+                                    cfg->workspace, top, top);
+                if (r > 0 && !is_dir && p->workspace_branch)
+                        return fail(ret_error,
+                                    "%s/.git is not a directory (the workspace is in a linked worktree or a "
+                                    "submodule): workspace_mode = \"branch\" needs the repository's own .git; open its "
+                                    "main working tree, or set workspace_mode = \"direct\" in [profiles.%s]",
+                                    streq(top, "/") ? "" : top, p->name);
+                bool same = r > 0 ? p->repo_root && streq(p->repo_root, top) &&
+                                            streq_ptr(p->workspace_subdir, *sub ? sub : NULL)
+                                  : !p->repo_root;
+                if (p->workspace_branch && !same)
+                        return fail(ret_error,
+                                    "the git repository holding %s changed while lazaret started; run it "
+                                    "again",
+                                    cfg->workspace);
+                if (p->workspace_branch && p->repo_root) {
+                        s.workspace = strdup(p->repo_root);
+                        s.git_dir = path_join(p->repo_root, ".git");
+                        s.branch = true;
+                        if (!s.workspace || !s.git_dir)
+                                return -ENOMEM;
+                } else {
+                        s.workspace = strdup(cfg->workspace);
+                        if (!s.workspace)
+                                return -ENOMEM;
+                        if (r > 0 && is_dir && !*sub && !(s.git_dir = path_join(top, ".git")))
+                                return -ENOMEM;
+                }
         }
 
         s.volumes = calloc(p->n_volumes + 1, sizeof(LaunchVolume));

@@ -105,6 +105,14 @@ static void put_where(StrBuf *b, size_t start, const ConfigNode *n) {
 
 static void show_resolved_profile(StrBuf *b, const ConfigProfile *p) {
         strbuf_printf(b, "# resolved: profile_dir = %s\n", p->profile_dir);
+        if (p->repo_root) {
+                strbuf_printf(b,
+                              "# resolved: repo_root   = %s (workspace_mode = \"branch\": the Domain is the "
+                              "repository's)\n",
+                              p->repo_root);
+                strbuf_printf(b, "# resolved: workspace_subdir = %s\n",
+                              p->workspace_subdir ? p->workspace_subdir : "(none: the repository's root)");
+        }
         strbuf_printf(b, "# resolved: domain_hash = %s\n", p->domain_hash);
         strbuf_printf(b, "# resolved: domain_dir  = %s\n", p->domain_dir);
         for (size_t i = 0; i < p->n_volumes; i++)
@@ -272,7 +280,8 @@ static json_t *profile_json(const ConfigProfile *p) {
         for (size_t i = 0; vols && i < p->n_volumes; i++)
                 json_array_append_new(vols, json_pack("{s:s, s:s, s:b}", "host", p->volumes[i].host, "container",
                                                       p->volumes[i].container, "read_only", p->volumes[i].read_only));
-        return json_pack("{s:s, s:s, s:s, s:o*, s:o*}", "profile_dir", p->profile_dir, "domain_hash", p->domain_hash,
+        return json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:o*, s:o*}", "profile_dir", p->profile_dir, "repo_root",
+                         p->repo_root, "workspace_subdir", p->workspace_subdir, "domain_hash", p->domain_hash,
                          "domain_dir", p->domain_dir, "volumes", vols, "network_policy",
                          policy_json(&p->net, p->net_digest));
 }
@@ -326,7 +335,8 @@ static int config_show(int argc, char **argv, const Globals *g) {
                 case 'h':
                         printf("Usage: lazaret config show [--json] [--profile NAME] [--workspace DIR]\n\n"
                                "Print the merged configuration, each value with the file and position it\n"
-                               "came from, and per profile the resolved profile_dir, domain_hash and\n"
+                               "came from, and per profile the resolved profile_dir, repo_root and\n"
+                               "workspace_subdir (branch mode in a git repository), domain_hash and\n"
                                "domain_dir for the workspace.\n");
                         return 0;
                 case 'j':

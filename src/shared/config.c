@@ -1553,25 +1553,13 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
                 return -ENOMEM;
         v->c->n_profiles++;
 
-        int r = config_domain_hash(p->name, v->c->workspace, p->domain_hash);
-        if (r < 0)
-                return r;
-
+        int r;
         p->command = calloc(3, sizeof(char *));
         if (!p->command || !(p->command[0] = strdup("/bin/sh")) || !(p->command[1] = strdup("-l")))
                 return -ENOMEM;
         p->n_command = 2;
         p->runsc_network = RUNSC_NETWORK_SANDBOX;
         p->workspace_branch = true;
-        if (v->data_root_ok) {
-                p->profile_dir = path_join(v->c->data_root, p->name);
-                StrBuf db = STRBUF_INIT;
-                strbuf_printf(&db, "domains/%s", p->domain_hash);
-                _cleanup_free_ char *rel = strbuf_steal(&db);
-                p->domain_dir = rel ? path_join(v->c->data_root, rel) : NULL;
-                if (!p->profile_dir || !p->domain_dir)
-                        return -ENOMEM;
-        }
 
         _cleanup_free_ char *n_image = config_key_path(pname, "image");
         const ConfigNode *n = want_child(v, t, "image", n_image ?: "image", NULL, t->key_pos);
@@ -1617,6 +1605,40 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
                                          nn, q ?: "?");
                         }
                 }
+        }
+
+        /* The Domain (spec §4.3.1), once workspace_mode is known: in branch
+         * mode, the nearest directory at or above the workspace that holds a
+         * .git directory stands for the workspace, so every directory of a
+         * repository shares one sandbox and one agent branch. A .git that is
+         * no directory (linked worktree, submodule) is refused at launch. */
+        if (p->workspace_branch) {
+                _cleanup_free_ char *top = NULL;
+                bool is_dir = false;
+                r = path_find_git_top(v->c->workspace, &top, &is_dir);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
+                        ERR(v->d, NULL, (TomlPos){}, "cannot look for the git repository holding %s: %s",
+                            v->c->workspace, strerror(-r));
+                else if (r > 0 && is_dir) {
+                        const char *sub = path_under(v->c->workspace, top);
+                        if (sub && *sub && !(p->workspace_subdir = strdup(sub)))
+                                return -ENOMEM;
+                        p->repo_root = TAKE_PTR(top);
+                }
+        }
+        r = config_domain_hash(p->name, p->repo_root ?: v->c->workspace, p->domain_hash);
+        if (r < 0)
+                return r;
+        if (v->data_root_ok) {
+                p->profile_dir = path_join(v->c->data_root, p->name);
+                StrBuf db = STRBUF_INIT;
+                strbuf_printf(&db, "domains/%s", p->domain_hash);
+                _cleanup_free_ char *rel = strbuf_steal(&db);
+                p->domain_dir = rel ? path_join(v->c->data_root, rel) : NULL;
+                if (!p->profile_dir || !p->domain_dir)
+                        return -ENOMEM;
         }
 
         n = config_node_get(t, "runsc_network");
@@ -1790,6 +1812,8 @@ static void profile_done(ConfigProfile *p) {
                 free(p->volumes[i].container);
         }
         free(p->volumes);
+        free(p->repo_root);
+        free(p->workspace_subdir);
         free(p->profile_dir);
         free(p->domain_dir);
 }

@@ -147,7 +147,12 @@ typedef struct ConfigProfile {
          * allow_egress (valid only when the configuration is). */
         NetPolicy net;
         char net_digest[NETPOLICY_DIGEST_HEX_LEN + 1];
-        /* Resolved for the configuration's workspace (spec §3.2.2, §4.3.1). */
+        /* Resolved for the configuration's workspace (spec §3.2.2, §4.3.1).
+         * A branch-mode profile in a directory of a git repository works
+         * from the repository's root: its Domain is the root's, whichever
+         * directory of the repository it was started in. */
+        char *repo_root; /* canonical; NULL in direct mode or outside a repository (a .git directory) */
+        char *workspace_subdir; /* the workspace relative to repo_root; NULL at the root or without one */
         char *profile_dir; /* {data_root}/{profile_name} */
         char domain_hash[13];
         char *domain_dir; /* {data_root}/domains/{domain_hash} */
