@@ -41,13 +41,13 @@ static bool messages_equal(const CtlMessage *a, const CtlMessage *b) {
                mem_equal(a->bytes, a->n_bytes, b->bytes, b->n_bytes) && a->eof == b->eof && a->stream == b->stream &&
                a->signal == b->signal && a->generation_id == b->generation_id && a->outcome == b->outcome &&
                a->exit_code == b->exit_code && a->exit_signal == b->exit_signal &&
-               streq_or_null(a->message, b->message) && !a->status == !b->status &&
+               streq_or_null(a->message, b->message) && streq_or_null(a->cwd, b->cwd) && !a->status == !b->status &&
                (!a->status || json_equal(a->status, b->status));
 }
 
 static bool message_is_zero(const CtlMessage *m) {
         return m->type == 0 && m->session_id[0] == 0 && !m->argv && !m->env && !m->term && !m->terminfo && !m->bytes &&
-               !m->message && !m->status && m->n_argv == 0 && m->n_bytes == 0;
+               !m->message && !m->cwd && !m->status && m->n_argv == 0 && m->n_bytes == 0;
 }
 
 static void check_frame(const uint8_t *payload, size_t len) {

@@ -12,6 +12,7 @@
 #include "ctl-proto.h"
 #include "fd-util.h"
 #include "macro.h"
+#include "path-util.h"
 #include "string-util.h"
 
 #define CTL_TERM_MAX 256u
@@ -227,7 +228,7 @@ char *ctl_base64_encode(const uint8_t *p, size_t n, size_t *ret_len) {
 /* RFC 3629 as jansson applies it: no overlong forms, no surrogates, nothing
  * above U+10FFFF. The decoder gets this from jansson; the encoder checks
  * first so that invalid input is -EINVAL rather than a mystery -ENOMEM. */
-static bool utf8_valid(const char *s, size_t n) {
+bool ctl_utf8_valid(const char *s, size_t n) {
         const uint8_t *p = (const uint8_t *) s;
         size_t i = 0;
         while (i < n) {
@@ -302,6 +303,7 @@ typedef enum FieldKind {
         FIELD_UUID, /* char[37], canonical lowercase */
         FIELD_STRING, /* char *, length in min..max */
         FIELD_TERM, /* char *, length in min..max, [A-Za-z0-9._+-] */
+        FIELD_RELPATH, /* char *, length in min..max, path_relative_safe() */
         FIELD_ARGV, /* char **, min..max entries, the first not empty */
         FIELD_ENV, /* char **, min..max entries "NAME=value" */
         FIELD_BYTES, /* uint8_t * + size_t, base64, decoded length in min..max */
@@ -362,6 +364,7 @@ static const Field session_open_fields[] = {
         FIELD_N("terminfo", FIELD_BYTES, PRESENCE_OPTIONAL, 1, CTL_TERMINFO_MAX, terminfo, terminfo_len),
         FIELD("anchor", FIELD_STRING, PRESENCE_OPTIONAL, 1, 64, anchor),
         FIELD("credential", FIELD_STRING, PRESENCE_OPTIONAL, 1, 1024, credential),
+        FIELD("cwd", FIELD_RELPATH, PRESENCE_OPTIONAL, 1, CTL_CWD_MAX, cwd),
 };
 
 static const Field terminal_input_fields[] = {
@@ -513,6 +516,39 @@ static FieldError check_term(const Field *f, const char *s, size_t len) {
         return FE_OK;
 }
 
+static FieldError check_relpath(const Field *f, const char *s, size_t len) {
+        FieldError e = check_length(f, len);
+        if (e != FE_OK)
+                return e;
+        return path_relative_safe(s, (size_t) f->max) ? FE_OK : FE_INVALID;
+}
+
+/* The check of a string kind. */
+static FieldError check_text(const Field *f, const char *s, size_t len) {
+        switch (f->kind) {
+        case FIELD_TERM:
+                return check_term(f, s, len);
+        case FIELD_RELPATH:
+                return check_relpath(f, s, len);
+        case FIELD_STRING:
+        case FIELD_UNSIGNED:
+        case FIELD_INT:
+        case FIELD_U64:
+        case FIELD_BOOL:
+        case FIELD_UUID:
+        case FIELD_ARGV:
+        case FIELD_ENV:
+        case FIELD_BYTES:
+        case FIELD_SIGNAL:
+        case FIELD_OUTCOME:
+        case FIELD_OBJECT:
+        case _FIELD_KIND_MAX:
+        case _FIELD_KIND_INVALID:
+                break;
+        }
+        return check_length(f, len);
+}
+
 static FieldError check_strv_entry(const Field *f, size_t idx, const char *s, size_t len) {
         if (len > CTL_STRING_MAX)
                 return FE_TOO_LONG;
@@ -631,6 +667,7 @@ void ctl_message_done(CtlMessage *m) {
         if (m->credential)
                 explicit_bzero(m->credential, strlen(m->credential));
         free(m->credential);
+        free(m->cwd);
         if (m->status)
                 json_decref(m->status);
         *m = (CtlMessage){};
@@ -718,10 +755,11 @@ static int decode_field(const Field *f, const json_t *v, CtlMessage *m, FieldErr
                 memcpy(p, s, 37);
                 return 0;
         case FIELD_STRING:
-        case FIELD_TERM: {
+        case FIELD_TERM:
+        case FIELD_RELPATH: {
                 e = get_string(v, &s, &len);
                 if (e == FE_OK)
-                        e = f->kind == FIELD_TERM ? check_term(f, s, len) : check_length(f, len);
+                        e = check_text(f, s, len);
                 if (e != FE_OK)
                         return *ret_fe = e, -EBADMSG;
                 char *c = strndup(s, len);
@@ -919,7 +957,7 @@ int ctl_message_decode(const uint8_t *payload, size_t len, CtlMessage *ret, cons
 /* ---- encoding ----------------------------------------------------------- */
 
 static int encode_string(const char *s, size_t len, json_t **ret) {
-        if (!utf8_valid(s, len))
+        if (!ctl_utf8_valid(s, len))
                 return -EINVAL;
         json_t *v = json_stringn(s, len);
         if (!v)
@@ -993,12 +1031,13 @@ static int encode_field(const Field *f, const CtlMessage *m, json_t **ret) {
                 v = json_stringn_nocheck(p, 36);
                 break;
         case FIELD_STRING:
-        case FIELD_TERM: {
+        case FIELD_TERM:
+        case FIELD_RELPATH: {
                 const char *s = *(char *const *) p;
                 if (!s)
                         return -EINVAL;
                 size_t len = strlen(s);
-                if ((f->kind == FIELD_TERM ? check_term(f, s, len) : check_length(f, len)) != FE_OK)
+                if (check_text(f, s, len) != FE_OK)
                         return -EINVAL;
                 return encode_string(s, len, ret);
         }

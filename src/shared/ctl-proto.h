@@ -15,10 +15,15 @@
  *                                                         joining CLI's Derived Network Policy
  *                                                         (canonical form)
  *   SessionOpen     {type, argv[], env[], interactive, rows, columns,
- *                    term?, terminfo?, anchor?, credential?}  start a command;
+ *                    term?, terminfo?, anchor?, credential?, cwd?}  start a command;
  *                                                         anchor: the CLI's Session Anchor
  *                                                         public key, credential: the exec's
- *                                                         delegation (session-anchor.h)
+ *                                                         delegation (session-anchor.h); cwd:
+ *                                                         the session's directory below
+ *                                                         /workspace (relative, no "." or ".."
+ *                                                         segment, no control character, at
+ *                                                         most CTL_CWD_MAX bytes), absent for
+ *                                                         /workspace itself
  *   TerminalInput   {type, session_id, bytes, eof}         stdin data; eof=true once stdin ends
  *   TerminalResize  {type, session_id, rows, columns, pixel_width, pixel_height}
  *   TerminalSignal  {type, session_id, signal}             "Interrupt" | "Quit" | "Suspend"
@@ -57,6 +62,7 @@
 #define CTL_ARGV_MAX         4096u /* entries in argv or env */
 #define CTL_STRING_MAX       (128u * 1024u) /* one argv/env string */
 #define CTL_TERMINFO_MAX     (64u * 1024u) /* a compiled terminfo entry */
+#define CTL_CWD_MAX          4000u /* SessionOpen.cwd: "/workspace/" + it stays below PATH_MAX */
 #define CTL_JSON_DEPTH_MAX   32u /* nesting of arrays/objects, the frame's object included */
 #define CTL_READER_MAX       (4u + CTL_FRAME_MAX) /* unread bytes a CtlReader holds at most */
 
@@ -123,6 +129,7 @@ typedef struct CtlMessage {
         size_t terminfo_len;
         char *anchor; /* the CLI's Session Anchor public key (base64url); may be NULL */
         char *credential; /* the exec's delegation credential; may be NULL */
+        char *cwd; /* below /workspace, path_relative_safe(); NULL: /workspace itself */
 
         /* TerminalInput / TerminalOutput */
         uint8_t *bytes;
@@ -219,6 +226,10 @@ bool ctl_uuid_valid(const char *s);
  * 0. Encoding returns NUL-terminated text (caller frees) or NULL. */
 int ctl_base64_decode(const char *s, size_t n, size_t max, uint8_t **ret, size_t *ret_len);
 char *ctl_base64_encode(const uint8_t *p, size_t n, size_t *ret_len);
+
+/* RFC 3629 UTF-8 as jansson applies it (no overlong forms, no surrogates,
+ * nothing above U+10FFFF): what a string must be to be sent. */
+bool ctl_utf8_valid(const char *s, size_t n);
 
 /* Nesting depth of raw JSON text at most max, counted before jansson (which
  * recurses) sees it. Exact for valid JSON; invalid JSON is refused by the

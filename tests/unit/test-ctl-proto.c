@@ -107,6 +107,7 @@ static void assert_messages_equal(const CtlMessage *a, const CtlMessage *b) {
         assert_int_equal(a->queued, b->queued);
         assert_str_or_null_equal(a->anchor, b->anchor);
         assert_str_or_null_equal(a->credential, b->credential);
+        assert_str_or_null_equal(a->cwd, b->cwd);
         assert_int_equal(a->signal, b->signal);
         assert_true(a->generation_id == b->generation_id);
         assert_int_equal(a->outcome, b->outcome);
@@ -250,6 +251,14 @@ static void test_roundtrip_session_open(void **state) {
                              "\"env\":[\"TERM=xterm-256color\",\"_A1=\",\"EMPTY_AND=MORE=x\"],"
                              "\"interactive\":true,\"rows\":65535,\"columns\":0,"
                              "\"term\":\"xterm-256color.v2+_\",\"terminfo\":\"GgEA/38=\"}");
+
+        /* The session's directory below /workspace. */
+        char *argvc[] = { W("claude"), NULL };
+        CtlMessage c = {
+                .type = CTL_SESSION_OPEN, .argv = argvc, .n_argv = 1, .rows = 24, .columns = 80, .cwd = W("src/é/lib")
+        };
+        roundtrip_expect(&c, "{\"type\":\"SessionOpen\",\"argv\":[\"claude\"],\"env\":[],"
+                             "\"interactive\":false,\"rows\":24,\"columns\":80,\"cwd\":\"src/é/lib\"}");
 
         /* Optional fields absent; no environment at all. */
         char *argv1[] = { W("claude"), NULL };
@@ -583,6 +592,19 @@ static const struct {
         { OPEN(",\"terminfo\":\"\""), "terminfo: empty" },
         { OPEN(",\"terminfo\":\"abc\""), "terminfo: invalid base64" },
         { OPEN(",\"terminfo\":[]"), "terminfo: wrong type" },
+        { OPEN(",\"cwd\":\"\""), "cwd: empty" },
+        { OPEN(",\"cwd\":\"/etc\""), "cwd: invalid value" },
+        { OPEN(",\"cwd\":\"..\""), "cwd: invalid value" },
+        { OPEN(",\"cwd\":\"a/../../etc\""), "cwd: invalid value" },
+        { OPEN(",\"cwd\":\"a/.\""), "cwd: invalid value" },
+        { OPEN(",\"cwd\":\"a//b\""), "cwd: invalid value" },
+        { OPEN(",\"cwd\":\"a/\""), "cwd: invalid value" },
+        { OPEN(",\"cwd\":\"a\\nb\""), "cwd: invalid value" },
+        { OPEN(",\"cwd\":\"\\u001b[2J\""), "cwd: invalid value" },
+        { OPEN(",\"cwd\":\"a\\u007f\""), "cwd: invalid value" },
+        { OPEN(",\"cwd\":\"a\\u0085\""), "cwd: invalid value" },
+        { OPEN(",\"cwd\":\"a\\u0000\""), "cwd: contains NUL" },
+        { OPEN(",\"cwd\":[\"a\"]"), "cwd: wrong type" },
         /* TerminalInput / bytes. */
         { "{\"type\":\"TerminalInput\",\"session_id\":\"0F8FAD5B-D9CB-469F-A165-70867728950E\",\"bytes\":\"\","
           "\"eof\":false}",
@@ -705,6 +727,8 @@ static void test_decode_accepts(void **state) {
                 OPEN_WITH("[\"sh\",\"\",\"\"]", "[\"A=\",\"_=x\",\"a1_B=é\"]"),
                 OPEN(",\"term\":null,\"terminfo\":null"),
                 OPEN(",\"term\":\"xterm-kitty\",\"terminfo\":\"AAAA\""),
+                OPEN(",\"cwd\":null"),
+                OPEN(",\"cwd\":\"a/..b/.c/c..\""),
                 EXIT(",\"outcome\":\"Exited\",\"exit_code\":1,\"signal\":null,\"message\":null"),
                 EXIT(",\"outcome\":\"Terminated\",\"signal\":64,\"exit_code\":null"),
                 EXIT(",\"outcome\":\"RuntimeLost\",\"signal\":null,\"exit_code\":null"),
@@ -795,6 +819,18 @@ static void test_decode_limits(void **state) {
         s = repeat('A', (CTL_TERMINFO_MAX + 3) / 3 * 4);
         strbuf_printf(&b, OPEN(",\"terminfo\":\"%s\""), s);
         assert_rejected((const uint8_t *) b.data, b.len, "terminfo: too long");
+        strbuf_done(&b);
+        free(s);
+
+        /* cwd: CTL_CWD_MAX bytes. */
+        s = repeat('d', CTL_CWD_MAX);
+        strbuf_printf(&b, OPEN(",\"cwd\":\"%s\""), s);
+        assert_int_equal(decode_str(strbuf_str(&b), &m, &err), 0);
+        assert_int_equal(strlen(m.cwd), CTL_CWD_MAX);
+        ctl_message_done(&m);
+        strbuf_done(&b);
+        strbuf_printf(&b, OPEN(",\"cwd\":\"%sd\""), s);
+        assert_rejected((const uint8_t *) b.data, b.len, "cwd: too long");
         strbuf_done(&b);
         free(s);
 
@@ -898,6 +934,11 @@ static void test_encode_rejects(void **state) {
                 { .type = CTL_SESSION_OPEN, .argv = argv, .n_argv = 1, .env = env_badname, .n_env = 1 },
                 { .type = CTL_SESSION_OPEN, .argv = argv, .n_argv = 1, .env = NULL, .n_env = 1 },
                 { .type = CTL_SESSION_OPEN, .argv = argv, .n_argv = 1, .rows = 65536 },
+                { .type = CTL_SESSION_OPEN, .argv = argv, .n_argv = 1, .cwd = W("") },
+                { .type = CTL_SESSION_OPEN, .argv = argv, .n_argv = 1, .cwd = W("../x") },
+                { .type = CTL_SESSION_OPEN, .argv = argv, .n_argv = 1, .cwd = W("/abs") },
+                { .type = CTL_SESSION_OPEN, .argv = argv, .n_argv = 1, .cwd = W("a\nb") },
+                { .type = CTL_SESSION_OPEN, .argv = argv, .n_argv = 1, .cwd = W("\xff") },
                 { .type = CTL_SESSION_OPEN, .argv = argv, .n_argv = 1, .columns = 70000 },
                 { .type = CTL_SESSION_OPEN, .argv = argv, .n_argv = 1, .term = W("") },
                 { .type = CTL_SESSION_OPEN, .argv = argv, .n_argv = 1, .term = W("xterm\n") },
