@@ -109,6 +109,7 @@ struct Session {
         uint64_t started_usec;
         unsigned char anchor[SESSION_KEY_LEN]; /* the CLI's Session Anchor public key */
         bool has_anchor;
+        char *cwd; /* in the sandbox: /workspace or a directory below it */
         Session *next;
 };
 
@@ -160,6 +161,7 @@ struct Coordinator {
         char readiness_fingerprint[65]; /* of the evidence last recorded, or "" */
         Watch w_sidecar;
         char *terminfo_dir;
+        char *worktree; /* branch mode: the agent's worktree, behind /workspace */
         Conn *conns;
         size_t n_conns;
         Session *sessions;
@@ -533,6 +535,7 @@ static void session_free(Coordinator *co, Session *s) {
                         break;
                 }
         queue_done(&s->in);
+        free(s->cwd);
         free(s);
 }
 
@@ -595,7 +598,7 @@ static int write_process_file(const Coordinator *co, const Session *s, const Ctl
         for (size_t i = 0; args && argv[i]; i++)
                 json_array_append_new(args, json_string(argv[i]));
         json_t *proc = json_pack("{s:b, s:O, s:o*, s:o*, s:s}", "terminal", m->interactive, "user", co->sandbox.user,
-                                 "args", args, "env", env, "cwd", "/workspace");
+                                 "args", args, "env", env, "cwd", s->cwd);
         if (!proc)
                 return -ENOMEM;
         if (m->interactive)
@@ -821,6 +824,32 @@ static void handle_session_open(Coordinator *co, Conn *c, CtlMessage *m, int cli
                                            "enters the sandbox");
                         return;
                 }
+        /* A session of a branch-mode Domain may start in a directory below
+         * /workspace (the CLI's own, relative to the repository's root).
+         * Missing ones (the host's untracked directories) are made in the
+         * agent's worktree, never through a symlink out of it. */
+        _cleanup_free_ char *cwd = NULL;
+        if (m->cwd) {
+                if (!co->worktree) {
+                        conn_send_error(c, "a working directory below /workspace needs workspace_mode = \"branch\" "
+                                           "in a git repository");
+                        return;
+                }
+                int r = sandbox_worktree_dir(co->worktree, m->cwd);
+                if (r < 0) {
+                        StrBuf e = STRBUF_INIT;
+                        strbuf_printf(&e, "cannot enter /workspace/%s in the agent's worktree %s: %s", m->cwd,
+                                      co->worktree, strerror(-r));
+                        _cleanup_free_ char *why = strbuf_steal(&e);
+                        conn_send_error(c, why ?: "cannot enter the session's directory");
+                        return;
+                }
+        }
+        cwd = m->cwd ? path_join("/workspace", m->cwd) : strdup("/workspace");
+        if (!cwd) {
+                conn_send_error(c, "out of memory");
+                return;
+        }
         if (m->term && m->terminfo) {
                 int r = install_terminfo(co, m->term, m->terminfo, m->terminfo_len);
                 if (r < 0)
@@ -843,6 +872,7 @@ static void handle_session_open(Coordinator *co, Conn *c, CtlMessage *m, int cli
                         .in_fd = -EBADF,
                         .out_fd = -EBADF,
                         .err_fd = -EBADF,
+                        .cwd = TAKE_PTR(cwd),
                         .started_usec = now_usec() };
         (void) ctl_uuid_v4(s->id);
         s->has_anchor = m->anchor && session_unb64(m->anchor, s->anchor, SESSION_KEY_LEN) == 0;
@@ -873,10 +903,10 @@ static json_t *status_json(Coordinator *co) {
         uint64_t now = now_usec();
         for (Session *s = co->sessions; sessions && s; s = s->next)
                 if (!s->finished)
-                        json_array_append_new(sessions,
-                                              json_pack("{s:s, s:b, s:i, s:I}", "session_id", s->id, "interactive",
-                                                        s->interactive, "exec_pid", (int) s->pid, "age_seconds",
-                                                        (json_int_t) ((now - s->started_usec) / 1000000)));
+                        json_array_append_new(
+                                sessions, json_pack("{s:s, s:b, s:i, s:I, s:s}", "session_id", s->id, "interactive",
+                                                    s->interactive, "exec_pid", (int) s->pid, "age_seconds",
+                                                    (json_int_t) ((now - s->started_usec) / 1000000), "cwd", s->cwd));
         json_t *network =
                 json_pack("{s:s?, s:s, s:s, s:s?}", "sidecar", co->sidecar.name, "policy_digest",
                           co->spec.netpolicy_digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only",
@@ -1996,6 +2026,7 @@ static void release(Coordinator *co) {
         launch_spec_done(&co->spec);
         co->container_name = mfree(co->container_name);
         co->terminfo_dir = mfree(co->terminfo_dir);
+        co->worktree = mfree(co->worktree);
 }
 
 static int start_failed(Coordinator *co) {
@@ -2105,6 +2136,11 @@ int coordinator_main(void) {
                         return start_failed(&co);
                 }
                 log_info("agent worktree %s", worktree);
+                co.worktree = strdup(worktree);
+                if (!co.worktree) {
+                        status_report(&co, "error: out of memory");
+                        return start_failed(&co);
+                }
         }
         if (co.spec.git_dir) {
                 r = start_router(&co, worktree, &err);

@@ -2,12 +2,16 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "argv-util.h"
@@ -409,5 +413,35 @@ int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_er
                 return -EIO;
         }
         *ret_path = TAKE_PTR(path);
+        return 0;
+}
+
+int sandbox_worktree_dir(const char *root, const char *rel) {
+        if (!path_relative_safe(rel, PATH_MAX))
+                return -EINVAL;
+        _cleanup_close_ int fd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        _cleanup_free_ char *copy = strdup(rel);
+        if (!copy)
+                return -ENOMEM;
+        char *save = NULL;
+        for (char *name = strtok_r(copy, "/", &save); name; name = strtok_r(NULL, "/", &save)) {
+                struct open_how how = {
+                        .flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+                };
+                long next = syscall(SYS_openat2, fd, name, &how, sizeof how);
+                if (next < 0 && errno == ENOENT) {
+                        /* mkdirat does not follow a symlink in the last name. */
+                        if (mkdirat(fd, name, 0755) < 0 && errno != EEXIST)
+                                return negative_errno();
+                        next = syscall(SYS_openat2, fd, name, &how, sizeof how);
+                }
+                if (next < 0)
+                        return negative_errno();
+                safe_close(fd);
+                fd = (int) next;
+        }
         return 0;
 }

@@ -55,6 +55,14 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
  * hooks or fsmonitor. Returns 0 and the path, or -EIO with *ret_error. */
 int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_error);
 
+/* Make sure the relative directory rel (path_relative_safe: no "." or "..")
+ * exists below root (the agent's worktree), creating missing directories
+ * (0755) one name at a time; each step is opened with openat2(RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS), so a symlink the sandbox planted fails with -ELOOP
+ * and nothing is made outside root. -EINVAL for an unsafe rel; -ENOTDIR
+ * when a name is not a directory. */
+int sandbox_worktree_dir(const char *root, const char *rel);
+
 /* podman rm --force --time 0 --ignore NAME (the sandbox or the network
  * sidecar): 0 when it is gone (or was never there). */
 int container_remove(const LaunchSpec *s, const char *name, char **ret_error);

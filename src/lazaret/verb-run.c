@@ -514,6 +514,18 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 return EXIT_LAZARET;
         }
         warn_sockets(&spec);
+        /* Branch mode in a directory of a repository: the session starts in
+         * the same directory of the agent's worktree. */
+        const char *cwd = spec.branch ? p->workspace_subdir : NULL;
+        if (cwd && (!path_relative_safe(cwd, CTL_CWD_MAX) || !ctl_utf8_valid(cwd, strlen(cwd)))) {
+                strv_free_n(envv, n_env);
+                log_error(
+                        "the sandbox cannot start in %s: its path below the repository %s has a control "
+                        "character, is not UTF-8 or is longer than %u bytes; run lazaret from another directory of the "
+                        "repository",
+                        cfg->workspace, p->repo_root, CTL_CWD_MAX);
+                return EXIT_LAZARET;
+        }
 
         bool interactive = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
         const char *term = getenv("TERM");
@@ -570,6 +582,7 @@ int verb_run(int argc, char **argv, const Globals *g) {
                         .terminfo_len = terminfo_len,
                         .anchor = anchor_pub,
                         .credential = credential,
+                        .cwd = (char *) cwd,
                 };
                 size_t n_argv = 0;
                 while (open_m.argv[n_argv])
