@@ -57,16 +57,6 @@ def test_branch_mode_in_subdirectory(lz, debian_image):
     head = git_as(lz, "rev-parse", "HEAD").strip()
     d = Domain(lz, debian_image)
 
-    # Both directories resolve to the repository's Domain.
-    shown = {}
-    for where in (lz.work, sub):
-        r = run_in(d, where, "config", "show", "--json")
-        assert r.returncode == 0, r.stderr
-        shown[where] = json.loads(r.stdout)["resolved"]["profiles"]["shell"]
-    assert shown[sub]["repo_root"] == lz.work and shown[sub]["workspace_subdir"] == "sub/deep"
-    assert shown[lz.work]["repo_root"] == lz.work and shown[lz.work]["workspace_subdir"] is None
-    assert shown[sub]["domain_hash"] == shown[lz.work]["domain_hash"]
-
     script = r"""
 set -eu
 export GIT_AUTHOR_NAME=agent GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=agent GIT_COMMITTER_EMAIL=a@a
@@ -91,6 +81,16 @@ echo DONE
     assert not os.path.exists(os.path.join(sub, "new.txt"))
     d.assert_clean()
     assert len(d.domain_dirs()) == 1
+
+    # Both directories resolve to the repository's Domain.
+    shown = {}
+    for where in (lz.work, sub):
+        r = run_in(d, where, "config", "show", "--json")
+        assert r.returncode == 0, r.stderr
+        shown[where] = json.loads(r.stdout)["resolved"]["profiles"]["shell"]
+    assert shown[sub]["repo_root"] == lz.work and shown[sub]["workspace_subdir"] == "sub/deep"
+    assert shown[lz.work]["repo_root"] == lz.work and shown[lz.work]["workspace_subdir"] is None
+    assert shown[sub]["domain_hash"] == shown[lz.work]["domain_hash"]
 
 
 def test_root_and_subdirectory_share_one_sandbox(dom, lz):
@@ -182,10 +182,6 @@ def test_direct_mode_in_subdirectory(lz, busybox_image):
     mounted (read-write, the host's own), without .git."""
     sub = make_clean_repo(lz)
     d = Domain(lz, busybox_image, extra='workspace_mode = "direct"\n')
-    r = run_in(d, sub, "config", "show", "--json")
-    assert r.returncode == 0, r.stderr
-    prof = json.loads(r.stdout)["resolved"]["profiles"]["shell"]
-    assert prof["repo_root"] is None and prof["workspace_subdir"] is None
     r = run_in(d, sub, "run", "--", "/bin/sh", "-c",
                "pwd; ls -a /workspace; test -e /workspace/.git || echo no-git; "
                "test -e /workspace/../top.txt || echo no-top; echo direct > /workspace/written.txt")
@@ -194,3 +190,7 @@ def test_direct_mode_in_subdirectory(lz, busybox_image):
     assert open(os.path.join(sub, "written.txt")).read() == "direct\n"
     assert "git router" not in d.log()
     d.assert_clean()
+    r = run_in(d, sub, "config", "show", "--json")
+    assert r.returncode == 0, r.stderr
+    prof = json.loads(r.stdout)["resolved"]["profiles"]["shell"]
+    assert prof["repo_root"] is None and prof["workspace_subdir"] is None
