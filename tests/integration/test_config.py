@@ -94,6 +94,8 @@ def test_show_resolves_per_profile(lz):
     assert prof.pop("network_policy")["digest"]
     assert prof == {
         "profile_dir": f"{data}/claude",
+        "repo_root": None,  # no git repository around the workspace
+        "workspace_subdir": None,
         "domain_hash": h,
         "domain_dir": f"{data}/domains/{h}",
         "volumes": [{"host": f"{data}/claude/home", "container": "/root", "read_only": True}],
