@@ -616,10 +616,14 @@ int verb_diff(int argc, char **argv, const Globals *g) {
         int r;
         if (profile_load(g, name, &cfg, &p) < 0)
                 return EXIT_LAZARET;
-        _cleanup_free_ char *gd = path_join(cfg->workspace, ".git");
+
+        /* In a subdirectory of a repository, the agent's branch is the
+         * root's (branch mode works from the repository's root). */
+        const char *repo = p->repo_root ?: cfg->workspace;
+        _cleanup_free_ char *gd = path_join(repo, ".git");
         struct stat st;
         if (!gd || lstat(gd, &st) < 0 || !S_ISDIR(st.st_mode)) {
-                log_error("%s is not the top of a git repository: there is no agent branch to show", cfg->workspace);
+                log_error("%s is not the top of a git repository: there is no agent branch to show", repo);
                 return EXIT_LAZARET;
         }
         _cleanup_free_ char *git = NULL;
@@ -636,16 +640,15 @@ int verb_diff(int argc, char **argv, const Globals *g) {
 
         /* The branch must exist: a clear word rather than git's. */
         _cleanup_free_ char *tip = NULL, *head = NULL;
-        r = resolve_commit(git, cfg->workspace, ref, &tip);
+        r = resolve_commit(git, repo, ref, &tip);
         if (r == -ENOENT) {
                 log_error("the agent has no branch %s yet: run 'lazaret run %s' first", branch, p->name);
                 return EXIT_LAZARET;
         }
         if (r >= 0)
-                r = resolve_commit(git, cfg->workspace, "HEAD", &head);
+                r = resolve_commit(git, repo, "HEAD", &head);
         if (r == -ENOENT) {
-                log_error("%s has no commit at HEAD: there is nothing to compare the agent's branch with",
-                          cfg->workspace);
+                log_error("%s has no commit at HEAD: there is nothing to compare the agent's branch with", repo);
                 return EXIT_LAZARET;
         }
         if (r < 0) {
@@ -654,7 +657,7 @@ int verb_diff(int argc, char **argv, const Globals *g) {
         }
 
         const DiffRequest q = {
-                .git = { .program = git, .workspace = cfg->workspace },
+                .git = { .program = git, .workspace = repo },
                 .branch = branch,
                 .head = head,
                 .tip = tip,

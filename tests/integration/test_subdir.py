@@ -92,6 +92,14 @@ echo DONE
     assert shown[lz.work]["repo_root"] == lz.work and shown[lz.work]["workspace_subdir"] is None
     assert shown[sub]["domain_hash"] == shown[lz.work]["domain_hash"]
 
+    # The review works from the subdirectory too: the root's branch.
+    r = run_in(d, sub, "diff")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "Files changed on lazaret/agent-shell against HEAD: 1 (1 added)", r.stdout
+    assert any(x.split()[-1] == "sub/deep/new.txt" and " added " in x for x in lines[1:6] if x), r.stdout
+    assert "+++ b/sub/deep/new.txt\n" in r.stdout
+
 
 def test_root_and_subdirectory_share_one_sandbox(dom, lz):
     """One terminal from the repository's root, one from a subdirectory, one
