@@ -5,6 +5,12 @@
  *
  *   lazaret-gitrouter --host-git DIR --isolated DIR [--worktree NAME]
  *                     [--allow-main-head] MOUNTPOINT
+ *   lazaret-gitrouter --workspace DIR --isolated DIR [--git] [--allow-main-head]
+ *                     [--protect PATTERN]... [--mask PATTERN]... MOUNTPOINT
+ *
+ * The second form serves a whole working tree (direct mode, issue 13):
+ * protected names are read-only and cannot be created, masked ones read as
+ * empty, and with --git the tree's .git is served under the git policy.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,12 +24,31 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "path-pattern.h"
 #include "router.h"
 
 static void usage(FILE *f) {
         fputs("usage: lazaret-gitrouter --host-git DIR --isolated DIR [--worktree NAME] [--allow-main-head] "
-              "MOUNTPOINT\n",
+              "MOUNTPOINT\n"
+              "       lazaret-gitrouter --workspace DIR --isolated DIR [--git] [--allow-main-head] "
+              "[--protect PATTERN]... [--mask PATTERN]... MOUNTPOINT\n",
               f);
+}
+
+#define PATTERNS_MAX 4096
+
+static int add_pattern(const char **list, size_t *n, const char *pattern) {
+        const char *why = path_pattern_problem(pattern);
+        if (why) {
+                fprintf(stderr, "lazaret-gitrouter: '%s' is not a path pattern: %s\n", pattern, why);
+                return -EINVAL;
+        }
+        if (*n >= PATTERNS_MAX) {
+                fprintf(stderr, "lazaret-gitrouter: more than %d patterns\n", PATTERNS_MAX);
+                return -E2BIG;
+        }
+        list[(*n)++] = pattern;
+        return 0;
 }
 
 /* Keep fds 0-2 taken, so no file the router opens for a request gets a
@@ -52,12 +77,21 @@ static int open_root(const char *path, const char *what) {
 
 int main(int argc, char *argv[]) {
         static const struct option options[] = {
-                { "host-git", required_argument, NULL, 'g' }, { "isolated", required_argument, NULL, 'i' },
-                { "worktree", required_argument, NULL, 'w' }, { "allow-main-head", no_argument, NULL, 'H' },
-                { "help", no_argument, NULL, 'h' },           {},
+                { "host-git", required_argument, NULL, 'g' },
+                { "isolated", required_argument, NULL, 'i' },
+                { "worktree", required_argument, NULL, 'w' },
+                { "allow-main-head", no_argument, NULL, 'H' },
+                { "workspace", required_argument, NULL, 'W' },
+                { "git", no_argument, NULL, 'G' },
+                { "protect", required_argument, NULL, 'p' },
+                { "mask", required_argument, NULL, 'm' },
+                { "help", no_argument, NULL, 'h' },
+                {},
         };
-        const char *host_git = NULL, *isolated = NULL, *worktree = NULL;
-        bool allow_main_head = false;
+        const char *host_git = NULL, *isolated = NULL, *worktree = NULL, *workspace = NULL;
+        static const char *protect[PATTERNS_MAX], *mask[PATTERNS_MAX];
+        size_t n_protect = 0, n_mask = 0;
+        bool allow_main_head = false, git = false;
         int c;
 
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
@@ -74,6 +108,20 @@ int main(int argc, char *argv[]) {
                 case 'H':
                         allow_main_head = true;
                         break;
+                case 'W':
+                        workspace = optarg;
+                        break;
+                case 'G':
+                        git = true;
+                        break;
+                case 'p':
+                        if (add_pattern(protect, &n_protect, optarg) < 0)
+                                return 64;
+                        break;
+                case 'm':
+                        if (add_pattern(mask, &n_mask, optarg) < 0)
+                                return 64;
+                        break;
                 case 'h':
                         usage(stdout);
                         return 0;
@@ -81,7 +129,8 @@ int main(int argc, char *argv[]) {
                         usage(stderr);
                         return 64;
                 }
-        if (!host_git || !isolated || optind != argc - 1) {
+        if (!!host_git == !!workspace || !isolated || optind != argc - 1 ||
+            (host_git && (git || n_protect || n_mask)) || (workspace && worktree)) {
                 usage(stderr);
                 return 64;
         }
@@ -98,7 +147,7 @@ int main(int argc, char *argv[]) {
          * writable. */
         umask(022);
 
-        _cleanup_close_ int host_fd = open_root(host_git, "host .git");
+        _cleanup_close_ int host_fd = open_root(host_git ?: workspace, host_git ? "host .git" : "workspace");
         if (host_fd < 0)
                 return 1;
         _cleanup_close_ int iso_fd = open_root(isolated, "isolated");
@@ -109,7 +158,11 @@ int main(int argc, char *argv[]) {
                 .host_fd = host_fd,
                 .iso_fd = iso_fd,
                 .policy = { .worktree = worktree, .allow_main_head = allow_main_head },
+                .workspace = workspace != NULL,
+                .ws = { .protect = protect, .n_protect = n_protect, .mask = mask, .n_mask = n_mask },
         };
+        if (git)
+                router.ws.git = &router.policy;
 
         struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
         if (fuse_opt_add_arg(&args, argv[0]) < 0 || fuse_opt_add_arg(&args, "-o") < 0 ||

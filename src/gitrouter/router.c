@@ -79,8 +79,12 @@ static int ensure_isolated(const Router *r, const char *rel) {
         return 0;
 }
 
+/* route() succeeded on a masked name (reads only): serve it empty. */
+#define ROUTE_MASKED 1
+
 /* Normalize path, check op, and pick the root. On success *ret_rel (caller
- * frees) is relative to *ret_root. */
+ * frees) is relative to *ret_root; returns 0, or ROUTE_MASKED for a read
+ * of a masked name. */
 static int route(const char *path, GitOp op, char **ret_rel, int *ret_root) {
         Router *r = router();
         _cleanup_free_ char *rel = NULL;
@@ -89,6 +93,42 @@ static int route(const char *path, GitOp op, char **ret_rel, int *ret_root) {
         q = git_policy_normalize(path, &rel);
         if (q < 0)
                 return q;
+        if (r->workspace) {
+                const char *git_rel = NULL;
+                switch (workspace_policy_check(&r->ws, rel, op, &e, &git_rel)) {
+                case WS_DECISION_ALLOW:
+                        *ret_root = r->host_fd;
+                        *ret_rel = TAKE_PTR(rel);
+                        return 0;
+                case WS_DECISION_MASKED:
+                        *ret_root = r->host_fd;
+                        *ret_rel = TAKE_PTR(rel);
+                        return ROUTE_MASKED;
+                case WS_DECISION_ISOLATED: {
+                        /* The hooks of the workspace's .git: the isolated
+                         * root holds them at their path below .git. */
+                        char *g = strdup(git_rel);
+                        if (!g)
+                                return -ENOMEM;
+                        free(rel);
+                        rel = g;
+                        q = ensure_isolated(r, rel);
+                        if (q < 0)
+                                return q;
+                        *ret_root = r->iso_fd;
+                        *ret_rel = TAKE_PTR(rel);
+                        return 0;
+                }
+                case WS_DECISION_HIDDEN:
+                        return -ENOENT;
+                case WS_DECISION_DENY:
+                        return -e;
+                case _WS_DECISION_MAX:
+                case _WS_DECISION_INVALID:
+                        break;
+                }
+                return -EIO;
+        }
         switch (git_policy_check(&r->policy, rel, op, &e)) {
         case GIT_DECISION_ALLOW:
                 *ret_root = r->host_fd;
@@ -107,6 +147,15 @@ static int route(const char *path, GitOp op, char **ret_rel, int *ret_root) {
         }
         *ret_rel = TAKE_PTR(rel);
         return 0;
+}
+
+/* May the sandbox write rel (a normalized path on the host root)? */
+static bool writable(const char *rel) {
+        Router *r = router();
+        int e = 0;
+        if (r->workspace)
+                return workspace_policy_check(&r->ws, rel, GIT_OP_WRITE, &e, NULL) != WS_DECISION_DENY;
+        return git_policy_check(&r->policy, rel, GIT_OP_WRITE, &e) != GIT_DECISION_DENY;
 }
 
 /* Open the parent directory of rel beneath root; *ret_base points into rel
@@ -145,7 +194,17 @@ static int rt_getattr(const char *path, struct stat *st, struct fuse_file_info *
         pfd = open_parent(root, rel, &base);
         if (pfd < 0)
                 return pfd;
-        return fstatat(pfd, base, st, AT_SYMLINK_NOFOLLOW) < 0 ? negative_errno() : 0;
+        if (fstatat(pfd, base, st, AT_SYMLINK_NOFOLLOW) < 0)
+                return negative_errno();
+        if (q == ROUTE_MASKED && !S_ISDIR(st->st_mode)) {
+                /* A masked secret: an empty, read-only regular file,
+                 * whatever it is on the host. */
+                st->st_mode = S_IFREG | (st->st_mode & 0444);
+                st->st_size = 0;
+                st->st_blocks = 0;
+                st->st_nlink = 1;
+        }
+        return 0;
 }
 
 static int rt_readlink(const char *path, char *buf, size_t size) {
@@ -159,6 +218,8 @@ static int rt_readlink(const char *path, char *buf, size_t size) {
         q = route(path, GIT_OP_READ, &rel, &root);
         if (q < 0)
                 return q;
+        if (q == ROUTE_MASKED)
+                return -EINVAL; /* shown as an empty regular file */
         pfd = open_parent(root, rel, &base);
         if (pfd < 0)
                 return pfd;
@@ -178,6 +239,12 @@ static int rt_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
         q = route(path, GIT_OP_READ, &rel, &root);
         if (q < 0)
                 return q;
+        if (q == ROUTE_MASKED) {
+                /* A masked directory lists as empty. */
+                (void) filler(buf, ".", NULL, 0, 0);
+                (void) filler(buf, "..", NULL, 0, 0);
+                return 0;
+        }
         int fd = openat2_beneath(root, rel, O_RDONLY | O_DIRECTORY, 0);
         if (fd < 0)
                 return fd;
@@ -239,6 +306,100 @@ static int rt_rmdir(const char *path) {
         return remove_at(path, GIT_OP_RMDIR, AT_REMOVEDIR);
 }
 
+/* Moving a directory moves every name beneath it. In workspace mode a
+ * directory may move only when no name beneath it is guarded (protected,
+ * masked or the repository's .git), under its old path or its new one:
+ * otherwise the agent could carry a protected file to where a host program
+ * runs it, or make one appear by renaming a directory onto a guarded
+ * path. The walk has a budget; a larger tree gets EXDEV, so mv falls back
+ * to moving file by file, each name checked on its own. */
+#define MOVE_WALK_MAX 4096
+
+typedef struct MoveWalk {
+        const char *from, *to; /* the directory's old and new relative paths */
+        bool check_from, check_to; /* not in the repository's .git, where the git policy decides */
+        size_t seen;
+} MoveWalk;
+
+static int move_walk(MoveWalk *w, int dfd, char *sub, size_t sublen) {
+        int fd = openat2_beneath(dfd, "", O_RDONLY | O_DIRECTORY, 0);
+        if (fd < 0)
+                return fd;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                int q = negative_errno();
+                safe_close(fd);
+                return q;
+        }
+        int q = 0;
+        for (;;) {
+                errno = 0;
+                struct dirent *de = readdir(d);
+                if (!de) {
+                        q = errno ? -errno : 0;
+                        break;
+                }
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                if (++w->seen > MOVE_WALK_MAX) {
+                        q = -EXDEV;
+                        break;
+                }
+                size_t n = strlen(de->d_name);
+                if (sublen + 1 + n + 1 > 4096) {
+                        q = -EXDEV;
+                        break;
+                }
+                size_t at = sublen;
+                if (sublen)
+                        sub[at++] = '/';
+                memcpy(sub + at, de->d_name, n + 1);
+                char a[8192], b[8192];
+                snprintf(a, sizeof a, "%s/%s", w->from, sub);
+                snprintf(b, sizeof b, "%s/%s", w->to, sub);
+                if ((w->check_from && workspace_policy_guarded(&router()->ws, a)) ||
+                    (w->check_to && workspace_policy_guarded(&router()->ws, b))) {
+                        q = -EACCES;
+                        break;
+                }
+                if (de->d_type == DT_DIR) {
+                        int cfd = openat2_beneath(dirfd(d), de->d_name, O_PATH | O_DIRECTORY, 0);
+                        if (cfd < 0) {
+                                q = cfd;
+                                break;
+                        }
+                        q = move_walk(w, cfd, sub, at + n);
+                        safe_close(cfd);
+                        if (q < 0)
+                                break;
+                }
+                sub[sublen] = '\0';
+        }
+        closedir(d);
+        return q;
+}
+
+/* 0 when the directory (or file) at rel_from may move to rel_to. */
+static int move_allowed(int root, const char *rel_from, const char *rel_to) {
+        _cleanup_close_ int fd = openat2_beneath(root, rel_from, O_PATH | O_NOFOLLOW, 0);
+        struct stat st;
+        if (fd < 0)
+                return fd;
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (!S_ISDIR(st.st_mode))
+                return 0;
+        const WorkspacePolicy *p = &router()->ws;
+        MoveWalk w = { .from = rel_from,
+                       .to = rel_to,
+                       .check_from = !workspace_policy_in_git(p, rel_from),
+                       .check_to = !workspace_policy_in_git(p, rel_to) };
+        if (!w.check_from && !w.check_to)
+                return 0;
+        char sub[4096] = "";
+        return move_walk(&w, fd, sub, 0);
+}
+
 static int rt_rename(const char *from, const char *to, unsigned int flags) {
         _cleanup_free_ char *rel_from = NULL, *rel_to = NULL, *x1 = NULL, *x2 = NULL;
         _cleanup_close_ int pfd_from = -EBADF, pfd_to = -EBADF;
@@ -267,6 +428,13 @@ static int rt_rename(const char *from, const char *to, unsigned int flags) {
                 flags |= RENAME_NOREPLACE;
         if (root_from != root_to)
                 return -EXDEV;
+        if (router()->workspace && root_from == router()->host_fd) {
+                q = move_allowed(root_from, rel_from, rel_to);
+                if (q >= 0 && (flags & RENAME_EXCHANGE))
+                        q = move_allowed(root_to, rel_to, rel_from);
+                if (q < 0 && q != -ENOENT)
+                        return q;
+        }
         pfd_from = open_parent(root_from, rel_from, &base_from);
         if (pfd_from < 0)
                 return pfd_from;
@@ -424,6 +592,13 @@ static int open_existing(const char *path, struct fuse_file_info *fi) {
         q = route(path, op, &rel, &root);
         if (q < 0)
                 return q;
+        if (q == ROUTE_MASKED) {
+                /* Nothing of a masked secret is opened: reads see EOF. */
+                fi->fh = 0;
+                fi->keep_cache = 0;
+                fi->direct_io = 0;
+                return 0;
+        }
         int flags = fi->flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_DIRECTORY | O_PATH | O_TMPFILE);
         int fd = openat2_beneath(root, rel, flags | O_NOFOLLOW, 0);
         if (fd < 0)
@@ -432,9 +607,7 @@ static int open_existing(const char *path, struct fuse_file_info *fi) {
          * the host path at every read, not through the fd opened now: a
          * client may keep one open handle for a long time (gVisor's gofer
          * does), and the host replaces such files by rename. */
-        int e = 0;
-        if (op == GIT_OP_READ && root == router()->host_fd &&
-            git_policy_check(&router()->policy, rel, GIT_OP_WRITE, &e) == GIT_DECISION_DENY) {
+        if (op == GIT_OP_READ && root == router()->host_fd && !writable(rel)) {
                 safe_close(fd);
                 fi->fh = 0;
                 fi->keep_cache = 0;
@@ -491,6 +664,8 @@ static int rt_read(const char *path, char *buf, size_t size, off_t off, struct f
         int root, q = route(path, GIT_OP_READ, &rel, &root);
         if (q < 0)
                 return q;
+        if (q == ROUTE_MASKED)
+                return 0;
         fd = openat2_beneath(root, rel, O_RDONLY | O_NOFOLLOW, 0);
         if (fd < 0)
                 return fd;

@@ -11,11 +11,17 @@
 #include <fuse.h>
 
 #include "git-policy.h"
+#include "workspace-policy.h"
 
 typedef struct Router {
-        int host_fd; /* O_PATH|O_DIRECTORY: the host repository's .git */
+        int host_fd; /* O_PATH|O_DIRECTORY: the host repository's .git, or the workspace */
         int iso_fd; /* O_PATH|O_DIRECTORY: the isolated root (hooks) */
         GitPolicy policy;
+        /* Workspace mode (direct mode, issue 13): host_fd is the whole
+         * working tree, served under ws (whose git points at policy when
+         * the tree's .git is a repository). */
+        bool workspace;
+        WorkspacePolicy ws;
 } Router;
 
 /* The operation table; fuse_new's user_data must be a Router that outlives

@@ -898,6 +898,13 @@ static void handle_session_open(Coordinator *co, Conn *c, CtlMessage *m, int cli
                 job_open_done(-ENOMEM, j);
 }
 
+static json_t *strv_to_json(char **v) {
+        json_t *a = json_array();
+        for (char **p = v; a && p && *p; p++)
+                json_array_append_new(a, json_string(*p));
+        return a;
+}
+
 static json_t *status_json(Coordinator *co) {
         json_t *sessions = json_array();
         uint64_t now = now_usec();
@@ -911,13 +918,19 @@ static json_t *status_json(Coordinator *co) {
                 json_pack("{s:s?, s:s, s:s, s:s?}", "sidecar", co->sidecar.name, "policy_digest",
                           co->spec.netpolicy_digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only",
                           "readiness_fingerprint", co->readiness_fingerprint[0] ? co->readiness_fingerprint : NULL);
-        return json_pack("{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:o*, s:I, s:i, s:I, s:s}", "running",
-                         1, "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace",
+        /* Direct mode: what the workspace router protects and masks. */
+        json_t *guard = co->spec.branch ? json_pack("{s:s}", "mode", "branch")
+                                        : json_pack("{s:s, s:o*, s:o*}", "mode", "direct", "protect_patterns",
+                                                    strv_to_json(co->spec.protect), "mask_patterns",
+                                                    strv_to_json(co->spec.mask));
+        return json_pack("{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:o*, s:o*, s:I, s:i, s:I, s:s}",
+                         "running", 1, "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace",
                          co->spec.workspace, "generation", (json_int_t) co->generation, "sandbox", "name",
                          co->container_name, "id", co->sandbox.id, "image", co->spec.image, "runsc_network",
                          runsc_network_to_string(co->spec.runsc_network), "sessions", sessions, "network", network,
-                         "uptime_seconds", (json_int_t) ((now - co->started_usec) / 1000000), "coordinator_pid",
-                         (int) getpid(), "clients", (json_int_t) co->refs, "coordinator_id", co->coordinator_id);
+                         "workspace_guard", guard, "uptime_seconds", (json_int_t) ((now - co->started_usec) / 1000000),
+                         "coordinator_pid", (int) getpid(), "clients", (json_int_t) co->refs, "coordinator_id",
+                         co->coordinator_id);
 }
 
 static void begin_stop(Coordinator *co, const char *reason) {
@@ -1683,10 +1696,10 @@ static int start_router(Coordinator *co, const char *worktree_path, char **ret_e
                             *iso = path_join(co->spec.domain_dir, "git-isolated");
         if (!mnt || !iso)
                 return -ENOMEM;
-        int r = own_part_add(
-                co->store, co->generation, ROLE_GIT_ROUTING,
-                json_pack("{s:s, s:s, s:s}", "mountpoint", mnt, "host_root", co->spec.git_dir, "isolated_root", iso),
-                &co->p_router);
+        int r = own_part_add(co->store, co->generation, ROLE_GIT_ROUTING,
+                             json_pack("{s:s, s:s, s:s}", "mountpoint", mnt, "host_root",
+                                       co->spec.branch ? co->spec.git_dir : co->spec.workspace, "isolated_root", iso),
+                             &co->p_router);
         if (r < 0)
                 return r;
         r = router_start(&co->spec, wt ? wt + 1 : NULL, &co->router, ret_error);
@@ -1699,7 +1712,8 @@ static int start_router(Coordinator *co, const char *worktree_path, char **ret_e
         (void) own_set_state(co->store, co->p_router, PARTICIPANT_COMMITTED,
                              json_pack("{s:o, s:{s:i}}", "daemon", process_identity_to_json(&co->router.ident), "mount",
                                        "mount_id", co->router.mount_id));
-        log_info("git router %d serving %s on %s", (int) co->router.pid, co->spec.git_dir, co->router.mountpoint);
+        log_info("%s router %d serving %s on %s", co->spec.branch ? "git" : "workspace", (int) co->router.pid,
+                 co->spec.branch ? co->spec.git_dir : co->spec.workspace, co->router.mountpoint);
         return 0;
 }
 
@@ -2142,10 +2156,14 @@ int coordinator_main(void) {
                         return start_failed(&co);
                 }
         }
-        if (co.spec.git_dir) {
+        /* Branch mode guards the repository's .git; direct mode serves the
+         * whole working tree through the router (protected host-run files,
+         * masked secrets, and .git under the same policy). */
+        if (co.spec.git_dir || !co.spec.branch) {
                 r = start_router(&co, worktree, &err);
                 if (r < 0) {
-                        status_report(&co, "error: cannot guard the repository's .git: %s", err ? err : strerror(-r));
+                        status_report(&co, "error: cannot guard the %s: %s",
+                                      co.spec.branch ? "repository's .git" : "workspace", err ? err : strerror(-r));
                         return start_failed(&co);
                 }
         }

@@ -14,6 +14,7 @@
 #include "fd-util.h"
 #include "image.h"
 #include "launch.h"
+#include "path-pattern.h"
 #include "path-util.h"
 #include "runtime-dir.h"
 #include "state-anchor.h"
@@ -61,8 +62,26 @@ void launch_spec_done(LaunchSpec *s) {
         free(s->catalog_dir);
         free(s->escalation_socket_dir);
         strv_free(s->auto_approve);
+        strv_free(s->protect);
+        strv_free(s->mask);
         free(s->escalate);
         *s = (LaunchSpec){};
+}
+
+/* A NULL-terminated copy of the list a followed by the n entries of b. */
+static char **strv_concat(const char *const *a, char *const *b, size_t n) {
+        size_t na = 0;
+        while (a[na])
+                na++;
+        char **v = calloc(na + n + 1, sizeof(char *));
+        if (!v)
+                return NULL;
+        for (size_t i = 0; i < na + n; i++)
+                if (!(v[i] = strdup(i < na ? a[i] : b[i - na]))) {
+                        strv_free(v);
+                        return NULL;
+                }
+        return v;
 }
 
 static json_t *strv_json(char **v) {
@@ -103,7 +122,9 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                           j, json_pack("{s:b, s:s?, s:o*, s:I, s:s?}", "escalation_enabled", s->escalation_enabled,
                                        "escalation_socket_dir", s->escalation_socket_dir, "auto_approve",
                                        strv_json(s->auto_approve), "escalation_output_max",
-                                       (json_int_t) s->escalation_output_max, "escalate", s->escalate)) < 0)) {
+                                       (json_int_t) s->escalation_output_max, "escalate", s->escalate)) < 0 ||
+                  json_object_update_new(j, json_pack("{s:o*, s:o*}", "protect", strv_json(s->protect), "mask",
+                                                      strv_json(s->mask))) < 0)) {
                 json_decref(j);
                 return NULL;
         }
@@ -237,6 +258,10 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_str(j, "escalate", &s.escalate);
         if (r >= 0)
                 r = get_strv(j, "auto_approve", &s.auto_approve);
+        if (r >= 0)
+                r = get_strv(j, "protect", &s.protect);
+        if (r >= 0)
+                r = get_strv(j, "mask", &s.mask);
         s.escalation_enabled = json_is_true(json_object_get(j, "escalation_enabled"));
         s.escalation_output_max = (uint64_t) json_integer_value(json_object_get(j, "escalation_output_max"));
         if (r < 0) {
@@ -580,6 +605,13 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                         return fail(ret_error, "%s is missing: lazaret-escalate must be installed next to lazaret",
                                     s.escalate);
         }
+
+        /* Protected host-run files and masked secrets: the built-in lists
+         * and [workspace]'s. */
+        s.protect = strv_concat((const char *const *) path_pattern_protect_default, cfg->protect, cfg->n_protect);
+        s.mask = strv_concat((const char *const *) path_pattern_mask_default, cfg->mask, cfg->n_mask);
+        if (!s.protect || !s.mask)
+                return -ENOMEM;
 
         struct rlimit rl;
         s.nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY ? rl.rlim_max : 1048576;

@@ -35,6 +35,12 @@ typedef struct LaunchSpec {
                         * router; NULL when the workspace is no git repository */
         bool branch; /* workspace_mode = "branch": the agent works in its own worktree, and .git
                       * is mounted at its host path so the worktree's "gitdir:" resolves */
+        /* Direct mode serves the working tree through the workspace router:
+         * these path patterns (built-in and [workspace]) are protected
+         * (read-only, never created) and masked (read as empty).
+         * NULL-terminated. */
+        char **protect;
+        char **mask;
         char *runtime_dir;
         char *lock_path;
         char *socket_path;

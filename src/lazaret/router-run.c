@@ -132,6 +132,7 @@ void router_run_done(RouterRun *r) {
 
 int router_start(const LaunchSpec *s, const char *worktree, RouterRun *ret, char **ret_error) {
         RouterRun rr = {};
+        _cleanup_free_ char **argv = NULL;
         const char *why = NULL;
         char self[PATH_MAX];
         StrBuf b = STRBUF_INIT;
@@ -161,11 +162,37 @@ int router_start(const LaunchSpec *s, const char *worktree, RouterRun *ret, char
                 goto fail;
         }
 
-        char *argv[10];
+        size_t n_patterns = 0;
+        for (char **p = s->protect; p && *p; p++)
+                n_patterns++;
+        for (char **p = s->mask; p && *p; p++)
+                n_patterns++;
+        argv = calloc(12 + 2 * n_patterns, sizeof(char *));
+        if (!argv) {
+                r = -ENOMEM;
+                goto fail;
+        }
         size_t k = 0;
         argv[k++] = (char *) "lazaret-gitrouter";
-        argv[k++] = (char *) "--host-git";
-        argv[k++] = s->git_dir;
+        if (s->branch) {
+                argv[k++] = (char *) "--host-git";
+                argv[k++] = s->git_dir;
+        } else {
+                /* Direct mode: the whole working tree, its protected and
+                 * masked names, and its .git when it is a repository. */
+                argv[k++] = (char *) "--workspace";
+                argv[k++] = s->workspace;
+                if (s->git_dir)
+                        argv[k++] = (char *) "--git";
+                for (char **p = s->protect; p && *p; p++) {
+                        argv[k++] = (char *) "--protect";
+                        argv[k++] = *p;
+                }
+                for (char **p = s->mask; p && *p; p++) {
+                        argv[k++] = (char *) "--mask";
+                        argv[k++] = *p;
+                }
+        }
         argv[k++] = (char *) "--isolated";
         argv[k++] = rr.isolated;
         if (worktree) {

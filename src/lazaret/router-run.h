@@ -22,10 +22,12 @@ typedef struct RouterRun {
         int mount_id; /* from the router's mountinfo once ready */
 } RouterRun;
 
-/* Start the router for spec's git_dir on <domain>/git-mnt with the isolated
- * hooks root <domain>/git-isolated; worktree is the agent worktree's name
- * (NULL in direct mode). Waits (5 s at most) until the FUSE mount is there.
- * On failure returns -errno with *ret_error (caller frees). */
+/* Start the router on <domain>/git-mnt with the isolated hooks root
+ * <domain>/git-isolated: in branch mode for spec's git_dir (worktree is the
+ * agent worktree's name), in direct mode for the whole working tree with
+ * spec's protected and masked patterns (the workspace router; worktree
+ * NULL). Waits (5 s at most) until the FUSE mount is there. On failure
+ * returns -errno with *ret_error (caller frees). */
 int router_start(const LaunchSpec *s, const char *worktree, RouterRun *ret, char **ret_error);
 
 /* Stop it: SIGTERM (it unmounts itself), wait, and if the mount survived a

@@ -194,21 +194,29 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
         argv_addf(&a, "--conmon-pidfile=%s", pidfile);
         argv_addf(&a, "--hostname=%s", s->profile);
         argv_add(&a, "--workdir=/workspace");
-        argv_addf(&a, "--volume=%s:/workspace:z", workspace);
+        /* Direct mode: the working tree only through the workspace router
+         * (git_source), which guards its .git, protected and masked names. */
+        if (git_source && !s->branch)
+                argv_addf(&a, "--volume=%s:/workspace", git_source);
+        else
+                argv_addf(&a, "--volume=%s:/workspace:z", workspace);
         /* Editor settings are hidden under empty tmpfs mounts, but only where
-         * they exist: a mount point would otherwise litter the tree. */
-        for (const char *const *m = (const char *const[]){ ".vscode", ".idea", NULL }; *m; m++) {
+         * they exist: a mount point would otherwise litter the tree. In
+         * direct mode the workspace router serves them read-only instead
+         * (protected host-run files). */
+        for (const char *const *m = (const char *const[]){ ".vscode", ".idea", NULL };
+             !(git_source && !s->branch) && *m; m++) {
                 _cleanup_free_ char *hp = path_join(workspace, *m);
                 struct stat st;
                 if (hp && lstat(hp, &st) == 0 && S_ISDIR(st.st_mode))
                         argv_addf(&a, "--mount=type=tmpfs,destination=/workspace/%s,tmpfs-mode=0755", *m);
         }
-        /* The routed .git: in branch mode at its own path, so the
-         * worktree's "gitdir:" line resolves inside as outside; in direct
-         * mode over /workspace/.git. Either way a mount point, so it cannot
-         * be renamed or removed from inside. */
-        if (git_source)
-                argv_addf(&a, "--volume=%s:%s", git_source, s->branch ? s->git_dir : "/workspace/.git");
+        /* The routed .git in branch mode, at its own path, so the
+         * worktree's "gitdir:" line resolves inside as outside; a mount
+         * point, so it cannot be renamed or removed from inside. (Direct
+         * mode's .git is the workspace router's, at /workspace/.git.) */
+        if (git_source && s->branch)
+                argv_addf(&a, "--volume=%s:%s", git_source, s->git_dir);
         argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/init,ro=true", s->init);
         argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/terminfo,ro=true", terminfo_dir);
         /* gVisor's own stack is probed from inside (decision 7). */

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* lazaret status [PROFILE] [--json], lazaret stop [PROFILE] */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +16,11 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "log.h"
+#include "path-pattern.h"
 #include "path-util.h"
 #include "persist.h"
 #include "profile-pick.h"
+#include "prompt-text.h"
 #include "runtime-dir.h"
 #include "strbuf.h"
 #include "string-util.h"
@@ -52,6 +57,93 @@ static json_t *persistent_info(const ConfigProfile *p) {
                 }
         }
         return a;
+}
+
+/* The names in the workspace that a direct-mode sandbox sees masked: a
+ * walk of the host's tree (no symlink followed, a masked directory listed
+ * without what is beneath it) within a budget. The router masks by name at
+ * every access, so this list is for the person; it is not what enforces. */
+#define MASK_WALK_ENTRIES 100000
+#define MASK_WALK_DEPTH   64
+
+typedef struct MaskWalk {
+        const char **patterns;
+        size_t n_patterns;
+        json_t *found;
+        size_t seen;
+        bool cut;
+} MaskWalk;
+
+static void mask_walk(MaskWalk *w, int dfd, char *rel, size_t len, unsigned depth) {
+        if (depth > MASK_WALK_DEPTH) {
+                w->cut = true;
+                return;
+        }
+        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                safe_close(fd);
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (++w->seen > MASK_WALK_ENTRIES) {
+                        w->cut = true;
+                        break;
+                }
+                size_t n = strlen(de->d_name);
+                if (len + n + 2 > PATH_MAX)
+                        continue;
+                size_t at = len;
+                if (len)
+                        rel[at++] = '/';
+                memcpy(rel + at, de->d_name, n + 1);
+                if (depth == 0 && streq(de->d_name, ".git"))
+                        ; /* the repository's own: the git router's business */
+                else if (path_pattern_match_any(rel, w->patterns, w->n_patterns))
+                        json_array_append_new(w->found, json_string(rel));
+                else if (de->d_type == DT_DIR) {
+                        int cfd = openat(dirfd(d), de->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (cfd >= 0) {
+                                mask_walk(w, cfd, rel, at + n, depth + 1);
+                                safe_close(cfd);
+                        }
+                }
+                rel[len] = '\0';
+        }
+        closedir(d);
+}
+
+/* Adds "masked" (sorted) and "masked_complete" to guard. */
+static void add_masked(json_t *guard, const char *workspace) {
+        json_t *pats = json_object_get(guard, "mask_patterns");
+        size_t n = json_array_size(pats);
+        if (!workspace || n == 0)
+                return;
+        _cleanup_free_ const char **v = calloc(n, sizeof(char *));
+        if (!v)
+                return;
+        for (size_t i = 0; i < n; i++)
+                v[i] = json_string_value(json_array_get(pats, i)) ?: "";
+        MaskWalk w = { .patterns = v, .n_patterns = n, .found = json_array() };
+        _cleanup_close_ int fd = open(workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        char rel[PATH_MAX] = "";
+        if (fd >= 0 && w.found)
+                mask_walk(&w, fd, rel, 0, 0);
+        /* Sorted, so the list reads the same each time. */
+        size_t k = json_array_size(w.found);
+        for (size_t i = 1; i < k; i++)
+                for (size_t j = i; j > 0 && strcmp(json_string_value(json_array_get(w.found, j - 1)),
+                                                   json_string_value(json_array_get(w.found, j))) > 0;
+                     j--) {
+                        json_t *a = json_incref(json_array_get(w.found, j - 1));
+                        json_array_set(w.found, j - 1, json_array_get(w.found, j));
+                        json_array_set_new(w.found, j, a);
+                }
+        json_object_set_new(guard, "masked", w.found);
+        json_object_set_new(guard, "masked_complete", json_boolean(!w.cut));
 }
 
 static void print_persistent(json_t *a) {
@@ -162,6 +254,9 @@ int verb_status(int argc, char **argv, const Globals *g) {
         }
         if (json_array_size(persistent))
                 json_object_set(reply.status, "persistent", persistent);
+        json_t *guard = json_object_get(reply.status, "workspace_guard");
+        if (json_is_object(guard))
+                add_masked(guard, json_string_value(json_object_get(reply.status, "workspace")));
         if (json) {
                 char *s = json_dumps(reply.status, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 if (s)
@@ -180,6 +275,24 @@ int verb_status(int argc, char **argv, const Globals *g) {
                 printf("  network     %s, policy %.12s\n", side ? side : "loopback only",
                        json_string_value(json_object_get(net, "policy_digest")) ?: "?");
                 print_persistent(persistent);
+                if (json_is_array(json_object_get(guard, "masked"))) {
+                        json_t *m = json_object_get(guard, "masked"), *e;
+                        size_t k;
+                        printf("  masked      ");
+                        if (json_array_size(m) == 0)
+                                printf("nothing in the workspace matches");
+                        json_array_foreach(m, k, e) {
+                                /* Names from the workspace: shown inertly. */
+                                _cleanup_free_ char *vis =
+                                        prompt_visible(json_string_value(e), strlen(json_string_value(e)));
+                                printf("%s%s", k ? ", " : "", vis ?: "?");
+                        }
+                        printf("%s\n", json_is_true(json_object_get(guard, "masked_complete"))
+                                               ? ""
+                                               : " (the listing stopped at its budget; every match is masked all "
+                                                 "the same)");
+                } else if (guard)
+                        printf("  workspace   branch mode: the agent's own worktree\n");
                 printf("  uptime      %llds\n", (long long) json_integer_value(json_object_get(st, "uptime_seconds")));
                 json_t *ss = json_object_get(st, "sessions");
                 printf("  sessions    %zu\n", json_array_size(ss));

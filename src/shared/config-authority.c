@@ -62,6 +62,7 @@ const ConfigKeyRule config_key_rules[] = {
         { "workspace", CONFIG_KEY_TABLE, .why = "a table" },
         { "workspace.protect", CONFIG_KEY_UNION,
           .why = "more host-run files the sandbox may read but not change: added to the trusted ones" },
+        { "workspace.mask", CONFIG_KEY_UNION, .why = "more secrets the sandbox sees empty: added to the trusted ones" },
 };
 const size_t config_key_rules_n = ELEMENTSOF(config_key_rules);
 

@@ -989,7 +989,11 @@ static int validate_workspace(Validator *v, const ConfigNode *t) {
                 return 0;
         check_unknown(v, t, "[workspace]", "workspace");
         const ConfigNode *n = config_node_get(t, "protect");
-        return n ? pattern_list(v, n, "workspace.protect", &v->c->protect, &v->c->n_protect) : 0;
+        int r = n ? pattern_list(v, n, "workspace.protect", &v->c->protect, &v->c->n_protect) : 0;
+        if (r < 0)
+                return r;
+        n = config_node_get(t, "mask");
+        return n ? pattern_list(v, n, "workspace.mask", &v->c->mask, &v->c->n_mask) : 0;
 }
 
 static void net_where_name(const NetWhere *w, char *buf, size_t size) {
@@ -1844,6 +1848,7 @@ Config *config_free(Config *c) {
                 autoapprove_rule_done(&c->auto_rules[i]);
         free(c->auto_rules);
         strv_free_n(c->protect, c->n_protect);
+        strv_free_n(c->mask, c->n_mask);
         free(c->wsfile.path);
         free(c->wsfile.store);
         config_widenings_done(&c->wsfile.widenings);

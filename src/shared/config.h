@@ -210,11 +210,13 @@ typedef struct Config {
         uint64_t escalation_output_max; /* escalation.output_limit, bytes per stream */
         ConfigProfile *profiles;
         size_t n_profiles;
-        /* [workspace] protect: path patterns (path-pattern.h) beyond the
-         * built-in list, from every file (an untrusted workspace file's
-         * added). */
+        /* [workspace] protect and mask: path patterns (path-pattern.h)
+         * beyond the built-in lists, from every file (an untrusted
+         * workspace file's added). */
         char **protect;
         size_t n_protect;
+        char **mask;
+        size_t n_mask;
         ConfigWorkspaceFile wsfile;
 } Config;
 

@@ -72,7 +72,7 @@ CASES = [
     ("bad-path-pattern", base(extra='[workspace]\nprotect = ["ok", «"a/../b"]\n'),
      ["workspace.protect[1]: 'a/../b' is not a path pattern: a '.' or '..' component"]),
     ("unknown-workspace-key", base(extra='[workspace]\n«protected = []\n'),
-     ["unknown key 'protected' in [workspace] (known: protect)"]),
+     ["unknown key 'protected' in [workspace] (known: protect, mask)"]),
     ("key-with-nul", base(extra='«"image\\u0000x" = "localhost/b:1"\n'),
      ["key 'image\\x00x' contains a NUL character"]),
 

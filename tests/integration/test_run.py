@@ -230,10 +230,14 @@ def test_volume_read_only_and_masks(lz, busybox_image):
                      f'  {{ host = "{{profile_dir}}/state", container = "/state" }}]\n')
     r = d.run("run", "--", "/bin/sh", "-c",
               "cat /shared/data.txt; echo x > /shared/new 2>/dev/null && echo WROTE; "
-              "ls -A /workspace/.vscode; echo s > /state/f; echo done")
+              "ls -A /workspace/.vscode; echo y > /workspace/.vscode/settings.json 2>/dev/null && echo WROTE; "
+              "echo s > /state/f; echo done")
     assert r.returncode == 0, r.stderr
-    assert r.stdout == "shared\ndone\n"
+    # .vscode is a protected host-run file in direct mode (issue 13): the
+    # workspace router lets the sandbox read it, never change it.
+    assert r.stdout == "shared\nsettings.json\ndone\n"
     assert not os.path.exists(os.path.join(lz.base, "shared/new"))
+    assert open(os.path.join(lz.work, ".vscode/settings.json")).read() == "{\"secret\": 1}\n"
     # {profile_dir} was created (Lazaret's own storage) and is writable.
     assert open(os.path.join(d.data, "shell/state/f")).read() == "s\n"
     d.assert_clean()

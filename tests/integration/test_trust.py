@@ -269,21 +269,24 @@ def image(lazaret_bin, test_user):
 AGENT_FILE = ('[profiles.shell]\\n'
               'volumes = [{ host = \\"/\\", container = \\"/host\\", mode = \\"rw\\" }]\\n'
               'allow_egress = [\\"0.0.0.0/0\\"]\\n')
+HOST_FILE = AGENT_FILE.replace('\\"', '"').replace("\\n", "\n")
 
 
 def test_the_agent_cannot_widen_its_own_sandbox(lz, image):
     """In a workspace that is no git repository (always direct), the agent
-    writes a widening lazaret.toml: a second terminal that joins the running
-    sandbox is refused, and so is the person's next run."""
+    tries to write a widening lazaret.toml: the workspace router refuses it.
+    When such a file arrives anyway (a pull, an unpacked archive), a second
+    terminal that joins the running sandbox is refused, and so is the
+    person's next run."""
     dom = Domain(lz, image)
     path = os.path.join(lz.work, "lazaret.toml")
-    first = dom.popen("run", "--", "/bin/sh", "-c", f'printf "{AGENT_FILE}" > /workspace/lazaret.toml; sleep 60')
+    first = dom.popen("run", "--", "/bin/sh", "-c",
+                      f'printf "{AGENT_FILE}" > /workspace/lazaret.toml && echo WROTE; echo TRIED; sleep 60')
     try:
-        deadline = time.time() + 30
-        while not os.path.exists(path) and time.time() < deadline:
-            time.sleep(0.1)
-        time.sleep(0.3)
+        assert first.stdout.readline() == b"TRIED\n"
+        assert not os.path.exists(path)
         before = wait_sessions(dom, 1)
+        lz.write("work/lazaret.toml", HOST_FILE)
         want = [f"{path}:2:12: profiles.shell.volumes[0] {WIDENS}",
                 f"{path}:3:17: profiles.shell.allow_egress[0] {WIDENS}"]
         r = dom.run("run", "--", "cat", "/workspace/lazaret.toml")
@@ -336,9 +339,10 @@ runsc_network = "host"
     assert r.returncode == 0, r.stderr
     agent = AGENT_FILE.replace("shell", "root")
     r = lz("run", "--", "/bin/sh", "-c", f'printf "{agent}" > /workspace/lazaret.toml')
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1 and "Permission denied" in r.stderr, r.stderr
     path = work / "lazaret.toml"
-    assert path.stat().st_uid == 0
+    assert not path.exists()
+    path.write_text(HOST_FILE.replace("shell", "root"))
     r = lz("run", "--", "true")
     assert (r.returncode, r.stderr.splitlines()) == (65, [
         f"{path}:2:12: profiles.root.volumes[0] {WIDENS}",

@@ -1,0 +1,249 @@
+# SPDX-License-Identifier: MIT
+"""Direct mode: the sandbox can read the workspace's host-run files but can
+neither change nor create them, and masked secrets read as empty (issue 13).
+Each attack runs from inside the sandbox, as the agent would, and the host's
+tree is compared byte for byte afterwards. The workspace reaches the sandbox
+only through the workspace router (lazaret-gitrouter --workspace), which
+leaves nothing behind in the host's tree."""
+import hashlib
+import json
+import os
+import subprocess
+
+import pytest
+
+from test_run import Domain, busybox_image, debian_image, git_as, podman  # noqa: F401
+
+HOST_FILES = {
+    "lazaret.toml": '[network]\ndefault_deny = ["192.0.2.0/24"]\n',  # narrowing: loads untrusted
+    ".vscode/tasks.json": '{"tasks": []}\n',
+    ".envrc": "export A=1\n",
+    "pkg/.envrc": "export B=2\n",
+    "pkg/code.txt": "code\n",
+    "plain/file.txt": "plain\n",
+    ".env": "SECRET-ENV\n",
+    "config/.env.local": "SECRET-LOCAL\n",
+    "certs/server.pem": "SECRET-PEM\n",
+    ".ssh/id_ed25519": "SECRET-SSH\n",
+    ".aws/credentials": "SECRET-AWS\n",
+    "deploy/id_rsa": "SECRET-RSA\n",
+    "store.p12": "SECRET-P12\n",
+}
+
+
+def tree_digest(root):
+    """Every path under root (not following symlinks) with its type, mode
+    and content."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in sorted(os.walk(root)):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            h.update(f"{os.path.relpath(p, root)}\0{st.st_mode}\0".encode())
+            if os.path.islink(p):
+                h.update(os.readlink(p).encode())
+            elif os.path.isfile(p):
+                with open(p, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
+
+
+# gVisor keeps attributes in its own cache: a chmod or touch of a protected
+# file may look done inside while the router refused it. What counts is the
+# host's file, checked by mode and times.
+ATTRS = "touch -d '2001-01-01 00:00' lazaret.toml; chmod 777 .envrc; touch -d '2001-01-01 00:00' .envrc\n"
+
+
+def attrs(root):
+    return {p: (os.lstat(os.path.join(root, p)).st_mode, os.lstat(os.path.join(root, p)).st_mtime_ns)
+            for p in ("lazaret.toml", ".envrc")}
+
+
+def populate(lz):
+    for rel, text in HOST_FILES.items():
+        lz.write(os.path.join("work", rel), text)
+    os.symlink(".env", os.path.join(lz.work, "link-to-env"))
+    secret = lz.write("outside-secret.txt", "SECRET-OUTSIDE\n")
+    os.symlink(secret, os.path.join(lz.work, "link-outside"))
+    for p in ("link-to-env", "link-outside"):
+        os.lchown(os.path.join(lz.work, p), lz.user.pw_uid, lz.user.pw_gid)
+
+
+# Each attack: (name, shell command that succeeds only if the attack worked).
+ATTACKS = [
+    ("change lazaret.toml", "echo x > lazaret.toml"),
+    ("append to .vscode/tasks.json", "echo x >> .vscode/tasks.json"),
+    ("change .envrc", "echo x > .envrc"),
+    ("remove lazaret.toml", "rm -f lazaret.toml && test ! -e lazaret.toml"),
+    ("create .claude/settings.json", "mkdir -p .claude && echo x > .claude/settings.json"),
+    ("create .devcontainer/devcontainer.json",
+     "mkdir -p .devcontainer && echo x > .devcontainer/devcontainer.json"),
+    ("create a nested .envrc", "echo x > plain/.envrc"),
+    ("create .pre-commit-config.yaml", "echo x > .pre-commit-config.yaml"),
+    ("rename onto lazaret.toml", "echo x > evil1 && mv -f evil1 lazaret.toml"),
+    ("rename to create .envrc deeper", "echo x > evil2 && mv evil2 plain/.envrc"),
+    ("rename a directory onto .claude", "mkdir -p evil3 && echo x > evil3/settings.json && mv evil3 .claude"),
+    ("rename .vscode away", "mv .vscode vscode-old"),
+    ("hard link onto a protected name", "echo x > evil4 && ln evil4 plain/.envrc"),
+    ("hard link to a protected file", "ln .envrc evil5 && echo x >> evil5"),
+    ("symlink at a protected name", "ln -s /tmp/x .devcontainer"),
+    ("symlink swap of lazaret.toml", "ln -sf evil6 lazaret.toml"),
+    ("mv of a parent holding .envrc", "mv pkg pkg2"),
+    ("a new repository", "mkdir -p sub && mkdir sub/.git"),
+    ("a .git file", "echo 'gitdir: /tmp' > plain/.git"),
+    ("git at the top", "mkdir .git"),
+    ("change a masked secret", "echo x > .env"),
+    ("remove a masked secret", "rm -f .env && test ! -e .env"),
+]
+
+SCRIPT = "cd /workspace\n" + ATTRS + "".join(
+    f"if ( {cmd} ) 2>/dev/null; then echo 'WORKED {name}'; else echo 'refused {name}'; fi\n"
+    for name, cmd in ATTACKS) + """
+# The scratch files the attacks needed are the sandbox's own to remove.
+rm -rf evil1 evil2 evil3 evil4 evil5 sub pkg2 vscode-old 2>/dev/null
+cat lazaret.toml .envrc .vscode/tasks.json pkg/.envrc
+echo "env=[$(cat .env)] local=[$(cat config/.env.local)] pem=[$(cat certs/server.pem)]"
+echo "ssh=[$(ls -A .ssh)] sshkey=[$(cat .ssh/id_ed25519 2>&1)] aws=[$(cat .aws/credentials 2>&1)]"
+echo "rsa=[$(cat deploy/id_rsa)] p12=[$(cat store.p12)] link=[$(cat link-to-env)] size=$(wc -c < .env)"
+echo "outside=[$(cat link-outside 2>&1)]"
+"""
+
+
+def run_attacks(dom):
+    r = dom.run("run", "--", "/bin/sh", "-c", SCRIPT, timeout=180)
+    assert r.returncode == 0, r.stderr + dom.log()
+    lines = r.stdout.splitlines()
+    results = lines[:len(ATTACKS)]
+    worked = [x for x in results if not x.startswith("refused ")]
+    assert worked == [], r.stdout
+    return lines[len(ATTACKS):]
+
+
+def check_reads(rest):
+    # Protected files are readable as they are.
+    assert rest[:4] == ['[network]', 'default_deny = ["192.0.2.0/24"]', "export A=1", '{"tasks": []}'], rest
+    text = "\n".join(rest)
+    assert "SECRET" not in text, text
+    assert "env=[] local=[] pem=[]" in rest, rest
+    ssh = next(x for x in rest if x.startswith("ssh="))
+    assert ssh.startswith("ssh=[] sshkey=[cat: "), ssh  # the masked directory is empty
+    assert "rsa=[] p12=[] link=[] size=0" in rest, rest
+    assert next(x for x in rest if x.startswith("outside=")).startswith("outside=[cat: "), rest
+
+
+@pytest.fixture
+def pdom(lz, busybox_image):
+    populate(lz)
+    d = Domain(lz, busybox_image, extra='[workspace]\nmask = ["*.p12"]\n')
+    yield d
+    try:
+        d.assert_clean()
+    finally:
+        for name in d.container_names():
+            podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
+
+
+def test_protected_and_masked_in_direct_mode(pdom, lz):
+    before, times = tree_digest(lz.work), attrs(lz.work)
+    rest = run_attacks(pdom)
+    check_reads(rest)
+    # Nothing changed on the host, and nothing was left behind.
+    assert tree_digest(lz.work) == before
+    assert attrs(lz.work) == times
+    pdom.assert_clean()
+
+
+def test_status_lists_the_masked_secrets(pdom, lz):
+    p = pdom.popen("run", "--", "sleep", "30")
+    try:
+        st = None
+        for _ in range(200):
+            r = pdom.run("status", "--json")
+            if r.returncode == 0 and json.loads(r.stdout).get("running"):
+                st = json.loads(r.stdout)
+                break
+        assert st, pdom.log()
+        guard = st["workspace_guard"]
+        assert guard["mode"] == "direct"
+        assert "*.p12" in guard["mask_patterns"] and ".env" in guard["mask_patterns"]
+        assert ".vscode/" in guard["protect_patterns"]
+        assert sorted(guard["masked"]) == [".aws", ".env", ".ssh", "certs/server.pem", "config/.env.local",
+                                           "deploy/id_rsa", "store.p12"], guard
+        r = pdom.run("status")
+        assert "  masked      .aws, .env, .ssh, certs/server.pem, config/.env.local, deploy/id_rsa, store.p12" \
+            in r.stdout, r.stdout
+    finally:
+        pdom.run("stop")
+        p.wait(timeout=30)
+
+
+def test_direct_mode_repository(lz, debian_image):
+    """A repository in direct mode: git works on the working tree, but the
+    agent can make no repository of its own and cannot reach .git's config."""
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/tracked.txt", "committed\n")
+    git_as(lz, "add", "tracked.txt")
+    git_as(lz, "commit", "-q", "-m", "first")
+    config_before = open(os.path.join(lz.work, ".git/config")).read()
+    dom = Domain(lz, debian_image, extra='workspace_mode = "direct"\n')
+    before = tree_digest(lz.work)
+    script = r"""
+cd /workspace
+git status --porcelain && echo STATUS-OK
+git config core.fsmonitor 'touch /tmp/pwned' 2>/dev/null && echo WORKED-config || echo refused-config
+mkdir -p sub && (git -C sub init -q 2>/dev/null && echo WORKED-init || echo refused-init)
+echo new > new.txt && git add new.txt && echo ADD-OK
+git rm -q --cached new.txt && rm new.txt && rmdir sub
+"""
+    r = dom.run("run", "--", "/bin/bash", "-c", script, timeout=180)
+    assert r.returncode == 0, r.stderr + dom.log()
+    assert r.stdout.splitlines() == ["STATUS-OK", "refused-config", "refused-init", "ADD-OK"], r.stdout
+    assert open(os.path.join(lz.work, ".git/config")).read() == config_before
+    assert not os.path.exists(os.path.join(lz.work, "sub"))
+    # The index and objects changed (git add, git rm --cached), the tree did not.
+    del before
+    assert git_as(lz, "status", "--porcelain") == ""
+    dom.assert_clean()
+
+
+def test_rootful(lazaret_bin, tmp_path):
+    """Run by root: the same router guards the tree, with root's own files."""
+    data, work, home = tmp_path / "data", tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    for rel, text in HOST_FILES.items():
+        p = work / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    (work / "link-to-env").symlink_to(".env")
+    (tmp_path / "outside-secret.txt").write_text("SECRET-OUTSIDE\n")
+    (work / "link-outside").symlink_to(tmp_path / "outside-secret.txt")
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f"""[storage]
+data_root = "{data}"
+[network]
+default_allow = []
+default_deny = []
+[escalation]
+enabled = false
+socket_dir = "{tmp_path}/sock"
+[workspace]
+mask = ["*.p12"]
+[profiles.root]
+image = "localhost/lazaret/busybox:latest"
+runsc_network = "host"
+""")
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(home)}
+    r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True, env=env,
+                       cwd=work, timeout=300)
+    assert r.returncode == 0, r.stderr
+    before, times = tree_digest(work), attrs(work)
+    r = subprocess.run([lazaret_bin, "--config", str(cfg), "run", "--", "/bin/sh", "-c", SCRIPT],
+                       capture_output=True, text=True, env=env, cwd=work, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [x for x in lines[:len(ATTACKS)] if not x.startswith("refused ")] == [], r.stdout
+    check_reads(lines[len(ATTACKS):])
+    assert tree_digest(work) == before
+    assert attrs(work) == times
