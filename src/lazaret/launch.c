@@ -366,6 +366,54 @@ static bool path_below(const char *path, const char *root) {
         return r && (*r == '/' || *r == '\0');
 }
 
+/* Append to *list the anchored pattern of path when it lies inside the
+ * workspace (not the workspace itself). */
+static int protect_if_inside(const char *workspace, const char *path, char ***list) {
+        if (!path || !path_below(path, workspace) || streq(path, workspace))
+                return 0;
+        size_t n = 0;
+        while ((*list)[n])
+                n++;
+        char **v = realloc(*list, (n + 2) * sizeof(char *));
+        if (!v)
+                return -ENOMEM;
+        *list = v;
+        /* "/REL": anchored at the workspace's root. */
+        if (asprintf(&v[n], "%s", path + strlen(workspace)) < 0) {
+                v[n] = NULL;
+                return -ENOMEM;
+        }
+        v[n + 1] = NULL;
+        return 0;
+}
+
+/* Lazaret's own files must never be the agent's to change, even when the
+ * workspace holds them (direct mode on a home directory): the person's
+ * configuration files and the trusted workspace files are protected, and
+ * the data root (every Domain's store, layers, worktrees and the router's
+ * own mount point) is masked. */
+static int protect_own_paths(const Config *cfg, char ***list, char ***mask) {
+        int r;
+        for (size_t i = 0; i < cfg->n_sources; i++)
+                if (cfg->sources[i].trusted && (r = protect_if_inside(cfg->workspace, cfg->sources[i].path, list)) < 0)
+                        return r;
+        _cleanup_free_ char *user = NULL, *store = NULL;
+        if ((r = config_user_path(&user)) < 0 || (r = wstrust_store_path(cfg->home, &store)) < 0)
+                return r;
+        /* Their directories: a file replaced by rename is a new name. */
+        char *slash = strrchr(user, '/');
+        if (slash && slash != user)
+                *slash = '\0';
+        slash = strrchr(store, '/');
+        if (slash && slash != store)
+                *slash = '\0';
+        if ((r = protect_if_inside(cfg->workspace, user, list)) < 0 ||
+            (r = protect_if_inside(cfg->workspace, store, list)) < 0 ||
+            (r = protect_if_inside(cfg->workspace, cfg->data_root, mask)) < 0)
+                return r;
+        return 0;
+}
+
 int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret, char **ret_error) {
         _cleanup_(launch_spec_done) LaunchSpec s = {};
         const char *search = getenv("PATH");
@@ -612,6 +660,9 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
         s.mask = strv_concat((const char *const *) path_pattern_mask_default, cfg->mask, cfg->n_mask);
         if (!s.protect || !s.mask)
                 return -ENOMEM;
+        r = protect_own_paths(cfg, &s.protect, &s.mask);
+        if (r < 0)
+                return r;
 
         struct rlimit rl;
         s.nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY ? rl.rlim_max : 1048576;

@@ -18,12 +18,15 @@
 
 #include "client.h"
 #include "config.h"
+#include "exec-util.h"
 #include "fd-util.h"
 #include "fileio.h"
 #include "launch.h"
 #include "log.h"
+#include "path-pattern.h"
 #include "path-util.h"
 #include "profile-pick.h"
+#include "prompt-text.h"
 #include "prompt.h"
 #include "session-anchor.h"
 #include "strbuf.h"
@@ -452,6 +455,58 @@ static void warn_sockets(const LaunchSpec *s) {
                 }
 }
 
+/* Branch mode masks nothing: the agent's worktree is a checkout of HEAD,
+ * so untracked secrets never reach it, and a committed one stays readable
+ * through git's objects whatever the worktree would show. Say so for each
+ * committed name that matches a mask pattern. */
+#define COMMITTED_WARN_MAX 20
+
+static void warn_committed_secrets(const LaunchSpec *s) {
+        if (!s->branch || !s->git_dir)
+                return;
+        _cleanup_free_ char *git = NULL;
+        const char *search = getenv("PATH");
+        if (exec_find_program(search && *search ? search : "/usr/bin:/bin", "git", &git) < 0)
+                return;
+        const char *argv[] = { "git",
+                               "-C",
+                               s->workspace,
+                               "-c",
+                               "core.hooksPath=/dev/null",
+                               "-c",
+                               "core.fsmonitor=false",
+                               "-c",
+                               "core.quotePath=true",
+                               "ls-files",
+                               NULL };
+        _cleanup_(exec_result_done) ExecResult res = {};
+        if (exec_capture(git, argv, UINT64_C(30) * 1000000, &res) < 0 || exec_result_failed(&res) || !res.out)
+                return;
+        size_t n_mask = 0, shown = 0, found = 0;
+        while (s->mask && s->mask[n_mask])
+                n_mask++;
+        for (char *line = res.out; *line;) {
+                char *nl = strchr(line, '\n');
+                if (nl)
+                        *nl = '\0';
+                if (*line && path_pattern_match_any(line, (const char *const *) s->mask, n_mask)) {
+                        found++;
+                        if (shown++ < COMMITTED_WARN_MAX) {
+                                _cleanup_free_ char *vis = prompt_visible(line, strlen(line));
+                                log_warning("%s is committed to the repository and matches a mask pattern: the "
+                                            "agent can read it through git (a committed secret cannot be masked; "
+                                            "remove it from the history and rotate it)",
+                                            vis ?: "?");
+                        }
+                }
+                if (!nl)
+                        break;
+                line = nl + 1;
+        }
+        if (found > COMMITTED_WARN_MAX)
+                log_warning("and %zu more committed names that match a mask pattern", found - COMMITTED_WARN_MAX);
+}
+
 int verb_run(int argc, char **argv, const Globals *g) {
         /* A coordinator that dies, or a reader of our output that goes
          * away, must give an error we can report, not a silent SIGPIPE. */
@@ -514,6 +569,7 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 return EXIT_LAZARET;
         }
         warn_sockets(&spec);
+        warn_committed_secrets(&spec);
         /* Branch mode in a directory of a repository: the session starts in
          * the same directory of the agent's worktree. */
         const char *cwd = spec.branch ? p->workspace_subdir : NULL;

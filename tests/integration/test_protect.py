@@ -247,3 +247,40 @@ runsc_network = "host"
     check_reads(lines[len(ATTACKS):])
     assert tree_digest(work) == before
     assert attrs(work) == times
+
+
+def test_lazarets_own_files_inside_the_workspace(lz, busybox_image):
+    """Direct mode on a directory that holds Lazaret's own files (a home
+    directory, say): the --config file cannot be changed and the data root
+    (every Domain's store and worktrees) is masked."""
+    os.chown(lz.base, lz.user.pw_uid, lz.user.pw_gid)
+    d = Domain(lz, busybox_image)
+    cfg_before = open(d.cfg).read()
+    script = ("cd /workspace; (echo x >> cfg.toml) 2>/dev/null && echo W1; (mkdir data/evil) 2>/dev/null && echo W2; "
+              "(mv data data2) 2>/dev/null && echo W3; echo \"data=[$(ls -A data)]\"; cat cfg.toml | head -1")
+    r = d.run("--workspace", lz.base, "run", "--", "/bin/sh", "-c", script)
+    assert r.returncode == 0, r.stderr + d.log()
+    assert r.stdout == "data=[]\n[storage]\n", r.stdout
+    assert open(d.cfg).read() == cfg_before
+    assert not os.path.exists(os.path.join(d.data, "evil")) and os.path.isdir(os.path.join(d.data, "domains"))
+    d.assert_clean()
+
+
+def test_branch_mode_warns_of_committed_secrets(lz, busybox_image):
+    """Branch mode gives the agent a checkout of HEAD: an untracked secret
+    never reaches it, and a committed one cannot be masked (git's objects
+    hold it), so the launch names it."""
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/.env", "SECRET-COMMITTED\n")
+    lz.write("work/app.txt", "app\n")
+    git_as(lz, "add", ".env", "app.txt")
+    git_as(lz, "commit", "-q", "-m", "oops")
+    lz.write("work/local.pem", "SECRET-UNTRACKED\n")
+    d = Domain(lz, busybox_image)
+    r = d.run("run", "--", "/bin/sh", "-c", "ls -A /workspace; cat /workspace/local.pem 2>/dev/null; true")
+    assert r.returncode == 0, r.stderr
+    assert "SECRET-UNTRACKED" not in r.stdout and "local.pem" not in r.stdout, r.stdout
+    assert ".env is committed to the repository and matches a mask pattern: the agent can read it through git" \
+        in r.stderr, r.stderr
+    assert "app.txt" not in r.stderr
+    d.assert_clean()
