@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -146,6 +147,15 @@ int main(int argc, char *argv[]) {
         /* Files the sandbox creates on the host are never group or world
          * writable. */
         umask(022);
+        /* Every file the sandbox holds open is a descriptor here, and
+         * gVisor's gofer keeps many open at once (an untar of a few
+         * thousand files exceeds the usual soft limit of 1024): use the
+         * whole hard limit. */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void) setrlimit(RLIMIT_NOFILE, &rl);
+        }
 
         _cleanup_close_ int host_fd = open_root(host_git ?: workspace, host_git ? "host .git" : "workspace");
         if (host_fd < 0)

@@ -284,3 +284,15 @@ def test_branch_mode_warns_of_committed_secrets(lz, busybox_image):
         in r.stderr, r.stderr
     assert "app.txt" not in r.stderr
     d.assert_clean()
+
+
+def test_many_files_through_the_router(lz, busybox_image):
+    """gVisor's gofer holds many files open at once through the workspace
+    router: thousands of new files must not run it out of descriptors."""
+    d = Domain(lz, busybox_image)
+    script = ("cd /workspace && mkdir many && i=0; while [ $i -lt 3000 ]; do echo $i > many/f$i || exit 1; "
+              "i=$((i+1)); done; cat many/* | wc -l; rm -rf many")
+    r = d.run("run", "--", "/bin/sh", "-c", script, timeout=300)
+    assert (r.returncode, r.stdout.strip()) == (0, "3000"), r.stderr
+    assert not os.path.exists(os.path.join(lz.work, "many"))
+    d.assert_clean()
