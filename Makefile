@@ -114,6 +114,7 @@ bench: deps-test build
 	$(AS_ROOT) bench/bench-git.py --build $(BUILD)
 	$(AS_ROOT) bench/bench-net.py --build $(BUILD)
 	$(AS_ROOT) bench/bench-state.py --build $(BUILD)
+	$(AS_ROOT) bench/bench-workspace.py --build $(BUILD)
 	$(AS_ROOT) bench/bench-escalate.py --build $(BUILD)
 
 fuzz: $(BUILD_FUZZ)/build.ninja
