@@ -173,6 +173,10 @@ def test_status_lists_the_masked_secrets(pdom, lz):
         r = pdom.run("status")
         assert "  masked      .aws, .env, .ssh, certs/server.pem, config/.env.local, deploy/id_rsa, store.p12" \
             in r.stdout, r.stdout
+        # A secret the host makes after the launch is masked as well.
+        lz.write("work/late.key", "SECRET-LATE\n")
+        r = pdom.run("run", "--", "/bin/sh", "-c", "echo \"late=[$(cat /workspace/late.key)]\"")
+        assert (r.returncode, r.stdout) == (0, "late=[]\n"), r.stderr
     finally:
         pdom.run("stop")
         p.wait(timeout=30)

@@ -202,3 +202,41 @@ def test_direct_mode_in_subdirectory(lz, busybox_image):
     assert r.returncode == 0, r.stderr
     prof = json.loads(r.stdout)["resolved"]["profiles"]["shell"]
     assert prof["repo_root"] is None and prof["workspace_subdir"] is None
+
+
+def test_rootful_subdirectory(lazaret_bin, tmp_path):
+    """Run by root from a subdirectory of a repository: the session starts
+    in the same subdirectory of the agent's worktree, and the edit lands
+    there, not in the host's tree."""
+    data, work, home = tmp_path / "data", tmp_path / "work", tmp_path / "home"
+    (work / "sub").mkdir(parents=True)
+    home.mkdir()
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(home),
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    (work / "sub" / "a.txt").write_text("a\n")
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "first"]):
+        subprocess.run(["git"] + args, cwd=work, env=env, check=True, capture_output=True)
+    before = tree_digest(str(work))
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f"""[storage]
+data_root = "{data}"
+[network]
+default_allow = []
+default_deny = []
+[escalation]
+enabled = false
+socket_dir = "{tmp_path}/sock"
+[profiles.root]
+image = "localhost/lazaret/busybox:latest"
+runsc_network = "host"
+""")
+    r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True, env=env,
+                       cwd=work, timeout=300)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([lazaret_bin, "--config", str(cfg), "run", "--", "/bin/sh", "-c", "pwd; echo x > new.txt"],
+                       capture_output=True, text=True, env=env, cwd=work / "sub", timeout=300)
+    assert (r.returncode, r.stdout) == (0, "/workspace/sub\n"), r.stderr
+    [domain] = list((data / "domains").iterdir())
+    assert (domain / "agent-root" / "sub" / "new.txt").read_text() == "x\n"
+    assert tree_digest(str(work)) == before
+    assert not (work / "sub" / "new.txt").exists()
