@@ -58,6 +58,22 @@ int profile_load_for_launch(const Globals *g, const char *name, Config **ret_cfg
         return load(g, name, true, ret_cfg, ret_profile);
 }
 
+int config_load_exit(const ConfigLoadOptions *o, Config **ret) {
+        ConfigDiags d = {};
+        int r = config_load(o, ret, &d);
+        config_diags_print(&d, stderr);
+        config_diags_done(&d);
+        if (r == -ENOMEM) {
+                log_error("out of memory");
+                return EXIT_LAZARET;
+        }
+        if (r == -ENOTDIR)
+                return EXIT_USAGE; /* the workspace could not be resolved */
+        if (r < 0)
+                return EXIT_CONFIG;
+        return 0;
+}
+
 int profile_load_exit(int r) {
         return r == -EPERM ? EXIT_CONFIG : EXIT_LAZARET;
 }

@@ -15,6 +15,11 @@ int profile_load(const Globals *g, const char *name, Config **ret_cfg, const Con
  * that would widen it is refused (-EPERM) rather than left out. */
 int profile_load_for_launch(const Globals *g, const char *name, Config **ret_cfg, const ConfigProfile **ret_profile);
 
+/* Load the configuration with o, print its diagnostics, and map a failure
+ * to an exit status (64 workspace unresolvable, 65 invalid, 125 out of
+ * memory). Returns 0 with *ret set, or that exit status. */
+int config_load_exit(const ConfigLoadOptions *o, Config **ret);
+
 /* The exit status for a failed profile_load(): 65 (configuration refused)
  * for a workspace file that would widen the sandbox, else 125. */
 int profile_load_exit(int r);

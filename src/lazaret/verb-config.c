@@ -9,6 +9,7 @@
 #include "config.h"
 #include "fd-util.h"
 #include "log.h"
+#include "profile-pick.h"
 #include "strbuf.h"
 #include "string-util.h"
 #include "toml-write.h"
@@ -18,23 +19,9 @@
         "tables merge key by key; any other value (arrays too) from a later file replaces the earlier one whole; "     \
         "an untrusted workspace file may only narrow, and its network.default_deny entries add to the others"
 
-/* Load; print diagnostics; map failures to exit statuses. Returns 0 with
- * *ret set, or an exit status. */
 static int load(const Globals *g, Config **ret) {
-        ConfigDiags d = {};
         ConfigLoadOptions o = { .explicit_path = g->config_path, .workspace = g->workspace };
-        int r = config_load(&o, ret, &d);
-        config_diags_print(&d, stderr);
-        config_diags_done(&d);
-        if (r == -ENOMEM) {
-                log_error("out of memory");
-                return EXIT_LAZARET;
-        }
-        if (r == -ENOTDIR)
-                return EXIT_USAGE; /* the workspace could not be resolved */
-        if (r < 0)
-                return EXIT_CONFIG;
-        return 0;
+        return config_load_exit(&o, ret);
 }
 
 static int config_check(int argc, char **argv, const Globals *g) {

@@ -13,6 +13,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "path-util.h"
+#include "profile-pick.h"
 #include "strbuf.h"
 #include "string-util.h"
 #include "toml-write.h"
@@ -187,22 +188,13 @@ int verb_trust(int argc, char **argv, const Globals *g) {
         if (revoke)
                 return trust_revoke(g, home);
 
-        ConfigDiags d = {};
         _cleanup_(config_freep) Config *cfg = NULL;
         ConfigLoadOptions o = { .explicit_path = g->config_path, .workspace = g->workspace, .trust_workspace = true };
-        int r = config_load(&o, &cfg, &d);
-        config_diags_print(&d, stderr);
-        config_diags_done(&d);
-        if (r == -ENOMEM) {
-                log_error("out of memory");
-                return EXIT_LAZARET;
-        }
-        if (r == -ENOTDIR)
-                return EXIT_USAGE;
-        if (r < 0) {
+        int r = config_load_exit(&o, &cfg);
+        if (r == EXIT_CONFIG)
                 log_error("nothing was trusted: the configuration it would make is not valid (above)");
-                return EXIT_CONFIG;
-        }
+        if (r != 0)
+                return r;
         if (cfg->wsfile.trust == CONFIG_TRUST_EXPLICIT) {
                 log_error("%s is named with --config, which already trusts it; leave --config out to trust it as "
                           "the workspace's file",

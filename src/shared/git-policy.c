@@ -184,7 +184,7 @@ static bool writable(const GitPolicy *p, const Seg *g, int n, GitOp op) {
         return private_writable(g, n, op, p->allow_main_head);
 }
 
-static int deny_errno(GitOp op) {
+int git_policy_refusal(GitOp op) {
         switch (op) {
         case GIT_OP_WRITE:
         case GIT_OP_SETATTR:
@@ -221,7 +221,7 @@ GitDecision git_policy_check(const GitPolicy *p, const char *relpath, GitOp op, 
                 return GIT_DECISION_ALLOW;
         if (n > 0 && op != GIT_OP_LINK && writable(p, g, n, op))
                 return GIT_DECISION_ALLOW;
-        e = deny_errno(op);
+        e = git_policy_refusal(op);
 deny:
         if (ret_errno)
                 *ret_errno = e;

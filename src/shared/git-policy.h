@@ -105,5 +105,9 @@ bool git_policy_rename_noreplace(const char *relpath);
  * path, -ENOMEM. */
 int git_policy_normalize(const char *in, char **ret);
 
+/* The errno a refused op gets (the rule above): EROFS, EACCES or EPERM;
+ * EINVAL for a read or an op outside the enum. */
+int git_policy_refusal(GitOp op);
+
 const char *git_op_to_string(GitOp op);
 const char *git_decision_to_string(GitDecision d);

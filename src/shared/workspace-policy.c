@@ -5,29 +5,6 @@
 #include "path-pattern.h"
 #include "workspace-policy.h"
 
-/* The git policy's errno rule for a refused op. */
-static int refusal(GitOp op) {
-        switch (op) {
-        case GIT_OP_CREATE:
-        case GIT_OP_MKDIR:
-        case GIT_OP_RENAME_TO:
-                return EACCES;
-        case GIT_OP_LINK:
-                return EPERM;
-        case GIT_OP_WRITE:
-        case GIT_OP_UNLINK:
-        case GIT_OP_RMDIR:
-        case GIT_OP_RENAME_FROM:
-        case GIT_OP_SETATTR:
-        case GIT_OP_READ:
-                return EROFS;
-        case _GIT_OP_MAX:
-        case _GIT_OP_INVALID:
-                break;
-        }
-        return EINVAL;
-}
-
 static WsDecision deny(int e, int *ret_errno) {
         if (ret_errno)
                 *ret_errno = e;
@@ -68,7 +45,7 @@ WsDecision workspace_policy_check(const WorkspacePolicy *p, const char *rel, Git
         if (op < 0 || op >= _GIT_OP_MAX)
                 return deny(EINVAL, ret_errno);
         if (*rel == '\0')
-                return op == GIT_OP_READ ? WS_DECISION_ALLOW : deny(refusal(op), ret_errno);
+                return op == GIT_OP_READ ? WS_DECISION_ALLOW : deny(git_policy_refusal(op), ret_errno);
 
         const char *g = p->git ? below_git(rel) : NULL;
         if (g) {
@@ -92,10 +69,10 @@ WsDecision workspace_policy_check(const WorkspacePolicy *p, const char *rel, Git
         if (p->n_mask > 0 && path_pattern_match_any(rel, p->mask, p->n_mask)) {
                 if (beneath_mask(p, rel))
                         return op == GIT_OP_READ ? WS_DECISION_HIDDEN : deny(ENOENT, ret_errno);
-                return op == GIT_OP_READ ? WS_DECISION_MASKED : deny(refusal(op), ret_errno);
+                return op == GIT_OP_READ ? WS_DECISION_MASKED : deny(git_policy_refusal(op), ret_errno);
         }
         if (path_pattern_match_any(rel, p->protect, p->n_protect))
-                return op == GIT_OP_READ ? WS_DECISION_ALLOW : deny(refusal(op), ret_errno);
+                return op == GIT_OP_READ ? WS_DECISION_ALLOW : deny(git_policy_refusal(op), ret_errno);
         return WS_DECISION_ALLOW;
 }
 

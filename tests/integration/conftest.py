@@ -7,6 +7,7 @@ nothing depends on the invoking user's files. The binary is copied to a
 world-readable directory first: the checkout may live somewhere the test user
 cannot read.
 """
+import hashlib
 import os
 import pwd
 import shutil
@@ -185,3 +186,57 @@ def lz(lazaret_bin, test_user, world_dir):
     os.chmod(base, 0o755)
     yield Lazaret(lazaret_bin, test_user, base)
     shutil.rmtree(base, ignore_errors=True)
+
+
+def tree_digest(root, skip_top_git=False):
+    """Every path below root (symlinks not followed) with its type, mode and
+    content; the top-level .git left out with skip_top_git."""
+    h = hashlib.sha256()
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if not (skip_top_git and d == root and x == ".git"))
+        for name in sorted(files) + dirs:
+            p = os.path.join(d, name)
+            st = os.lstat(p)
+            h.update(f"{os.path.relpath(p, root)}\0{st.st_mode}\0".encode())
+            if os.path.islink(p):
+                h.update(os.readlink(p).encode())
+            elif os.path.isfile(p):
+                with open(p, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
+
+
+ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class Rootful:
+    """Lazaret run by root: data/, work/ and home/ below tmp_path, a
+    configuration with one profile, root, on the busybox image (built into
+    root's Podman store), and run() to call lazaret with it."""
+
+    def __init__(self, lazaret_bin, tmp_path, top="", profile=""):
+        self.bin = lazaret_bin
+        self.data, self.work, self.home = tmp_path / "data", tmp_path / "work", tmp_path / "home"
+        self.work.mkdir(exist_ok=True)
+        self.home.mkdir(exist_ok=True)
+        self.env = {"PATH": ROOT_PATH, "HOME": str(self.home)}
+        self.cfg = tmp_path / "cfg.toml"
+        self.cfg.write_text(f"""[storage]
+data_root = "{self.data}"
+[network]
+default_allow = []
+default_deny = []
+[escalation]
+enabled = false
+socket_dir = "{tmp_path}/sock"
+{top}[profiles.root]
+image = "localhost/lazaret/busybox:latest"
+runsc_network = "host"
+{profile}""")
+        r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True,
+                           env=self.env, cwd=self.work, timeout=300)
+        assert r.returncode == 0, r.stderr
+
+    def run(self, *args, cwd=None, env=None, timeout=300):
+        return subprocess.run([self.bin, "--config", str(self.cfg)] + list(args), capture_output=True, text=True,
+                              env={**self.env, **(env or {})}, cwd=cwd or self.work, timeout=timeout)

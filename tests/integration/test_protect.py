@@ -5,13 +5,12 @@ Each attack runs from inside the sandbox, as the agent would, and the host's
 tree is compared byte for byte afterwards. The workspace reaches the sandbox
 only through the workspace router (lazaret-gitrouter --workspace), which
 leaves nothing behind in the host's tree."""
-import hashlib
 import json
 import os
-import subprocess
 
 import pytest
 
+from conftest import Rootful, tree_digest
 from test_run import Domain, busybox_image, debian_image, git_as, podman  # noqa: F401
 
 HOST_FILES = {
@@ -29,24 +28,6 @@ HOST_FILES = {
     "deploy/id_rsa": "SECRET-RSA\n",
     "store.p12": "SECRET-P12\n",
 }
-
-
-def tree_digest(root):
-    """Every path under root (not following symlinks) with its type, mode
-    and content."""
-    h = hashlib.sha256()
-    for dirpath, dirnames, filenames in sorted(os.walk(root)):
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            p = os.path.join(dirpath, name)
-            st = os.lstat(p)
-            h.update(f"{os.path.relpath(p, root)}\0{st.st_mode}\0".encode())
-            if os.path.islink(p):
-                h.update(os.readlink(p).encode())
-            elif os.path.isfile(p):
-                with open(p, "rb") as f:
-                    h.update(f.read())
-    return h.hexdigest()
 
 
 # gVisor keeps attributes in its own cache: a chmod or touch of a protected
@@ -213,9 +194,8 @@ git rm -q --cached new.txt && rm new.txt && rmdir sub
 
 def test_rootful(lazaret_bin, tmp_path):
     """Run by root: the same router guards the tree, with root's own files."""
-    data, work, home = tmp_path / "data", tmp_path / "work", tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
+    rf = Rootful(lazaret_bin, tmp_path, top='[workspace]\nmask = ["*.p12"]\n')
+    work = rf.work
     for rel, text in HOST_FILES.items():
         p = work / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -223,28 +203,8 @@ def test_rootful(lazaret_bin, tmp_path):
     (work / "link-to-env").symlink_to(".env")
     (tmp_path / "outside-secret.txt").write_text("SECRET-OUTSIDE\n")
     (work / "link-outside").symlink_to(tmp_path / "outside-secret.txt")
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f"""[storage]
-data_root = "{data}"
-[network]
-default_allow = []
-default_deny = []
-[escalation]
-enabled = false
-socket_dir = "{tmp_path}/sock"
-[workspace]
-mask = ["*.p12"]
-[profiles.root]
-image = "localhost/lazaret/busybox:latest"
-runsc_network = "host"
-""")
-    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(home)}
-    r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True, env=env,
-                       cwd=work, timeout=300)
-    assert r.returncode == 0, r.stderr
     before, times = tree_digest(work), attrs(work)
-    r = subprocess.run([lazaret_bin, "--config", str(cfg), "run", "--", "/bin/sh", "-c", SCRIPT],
-                       capture_output=True, text=True, env=env, cwd=work, timeout=300)
+    r = rf.run("run", "--", "/bin/sh", "-c", SCRIPT)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert [x for x in lines[:len(ATTACKS)] if not x.startswith("refused ")] == [], r.stdout

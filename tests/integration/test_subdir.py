@@ -4,32 +4,20 @@ workspace cannot widen its own sandbox). Branch mode works from the
 repository's root: one Domain, one agent worktree of the whole repository,
 each session in the same subdirectory of it; never a silent switch to the
 host's tree. Direct mode mounts the subdirectory alone."""
-import hashlib
 import json
 import os
 import subprocess
 import time
 
-from conftest import TEST_USER  # noqa: F401 (the harness's user)
+from conftest import TEST_USER, Rootful  # noqa: F401 (the harness's user)
+from conftest import tree_digest as conftest_tree_digest
 from test_run import Domain, busybox_image, debian_image, dom, git_as, podman, wait_sessions  # noqa: F401
 
 
 def tree_digest(root):
-    """Every path, type, mode and content below root, .git left out (the
-    agent's branch is meant to change it)."""
-    h = hashlib.sha256()
-    for d, dirs, files in os.walk(root):
-        dirs[:] = sorted(x for x in dirs if not (d == root and x == ".git"))
-        for name in sorted(files) + [x for x in dirs]:
-            p = os.path.join(d, name)
-            st = os.lstat(p)
-            h.update(f"{os.path.relpath(p, root)}\0{st.st_mode}\0".encode())
-            if os.path.islink(p):
-                h.update(os.readlink(p).encode())
-            elif os.path.isfile(p):
-                with open(p, "rb") as f:
-                    h.update(f.read())
-    return h.hexdigest()
+    """The tree below root, .git left out (the agent's branch is meant to
+    change it)."""
+    return conftest_tree_digest(root, skip_top_git=True)
 
 
 def make_clean_repo(lz):
@@ -208,35 +196,18 @@ def test_rootful_subdirectory(lazaret_bin, tmp_path):
     """Run by root from a subdirectory of a repository: the session starts
     in the same subdirectory of the agent's worktree, and the edit lands
     there, not in the host's tree."""
-    data, work, home = tmp_path / "data", tmp_path / "work", tmp_path / "home"
-    (work / "sub").mkdir(parents=True)
-    home.mkdir()
-    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(home),
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    rf = Rootful(lazaret_bin, tmp_path)
+    work = rf.work
+    (work / "sub").mkdir()
     (work / "sub" / "a.txt").write_text("a\n")
+    genv = {**rf.env, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t"}
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "first"]):
-        subprocess.run(["git"] + args, cwd=work, env=env, check=True, capture_output=True)
+        subprocess.run(["git"] + args, cwd=work, env=genv, check=True, capture_output=True)
     before = tree_digest(str(work))
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f"""[storage]
-data_root = "{data}"
-[network]
-default_allow = []
-default_deny = []
-[escalation]
-enabled = false
-socket_dir = "{tmp_path}/sock"
-[profiles.root]
-image = "localhost/lazaret/busybox:latest"
-runsc_network = "host"
-""")
-    r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True, env=env,
-                       cwd=work, timeout=300)
-    assert r.returncode == 0, r.stderr
-    r = subprocess.run([lazaret_bin, "--config", str(cfg), "run", "--", "/bin/sh", "-c", "pwd; echo x > new.txt"],
-                       capture_output=True, text=True, env=env, cwd=work / "sub", timeout=300)
+    r = rf.run("run", "--", "/bin/sh", "-c", "pwd; echo x > new.txt", cwd=work / "sub")
     assert (r.returncode, r.stdout) == (0, "/workspace/sub\n"), r.stderr
-    [domain] = list((data / "domains").iterdir())
+    [domain] = list((rf.data / "domains").iterdir())
     assert (domain / "agent-root" / "sub" / "new.txt").read_text() == "x\n"
     assert tree_digest(str(work)) == before
     assert not (work / "sub" / "new.txt").exists()

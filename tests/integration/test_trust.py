@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import TEST_USER  # noqa: F401  (the harness's test user)
+from conftest import TEST_USER, Rootful  # noqa: F401  (the harness's test user)
 from test_config_errors import locate
 from test_run import Domain, podman, wait_sessions
 
@@ -310,54 +310,31 @@ def test_the_agent_cannot_widen_its_own_sandbox(lz, image):
 
 
 def test_rootful(lazaret_bin, tmp_path):
-    """Run by root: the agent's lazaret.toml (owned by root, the user) is
-    refused on the next run, and a symlink is refused."""
-    data, work, home = tmp_path / "data", tmp_path / "work", tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f"""[storage]
-data_root = "{data}"
-[network]
-default_allow = []
-default_deny = []
-[escalation]
-enabled = false
-socket_dir = "{tmp_path}/sock"
-[profiles.root]
-image = "{IMAGE}"
-runsc_network = "host"
-""")
-    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(home)}
-
-    def lz(*args):
-        return subprocess.run([lazaret_bin, "--config", str(cfg)] + list(args), capture_output=True, text=True,
-                              env=env, cwd=work, timeout=300)
-
-    r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True, env=env,
-                       cwd=work, timeout=300)
-    assert r.returncode == 0, r.stderr
+    """Run by root: the agent cannot write lazaret.toml; one that arrives
+    anyway is refused on the next run, and a symlink is refused."""
+    rf = Rootful(lazaret_bin, tmp_path)
     agent = AGENT_FILE.replace("shell", "root")
-    r = lz("run", "--", "/bin/sh", "-c", f'printf "{agent}" > /workspace/lazaret.toml')
+    r = rf.run("run", "--", "/bin/sh", "-c", f'printf "{agent}" > /workspace/lazaret.toml')
     assert r.returncode == 1 and "Permission denied" in r.stderr, r.stderr
-    path = work / "lazaret.toml"
+    path = rf.work / "lazaret.toml"
     assert not path.exists()
     path.write_text(HOST_FILE.replace("shell", "root"))
-    r = lz("run", "--", "true")
+    r = rf.run("run", "--", "true")
     assert (r.returncode, r.stderr.splitlines()) == (65, [
         f"{path}:2:12: profiles.root.volumes[0] {WIDENS}",
         f"{path}:3:17: profiles.root.allow_egress[0] {WIDENS}"])
     path.unlink()
-    path.symlink_to(cfg)
-    r = lz("run", "--", "true")
+    path.symlink_to(rf.cfg)
+    r = rf.run("run", "--", "true")
     assert (r.returncode, r.stderr.splitlines()) == (
         125, [f"{path}:1:1: is a symbolic link; a workspace file must be a regular file of its own"])
     # The first run's sandbox goes once its last session has; the refused
     # runs made none.
-    [domain] = list((data / "domains").iterdir())
+    [domain] = list((rf.data / "domains").iterdir())
     deadline = time.time() + 15
     while True:
-        r = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True, env=env)
+        r = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
+                           env=rf.env)
         if f"lazaret-coord-{domain.name}" not in r.stdout.split() or time.time() > deadline:
             break
         time.sleep(0.2)

@@ -1,0 +1,32 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Every key of config_key_rules[] (src/shared/config-authority.c), the one
+classification of who may widen the sandbox, is listed in lazaret.toml(5)
+under "Who may widen the sandbox" with its class."""
+import re
+import sys
+
+src, man = sys.argv[1], sys.argv[2]
+rules = re.findall(r'\{ "([a-z_.*]+)", CONFIG_KEY_([A-Z_]+)', open(src).read())
+text = open(man).read()
+section = text[text.index(".SS Who may widen the sandbox"):]
+section = section[:section.index("\n.SS", 1)]
+# The man page's words for each class, and its spelling of the wildcards.
+heading = {"AUTHORITY": "authority", "NARROW_VALUE": "narrowing value", "SUBSET": "subset",
+           "UNION": "narrowing", "ENV": "env", "NEUTRAL": "neutral"}
+blocks = {}
+for block in re.split(r"\n\.TP\n", section)[1:]:
+    first, _, rest = block.partition("\n")
+    blocks[first.replace(".B ", "").strip()] = rest
+missing = []
+for path, cls in rules:
+    if cls == "TABLE":
+        continue
+    name = path.replace("profiles.*.env.*", "profiles.NAME.env.VAR").replace("profiles.*", "profiles.NAME")
+    body = blocks.get(heading[cls], "")
+    if not re.search(r"(^|\s)" + re.escape(name) + r"(\s|,|$)", body.replace("\\-", "-"), re.M):
+        missing.append(f"{name} ({heading[cls]})")
+if missing:
+    print("lazaret.toml(5) does not list under its class: " + ", ".join(missing))
+    sys.exit(1)
+print(f"{len([r for r in rules if r[1] != 'TABLE'])} keys listed under their class")
