@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -137,6 +138,7 @@ struct Conn {
 };
 
 struct Coordinator {
+        struct stat self_exe; /* our own binary: every CLI is the same file */
         LaunchSpec spec;
         int epfd;
         int listen_fd, signal_fd, runtime_fd, status_fd;
@@ -1234,6 +1236,17 @@ static void conn_readable(Coordinator *co, Conn *c) {
         }
 }
 
+/* Is the peer a lazaret CLI outside every sandbox? It must be our own
+ * binary: a process in a sandbox reaches the socket only through runsc
+ * (host-uds), and any other program of this user has no business here. The
+ * uid check alone passes for both (issue 14). */
+static bool peer_is_cli(const Coordinator *co, pid_t pid) {
+        char p[64];
+        struct stat st;
+        snprintf(p, sizeof(p), "/proc/%d/exe", (int) pid);
+        return pid > 0 && stat(p, &st) == 0 && st.st_dev == co->self_exe.st_dev && st.st_ino == co->self_exe.st_ino;
+}
+
 static void accept_clients(Coordinator *co) {
         for (;;) {
                 int fd = accept4(co->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -1244,6 +1257,18 @@ static void accept_clients(Coordinator *co) {
                 /* Decision 2: only our own user may talk to us. */
                 if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != geteuid()) {
                         log_warning("refused a control connection from uid %d", (int) cred.uid);
+                        safe_close(fd);
+                        continue;
+                }
+                if (!peer_is_cli(co, cred.pid)) {
+                        char exe[PATH_MAX] = "?", p[64];
+                        snprintf(p, sizeof(p), "/proc/%d/exe", (int) cred.pid);
+                        ssize_t n = readlink(p, exe, sizeof(exe) - 1);
+                        if (n >= 0)
+                                exe[n] = '\0';
+                        log_warning("refused a control connection from pid %d (%s): not this lazaret binary "
+                                    "outside the sandbox",
+                                    (int) cred.pid, exe);
                         safe_close(fd);
                         continue;
                 }
@@ -2086,6 +2111,10 @@ int coordinator_main(void) {
         (void) fcntl(co.status_fd, F_SETFD, FD_CLOEXEC);
         signal(SIGPIPE, SIG_IGN);
         co.started_usec = now_usec();
+        if (stat("/proc/self/exe", &co.self_exe) < 0) {
+                status_report(&co, "error: cannot examine the coordinator's own binary: %s", strerror(errno));
+                return 1;
+        }
         /* Host git (worktrees) must act on the workspace, not on a
          * repository the CLI's environment happened to point at. */
         FOREACH_GIT_VAR(unsetenv);

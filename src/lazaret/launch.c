@@ -366,6 +366,67 @@ static bool path_below(const char *path, const char *root) {
         return r && (*r == '/' || *r == '\0');
 }
 
+/* "contains" when a holds b, "lies inside" when b holds a (or they are the
+ * same), else NULL. Both canonical. */
+static const char *reach(const char *a, const char *b) {
+        if (path_below(a, b))
+                return "lies inside";
+        if (path_below(b, a))
+                return "contains";
+        return NULL;
+}
+
+/* Nothing the sandbox mounts may reach the runtime directory (every
+ * Domain's control socket and lock), socket_dir (escalation sockets) or the
+ * data root (every Domain's store, layers and worktrees), read-only or not,
+ * in either direction (issue 14): a process in the sandbox that reaches a
+ * control socket could speak to a coordinator. Only the profile's own
+ * directory in the data root ({profile_dir}) may hold volumes. The check
+ * runs on canonical paths; LAZARET_TEST_ALLOW_UNSAFE_MOUNTS=1 skips it for
+ * the tests of what stands behind it. */
+static int check_mount_reach(const Config *cfg, const ConfigProfile *p, const LaunchSpec *s, char **ret_error) {
+        if (streq_ptr(getenv("LAZARET_TEST_ALLOW_UNSAFE_MOUNTS"), "1"))
+                return 0;
+        _cleanup_free_ char *rt = NULL;
+        if (path_canonicalize(s->runtime_dir, &rt) < 0 && !(rt = strdup(s->runtime_dir)))
+                return -ENOMEM;
+        const struct {
+                const char *path, *what;
+        } zones[] = {
+                { rt, "the runtime directory (every sandbox's control socket)" },
+                { cfg->socket_dir, "socket_dir (the escalation sockets)" },
+                { cfg->data_root, "the data root (every sandbox's store and worktrees)" },
+        };
+        for (size_t z = 0; z < ELEMENTSOF(zones); z++) {
+                if (!zones[z].path)
+                        continue;
+                const char *how = reach(s->workspace, zones[z].path);
+                if (how)
+                        return fail(ret_error,
+                                    "the workspace %s %s %s %s, which the sandbox must not reach; run lazaret in "
+                                    "another directory, or move %s",
+                                    s->workspace, how, zones[z].what, zones[z].path,
+                                    z == 0   ? "XDG_RUNTIME_DIR"
+                                    : z == 1 ? "socket_dir"
+                                             : "data_root");
+                for (size_t i = 0; i < s->n_volumes; i++) {
+                        const LaunchVolume *v = &s->volumes[i];
+                        how = reach(v->host, zones[z].path);
+                        /* {profile_dir}: this profile's own part of the
+                         * data root. */
+                        if (how && z == 2 && p->profile_dir && path_below(v->host, p->profile_dir))
+                                continue;
+                        if (how)
+                                return fail(ret_error,
+                                            "volume %s: host path %s %s %s %s, which the sandbox must not reach, "
+                                            "read-only or not; choose another path (in the data root, only "
+                                            "{profile_dir} may be a volume)",
+                                            v->container, v->host, how, zones[z].what, zones[z].path);
+                }
+        }
+        return 0;
+}
+
 /* Append to *list the anchored pattern of path when it lies inside the
  * workspace (not the workspace itself). */
 static int protect_if_inside(const char *workspace, const char *path, char ***list) {
@@ -577,6 +638,10 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                 if (!s.volumes[i].host || !s.volumes[i].container)
                         return -ENOMEM;
         }
+
+        r = check_mount_reach(cfg, p, &s, ret_error);
+        if (r < 0)
+                return r;
 
         /* The network: the policy travels in canonical form; a sidecar only
          * when it permits something. */

@@ -130,6 +130,17 @@ class Lazaret:
             return ["runuser", "-u", self.user.pw_name, "--"] + inner
         return ["sudo", "-n", "-u", self.user.pw_name, "--"] + inner
 
+    def raw(self, socket_path, data, env=None, timeout=60):
+        """Bytes sent to a control socket as they are, through the binary's
+        hidden __ctl-raw verb (the coordinator talks to its own binary
+        only); returns every byte it answered."""
+        e = dict(self.env)
+        e.update(env or {})
+        r = subprocess.run(self.cmdline(["__ctl-raw", socket_path], e), input=data, capture_output=True,
+                           timeout=timeout)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
     def run(self, *args, cwd=None, env=None, input=None, timeout=60):
         e = dict(self.env)
         if env:

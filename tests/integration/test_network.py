@@ -11,6 +11,7 @@ the sandbox and checked twice: it failed there, and the target saw nothing."""
 import json
 import os
 import socket
+import struct
 import tarfile
 import subprocess
 import tempfile
@@ -444,14 +445,9 @@ def test_hello_with_bad_policy_drops_that_peer_only(netdom):
         st = wait_sessions(dom, 1)
         bad = ("lazaret-derived-network-policy v1\nfamily ipv4 enabled default deny\nfamily ipv6 disabled\n"
                "rule 198.51.100.0/24 allow\nrule 10.0.0.0/8 allow\n")  # rules out of order
-        probe = ("import socket,struct,sys,json; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
-                 "h=json.dumps({'type':'Hello','version':1,'cli_pid':1,'netpolicy':sys.argv[2]}).encode(); "
-                 "s.sendall(struct.pack('>I',len(h))+h); s.settimeout(10); d=b''\n"
-                 "while True:\n  c=s.recv(4096)\n  d+=c\n  if not c: break\n"
-                 "print(json.loads(d[4:])['message'])")
-        r = subprocess.run(["runuser", "-u", dom.lz.user.pw_name, "--", "/usr/bin/python3", "-c", probe,
-                            dom.socket_path(), bad], capture_output=True, text=True, timeout=30)
-        assert r.stdout.strip() == "the network policy sent is not canonical", r.stdout + r.stderr
+        h = json.dumps({"type": "Hello", "version": 1, "cli_pid": 1, "netpolicy": bad}).encode()
+        d = dom.lz.raw(dom.socket_path(), struct.pack(">I", len(h)) + h, env=dom.env)
+        assert json.loads(d[4:])["message"] == "the network policy sent is not canonical", d
         st2 = dom.status()
         assert st2["network"] == st["network"] and len(st2["sessions"]) == 1
         assert holder.poll() is None

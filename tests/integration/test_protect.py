@@ -215,18 +215,24 @@ def test_rootful(lazaret_bin, tmp_path):
 
 def test_lazarets_own_files_inside_the_workspace(lz, busybox_image):
     """Direct mode on a directory that holds Lazaret's own files (a home
-    directory, say): the --config file cannot be changed and the data root
-    (every Domain's store and worktrees) is masked."""
+    directory, say): a workspace holding socket_dir or the data root is
+    refused (issue 14), and the --config file inside one cannot be
+    changed."""
     os.chown(lz.base, lz.user.pw_uid, lz.user.pw_gid)
     d = Domain(lz, busybox_image)
-    cfg_before = open(d.cfg).read()
-    script = ("cd /workspace; (echo x >> cfg.toml) 2>/dev/null && echo W1; (mkdir data/evil) 2>/dev/null && echo W2; "
-              "(mv data data2) 2>/dev/null && echo W3; echo \"data=[$(ls -A data)]\"; cat cfg.toml | head -1")
-    r = d.run("--workspace", lz.base, "run", "--", "/bin/sh", "-c", script)
+    r = d.run("--workspace", lz.base, "run", "--", "true")
+    assert r.returncode == 125
+    assert r.stderr.splitlines() == [
+        f"lazaret: error: the workspace {lz.base} contains socket_dir (the escalation sockets) {lz.base}/sock, "
+        "which the sandbox must not reach; run lazaret in another directory, or move socket_dir"]
+    ws = os.path.join(lz.base, "ws")
+    cfg = lz.write("ws/cfg.toml", open(d.cfg).read())
+    before = open(cfg).read()
+    script = "cd /workspace; (echo x >> cfg.toml) 2>/dev/null && echo W1; (rm cfg.toml) 2>/dev/null && echo W2; head -1 cfg.toml"
+    r = lz.run("--config", cfg, "--workspace", ws, "run", "--", "/bin/sh", "-c", script, env=d.env)
     assert r.returncode == 0, r.stderr + d.log()
-    assert r.stdout == "data=[]\n[storage]\n", r.stdout
-    assert open(d.cfg).read() == cfg_before
-    assert not os.path.exists(os.path.join(d.data, "evil")) and os.path.isdir(os.path.join(d.data, "domains"))
+    assert r.stdout == "[storage]\n", r.stdout
+    assert open(cfg).read() == before
     d.assert_clean()
 
 
