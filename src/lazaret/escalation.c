@@ -565,9 +565,10 @@ static void conn_decide(EscConn *c) {
         size_t argc = 0;
         const char *meta = words_metachar(req.command, strlen(req.command));
         bool approved = false;
+        _cleanup_close_ int wfd = open(e->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (!meta && words_split(req.command, strlen(req.command), &argv, &argc, &why) == 0 && argc > 0)
                 for (size_t i = 0; i < e->n_rules && !approved; i++)
-                        approved = autoapprove_match(&e->rules[i], argv, argc, AUTOAPPROVE_SEARCH_PATH);
+                        approved = autoapprove_match(&e->rules[i], argv, argc, AUTOAPPROVE_SEARCH_PATH, wfd);
         if (!approved) {
                 words_free(argv);
                 if (!interactive)

@@ -48,9 +48,10 @@ static const char starter_head[] = "# Lazaret configuration; see lazaret.toml(5)
                                    "enabled = true\n";
 
 static const char starter_tail[] =
-        "# Commands that run without a prompt when a request starts with exactly\n"
-        "# these words. Never git, shells or anything that runs other programs\n"
-        "# (those are refused here).\n"
+        "# Commands that run without a prompt when a request is exactly these\n"
+        "# words; an entry ending in ' ...' also takes more words, each an option\n"
+        "# or a file in the workspace. Never git, shells or anything that runs\n"
+        "# other programs (those are refused here).\n"
         "# auto_approve = [\"uname -a\", \"df -h\"]\n"
         "\n"
         "# One table per agent. Names: 2-32 characters of a-z, 0-9, '_' and '-'.\n"

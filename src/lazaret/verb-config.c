@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autoapprove.h"
 #include "config.h"
 #include "fd-util.h"
 #include "log.h"
 #include "profile-pick.h"
+#include "prompt-text.h"
 #include "strbuf.h"
 #include "string-util.h"
 #include "toml-write.h"
@@ -22,6 +24,33 @@
 static int load(const Globals *g, Config **ret) {
         ConfigLoadOptions o = { .explicit_path = g->config_path, .workspace = g->workspace };
         return config_load_exit(&o, ret);
+}
+
+/* A prefix auto_approve entry ("cat ...") for a program that reads files:
+ * each word the sandbox adds must name a file in the workspace, but an
+ * exact entry leaves nothing to the sandbox. Said by config check only. */
+static void warn_prefix_readers(const Config *cfg) {
+        const ConfigNode *n = config_node_get(config_node_get(&cfg->root, "escalation"), "auto_approve");
+        if (!n || n->value->type != TOML_ARRAY)
+                return;
+        for (size_t i = 0; i < n->value->array.n; i++) {
+                const TomlValue *e = n->value->array.items[i];
+                if (e->type != TOML_STRING)
+                        continue;
+                AutoApproveRule rule;
+                _cleanup_free_ char *why = NULL;
+                if (autoapprove_rule_parse(e->str.s, AUTOAPPROVE_SEARCH_PATH, &rule, &why) < 0)
+                        continue;
+                if (rule.prefix && autoapprove_reads_files(rule.argv[0])) {
+                        _cleanup_free_ char *vis = prompt_visible(e->str.s, e->str.len);
+                        fprintf(stderr,
+                                "%s:%u:%u: warning: escalation.auto_approve[%zu]: '%s' lets the sandbox add words to "
+                                "a program that reads files; each added word must name a file in the workspace, but "
+                                "an exact entry (without '...') is safer\n",
+                                n->src->path, e->pos.line, e->pos.col, i, vis ?: "?");
+                }
+                autoapprove_rule_done(&rule);
+        }
 }
 
 static int config_check(int argc, char **argv, const Globals *g) {
@@ -73,6 +102,7 @@ static int config_check(int argc, char **argv, const Globals *g) {
         config_diags_done(&d);
         if (bad)
                 return EXIT_CONFIG;
+        warn_prefix_readers(cfg);
 
         printf("configuration valid: %zu profile%s from", cfg->n_profiles, cfg->n_profiles == 1 ? "" : "s");
         for (size_t i = 0; i < cfg->n_sources; i++)

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "autoapprove.h"
@@ -177,6 +180,19 @@ int autoapprove_rule_parse(const char *entry, const char *search, AutoApproveRul
                 return r;
         if (r < 0)
                 return asprintf(ret_why, "cannot be split into words: %s", bad) < 0 ? -ENOMEM : -EINVAL;
+        bool prefix = n > 0 && streq(v[n - 1], AUTOAPPROVE_PREFIX_MARK);
+        if (prefix) {
+                free(v[--n]);
+                v[n] = NULL;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (streq(v[i], AUTOAPPROVE_PREFIX_MARK)) {
+                        words_free(v);
+                        return asprintf(ret_why, "has '...' before its last word; only the last word may be '...' "
+                                                 "(a prefix entry)") < 0
+                                       ? -ENOMEM
+                                       : -EINVAL;
+                }
         if (n == 0) {
                 words_free(v);
                 return asprintf(ret_why, "has no program") < 0 ? -ENOMEM : -EINVAL;
@@ -212,12 +228,42 @@ int autoapprove_rule_parse(const char *entry, const char *search, AutoApproveRul
         }
         free(v[0]);
         v[0] = prog;
-        *ret = (AutoApproveRule){ .argv = v, .argc = n };
+        *ret = (AutoApproveRule){ .argv = v, .argc = n, .prefix = prefix };
         return 0;
 }
 
-bool autoapprove_match(const AutoApproveRule *rule, char *const *req, size_t req_n, const char *search) {
-        if (req_n < rule->argc || req_n == 0)
+/* Does word name an existing file beneath dirfd, reached without leaving
+ * it (no "..", absolute path or symlink out)? */
+static bool beneath(int dirfd, const char *word) {
+        struct open_how how = {
+                .flags = O_PATH | O_CLOEXEC,
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+        };
+        if (dirfd < 0 || !*word)
+                return false;
+        long fd = syscall(SYS_openat2, dirfd, word, &how, sizeof how);
+        if (fd < 0)
+                return false;
+        close((int) fd);
+        return true;
+}
+
+bool autoapprove_reads_files(const char *program) {
+        static const char *const readers[] = {
+                "cat",    "tac",     "head",      "tail",      "less", "more", "grep", "egrep", "fgrep", "rg", "wc",
+                "od",     "xxd",     "hexdump",   "strings",   "diff", "cmp",  "sort", "uniq",  "cut",   "nl", "base64",
+                "md5sum", "sha1sum", "sha256sum", "sha512sum", "file", "stat", "ls",   "cp",    "tee",   "dd", NULL
+        };
+        const char *b = base(program);
+        for (const char *const *r = readers; *r; r++)
+                if (streq(b, *r))
+                        return true;
+        return false;
+}
+
+bool autoapprove_match(const AutoApproveRule *rule, char *const *req, size_t req_n, const char *search,
+                       int workspace_fd) {
+        if (req_n == 0 || req_n < rule->argc || (!rule->prefix && req_n != rule->argc))
                 return false;
         if (strchr(req[0], '/')) {
                 if (req[0][0] != '/' || !streq(req[0], rule->argv[0]))
@@ -230,5 +276,21 @@ bool autoapprove_match(const AutoApproveRule *rule, char *const *req, size_t req
         for (size_t i = 1; i < rule->argc; i++)
                 if (!streq(req[i], rule->argv[i]))
                         return false;
+        /* What the words name must lie in the workspace. The entry's own
+         * absolute words and options are the person's; a relative one is
+         * resolved now, as the agent may have made it a symlink. */
+        for (size_t i = 1; i < req_n; i++) {
+                const char *w = req[i];
+                bool configured = i < rule->argc;
+                if (w[0] == '-' && w[1] != '\0') {
+                        if (!configured && strchr(w, '='))
+                                return false; /* an option with a value may name a file */
+                        continue;
+                }
+                if (configured && w[0] == '/')
+                        continue;
+                if (!beneath(workspace_fd, w))
+                        return false;
+        }
         return true;
 }

@@ -310,3 +310,18 @@ def test_show_derived_network_policy(lz):
     assert "# resolved: network routes ipv6 = 1 gateway, 1 prohibit\n" in r.stdout
     # The text form stays valid TOML.
     tomllib.loads(r.stdout)
+
+
+def test_prefix_entry_for_a_file_reader_is_warned_about(lz):
+    """config check (and only it) warns about an auto_approve prefix entry
+    for a program that reads files."""
+    text = BASE.replace("[escalation]\n", '[escalation]\nauto_approve = ["uname -a", "cat ...", "df -h ..."]\n', 1)
+    path = user_cfg(lz, text)
+    r = lz.run("config", "check")
+    assert r.returncode == 0, r.stderr
+    line = next(i for i, x in enumerate(text.splitlines(), 1) if x.startswith("auto_approve"))
+    assert r.stderr.splitlines() == [
+        f"{path}:{line}:29: warning: escalation.auto_approve[1]: 'cat ...' lets the sandbox add words to a program "
+        "that reads files; each added word must name a file in the workspace, but an exact entry (without '...') "
+        "is safer"]
+    assert lz.run("config", "show").stderr == ""

@@ -20,7 +20,7 @@ from conftest import build_tool
 from test_run import Domain, wait_sessions
 from test_run import busybox_image  # noqa: F401  (fixture)
 
-AUTO = '["uname -a", "ls -l", "false", "pwd", "printenv", "cat /etc/hostname"]'
+AUTO = '["uname -a", "ls -l ...", "false", "pwd", "printenv", "cat /etc/hostname", "cat README.md"]'
 
 
 def esc_domain(lz, image):
@@ -55,9 +55,11 @@ def test_auto_approved_commands_run_on_the_host(edom, lz):
     # One quoted command line works the same.
     r = escalate(edom, "uname -a")
     assert (r.returncode, r.stdout) == (0, host), r.stderr
-    # A longer vector is approved by its leading words.
-    r = escalate(edom, "ls", "-l", "/etc/hostname")
-    assert r.returncode == 0 and r.stdout.endswith("/etc/hostname\n"), r.stderr
+    # A prefix entry ("ls -l ..."): more words, each naming a file in the
+    # workspace.
+    lz.write("work/notes.txt", "notes\n")
+    r = escalate(edom, "ls", "-l", "notes.txt")
+    assert r.returncode == 0 and r.stdout.endswith(" notes.txt\n"), r.stderr
     # The host command's exit status is ours.
     r = escalate(edom, "false")
     assert r.returncode == 1, r.stderr
@@ -74,6 +76,19 @@ def test_auto_approved_commands_run_on_the_host(edom, lz):
     assert r.stdout == open("/etc/hostname").read(), r.stderr
 
 
+def test_a_symlinked_file_is_never_read_by_an_exact_entry(edom, lz):
+    """"cat README.md" is exact, but README.md is the agent's to make: a
+    symlink that leaves the workspace sends the request to the person."""
+    os.symlink("/etc/shadow", os.path.join(lz.work, "README.md"))
+    r = escalate(edom, "cat", "README.md")
+    assert r.returncode == 126 and "needs the person at the terminal" in r.stderr, r.stderr
+    assert r.stdout == ""
+    os.unlink(os.path.join(lz.work, "README.md"))
+    lz.write("work/README.md", "readme\n")
+    r = escalate(edom, "cat", "README.md")
+    assert (r.returncode, r.stdout) == (0, "readme\n"), r.stderr
+
+
 def test_what_needs_a_person_is_refused_without_a_terminal(edom):
     cases = [
         "uname -a; id",  # metacharacters: never auto-approved
@@ -81,8 +96,14 @@ def test_what_needs_a_person_is_refused_without_a_terminal(edom):
         "uname $(id)",
         "uname `id`",
         "uname -a > /tmp/x",
-        "ls",  # "ls -l" does not approve "ls"
+        "ls",  # "ls -l ..." does not approve "ls"
         "lsblk",  # nor "lsblk"
+        "uname -a -r",  # "uname -a" is exact
+        "cat README.md /etc/shadow",  # nor does "cat README.md" take more words
+        "ls -l /etc/hostname",  # a prefix's added words name files in the workspace
+        "ls -l /root/.ssh",
+        "ls -l ../",
+        "ls -l --hide=x",  # an option with a value might name a file
         "./ls -l",  # nor a relative path
         "/proc/self/root/usr/bin/ls -l",
         "id",
@@ -125,7 +146,8 @@ def test_output_is_capped(lz, busybox_image):
     d = esc_domain(lz, busybox_image)
     text = open(d.cfg).read().replace("enabled = true\n", "enabled = true\noutput_limit = 1024\n", 1)
     lz.write("cfg.toml", text)
-    r = d.run("run", "--", "/run/lazaret/escalate", "ls", "-l", "/usr/bin")
+    lz.write("work/README.md", "x" * 5000)
+    r = d.run("run", "--", "/run/lazaret/escalate", "cat", "README.md")
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.encode()) == 1024
     assert "lazaret-escalate: the host command's standard output was cut at 1024 bytes" in r.stderr

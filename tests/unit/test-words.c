@@ -3,12 +3,16 @@
  * splitter itself is compared with Python's shlex.split by
  * tests/words-oracle.py. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -70,40 +74,126 @@ static AutoApproveRule rule(const char *entry) {
         return r;
 }
 
+/* A workspace for the matcher: README.md, src/main.c, a symlink that
+ * leaves it and one that stays in it. */
+static int ws_fd = -1;
+static char ws_dir[64];
+
+static int setup_ws(void **state) {
+        (void) state;
+        strcpy(ws_dir, "/tmp/lazaret-aa-XXXXXX");
+        if (!mkdtemp(ws_dir))
+                return -1;
+        char p[128];
+        snprintf(p, sizeof(p), "%s/README.md", ws_dir);
+        FILE *f = fopen(p, "w");
+        if (!f)
+                return -1;
+        fclose(f);
+        snprintf(p, sizeof(p), "%s/src", ws_dir);
+        mkdir(p, 0755);
+        snprintf(p, sizeof(p), "%s/src/main.c", ws_dir);
+        if (!(f = fopen(p, "w")))
+                return -1;
+        fclose(f);
+        snprintf(p, sizeof(p), "%s/shadow", ws_dir);
+        if (symlink("/etc/shadow", p) < 0)
+                return -1;
+        snprintf(p, sizeof(p), "%s/up", ws_dir);
+        if (symlink("../../etc", p) < 0)
+                return -1;
+        snprintf(p, sizeof(p), "%s/readme", ws_dir);
+        if (symlink("README.md", p) < 0)
+                return -1;
+        ws_fd = open(ws_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        return ws_fd < 0 ? -1 : 0;
+}
+
+static int teardown_ws(void **state) {
+        (void) state;
+        char cmd[128];
+        close(ws_fd);
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", ws_dir);
+        return system(cmd) == 0 ? 0 : -1;
+}
+
 static bool match(const AutoApproveRule *r, const char *request) {
         char **v = NULL;
         size_t n = 0;
         const char *why = NULL;
         assert_int_equal(words_split(request, strlen(request), &v, &n, &why), 0);
-        bool m = autoapprove_match(r, v, n, AUTOAPPROVE_SEARCH_PATH);
+        bool m = autoapprove_match(r, v, n, AUTOAPPROVE_SEARCH_PATH, ws_fd);
         words_free(v);
         return m;
 }
 
 static void test_match(void **state) {
         (void) state;
-        AutoApproveRule ls_l = rule("ls -l"), ls = rule("ls"), uname = rule("/usr/bin/uname -a");
+        AutoApproveRule ls_l = rule("ls -l"), ls = rule("ls ..."), uname = rule("/usr/bin/uname -a"),
+                        cat = rule("cat README.md"), catp = rule("cat ..."), host = rule("cat /etc/hostname");
         assert_string_equal(ls_l.argv[0], "/usr/bin/ls");
         assert_int_equal(ls_l.argc, 2);
+        assert_false(ls_l.prefix);
+        assert_true(ls.prefix);
+        assert_int_equal(ls.argc, 1);
 
+        /* Exact by default. */
         assert_true(match(&ls_l, "ls -l"));
-        assert_true(match(&ls_l, "ls -l /tmp"));
+        assert_false(match(&ls_l, "ls -l /tmp"));
+        assert_false(match(&ls_l, "ls -l README.md"));
         assert_true(match(&ls_l, "/usr/bin/ls -l"));
         assert_true(match(&ls_l, "'ls' \"-l\""));
         assert_false(match(&ls_l, "ls")); /* the rule's words must all be there */
         assert_false(match(&ls_l, "ls -la")); /* words, not string prefixes */
-        assert_false(match(&ls_l, "ls /tmp -l"));
         assert_false(match(&ls, "lsblk"));
         assert_false(match(&ls, "./ls")); /* relative paths never match */
         assert_false(match(&ls, "usr/bin/ls"));
         assert_false(match(&ls, "/proc/self/root/usr/bin/ls"));
         assert_false(match(&ls, "/usr/bin/../bin/ls"));
-        assert_true(match(&ls, "ls -R /"));
         assert_true(match(&uname, "uname -a"));
         assert_false(match(&uname, "uname"));
-        autoapprove_rule_done(&ls_l);
-        autoapprove_rule_done(&ls);
-        autoapprove_rule_done(&uname);
+        assert_false(match(&uname, "uname -a -r"));
+
+        /* A prefix: added words are plain options or files in the workspace. */
+        assert_true(match(&ls, "ls"));
+        assert_true(match(&ls, "ls -la src"));
+        assert_true(match(&ls, "ls --all src/main.c readme"));
+        assert_false(match(&ls, "ls -R /"));
+        assert_false(match(&ls, "ls -la /root/.ssh"));
+        assert_false(match(&ls, "ls ../"));
+        assert_false(match(&ls, "ls src/../.."));
+        assert_false(match(&ls, "ls up/passwd")); /* a symlink that leaves */
+        assert_false(match(&ls, "ls missing-file"));
+        assert_false(match(&ls, "ls --file=/etc/shadow"));
+        assert_true(match(&catp, "cat README.md src/main.c"));
+        assert_false(match(&catp, "cat README.md /etc/shadow"));
+        assert_false(match(&catp, "cat shadow"));
+
+        /* The entry's own relative words are resolved too; its absolute
+         * ones are the person's choice. */
+        assert_true(match(&cat, "cat README.md"));
+        assert_false(match(&cat, "cat README.md /etc/shadow"));
+        assert_true(match(&host, "cat /etc/hostname"));
+        AutoApproveRule catshadow = rule("cat shadow");
+        assert_false(match(&catshadow, "cat shadow"));
+
+        AutoApproveRule *all[] = { &ls_l, &ls, &uname, &cat, &catp, &host, &catshadow };
+        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+                autoapprove_rule_done(all[i]);
+}
+
+static void test_prefix_syntax(void **state) {
+        (void) state;
+        AutoApproveRule r;
+        char *why = NULL;
+        assert_int_equal(autoapprove_rule_parse("...", AUTOAPPROVE_SEARCH_PATH, &r, &why), -EINVAL);
+        assert_string_equal(why, "has no program");
+        free(why);
+        assert_int_equal(autoapprove_rule_parse("ls ... -l", AUTOAPPROVE_SEARCH_PATH, &r, &why), -EINVAL);
+        assert_string_equal(why, "has '...' before its last word; only the last word may be '...' (a prefix entry)");
+        free(why);
+        assert_true(autoapprove_reads_files("/usr/bin/cat"));
+        assert_false(autoapprove_reads_files("/usr/bin/uname"));
 }
 
 static void test_refused(void **state) {
@@ -190,8 +280,12 @@ static void test_prompt_text(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_metachar), cmocka_unit_test(test_split_basics), cmocka_unit_test(test_match),
-                cmocka_unit_test(test_refused),  cmocka_unit_test(test_prompt_text),
+                cmocka_unit_test(test_metachar),
+                cmocka_unit_test(test_split_basics),
+                cmocka_unit_test_setup_teardown(test_match, setup_ws, teardown_ws),
+                cmocka_unit_test(test_prefix_syntax),
+                cmocka_unit_test(test_refused),
+                cmocka_unit_test(test_prompt_text),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
