@@ -78,6 +78,7 @@ struct EscConn {
         bool peer_gone; /* the sandbox side hung up */
         const char *decided_by; /* "auto", "user" or "edited" */
         uint64_t kill_deadline; /* cancelled: SIGKILL then */
+        uint64_t run_deadline; /* the time limit: SIGTERM then */
         pid_t pid;
         bool exited;
         int wstatus;
@@ -373,6 +374,7 @@ static void sha256_hex(const unsigned char *p, size_t n, char out[65]) {
 }
 
 static void conn_io(EscConn *c);
+static void conn_end(EscConn *c, const char *why);
 static void conn_enqueue(EscConn *c, const EscalateRequest *req);
 static void conn_run(EscConn *c, char **argv, const char *decided_by);
 static void prompt_over(Escalation *e, const char *session_id, const char *request_id);
@@ -512,8 +514,12 @@ static int spawn(EscConn *c, char **argv) {
         c->out = (Pipe){ c, out[0], 1 };
         c->err = (Pipe){ c, err[0], 2 };
         c->phase = PHASE_RUN;
-        /* Nothing more is read from the sandbox while the command runs. */
-        struct epoll_event ev = { .events = 0, .data.ptr = c };
+        c->run_deadline = now_usec() + (e->spec->escalation_time_limit ? e->spec->escalation_time_limit
+                                                                       : CONFIG_TIME_LIMIT_DEFAULT) *
+                                               UINT64_C(1000000);
+        /* Nothing more is read from the sandbox while the command runs, but
+         * its hang-up is watched: the command ends with it. */
+        struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = c };
         (void) epoll_ctl(e->epfd, EPOLL_CTL_MOD, c->fd, &ev);
         if ((r = add_pipe(c, &c->out)) < 0 || (r = add_pipe(c, &c->err)) < 0)
                 return r;
@@ -754,6 +760,17 @@ int escalation_answer(Escalation *e, const char *session_id, const char *request
         return 0;
 }
 
+/* End a running command: SIGTERM to its process group now, SIGKILL when
+ * the grace is over (the timer); why goes on the record. */
+static void conn_end(EscConn *c, const char *why) {
+        if (c->phase != PHASE_RUN || c->exited || c->pid <= 0 || c->kill_deadline)
+                return;
+        log_info("escalation %s: ended (%s)", c->request_id, why);
+        audit_set(c, "ended_by", json_string(why));
+        (void) kill(-c->pid, SIGTERM);
+        c->kill_deadline = now_usec() + CANCEL_GRACE_USEC;
+}
+
 int escalation_cancel(Escalation *e, const char *session_id, const char *request_id) {
         EscConn *c = find_shown(e, session_id, request_id);
         if (!c || c->phase != PHASE_RUN || c->exited || c->pid <= 0)
@@ -851,10 +868,12 @@ static void conn_io(EscConn *c) {
                 return;
         }
         if (c->phase == PHASE_RUN) {
-                /* Hung up while its command runs: the command finishes
-                 * (on the record), nobody gets its output. */
+                /* Hung up while its command runs: nobody waits for it any
+                 * more, so it ends (SIGTERM, SIGKILL 2 s later), on the
+                 * record; no host process outlives its requester. */
                 (void) epoll_ctl(c->e->epfd, EPOLL_CTL_DEL, c->fd, NULL);
                 c->peer_gone = true;
+                conn_end(c, "requester_hung_up");
                 return;
         }
         if (c->phase == PHASE_HANDSHAKE) {
@@ -1020,7 +1039,8 @@ void escalation_dispatch(Escalation *e) {
                                            !c->exited) {
                                         (void) kill(-c->pid, SIGKILL);
                                         c->kill_deadline = UINT64_MAX;
-                                }
+                                } else if (c->phase == PHASE_RUN && !c->kill_deadline && now > c->run_deadline)
+                                        conn_end(c, "time_limit");
                         }
                 } else {
                         /* A connection or one of its pipes: find which. */

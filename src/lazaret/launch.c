@@ -123,8 +123,9 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                                        "escalation_socket_dir", s->escalation_socket_dir, "auto_approve",
                                        strv_json(s->auto_approve), "escalation_output_max",
                                        (json_int_t) s->escalation_output_max, "escalate", s->escalate)) < 0 ||
-                  json_object_update_new(j, json_pack("{s:o*, s:o*}", "protect", strv_json(s->protect), "mask",
-                                                      strv_json(s->mask))) < 0)) {
+                  json_object_update_new(j, json_pack("{s:o*, s:o*, s:I}", "protect", strv_json(s->protect), "mask",
+                                                      strv_json(s->mask), "escalation_time_limit",
+                                                      (json_int_t) s->escalation_time_limit)) < 0)) {
                 json_decref(j);
                 return NULL;
         }
@@ -264,6 +265,7 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_strv(j, "mask", &s.mask);
         s.escalation_enabled = json_is_true(json_object_get(j, "escalation_enabled"));
         s.escalation_output_max = (uint64_t) json_integer_value(json_object_get(j, "escalation_output_max"));
+        s.escalation_time_limit = (uint64_t) json_integer_value(json_object_get(j, "escalation_time_limit"));
         if (r < 0) {
                 launch_spec_done(&s);
                 return r;
@@ -703,6 +705,7 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
         /* Host escalation. */
         s.escalation_enabled = cfg->escalation_enabled;
         s.escalation_output_max = cfg->escalation_output_max;
+        s.escalation_time_limit = cfg->escalation_time_limit;
         s.auto_approve = calloc(cfg->n_auto_approve + 1, sizeof(char *));
         if (!s.auto_approve)
                 return -ENOMEM;

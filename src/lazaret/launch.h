@@ -69,6 +69,7 @@ typedef struct LaunchSpec {
         char *escalation_socket_dir;
         char **auto_approve; /* entries as written, NULL-terminated */
         uint64_t escalation_output_max; /* bytes kept per stream */
+        uint64_t escalation_time_limit; /* seconds an approved command may run */
         char *escalate; /* lazaret-escalate on the host */
         uint64_t nofile; /* hard limits passed as --ulimit */
         uint64_t nproc;

@@ -289,6 +289,13 @@ bool autoapprove_match(const AutoApproveRule *rule, char *const *req, size_t req
                 }
                 if (configured && w[0] == '/')
                         continue;
+                /* The entry's own word ("9876" in "sleep 9876") is a file
+                 * only when something of that name exists; then it must be
+                 * reached beneath the workspace. */
+                struct stat st;
+                if (configured && workspace_fd >= 0 && fstatat(workspace_fd, w, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+                    (errno == ENOENT || errno == ENOTDIR))
+                        continue;
                 if (!beneath(workspace_fd, w))
                         return false;
         }

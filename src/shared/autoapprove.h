@@ -9,10 +9,11 @@
  * "uname -a" and nothing else). An entry that ends in the word "..." is a
  * prefix: the request may add words after the entry's, but each added word
  * is a plain option ("-l", "--all", no '=') or names an existing file
- * beneath the workspace. Every relative word that is no option, the
- * entry's own included, must resolve beneath the workspace with no symlink
- * leaving it (openat2 RESOLVE_BENEATH), so a symlink README.md ->
- * /etc/shadow never makes "cat README.md" read it. Programs that run other
+ * beneath the workspace. The entry's own relative words that name
+ * something existing must resolve beneath the workspace too, with no
+ * symlink leaving it (openat2 RESOLVE_BENEATH), so a symlink README.md ->
+ * /etc/shadow never makes "cat README.md" read it; a word that names
+ * nothing ("9876" in "sleep 9876") is no file. Programs that run other
  * programs or code (git, shells, interpreters, env, xargs, find, make, npm,
  * ...) are refused as entries. */
 

@@ -39,6 +39,7 @@ const ConfigKeyRule config_key_rules[] = {
           .why = "host commands that run without asking: keeping fewer of the trusted entries narrows" },
         { "escalation.output_limit", CONFIG_KEY_AUTHORITY,
           .why = "how much of a host command's output reaches the sandbox" },
+        { "escalation.time_limit", CONFIG_KEY_AUTHORITY, .why = "how long a host command may run" },
 
         { "profiles", CONFIG_KEY_TABLE, .why = "a table" },
         { "profiles.*", CONFIG_KEY_TABLE, .why = "a table: a new profile is judged key by key" },

@@ -1081,6 +1081,18 @@ static int validate_escalation(Validator *v, const ConfigNode *t, const char *to
                 (void) host_path(v, n->src->path, n->value->pos, "escalation.socket_dir", n->value->str.s, &ctx,
                                  &v->c->socket_dir);
         }
+        v->c->escalation_time_limit = CONFIG_TIME_LIMIT_DEFAULT;
+        n = config_node_get(t, "time_limit");
+        if (n && want_type(v, n, "escalation.time_limit", TOML_INTEGER)) {
+                int64_t x = n->value->integer;
+                if (x < 1 || x > (int64_t) CONFIG_TIME_LIMIT_MAX)
+                        NODE_ERR(v, n,
+                                 "escalation.time_limit: %lld seconds is out of range; give 1 to %u (how long an "
+                                 "approved host command may run before it is ended)",
+                                 (long long) x, (unsigned) CONFIG_TIME_LIMIT_MAX);
+                else
+                        v->c->escalation_time_limit = (uint64_t) x;
+        }
         v->c->escalation_output_max = CONFIG_OUTPUT_LIMIT_DEFAULT;
         n = config_node_get(t, "output_limit");
         if (n && want_type(v, n, "escalation.output_limit", TOML_INTEGER)) {

@@ -37,6 +37,8 @@
 
 #define CONFIG_OUTPUT_LIMIT_DEFAULT (1024u * 1024u)
 #define CONFIG_OUTPUT_LIMIT_MAX     (2u * 1024u * 1024u)
+#define CONFIG_TIME_LIMIT_DEFAULT   300u /* seconds a host command may run */
+#define CONFIG_TIME_LIMIT_MAX       86400u
 #include "netpolicy.h"
 #include "toml.h"
 
@@ -208,6 +210,7 @@ typedef struct Config {
         AutoApproveRule *auto_rules; /* parsed: programs resolved in AUTOAPPROVE_SEARCH_PATH */
         size_t n_auto_rules;
         uint64_t escalation_output_max; /* escalation.output_limit, bytes per stream */
+        uint64_t escalation_time_limit; /* escalation.time_limit, seconds */
         ConfigProfile *profiles;
         size_t n_profiles;
         /* [workspace] protect and mask: path patterns (path-pattern.h)

@@ -60,7 +60,7 @@ CASES = [
      ["unknown key 'default_allows' in [network] (known: default_allow, default_deny, ipv6, resolvers, "
       "probe_targets, probe_dns_name)"]),
     ("unknown-escalation-key", base(escalation=ESCALATION + '«autoapprove = []\n'),
-     ["unknown key 'autoapprove' in [escalation] (known: enabled, socket_dir, auto_approve, output_limit)"]),
+     ["unknown key 'autoapprove' in [escalation] (known: enabled, socket_dir, auto_approve, output_limit, time_limit)"]),
     ("unknown-profile-key", base(extra='«images = "x"\n'),
      ["unknown key 'images' in [profiles.shell] (known: image, command, runsc_network, workspace_mode, persistent_dirs, allow_egress, env, volumes)"]),
     ("unknown-volume-key",
@@ -106,6 +106,9 @@ CASES = [
      ["network.default_allow must be an array, not a string"]),
     ("allow-entry-integer", base(network='[network]\ndefault_allow = ["0.0.0.0/0", «4]\ndefault_deny = []\n'),
      ["network.default_allow[1] must be a string, not an integer"]),
+    ("time-limit-zero", base(escalation=ESCALATION + 'time_limit = «0\n'),
+     ["escalation.time_limit: 0 seconds is out of range; give 1 to 86400 (how long an approved host command may "
+      "run before it is ended)"]),
     ("auto-approve-entry-empty", base(escalation=ESCALATION + 'auto_approve = ["ls", «""]\n'),
      ["escalation.auto_approve[1] must be a non-empty string without NUL characters"]),
     # Programs that run other programs are never auto-approved, however named.

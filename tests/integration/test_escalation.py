@@ -20,7 +20,8 @@ from conftest import build_tool
 from test_run import Domain, wait_sessions
 from test_run import busybox_image  # noqa: F401  (fixture)
 
-AUTO = '["uname -a", "ls -l ...", "false", "pwd", "printenv", "cat /etc/hostname", "cat README.md"]'
+AUTO = ('["uname -a", "ls -l ...", "false", "pwd", "printenv", "cat /etc/hostname", "cat README.md", '
+        '"cat /dev/zero", "sleep 9876"]')
 
 
 def esc_domain(lz, image):
@@ -428,3 +429,46 @@ def test_socket_dir_not_private_is_refused(lz, busybox_image):
     [domain] = d.domain_dirs()
     h = os.path.basename(domain)
     assert not os.path.exists(f"/tmp/lazaret-{lz.user.pw_uid}/escalate-{h}")
+
+
+def host_sleepers(lz):
+    """The test user's host processes running the approved "sleep 9876"."""
+    r = subprocess.run(["pgrep", "-u", lz.user.pw_name, "-f", "^/usr/bin/sleep 9876$"], capture_output=True,
+                       text=True)
+    return r.stdout.split()
+
+
+def test_commands_end_at_the_time_limit_and_with_their_requester(lz, busybox_image):
+    d = esc_domain(lz, busybox_image)
+    text = open(d.cfg).read().replace("enabled = true\n", "enabled = true\ntime_limit = 2\n", 1)
+    lz.write("cfg.toml", text)
+    # An endless command ends at the limit: SIGTERM (exit 143).
+    t = time.time()
+    r = d.run("run", "--", "/run/lazaret/escalate", "cat", "/dev/zero", timeout=120)
+    assert r.returncode == 143, r.stderr
+    assert 1.5 < time.time() - t < 30
+    # Eight requesters killed after a second: their host commands end too.
+    script = ("p=''; for i in 1 2 3 4 5 6 7 8; do /run/lazaret/escalate sleep 9876 & p=\"$p $!\"; done; "
+              "sleep 2; kill $p; sleep 1; echo done")
+    text = open(d.cfg).read().replace("time_limit = 2\n", "time_limit = 600\n", 1)
+    lz.write("cfg.toml", text)
+    # Another session keeps the sandbox (and its coordinator) up, so only
+    # the hang-ups can end the commands.
+    holder = d.popen("run", "--", "/bin/sleep", "120")
+    try:
+        wait_sessions(d, 1)
+        r = d.run("run", "--", "/bin/sh", "-c", script, timeout=120)
+        assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+        deadline = time.time() + 10
+        while host_sleepers(lz) and time.time() < deadline:
+            time.sleep(0.2)
+        assert host_sleepers(lz) == []
+        assert d.status()["running"]
+    finally:
+        d.run("stop")
+        holder.wait(timeout=30)
+    records = json.loads(d.run("audit", "--json").stdout)["records"]
+    assert records[0]["ended_by"] == "time_limit"
+    ended = [x.get("ended_by") for x in records if x["command"] == "sleep 9876"]
+    assert len(ended) == 8 and set(ended) == {"requester_hung_up"}, records
+    d.assert_clean()

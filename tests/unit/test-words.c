@@ -174,10 +174,13 @@ static void test_match(void **state) {
         assert_true(match(&cat, "cat README.md"));
         assert_false(match(&cat, "cat README.md /etc/shadow"));
         assert_true(match(&host, "cat /etc/hostname"));
-        AutoApproveRule catshadow = rule("cat shadow");
+        AutoApproveRule catshadow = rule("cat shadow"), sleep = rule("sleep 9876"), catup = rule("cat up/passwd");
         assert_false(match(&catshadow, "cat shadow"));
+        assert_false(match(&catup, "cat up/passwd")); /* through a symlink that leaves */
+        /* A word of the entry that names nothing is no file. */
+        assert_true(match(&sleep, "sleep 9876"));
 
-        AutoApproveRule *all[] = { &ls_l, &ls, &uname, &cat, &catp, &host, &catshadow };
+        AutoApproveRule *all[] = { &ls_l, &ls, &uname, &cat, &catp, &host, &catshadow, &sleep, &catup };
         for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
                 autoapprove_rule_done(all[i]);
 }
