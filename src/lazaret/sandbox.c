@@ -237,7 +237,10 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
         if (certs_dir && socket_dir && s->escalate) {
                 argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/escalate,ro=true", s->escalate);
                 argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/certs,ro=true", certs_dir);
-                argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/sock", socket_dir);
+                /* Read-only: a socket in it can still be connected to, but
+                 * the sandbox can neither remove nor replace it (issue
+                 * 14: a directory in its place failed every later run). */
+                argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/sock,ro=true", socket_dir);
         }
         /* The State Anchor: each persistent directory is its overlay's
          * merged view. Podman mounts the deeper paths later, so its own

@@ -472,3 +472,16 @@ def test_commands_end_at_the_time_limit_and_with_their_requester(lz, busybox_ima
     ended = [x.get("ended_by") for x in records if x["command"] == "sleep 9876"]
     assert len(ended) == 8 and set(ended) == {"requester_hung_up"}, records
     d.assert_clean()
+
+
+def test_the_socket_cannot_be_replaced_from_inside(edom, lz):
+    """The agent can neither remove the escalation socket nor put a
+    directory in its place (which failed every later run of the Domain)."""
+    script = ("cd /run/lazaret/sock; (rm -f escalate.sock) 2>/dev/null; (mkdir escalate.sock) 2>/dev/null; "
+              "(mkdir x) 2>/dev/null && echo WROTE; test -S escalate.sock && echo SOCKET; "
+              "/run/lazaret/escalate uname -a >/dev/null && echo ASKED")
+    r = edom.run("run", "--", "/bin/sh", "-c", script)
+    assert (r.returncode, r.stdout) == (0, "SOCKET\nASKED\n"), r.stderr
+    # And the next run of the Domain still escalates.
+    r = escalate(edom, "uname", "-a")
+    assert r.returncode == 0, r.stderr
