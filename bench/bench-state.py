@@ -12,27 +12,14 @@ extraction is removed again, untimed. Prints medians and the ratio.
 
   sudo bench/bench-state.py [--user lazaret-test] [--rounds 7] [--build build]
 """
-import io
 import os
-import random
 import statistics
 import sys
-import tarfile
 
-from benchlib import Stage, parse_args
+from benchlib import Stage, make_tree, parse_args
 
 IMAGE = "localhost/lazaret/debian:bookworm"
 DIRS, FILES, SIZE = 50, 2500, 20 * 1024
-
-
-def make_tree(path):
-    rng = random.Random(20261130)
-    with tarfile.open(path, "w") as tf:
-        for i in range(FILES):
-            data = rng.randbytes(SIZE)
-            info = tarfile.TarInfo(f"d{i % DIRS}/f{i}")
-            info.size, info.mode = len(data), 0o644
-            tf.addfile(info, io.BytesIO(data))
 
 
 def main():
@@ -40,7 +27,7 @@ def main():
     st = Stage("bench-state", args.user, args.build)
     try:
         tree = os.path.join(st.work, "tree.tar")
-        make_tree(tree)
+        make_tree(tree, 20261130, DIRS, FILES, SIZE)
         os.chmod(tree, 0o644)
         mb = os.path.getsize(tree) / 1e6
         cfg = st.config(IMAGE, extra='persistent_dirs = ["/usr"]\n')

@@ -3,15 +3,30 @@
 a workspace and a data root owned by the test user, a configuration, and
 running commands as that user."""
 import argparse
+import io
 import os
 import pwd
 import shutil
 import subprocess
+import random
 import sys
+import tarfile
 import tempfile
 
 PATH = "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 BINARIES = ("lazaret", "lazaret-init", "lazaret-gitrouter", "lazaret-netd", "lazaret-escalate")
+
+
+def make_tree(path, seed, dirs=50, files=2500, size=20 * 1024):
+    """A tar of files random bytes each (the same for the same seed) in
+    dirs directories: what the file-system benchmarks extract."""
+    rng = random.Random(seed)
+    with tarfile.open(path, "w") as tf:
+        for i in range(files):
+            data = rng.randbytes(size)
+            info = tarfile.TarInfo(f"d{i % dirs}/f{i}")
+            info.size, info.mode = len(data), 0o644
+            tf.addfile(info, io.BytesIO(data))
 
 
 def parse_args(rounds, extra=None):

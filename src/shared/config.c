@@ -1063,6 +1063,21 @@ int config_profile_netpolicy_canonical(const ConfigProfile *p, char **ret, size_
         return netpolicy_format(&p->net, ret, ret_len);
 }
 
+/* An optional integer key within [min, max]: its value, or def when it is
+ * absent or wrong (then with an error naming the range and what it is). */
+static uint64_t bounded_int(Validator *v, const ConfigNode *n, const char *name, const char *unit, uint64_t min,
+                            uint64_t max, uint64_t def, const char *what) {
+        if (!n || !want_type(v, n, name, TOML_INTEGER))
+                return def;
+        int64_t x = n->value->integer;
+        if (x < (int64_t) min || x > (int64_t) max) {
+                NODE_ERR(v, n, "%s: %lld %s is out of range; give %llu to %llu (%s)", name, (long long) x, unit,
+                         (unsigned long long) min, (unsigned long long) max, what);
+                return def;
+        }
+        return (uint64_t) x;
+}
+
 static int validate_escalation(Validator *v, const ConfigNode *t, const char *top_file) {
         static const TomlPos top = { 1, 1 };
         if (!t) {
@@ -1081,30 +1096,13 @@ static int validate_escalation(Validator *v, const ConfigNode *t, const char *to
                 (void) host_path(v, n->src->path, n->value->pos, "escalation.socket_dir", n->value->str.s, &ctx,
                                  &v->c->socket_dir);
         }
-        v->c->escalation_time_limit = CONFIG_TIME_LIMIT_DEFAULT;
-        n = config_node_get(t, "time_limit");
-        if (n && want_type(v, n, "escalation.time_limit", TOML_INTEGER)) {
-                int64_t x = n->value->integer;
-                if (x < 1 || x > (int64_t) CONFIG_TIME_LIMIT_MAX)
-                        NODE_ERR(v, n,
-                                 "escalation.time_limit: %lld seconds is out of range; give 1 to %u (how long an "
-                                 "approved host command may run before it is ended)",
-                                 (long long) x, (unsigned) CONFIG_TIME_LIMIT_MAX);
-                else
-                        v->c->escalation_time_limit = (uint64_t) x;
-        }
-        v->c->escalation_output_max = CONFIG_OUTPUT_LIMIT_DEFAULT;
-        n = config_node_get(t, "output_limit");
-        if (n && want_type(v, n, "escalation.output_limit", TOML_INTEGER)) {
-                int64_t x = n->value->integer;
-                if (x < 1024 || x > (int64_t) CONFIG_OUTPUT_LIMIT_MAX)
-                        NODE_ERR(v, n,
-                                 "escalation.output_limit: %lld bytes is out of range; give 1024 to %u (bytes of "
-                                 "a host command's stdout, and again of its stderr, that reach the sandbox)",
-                                 (long long) x, (unsigned) CONFIG_OUTPUT_LIMIT_MAX);
-                else
-                        v->c->escalation_output_max = (uint64_t) x;
-        }
+        v->c->escalation_time_limit = bounded_int(v, config_node_get(t, "time_limit"), "escalation.time_limit",
+                                                  "seconds", 1, CONFIG_TIME_LIMIT_MAX, CONFIG_TIME_LIMIT_DEFAULT,
+                                                  "how long an approved host command may run before it is ended");
+        v->c->escalation_output_max = bounded_int(v, config_node_get(t, "output_limit"), "escalation.output_limit",
+                                                  "bytes", 1024, CONFIG_OUTPUT_LIMIT_MAX, CONFIG_OUTPUT_LIMIT_DEFAULT,
+                                                  "bytes of a host command's stdout, and again of its stderr, that "
+                                                  "reach the sandbox");
         n = config_node_get(t, "auto_approve");
         if (n) {
                 bool ok = true;

@@ -162,6 +162,9 @@ static int mkdir_parents_private(const char *path) {
 int wstrust_set(const char *store, const char *path, const char *sha256, int64_t when) {
         if (!path_recordable(path) || (sha256 && !sha_hex_valid(sha256, strlen(sha256))))
                 return -EINVAL;
+        /* Removing from a store that does not exist: nothing to make. */
+        if (!sha256 && access(store, F_OK) < 0 && errno == ENOENT)
+                return -ENOENT;
         int r = mkdir_parents_private(store);
         if (r < 0)
                 return r;

@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from conftest import Rootful
 from test_run import Domain, pause_mounts, podman, wait_sessions
 from test_run import busybox_image, debian_image  # noqa: F401  (fixtures)
 
@@ -397,30 +398,8 @@ def test_debian_package_persists(lz, debian_image):
 def test_rootful(lazaret_bin, tmp_path):
     """Lazaret run by root: rootful Podman's image mount and fuse-overlayfs in
     the host's namespace; the same persistence, nothing left mounted."""
-    data, work = tmp_path / "data", tmp_path / "work"
-    work.mkdir()
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f"""[storage]
-data_root = "{data}"
-[network]
-default_allow = []
-default_deny = []
-[escalation]
-enabled = false
-socket_dir = "{tmp_path}/sock"
-[profiles.root]
-image = "localhost/lazaret/busybox:latest"
-runsc_network = "host"
-{PERSIST}""")
-    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
-
-    def lz(*args):
-        return subprocess.run([lazaret_bin, "--config", str(cfg)] + list(args), capture_output=True, text=True,
-                              env=env, cwd=work, timeout=300)
-
-    r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True, env=env,
-                       cwd=work, timeout=300)
-    assert r.returncode == 0, r.stderr
+    rf = Rootful(lazaret_bin, tmp_path, profile=PERSIST)
+    data, env, lz = rf.data, rf.env, rf.run
     r = lz("run", "--", "/bin/sh", "-c", "echo rootful > /usr/kept; rm /usr/bin/env")
     assert r.returncode == 0, r.stderr
     r = lz("run", "--", "/bin/sh", "-c", "cat /usr/kept; test -e /usr/bin/env || echo env-gone")

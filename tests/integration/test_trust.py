@@ -205,6 +205,14 @@ def test_trust_then_one_byte_changed(lz):
     assert lz.run("trust", "--revoke").returncode == 1
 
 
+def test_revoke_without_a_record_makes_nothing(lz):
+    write_trusted(lz)
+    r = lz.run("trust", "--revoke")
+    assert (r.returncode, r.stderr) == (1, f"lazaret: error: {lz.work}/lazaret.toml is not trusted: nothing to "
+                                           "revoke\n")
+    assert not os.path.exists(os.path.join(lz.home, ".local"))
+
+
 def test_trust_does_not_follow_a_copy(lz):
     write_trusted(lz)
     lz.write("work/lazaret.toml", WIDE)
