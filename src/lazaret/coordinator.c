@@ -37,6 +37,7 @@
 #include "runtime-dir.h"
 #include "netpolicy-digest.h"
 #include "netpolicy.h"
+#include "host-addr.h"
 #include "sandbox.h"
 #include "sidecar.h"
 #include "store.h"
@@ -158,7 +159,9 @@ struct Coordinator {
         Watch w_esc;
         Sidecar sidecar; /* name NULL: no sidecar (loopback only) */
         uint64_t p_network;
-        NetPolicy net;
+        NetPolicy net; /* in force: the declared policy and the host's addresses denied */
+        char *declared_netpolicy; /* canonical, as the configuration says it (the last Hello's) */
+        HostAddrs host; /* the host's addresses last read, and what the declared policy made of them */
         int sidecar_fd; /* pidfd of the sidecar's conmon */
         char readiness_fingerprint[65]; /* of the evidence last recorded, or "" */
         Watch w_sidecar;
@@ -916,10 +919,18 @@ static json_t *status_json(Coordinator *co) {
                                 sessions, json_pack("{s:s, s:b, s:i, s:I, s:s}", "session_id", s->id, "interactive",
                                                     s->interactive, "exec_pid", (int) s->pid, "age_seconds",
                                                     (json_int_t) ((now - s->started_usec) / 1000000), "cwd", s->cwd));
-        json_t *network =
-                json_pack("{s:s?, s:s, s:s, s:s?}", "sidecar", co->sidecar.name, "policy_digest",
-                          co->spec.netpolicy_digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only",
-                          "readiness_fingerprint", co->readiness_fingerprint[0] ? co->readiness_fingerprint : NULL);
+        /* The implicit rules: every address of the host, as last read. */
+        json_t *host = json_array();
+        for (size_t i = 0; host && i < co->host.n; i++) {
+                char a[64];
+                netaddr_format(&co->host.addrs[i], a, sizeof(a));
+                json_array_append_new(host, json_pack("{s:s, s:s}", "address", a, "effect",
+                                                      host_addr_effect_to_string(co->host.effects[i])));
+        }
+        json_t *network = json_pack(
+                "{s:s?, s:s, s:s, s:s?, s:o*}", "sidecar", co->sidecar.name, "policy_digest", co->spec.netpolicy_digest,
+                "mode", co->sidecar.name ? "sidecar" : "loopback-only", "readiness_fingerprint",
+                co->readiness_fingerprint[0] ? co->readiness_fingerprint : NULL, "host_addresses", host);
         /* Direct mode: what the workspace router protects and masks. */
         json_t *guard = co->spec.branch ? json_pack("{s:s}", "mode", "branch")
                                         : json_pack("{s:s, s:o*, s:o*}", "mode", "direct", "protect_patterns",
@@ -954,12 +965,71 @@ static void begin_stop(Coordinator *co, const char *reason) {
 
 static int prove_network(Coordinator *co, char **ret_error);
 
+/* The Derived Network Policy in force: the declared one, plus a deny rule
+ * for every address of the host itself that it would permit, read now
+ * (issue 14). *ret_why names what failed. */
+static int effective_policy(const char *declared, NetPolicy *ret_net, char **ret_canon, HostAddrs *ret_host,
+                            const char **ret_why) {
+        NetPolicy np;
+        int r = netpolicy_parse(declared, strlen(declared), &np, ret_why);
+        if (r < 0)
+                return r;
+        _cleanup_(host_addrs_done) HostAddrs h = {};
+        r = host_addresses_deny(&np, &h, NULL);
+        if (r < 0) {
+                *ret_why = r == -E2BIG ? "the host's addresses take the policy past its rule limit"
+                                       : "cannot read the host's addresses";
+                netpolicy_done(&np);
+                return r;
+        }
+        r = netpolicy_format(&np, ret_canon, NULL);
+        if (r < 0) {
+                *ret_why = "out of memory";
+                netpolicy_done(&np);
+                return r;
+        }
+        *ret_net = np;
+        *ret_host = h;
+        h = (HostAddrs){};
+        return 0;
+}
+
+/* An address of the host that the running policy permits: the first, or
+ * NULL. */
+static const NetAddr *host_permitted(const NetPolicy *running, const HostAddrs *h) {
+        for (size_t i = 0; i < h->n; i++)
+                if (h->effects[i] == HOST_ADDR_IMPLICIT_DENY && netpolicy_verdict(running, &h->addrs[i]) == NET_ALLOW)
+                        return &h->addrs[i];
+        return NULL;
+}
+
+/* co->net, the spec's canonical policy and its digest become np and canon
+ * (both taken). */
+static int set_policy(Coordinator *co, NetPolicy *np, char *canon) {
+        char digest[65];
+        sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, canon, strlen(canon), digest);
+        char *d = strdup(digest);
+        if (!d) {
+                free(canon);
+                netpolicy_done(np);
+                return -ENOMEM;
+        }
+        free(co->spec.netpolicy);
+        free(co->spec.netpolicy_digest);
+        co->spec.netpolicy = canon;
+        co->spec.netpolicy_digest = d;
+        netpolicy_done(&co->net);
+        co->net = *np;
+        *np = (NetPolicy){};
+        return launch_spec_fingerprint(&co->spec);
+}
+
 /* A CLI joined with a different network policy. With the kernel's stack
  * (runsc_network = "host") routes apply live: netd replaces them, attests,
  * and the probes run again before the CLI gets its session. Anything else
  * is refused with the reason; a failure half-way stops the sandbox rather
  * than leave it between two policies. */
-static bool update_network(Coordinator *co, Conn *c, const char *canonical) {
+static bool update_network(Coordinator *co, Conn *c, const char *canonical, const char *cause) {
         NetPolicy np;
         const char *why;
         _cleanup_free_ char *err = NULL;
@@ -1001,9 +1071,9 @@ static bool update_network(Coordinator *co, Conn *c, const char *canonical) {
         if (refuse) {
                 _cleanup_free_ char *msg = NULL;
                 if (asprintf(&msg,
-                             "the network policy changed, and the running sandbox cannot take it over: %s; run "
-                             "'lazaret stop' and start again to apply it",
-                             refuse) < 0)
+                             "the network policy changed%s%s%s, and the running sandbox cannot take it over: %s; "
+                             "run 'lazaret stop' and start again to apply it",
+                             cause ? " (" : "", cause ?: "", cause ? ")" : "", refuse) < 0)
                         msg = NULL;
                 conn_send_error(c, msg ?: "the network policy changed");
                 netpolicy_done(&np);
@@ -1045,6 +1115,58 @@ static bool update_network(Coordinator *co, Conn *c, const char *canonical) {
         return true;
 }
 
+/* Every CLI that joins to open a session sends its declared policy: with
+ * the host's addresses read again, the same policy in force, or the same
+ * declaration and no new host address it permits, means nothing to do.
+ * Otherwise the running sandbox takes it over or the CLI is told why not.
+ * A Hello without a policy (status, stop) changes nothing. */
+static bool hello_network(Coordinator *co, Conn *c, const char *declared) {
+        if (!declared || !co->declared_netpolicy)
+                return true;
+        _cleanup_(netpolicy_done) NetPolicy np = {};
+        _cleanup_free_ char *canon = NULL, *decl = strdup(declared);
+        _cleanup_(host_addrs_done) HostAddrs h = {};
+        const char *why = NULL;
+        if (!decl) {
+                conn_send_error(c, "out of memory");
+                return false;
+        }
+        int r = effective_policy(decl, &np, &canon, &h, &why);
+        if (r == -EINVAL) {
+                conn_send_error(c, "the network policy sent is not canonical");
+                return false;
+        }
+        if (r < 0) {
+                _cleanup_free_ char *msg = NULL;
+                if (asprintf(&msg, "cannot check the network policy: %s (%s)", why, strerror(-r)) < 0)
+                        msg = NULL;
+                conn_send_error(c, msg ?: "cannot check the network policy");
+                return false;
+        }
+        bool same_declaration = streq(decl, co->declared_netpolicy);
+        const NetAddr *fresh = same_declaration ? host_permitted(&co->net, &h) : NULL;
+        if (streq(canon, co->spec.netpolicy) || (same_declaration && !fresh)) {
+                host_addrs_done(&co->host);
+                co->host = h;
+                h = (HostAddrs){};
+                return true;
+        }
+        char cause[128] = "";
+        if (fresh) {
+                char a[64];
+                netaddr_format(fresh, a, sizeof(a));
+                snprintf(cause, sizeof(cause), "the host has a new address, %s, which it must deny", a);
+        }
+        if (!update_network(co, c, canon, fresh ? cause : NULL))
+                return false;
+        free(co->declared_netpolicy);
+        co->declared_netpolicy = TAKE_PTR(decl);
+        host_addrs_done(&co->host);
+        co->host = h;
+        h = (HostAddrs){};
+        return true;
+}
+
 static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, size_t len) {
         CtlMessage m = {};
         const char *why = NULL;
@@ -1057,7 +1179,7 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
         case CTL_HELLO:
                 if (c->state != CONN_NEW)
                         ok = false;
-                else if (m.netpolicy && !streq(m.netpolicy, co->spec.netpolicy) && !update_network(co, c, m.netpolicy))
+                else if (!hello_network(co, c, m.netpolicy))
                         break; /* refused; the peer got an Error */
                 else {
                         c->state = CONN_READY;
@@ -1921,13 +2043,28 @@ static int start_anchor(Coordinator *co, char **ret_error) {
 /* The Network Sidecar is a Participant: Intent before the container
  * exists, Prepared once netd attested the routes, Committed with the Network
  * Readiness Evidence once the probes agree (decision 7, FR-3). */
+static void stop_network(Coordinator *co);
+
 static int start_network(Coordinator *co, char **ret_error) {
-        const char *why;
-        int r = netpolicy_parse(co->spec.netpolicy, strlen(co->spec.netpolicy), &co->net, &why);
+        _cleanup_(netpolicy_done) NetPolicy np = {};
+        _cleanup_free_ char *canon = NULL;
+        const char *why = NULL;
+        co->declared_netpolicy = strdup(co->spec.netpolicy);
+        if (!co->declared_netpolicy)
+                return -ENOMEM;
+        int r = effective_policy(co->declared_netpolicy, &np, &canon, &co->host, &why);
+        if (r >= 0)
+                r = set_policy(co, &np, TAKE_PTR(canon));
         if (r < 0) {
-                *ret_error = strdup(why);
+                *ret_error = strdup(why ?: "out of memory");
                 return r;
         }
+        for (size_t i = 0; i < co->host.n; i++)
+                if (co->host.effects[i] == HOST_ADDR_IMPLICIT_DENY) {
+                        char a[64];
+                        netaddr_format(&co->host.addrs[i], a, sizeof(a));
+                        log_info("implicit rule: deny %s (an address of the host)", a);
+                }
         if (!co->spec.sidecar_image) {
                 log_info("the policy permits no destination: loopback only, no sidecar");
                 (void) own_gen_update(co->store, co->generation, json_pack("{s:s}", "network", "LoopbackOnly"));
@@ -1937,19 +2074,62 @@ static int start_network(Coordinator *co, char **ret_error) {
         r = sidecar_name(&co->spec, &name);
         if (r < 0)
                 return r;
-        r = own_part_add(
-                co->store, co->generation, ROLE_NETWORK,
-                json_pack("{s:s, s:s}", "container_name", name, "derived_policy_digest", co->spec.netpolicy_digest),
-                &co->p_network);
-        if (r < 0)
-                return r;
-        log_debug("starting the network sidecar (+%" PRIu64 " ms)", (now_usec() - co->started_usec) / 1000);
-        r = sidecar_start(&co->spec, &co->sidecar, ret_error);
-        if (r < 0) {
-                (void) own_set_state(co->store, co->p_network, PARTICIPANT_RELEASE_INTENT, NULL);
-                (void) own_set_state(co->store, co->p_network, PARTICIPANT_CLEAN, NULL);
-                co->p_network = 0;
-                return r;
+        for (int attempt = 0;; attempt++) {
+                r = own_part_add(co->store, co->generation, ROLE_NETWORK,
+                                 json_pack("{s:s, s:s}", "container_name", name, "derived_policy_digest",
+                                           co->spec.netpolicy_digest),
+                                 &co->p_network);
+                if (r < 0)
+                        return r;
+                log_debug("starting the network sidecar (+%" PRIu64 " ms)", (now_usec() - co->started_usec) / 1000);
+                r = sidecar_start(&co->spec, &co->sidecar, ret_error);
+                if (r < 0) {
+                        (void) own_set_state(co->store, co->p_network, PARTICIPANT_RELEASE_INTENT, NULL);
+                        (void) own_set_state(co->store, co->p_network, PARTICIPANT_CLEAN, NULL);
+                        co->p_network = 0;
+                        return r;
+                }
+                /* Podman may have given the host an address just now
+                 * (rootful: its bridge, made with the first container on
+                 * it). Read them again; one the policy permits means the
+                 * sidecar starts again with it denied (in the main table,
+                 * where gVisor's own stack reads the routes). */
+                _cleanup_(netpolicy_done) NetPolicy again = {};
+                _cleanup_free_ char *again_canon = NULL;
+                _cleanup_(host_addrs_done) HostAddrs h = {};
+                r = effective_policy(co->declared_netpolicy, &again, &again_canon, &h, &why);
+                if (r < 0) {
+                        stop_network(co);
+                        *ret_error = strdup(why);
+                        return r;
+                }
+                const NetAddr *fresh = host_permitted(&co->net, &h);
+                if (!fresh) {
+                        host_addrs_done(&co->host);
+                        co->host = h;
+                        h = (HostAddrs){};
+                        break;
+                }
+                char a[64];
+                netaddr_format(fresh, a, sizeof(a));
+                stop_network(co);
+                if (attempt > 0) {
+                        if (asprintf(ret_error,
+                                     "the host's addresses keep changing (%s is new since the sidecar started); "
+                                     "try again when they are stable",
+                                     a) < 0)
+                                *ret_error = NULL;
+                        return -EAGAIN;
+                }
+                log_info("the host has a new address, %s, since the sidecar started: starting it again with "
+                         "that address denied",
+                         a);
+                host_addrs_done(&co->host);
+                co->host = h;
+                h = (HostAddrs){};
+                r = set_policy(co, &again, TAKE_PTR(again_canon));
+                if (r < 0)
+                        return r;
         }
         ProcessIdentity conmon = {};
         (void) process_identity_of(co->sidecar.conmon_pid, &conmon);
@@ -2057,6 +2237,8 @@ static void release(Coordinator *co) {
         co->epfd = safe_close(co->epfd);
         co->store = store_close(co->store);
         netpolicy_done(&co->net);
+        co->declared_netpolicy = mfree(co->declared_netpolicy);
+        host_addrs_done(&co->host);
         sandbox_info_done(&co->sandbox);
         sidecar_done(&co->sidecar);
         router_run_done(&co->router);

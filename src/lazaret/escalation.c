@@ -264,9 +264,11 @@ int escalation_new(const LaunchSpec *s, const char *sandbox_id, const char *work
 
         /* The socket: socket_dir must be ours and private; our directory
          * in it is mounted into the sandbox alone. */
-        if ((r = private_dir(s->escalation_socket_dir, &why)) < 0) {
-                strbuf_printf(&b, "the escalation socket_dir %s %s; fix it or choose another in [escalation]",
-                              s->escalation_socket_dir, why ? why : strerror(-r));
+        char *swhy = NULL;
+        if ((r = safe_private_dir(s->escalation_socket_dir, "escalation.socket_dir",
+                                  "choose another socket_dir in [escalation]", &swhy, NULL)) < 0) {
+                strbuf_printf(&b, "%s", swhy ?: strerror(-r));
+                free(swhy);
                 goto fail;
         }
         if ((r = owned_dir(e->socket_dir, 0755, &why)) < 0) {

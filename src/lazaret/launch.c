@@ -529,13 +529,10 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                 return fail(ret_error, "%s is missing: lazaret-init must be installed next to lazaret", s.init);
 
         RuntimePaths rp = {};
-        r = runtime_paths(p->domain_hash, &rp, &why);
-        if (r == -EPERM) {
-                r = fail(ret_error, "the runtime directory %s %s; remove it or fix its owner and mode (0700)",
-                         rp.dir ? rp.dir : "(lazaret runtime directory)", why);
-                runtime_paths_done(&rp);
-                return r;
-        }
+        _cleanup_free_ char *rwhy = NULL;
+        r = runtime_paths(p->domain_hash, &rp, &rwhy);
+        if (r == -EPERM)
+                return fail(ret_error, "%s", rwhy);
         if (r < 0)
                 return r;
         s.runtime_dir = rp.dir;
@@ -720,6 +717,16 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                 if (access(s.escalate, X_OK) < 0)
                         return fail(ret_error, "%s is missing: lazaret-escalate must be installed next to lazaret",
                                     s.escalate);
+                /* Before anything starts: another user's socket_dir (or one
+                 * below a directory they can change) is never used. */
+                _cleanup_free_ char *swhy = NULL;
+                r = safe_private_dir(s.escalation_socket_dir, "escalation.socket_dir",
+                                     "choose another socket_dir in [escalation]", &swhy, NULL);
+                if (r == -EPERM)
+                        return fail(ret_error, "%s", swhy);
+                if (r < 0)
+                        return fail(ret_error, "cannot make escalation.socket_dir %s: %s", s.escalation_socket_dir,
+                                    strerror(-r));
         }
 
         /* Protected host-run files and masked secrets: the built-in lists

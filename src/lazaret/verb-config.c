@@ -5,11 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "autoapprove.h"
 #include "config.h"
 #include "fd-util.h"
+#include "host-addr.h"
 #include "log.h"
+#include "netpolicy-digest.h"
 #include "profile-pick.h"
 #include "prompt-text.h"
 #include "strbuf.h"
@@ -120,6 +123,29 @@ static void put_where(StrBuf *b, size_t start, const ConfigNode *n) {
         strbuf_printf(b, "  # %s:%u:%u\n", n->src->path, n->value->pos.line, n->value->pos.col);
 }
 
+/* The policy in force for a profile: its own, with the host's addresses,
+ * read now, denied (what the coordinator does at launch and each join). */
+static int host_rules(const ConfigProfile *p, NetPolicy *ret, HostAddrs *ret_host, char digest[65]) {
+        _cleanup_free_ char *canon = NULL, *again = NULL;
+        const char *why;
+        int r = config_profile_netpolicy_canonical(p, &canon, NULL);
+        if (r < 0)
+                return r;
+        r = netpolicy_parse(canon, strlen(canon), ret, &why);
+        if (r < 0)
+                return r;
+        r = host_addresses_deny(ret, ret_host, NULL);
+        if (r >= 0)
+                r = netpolicy_format(ret, &again, NULL);
+        if (r < 0) {
+                netpolicy_done(ret);
+                host_addrs_done(ret_host);
+                return r;
+        }
+        sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, again, strlen(again), digest);
+        return 0;
+}
+
 static void show_resolved_profile(StrBuf *b, const ConfigProfile *p) {
         strbuf_printf(b, "# resolved: profile_dir = %s\n", p->profile_dir);
         if (p->repo_root) {
@@ -161,6 +187,26 @@ static void show_resolved_profile(StrBuf *b, const ConfigProfile *p) {
                 strbuf_printf(b, "# resolved: network routes %s = %zu gateway, %zu prohibit%s\n",
                               net_family_to_string(f), permit, n - permit, p->net.enabled[f] ? "" : " (disabled)");
         }
+        _cleanup_(netpolicy_done) NetPolicy in_force = {};
+        _cleanup_(host_addrs_done) HostAddrs h = {};
+        char digest[65];
+        if (host_rules(p, &in_force, &h, digest) < 0) {
+                strbuf_puts(b, "# resolved: implicit rules: cannot read the host's addresses\n");
+                return;
+        }
+        for (size_t i = 0; i < h.n; i++) {
+                char a[64];
+                netaddr_format(&h.addrs[i], a, sizeof(a));
+                if (h.effects[i] == HOST_ADDR_IMPLICIT_DENY)
+                        strbuf_printf(b, "# resolved: implicit rule: deny %s/%d (an address of the host)\n", a,
+                                      h.addrs[i].family == AF_INET6 ? 128 : 32);
+                else
+                        strbuf_printf(b, "# resolved: implicit rule: none for %s (an address of the host): %s\n", a,
+                                      h.effects[i] == HOST_ADDR_POLICY_DENIES
+                                              ? "the policy denies it already"
+                                              : "a configured resolver, permitted as configured");
+        }
+        strbuf_printf(b, "# resolved: network policy in force (with the implicit rules) sha256 = %s\n", digest);
 }
 
 static void show_table(StrBuf *b, const Config *cfg, const ConfigNode *t, const char *path, const char *only_profile,
@@ -297,10 +343,24 @@ static json_t *profile_json(const ConfigProfile *p) {
         for (size_t i = 0; vols && i < p->n_volumes; i++)
                 json_array_append_new(vols, json_pack("{s:s, s:s, s:b}", "host", p->volumes[i].host, "container",
                                                       p->volumes[i].container, "read_only", p->volumes[i].read_only));
+        json_t *policy = policy_json(&p->net, p->net_digest);
+        _cleanup_(netpolicy_done) NetPolicy in_force = {};
+        _cleanup_(host_addrs_done) HostAddrs h = {};
+        char digest[65];
+        if (policy && host_rules(p, &in_force, &h, digest) >= 0) {
+                json_t *rules = json_array();
+                for (size_t i = 0; rules && i < h.n; i++) {
+                        char a[64];
+                        netaddr_format(&h.addrs[i], a, sizeof(a));
+                        json_array_append_new(rules, json_pack("{s:s, s:s}", "address", a, "effect",
+                                                               host_addr_effect_to_string(h.effects[i])));
+                }
+                json_object_set_new(policy, "implicit_host_rules", rules);
+                json_object_set_new(policy, "in_force_digest", json_string(digest));
+        }
         return json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:o*, s:o*}", "profile_dir", p->profile_dir, "repo_root",
                          p->repo_root, "workspace_subdir", p->workspace_subdir, "domain_hash", p->domain_hash,
-                         "domain_dir", p->domain_dir, "volumes", vols, "network_policy",
-                         policy_json(&p->net, p->net_digest));
+                         "domain_dir", p->domain_dir, "volumes", vols, "network_policy", policy);
 }
 
 static int show_json(const Config *cfg, const char *only_profile) {

@@ -158,7 +158,7 @@ int verb_reset(int argc, char **argv, const Globals *g) {
                 /* Running, or tearing down after its last session (the CLI
                  * returns before the teardown ends): wait for the latter. */
                 RuntimePaths rp = {};
-                const char *why = NULL;
+                _cleanup_free_ char *why = NULL;
                 _cleanup_close_ int fd = -EBADF;
                 bool listening = runtime_paths(p->domain_hash, &rp, &why) == 0 && client_connect(rp.socket, &fd) == 0;
                 runtime_paths_done(&rp);

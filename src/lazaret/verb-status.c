@@ -29,6 +29,26 @@
 /* The profile's persistent directories and the image each layer was last
  * used with (from <name>_image in the Domain Root; null before the first
  * start). */
+/* The implicit rules: the host's own addresses, each denied whatever the
+ * policy says (or a configured resolver, permitted as configured). */
+static void print_host_addresses(json_t *a) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(a, i, e) {
+                const char *addr = json_string_value(json_object_get(e, "address")) ?: "?";
+                const char *effect = json_string_value(json_object_get(e, "effect")) ?: "?";
+                bool v6 = strchr(addr, ':');
+                if (streq(effect, "implicit_deny"))
+                        printf("  implicit    deny %s/%d (an address of the host)\n", addr, v6 ? 128 : 32);
+                else if (streq(effect, "policy_denies"))
+                        printf("  implicit    %s: an address of the host, denied by the policy already\n", addr);
+                else
+                        printf("  implicit    %s: an address of the host and a configured resolver, permitted as "
+                               "configured\n",
+                               addr);
+        }
+}
+
 static json_t *persistent_info(const ConfigProfile *p) {
         json_t *a = json_array();
         for (size_t i = 0; a && i < p->n_persistent_dirs; i++) {
@@ -174,10 +194,13 @@ static int domain_socket(const Globals *g, const char *name, char **ret_socket, 
         if (pr < 0)
                 return pr;
         RuntimePaths rp = {};
-        const char *why = NULL;
+        _cleanup_free_ char *why = NULL;
         int r = runtime_paths(p->domain_hash, &rp, &why);
         if (r < 0) {
-                log_error("the runtime directory %s", why ? why : strerror(-r));
+                if (why)
+                        log_error("%s", why);
+                else
+                        log_error("cannot use the runtime directory: %s", strerror(-r));
                 return -EINVAL;
         }
         *ret_socket = TAKE_PTR(rp.socket);
@@ -274,6 +297,7 @@ int verb_status(int argc, char **argv, const Globals *g) {
                 const char *side = json_string_value(json_object_get(net, "sidecar"));
                 printf("  network     %s, policy %.12s\n", side ? side : "loopback only",
                        json_string_value(json_object_get(net, "policy_digest")) ?: "?");
+                print_host_addresses(json_object_get(net, "host_addresses"));
                 print_persistent(persistent);
                 if (json_is_array(json_object_get(guard, "masked"))) {
                         json_t *m = json_object_get(guard, "masked"), *e;

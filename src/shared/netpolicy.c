@@ -231,6 +231,62 @@ fail:
         return -EINVAL;
 }
 
+const char *host_addr_effect_to_string(HostAddrEffect e) {
+        static const char *const t[_HOST_ADDR_EFFECT_MAX] = {
+                [HOST_ADDR_IMPLICIT_DENY] = "implicit_deny",
+                [HOST_ADDR_POLICY_DENIES] = "policy_denies",
+                [HOST_ADDR_RESOLVER] = "resolver_permitted",
+        };
+        return e < _HOST_ADDR_EFFECT_MAX ? t[e] : "?";
+}
+
+static int rule_cmp(const void *x, const void *y) {
+        return cidr_cmp(&((const NetRule *) x)->prefix, &((const NetRule *) y)->prefix);
+}
+
+int netpolicy_deny_addresses(NetPolicy *p, const NetAddr *addrs, size_t n, HostAddrEffect *ret_effect) {
+        size_t changed = 0, added = 0;
+
+        /* Room for every new rule first, so a failure changes nothing. */
+        for (size_t i = 0; i < n; i++)
+                added += netpolicy_verdict(p, &addrs[i]) == NET_ALLOW;
+        if (p->n_rules + added > NETPOLICY_RULES_MAX)
+                return -E2BIG;
+        NetRule *rules = realloc(p->rules, (p->n_rules + added ?: 1) * sizeof(NetRule));
+        if (!rules)
+                return -ENOMEM;
+        p->rules = rules;
+
+        size_t n_rules = p->n_rules;
+        for (size_t i = 0; i < n; i++) {
+                const NetAddr *a = &addrs[i];
+                bool resolver = false;
+                for (size_t k = 0; k < p->n_resolvers; k++)
+                        resolver |= addr_cmp(&p->resolvers[k], a) == 0;
+                HostAddrEffect e = resolver                               ? HOST_ADDR_RESOLVER
+                                   : netpolicy_verdict(p, a) == NET_ALLOW ? HOST_ADDR_IMPLICIT_DENY
+                                                                          : HOST_ADDR_POLICY_DENIES;
+                if (ret_effect)
+                        ret_effect[i] = e;
+                if (e != HOST_ADDR_IMPLICIT_DENY)
+                        continue;
+                Cidr whole = { .family = a->family, .prefixlen = family_bits(a->family) };
+                memcpy(whole.addr, a->addr, sizeof(whole.addr));
+                NetRule *same = NULL;
+                for (size_t k = 0; k < p->n_rules && !same; k++)
+                        if (cidr_cmp(&p->rules[k].prefix, &whole) == 0)
+                                same = &p->rules[k];
+                if (same)
+                        same->action = NET_DENY;
+                else
+                        p->rules[p->n_rules++] = (NetRule){ .prefix = whole, .action = NET_DENY };
+                changed++;
+        }
+        if (p->n_rules != n_rules)
+                qsort(p->rules, p->n_rules, sizeof(NetRule), rule_cmp);
+        return (int) changed;
+}
+
 int netpolicy_format(const NetPolicy *p, char **ret, size_t *ret_len) {
         StrBuf b = STRBUF_INIT;
         char c[64];

@@ -134,6 +134,24 @@ int netpolicy_routes(const NetPolicy *p, NetFamily f, NetRoute **ret, size_t *re
  * cover part of it); returns false when the rule denies nothing. */
 bool netpolicy_denied_probe_address(const NetPolicy *p, const NetRule *rule, NetAddr *ret);
 
+/* The host's own addresses (issue 14): whatever the configuration says,
+ * the sandbox must not reach the machine it runs on through one of them. */
+typedef enum HostAddrEffect {
+        HOST_ADDR_IMPLICIT_DENY, /* the policy would permit it: a rule now denies it */
+        HOST_ADDR_POLICY_DENIES, /* the policy denies it already */
+        HOST_ADDR_RESOLVER, /* a configured resolver: permitted as configured */
+        _HOST_ADDR_EFFECT_MAX,
+} HostAddrEffect;
+
+const char *host_addr_effect_to_string(HostAddrEffect e);
+
+/* Deny each of addrs the policy would permit, with a rule on the whole
+ * address (/32, /128), which no configured rule outweighs (an allow rule on
+ * that very prefix becomes deny). A configured resolver stays permitted.
+ * ret_effect (n entries) may be NULL. Returns the number of rules added or
+ * changed, -E2BIG past NETPOLICY_RULES_MAX, -ENOMEM. */
+int netpolicy_deny_addresses(NetPolicy *p, const NetAddr *addrs, size_t n, HostAddrEffect *ret_effect);
+
 int netaddr_parse(const char *s, NetAddr *ret);
 void netaddr_format(const NetAddr *a, char *buf, size_t size);
 bool cidr_contains(const Cidr *c, const NetAddr *a);

@@ -27,7 +27,8 @@ from testnet import NetLab, sh
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="test hosts need network namespaces (root)")
 
 HOST4, HOST6, META = "198.51.100.2", "2001:db8:10::2", "169.254.169.254"
-ROOT4 = "198.51.100.1"  # the root namespace's end of the link: never permitted
+HOST4B = "198.51.100.3"  # a second test host, for policy updates
+ROOT4, ROOT6 = "198.51.100.1", "2001:db8:10::1"  # the root namespace's end of the link: the host's own
 
 
 class Listener:
@@ -71,12 +72,14 @@ def hosts():
         # The metadata-style host: one more address on the test host.
         sh("ip", "-n", h, "addr", "add", f"{META}/32", "dev", "lo")
         sh("ip", "route", "add", f"{META}/32", "via", HOST4)
+        sh("ip", "-n", h, "addr", "add", f"{HOST4B}/32", "dev", "lo")
         lab.root_routes = [f"{META}/32"]
         lab.log = tempfile.mktemp(prefix="lazaret-testhost-", suffix=".log")
         open(lab.log, "w").close()
         lab.host(h, HOST4, 8080, dns=True, log=lab.log)
         lab.host(h, HOST6, 8080, dns=True, log=lab.log)
         lab.host(h, META, 80, dns=True, log=lab.log)
+        lab.host(h, HOST4B, 8080)
         yield lab
     finally:
         sh("ip", "route", "del", f"{META}/32", check=False)
@@ -283,25 +286,24 @@ def test_sidecar_image_holds_netd_alone(lz, busybox_image):  # noqa: F811
 
 
 def test_policy_update_without_restart(netdom, hosts):
-    root = Listener(ROOT4)
     dom = netdom()
     holder = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    probe_b = f"nc -w 2 {HOST4B} 8080 </dev/null; echo rc=$?"
     try:
         st = wait_sessions(dom, 1)
         sandbox_id, digest = st["sandbox"]["id"], st["network"]["policy_digest"]
         assert st["network"]["mode"] == "sidecar" and st["network"]["sidecar"].startswith("lazaret-net-")
         # Not permitted yet.
-        r = sandbox_sh(dom, f"nc -w 2 {ROOT4} {root.port} </dev/null; echo rc=$?")
-        assert "rc=0" not in r.stdout
-        # The same Domain, a policy that also permits the root side: the
-        # running sandbox takes it over, proves it, and the next session
+        r = sandbox_sh(dom, probe_b)
+        assert "rc=0" not in r.stdout and "hello from the test host" not in r.stdout
+        # The same Domain, a policy that also permits the second test host:
+        # the running sandbox takes it over, proves it, and the next session
         # sees it; the first session still runs.
         wider = POLICY.replace(f'default_allow = ["{HOST4}/32", "{HOST6}/128"]',
-                               f'default_allow = ["{HOST4}/32", "{HOST6}/128", "{ROOT4}/32"]')
+                               f'default_allow = ["{HOST4}/32", "{HOST6}/128", "{HOST4B}/32"]')
         dom.lz.write("cfg.toml", open(dom.cfg).read().replace(POLICY, wider))
-        r = sandbox_sh(dom, f"nc -w 2 {ROOT4} {root.port} </dev/null; echo rc=$?")
-        assert "rc=0" in r.stdout, r.stdout + r.stderr + dom.log()
-        assert root.peers, "the listener saw no connection"
+        r = sandbox_sh(dom, probe_b)
+        assert "rc=0" in r.stdout and "hello from the test host" in r.stdout, r.stdout + r.stderr + dom.log()
         st2 = wait_sessions(dom, 0)
         assert st2["sandbox"]["id"] == sandbox_id
         assert st2["network"]["policy_digest"] != digest
@@ -309,12 +311,10 @@ def test_policy_update_without_restart(netdom, hosts):
         assert st2["network"]["readiness_fingerprint"] != st["network"]["readiness_fingerprint"]
         assert holder.poll() is None
         assert "network policy update" in dom.log()
-        # And narrower again: the root side is denied at once.
+        # And narrower again: the second test host is denied at once.
         dom.lz.write("cfg.toml", open(dom.cfg).read().replace(wider, POLICY))
-        n = len(root.peers)
-        r = sandbox_sh(dom, f"nc -w 2 {ROOT4} {root.port} </dev/null; echo rc=$?")
-        assert "rc=0" not in r.stdout
-        assert len(root.peers) == n
+        r = sandbox_sh(dom, probe_b)
+        assert "rc=0" not in r.stdout and "hello from the test host" not in r.stdout
         # A change the running sandbox cannot take (resolvers): refused with
         # the reason, the sandbox untouched.
         dom.lz.write("cfg.toml", open(dom.cfg).read().replace(f'resolvers = ["{HOST4}"]', 'resolvers = []'))
@@ -324,7 +324,71 @@ def test_policy_update_without_restart(netdom, hosts):
     finally:
         kill_cli(holder)
         holder.wait()
-        root.close()
+
+
+RANGE = POLICY.replace(f'default_allow = ["{HOST4}/32", "{HOST6}/128"]',
+                       'default_allow = ["198.51.100.0/24", "2001:db8:10::/64"]')
+
+
+def test_the_hosts_own_addresses_are_denied(netdom, hosts):
+    """Issue 14: a policy that permits a range holding addresses of the host
+    itself (the root namespace's end of the test link, both families) still
+    denies them, and an address the host gains while the sandbox runs is
+    denied from the next join on; the test hosts in that range stay
+    reachable. config show and status list the implicit rules."""
+    v4, v6 = Listener(ROOT4), Listener(ROOT6, socket.AF_INET6)
+    extra = "198.51.100.77"
+    dom = netdom(network=RANGE)
+    holder = None
+    try:
+        r = dom.run("config", "show")
+        assert r.returncode == 0, r.stderr
+        assert f"implicit rule: deny {ROOT4}/32 (an address of the host)" in r.stdout, r.stdout
+        assert f"implicit rule: deny {ROOT6}/128 (an address of the host)" in r.stdout, r.stdout
+        holder = dom.popen("run", "--", "/bin/sh", "-c", "sleep 90")
+        st = wait_sessions(dom, 1)
+        effects = {a["address"]: a["effect"] for a in st["network"]["host_addresses"]}
+        assert effects.get(ROOT4) == "implicit_deny" and effects.get(ROOT6) == "implicit_deny", effects
+        assert "127.0.0.1" not in effects and "::1" not in effects
+        script = f"""
+nc {HOST4} 8080 </dev/null; echo "v4=$?"
+nc {HOST6} 8080 </dev/null; echo "v6=$?"
+nc -w 2 {ROOT4} {v4.port} </dev/null; echo "host4=$?"
+nc -w 2 {ROOT6} {v6.port} </dev/null; echo "host6=$?"
+"""
+        r = sandbox_sh(dom, script)
+        assert r.returncode == 0, r.stderr + dom.log()
+        assert r.stdout.count("hello from the test host") == 2, r.stdout + r.stderr
+        assert "v4=0" in r.stdout and "v6=0" in r.stdout, r.stdout
+        assert "host4=0" not in r.stdout and "host6=0" not in r.stdout, r.stdout
+        text = dom.run("status")
+        assert f"implicit    deny {ROOT4}/32 (an address of the host)" in text.stdout, text.stdout
+
+        # The host gains an address in the permitted range while the
+        # sandbox runs: the next CLI to join reads the addresses again and
+        # the running sandbox takes the new rule before that session starts.
+        digest = st["network"]["policy_digest"]
+        sh("ip", "addr", "add", f"{extra}/32", "dev", hosts.root_links[0])
+        new = Listener(extra)
+        try:
+            r = sandbox_sh(dom, f"nc -w 2 {extra} {new.port} </dev/null; echo new=$?")
+            assert r.returncode == 0, r.stderr + dom.log()
+            assert "new=0" not in r.stdout and new.peers == [], r.stdout
+        finally:
+            new.close()
+        st = wait_sessions(dom, 1)
+        effects = {a["address"]: a["effect"] for a in st["network"]["host_addresses"]}
+        assert effects.get(extra) == "implicit_deny", effects
+        assert st["network"]["policy_digest"] != digest
+        assert holder.poll() is None
+    finally:
+        sh("ip", "addr", "del", f"{extra}/32", "dev", hosts.root_links[0], check=False)
+        if holder:
+            kill_cli(holder)
+            holder.wait()
+        v4.close()
+        v6.close()
+    assert v4.peers == [] and v6.peers == []
 
 
 def test_sidecar_killed_stops_the_sandbox(netdom, lz):
@@ -369,14 +433,17 @@ def test_coordinator_killed_sidecar_recovered(netdom):
 
 def test_rootful_sidecar_on_podmans_bridge(hosts, lazaret_bin, tmp_path):
     """Lazaret run by root: rootful Podman, the sidecar on Podman's default
-    bridge instead of slirp4netns; the same enforcement."""
+    bridge instead of slirp4netns; the same enforcement. The policy permits
+    the test link's range and Podman's bridge network: the host's own
+    addresses there (the link's root end; the bridge's gateway, which Podman
+    may make only with the sidecar) are denied all the same."""
     data, work = tmp_path / "data", tmp_path / "work"
     work.mkdir()
     cfg = tmp_path / "cfg.toml"
     cfg.write_text(f"""[storage]
 data_root = "{data}"
 [network]
-default_allow = ["{HOST4}/32"]
+default_allow = ["198.51.100.0/24", "10.0.0.0/8"]
 default_deny = []
 ipv6 = "disabled"
 probe_targets = ["{HOST4}:8080"]
@@ -391,18 +458,29 @@ runsc_network = "host"
     r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True, env=env,
                        cwd=work, timeout=300)
     assert r.returncode == 0, r.stderr
+    gw = subprocess.run(["podman", "network", "inspect", "podman", "--format",
+                         "{{range .Subnets}}{{.Gateway}} {{end}}"], capture_output=True, text=True)
+    assert gw.returncode == 0, gw.stderr
+    gateway = next(g for g in gw.stdout.split() if "." in g)
+    assert gateway.startswith("10."), gateway  # inside the permitted range, or this test proves nothing
     root = Listener(ROOT4)
+    anywhere = Listener("0.0.0.0")  # reached through the bridge's gateway, if at all
     try:
         r = subprocess.run([lazaret_bin, "--config", str(cfg), "run", "--", "/bin/sh", "-c",
-                            f"nc {HOST4} 8080 </dev/null; nc -w 2 {ROOT4} {root.port} </dev/null; echo root=$?"],
+                            f"nc {HOST4} 8080 </dev/null; nc -w 2 {ROOT4} {root.port} </dev/null; echo root=$?; "
+                            f"nc -w 2 {gateway} {anywhere.port} </dev/null; echo gw=$?"],
                            capture_output=True, text=True, env=env, cwd=work, timeout=180)
     finally:
         root.close()
+        anywhere.close()
     assert r.returncode == 0, r.stderr
-    assert "hello from the test host" in r.stdout and "root=0" not in r.stdout, r.stdout + r.stderr
-    assert root.peers == []
-    # Torn down: no container of this Domain remains in root's Podman.
+    assert "hello from the test host" in r.stdout, r.stdout + r.stderr
+    assert "root=0" not in r.stdout and "gw=0" not in r.stdout, r.stdout + r.stderr
+    assert root.peers == [] and anywhere.peers == []
     h = os.listdir(data / "domains")[0]
+    log = open(data / "domains" / h / "coordinator.log").read()
+    assert (f"implicit rule: deny {gateway} " in log or f"the host has a new address, {gateway}," in log), log
+    # Torn down: no container of this Domain remains in root's Podman.
     deadline = time.time() + 15
     while True:
         names = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,

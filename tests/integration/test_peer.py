@@ -8,6 +8,7 @@ mount that reaches the runtime directory, socket_dir or the data root; and
 the coordinator talks only to its own binary outside every sandbox."""
 import json
 import os
+import shutil
 
 import pytest
 
@@ -91,4 +92,102 @@ def test_the_control_socket_refuses_the_sandbox(lz, busybox_image, mode):
     finally:
         d.run("stop")
         holder.wait(timeout=30)
+    d.assert_clean()
+
+
+NOBODY = 65534
+
+
+class Squatted:
+    """/tmp/lazaret-UID made first by another user (nobody), the test
+    user's own one set aside meanwhile and put back after."""
+
+    def __init__(self, lz, owner=NOBODY, mode=0o755):
+        self.rt = runtime_dir(lz)
+        self.aside = f"{self.rt}.aside-{os.getpid()}"
+        self.had = os.path.lexists(self.rt)
+        if self.had:
+            os.rename(self.rt, self.aside)
+        os.mkdir(self.rt)
+        os.chown(self.rt, owner, owner)
+        os.chmod(self.rt, mode)
+
+    def restore(self):
+        shutil.rmtree(self.rt)
+        if self.had:
+            os.rename(self.aside, self.rt)
+
+
+def test_a_squatted_runtime_directory_is_not_used(lz, busybox_image):
+    """Another user made /tmp/lazaret-UID first: Lazaret says so, with the
+    fix, and keeps its sockets in the user's own cache directory instead;
+    nothing lands in the squatter's directory."""
+    d = esc_domain(lz, busybox_image)
+    alt = os.path.join(lz.user.pw_dir, ".cache/lazaret/run")
+    shutil.rmtree(alt, ignore_errors=True)
+    sq = Squatted(lz)
+    try:
+        r = d.run("run", "--", "echo", "ran")
+        assert r.returncode == 0 and r.stdout == "ran\n", r.stderr
+        warning = (f"lazaret: warning: the runtime directory {sq.rt} belongs to another user (uid {NOBODY}), who "
+                   f"may have made it first to block or watch Lazaret; remove it (as root or as that user) or set "
+                   f"XDG_RUNTIME_DIR to a directory of your own; using {alt} instead")
+        assert warning in r.stderr.splitlines(), r.stderr
+        assert os.listdir(sq.rt) == []
+        st = os.stat(alt)
+        assert (st.st_uid, st.st_mode & 0o777) == (lz.user.pw_uid, 0o700)
+        h = os.path.basename(d.domain_dirs()[0])
+        assert os.path.exists(os.path.join(alt, f"lazaret_coord_{h}.lock"))
+        # Every verb finds the same place.
+        r = d.run("status")
+        assert r.returncode == 0 and "not running" in r.stdout + r.stderr, r.stdout + r.stderr
+        assert warning in r.stderr.splitlines()
+    finally:
+        sq.restore()
+        shutil.rmtree(alt, ignore_errors=True)
+    d.assert_clean()
+
+
+def test_a_runtime_directory_open_to_others_is_refused(lz, busybox_image):
+    d = esc_domain(lz, busybox_image)
+    sq = Squatted(lz, owner=lz.user.pw_uid, mode=0o755)
+    try:
+        r = d.run("run", "--", "echo", "ran")
+        assert r.returncode == 125 and "ran" not in r.stdout
+        assert r.stderr.splitlines() == [
+            f"lazaret: error: the runtime directory {sq.rt} is accessible to group or others (it must be mode "
+            f"0700); run 'chmod 0700 {sq.rt}'"], r.stderr
+        assert os.listdir(sq.rt) == []
+    finally:
+        sq.restore()
+    d.assert_clean()
+
+
+def test_a_squatted_socket_dir_is_refused(lz, busybox_image):
+    """socket_dir made by another user, or below a directory anyone may
+    change: one error naming it and the fix, nothing started or made."""
+    d = esc_domain(lz, busybox_image)
+    os.chown(d.sock, NOBODY, NOBODY)
+    r = d.run("run", "--", "echo", "ran")
+    assert r.returncode == 125 and "ran" not in r.stdout
+    assert r.stderr.splitlines() == [
+        f"lazaret: error: escalation.socket_dir {d.sock} belongs to another user (uid {NOBODY}), who may have made "
+        "it first to block or watch Lazaret; remove it (as root or as that user) or choose another socket_dir in "
+        "[escalation]"], r.stderr
+    assert os.listdir(d.sock) == []
+    # Below a directory that anyone may write to (not sticky): its owner
+    # could swap socket_dir for their own after the check.
+    open_dir = os.path.join(lz.base, "open")
+    os.mkdir(open_dir)
+    os.chmod(open_dir, 0o777)
+    cfg = open(d.cfg).read().replace(f'socket_dir = "{d.sock}"', f'socket_dir = "{open_dir}/sock"')
+    lz.write("cfg.toml", cfg)
+    r = d.run("run", "--", "echo", "ran")
+    assert r.returncode == 125 and "ran" not in r.stdout
+    assert r.stderr.splitlines() == [
+        f"lazaret: error: escalation.socket_dir {open_dir}/sock lies in {open_dir}, which is writable by others and "
+        "not sticky (uid 0, mode 0777), so its owner could put another directory in its place; choose another "
+        "socket_dir in [escalation]"], r.stderr
+    assert os.listdir(open_dir) == []
+    assert d.domain_dirs() == []
     d.assert_clean()

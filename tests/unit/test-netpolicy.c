@@ -185,6 +185,56 @@ static void test_parse_is_strict(void **state) {
         }
 }
 
+/* The host's own addresses: denied whatever the policy says, an explicit
+ * allow of the very address included; a resolver stays as configured; a
+ * disabled family or a denied address adds nothing; the result is canonical
+ * (it formats and parses back to the same bytes); every other address keeps
+ * its verdict. */
+static void test_host_addresses_denied(void **state) {
+        (void) state;
+        NetPolicyEntry e[] = { E("0.0.0.0/0", NET_ALLOW, 0), E("10.0.0.0/8", NET_DENY, 1),
+                               E("198.51.100.1/32", NET_ALLOW, 2), E("::/0", NET_ALLOW, 3) };
+        NetAddr res[] = { A("192.0.2.53") };
+        NetPolicy p;
+        assert_int_equal(netpolicy_build(both, e, 4, res, 1, &p, NULL), 0);
+        NetAddr host[] = { A("10.1.2.3"), A("192.0.2.53"), A("198.51.100.1"), A("203.0.113.7"), A("2001:db8::2") };
+        HostAddrEffect eff[5];
+        assert_int_equal(netpolicy_deny_addresses(&p, host, 5, eff), 3);
+        assert_int_equal(eff[0], HOST_ADDR_POLICY_DENIES);
+        assert_int_equal(eff[1], HOST_ADDR_RESOLVER);
+        assert_int_equal(eff[2], HOST_ADDR_IMPLICIT_DENY);
+        assert_int_equal(eff[3], HOST_ADDR_IMPLICIT_DENY);
+        assert_int_equal(eff[4], HOST_ADDR_IMPLICIT_DENY);
+        for (size_t i = 0; i < 5; i++)
+                assert_int_equal(netpolicy_verdict(&p, &host[i]), i == 1 ? NET_ALLOW : NET_DENY);
+        NetAddr near[] = { A("198.51.100.2"), A("203.0.113.6"), A("2001:db8::3"), A("8.8.8.8") };
+        for (size_t i = 0; i < 4; i++)
+                assert_int_equal(netpolicy_verdict(&p, &near[i]), NET_ALLOW);
+        char *canon = NULL, *again = NULL;
+        assert_int_equal(netpolicy_format(&p, &canon, NULL), 0);
+        assert_non_null(strstr(canon, "rule 198.51.100.1/32 deny\nrule 203.0.113.7/32 deny\n"));
+        assert_non_null(strstr(canon, "rule 2001:db8::2/128 deny\n"));
+        NetPolicy q;
+        const char *why;
+        assert_int_equal(netpolicy_parse(canon, strlen(canon), &q, &why), 0);
+        assert_int_equal(netpolicy_format(&q, &again, NULL), 0);
+        assert_string_equal(canon, again);
+        /* Again with the same addresses: nothing more to deny. */
+        assert_int_equal(netpolicy_deny_addresses(&q, host, 5, NULL), 0);
+        free(canon);
+        free(again);
+        netpolicy_done(&q);
+        netpolicy_done(&p);
+
+        /* IPv6 disabled: its addresses are denied already. */
+        NetPolicyEntry e4[] = { E("0.0.0.0/0", NET_ALLOW, 0) };
+        assert_int_equal(netpolicy_build(v4only, e4, 1, NULL, 0, &p, NULL), 0);
+        assert_int_equal(netpolicy_deny_addresses(&p, &host[4], 1, eff), 0);
+        assert_int_equal(eff[0], HOST_ADDR_POLICY_DENIES);
+        assert_int_equal(p.n_rules, 0);
+        netpolicy_done(&p);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_default_allow_is_two_halves),
@@ -193,6 +243,7 @@ int main(void) {
                 cmocka_unit_test(test_nothing_permitted),
                 cmocka_unit_test(test_errors),
                 cmocka_unit_test(test_parse_is_strict),
+                cmocka_unit_test(test_host_addresses_denied),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
