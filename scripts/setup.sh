@@ -58,6 +58,48 @@ if [ -n "$missing" ]; then
 		  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing; }
 fi
 
+# A current gVisor (issue 15). Debian's runsc (20221219) fails statx and
+# lstat on this kernel ("ls -l /" says "Invalid argument") and cannot start
+# its own network stack. A runsc on PATH that passes the probe below is
+# kept; otherwise the pinned gVisor (a commit of its go branch, see
+# docs/ARCHITECTURE.md for why this one) is built from the Go module proxy,
+# which the checksum database verifies, and installed as
+# /usr/local/bin/runsc, ahead of Debian's on PATH. Debian's package stays.
+GVISOR_PIN=v0.0.0-20260905035102-160fafc42237
+GVISOR_VERSION=go-20260905-160fafc42237
+RUNSC_DEST=/usr/local/bin/runsc
+
+# statx and lstat of a symbolic link inside the sandbox's own file system.
+runsc_works() {
+	[ -x "$1" ] &&
+		"$1" --rootless --network=none do /bin/sh -c \
+			'stat / >/dev/null && ln -s / /tmp/.lazaret-probe && ls -l /tmp/.lazaret-probe >/dev/null' \
+			>/dev/null 2>&1
+}
+
+current=$(command -v runsc || true)
+if [ -n "$current" ] && runsc_works "$current"; then
+	:
+elif [ -x "$RUNSC_DEST" ] && "$RUNSC_DEST" --version 2>/dev/null | grep -q "runsc version $GVISOR_VERSION\$" &&
+	runsc_works "$RUNSC_DEST"; then
+	:
+elif ! command -v go >/dev/null; then
+	say "WARNING: ${current:-runsc} fails the statx/lstat probe and Go is not installed to build gVisor"
+	say "WARNING: $GVISOR_PIN; keeping it (install Go 1.21 or newer and run setup again)"
+else
+	say "building gVisor's runsc $GVISOR_PIN from the Go module proxy (${current:-no runsc} fails the probe)"
+	gobin=$(mktemp -d)
+	if CGO_ENABLED=0 GOBIN="$gobin" GOFLAGS=-mod=mod go install \
+		-ldflags "-X gvisor.dev/gvisor/runsc/version.version=$GVISOR_VERSION" \
+		"gvisor.dev/gvisor/runsc@$GVISOR_PIN" && runsc_works "$gobin/runsc"; then
+		$SUDO install -m 0755 "$gobin/runsc" "$RUNSC_DEST"
+		say "installed $RUNSC_DEST ($("$RUNSC_DEST" --version | head -n 1))"
+	else
+		say "WARNING: building or probing gVisor $GVISOR_PIN failed (see above); keeping ${current:-no runsc}"
+	fi
+	rm -rf "$gobin"
+fi
+
 # Rootless FUSE (fuse-overlayfs, the git router) and slirp4netns need these
 # devices; on this kind of host they are 0600 root, on most distributions
 # 0666. The udev rule keeps the mode across reboots where udev runs.

@@ -876,7 +876,8 @@ static int check_runsc_network(DoctorContext *c, DoctorResult *r) {
                 "# either let runsc use the kernel network stack of the sidecar's namespace: in the profile\n"
                 "# ([profiles.NAME] in ~/.config/lazaret/config.toml or ./lazaret.toml) set\n"
                 "#     runsc_network = \"host\"\n"
-                "# or install runsc release-20240807 or newer: https://gvisor.dev/docs/user_guide/install/";
+                "# or put a runsc of release-20240807 or newer first on PATH: 'make deps' in Lazaret's source\n"
+                "# (scripts/setup.sh) builds the pinned gVisor and installs /usr/local/bin/runsc";
         _cleanup_free_ char *method = NULL;
         struct utsname u;
         unsigned major = 0, minor = 0;
@@ -934,6 +935,49 @@ static int check_runsc_network(DoctorContext *c, DoctorResult *r) {
                            "runsc %s (release %s, before release-20240807) refuses --network=sandbox here: "
                            "net.core.rmem_default is %s in a new network namespace on kernel %s (%s)",
                            c->runsc_version, format_release(c->runsc_release, date), where, u.release, method);
+}
+
+/* statx and lstat of a symbolic link in the sandbox's own file system, in
+ * a throwaway sandbox (runsc do): Debian's runsc 20221219 fails both on
+ * recent kernels ("ls -l /" says "Invalid argument"), its 20240729 the
+ * second ("Bad file descriptor"). */
+static int check_runsc_files(DoctorContext *c, DoctorResult *r) {
+        static const char fix[] = "put a current runsc first on PATH: 'make deps' in Lazaret's source "
+                                  "(scripts/setup.sh) builds the pinned gVisor and installs /usr/local/bin/runsc";
+        static const char script[] = "stat / >/dev/null 2>&1 || { echo statx; exit 1; }; "
+                                     "ln -s / /tmp/.lazaret-probe && ls -l /tmp/.lazaret-probe >/dev/null 2>&1 || "
+                                     "{ echo lstat; exit 1; }; echo ok";
+        _cleanup_(exec_result_done) ExecResult v = {};
+        int k = runsc_probe(c);
+        if (k < 0)
+                return k;
+        if (!c->runsc_path || c->runsc_error)
+                return result_fail(r, strdup(fix), "runsc is not usable (see the runsc check)");
+        k = command_run(
+                c, c->runsc_path,
+                (const char *const[]){ "runsc", "--rootless", "--network=none", "do", "/bin/sh", "-c", script, NULL },
+                &v);
+        if (k < 0)
+                return k;
+        const char *out = v.out ?: "";
+        if (!exec_result_failed(&v) && strstr(out, "ok"))
+                return result_ok(r, "stat and lstat of a symbolic link work in runsc %s's file system",
+                                 c->runsc_version ?: "(unknown version)");
+        if (startswith(out, "statx"))
+                return result_fail(r, strdup(fix),
+                                   "runsc %s cannot stat files in its sandbox on this kernel (statx: \"ls -l /\" "
+                                   "fails with \"Invalid argument\")",
+                                   c->runsc_version ?: "(unknown version)");
+        if (startswith(out, "lstat"))
+                return result_fail(r, strdup(fix),
+                                   "runsc %s cannot lstat symbolic links in its sandbox on this kernel "
+                                   "(\"ls -l\" of a symlink fails)",
+                                   c->runsc_version ?: "(unknown version)");
+        _cleanup_free_ char *what = strdup_printf("%s --rootless --network=none do /bin/sh", c->runsc_path);
+        if (!what)
+                return -ENOMEM;
+        _cleanup_free_ char *why = describe_command_failure(c, what, &v);
+        return result_fail(r, strdup(fix), "cannot probe runsc's file system: %s", why ?: "it failed");
 }
 
 /* A tool that must be in PATH and answer --version; line_prefix picks the
@@ -1309,6 +1353,7 @@ static const DoctorCheck checks[] = {
         { "podman", true, check_podman },
         { "runsc", true, check_runsc },
         { "runsc-network", false, check_runsc_network },
+        { "runsc-files", false, check_runsc_files },
         { "runc", true, check_runc },
         { "fuse-overlayfs", true, check_fuse_overlayfs },
         { "dev-fuse", true, check_dev_fuse },
