@@ -5,7 +5,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <linux/rtnetlink.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "fd-util.h"
+#include "fileio.h"
+#include "netpolicy.h"
 #include "path-util.h"
+#include "rtnl.h"
+#include "string-util.h"
 #include "starter.h"
 #include "strbuf.h"
 
@@ -20,32 +29,11 @@ static const char starter_head[] = "# Lazaret configuration; see lazaret.toml(5)
                                    "# Where profiles ({profile_dir} = data_root/NAME) and per-workspace domains\n"
                                    "# ({domain_dir} = data_root/domains/HASH) keep their state.\n"
                                    "data_root = \"~/.local/share/lazaret\"\n"
-                                   "\n"
-                                   "[network]\n"
-                                   "# Destinations every sandbox may reach (CIDR prefixes, IPv4 and IPv6).\n"
-                                   "# The longest matching prefix of the two lists decides; 0.0.0.0/0 and ::/0\n"
-                                   "# set what the rest of each family does.\n"
-                                   "default_allow = [\"0.0.0.0/0\", \"::/0\", \"10.0.2.3/32\"]\n"
-                                   "# Destinations no sandbox may reach: private, shared, loopback, link-local\n"
-                                   "# and cloud metadata ranges of both families.\n"
-                                   "default_deny = [\n"
-                                   "  \"0.0.0.0/8\", \"10.0.0.0/8\", \"100.64.0.0/10\", \"127.0.0.0/8\",\n"
-                                   "  \"169.254.0.0/16\", \"172.16.0.0/12\", \"192.168.0.0/16\",\n"
-                                   "  \"::1/128\", \"fc00::/7\", \"fe80::/10\", \"fd00:ec2::254/128\",\n"
-                                   "]\n"
-                                   "# \"disabled\" switches IPv6 off in the sandbox's network namespace.\n"
-                                   "ipv6 = \"enabled\"\n"
-                                   "# DNS servers the sandbox uses; each must be allowed above. 10.0.2.3 is\n"
-                                   "# rootless Podman's slirp4netns forwarder, which asks the host's resolvers.\n"
-                                   "resolvers = [\"10.0.2.3\"]\n"
-                                   "# Checked before the agent starts, besides every denied prefix: these must\n"
-                                   "# answer a TCP connect (ADDRESS:PORT), and each resolver this name.\n"
-                                   "# probe_targets = [\"198.51.100.7:443\"]\n"
-                                   "# probe_dns_name = \"example.com\"\n"
-                                   "\n"
-                                   "[escalation]\n"
-                                   "# The one door back to the host: the agent asks, you approve in a prompt.\n"
-                                   "enabled = true\n";
+                                   "\n";
+
+static const char starter_escalation[] = "[escalation]\n"
+                                         "# The one door back to the host: the agent asks, you approve in a prompt.\n"
+                                         "enabled = true\n";
 
 static const char starter_tail[] =
         "# Commands that run without a prompt when a request is exactly these\n"
@@ -70,24 +58,123 @@ static const char starter_tail[] =
         "# Host paths may use ~, {profile_dir}, {domain_dir}, {workspace_dir}, ...:\n"
         "# volumes = [{ host = \"{profile_dir}/home\", container = \"/root\", mode = \"z\" }]\n";
 
-int starter_config(bool sandbox_network_ok, char **ret) {
+/* The first nameserver of resolv.conf that a sandbox behind Podman's bridge
+ * can reach (IPv4, not loopback, not link-local); "" when there is none. */
+static void host_resolver(char *buf, size_t size) {
+        buf[0] = '\0';
+        _cleanup_fclose_ FILE *f = fopen("/etc/resolv.conf", "re");
+        char line[512];
+        while (f && fgets(line, sizeof(line), f)) {
+                char *v = (char *) startswith(line, "nameserver");
+                if (!v || (*v != ' ' && *v != '\t'))
+                        continue;
+                v += strspn(v, " \t");
+                v[strcspn(v, " \t\r\n%")] = '\0';
+                NetAddr a;
+                if (netaddr_parse(v, &a) < 0)
+                        continue;
+                /* IPv4 only: the bridge has no IPv6. */
+                if (a.family != AF_INET || a.addr[0] == 127 || (a.addr[0] == 169 && a.addr[1] == 254))
+                        continue;
+                snprintf(buf, size, "%s", v);
+                return;
+        }
+}
+
+/* Does the host route global IPv6 anywhere? A route lookup; nothing is
+ * sent. */
+static bool host_has_ipv6_uplink(void) {
+        Rtnl nl;
+        NetAddr dst;
+        RtnlRoute rt;
+        if (netaddr_parse("2001:db8::1", &dst) < 0 || rtnl_open(&nl) < 0)
+                return false;
+        bool up = rtnl_route_get(&nl, &dst, &rt) == 0 && rt.type == RTN_UNICAST;
+        rtnl_close(&nl);
+        return up;
+}
+
+void starter_probe_host(StarterHost *ret) {
+        StarterHost h = { .rootful = geteuid() == 0 };
+        /* Rootful Podman's default bridge has no IPv6; rootless slirp4netns
+         * has it when the host has. */
+        h.ipv6 = !h.rootful && host_has_ipv6_uplink();
+        if (h.rootful)
+                host_resolver(h.resolver, sizeof(h.resolver));
+        *ret = h;
+}
+
+static void write_network(StrBuf *b, const StarterHost *h) {
+        const char *resolver = h->rootful ? h->resolver : "10.0.2.3";
+        strbuf_puts(b, "[network]\n"
+                       "# Destinations every sandbox may reach (CIDR prefixes, IPv4 and IPv6).\n"
+                       "# The longest matching prefix of the two lists decides; 0.0.0.0/0 and ::/0\n"
+                       "# set what the rest of each family does.\n");
+        strbuf_printf(b, "default_allow = [\"0.0.0.0/0\"%s", h->ipv6 ? ", \"::/0\"" : "");
+        if (*resolver)
+                strbuf_printf(b, ", \"%s/32\"", resolver);
+        strbuf_puts(b, "]\n"
+                       "# Destinations no sandbox may reach: private, shared, loopback, link-local\n"
+                       "# and cloud metadata ranges. (The host's own addresses are always denied.)\n"
+                       "default_deny = [\n"
+                       "  \"0.0.0.0/8\", \"10.0.0.0/8\", \"100.64.0.0/10\", \"127.0.0.0/8\",\n"
+                       "  \"169.254.0.0/16\", \"172.16.0.0/12\", \"192.168.0.0/16\",\n");
+        if (h->ipv6)
+                strbuf_puts(b, "  \"::1/128\", \"fc00::/7\", \"fe80::/10\", \"fd00:ec2::254/128\",\n");
+        strbuf_puts(b, "]\n");
+        if (h->ipv6)
+                strbuf_puts(b, "# \"disabled\" switches IPv6 off in the sandbox's network namespace.\n"
+                               "ipv6 = \"enabled\"\n");
+        else if (h->rootful)
+                strbuf_puts(b, "# Rootful Podman's default bridge carries no IPv6.\n"
+                               "ipv6 = \"disabled\"\n");
+        else
+                strbuf_puts(b, "# This host has no IPv6 route to the internet (checked by 'lazaret init').\n"
+                               "ipv6 = \"disabled\"\n");
+        if (!h->rootful)
+                strbuf_puts(b, "# DNS servers the sandbox uses; each must be allowed above. 10.0.2.3 is\n"
+                               "# rootless Podman's slirp4netns forwarder, which asks the host's resolvers.\n"
+                               "resolvers = [\"10.0.2.3\"]\n");
+        else if (*resolver)
+                strbuf_printf(b,
+                              "# DNS servers the sandbox uses; each must be allowed above. This is the\n"
+                              "# host's (/etc/resolv.conf), reached through Podman's bridge.\n"
+                              "resolvers = [\"%s\"]\n",
+                              resolver);
+        else
+                strbuf_puts(b, "# /etc/resolv.conf names no resolver a sandbox behind Podman's bridge can\n"
+                               "# reach (a loopback one, such as systemd-resolved's, is not): add one\n"
+                               "# here and allow it above, or the sandbox resolves no names.\n"
+                               "resolvers = []\n");
+        strbuf_puts(b, "# Checked before the agent starts, besides every denied prefix: these must\n"
+                       "# answer a TCP connect (ADDRESS:PORT), and each resolver this name.\n"
+                       "# probe_targets = [\"198.51.100.7:443\"]\n"
+                       "# probe_dns_name = \"example.com\"\n"
+                       "\n");
+}
+
+int starter_config(const StarterHost *h, char **ret) {
         StrBuf b = STRBUF_INIT;
         const char *rt = getenv("XDG_RUNTIME_DIR");
 
         strbuf_puts(&b, starter_head);
+        write_network(&b, h);
+        strbuf_puts(&b, starter_escalation);
         strbuf_puts(&b, "# A private directory (created 0700) for the escalation sockets.\n");
         if (rt && path_is_absolute(rt) && !strpbrk(rt, "\"\\{}"))
                 strbuf_printf(&b, "socket_dir = \"%s/lazaret\"\n", rt);
         else
                 strbuf_printf(&b, "socket_dir = \"/tmp/lazaret-%u\"\n", (unsigned) getuid());
         strbuf_puts(&b, starter_tail);
-        if (!sandbox_network_ok)
+        if (!h->sandbox_network_ok)
                 strbuf_puts(&b, "# runsc's own network stack (\"sandbox\") cannot start on this host (see\n"
                                 "# 'lazaret doctor', check runsc-network); use the kernel's stack instead:\n"
                                 "runsc_network = \"host\"\n");
         else
-                strbuf_puts(&b, "# gVisor's own network stack; \"host\" uses the kernel's:\n"
-                                "runsc_network = \"sandbox\"\n");
+                strbuf_puts(&b, "# The kernel's network stack in the sidecar's namespace. gVisor's own\n"
+                                "# (\"sandbox\") starts here, but with IPv6 it would follow slirp4netns's\n"
+                                "# router advertisements past the policy, so Lazaret refuses that pair.\n"
+                                "runsc_network = \"host\"\n");
         char *s = strbuf_steal(&b);
         if (!s)
                 return -ENOMEM;

@@ -3,10 +3,20 @@
 
 #include <stdbool.h>
 
-/* The commented starter configuration that 'lazaret init' writes. The
- * escalation socket directory is this user's runtime directory
- * ($XDG_RUNTIME_DIR, else /tmp/lazaret-<uid>). sandbox_network_ok says
- * whether runsc --network=sandbox works on this host (doctor's runsc-network
- * check); when not, the profile says runsc_network = "host", with why.
- * Caller frees. */
-int starter_config(bool sandbox_network_ok, char **ret);
+/* What 'lazaret init' fits its starter configuration to. */
+typedef struct StarterHost {
+        bool sandbox_network_ok; /* runsc --network=sandbox works here (doctor's runsc-network) */
+        bool rootful; /* root: rootful Podman, its default bridge */
+        bool ipv6; /* rootless and the host routes global IPv6 (a route lookup) */
+        char resolver[64]; /* rootful: the host's first nameserver a bridged sandbox can reach, or "" */
+} StarterHost;
+
+/* Everything but sandbox_network_ok, read off this host now. */
+void starter_probe_host(StarterHost *ret);
+
+/* The commented starter configuration that 'lazaret init' writes, for host
+ * h: rootless, slirp4netns's resolver and IPv6 when the host has an IPv6
+ * route; rootful, IPv6 off and the host's resolver (allowed by a /32).
+ * The escalation socket directory is this user's runtime directory
+ * ($XDG_RUNTIME_DIR, else /tmp/lazaret-<uid>). Caller frees. */
+int starter_config(const StarterHost *h, char **ret);

@@ -71,8 +71,11 @@ int verb_init(int argc, char **argv, const Globals *g) {
         static const char *const only[] = { "runsc-network", NULL };
         DoctorOptions dopts = { .only = only };
         _cleanup_(doctor_report_freep) DoctorReport *rep = NULL;
-        bool net_ok = doctor_run(&dopts, &rep) >= 0 && rep->n_results == 1 && rep->results[0].status == DOCTOR_OK;
-        r = starter_config(net_ok, &text);
+        StarterHost host;
+        starter_probe_host(&host);
+        host.sandbox_network_ok =
+                doctor_run(&dopts, &rep) >= 0 && rep->n_results == 1 && rep->results[0].status == DOCTOR_OK;
+        r = starter_config(&host, &text);
         if (r < 0)
                 return log_error_errno(r, "cannot build the starter configuration: %s", strerror(-r)), EXIT_LAZARET;
 

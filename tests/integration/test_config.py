@@ -3,10 +3,14 @@
 config show (text and JSON, with provenance), init, example.toml, global
 options, expansion against the real home directory."""
 import hashlib
+import ipaddress
 import json
 import os
 import pwd
+import subprocess
 import tomllib
+
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -217,8 +221,55 @@ def test_init_writes_valid_starter(lz):
     # An independent TOML parser agrees it is TOML, and the starter denies
     # the private, loopback, link-local and metadata ranges of both families.
     doc = tomllib.loads(text)
-    for cidr in ("10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "::1/128", "fe80::/10", "fd00:ec2::254/128"):
+    for cidr in ("10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16"):
         assert cidr in doc["network"]["default_deny"]
+    # Rootless: slirp4netns's forwarder, and IPv6 as the host routes it
+    # (measured here by a route lookup, which sends nothing).
+    assert doc["network"]["resolvers"] == ["10.0.2.3"]
+    v6 = subprocess.run(["ip", "-6", "route", "get", "2001:db8::1"], capture_output=True, text=True)
+    uplink = v6.returncode == 0 and not v6.stdout.startswith(("unreachable", "prohibit", "blackhole"))
+    assert doc["network"]["ipv6"] == ("enabled" if uplink else "disabled"), (v6.stdout, doc["network"])
+    for cidr in ("::1/128", "fe80::/10", "fd00:ec2::254/128"):
+        assert (cidr in doc["network"]["default_deny"]) == uplink
+    assert doc["profiles"]["shell"]["runsc_network"] == "host"
+
+
+def host_ipv4_resolver():
+    """The first IPv4 nameserver of resolv.conf a bridged sandbox can reach,
+    read independently of lazaret."""
+    for line in open("/etc/resolv.conf"):
+        f = line.split()
+        if len(f) >= 2 and f[0] == "nameserver":
+            try:
+                a = ipaddress.ip_address(f[1].split("%")[0])
+            except ValueError:
+                continue
+            if a.version == 4 and not a.is_loopback and not a.is_link_local:
+                return str(a)
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="rootful init needs root")
+def test_init_as_root_fits_rootful_podman(lazaret_bin, tmp_path):
+    """Run by root, init writes what rootful Podman's bridge can do: no
+    IPv6, the host's own resolver (allowed by a /32), and it validates."""
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(tmp_path),
+           "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    lazaret = lazaret_bin
+    r = subprocess.run([lazaret, "init"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    path = tmp_path / "xdg/lazaret/config.toml"
+    doc = tomllib.loads(path.read_text())
+    net = doc["network"]
+    assert net["ipv6"] == "disabled"
+    assert not [c for c in net["default_allow"] + net["default_deny"] if ":" in c], net
+    res = host_ipv4_resolver()
+    assert net["resolvers"] == ([res] if res else []), net
+    if res:
+        assert f"{res}/32" in net["default_allow"]
+    r = subprocess.run([lazaret, "--config", str(path), "config", "check"], capture_output=True, text=True,
+                       env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
 
 
 def test_init_never_overwrites(lz):

@@ -348,18 +348,46 @@ def test_stop_ends_every_session(dom):
 
 
 def test_runsc_sandbox_network_refused_here(lz, busybox_image):
-    """On this kernel runsc's own network stack cannot start; the launch says
-    so and why, and does not switch modes by itself."""
+    """With Debian's runsc (20221219, which setup leaves in /usr/bin) first on
+    PATH, runsc's own network stack cannot start on this kernel; the launch
+    says so and why, and does not switch modes by itself."""
+    ver = subprocess.run(["/usr/bin/runsc", "--version"], capture_output=True, text=True).stdout
+    if "20221219" not in ver:
+        pytest.skip(f"LOUD SKIP: /usr/bin/runsc is not Debian's 20221219 ({ver!r}); nothing known to refuse")
+    tools = tool_dir(lz, omit={"runsc"}, fakes={"runsc": '#!/bin/sh\nexec /usr/bin/runsc "$@"\n'})
     d = Domain(lz, busybox_image)
     text = open(d.cfg).read().replace('runsc_network = "host"', 'runsc_network = "sandbox"')
     lz.write("cfg.toml", text)
-    r = d.run("run", "--", "/bin/true")
-    if r.returncode == 0:
-        pytest.skip("LOUD SKIP: runsc --network=sandbox works on this host, nothing to refuse")
-    assert r.returncode == 125
+    r = d.run("run", "--", "/bin/true", env={"PATH": tools})
+    assert r.returncode == 125, r.stderr
     assert "runsc_network = \"sandbox\", which cannot work on this host" in r.stderr
     assert "set runsc_network = \"host\"" in r.stderr and "release-20240807" in r.stderr
     assert d.domain_dirs() == []
+    d.assert_clean()
+
+
+def test_runsc_sandbox_network_with_ipv6_refused(lz, busybox_image):
+    """gVisor's own stack follows slirp4netns's router advertisements, past
+    the policy: with IPv6 enabled that mode is refused with the reason and
+    the fix, nothing started."""
+    d = Domain(lz, busybox_image, network='default_allow = ["198.51.100.0/24"]\ndefault_deny = []\nipv6 = "enabled"\n')
+    text = open(d.cfg).read().replace('runsc_network = "host"', 'runsc_network = "sandbox"')
+    lz.write("cfg.toml", text)
+    r = d.run("run", "--", "/bin/true")
+    if "which cannot work on this host" in r.stderr:
+        pytest.skip("LOUD SKIP: this host's runsc cannot start --network=sandbox at all (see the test above)")
+    assert r.returncode == 125, r.stderr
+    assert r.stderr.splitlines() == [
+        "lazaret: error: profile 'shell' uses runsc_network = \"sandbox\" with IPv6 enabled, which cannot keep the "
+        "network policy yet: gVisor's own network stack follows the router advertisements of rootless Podman's "
+        "slirp4netns, whose default route would carry IPv6 past the policy. Fix: set ipv6 = \"disabled\" in "
+        "[network], or runsc_network = \"host\" in [profiles.shell]"], r.stderr
+    assert d.domain_dirs() == []
+    d.assert_clean()
+    # IPv4 alone: gVisor's own stack runs the sandbox.
+    lz.write("cfg.toml", text.replace('ipv6 = "enabled"', 'ipv6 = "disabled"'))
+    r = d.run("run", "--", "/bin/sh", "-c", "echo ran")
+    assert r.returncode == 0 and r.stdout == "ran\n", r.stderr + d.log()
     d.assert_clean()
 
 
