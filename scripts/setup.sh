@@ -130,9 +130,50 @@ add_subids() {
 	done
 }
 
+# Run as user $1 (from root, through sudo, or as that very user).
+as_user() {
+	u=$1
+	shift
+	if [ "$(id -un)" = "$u" ]; then
+		"$@"
+	elif [ "$(id -u)" -eq 0 ]; then
+		runuser -u "$u" -- "$@"
+	else
+		sudo -u "$u" -- "$@"
+	fi
+}
+
+# Rootless Podman falls back to vfs on this kind of host: a full copy of the
+# image per container. A user without containers and images (or without a
+# store at all) gets native rootless overlay; one who has some keeps them,
+# and lazaret doctor's storage-driver check says how to switch.
+give_overlay() {
+	u=$1
+	home=$(getent passwd "$u" | cut -d: -f6)
+	conf="$home/.config/containers/storage.conf"
+	store="$home/.local/share/containers/storage"
+	[ -n "$home" ] && [ ! -f "$conf" ] || return 0
+	if [ -d "$store" ]; then
+		# Anything Podman cannot list counts as something to keep.
+		if ! ids=$(cd / && as_user "$u" env HOME="$home" podman ps -aq 2>/dev/null) ||
+			! imgs=$(cd / && as_user "$u" env HOME="$home" podman images -aq 2>/dev/null) ||
+			[ -n "$ids$imgs" ]; then
+			say "$u has Podman containers or images: their storage stays as it is ('lazaret doctor' says how to move to overlay)"
+			return 0
+		fi
+	fi
+	say "configuring overlay storage for $u"
+	as_user "$u" sh -c "mkdir -p '$home/.config/containers' && printf '[storage]\ndriver = \"overlay\"\n' > '$conf'"
+	# An empty vfs store must be reset before the driver changes.
+	if [ -d "$store" ]; then
+		(cd / && as_user "$u" env HOME="$home" podman system reset --force >/dev/null 2>&1) || true
+	fi
+}
+
 invoking=${SUDO_USER:-$(id -un)}
 if [ "$invoking" != root ]; then
 	add_subids "$invoking"
+	give_overlay "$invoking"
 fi
 
 if [ "$want_test_user" -eq 1 ]; then
