@@ -3,7 +3,8 @@
 """Start-up cost of lazaret run against bare Podman, measured side by side in
 one run (alternating, so both see the same machine state).
 
-  cold:  lazaret run PROFILE -- true         vs  podman run --rm --runtime=runsc IMAGE true
+  cold:  lazaret run PROFILE -- true         vs  podman run --rm --runtime=RUNSC IMAGE true
+         (RUNSC: the runsc on PATH, the one lazaret uses)
   warm:  lazaret run PROFILE -- true (join)  vs  podman exec CONTAINER true
 
 Runs as the user given with --user (default: the test user, rootless) or as
@@ -17,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import Stage, parse_args
+from benchlib import Stage, parse_args, runsc_path
 
 IMAGE = "localhost/lazaret/busybox:latest"
 
@@ -48,7 +49,7 @@ def main():
         sys.exit("bench-run: a coordinator did not finish its teardown")
 
     run([lz, "image", "build", "busybox"])
-    podman_flags = ["--runtime=runsc", "--network=none", "--runtime-flag=network=host"]
+    podman_flags = [f"--runtime={runsc_path()}", "--network=none", "--runtime-flag=network=host"]
     if rootless:
         podman_flags.append("--runtime-flag=ignore-cgroups")
 

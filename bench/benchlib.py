@@ -14,6 +14,16 @@ import tarfile
 import tempfile
 
 PATH = "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+
+
+def runsc_path():
+    """The runsc lazaret finds on PATH, for the baseline's --runtime: by
+    name, Podman would take the first of its own list (/usr/bin/runsc,
+    Debian's, where setup has put a current one in /usr/local/bin)."""
+    found = shutil.which("runsc", path=PATH.partition("=")[2])
+    if not found:
+        sys.exit("runsc is not on PATH")
+    return found
 BINARIES = ("lazaret", "lazaret-init", "lazaret-gitrouter", "lazaret-netd", "lazaret-escalate")
 
 

@@ -11,6 +11,7 @@ The Debian build downloads from deb.debian.org and takes minutes; it runs
 only with LAZARET_TEST_DEBIAN=1.
 """
 import os
+import shutil
 import re
 import subprocess
 import time
@@ -22,7 +23,10 @@ from conftest import tool_dir
 HEX64 = re.compile(r"^sha256:[0-9a-f]{64}$")
 BUSYBOX = "localhost/lazaret/busybox:latest"
 DEBIAN = "localhost/lazaret/debian:bookworm"
-RUNSC = ["--runtime=runsc", "--runtime-flag=ignore-cgroups", "--runtime-flag=network=none", "--network=none"]
+# The runsc on PATH, as lazaret uses it (by name Podman would take Debian's
+# /usr/bin/runsc first).
+RUNSC = [f"--runtime={shutil.which('runsc', path='/usr/local/bin:/usr/bin:/bin') or 'runsc'}",
+         "--runtime-flag=ignore-cgroups", "--runtime-flag=network=none", "--network=none"]
 DEBIAN_ENABLED = os.environ.get("LAZARET_TEST_DEBIAN") == "1"
 
 
