@@ -486,6 +486,7 @@ struct DoctorContext {
         char *who; /* the user for messages: name, or "uid N" */
         char *user_word; /* the user as a shell word for fix lines */
         char *search_path;
+        char *runsc_configured; /* [runtime] runsc, or NULL */
         uint64_t timeout_usec;
 
         /* Probed once, shared by several checks. */
@@ -512,6 +513,7 @@ static DoctorContext *context_free(DoctorContext *c) {
         free(c->who);
         free(c->user_word);
         free(c->search_path);
+        free(c->runsc_configured);
         free(c->podman_path);
         free(c->podman_error);
         doctor_podman_info_done(&c->podman_info);
@@ -660,6 +662,8 @@ static int context_new(const DoctorOptions *opts, const char *user, DoctorContex
 
         const char *search = opts && opts->path ? opts->path : getenv("PATH");
         c->search_path = strdup(search ? search : DEFAULT_SEARCH_PATH);
+        if (opts && opts->runsc && !(c->runsc_configured = strdup(opts->runsc)))
+                return -ENOMEM;
         c->who = user ? strdup(user) : strdup_printf("uid %u", (unsigned) c->uid);
         if (user)
                 c->user_word = shell_word(user);
@@ -722,7 +726,11 @@ static int runsc_probe(DoctorContext *c) {
                 return 0;
         c->runsc_probed = true;
 
-        r = exec_find_program(c->search_path, "runsc", &c->runsc_path);
+        if (c->runsc_configured) {
+                c->runsc_path = strdup(c->runsc_configured);
+                r = c->runsc_path ? 0 : -ENOMEM;
+        } else
+                r = exec_find_program(c->search_path, "runsc", &c->runsc_path);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)

@@ -44,6 +44,7 @@ typedef struct DoctorOptions {
         uint64_t timeout_usec; /* limit for each external command; 0: DOCTOR_TIMEOUT_USEC_DEFAULT */
         const char *path; /* where tools are looked up; NULL: $PATH, or a default when unset */
         const char *const *only; /* NULL-terminated check names to run (in table order); NULL: all */
+        const char *runsc; /* the runsc to check ([runtime] runsc); NULL: the one on the path */
 } DoctorOptions;
 
 #define DOCTOR_TIMEOUT_USEC_DEFAULT (UINT64_C(30) * 1000000)

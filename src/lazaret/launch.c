@@ -492,7 +492,13 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                             "podman is not installed or not in PATH; install it: sudo apt-get install podman");
         if (r < 0)
                 return r;
-        r = exec_find_program(search, "runsc", &s.runsc);
+        /* [runtime] runsc, else the first on PATH (setup puts a current
+         * one in /usr/local/bin, ahead of Debian's). */
+        if (cfg->runsc) {
+                s.runsc = strdup(cfg->runsc);
+                r = s.runsc ? 0 : -ENOMEM;
+        } else
+                r = exec_find_program(search, "runsc", &s.runsc);
         if (r == -ENOENT)
                 return fail(ret_error,
                             "runsc (gVisor) is not installed or not in PATH; install it: sudo apt-get install "
@@ -504,7 +510,7 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
          * stack cannot work here, say why and how to choose. */
         if (p->runsc_network == RUNSC_NETWORK_SANDBOX) {
                 static const char *const only[] = { "runsc", "runsc-network", NULL };
-                DoctorOptions o = { .only = only };
+                DoctorOptions o = { .only = only, .runsc = cfg->runsc };
                 _cleanup_(doctor_report_freep) DoctorReport *rep = NULL;
                 r = doctor_run(&o, &rep);
                 if (r < 0)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "doctor.h"
 #include "log.h"
 #include "string-util.h"
@@ -101,7 +102,17 @@ int verb_doctor(int argc, char **argv, const Globals *g) {
         bool json = false;
         int c, r;
 
-        (void) g; /* the configuration plays no part in the host checks */
+        /* The configuration plays no part in the host checks but one: the
+         * runsc checked is [runtime] runsc when a configuration names it
+         * (one that does not load is left to 'lazaret config check'). */
+        _cleanup_(config_freep) Config *cfg = NULL;
+        ConfigDiags diags = {};
+        ConfigLoadOptions lo = { .explicit_path = g->config_path,
+                                 .workspace = g->workspace,
+                                 .ignore_widening_workspace = true };
+        if (config_load(&lo, &cfg, &diags) == 0 && cfg->runsc)
+                opts.runsc = cfg->runsc;
+        config_diags_done(&diags);
 
         optind = 0; /* glibc: reinitialise, argv[0] is the verb */
         opterr = 0;

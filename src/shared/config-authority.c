@@ -60,6 +60,10 @@ const ConfigKeyRule config_key_rules[] = {
         { "profiles.*.volumes", CONFIG_KEY_SUBSET, CONFIG_ENTRY_VOLUME,
           .why = "host paths in the sandbox: dropping entries or making one read-only narrows" },
 
+        { "runtime", CONFIG_KEY_TABLE, .why = "a table" },
+        { "runtime.runsc", CONFIG_KEY_AUTHORITY,
+          .why = "a host program: the gVisor runtime every sandbox runs under, run as the user" },
+
         { "workspace", CONFIG_KEY_TABLE, .why = "a table" },
         { "workspace.protect", CONFIG_KEY_UNION,
           .why = "more host-run files the sandbox may read but not change: added to the trusted ones" },

@@ -703,6 +703,31 @@ static void validate_storage(Validator *v, const ConfigNode *t, const char *top_
                 v->data_root_ok = true;
 }
 
+/* [runtime] (optional): runsc, an executable file named by an absolute
+ * path (a leading ~ expanded). */
+static void validate_runtime(Validator *v, const ConfigNode *t) {
+        if (!t || !want_type(v, t, "runtime", TOML_TABLE))
+                return;
+        check_unknown(v, t, "[runtime]", "runtime");
+        const ConfigNode *n = config_node_get(t, "runsc");
+        if (!n || !string_ok(v, n, "runtime.runsc"))
+                return;
+        ExpandContext ctx = { .home = v->c->home };
+        _cleanup_free_ char *path = NULL;
+        if (host_path(v, n->src->path, n->value->pos, "runtime.runsc", n->value->str.s, &ctx, &path) < 0)
+                return;
+        struct stat st;
+        if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) || access(path, X_OK) < 0) {
+                _cleanup_free_ char *q = quoted(path, strlen(path));
+                ERR(v->d, n->src->path, n->value->pos,
+                    "runtime.runsc: %s is not an executable file; name gVisor's runsc (for example "
+                    "/usr/local/bin/runsc, which 'make deps' installs) or remove the key to use the runsc on PATH",
+                    q ?: "?");
+                return;
+        }
+        v->c->runsc = TAKE_PTR(path);
+}
+
 static char **string_list(Validator *v, const ConfigNode *n, const char *name, size_t *ret_n, bool *ok) {
         return string_list_max(v, n, name, CONFIG_LIST_MAX, ret_n, ok);
 }
@@ -1775,6 +1800,7 @@ static int validate(Validator *v) {
         r = validate_escalation(v, config_node_get(root, "escalation"), top_file);
         if (r < 0)
                 return r;
+        validate_runtime(v, config_node_get(root, "runtime"));
         r = validate_workspace(v, config_node_get(root, "workspace"));
         if (r < 0)
                 return r;
@@ -1853,6 +1879,7 @@ Config *config_free(Config *c) {
         free(c->probe_targets);
         free(c->probe_dns_name);
         free(c->socket_dir);
+        free(c->runsc);
         strv_free_n(c->auto_approve, c->n_auto_approve);
         for (size_t i = 0; i < c->n_auto_rules; i++)
                 autoapprove_rule_done(&c->auto_rules[i]);

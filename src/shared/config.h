@@ -205,6 +205,7 @@ typedef struct Config {
         char *probe_dns_name; /* network.probe_dns_name */
         bool escalation_enabled;
         char *socket_dir; /* expanded and canonicalized */
+        char *runsc; /* runtime.runsc, expanded and canonicalized; NULL: the runsc on PATH */
         char **auto_approve; /* as written */
         size_t n_auto_approve;
         AutoApproveRule *auto_rules; /* parsed: programs resolved in AUTOAPPROVE_SEARCH_PATH */

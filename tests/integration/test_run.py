@@ -9,6 +9,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -390,6 +391,35 @@ def test_runsc_sandbox_network_with_ipv6_refused(lz, busybox_image):
     r = d.run("run", "--", "/bin/sh", "-c", "echo ran")
     assert r.returncode == 0 and r.stdout == "ran\n", r.stderr + d.log()
     d.assert_clean()
+
+
+def test_runtime_runsc_names_the_runtime(lz, busybox_image):
+    """[runtime] runsc: the runsc every part of the launch uses (Podman's
+    runtime, the coordinator's runsc exec) and the one doctor checks; a path
+    that is no executable file is a configuration error with the fix."""
+    log = os.path.join(lz.base, "runsc.log")
+    real = shutil.which("runsc", path="/usr/local/bin:/usr/bin:/bin")
+    wrapper = lz.write("bin2/runsc-wrapped", f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n', mode=0o755)
+    open(log, "w").close()
+    os.chown(log, lz.user.pw_uid, lz.user.pw_gid)
+    d = Domain(lz, busybox_image)
+    base = open(d.cfg).read()
+    lz.write("cfg.toml", base.replace("[profiles.shell]", f'[runtime]\nrunsc = "{wrapper}"\n[profiles.shell]'))
+    r = d.run("run", "--", "/bin/sh", "-c", "echo ran")
+    assert r.returncode == 0 and r.stdout == "ran\n", r.stderr + d.log()
+    calls = open(log).read()
+    assert "create" in calls.split() and "exec" in calls.split(), calls
+    r = d.run("doctor", "--json")
+    runsc = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "runsc")
+    assert wrapper in runsc["detail"], runsc
+    d.assert_clean()
+    for bad, why in ((os.path.join(lz.base, "no-such-runsc"), "is not an executable file"),
+                     (log, "is not an executable file"),
+                     ("runsc", "is not absolute after expansion")):
+        lz.write("cfg.toml", base.replace("[profiles.shell]", f'[runtime]\nrunsc = "{bad}"\n[profiles.shell]'))
+        r = d.run("config", "check")
+        assert r.returncode == 65, r.stderr
+        assert "runtime.runsc: " in r.stderr and why in r.stderr, r.stderr
 
 
 def test_missing_image(lz, busybox_image):

@@ -62,6 +62,7 @@ WIDENING = [
     ("auto-approve-entry", '[escalation]\nauto_approve = ["ls -la", «"cat README.md"]\n',
      "escalation.auto_approve[1]"),
     ("output-limit", '[escalation]\noutput_limit = «4096\n', "escalation.output_limit"),
+    ("runtime-runsc", '[runtime]\nrunsc = «"/bin/true"\n', "runtime.runsc"),
     ("image", '[profiles.shell]\nimage = «"docker.io/library/debian:12"\n', "profiles.shell.image"),
     ("runsc-network-host", '[profiles.shell]\nrunsc_network = «"host"\n', "profiles.shell.runsc_network"),
     ("workspace-mode-direct", '[profiles.shell]\nworkspace_mode = «"direct"\n', "profiles.shell.workspace_mode"),

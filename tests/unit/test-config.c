@@ -477,9 +477,10 @@ static void test_key_rules(void **state) {
         assert_null(config_key_rule(p3, 2));
         assert_null(config_key_rule(p4, 4));
         const char *k[32];
-        assert_int_equal(config_key_children("", k, 32), 5);
+        assert_int_equal(config_key_children("", k, 32), 6);
         assert_string_equal(k[0], "storage");
         assert_string_equal(k[3], "profiles");
+        assert_string_equal(k[4], "runtime");
         assert_int_equal(config_key_children("profiles.*", k, 32), 8);
         assert_string_equal(k[7], "volumes");
         assert_null(k[8]);
