@@ -53,7 +53,7 @@ CASES = [
     ("toml-string-too-long", base(extra='a = «"' + 'x' * 4097 + '"\n'), ["string longer than 4096 bytes"]),
     # --- the schema: unknown keys, with their position
     ("unknown-section", base(extra='[«stroage]\nx = 1\n'),
-     ["unknown key 'stroage' in the top level (known: storage, network, escalation, profiles, workspace)"]),
+     ["unknown key 'stroage' in the top level (known: storage, network, escalation, profiles, runtime, workspace)"]),
     ("unknown-storage-key", base(storage='[storage]\ndata_root = "{root}/data"\n«dataroot = "x"\n'),
      ["unknown key 'dataroot' in [storage] (known: data_root)"]),
     ("unknown-network-key", base(network=NETWORK + '«default_allows = []\n'),

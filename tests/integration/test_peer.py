@@ -166,14 +166,16 @@ def test_a_runtime_directory_open_to_others_is_refused(lz, busybox_image):
 def test_a_squatted_socket_dir_is_refused(lz, busybox_image):
     """socket_dir made by another user, or below a directory anyone may
     change: one error naming it and the fix, nothing started or made."""
+    def refused(error):
+        r = d.run("run", "--", "echo", "ran")
+        assert r.returncode == 125 and "ran" not in r.stdout
+        assert r.stderr.splitlines() == ["lazaret: error: " + error], r.stderr
+
     d = esc_domain(lz, busybox_image)
     os.chown(d.sock, NOBODY, NOBODY)
-    r = d.run("run", "--", "echo", "ran")
-    assert r.returncode == 125 and "ran" not in r.stdout
-    assert r.stderr.splitlines() == [
-        f"lazaret: error: escalation.socket_dir {d.sock} belongs to another user (uid {NOBODY}), who may have made "
-        "it first to block or watch Lazaret; remove it (as root or as that user) or choose another socket_dir in "
-        "[escalation]"], r.stderr
+    refused(f"escalation.socket_dir {d.sock} belongs to another user (uid {NOBODY}), who may have made it first "
+            "to block or watch Lazaret; remove it (as root or as that user) or choose another socket_dir in "
+            "[escalation]")
     assert os.listdir(d.sock) == []
     # Below a directory that anyone may write to (not sticky): its owner
     # could swap socket_dir for their own after the check.
@@ -182,12 +184,9 @@ def test_a_squatted_socket_dir_is_refused(lz, busybox_image):
     os.chmod(open_dir, 0o777)
     cfg = open(d.cfg).read().replace(f'socket_dir = "{d.sock}"', f'socket_dir = "{open_dir}/sock"')
     lz.write("cfg.toml", cfg)
-    r = d.run("run", "--", "echo", "ran")
-    assert r.returncode == 125 and "ran" not in r.stdout
-    assert r.stderr.splitlines() == [
-        f"lazaret: error: escalation.socket_dir {open_dir}/sock lies in {open_dir}, which is writable by others and "
-        "not sticky (uid 0, mode 0777), so its owner could put another directory in its place; choose another "
-        "socket_dir in [escalation]"], r.stderr
+    refused(f"escalation.socket_dir {open_dir}/sock lies in {open_dir}, which is writable by others and not "
+            "sticky (uid 0, mode 0777), so its owner could put another directory in its place; choose another "
+            "socket_dir in [escalation]")
     assert os.listdir(open_dir) == []
     assert d.domain_dirs() == []
     d.assert_clean()
