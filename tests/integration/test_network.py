@@ -393,6 +393,42 @@ nc -w 2 {ROOT6} {v6.port} </dev/null; echo "host6=$?"
     assert v4.peers == [] and v6.peers == []
 
 
+def test_the_hosts_own_addresses_with_gvisors_stack(netdom, hosts):
+    """runsc_network = "sandbox" (IPv4 only, as IPv6 is refused there): the
+    host's own address in a permitted range is denied in gVisor's own stack
+    too; once the host gains another, gVisor keeps the routes it started
+    with, so a join is refused with the reason and the running session is
+    left alone."""
+    rng = ('default_allow = ["198.51.100.0/24"]\ndefault_deny = ["10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16"]\n'
+           f'ipv6 = "disabled"\nresolvers = ["{HOST4}"]\nprobe_targets = ["{HOST4}:8080"]\n'
+           'probe_dns_name = "probe.test"\n')
+    dom = netdom(network=rng)
+    dom.lz.write("cfg.toml", open(dom.cfg).read().replace('runsc_network = "host"', 'runsc_network = "sandbox"'))
+    v4 = Listener(ROOT4)
+    extra = "198.51.100.79"
+    holder = None
+    try:
+        r = sandbox_sh(dom, f"nc {HOST4} 8080 </dev/null; nc -w 2 {ROOT4} {v4.port} </dev/null; echo host4=$?")
+        assert r.returncode == 0, r.stderr + dom.log()
+        assert "hello from the test host" in r.stdout and "host4=0" not in r.stdout, r.stdout + r.stderr
+        holder = dom.popen("run", "--", "/bin/sh", "-c", "sleep 90")
+        wait_sessions(dom, 1)
+        sh("ip", "addr", "add", f"{extra}/32", "dev", hosts.root_links[0])
+        r = sandbox_sh(dom, "echo should-not-run")
+        assert r.returncode == 125, r.stdout + r.stderr
+        assert f"the host has a new address, {extra}, which it must deny" in r.stderr, r.stderr
+        assert "gVisor's own network stack" in r.stderr, r.stderr
+        assert "should-not-run" not in r.stdout
+        assert holder.poll() is None
+    finally:
+        sh("ip", "addr", "del", f"{extra}/32", "dev", hosts.root_links[0], check=False)
+        if holder:
+            kill_cli(holder)
+            holder.wait()
+        v4.close()
+    assert v4.peers == []
+
+
 def test_sidecar_killed_stops_the_sandbox(netdom, lz):
     """Without netd nobody holds the policy: the sandbox stops, the session
     ends with Lazaret's failure status, and nothing is left."""
