@@ -8,6 +8,7 @@ joined to the root namespace by a veth link (198.51.100.2 and 2001:db8:10::2,
 plus 169.254.169.254 as a metadata-style host), and listeners of the test
 itself on the root side and on loopback. Every attack is made from inside
 the sandbox and checked twice: it failed there, and the target saw nothing."""
+import contextlib
 import json
 import os
 import socket
@@ -84,6 +85,17 @@ def hosts():
     finally:
         sh("ip", "route", "del", f"{META}/32", check=False)
         lab.close()
+
+
+@contextlib.contextmanager
+def host_address(lab, addr):
+    """One more address of the host itself (on the test link's root end),
+    for the duration of the block."""
+    sh("ip", "addr", "add", f"{addr}/32", "dev", lab.root_links[0])
+    try:
+        yield
+    finally:
+        sh("ip", "addr", "del", f"{addr}/32", "dev", lab.root_links[0], check=False)
 
 
 def host_log(lab):
@@ -370,21 +382,20 @@ nc -w 2 {ROOT6} {v6.port} </dev/null; echo "host6=$?"
         # sandbox runs: the next CLI to join reads the addresses again and
         # the running sandbox takes the new rule before that session starts.
         digest = st["network"]["policy_digest"]
-        sh("ip", "addr", "add", f"{extra}/32", "dev", hosts.root_links[0])
-        new = Listener(extra)
-        try:
-            r = sandbox_sh(dom, f"nc -w 2 {extra} {new.port} </dev/null; echo new=$?")
-            assert r.returncode == 0, r.stderr + dom.log()
-            assert "new=0" not in r.stdout and new.peers == [], r.stdout
-        finally:
-            new.close()
-        st = wait_sessions(dom, 1)
+        with host_address(hosts, extra):
+            new = Listener(extra)
+            try:
+                r = sandbox_sh(dom, f"nc -w 2 {extra} {new.port} </dev/null; echo new=$?")
+                assert r.returncode == 0, r.stderr + dom.log()
+                assert "new=0" not in r.stdout and new.peers == [], r.stdout
+            finally:
+                new.close()
+            st = wait_sessions(dom, 1)
         effects = {a["address"]: a["effect"] for a in st["network"]["host_addresses"]}
         assert effects.get(extra) == "implicit_deny", effects
         assert st["network"]["policy_digest"] != digest
         assert holder.poll() is None
     finally:
-        sh("ip", "addr", "del", f"{extra}/32", "dev", hosts.root_links[0], check=False)
         if holder:
             kill_cli(holder)
             holder.wait()
@@ -413,15 +424,14 @@ def test_the_hosts_own_addresses_with_gvisors_stack(netdom, hosts):
         assert "hello from the test host" in r.stdout and "host4=0" not in r.stdout, r.stdout + r.stderr
         holder = dom.popen("run", "--", "/bin/sh", "-c", "sleep 90")
         wait_sessions(dom, 1)
-        sh("ip", "addr", "add", f"{extra}/32", "dev", hosts.root_links[0])
-        r = sandbox_sh(dom, "echo should-not-run")
+        with host_address(hosts, extra):
+            r = sandbox_sh(dom, "echo should-not-run")
         assert r.returncode == 125, r.stdout + r.stderr
         assert f"the host has a new address, {extra}, which it must deny" in r.stderr, r.stderr
         assert "gVisor's own network stack" in r.stderr, r.stderr
         assert "should-not-run" not in r.stdout
         assert holder.poll() is None
     finally:
-        sh("ip", "addr", "del", f"{extra}/32", "dev", hosts.root_links[0], check=False)
         if holder:
             kill_cli(holder)
             holder.wait()

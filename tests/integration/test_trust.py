@@ -107,6 +107,30 @@ def test_a_widening_key_is_refused(lz, name, text, key):
     assert left_behind(lz) == []
 
 
+def test_doctor_never_runs_a_workspace_files_runsc(lz):
+    """lazaret doctor reads the configuration for [runtime] runsc; an
+    untrusted workspace file that names a program of its own there (the
+    agent can write the workspace) is left out, and the program never runs
+    on the host; the same key in the user's own file is what doctor runs."""
+    write_trusted(lz)
+    marker = os.path.join(lz.work, "ran")  # writable by the test user, as the program runs
+    evil = lz.write("work/evil-runsc", f"#!/bin/sh\ntouch {marker}\necho 'runsc version release-20250101.0'\n",
+                    mode=0o755)
+    lz.write("work/lazaret.toml", f'[runtime]\nrunsc = "{evil}"\n')
+    r = lz.run("doctor", "--json")
+    assert r.returncode in (0, 1), r.stderr
+    runsc = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "runsc")
+    assert evil not in runsc["detail"], runsc
+    assert not os.path.exists(marker)
+    # Trusted (the user's own file), the key is honoured: the check is real.
+    os.unlink(os.path.join(lz.work, "lazaret.toml"))
+    cfg = os.path.join(lz.base, "home/.config/lazaret/config.toml")
+    lz.write("home/.config/lazaret/config.toml", open(cfg).read() + f'\n[runtime]\nrunsc = "{evil}"\n')
+    r = lz.run("doctor", "--json")
+    runsc = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "runsc")
+    assert evil in runsc["detail"] and os.path.exists(marker), runsc
+
+
 NARROWING = [
     ("deny-added", '[network]\ndefault_deny = ["192.168.0.0/16"]\n'),
     ("allow-dropped", '[network]\ndefault_allow = []\n'),
