@@ -1061,8 +1061,6 @@ static bool update_network(Coordinator *co, Conn *c, const char *canonical, cons
         }
         if (!co->sidecar.name)
                 refuse = "the sandbox runs without a network sidecar (its policy permits nothing)";
-        else if (co->spec.runsc_network != RUNSC_NETWORK_HOST)
-                refuse = "gVisor's own network stack (runsc_network = \"sandbox\") keeps the routes it started with";
         else if (np.enabled[NET_IPV6] != co->net.enabled[NET_IPV6])
                 refuse = "the IPv6 disposition changed";
         else if (np.n_resolvers != co->net.n_resolvers ||
@@ -1091,6 +1089,8 @@ static bool update_network(Coordinator *co, Conn *c, const char *canonical, cons
         }
         log_info("network policy update %.12s -> %.12s", co->spec.netpolicy_digest, digest);
         int r = sidecar_update(&co->sidecar, canonical, digest, &err);
+        if (r >= 0 && co->spec.runsc_network == RUNSC_NETWORK_SANDBOX)
+                r = sidecar_update_gvisor(&co->spec, &co->sidecar, &co->sandbox, canonical, &err);
         free(co->spec.netpolicy);
         free(co->spec.netpolicy_digest);
         co->spec.netpolicy = canon_copy;

@@ -523,19 +523,6 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                                             "runsc of release-20240807 or newer first on PATH ('make deps' in "
                                             "Lazaret's source builds one)",
                                             p->name, rep->results[i].detail, p->name);
-                /* gVisor's own stack handles IPv6 router advertisements
-                 * itself (the kernel's accept_ra does not reach it), and
-                 * slirp4netns sends them: the default route they make
-                 * would carry IPv6 past the policy. The probes catch it,
-                 * but this is the reason to give. */
-                if (geteuid() != 0 && p->net.enabled[NET_IPV6] && !netpolicy_permits_nothing(&p->net))
-                        return fail(ret_error,
-                                    "profile '%s' uses runsc_network = \"sandbox\" with IPv6 enabled, which "
-                                    "cannot keep the network policy yet: gVisor's own network stack follows the "
-                                    "router advertisements of rootless Podman's slirp4netns, whose default route "
-                                    "would carry IPv6 past the policy. Fix: set ipv6 = \"disabled\" in [network], "
-                                    "or runsc_network = \"host\" in [profiles.%s]",
-                                    p->name, p->name);
         }
 
         _cleanup_free_ char *dir = NULL;

@@ -360,6 +360,70 @@ static void add_addr(Argv *a, const char *opt, const NetAddr *addr) {
         argv_add(a, s);
 }
 
+/* runsc exec of the netd mounted in the sandbox, with capability cap
+ * (NULL: none beyond the sandbox's own). */
+static void netd_in_sandbox_argv(const LaunchSpec *s, const SandboxInfo *sandbox, const char *cap, Argv *a) {
+        argv_add(a, "runsc");
+        argv_addf(a, "--root=%s", sandbox->runsc_root);
+        if (s->rootless)
+                argv_add(a, "--ignore-cgroups");
+        argv_add(a, "exec");
+        if (cap) {
+                argv_add(a, "--cap");
+                argv_add(a, cap);
+        }
+        argv_add(a, sandbox->id);
+        argv_add(a, "/run/lazaret/netd");
+}
+
+int sidecar_update_gvisor(const LaunchSpec *s, const Sidecar *sc, const SandboxInfo *sandbox, const char *canonical,
+                          char **ret_error) {
+        /* The policy travels as one argument (Linux takes 128 KiB). */
+        if (strlen(canonical) > GVISOR_POLICY_ARG_MAX)
+                return fail(ret_error, -E2BIG,
+                            "the policy (%zu bytes) is too large to hand to gVisor's own network stack (at most "
+                            "%u); run 'lazaret stop' and start again to apply it",
+                            strlen(canonical), GVISOR_POLICY_ARG_MAX);
+        Argv a = {};
+        netd_in_sandbox_argv(s, sandbox, "CAP_NET_ADMIN", &a);
+        argv_add(&a, "gvisor-routes");
+        argv_add(&a, "--policy");
+        argv_add(&a, canonical);
+        json_t *up = json_object_get(sc->attestation, "uplinks");
+        const char *fam;
+        json_t *v;
+        json_object_foreach(up, fam, v) {
+                const char *gw = json_string_value(json_object_get(v, "gateway")),
+                           *dev = json_string_value(json_object_get(v, "device"));
+                if (gw && dev) {
+                        argv_add(&a, "--uplink");
+                        argv_addf(&a, "%s,%s", gw, dev);
+                }
+        }
+        if (a.oom) {
+                argv_done(&a);
+                return -ENOMEM;
+        }
+        _cleanup_(exec_result_done) ExecResult res = {};
+        int r = exec_capture(s->runsc, (const char *const *) a.v, PROBE_DEADLINE_USEC, &res);
+        argv_done(&a);
+        if (r < 0)
+                return fail(ret_error, r, "cannot run lazaret-netd in the sandbox: %s", strerror(-r));
+        json_t *o = res.out ? json_loads(res.out, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+        bool ok = !exec_result_failed(&res) && json_is_true(json_object_get(o, "attested"));
+        _cleanup_free_ char *detail = NULL;
+        if (!ok)
+                detail = strdup(json_string_value(json_object_get(o, "detail"))
+                                        ?: (res.err && *res.err ? res.err : "lazaret-netd failed"));
+        json_decref(o);
+        if (detail)
+                detail[strcspn(detail, "\n")] = '\0';
+        if (!ok)
+                return fail(ret_error, -EPROTO, "cannot give gVisor's own network stack the new routes: %s",
+                            detail ?: "out of memory");
+        return 0;
+}
+
 /* What to probe: a denied address in every deny rule (and in a family
  * that denies by default), an address in some permitted routes, the
  * configured targets, every resolver. */
@@ -520,13 +584,7 @@ int sidecar_probe(const LaunchSpec *s, const Sidecar *sc, const SandboxInfo *san
                  * from inside, with the netd mounted there. */
                 if (!sandbox)
                         return fail(ret_error, -EINVAL, "the sandbox must run before it can be probed");
-                argv_add(&a, "runsc");
-                argv_addf(&a, "--root=%s", sandbox->runsc_root);
-                if (s->rootless)
-                        argv_add(&a, "--ignore-cgroups");
-                argv_add(&a, "exec");
-                argv_add(&a, sandbox->id);
-                argv_add(&a, "/run/lazaret/netd");
+                netd_in_sandbox_argv(s, sandbox, NULL, &a);
         } else
                 argv_add(&a, s->netd);
         argv_add(&a, "probe");

@@ -44,6 +44,13 @@ int sidecar_update(Sidecar *sc, const char *canonical, const char *digest, char 
  * probe targets reachable, each resolver must answer. *ret_probe gets the
  * observations (schema NetworkReachabilityProbe) either way; a mismatch is
  * -EPROTO with *ret_error naming the destination. */
+/* With runsc_network = "sandbox": write the policy's routes into gVisor's
+ * own route table, from inside the sandbox, after sidecar_update; reads
+ * them back. */
+#define GVISOR_POLICY_ARG_MAX (120u * 1024u)
+int sidecar_update_gvisor(const LaunchSpec *s, const Sidecar *sc, const SandboxInfo *sandbox, const char *canonical,
+                          char **ret_error);
+
 int sidecar_probe(const LaunchSpec *s, const Sidecar *sc, const SandboxInfo *sandbox, const NetPolicy *p,
                   json_t **ret_probe, char **ret_error);
 

@@ -21,6 +21,17 @@
  * routing table first and connected to only when no route exists, so a
  * probe never sends a packet towards a denied address.
  *
+ * The first policy's routes live in the main table, where gVisor's own
+ * stack (runsc_network = "sandbox") copies them when it starts; DNS to
+ * anything but the resolvers is also dropped on the uplinks' egress
+ * (nf_tables), which sees the frames of either stack.
+ *
+ *   lazaret-netd gvisor-routes --policy CANONICAL [--uplink GATEWAY,DEVICE]...
+ *
+ * Inside a sandbox with gVisor's own stack (runsc exec with CAP_NET_ADMIN):
+ * replaces gVisor's routes with the policy's and reads them back; one JSON
+ * line, exit 0 when they match.
+ *
  * Static, no shell, no libc beyond the kernel interfaces: the sidecar image
  * holds this file alone. */
 
@@ -37,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -45,6 +57,7 @@
 #include "fd-util.h"
 #include "netpolicy-digest.h"
 #include "netpolicy.h"
+#include "nft.h"
 #include "rtnl.h"
 #include "strbuf.h"
 
@@ -288,7 +301,7 @@ typedef struct Attestation {
         size_t observed[_NET_FAMILY_MAX];
         size_t gateway[_NET_FAMILY_MAX], prohibit[_NET_FAMILY_MAX];
         bool ipv6_off;
-        size_t dns_rules;
+        size_t dns_rules, dns_filter_rules;
         const char *why;
 } Attestation;
 
@@ -408,7 +421,7 @@ static void report_error(int ctl, const char *why) {
         strbuf_done(&b);
 }
 
-static int report_attestation(int ctl, const char *digest, const Attestation *a) {
+static int report_attestation(int ctl, const char *digest, const Attestation *a, const Uplink *u) {
         struct stat ns = {};
         (void) stat("/proc/self/ns/net", &ns);
         StrBuf b = STRBUF_INIT;
@@ -419,11 +432,25 @@ static int report_attestation(int ctl, const char *digest, const Attestation *a)
                       "\"observation\":{\"policy_delivery\":\"SealedMemfd\",\"helper_ready\":true,"
                       "\"observed_routes\":%zu,\"routes_attested\":%s},"
                       "\"routes\":{\"ipv4\":{\"gateway\":%zu,\"prohibit\":%zu},"
-                      "\"ipv6\":{\"gateway\":%zu,\"prohibit\":%zu}},\"dns_rules\":%zu,\"ipv6_disabled\":%s",
+                      "\"ipv6\":{\"gateway\":%zu,\"prohibit\":%zu}},\"dns_rules\":%zu,\"dns_filter_rules\":%zu,"
+                      "\"ipv6_disabled\":%s",
                       digest, (unsigned long long) ns.st_dev, (unsigned long long) ns.st_ino,
                       a->observed[NET_IPV4] + a->observed[NET_IPV6], a->ok ? "true" : "false", a->gateway[NET_IPV4],
                       a->prohibit[NET_IPV4], a->gateway[NET_IPV6], a->prohibit[NET_IPV6], a->dns_rules,
-                      a->ipv6_off ? "true" : "false");
+                      a->dns_filter_rules, a->ipv6_off ? "true" : "false");
+        /* The uplinks, for gVisor's own stack to be given the same routes
+         * when the policy changes. */
+        strbuf_puts(&b, ",\"uplinks\":{");
+        for (NetFamily f = 0, n = 0; f < _NET_FAMILY_MAX; f++) {
+                char gw[INET6_ADDRSTRLEN + 1], dev[IF_NAMESIZE];
+                if (!u->have[f] || !if_indextoname((unsigned) u->oif[f], dev) ||
+                    dev[strspn(dev, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")] != '\0')
+                        continue;
+                netaddr_format(&u->gateway[f], gw, sizeof(gw));
+                strbuf_printf(&b, "%s\"%s\":{\"gateway\":\"%s\",\"device\":\"%s\"}", n++ ? "," : "",
+                              f == NET_IPV6 ? "ipv6" : "ipv4", gw, dev);
+        }
+        strbuf_puts(&b, "}");
         if (!a->ok)
                 strbuf_printf(&b, ",\"error\":\"%s\"", a->why ?: "routes differ from the policy");
         strbuf_puts(&b, "}");
@@ -492,6 +519,25 @@ static int dns_routes(const NetPolicy *p, const Uplink *u, NetFamily f, RtnlRout
         return 0;
 }
 
+/* The DNS filter on the uplinks' egress: what the kernel's stack routes and
+ * what gVisor's own stack writes to the device alike. */
+static void dns_filter_spec(const NetPolicy *p, const Uplink *u, NftDns *ret) {
+        *ret = (NftDns){ .resolvers = p->resolvers, .n_resolvers = p->n_resolvers };
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
+                ret->family[f] = p->enabled[f];
+                if (!p->enabled[f] || !u->have[f])
+                        continue;
+                char name[IF_NAMESIZE];
+                if (!if_indextoname((unsigned) u->oif[f], name))
+                        continue;
+                bool dup = false;
+                for (size_t i = 0; i < ret->n_devices; i++)
+                        dup |= strcmp(ret->devices[i], name) == 0;
+                if (!dup && ret->n_devices < NFT_DNS_DEVICES_MAX)
+                        memcpy(ret->devices[ret->n_devices++], name, sizeof(name));
+        }
+}
+
 /* Port 53 may reach the resolvers only: their routes in DNS_TABLE, the
  * rules, prohibit rules first so nothing is open while they go in. */
 static int apply_dns(Rtnl *nl, const NetPolicy *p, const Uplink *u, const char **ret_why) {
@@ -542,7 +588,10 @@ static int apply_dns(Rtnl *nl, const NetPolicy *p, const Uplink *u, const char *
                 if (r < 0)
                         return r;
         }
-        return 0;
+        NftDns d;
+        dns_filter_spec(p, u, &d);
+        /* No uplink, no egress: nothing to filter. */
+        return d.n_devices > 0 ? nft_dns_apply(&d, ret_why) : 0;
 }
 
 static void attest_dns(Rtnl *nl, const NetPolicy *p, const Uplink *u, Attestation *a) {
@@ -597,6 +646,15 @@ static void attest_dns(Rtnl *nl, const NetPolicy *p, const Uplink *u, Attestatio
                 free(want);
                 free(cur);
                 free(have);
+        }
+        NftDns d;
+        dns_filter_spec(p, u, &d);
+        if (d.n_devices > 0) {
+                const char *why = NULL;
+                if (nft_dns_check(&d, &a->dns_filter_rules, &why) < 0) {
+                        a->ok = false;
+                        a->why = why;
+                }
         }
 }
 
@@ -731,7 +789,7 @@ static int apply_policy_fd(Rtnl *nl, Uplink *u, int policy_fd, int ctl, bool upd
         attest(nl, &p, u, &a);
         attest_dns(nl, &p, u, &a);
         netpolicy_done(&p);
-        r = report_attestation(ctl, digest, &a);
+        r = report_attestation(ctl, digest, &a, u);
         return a.ok ? r : -EPROTO;
 }
 
@@ -960,6 +1018,22 @@ static int tcp_connect(const NetAddr *a, uint16_t port, int timeout_ms) {
         return r;
 }
 
+static bool is_loopback(int ifindex) {
+        char name[IF_NAMESIZE];
+        if (ifindex <= 0 || !if_indextoname((unsigned) ifindex, name))
+                return false;
+        struct ifreq ifr = {};
+        memcpy(ifr.ifr_name, name, sizeof(name));
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return false;
+        int r = ioctl(fd, SIOCGIFFLAGS, &ifr);
+        close(fd);
+        return r == 0 && (ifr.ifr_flags & IFF_LOOPBACK);
+}
+
 /* A denied destination: no route (or a prohibit route) in the table, and a
  * connect that fails at once. Returns true when unreachable. */
 static bool probe_denied(Rtnl *nl, bool have_nl, const NetAddr *a, const char **ret_how) {
@@ -979,6 +1053,13 @@ static bool probe_denied(Rtnl *nl, bool have_nl, const NetAddr *a, const char **
         if (have_nl) {
                 RtnlRoute rt;
                 int r = rtnl_route_get(nl, a, &rt);
+                if (r == 0 && rt.type == RTN_UNICAST && !rt.has_gateway && is_loopback(rt.oif)) {
+                        /* gVisor's own stack takes the kernel's IPv6
+                         * prohibit routes (which Linux keeps on lo) as
+                         * routes to its loopback: nothing leaves. */
+                        *ret_how = "routed to the sandbox's own loopback (not egress)";
+                        return true;
+                }
                 if (r == 0 && rt.type == RTN_UNICAST) {
                         *ret_how = "a route leads there";
                         return false; /* never connect: a packet would leave */
@@ -1222,8 +1303,197 @@ static int probe(int argc, char **argv) {
         return all_ok ? 0 : 1;
 }
 
+/* ---- gVisor's own stack ------------------------------------------------ */
+
+/* With runsc_network = "sandbox", gVisor copied the namespace's routes
+ * when it started and consults nothing else after: a new policy is written
+ * into its own table, from inside the sandbox (runsc exec with
+ * CAP_NET_ADMIN there, which the agent lacks, so it can neither do this
+ * nor trace the process that does). The routes mirror what gVisor took
+ * at start: gateway routes over the uplinks for what is permitted, and,
+ * for IPv6, the denied prefixes on loopback (Linux keeps IPv6 prohibit
+ * routes on lo, and gVisor copies them as such); the loopback's own
+ * routes stay. Every deletion comes before any addition, so no moment
+ * permits more than both policies do. */
+
+typedef struct GvUplink {
+        bool have;
+        NetAddr gateway;
+        int oif;
+} GvUplink;
+
+static bool gv_fixed(const RtnlRoute *r, int lo) {
+        static const uint8_t v6_loopback[16] = { [15] = 1 };
+        if (r->has_gateway || r->oif != lo)
+                return false;
+        return r->dst.family == AF_INET6 ? r->dst.prefixlen == 128 && memcmp(r->dst.addr, v6_loopback, 16) == 0
+                                         : r->dst.addr[0] == 127 && r->dst.prefixlen >= 8;
+}
+
+static int gv_desired(const NetPolicy *p, const GvUplink *up, int lo, NetFamily f, RtnlRoute **ret, size_t *ret_n,
+                      const char **ret_why) {
+        NetRoute *nr = NULL;
+        size_t n = 0, k = 0;
+        *ret = NULL;
+        *ret_n = 0;
+        if (!p->enabled[f])
+                return 0;
+        int r = netpolicy_routes(p, f, &nr, &n);
+        if (r < 0)
+                return r;
+        RtnlRoute *out = calloc(n ?: 1, sizeof(*out));
+        if (!out) {
+                free(nr);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                RtnlRoute rt = { .dst = nr[i].prefix, .type = RTN_UNICAST, .no_table = true };
+                rt.dst.family = f == NET_IPV6 ? AF_INET6 : AF_INET;
+                if (nr[i].permit) {
+                        if (!up[f].have) {
+                                free(nr);
+                                free(out);
+                                *ret_why = "the policy permits a family the sandbox has no uplink for";
+                                return -ENETUNREACH;
+                        }
+                        rt.has_gateway = true;
+                        rt.gateway = up[f].gateway;
+                        rt.oif = up[f].oif;
+                } else if (f == NET_IPV6)
+                        rt.oif = lo;
+                else
+                        continue;
+                out[k++] = rt;
+        }
+        free(nr);
+        routes_sort(out, k);
+        *ret = out;
+        *ret_n = k;
+        return 0;
+}
+
+static int gvisor_routes(int argc, char **argv) {
+        const char *policy = NULL;
+        GvUplink up[_NET_FAMILY_MAX] = {};
+        for (int i = 2; i < argc; i++) {
+                if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc)
+                        policy = argv[++i];
+                else if (strcmp(argv[i], "--uplink") == 0 && i + 1 < argc) {
+                        char buf[128];
+                        const char *v = argv[++i], *comma = strchr(v, ',');
+                        NetAddr gw;
+                        if (!comma || (size_t) (comma - v) >= sizeof(buf))
+                                die_usage("gvisor-routes: --uplink wants GATEWAY,DEVICE");
+                        memcpy(buf, v, (size_t) (comma - v));
+                        buf[comma - v] = '\0';
+                        if (netaddr_parse(buf, &gw) < 0)
+                                die_usage("gvisor-routes: --uplink wants GATEWAY,DEVICE");
+                        NetFamily f = net_family_of(gw.family);
+                        unsigned oif = if_nametoindex(comma + 1);
+                        if (oif == 0) {
+                                fprintf(stderr, "lazaret-netd: the sandbox has no device %s\n", comma + 1);
+                                return 1;
+                        }
+                        up[f] = (GvUplink){ .have = true, .gateway = gw, .oif = (int) oif };
+                } else
+                        die_usage("usage: lazaret-netd gvisor-routes --policy CANONICAL [--uplink GATEWAY,DEVICE]...");
+        }
+        if (!policy)
+                die_usage("gvisor-routes: --policy is required");
+        NetPolicy p;
+        const char *why = NULL;
+        if (netpolicy_parse(policy, strlen(policy), &p, &why) < 0) {
+                fprintf(stderr, "lazaret-netd: the policy is not canonical: %s\n", why ?: "?");
+                return 1;
+        }
+        int lo = (int) if_nametoindex("lo");
+        Rtnl nl;
+        int r = rtnl_open(&nl);
+        if (r < 0) {
+                netpolicy_done(&p);
+                fprintf(stderr, "lazaret-netd: cannot open a netlink socket: %s\n", strerror(-r));
+                return 1;
+        }
+        size_t counts[_NET_FAMILY_MAX] = {};
+        bool same = true;
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX && r >= 0; f++) {
+                int af = f == NET_IPV6 ? AF_INET6 : AF_INET;
+                RtnlRoute *want = NULL, *cur = NULL;
+                size_t n_want = 0, n_cur = 0;
+                r = gv_desired(&p, up, lo, f, &want, &n_want, &why);
+                if (r >= 0)
+                        r = rtnl_dump_routes(&nl, af, &cur, &n_cur);
+                if (r < 0) {
+                        why = why ?: "cannot read the sandbox's routes";
+                        free(want);
+                        break;
+                }
+                routes_sort(cur, n_cur);
+                size_t k = 0;
+                RtnlRoute *ops = calloc(n_cur + n_want + 1, sizeof(*ops));
+                bool *add = calloc(n_cur + n_want + 1, sizeof(*add));
+                if (!ops || !add)
+                        r = -ENOMEM;
+                for (size_t i = 0; r >= 0 && i < n_cur; i++)
+                        if (!gv_fixed(&cur[i], lo) && !route_in(&cur[i], want, n_want)) {
+                                ops[k] = cur[i];
+                                ops[k].no_table = true;
+                                add[k++] = false;
+                        }
+                size_t n_del = k;
+                for (size_t i = 0; r >= 0 && i < n_want; i++)
+                        if (!route_in(&want[i], cur, n_cur)) {
+                                ops[k] = want[i];
+                                add[k++] = true;
+                        }
+                size_t failed = 0;
+                if (r >= 0 && n_del > 0)
+                        r = rtnl_route_batch(&nl, ops, add, n_del, &failed);
+                if (r >= 0 && k > n_del)
+                        r = rtnl_route_batch(&nl, ops + n_del, add + n_del, k - n_del, &failed);
+                if (r < 0)
+                        why = why ?: "cannot change the sandbox's routes";
+                free(ops);
+                free(add);
+                free(cur);
+                cur = NULL;
+                /* Read back: exactly the policy's routes besides the
+                 * loopback's own. */
+                if (r >= 0)
+                        r = rtnl_dump_routes(&nl, af, &cur, &n_cur);
+                if (r >= 0) {
+                        routes_sort(cur, n_cur);
+                        size_t managed = 0;
+                        for (size_t i = 0; i < n_cur; i++)
+                                if (!gv_fixed(&cur[i], lo)) {
+                                        managed++;
+                                        same &= route_in(&cur[i], want, n_want);
+                                }
+                        for (size_t i = 0; i < n_want; i++)
+                                same &= route_in(&want[i], cur, n_cur);
+                        same &= managed == n_want;
+                        counts[f] = managed;
+                }
+                free(cur);
+                free(want);
+        }
+        rtnl_close(&nl);
+        netpolicy_done(&p);
+        if (r < 0) {
+                printf("{\"kind\":\"routes\",\"attested\":false,\"detail\":\"%s: %s\"}\n", why ?: "error",
+                       strerror(-r));
+                return 1;
+        }
+        printf("{\"kind\":\"routes\",\"ipv4\":%zu,\"ipv6\":%zu,\"attested\":%s%s}\n", counts[NET_IPV4],
+               counts[NET_IPV6], same ? "true" : "false",
+               same ? "" : ",\"detail\":\"the sandbox's routes differ from the policy\"");
+        return same ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
         if (argc > 1 && strcmp(argv[1], "probe") == 0)
                 return probe(argc, argv);
+        if (argc > 1 && strcmp(argv[1], "gvisor-routes") == 0)
+                return gvisor_routes(argc, argv);
         return serve(argc, argv);
 }

@@ -92,7 +92,8 @@ static void route_msg(Msg *m, uint16_t type, uint16_t flags, uint32_t seq, const
                 uint32_t oif = (uint32_t) rt->oif;
                 msg_put(m, RTA_OIF, &oif, sizeof(oif));
         }
-        msg_put(m, RTA_TABLE, &table, sizeof(table));
+        if (!rt->no_table)
+                msg_put(m, RTA_TABLE, &table, sizeof(table));
 }
 
 /* Read replies until every seq in [first, first + n) is acknowledged. */

@@ -25,6 +25,7 @@ typedef struct RtnlRoute {
         int oif; /* 0 when none */
         unsigned flags; /* RTNH_F_ONLINK ... */
         uint32_t table; /* 0: the main table */
+        bool no_table; /* send no RTA_TABLE (gVisor's netlink refuses it) */
 } RtnlRoute;
 
 /* A policy-routing rule that matches one protocol and destination port. */
