@@ -37,12 +37,13 @@ as_test_user() {
 	fi
 }
 
-# Build and test tools (dosfstools and fusefat: a FAT Domain Root for the
+# Build and test tools (nftables: nft reads back the DNS filter netd writes;
+# dosfstools and fusefat: a FAT Domain Root for the
 # State Anchor's bad-file-system test), then what a sandbox launch needs
 # (lazaret doctor checks the same list).
 PACKAGES="meson ninja-build gcc clang clang-format pkg-config libclang-rt-14-dev
 libssl-dev libjansson-dev liblmdb-dev libcmocka-dev libncurses-dev python3-pytest libfuse3-dev fuse3
-dosfstools fusefat lmdb-utils tmux
+dosfstools fusefat lmdb-utils tmux nftables
 podman runsc runc fuse-overlayfs slirp4netns uidmap sudo busybox-static mmdebstrap git iproute2"
 
 missing=

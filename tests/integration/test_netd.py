@@ -266,6 +266,75 @@ def test_dns_only_to_the_resolvers(net):
         d.stop()
 
 
+def frame_to_port_53(src, dst, proto):
+    """An Ethernet frame carrying a UDP or TCP packet (SYN) to dst port 53,
+    as gVisor's own stack writes it to the device from a packet socket."""
+    import struct
+    if proto == "udp":
+        l4 = struct.pack("!HHHH", 40000, 53, 12, 0) + b"lzrt"
+        num = 17
+    else:
+        l4 = struct.pack("!HHIIBBHHH", 40000, 53, 1, 0, 0x50, 0x02, 8192, 0, 0)
+        num = 6
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), 1, 0, 64, num, 0, socket.inet_aton(src),
+                     socket.inet_aton(dst))
+    return b"\xff" * 6 + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00" + ip + l4
+
+
+def test_dns_filter_on_the_uplinks_egress(net):
+    """The DNS filter as nft(8) reads it back, and its effect on frames sent
+    from a packet socket, which the route rules never see (gVisor's own
+    stack): port 53 leaves only towards the resolvers."""
+    canon, _ = compile_policy(["ipv6 enabled", "allow 198.18.0.0/24", "allow 2001:db8:5::/64",
+                               "resolver 198.18.0.1", "resolver 2001:db8:5::1"])
+    d = Netd(net, sealed(canon))
+    try:
+        a = d.recv()
+        assert a["observation"]["routes_attested"] is True and a["dns_filter_rules"] == 4, a
+        assert a["uplinks"] == {"ipv4": {"gateway": "198.18.0.1", "device": net.sbx_link},
+                                "ipv6": {"gateway": "2001:db8:5::1", "device": net.sbx_link}}, a
+        listed = sh("ip", "netns", "exec", net.sbx, "nft", "list", "ruleset").stdout
+        assert [l.split()[:3] for l in listed.splitlines() if l.startswith(("table", "\tchain"))] == \
+            [["table", "netdev", "lazaret"], ["chain", "egress0", "{"]], listed
+        assert f'type filter hook egress device "{net.sbx_link}" priority filter; policy accept;' in listed, listed
+        rules = [l.strip() for l in listed.splitlines() if "dport 53" in l]
+        assert rules == ["udp dport 53 ip daddr != 198.18.0.1 drop", "tcp dport 53 ip daddr != 198.18.0.1 drop",
+                         "udp dport 53 ip6 daddr != 2001:db8:5::1 drop",
+                         "tcp dport 53 ip6 daddr != 2001:db8:5::1 drop"], listed
+        # Frames from a packet socket: the ones to a permitted address that
+        # is no resolver are dropped on the way out (the kernel answers the
+        # send with ENOBUFS), the ones to the resolver leave.
+        script = f"""
+import socket, sys
+sys.path.insert(0, {os.path.dirname(__file__)!r})
+from test_netd import frame_to_port_53
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(({net.sbx_link!r}, 0))
+for dst in ("198.18.0.9", "198.18.0.1"):
+    for proto in ("udp", "tcp"):
+        try:
+            s.send(frame_to_port_53("198.18.0.2", dst, proto))
+            print(dst, proto, "sent")
+        except OSError as e:
+            print(dst, proto, e.strerror)
+"""
+        r = net.run_in(net.sbx, "/usr/bin/python3", "-c", script)
+        assert r.stdout.splitlines() == ["198.18.0.9 udp No buffer space available",
+                                         "198.18.0.9 tcp No buffer space available",
+                                         "198.18.0.1 udp sent", "198.18.0.1 tcp sent"], r.stdout + r.stderr
+        # A new policy replaces the filter: another resolver.
+        canon2, _ = compile_policy(["ipv6 enabled", "allow 198.18.0.0/24", "allow 2001:db8:5::/64",
+                                    "resolver 198.18.0.9"])
+        a = d.update(sealed(canon2))
+        assert a["observation"]["routes_attested"] is True and a["dns_filter_rules"] == 4, a
+        listed = sh("ip", "netns", "exec", net.sbx, "nft", "list", "table", "netdev", "lazaret").stdout
+        rules = [l.strip() for l in listed.splitlines() if "dport 53" in l]
+        assert rules == ["udp dport 53 ip daddr != 198.18.0.9 drop", "tcp dport 53 ip daddr != 198.18.0.9 drop",
+                         "meta protocol ip6 udp dport 53 drop", "meta protocol ip6 tcp dport 53 drop"], listed
+    finally:
+        d.stop()
+
+
 def test_probe_against_a_test_host(net):
     canon, _ = compile_policy(["ipv6 enabled", "allow 198.18.0.1/32", "allow 2001:db8:5::1/128",
                                "allow 198.51.100.0/24", "deny 198.51.100.128/25", "resolver 198.18.0.1",
