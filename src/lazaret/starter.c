@@ -171,10 +171,9 @@ int starter_config(const StarterHost *h, char **ret) {
                                 "# 'lazaret doctor', check runsc-network); use the kernel's stack instead:\n"
                                 "runsc_network = \"host\"\n");
         else
-                strbuf_puts(&b, "# The kernel's network stack in the sidecar's namespace. gVisor's own\n"
-                                "# (\"sandbox\") starts here, but with IPv6 it would follow slirp4netns's\n"
-                                "# router advertisements past the policy, so Lazaret refuses that pair.\n"
-                                "runsc_network = \"host\"\n");
+                strbuf_puts(&b, "# gVisor's own network stack carries the agent's traffic (the default);\n"
+                                "# \"host\" would hand it to the kernel's stack in the sidecar's namespace.\n"
+                                "runsc_network = \"sandbox\"\n");
         char *s = strbuf_steal(&b);
         if (!s)
                 return -ENOMEM;

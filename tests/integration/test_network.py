@@ -462,7 +462,8 @@ def test_coordinator_killed_sidecar_recovered(netdom):
     assert "recovering participant" in dom.log() and "(Network," in dom.log()
 
 
-def test_rootful_sidecar_on_podmans_bridge(hosts, lazaret_bin, tmp_path):
+@pytest.mark.parametrize("mode", ["host", "sandbox"])
+def test_rootful_sidecar_on_podmans_bridge(hosts, lazaret_bin, tmp_path, mode):
     """Lazaret run by root: rootful Podman, the sidecar on Podman's default
     bridge instead of slirp4netns; the same enforcement. The policy permits
     the test link's range and Podman's bridge network: the host's own
@@ -483,7 +484,7 @@ enabled = false
 socket_dir = "{tmp_path}/sock"
 [profiles.root]
 image = "localhost/lazaret/busybox:latest"
-runsc_network = "host"
+runsc_network = "{mode}"
 """)
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
     r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True, env=env,
