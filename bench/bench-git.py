@@ -33,7 +33,7 @@ def main():
         # 20,000 files in 200 directories, committed.
         st.run(["sh", "-c", f"git init -q -b main && for d in $(seq 1 200); do mkdir d$d; "
                 f"for f in $(seq 1 {args.files // 200}); do echo $d.$f > d$d/f$f; done; done && "
-                "git add -A && git commit -qm base"], env=gitenv, timeout=600)
+                "git add -A && git commit -qm base && sync"], env=gitenv, timeout=600)
         cfg = st.config(IMAGE, extra=f'volumes = [{{ host = "{work}/.git", container = "/plain-git" }}]\n')
         if st.run(["podman", "image", "exists", IMAGE], check=False).returncode != 0:
             st.run([lz, "image", "build", "debian"], timeout=1500)

@@ -24,6 +24,8 @@
 #include "strbuf.h"
 
 #define SPAWN_TIMEOUT_USEC (UINT64_C(10) * 1000000)
+/* The longest a "wait" line may ask for. */
+#define SPAWN_STEP_MAX_SEC 600u
 #define FOLLOW_TIMEOUT_SEC 60
 
 static void on_alarm(int sig) {
@@ -215,16 +217,43 @@ static int spawn_coordinator(const LaunchSpec *spec, int *ret_status_fd, char **
         return 0;
 }
 
-/* Wait for the coordinator's "ok" (or its error line) within the limit. */
+/* Wait for the coordinator's "ok" (or its error line) within the limit.
+ * Before a step that may take longer (making the agent's worktree of a
+ * large repository) the coordinator writes "wait SECONDS STEP", which sets
+ * the limit from then on and names the step a timeout reports. */
 static int await_coordinator(const LaunchSpec *spec, int status_fd, char **ret_error) {
-        char buf[2048];
+        char buf[2048], step[256] = "start";
         size_t len = 0;
-        uint64_t deadline = now_usec() + SPAWN_TIMEOUT_USEC;
+        uint64_t deadline = now_usec() + SPAWN_TIMEOUT_USEC, limit = SPAWN_TIMEOUT_USEC;
         for (;;) {
+                char *nl;
+                while ((nl = memchr(buf, '\n', len))) {
+                        *nl = '\0';
+                        unsigned secs = 0;
+                        int used = 0;
+                        if (strcmp(buf, "ok") == 0)
+                                return 0;
+                        if (strncmp(buf, "error: ", 7) == 0)
+                                return fail(ret_error, "%s", buf + 7);
+                        if (sscanf(buf, "wait %u %n", &secs, &used) != 1 || used == 0 || secs == 0 ||
+                            secs > SPAWN_STEP_MAX_SEC)
+                                return fail(ret_error, "the coordinator exited during start; see %s/coordinator.log",
+                                            spec->domain_dir);
+                        snprintf(step, sizeof(step), "%s", buf + used);
+                        limit = (uint64_t) secs * 1000000;
+                        deadline = now_usec() + limit;
+                        size_t rest = len - (size_t) (nl + 1 - buf);
+                        memmove(buf, nl + 1, rest);
+                        len = rest;
+                }
                 uint64_t now = now_usec();
                 if (now >= deadline)
                         return fail(ret_error,
-                                    "the coordinator did not accept connections within 10 s; see %s/coordinator.log",
+                                    "the coordinator did not accept connections within %u s (%s); see "
+                                    "%s/coordinator.log",
+                                    (unsigned) (limit / 1000000), step, spec->domain_dir);
+                if (len >= sizeof(buf) - 1)
+                        return fail(ret_error, "the coordinator exited during start; see %s/coordinator.log",
                                     spec->domain_dir);
                 struct pollfd pfd = { .fd = status_fd, .events = POLLIN };
                 int n = poll(&pfd, 1, (int) ((deadline - now) / 1000) + 1);
@@ -235,18 +264,16 @@ static int await_coordinator(const LaunchSpec *spec, int status_fd, char **ret_e
                 ssize_t k = read(status_fd, buf + len, sizeof(buf) - 1 - len);
                 if (k < 0 && errno == EINTR)
                         continue;
-                if (k > 0) {
-                        len += (size_t) k;
-                        if (len < sizeof(buf) - 1 && !memchr(buf, '\n', len))
-                                continue;
+                if (k <= 0) {
+                        /* Closed without "ok": whatever came last is the
+                         * reason, if it is one. */
+                        buf[len] = '\0';
+                        if (strncmp(buf, "error: ", 7) == 0)
+                                return fail(ret_error, "%s", buf + 7);
+                        return fail(ret_error, "the coordinator exited during start; see %s/coordinator.log",
+                                    spec->domain_dir);
                 }
-                buf[len] = '\0';
-                buf[strcspn(buf, "\n")] = '\0';
-                if (strcmp(buf, "ok") == 0)
-                        return 0;
-                if (strncmp(buf, "error: ", 7) == 0)
-                        return fail(ret_error, "%s", buf + 7);
-                return fail(ret_error, "the coordinator exited during start; see %s/coordinator.log", spec->domain_dir);
+                len += (size_t) k;
         }
 }
 

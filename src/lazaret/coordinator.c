@@ -264,19 +264,32 @@ static int queue_flush(OutQueue *q, int fd) {
         return 1;
 }
 
-static void status_report(Coordinator *co, const char *fmt, ...) _printf_(2, 3);
-static void status_report(Coordinator *co, const char *fmt, ...) {
+/* The next step may take up to secs (the leader's limit from now on). */
+static void status_wait(Coordinator *co, unsigned secs, const char *step) {
         if (co->status_fd < 0)
                 return;
+        char line[160];
+        int n = snprintf(line, sizeof(line), "wait %u %s\n", secs, step);
+        if (n > 0 && (size_t) n < sizeof(line))
+                (void) !write(co->status_fd, line, (size_t) n);
+}
+
+/* The one line that ends the start; false when the leader is gone. */
+static bool status_report(Coordinator *co, const char *fmt, ...) _printf_(2, 3);
+static bool status_report(Coordinator *co, const char *fmt, ...) {
+        if (co->status_fd < 0)
+                return false;
         StrBuf b = STRBUF_INIT;
         va_list ap;
         va_start(ap, fmt);
         strbuf_vprintf(&b, fmt, ap);
         va_end(ap);
         strbuf_putc(&b, '\n');
-        (void) !write(co->status_fd, strbuf_str(&b), b.len);
+        ssize_t k = b.oom ? -1 : write(co->status_fd, strbuf_str(&b), b.len);
+        bool ok = k >= 0 && (size_t) k == b.len;
         strbuf_done(&b);
         co->status_fd = safe_close(co->status_fd);
+        return ok;
 }
 
 /* Our own pid + start time, as the store records process identities. */
@@ -2355,12 +2368,16 @@ int coordinator_main(void) {
 
         _cleanup_free_ char *err = NULL, *worktree = NULL;
         if (co.spec.git_dir && co.spec.branch) {
+                /* A checkout of a large repository on a busy disk takes
+                 * its time (each git call has 120 s). */
+                status_wait(&co, 300, "making the agent's worktree");
                 r = sandbox_prepare_worktree(&co.spec, &worktree, &err);
                 if (r < 0) {
                         status_report(&co, "error: cannot prepare the agent's branch: %s", err ? err : strerror(-r));
                         return start_failed(&co);
                 }
                 log_info("agent worktree %s", worktree);
+                status_wait(&co, 10, "starting the sandbox");
                 co.worktree = strdup(worktree);
                 if (!co.worktree) {
                         status_report(&co, "error: out of memory");
@@ -2484,7 +2501,18 @@ int coordinator_main(void) {
         (void) own_gen_update(co.store, co.generation, json_pack("{s:s}", "durable_decision", "Running"));
         log_info("sandbox %s running (generation %" PRIu64 ", +%" PRIu64 " ms), listening on %s", co.container_name,
                  co.generation, (now_usec() - co.started_usec) / 1000, co.spec.socket_path);
-        status_report(&co, "ok");
+        if (!status_report(&co, "ok")) {
+                /* The lazaret that started us gave up waiting (its time
+                 * limit) and told its user so: nobody will use this
+                 * sandbox, and nothing may outlive that. */
+                log_info("stopping: the lazaret that started this coordinator is gone");
+                co.listen_fd = safe_close(co.listen_fd);
+                (void) unlink(co.spec.socket_path);
+                co.worker = store_worker_free(co.worker);
+                teardown(&co);
+                release(&co);
+                return 1;
+        }
 
         serve(&co);
 

@@ -611,6 +611,37 @@ def make_repo(lz):
     return git_as(lz, "status", "--porcelain")
 
 
+def test_slow_worktree_is_waited_for(dom, lz):
+    """Making the agent's worktree of a large repository on a busy disk can
+    take longer than the leader's 10 s for a start (9 s measured here for
+    20,000 files right after they were written): the coordinator says so
+    before the step, and the run waits. A git whose worktree add takes 11 s
+    stands in for that disk."""
+    make_repo(lz)
+    tools = tool_dir(lz, omit={"git"}, fakes={"git": '#!/bin/sh\n'
+                                                   'case " $* " in *" worktree add "*) sleep 11;; esac\n'
+                                                   'exec /usr/bin/git "$@"\n'})
+    start = time.monotonic()
+    r = dom.run("run", "--", "/bin/cat", "/workspace/tracked.txt", env={"PATH": tools}, timeout=120)
+    assert (r.returncode, r.stdout) == (0, "committed\n"), r.stderr + dom.log()
+    assert time.monotonic() - start > 11
+    dom.assert_clean()
+
+
+def test_leader_gives_up_nothing_outlives_it(dom, lz):
+    """A start slower than the leader's limit (a runsc whose create takes
+    11 s): the run fails, naming the step, and the coordinator, finding its
+    leader gone when it would say "ok", tears everything down."""
+    tools = tool_dir(lz, omit={"runsc"}, fakes={"runsc": '#!/bin/sh\n'
+                                                     'case " $* " in *" create "*) sleep 11;; esac\n'
+                                                     'exec /usr/local/bin/runsc "$@"\n'})
+    r = dom.run("run", "--", "/bin/true", env={"PATH": tools}, timeout=120)
+    assert r.returncode == 125, r.stderr
+    assert "the coordinator did not accept connections within 10 s (start)" in r.stderr, r.stderr
+    dom.assert_clean(timeout=60)
+    assert "the lazaret that started this coordinator is gone" in dom.log()
+
+
 def test_branch_mode_worktree(dom, lz):
     """workspace_mode = "branch" (the default): the agent works in its own
     worktree on lazaret/agent-<profile>; the host tree is not touched."""
