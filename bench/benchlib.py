@@ -73,7 +73,8 @@ class Stage:
             os.chown(d, self.pw.pw_uid, self.pw.pw_gid)
 
     def config(self, image, network='default_allow = []\ndefault_deny = []\n', extra="", name="cfg.toml"):
-        """A configuration with one profile, bench (runsc_network = "host")."""
+        """A configuration with one profile, bench, in the default network
+        mode (runsc_network = "sandbox", gVisor's own stack)."""
         path = os.path.join(self.base, name)
         with open(path, "w") as f:
             f.write(f"""[storage]
@@ -84,7 +85,7 @@ enabled = false
 socket_dir = "{self.base}/sock"
 [profiles.bench]
 image = "{image}"
-runsc_network = "host"
+runsc_network = "sandbox"
 {extra}""")
         os.chmod(path, 0o644)
         return path

@@ -1316,12 +1316,6 @@ static int probe(int argc, char **argv) {
  * routes stay. Every deletion comes before any addition, so no moment
  * permits more than both policies do. */
 
-typedef struct GvUplink {
-        bool have;
-        NetAddr gateway;
-        int oif;
-} GvUplink;
-
 static bool gv_fixed(const RtnlRoute *r, int lo) {
         static const uint8_t v6_loopback[16] = { [15] = 1 };
         if (r->has_gateway || r->oif != lo)
@@ -1330,51 +1324,40 @@ static bool gv_fixed(const RtnlRoute *r, int lo) {
                                          : r->dst.addr[0] == 127 && r->dst.prefixlen >= 8;
 }
 
-static int gv_desired(const NetPolicy *p, const GvUplink *up, int lo, NetFamily f, RtnlRoute **ret, size_t *ret_n,
+/* The policy's routes as gVisor took them at start: gateway routes, and
+ * for IPv6 the denied prefixes on loopback; no table attribute. */
+static int gv_desired(const NetPolicy *p, const Uplink *u, int lo, NetFamily f, RtnlRoute **ret, size_t *ret_n,
                       const char **ret_why) {
-        NetRoute *nr = NULL;
+        RtnlRoute *v = NULL;
         size_t n = 0, k = 0;
         *ret = NULL;
         *ret_n = 0;
         if (!p->enabled[f])
                 return 0;
-        int r = netpolicy_routes(p, f, &nr, &n);
+        int r = desired_routes(p, u, f, &v, &n, ret_why);
         if (r < 0)
                 return r;
-        RtnlRoute *out = calloc(n ?: 1, sizeof(*out));
-        if (!out) {
-                free(nr);
-                return -ENOMEM;
-        }
         for (size_t i = 0; i < n; i++) {
-                RtnlRoute rt = { .dst = nr[i].prefix, .type = RTN_UNICAST, .no_table = true };
-                rt.dst.family = f == NET_IPV6 ? AF_INET6 : AF_INET;
-                if (nr[i].permit) {
-                        if (!up[f].have) {
-                                free(nr);
-                                free(out);
-                                *ret_why = "the policy permits a family the sandbox has no uplink for";
-                                return -ENETUNREACH;
-                        }
+                RtnlRoute rt = { .dst = v[i].dst, .type = RTN_UNICAST, .no_table = true };
+                if (v[i].type == RTN_UNICAST) {
                         rt.has_gateway = true;
-                        rt.gateway = up[f].gateway;
-                        rt.oif = up[f].oif;
+                        rt.gateway = v[i].gateway;
+                        rt.oif = v[i].oif;
                 } else if (f == NET_IPV6)
                         rt.oif = lo;
                 else
                         continue;
-                out[k++] = rt;
+                v[k++] = rt;
         }
-        free(nr);
-        routes_sort(out, k);
-        *ret = out;
+        routes_sort(v, k);
+        *ret = v;
         *ret_n = k;
         return 0;
 }
 
 static int gvisor_routes(int argc, char **argv) {
         const char *policy = NULL;
-        GvUplink up[_NET_FAMILY_MAX] = {};
+        Uplink up = {};
         for (int i = 2; i < argc; i++) {
                 if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc)
                         policy = argv[++i];
@@ -1394,7 +1377,9 @@ static int gvisor_routes(int argc, char **argv) {
                                 fprintf(stderr, "lazaret-netd: the sandbox has no device %s\n", comma + 1);
                                 return 1;
                         }
-                        up[f] = (GvUplink){ .have = true, .gateway = gw, .oif = (int) oif };
+                        up.have[f] = true;
+                        up.gateway[f] = gw;
+                        up.oif[f] = (int) oif;
                 } else
                         die_usage("usage: lazaret-netd gvisor-routes --policy CANONICAL [--uplink GATEWAY,DEVICE]...");
         }
@@ -1420,7 +1405,7 @@ static int gvisor_routes(int argc, char **argv) {
                 int af = f == NET_IPV6 ? AF_INET6 : AF_INET;
                 RtnlRoute *want = NULL, *cur = NULL;
                 size_t n_want = 0, n_cur = 0;
-                r = gv_desired(&p, up, lo, f, &want, &n_want, &why);
+                r = gv_desired(&p, &up, lo, f, &want, &n_want, &why);
                 if (r >= 0)
                         r = rtnl_dump_routes(&nl, af, &cur, &n_cur);
                 if (r < 0) {
