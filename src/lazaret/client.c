@@ -184,35 +184,21 @@ static int spawn_coordinator(const LaunchSpec *spec, int *ret_status_fd, char **
         st_r = p[0];
         st_w = p[1];
 
-        pid_t pid = fork();
-        if (pid < 0)
-                return negative_errno();
-        if (pid == 0) {
-                if (setsid() < 0)
-                        _exit(1);
-                pid_t pid2 = fork();
-                if (pid2 != 0)
-                        _exit(pid2 < 0);
+        r = fork_detached();
+        if (r == 0) {
                 int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0 ||
-                    dup2(spec_fd, COORDINATOR_SPEC_FD) < 0 || dup2(st_w, COORDINATOR_STATUS_FD) < 0)
+                    dup2(spec_fd, COORDINATOR_SPEC_FD) < 0 || dup2(st_w, COORDINATOR_STATUS_FD) < 0 ||
+                    /* dup2 onto itself keeps close-on-exec */
+                    fcntl(COORDINATOR_SPEC_FD, F_SETFD, 0) < 0 || fcntl(COORDINATOR_STATUS_FD, F_SETFD, 0) < 0)
                         _exit(1);
                 syscall(SYS_close_range, COORDINATOR_STATUS_FD + 1, ~0U, 0);
-                sigset_t none;
-                sigemptyset(&none);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-                for (int sig = 1; sig < _NSIG; sig++)
-                        signal(sig, SIG_DFL);
                 if (chdir("/") < 0)
                         _exit(1);
-                execl(self, "lazaret", "__coordinator", (char *) NULL);
-                _exit(127);
+                exec_with_default_signals(self, (char *const[]){ (char *) "lazaret", (char *) "__coordinator", NULL });
         }
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                ;
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-                return fail(ret_error, "cannot start the coordinator process");
+        if (r < 0)
+                return fail(ret_error, "cannot start the coordinator process: %s", strerror(-r));
         *ret_status_fd = TAKE_FD(st_r);
         return 0;
 }

@@ -52,6 +52,9 @@
 #define DRAIN_USEC        (UINT64_C(200) * 1000) /* output still arriving after the exec client exited */
 #define HANGUP_GRACE_USEC (UINT64_C(2) * 1000000)
 #define STORE_WAIT_USEC   (UINT64_C(8) * 1000000)
+/* How long the watchdog waits for the Domain Store after its coordinator
+ * died (a new coordinator holds it while it recovers itself). */
+#define WATCHDOG_STORE_WAIT_USEC (UINT64_C(30) * 1000000)
 #define FOREACH_GIT_VAR(f)                                                                                             \
         do {                                                                                                           \
                 f("GIT_DIR");                                                                                          \
@@ -143,6 +146,7 @@ struct Coordinator {
         LaunchSpec spec;
         int epfd;
         int listen_fd, signal_fd, runtime_fd, status_fd;
+        int watchdog_fd; /* the write end of the watchdog's pipe */
         Watch w_listen, w_signal, w_store, w_runtime;
         Store *store;
         StoreWorker *worker;
@@ -1490,7 +1494,7 @@ static void handle_signal(Coordinator *co) {
 
 /* ---- start and teardown ------------------------------------------------- */
 
-static int read_spec(LaunchSpec *ret) {
+static int read_spec(LaunchSpec *ret, char **ret_text) {
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
         if (lseek(COORDINATOR_SPEC_FD, 0, SEEK_SET) < 0)
@@ -1505,6 +1509,8 @@ static int read_spec(LaunchSpec *ret) {
                 return -EBADMSG;
         r = launch_spec_from_json(j, ret);
         json_decref(j);
+        if (r >= 0 && ret_text)
+                *ret_text = TAKE_PTR(text);
         return r;
 }
 
@@ -1563,8 +1569,10 @@ static int recover_participant(Coordinator *co, json_t *p) {
         return 0;
 }
 
-/* Remove what a dead coordinator of this Domain left behind (decision 12). */
+/* Remove what a dead coordinator of this Domain left behind (decision 12).
+ * Returns how many parts it removed. */
 static int recover(Coordinator *co) {
+        int removed = 0;
         json_t *list = NULL;
         int r = store_list_unclean(co->store, &list);
         if (r < 0)
@@ -1581,6 +1589,7 @@ static int recover(Coordinator *co) {
                                 json_decref(list);
                                 return -EIO;
                         }
+                        removed++;
                 }
         json_decref(list);
 
@@ -1592,8 +1601,10 @@ static int recover(Coordinator *co) {
                 const char *sid = json_string_value(json_object_get(p, "session_id"));
                 ProcessIdentity pi;
                 if (process_identity_from_json(json_object_get(p, "exec_client"), &pi) >= 0 &&
-                    process_identity_alive(&pi))
+                    process_identity_alive(&pi)) {
                         (void) kill(pi.pid, SIGKILL);
+                        removed++;
+                }
                 if (sid) {
                         (void) store_terminal_set_state(co->store, sid, TERMINAL_RELEASE_INTENT, NULL);
                         (void) store_terminal_set_state(co->store, sid, TERMINAL_CLEAN, NULL);
@@ -1612,7 +1623,7 @@ static int recover(Coordinator *co) {
                         json_decref(g);
                 }
         }
-        return 0;
+        return removed;
 }
 
 static int bind_socket(Coordinator *co) {
@@ -2239,6 +2250,12 @@ static void stop_network(Coordinator *co) {
  * on a partly made coordinator (every early return calls it, so the ASan
  * build's leak check sees a clean exit). */
 static void release(Coordinator *co) {
+        /* Whatever remains is recorded, and the next coordinator removes
+         * it: the watchdog has nothing to do. */
+        if (co->watchdog_fd >= 0) {
+                (void) !write(co->watchdog_fd, "done", 4);
+                co->watchdog_fd = safe_close(co->watchdog_fd);
+        }
         co->worker = store_worker_free(co->worker);
         while (co->conns)
                 conn_free(co, co->conns);
@@ -2288,14 +2305,110 @@ static int ensure_dirs(Coordinator *co) {
         return 0;
 }
 
+#define COORDINATOR_INIT(status)                                                                                       \
+        ((Coordinator){ .epfd = -EBADF,                                                                                \
+                        .listen_fd = -EBADF,                                                                           \
+                        .signal_fd = -EBADF,                                                                           \
+                        .runtime_fd = -EBADF,                                                                          \
+                        .sidecar_fd = -EBADF,                                                                          \
+                        .sidecar = { .ctl_fd = -EBADF },                                                               \
+                        .status_fd = (status),                                                                         \
+                        .watchdog_fd = -EBADF })
+
+/* Start the watchdog: `lazaret __watchdog` in a session of its own (not
+ * our child: the double fork), with the LaunchSpec and its end of the
+ * pipe. Without it a killed coordinator's sandbox would run on until the
+ * next `lazaret run`; so a failure here fails the start. */
+static int spawn_watchdog(Coordinator *co) {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return negative_errno();
+        int r = fork_detached();
+        if (r == 0) {
+                /* fd 3 is the LaunchSpec already; stdout and stderr the
+                 * log; stdin /dev/null. */
+                if (dup2(p[0], WATCHDOG_PIPE_FD) < 0 || fcntl(WATCHDOG_PIPE_FD, F_SETFD, 0) < 0 ||
+                    fcntl(COORDINATOR_SPEC_FD, F_SETFD, 0) < 0)
+                        _exit(1);
+                syscall(SYS_close_range, WATCHDOG_PIPE_FD + 1, ~0U, 0);
+                exec_with_default_signals("/proc/self/exe",
+                                          (char *const[]){ (char *) "lazaret", (char *) "__watchdog", NULL });
+        }
+        safe_close(p[0]);
+        if (r < 0) {
+                safe_close(p[1]);
+                return r;
+        }
+        co->watchdog_fd = p[1];
+        return 0;
+}
+
+int coordinator_watchdog_main(bool now) {
+        Coordinator co = COORDINATOR_INIT(-EBADF);
+        char name[64], buf[4];
+        size_t got = 0;
+
+        snprintf(name, sizeof(name), "lazaret-watchdog[%d]", (int) getpid());
+        log_set_program(strdup(name) ?: "lazaret-watchdog");
+        signal(SIGPIPE, SIG_IGN);
+        /* Neither a terminal's signals nor a hang-up concern us. */
+        signal(SIGHUP, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
+        while (!now && got < sizeof(buf)) {
+                ssize_t k = read(WATCHDOG_PIPE_FD, buf + got, sizeof(buf) - got);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                got += (size_t) k;
+        }
+        if (!now)
+                (void) close(WATCHDOG_PIPE_FD);
+        if (got == sizeof(buf) && memcmp(buf, "done", 4) == 0) {
+                (void) close(COORDINATOR_SPEC_FD);
+                return 0;
+        }
+        int r = read_spec(&co.spec, NULL);
+        if (r < 0) {
+                log_error("the coordinator died, and its launch description cannot be read (%s); the next "
+                          "'lazaret run' of this workspace removes what it left",
+                          strerror(-r));
+                return 1;
+        }
+        if (now)
+                log_info("lazaret stop: no coordinator answers; removing what a dead one left");
+        else
+                log_info("the coordinator died: removing the sandbox and what else it left");
+        StoreDomain dom = { .domain_id = co.spec.domain_hash,
+                            .profile_name = co.spec.profile,
+                            .canonical_workspace = co.spec.workspace };
+        r = store_open(co.spec.domain_dir, &dom, now ? STORE_WAIT_USEC : WATCHDOG_STORE_WAIT_USEC, &co.store);
+        if (r == -EBUSY && now) {
+                log_info("lazaret stop: a coordinator holds the domain store (starting or stopping)");
+                release(&co);
+                return WATCHDOG_EXIT_BUSY;
+        }
+        if (r == -EBUSY) {
+                /* A new coordinator took the Domain first: it removed what
+                 * was left before it started. */
+                log_info("a new coordinator holds the domain store; it has removed what was left");
+                release(&co);
+                return 0;
+        }
+        if (r >= 0)
+                r = recover(&co);
+        if (r < 0)
+                log_error("cannot remove what the coordinator left (%s); the next 'lazaret run' or 'lazaret stop' "
+                          "of this workspace does",
+                          strerror(-r));
+        else
+                log_info("nothing of the dead coordinator is left (%d parts removed)", r);
+        release(&co);
+        return r < 0 ? 1 : r > 0 ? WATCHDOG_EXIT_REMOVED : 0;
+}
+
 int coordinator_main(void) {
-        Coordinator co = { .epfd = -EBADF,
-                           .listen_fd = -EBADF,
-                           .signal_fd = -EBADF,
-                           .runtime_fd = -EBADF,
-                           .sidecar_fd = -EBADF,
-                           .sidecar = { .ctl_fd = -EBADF },
-                           .status_fd = COORDINATOR_STATUS_FD };
+        Coordinator co = COORDINATOR_INIT(COORDINATOR_STATUS_FD);
         char name[64];
         int r;
 
@@ -2313,8 +2426,14 @@ int coordinator_main(void) {
         /* Host git (worktrees) must act on the workspace, not on a
          * repository the CLI's environment happened to point at. */
         FOREACH_GIT_VAR(unsetenv);
+        r = spawn_watchdog(&co);
+        if (r < 0) {
+                status_report(&co, "error: cannot start the coordinator's watchdog: %s", strerror(-r));
+                return 1;
+        }
 
-        r = read_spec(&co.spec);
+        _cleanup_free_ char *spec_text = NULL;
+        r = read_spec(&co.spec, &spec_text);
         if (r < 0) {
                 status_report(&co, "error: the coordinator got no valid launch description (%s)", strerror(-r));
                 release(&co);
@@ -2328,6 +2447,15 @@ int coordinator_main(void) {
         if (r < 0) {
                 status_report(&co, "error: cannot prepare the domain directory %s: %s", co.spec.domain_dir,
                               strerror(-r));
+                release(&co);
+                return 1;
+        }
+        /* For 'lazaret stop' when no coordinator answers: what a watchdog
+         * needs to remove what a dead one left. */
+        _cleanup_free_ char *spec_copy = path_join(co.spec.domain_dir, WATCHDOG_SPEC_FILE);
+        r = spec_copy ? write_file_atomic(spec_copy, spec_text, strlen(spec_text), 0600, 0) : -ENOMEM;
+        if (r < 0) {
+                status_report(&co, "error: cannot write %s: %s", spec_copy ?: WATCHDOG_SPEC_FILE, strerror(-r));
                 release(&co);
                 return 1;
         }

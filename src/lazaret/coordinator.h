@@ -11,10 +11,33 @@
  *         connections, or "error: <one line>\n" when the start failed
  *   stdout and stderr: the log file in the Domain Root. */
 
+#include <stdbool.h>
+
 #include "launch.h"
 
 #define COORDINATOR_SPEC_FD   3
 #define COORDINATOR_STATUS_FD 4
+/* The watchdog's end of its pipe (its fd 3 is the same LaunchSpec). */
+#define WATCHDOG_PIPE_FD 4
 
 /* Run the coordinator until teardown. Returns the process exit status. */
 int coordinator_main(void);
+
+/* The coordinator's watchdog, `lazaret __watchdog` (issue 16): started by
+ * the coordinator in a session of its own, it waits on a pipe whose write
+ * end only the coordinator holds. "done" there means the coordinator
+ * cleaned up itself; the end of the pipe without it means the coordinator
+ * died, and the watchdog removes what the Domain Store records (the
+ * sandbox, its sidecar, the routers, the sockets), as the next coordinator
+ * would. */
+int coordinator_watchdog_main(bool now);
+
+/* `lazaret __watchdog --now` (for 'lazaret stop' when no coordinator
+ * answers): fd 3 is the Domain Root's copy of the LaunchSpec; it removes
+ * what the store records at once. Exit 0: nothing was left; this: parts
+ * were removed; 1: it failed. */
+#define WATCHDOG_EXIT_REMOVED 10
+/* ... and this when a coordinator holds the Domain Store (starting or
+ * stopping). */
+#define WATCHDOG_EXIT_BUSY 11
+#define WATCHDOG_SPEC_FILE "launch-spec.json"

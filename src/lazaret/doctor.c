@@ -32,7 +32,6 @@
 #include "strbuf.h"
 #include "string-util.h"
 
-#define DEFAULT_SEARCH_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 #define PODMAN_MIN_VERSION                                                                                             \
         { 4, 3, 0 }
 #define SUBID_NEEDED   UINT64_C(65536)

@@ -21,8 +21,6 @@
 #include "strbuf.h"
 #include "string-util.h"
 
-#define DEFAULT_SEARCH_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
-
 static void strv_free(char **v) {
         if (!v)
                 return;

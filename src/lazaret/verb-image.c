@@ -55,8 +55,7 @@
 #define RUN_STDOUT_MAX  (16U * 1024 * 1024)
 #define RUN_LINE_MAX    1024
 
-#define DEFAULT_SEARCH_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
-#define BUSYBOX_PATH        "/bin/busybox"
+#define BUSYBOX_PATH "/bin/busybox"
 
 #define DEBIAN_SUITE    "bookworm"
 #define DEBIAN_PACKAGES "git,ca-certificates,bash"

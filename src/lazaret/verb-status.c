@@ -9,9 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client.h"
+#include "coordinator.h"
+#include "exec-util.h"
 #include "config.h"
 #include "fd-util.h"
 #include "fileio.h"
@@ -186,8 +190,19 @@ static void print_persistent(json_t *a) {
 
 /* The control socket of PROFILE's domain for the workspace, or of the only
  * profile. */
-static int domain_socket(const Globals *g, const char *name, char **ret_socket, char **ret_profile,
-                         json_t **ret_persistent) {
+typedef struct DomainRef {
+        char *socket, *profile, *domain_dir, *domain_hash;
+} DomainRef;
+
+static void domain_ref_done(DomainRef *d) {
+        free(d->socket);
+        free(d->profile);
+        free(d->domain_dir);
+        free(d->domain_hash);
+        *d = (DomainRef){};
+}
+
+static int domain_socket(const Globals *g, const char *name, DomainRef *ret, json_t **ret_persistent) {
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
         int pr = profile_load(g, name, &cfg, &p);
@@ -203,12 +218,70 @@ static int domain_socket(const Globals *g, const char *name, char **ret_socket, 
                         log_error("cannot use the runtime directory: %s", strerror(-r));
                 return -EINVAL;
         }
-        *ret_socket = TAKE_PTR(rp.socket);
-        *ret_profile = strdup(p->name);
+        ret->socket = TAKE_PTR(rp.socket);
+        ret->profile = strdup(p->name);
+        ret->domain_dir = strdup(p->domain_dir);
+        ret->domain_hash = strdup(p->domain_hash);
         runtime_paths_done(&rp);
         if (ret_persistent && !(*ret_persistent = persistent_info(p)))
                 return -ENOMEM;
-        return *ret_profile ? 0 : -ENOMEM;
+        return ret->profile && ret->domain_dir && ret->domain_hash ? 0 : -ENOMEM;
+}
+
+/* No coordinator answers: the containers Podman still holds for this
+ * Domain (its label), which a coordinator that died left (issue 16). */
+static json_t *leftover_containers(const char *domain_hash) {
+        const char *search = getenv("PATH");
+        _cleanup_free_ char *podman = NULL, *label = NULL;
+        json_t *names = json_array();
+        if (!names || exec_find_program(search && *search ? search : DEFAULT_SEARCH_PATH, "podman", &podman) < 0 ||
+            asprintf(&label, "label=io.lazaret.domain=%s", domain_hash) < 0)
+                return names;
+        _cleanup_(exec_result_done) ExecResult res = {};
+        const char *argv[] = { "podman", "ps", "--all", "--filter", label, "--format", "{{.Names}}", NULL };
+        if (exec_capture(podman, argv, UINT64_C(30) * 1000000, &res) < 0 || exec_result_failed(&res) || !res.out)
+                return names;
+        for (char *line = res.out, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+                nl = strchr(line, '\n');
+                if (nl)
+                        *nl = '\0';
+                if (*line)
+                        json_array_append_new(names, json_string(line));
+        }
+        return names;
+}
+
+/* 'lazaret stop' when no coordinator answers: a watchdog run now removes
+ * what the Domain Store records of a dead coordinator. Returns its exit
+ * status (0: nothing was left), or -errno. */
+static int remove_leftovers(const char *domain_dir) {
+        _cleanup_free_ char *spec = path_join(domain_dir, WATCHDOG_SPEC_FILE),
+                            *logp = path_join(domain_dir, "coordinator.log");
+        if (!spec || !logp)
+                return -ENOMEM;
+        _cleanup_close_ int sfd = open(spec, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (sfd < 0)
+                return errno == ENOENT ? 0 : negative_errno(); /* never started here */
+        _cleanup_close_ int lfd = open(logp, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        if (lfd < 0)
+                return negative_errno();
+        pid_t pid = fork();
+        if (pid < 0)
+                return negative_errno();
+        if (pid == 0) {
+                int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(lfd, 1) < 0 || dup2(lfd, 2) < 0 ||
+                    dup2(sfd, COORDINATOR_SPEC_FD) < 0 || fcntl(COORDINATOR_SPEC_FD, F_SETFD, 0) < 0)
+                        _exit(1);
+                syscall(SYS_close_range, COORDINATOR_SPEC_FD + 1, ~0U, 0);
+                exec_with_default_signals("/proc/self/exe", (char *const[]){ (char *) "lazaret", (char *) "__watchdog",
+                                                                             (char *) "--now", NULL });
+        }
+        int st;
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 static int ask(int fd, CtlMessage *req, CtlMessage *ret) {
@@ -247,9 +320,10 @@ int verb_status(int argc, char **argv, const Globals *g) {
         const char *name = NULL;
         if (profile_operand(argc, argv, optind, "status", &name) < 0)
                 return EXIT_USAGE;
-        _cleanup_free_ char *sock = NULL, *profile = NULL;
+        _cleanup_(domain_ref_done) DomainRef d = {};
         json_t *persistent = NULL;
-        int r = domain_socket(g, name, &sock, &profile, &persistent);
+        int r = domain_socket(g, name, &d, &persistent);
+        const char *sock = d.socket, *profile = d.profile;
         if (r < 0) {
                 json_decref(persistent);
                 return profile_load_exit(r);
@@ -259,8 +333,11 @@ int verb_status(int argc, char **argv, const Globals *g) {
         CtlMessage req = { .type = CTL_STATUS_REQUEST };
         if (client_connect(sock, &fd) < 0 || ask(fd, &req, &reply) < 0 || reply.type != CTL_STATUS) {
                 ctl_message_done(&reply);
+                json_t *left = leftover_containers(d.domain_hash);
                 if (json) {
                         json_t *j = json_pack("{s:b, s:s}", "running", 0, "profile", profile);
+                        if (j && json_array_size(left))
+                                json_object_set(j, "left_by_a_dead_coordinator", left);
                         if (j && json_array_size(persistent))
                                 json_object_set(j, "persistent", persistent);
                         char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
@@ -268,10 +345,18 @@ int verb_status(int argc, char **argv, const Globals *g) {
                                 puts(text);
                         free(text);
                         json_decref(j);
+                } else if (json_array_size(left)) {
+                        printf("%s: not running, but a coordinator that died left", profile);
+                        size_t k;
+                        json_t *e;
+                        json_array_foreach(left, k, e) printf("%s %s", k ? "," : "", json_string_value(e));
+                        printf("; its watchdog removes them, or 'lazaret stop'\n");
+                        print_persistent(persistent);
                 } else {
                         printf("%s: not running\n", profile);
                         print_persistent(persistent);
                 }
+                json_decref(left);
                 json_decref(persistent);
                 return 0;
         }
@@ -341,13 +426,31 @@ int verb_stop(int argc, char **argv, const Globals *g) {
         const char *name = NULL;
         if (profile_operand(argc, argv, 1, "stop", &name) < 0)
                 return EXIT_USAGE;
-        _cleanup_free_ char *sock = NULL, *profile = NULL;
-        int dr = domain_socket(g, name, &sock, &profile, NULL);
+        _cleanup_(domain_ref_done) DomainRef d = {};
+        int dr = domain_socket(g, name, &d, NULL);
+        const char *profile = d.profile;
         if (dr < 0)
                 return profile_load_exit(dr);
         _cleanup_close_ int fd = -EBADF;
-        if (client_connect(sock, &fd) < 0) {
-                printf("%s: not running\n", profile);
+        if (client_connect(d.socket, &fd) < 0) {
+                /* No coordinator answers: one may have died and left its
+                 * sandbox (issue 16); the store says what. */
+                int r = remove_leftovers(d.domain_dir);
+                if (r == 0)
+                        printf("%s: not running\n", profile);
+                else if (r == WATCHDOG_EXIT_BUSY) {
+                        log_error("the sandbox of profile '%s' is starting or stopping (a coordinator holds its "
+                                  "domain store, but does not answer yet); try again",
+                                  profile);
+                        return EXIT_LAZARET;
+                } else if (r == WATCHDOG_EXIT_REMOVED)
+                        printf("%s: stopped what a coordinator that died left (see %s/coordinator.log)\n", profile,
+                               d.domain_dir);
+                else {
+                        log_error("cannot remove what a coordinator that died left: %s; see %s/coordinator.log",
+                                  r < 0 ? strerror(-r) : "its watchdog failed", d.domain_dir);
+                        return EXIT_LAZARET;
+                }
                 return 0;
         }
         CtlMessage req = { .type = CTL_STOP_REQUEST, .message = (char *) "lazaret stop" };

@@ -272,3 +272,32 @@ static int exec_capture_high(const char *path, const char *const *argv, const in
         *ret = cmd;
         return 0;
 }
+
+void exec_with_default_signals(const char *path, char *const argv[]) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        for (int sig = 1; sig < _NSIG; sig++)
+                signal(sig, SIG_DFL);
+        execv(path, argv);
+        _exit(127);
+}
+
+int fork_detached(void) {
+        pid_t pid = fork();
+        if (pid < 0)
+                return negative_errno();
+        if (pid == 0) {
+                if (setsid() < 0)
+                        _exit(1);
+                pid_t pid2 = fork();
+                if (pid2 != 0)
+                        _exit(pid2 < 0);
+                return 0;
+        }
+        int st;
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 1 : -ECHILD;
+}

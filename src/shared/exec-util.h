@@ -9,8 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "macro.h"
+
 #define EXEC_STDOUT_MAX (4U * 1024 * 1024)
-#define EXEC_STDERR_MAX (64U * 1024)
+/* Where programs are looked for when PATH is unset or empty. */
+#define DEFAULT_SEARCH_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+#define EXEC_STDERR_MAX     (64U * 1024)
 
 typedef struct ExecResult {
         int spawn_error; /* -errno when the program could not be started */
@@ -39,6 +43,16 @@ int exec_capture_fds(const char *path, const char *const *argv, const int *fds, 
  * and relative entries are skipped: they would mean the current directory).
  * Returns 0 and the path (caller frees), -ENOENT, or -ENOMEM. */
 int exec_find_program(const char *search, const char *name, char **ret);
+
+/* Fork a process detached from us: in a session of its own, and not our
+ * child (the double fork). Returns 0 in it, 1 in the caller once it
+ * exists, or -errno. */
+int fork_detached(void);
+
+/* In a child about to become another program: no blocked signals, every
+ * disposition the default, then execv(path, argv); _exit(127) if that
+ * fails. */
+_noreturn_ void exec_with_default_signals(const char *path, char *const argv[]);
 
 /* CLOCK_MONOTONIC in microseconds. */
 uint64_t now_usec(void);

@@ -448,6 +448,7 @@ def test_coordinator_killed_sidecar_recovered(netdom):
     p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
     try:
         wait_sessions(dom, 1)
+        assert len(dom.container_names()) == 2  # the sandbox and its sidecar
         for pid in dom.coordinator_pids():
             os.kill(pid, 9)
         p.wait(timeout=30)
@@ -455,11 +456,41 @@ def test_coordinator_killed_sidecar_recovered(netdom):
         if p.poll() is None:
             kill_cli(p)
             p.wait()
-    # The next run cleans up what the dead coordinator left (sandbox and
-    # sidecar, by name from the store) and works.
+    # The watchdog removes what the dead coordinator left (sandbox and
+    # sidecar, by name from the store) within a few seconds; the next run
+    # works.
+    dom.assert_clean(timeout=10)
+    assert "recovering participant" in dom.log() and "(Network," in dom.log()
     r = sandbox_sh(dom, f"nc {HOST4} 8080 </dev/null")
     assert r.returncode == 0 and "hello from the test host" in r.stdout, r.stderr + dom.log()
-    assert "recovering participant" in dom.log() and "(Network," in dom.log()
+
+
+ROOT_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+
+
+def rootful_domain(lazaret_bin, tmp_path, allow, mode="sandbox", extra=""):
+    """A Domain of root's (rootful Podman) in tmp_path, the busybox image
+    built in root's store: (data root, workspace, config path)."""
+    data, work = tmp_path / "data", tmp_path / "work"
+    work.mkdir()
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f"""[storage]
+data_root = "{data}"
+[network]
+default_allow = {json.dumps(allow)}
+default_deny = []
+ipv6 = "disabled"
+{extra}[escalation]
+enabled = false
+socket_dir = "{tmp_path}/sock"
+[profiles.root]
+image = "localhost/lazaret/busybox:latest"
+runsc_network = "{mode}"
+""")
+    r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True, env=ROOT_ENV,
+                       cwd=work, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return data, work, cfg
 
 
 @pytest.mark.parametrize("mode", ["host", "sandbox"])
@@ -469,27 +500,9 @@ def test_rootful_sidecar_on_podmans_bridge(hosts, lazaret_bin, tmp_path, mode):
     the test link's range and Podman's bridge network: the host's own
     addresses there (the link's root end; the bridge's gateway, which Podman
     may make only with the sidecar) are denied all the same."""
-    data, work = tmp_path / "data", tmp_path / "work"
-    work.mkdir()
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f"""[storage]
-data_root = "{data}"
-[network]
-default_allow = ["198.51.100.0/24", "10.0.0.0/8"]
-default_deny = []
-ipv6 = "disabled"
-probe_targets = ["{HOST4}:8080"]
-[escalation]
-enabled = false
-socket_dir = "{tmp_path}/sock"
-[profiles.root]
-image = "localhost/lazaret/busybox:latest"
-runsc_network = "{mode}"
-""")
-    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
-    r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True, env=env,
-                       cwd=work, timeout=300)
-    assert r.returncode == 0, r.stderr
+    data, work, cfg = rootful_domain(lazaret_bin, tmp_path, ["198.51.100.0/24", "10.0.0.0/8"], mode,
+                                     f'probe_targets = ["{HOST4}:8080"]\n')
+    env = ROOT_ENV
     gw = subprocess.run(["podman", "network", "inspect", "podman", "--format",
                          "{{range .Subnets}}{{.Gateway}} {{end}}"], capture_output=True, text=True)
     assert gw.returncode == 0, gw.stderr
@@ -522,6 +535,59 @@ runsc_network = "{mode}"
             break
         time.sleep(0.2)
     assert left == []
+
+
+def test_rootful_coordinator_killed_everything_ends(hosts, lazaret_bin, tmp_path):
+    """Issue 16, rootful: kill -9 of the coordinator, and its watchdog
+    removes the sandbox and the sidecar (root's Podman) within a few
+    seconds; the watchdog ends too."""
+    data, work, cfg = rootful_domain(lazaret_bin, tmp_path, [f"{HOST4}/32"])
+    env = ROOT_ENV
+
+    def ours(marker):
+        """Root's processes with marker in their arguments whose log is
+        in this test's data root."""
+        out = subprocess.run(["ps", "-u", "root", "-o", "pid=,args="], capture_output=True, text=True).stdout
+        pids = []
+        for line in out.splitlines():
+            pid, _, args = line.strip().partition(" ")
+            try:
+                if marker in args and os.readlink(f"/proc/{pid}/fd/2").startswith(str(data) + "/"):
+                    pids.append(int(pid))
+            except OSError:
+                pass
+        return pids
+
+    def containers(h):
+        names = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
+                               text=True).stdout.split()
+        return [n for n in names if n.endswith(h)]
+
+    p = subprocess.Popen([lazaret_bin, "--config", str(cfg), "run", "--", "/bin/sleep", "120"], env=env, cwd=work,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 60
+        h = None
+        while time.time() < deadline:
+            if (data / "domains").is_dir() and os.listdir(data / "domains"):
+                h = os.listdir(data / "domains")[0]
+                if len(containers(h)) == 2 and ours("__coordinator"):
+                    break
+            time.sleep(0.2)
+        assert h and len(containers(h)) == 2, (h, p.poll())
+        [coord] = ours("__coordinator")
+        assert len(ours("__watchdog")) == 1
+        os.kill(coord, 9)
+        killed = time.monotonic()
+        p.wait(timeout=30)
+        while (containers(h) or ours("__watchdog")) and time.monotonic() - killed < 10:
+            time.sleep(0.2)
+        assert containers(h) == [] and ours("__watchdog") == [], open(data / "domains" / h / "coordinator.log").read()
+        assert "nothing of the dead coordinator is left" in open(data / "domains" / h / "coordinator.log").read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def test_loopback_only_sandbox_and_policy_changes(netdom):

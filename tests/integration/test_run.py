@@ -113,6 +113,23 @@ runsc_network = "{runsc_network}"
         return [n for n in r.stdout.split()
                 if any(n.startswith(p) and n[len(p):] in hs for p in ("lazaret-coord-", "lazaret-net-"))]
 
+    def watchdog_pids(self):
+        """The coordinators' watchdogs of this Domain: their stderr is its
+        coordinator.log."""
+        out = subprocess.run(["ps", "-u", self.lz.user.pw_name, "-o", "pid=,args="], capture_output=True,
+                             text=True).stdout
+        pids = []
+        for line in out.splitlines():
+            pid, _, args = line.strip().partition(" ")
+            if "__watchdog" not in args:
+                continue
+            try:
+                if os.readlink(f"/proc/{pid}/fd/2").startswith(self.data + "/"):
+                    pids.append(int(pid))
+            except OSError:
+                pass
+        return pids
+
     def coordinator_pids(self):
         out = subprocess.run(["ps", "-u", self.lz.user.pw_name, "-o", "pid=,args="], capture_output=True,
                              text=True).stdout
@@ -139,6 +156,7 @@ runsc_network = "{runsc_network}"
             left = {
                 "containers": self.container_names(),
                 "coordinators": self.coordinator_pids(),
+                "watchdogs": self.watchdog_pids(),
                 "socket": [self.socket_path()] if self.domain_dirs() and os.path.exists(self.socket_path()) else [],
                 "mounts": [ln for ln in open("/proc/self/mountinfo") if self.data in ln],
                 # FUSE mounts (git router, State Anchor) live in Podman's
@@ -308,16 +326,55 @@ def test_kill_coordinator_then_recover(dom):
         time.sleep(0.1)
     gen = dom.status()["generation"]
     [pid] = dom.coordinator_pids()
+    assert len(dom.watchdog_pids()) == 1
     os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
     a.communicate(timeout=30)
     assert a.returncode == 125
-    # The old container is still there: the coordinator could not clean.
-    assert len(dom.container_names()) == 1
+    # Issue 16: its watchdog removes the sandbox (and everything else the
+    # store records) within a few seconds, then ends.
+    dom.assert_clean(timeout=10)
+    gone = time.monotonic() - killed
+    log = dom.log()
+    assert "the coordinator died: removing the sandbox" in log and "recovering participant" in log, log
+    assert "nothing of the dead coordinator is left" in log, log
+    print(f"everything gone {gone:.1f} s after the kill")
+    assert gone < 10, gone
+    # Status tells the truth, and the next run starts afresh.
+    assert dom.run("status").stdout == "shell: not running\n"
     r = dom.run("run", "--", "/bin/echo", "again")
     assert (r.returncode, r.stdout) == (0, "again\n"), r.stderr
-    log = dom.log()
-    assert "recovering participant" in log
-    assert f"(generation {gen + 1}, " in log
+    assert f"(generation {gen + 1}, " in dom.log()
+    dom.assert_clean()
+
+
+def test_coordinator_and_watchdog_killed_stop_removes(dom):
+    """Both the coordinator and its watchdog killed with -9: status tells
+    the truth (what is left, and what removes it), stop removes it from
+    the store's record, and the next run starts afresh."""
+    a = dom.popen("run", "--", "/bin/sleep", "1000")
+    wait_sessions(dom, 1)
+    [wd] = dom.watchdog_pids()
+    os.kill(wd, signal.SIGKILL)
+    [pid] = dom.coordinator_pids()
+    os.kill(pid, signal.SIGKILL)
+    a.communicate(timeout=30)
+    [name] = dom.container_names()
+    r = dom.run("status")
+    assert r.stdout == (f"shell: not running, but a coordinator that died left {name}; its watchdog removes "
+                        "them, or 'lazaret stop'\n"), r.stdout + r.stderr
+    assert dom.status()["left_by_a_dead_coordinator"] == [name]
+    r = dom.run("stop")
+    [domain] = dom.domain_dirs()
+    assert (r.returncode, r.stdout) == (0, f"shell: stopped what a coordinator that died left (see {domain}/"
+                                           "coordinator.log)\n"), r.stdout + r.stderr
+    dom.assert_clean(timeout=5)
+    assert "lazaret stop: no coordinator answers" in dom.log()
+    # Nothing left now: stop and status say so.
+    assert dom.run("stop").stdout == "shell: not running\n"
+    assert dom.run("status").stdout == "shell: not running\n"
+    r = dom.run("run", "--", "/bin/echo", "again")
+    assert (r.returncode, r.stdout) == (0, "again\n"), r.stderr
     dom.assert_clean()
 
 
@@ -943,8 +1000,8 @@ def alive(pid):
 
 
 def test_kill_coordinator_with_router_then_recover(dom, lz):
-    """The router outlives a coordinator killed with -9; the next run finds
-    it in the store, ends it by pid + start time, detaches its mount, and
+    """A coordinator killed with -9: its watchdog finds the router in the
+    store, ends it by pid + start time, detaches its mount; the next run
     starts afresh."""
     make_repo(lz)
     a = dom.popen("run", "--", "/bin/sleep", "1000")
@@ -956,10 +1013,11 @@ def test_kill_coordinator_with_router_then_recover(dom, lz):
     [pid] = dom.coordinator_pids()
     os.kill(pid, signal.SIGKILL)
     a.communicate(timeout=30)
-    assert alive(routers[0])  # orphaned, still serving
+    # The watchdog ends it by pid + start time and detaches its mount.
+    dom.assert_clean(timeout=10)
+    assert not alive(routers[0])
+    assert pause_mounts(lz.user, domain) == []
+    assert "recovering participant" in dom.log()
     r = dom.run("run", "--", "/bin/sh", "-c", "cat /workspace/tracked.txt")
     assert (r.returncode, r.stdout) == (0, "committed\n"), r.stderr
-    assert not alive(routers[0])
-    assert "recovering participant" in dom.log()
     dom.assert_clean()
-    assert pause_mounts(lz.user, domain) == []
