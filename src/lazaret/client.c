@@ -19,6 +19,7 @@
 #include "coordinator.h"
 #include "exec-util.h"
 #include "fd-util.h"
+#include "log.h"
 #include "path-util.h"
 #include "runtime-dir.h"
 #include "strbuf.h"
@@ -221,6 +222,13 @@ static int await_coordinator(const LaunchSpec *spec, int status_fd, char **ret_e
                                 return 0;
                         if (strncmp(buf, "error: ", 7) == 0)
                                 return fail(ret_error, "%s", buf + 7);
+                        if (strncmp(buf, "warn ", 5) == 0) {
+                                log_warning("%s", buf + 5);
+                                size_t rest = len - (size_t) (nl + 1 - buf);
+                                memmove(buf, nl + 1, rest);
+                                len = rest;
+                                continue;
+                        }
                         if (sscanf(buf, "wait %u %n", &secs, &used) != 1 || used == 0 || secs == 0 ||
                             secs > SPAWN_STEP_MAX_SEC)
                                 return fail(ret_error, "the coordinator exited during start; see %s/coordinator.log",

@@ -38,6 +38,7 @@
 #include "netpolicy-digest.h"
 #include "netpolicy.h"
 #include "host-addr.h"
+#include "sandbox-limits.h"
 #include "sandbox.h"
 #include "sidecar.h"
 #include "store.h"
@@ -64,7 +65,8 @@
                 f("GIT_OBJECT_DIRECTORY");                                                                             \
                 f("GIT_CONFIG_PARAMETERS");                                                                            \
         } while (0)
-#define LINGER_USEC (UINT64_C(5) * 1000000) /* for a dropped peer to close its end */
+#define LINGER_USEC       (UINT64_C(5) * 1000000) /* for a dropped peer to close its end */
+#define MEMORY_CHECK_USEC (UINT64_C(1000000))
 
 typedef enum WatchKind {
         WATCH_LISTEN,
@@ -179,6 +181,12 @@ struct Coordinator {
         uint64_t started_usec;
         bool stopping;
         const char *stop_reason;
+        /* The memory limit (issue 16): gVisor's memory file, looked at
+         * once a second; why it is not watched when it is not. */
+        int mem_fd;
+        uint64_t mem_next_check, mem_used;
+        char mem_unwatched[160];
+        char limit_reason[200];
         bool runtime_lost;
 };
 
@@ -266,6 +274,16 @@ static int queue_flush(OutQueue *q, int fd) {
         }
         q->off = q->len = 0;
         return 1;
+}
+
+/* A warning the leader shows its user once, at launch. */
+static void status_warn(Coordinator *co, const char *text) {
+        if (co->status_fd < 0)
+                return;
+        char line[400];
+        int n = snprintf(line, sizeof(line), "warn %s\n", text);
+        if (n > 0 && (size_t) n < sizeof(line))
+                (void) !write(co->status_fd, line, (size_t) n);
 }
 
 /* The next step may take up to secs (the leader's limit from now on). */
@@ -953,14 +971,31 @@ static json_t *status_json(Coordinator *co) {
                                         : json_pack("{s:s, s:o*, s:o*}", "mode", "direct", "protect_patterns",
                                                     strv_to_json(co->spec.protect), "mask_patterns",
                                                     strv_to_json(co->spec.mask));
-        return json_pack("{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:o*, s:o*, s:I, s:i, s:I, s:s}",
-                         "running", 1, "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace",
-                         co->spec.workspace, "generation", (json_int_t) co->generation, "sandbox", "name",
-                         co->container_name, "id", co->sandbox.id, "image", co->spec.image, "runsc_network",
-                         runsc_network_to_string(co->spec.runsc_network), "sessions", sessions, "network", network,
-                         "workspace_guard", guard, "uptime_seconds", (json_int_t) ((now - co->started_usec) / 1000000),
-                         "coordinator_pid", (int) getpid(), "clients", (json_int_t) co->refs, "coordinator_id",
-                         co->coordinator_id);
+        /* Each limit, and what enforces it; never one that nothing does. */
+        json_t *limits = json_pack(
+                "{s:{s:I, s:s}, s:{s:I, s:o*, s:b, s:s}}", "pids", "limit", (json_int_t) co->spec.nproc, "enforced_by",
+                co->spec.rootless ? "gVisor (RLIMIT_NPROC for every task of the sandbox)"
+                                  : "gVisor (RLIMIT_NPROC for every task of the sandbox), and a pids cgroup for "
+                                    "runsc's host threads",
+                "memory", "limit_mib", (json_int_t) co->spec.memory_limit_mib, "used_mib",
+                co->mem_fd >= 0 ? json_integer((json_int_t) (co->mem_used >> 20)) : NULL, "enforced", co->mem_fd >= 0,
+                "enforced_by",
+                co->mem_fd < 0      ? co->mem_unwatched
+                : co->spec.rootless ? "the coordinator, which stops the sandbox at the limit"
+                                    : "the coordinator, which stops the sandbox at the limit, and a memory cgroup "
+                                      "above it");
+        json_t *st = json_pack(
+                "{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:o*, s:o*, s:I, s:i, s:I, s:s}", "running", 1,
+                "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace", co->spec.workspace,
+                "generation", (json_int_t) co->generation, "sandbox", "name", co->container_name, "id", co->sandbox.id,
+                "image", co->spec.image, "runsc_network", runsc_network_to_string(co->spec.runsc_network), "sessions",
+                sessions, "network", network, "workspace_guard", guard, "uptime_seconds",
+                (json_int_t) ((now - co->started_usec) / 1000000), "coordinator_pid", (int) getpid(), "clients",
+                (json_int_t) co->refs, "coordinator_id", co->coordinator_id);
+        if (st && limits)
+                json_object_set(st, "limits", limits);
+        json_decref(limits);
+        return st;
 }
 
 static void begin_stop(Coordinator *co, const char *reason) {
@@ -1708,11 +1743,34 @@ static uint64_t next_deadline(Coordinator *co) {
                         d = c->linger_deadline;
         if (!co->ever_had_session && co->started_usec + IDLE_USEC < d)
                 d = co->started_usec + IDLE_USEC;
+        if (co->mem_fd >= 0 && !co->stopping && co->mem_next_check < d)
+                d = co->mem_next_check;
         return d;
+}
+
+/* The memory limit: over it, the sandbox stops, and every terminal is told
+ * why (the sessions end with Lazaret's failure status). */
+static void check_memory(Coordinator *co) {
+        uint64_t used = 0, limit = co->spec.memory_limit_mib << 20;
+        co->mem_next_check = now_usec() + MEMORY_CHECK_USEC;
+        if (limits_memory_used(co->mem_fd, &used) < 0)
+                return;
+        co->mem_used = used;
+        if (used <= limit || co->stopping)
+                return;
+        snprintf(co->limit_reason, sizeof(co->limit_reason),
+                 "the sandbox reached its memory limit (%" PRIu64 " MiB held; memory_limit = %" PRIu64
+                 " MiB in the profile)",
+                 used >> 20, co->spec.memory_limit_mib);
+        log_error("%s", co->limit_reason);
+        co->runtime_lost = true;
+        begin_stop(co, co->limit_reason);
 }
 
 static void run_timers(Coordinator *co) {
         uint64_t now = now_usec();
+        if (co->mem_fd >= 0 && !co->stopping && now >= co->mem_next_check)
+                check_memory(co);
         for (Session *s = co->sessions; s; s = s->next) {
                 if (!s->exited && s->kill_deadline && now >= s->kill_deadline) {
                         (void) kill(s->pid, SIGKILL);
@@ -2262,6 +2320,7 @@ static void release(Coordinator *co) {
         while (co->sessions)
                 session_free(co, co->sessions);
         co->runtime_fd = safe_close(co->runtime_fd);
+        co->mem_fd = safe_close(co->mem_fd);
         co->sidecar_fd = safe_close(co->sidecar_fd);
         co->signal_fd = safe_close(co->signal_fd);
         co->epfd = safe_close(co->epfd);
@@ -2313,7 +2372,8 @@ static int ensure_dirs(Coordinator *co) {
                         .sidecar_fd = -EBADF,                                                                          \
                         .sidecar = { .ctl_fd = -EBADF },                                                               \
                         .status_fd = (status),                                                                         \
-                        .watchdog_fd = -EBADF })
+                        .watchdog_fd = -EBADF,                                                                         \
+                        .mem_fd = -EBADF })
 
 /* Start the watchdog: `lazaret __watchdog` in a session of its own (not
  * our child: the double fork), with the LaunchSpec and its end of the
@@ -2605,6 +2665,17 @@ int coordinator_main(void) {
                         r = epoll_add(&co, co.signal_fd, EPOLLIN, &co.w_signal);
                 if (r >= 0)
                         r = epoll_add(&co, store_worker_fd(co.worker), EPOLLIN, &co.w_store);
+                int k = limits_memory_open(co.sandbox.conmon_pid, &co.mem_fd);
+                if (k < 0) {
+                        snprintf(co.mem_unwatched, sizeof(co.mem_unwatched),
+                                 "gVisor's memory file of the sandbox cannot be read: %s", strerror(-k));
+                        log_warning("memory_limit is not enforced: %s", co.mem_unwatched);
+                        char w[300];
+                        snprintf(w, sizeof(w), "memory_limit is not enforced: %s ('lazaret doctor' explains)",
+                                 co.mem_unwatched);
+                        status_warn(&co, w);
+                } else
+                        check_memory(&co);
                 co.runtime_fd = (int) syscall(SYS_pidfd_open, co.sandbox.conmon_pid, 0);
                 if (r >= 0 && co.runtime_fd >= 0)
                         r = epoll_add(&co, co.runtime_fd, EPOLLIN, &co.w_runtime);

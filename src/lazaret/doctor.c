@@ -1291,6 +1291,19 @@ static int check_cgroup(DoctorContext *c, DoctorResult *r) {
                            (uint64_t) root);
 }
 
+/* How each of a profile's ceilings is enforced here (issue 16); never one
+ * that nothing enforces. */
+static int check_limits(DoctorContext *c, DoctorResult *r) {
+        if (!c->rootless)
+                return result_ok(r, "pids_limit: gVisor's RLIMIT_NPROC for every task, and a pids cgroup; "
+                                    "memory_limit: the coordinator stops the sandbox at it (gVisor's memory file), "
+                                    "and a memory cgroup above it");
+        return result_ok(r, "pids_limit: gVisor's RLIMIT_NPROC for every task (it bounds runsc's host threads too); "
+                            "memory_limit: the coordinator stops the sandbox at it (gVisor's memory file). Rootless "
+                            "runsc runs without cgroups here, so no cgroup stands behind them; no CPU or disk "
+                            "ceiling is offered yet");
+}
+
 static int check_storage_driver(DoctorContext *c, DoctorResult *r) {
         int k = podman_probe(c);
         if (k < 0)
@@ -1371,6 +1384,7 @@ static const DoctorCheck checks[] = {
         { "slirp4netns", true, check_slirp4netns },
         { "ulimits", true, check_ulimits },
         { "cgroup", false, check_cgroup },
+        { "limits", false, check_limits },
         { "storage-driver", false, check_storage_driver },
 };
 

@@ -109,6 +109,10 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                               s->runtime_dir, "lock_path", s->lock_path, "socket_path", s->socket_path, "podman",
                               s->podman, "runsc", s->runsc, "init", s->init, "rootless", s->rootless, "branch",
                               s->branch, "nofile", (json_int_t) s->nofile, "nproc", (json_int_t) s->nproc);
+        if (j && json_object_set_new(j, "memory_limit_mib", json_integer((json_int_t) s->memory_limit_mib)) < 0) {
+                json_decref(j);
+                return NULL;
+        }
         if (j && (json_object_update_new(j, json_pack("{s:s, s:s, s:o*, s:s, s:s?, s:s?}", "netpolicy", s->netpolicy,
                                                       "netpolicy_digest", s->netpolicy_digest, "probe_targets",
                                                       strv_json(s->probe_targets), "probe_dns_name", s->probe_dns_name,
@@ -203,7 +207,7 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
 
         if (!net || !fp || strlen(fp) != 64 || !json_is_array(vols) ||
             !json_is_boolean(json_object_get(j, "rootless")) || !json_is_integer(json_object_get(j, "nofile")) ||
-            !json_is_integer(json_object_get(j, "nproc")))
+            !json_is_integer(json_object_get(j, "nproc")) || !json_is_integer(json_object_get(j, "memory_limit_mib")))
                 return -EBADMSG;
         if (r >= 0)
                 r = get_str(j, "domain_hash", &s.domain_hash);
@@ -273,6 +277,7 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         s.branch = json_boolean_value(json_object_get(j, "branch"));
         s.nofile = (uint64_t) json_integer_value(json_object_get(j, "nofile"));
         s.nproc = (uint64_t) json_integer_value(json_object_get(j, "nproc"));
+        s.memory_limit_mib = (uint64_t) json_integer_value(json_object_get(j, "memory_limit_mib"));
         memcpy(s.fingerprint, fp, 65);
         s.volumes = calloc(json_array_size(vols) + 1, sizeof(LaunchVolume));
         if (!s.volumes) {
@@ -746,7 +751,13 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
 
         struct rlimit rl;
         s.nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY ? rl.rlim_max : 1048576;
-        s.nproc = getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_max != RLIM_INFINITY ? rl.rlim_max : 4194304;
+        /* gVisor counts RLIMIT_NPROC per uid for every task it runs (and
+         * the agent has neither CAP_SYS_ADMIN nor CAP_SYS_RESOURCE to pass
+         * it): the profile's pids_limit, within the user's own. */
+        s.nproc = p->pids_limit;
+        if (getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max < s.nproc)
+                s.nproc = rl.rlim_max;
+        s.memory_limit_mib = p->memory_limit_mib;
 
         r = launch_spec_fingerprint(&s);
         if (r < 0)

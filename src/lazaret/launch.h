@@ -71,8 +71,9 @@ typedef struct LaunchSpec {
         uint64_t escalation_output_max; /* bytes kept per stream */
         uint64_t escalation_time_limit; /* seconds an approved command may run */
         char *escalate; /* lazaret-escalate on the host */
-        uint64_t nofile; /* hard limits passed as --ulimit */
-        uint64_t nproc;
+        uint64_t nofile; /* the hard limit, passed as --ulimit */
+        uint64_t nproc; /* the profile's pids_limit (at most the hard limit), passed as --ulimit */
+        uint64_t memory_limit_mib; /* the profile's memory_limit */
         char fingerprint[65]; /* SHA-256 of the canonical JSON (without this field) */
 } LaunchSpec;
 

@@ -184,6 +184,13 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
                 argv_add(&a, "--network=none");
         argv_addf(&a, "--ulimit=nofile=%" PRIu64 ":%" PRIu64, s->nofile, s->nofile);
         argv_addf(&a, "--ulimit=nproc=%" PRIu64 ":%" PRIu64, s->nproc, s->nproc);
+        /* Rootful, cgroups count what the host pays, behind the limits the
+         * coordinator and gVisor keep: runsc's host threads (about 8 per
+         * task), and the sentry's own memory over the programs'. */
+        if (!s->rootless) {
+                argv_addf(&a, "--pids-limit=%" PRIu64, s->nproc * SANDBOX_HOST_THREADS_PER_TASK + 256);
+                argv_addf(&a, "--memory=%" PRIu64 "m", s->memory_limit_mib + s->memory_limit_mib / 4 + 256);
+        }
         argv_add(&a, "--security-opt=no-new-privileges");
         /* No frames around the routes, no changes to them (decision 7). */
         argv_add(&a, "--cap-drop=NET_RAW");

@@ -383,6 +383,21 @@ int verb_status(int argc, char **argv, const Globals *g) {
                 printf("  network     %s, policy %.12s\n", side ? side : "loopback only",
                        json_string_value(json_object_get(net, "policy_digest")) ?: "?");
                 print_host_addresses(json_object_get(net, "host_addresses"));
+                json_t *lim = json_object_get(st, "limits"), *lp = json_object_get(lim, "pids"),
+                       *lm = json_object_get(lim, "memory");
+                if (lp)
+                        printf("  pids        at most %lld tasks: %s\n",
+                               (long long) json_integer_value(json_object_get(lp, "limit")),
+                               json_string_value(json_object_get(lp, "enforced_by")));
+                if (lm && json_is_true(json_object_get(lm, "enforced")))
+                        printf("  memory      %lld of %lld MiB: %s\n",
+                               (long long) json_integer_value(json_object_get(lm, "used_mib")),
+                               (long long) json_integer_value(json_object_get(lm, "limit_mib")),
+                               json_string_value(json_object_get(lm, "enforced_by")));
+                else if (lm)
+                        printf("  memory      %lld MiB, NOT ENFORCED: %s\n",
+                               (long long) json_integer_value(json_object_get(lm, "limit_mib")),
+                               json_string_value(json_object_get(lm, "enforced_by")));
                 print_persistent(persistent);
                 if (json_is_array(json_object_get(guard, "masked"))) {
                         json_t *m = json_object_get(guard, "masked"), *e;

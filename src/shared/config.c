@@ -1599,6 +1599,17 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
         p->n_command = 2;
         p->runsc_network = RUNSC_NETWORK_SANDBOX;
         p->workspace_branch = true;
+        {
+                _cleanup_free_ char *np = config_key_path(pname, "pids_limit"),
+                                    *nm = config_key_path(pname, "memory_limit");
+                p->pids_limit = bounded_int(v, config_node_get(t, "pids_limit"), np ?: "pids_limit", "tasks",
+                                            CONFIG_PIDS_LIMIT_MIN, CONFIG_PIDS_LIMIT_MAX, CONFIG_PIDS_LIMIT_DEFAULT,
+                                            "processes and threads inside the sandbox");
+                p->memory_limit_mib =
+                        bounded_int(v, config_node_get(t, "memory_limit"), nm ?: "memory_limit", "MiB",
+                                    CONFIG_MEMORY_LIMIT_MIN, CONFIG_MEMORY_LIMIT_MAX, CONFIG_MEMORY_LIMIT_DEFAULT,
+                                    "MiB of memory the sandbox's programs may hold");
+        }
 
         _cleanup_free_ char *n_image = config_key_path(pname, "image");
         const ConfigNode *n = want_child(v, t, "image", n_image ?: "image", NULL, t->key_pos);

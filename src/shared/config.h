@@ -38,6 +38,16 @@
 #define CONFIG_OUTPUT_LIMIT_DEFAULT (1024u * 1024u)
 #define CONFIG_OUTPUT_LIMIT_MAX     (2u * 1024u * 1024u)
 #define CONFIG_TIME_LIMIT_DEFAULT   300u /* seconds a host command may run */
+/* A sandbox's ceilings (issue 16). Tasks: processes and threads inside
+ * gVisor; 1,024 runs a make -j16 and 400 sleeping processes, and bounds
+ * runsc's host threads (about 8 per task) well below a host's pid_max. */
+#define CONFIG_PIDS_LIMIT_DEFAULT 1024u
+#define CONFIG_PIDS_LIMIT_MIN     16u
+#define CONFIG_PIDS_LIMIT_MAX     16384u
+/* MiB of memory the sandbox's applications may hold. */
+#define CONFIG_MEMORY_LIMIT_DEFAULT 8192u
+#define CONFIG_MEMORY_LIMIT_MIN     64u
+#define CONFIG_MEMORY_LIMIT_MAX     (1024u * 1024u)
 #define CONFIG_TIME_LIMIT_MAX       86400u
 #include "netpolicy.h"
 #include "toml.h"
@@ -134,6 +144,8 @@ typedef struct ConfigProfile {
         RunscNetwork runsc_network;
         ConfigWhere runsc_network_where; /* file 0 when defaulted */
         bool workspace_branch; /* workspace_mode: "branch" (default) or "direct" */
+        uint64_t pids_limit; /* tasks inside the sandbox */
+        uint64_t memory_limit_mib;
         char *image;
         ConfigWhere image_where;
         char **persistent_dirs;

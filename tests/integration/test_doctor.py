@@ -32,6 +32,7 @@ CHECKS = [
     ("slirp4netns", True),
     ("ulimits", True),
     ("cgroup", False),
+    ("limits", False),
     ("storage-driver", False),
 ]
 STATUSES = {"ok", "problem", "warning"}

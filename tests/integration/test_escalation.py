@@ -283,9 +283,9 @@ def test_an_expired_certificate_is_refused(edom, lz, attack):
 
 
 def test_a_killed_coordinators_socket_and_certificates_are_removed(lz, busybox_image):
-    """kill -9 of the coordinator leaves the socket and the certificates;
-    the next start of the Domain removes them from its record, even with
-    escalation now off (so nothing would overwrite them)."""
+    """kill -9 of the coordinator and its watchdog leaves the socket and the
+    certificates; the next start of the Domain removes them from its record,
+    even with escalation now off (so nothing would overwrite them)."""
     import signal
     d = esc_domain(lz, busybox_image)
     p = d.popen("run", "--", "/bin/sleep", "1000")
@@ -293,6 +293,10 @@ def test_a_killed_coordinators_socket_and_certificates_are_removed(lz, busybox_i
         wait_sessions(d, 1)
         sock, certs = paths(d, lz)
         assert os.path.exists(sock) and os.path.exists(os.path.join(certs, "client.key"))
+        # Its watchdog too, so that what it recorded is left for the next
+        # coordinator (which has escalation off) to remove.
+        [wd] = d.watchdog_pids()
+        os.kill(wd, signal.SIGKILL)
         [pid] = d.coordinator_pids()
         os.kill(pid, signal.SIGKILL)
         p.communicate(timeout=30)

@@ -468,7 +468,7 @@ def test_coordinator_killed_sidecar_recovered(netdom):
 ROOT_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
 
 
-def rootful_domain(lazaret_bin, tmp_path, allow, mode="sandbox", extra=""):
+def rootful_domain(lazaret_bin, tmp_path, allow, mode="sandbox", extra="", extra_profile=""):
     """A Domain of root's (rootful Podman) in tmp_path, the busybox image
     built in root's store: (data root, workspace, config path)."""
     data, work = tmp_path / "data", tmp_path / "work"
@@ -486,7 +486,7 @@ socket_dir = "{tmp_path}/sock"
 [profiles.root]
 image = "localhost/lazaret/busybox:latest"
 runsc_network = "{mode}"
-""")
+{extra_profile}""")
     r = subprocess.run([lazaret_bin, "image", "build", "busybox"], capture_output=True, text=True, env=ROOT_ENV,
                        cwd=work, timeout=300)
     assert r.returncode == 0, r.stderr

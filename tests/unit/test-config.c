@@ -481,9 +481,11 @@ static void test_key_rules(void **state) {
         assert_string_equal(k[0], "storage");
         assert_string_equal(k[3], "profiles");
         assert_string_equal(k[4], "runtime");
-        assert_int_equal(config_key_children("profiles.*", k, 32), 8);
-        assert_string_equal(k[7], "volumes");
-        assert_null(k[8]);
+        assert_int_equal(config_key_children("profiles.*", k, 32), 10);
+        assert_string_equal(k[5], "pids_limit");
+        assert_string_equal(k[6], "memory_limit");
+        assert_string_equal(k[9], "volumes");
+        assert_null(k[10]);
         assert_int_equal(config_key_children("profiles", k, 32), 0);
 }
 

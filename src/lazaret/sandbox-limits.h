@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* A sandbox's memory as the host pays it (issue 16), without cgroups:
+ * gVisor keeps every page its programs hold in one memory file, a memfd of
+ * the runsc-sandbox process; the blocks it has allocated are their memory.
+ * The coordinator holds that file open and looks at it once a second. */
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Open the memory file of the sandbox whose conmon is conmon_pid: its
+ * runsc-sandbox child's "memfd:runsc-memory". -ESRCH when there is none
+ * (not runsc, or it ended), -EACCES when /proc does not let us. */
+int limits_memory_open(pid_t conmon_pid, int *ret_fd);
+
+/* The bytes the memory file holds now. */
+int limits_memory_used(int fd, uint64_t *ret_bytes);

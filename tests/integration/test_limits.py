@@ -1,0 +1,183 @@
+# SPDX-License-Identifier: MIT
+"""Issue 16: a sandbox's ceilings, attacked from inside on the real stack
+(rootless Podman, runsc) as the test user. Each attack has a time limit;
+alongside it a host command must run in its normal time, and afterwards
+nothing of the Domain is left."""
+import json
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from test_network import ROOT_ENV, rootful_domain
+from test_run import Domain
+from test_run import busybox_image  # noqa: F401  (fixture)
+
+
+def user_threads(user):
+    """Every thread of the test user's processes on the host."""
+    n = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != user.pw_uid:
+                continue
+            n += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            pass
+    return n
+
+
+class Responsiveness:
+    """A host command run again and again while an attack goes on: the
+    slowest run; and, given a user, the most threads that user's processes
+    had on the host meanwhile."""
+
+    def __init__(self, user=None):
+        self.user = user
+        self.peak_threads = 0
+        self.worst = 0.0
+        self.stop = False
+        self.t = threading.Thread(target=self.loop, daemon=True)
+        self.t.start()
+
+    def loop(self):
+        while not self.stop:
+            start = time.monotonic()
+            subprocess.run(["/bin/true"], check=True)
+            self.worst = max(self.worst, time.monotonic() - start)
+            if self.user:
+                self.peak_threads = max(self.peak_threads, user_threads(self.user))
+            time.sleep(0.1)
+
+    def close(self):
+        self.stop = True
+        self.t.join()
+        return self.worst
+
+
+def test_status_shows_each_limit_and_what_enforces_it(lz, busybox_image):  # noqa: F811
+    dom = Domain(lz, busybox_image, extra="pids_limit = 200\nmemory_limit = 512\n")
+    p = dom.popen("run", "--", "/bin/sleep", "60")
+    try:
+        deadline = time.time() + 30
+        st = {}
+        while time.time() < deadline and not st.get("running"):
+            r = dom.run("status", "--json")
+            st = __import__("json").loads(r.stdout) if r.returncode == 0 else {}
+            time.sleep(0.2)
+        lim = st["limits"]
+        assert lim["pids"]["limit"] == 200 and "RLIMIT_NPROC" in lim["pids"]["enforced_by"], lim
+        assert lim["memory"]["limit_mib"] == 512 and lim["memory"]["enforced"] is True, lim
+        assert 0 <= lim["memory"]["used_mib"] < 512, lim
+        text = dom.run("status").stdout
+        assert "  pids        at most 200 tasks: gVisor (RLIMIT_NPROC for every task of the sandbox)" in text, text
+        assert "  memory      " in text and " of 512 MiB: the coordinator, which stops the sandbox at the limit" \
+            in text, text
+    finally:
+        p.kill()
+        p.wait()
+    dom.run("stop")
+    dom.assert_clean()
+
+
+def test_fork_loop_meets_the_pids_limit(lz, busybox_image):  # noqa: F811
+    """A loop that forks sleepers until fork fails: it fails inside at the
+    limit, the host's thread count for the user stays bounded, and a host
+    command runs in normal time alongside."""
+    dom = Domain(lz, busybox_image, extra="pids_limit = 100\n")
+    before = user_threads(lz.user)
+    resp = Responsiveness(lz.user)
+    try:
+        # busybox sh gives up when it cannot fork: the last count it
+        # printed is how many sleepers it started.
+        r = dom.run("run", "--", "/bin/sh", "-c",
+                    "n=0; while [ $n -lt 400 ]; do sleep 30 & n=$((n+1)); echo $n; done", timeout=120)
+    finally:
+        worst = resp.close()
+    out = r.stdout + r.stderr
+    started = int(r.stdout.split()[-1])
+    assert 50 < started < 100, out
+    assert "can't fork: Resource temporarily unavailable" in r.stderr, out
+    assert worst < 2.0, worst
+    print(f"host threads of the user: {before} before, {resp.peak_threads} at most during the loop")
+    # runsc's host threads for them stayed within ten per task (Podman,
+    # conmon, the coordinator and its helpers besides).
+    assert resp.peak_threads - before < 100 * 10 + 200, (before, resp.peak_threads)
+    dom.assert_clean()
+    # Nothing of it is left on the host.
+    assert user_threads(lz.user) <= before + 50
+
+
+def test_four_hundred_sleepers_under_the_default(lz, busybox_image):  # noqa: F811
+    """The default pids_limit (1024) runs 400 processes at once (a large
+    make -j), and bounds runsc's host threads for them."""
+    dom = Domain(lz, busybox_image)
+    r = dom.run("run", "--", "/bin/sh", "-c",
+                "n=0; while [ $n -lt 400 ]; do sleep 20 & n=$((n+1)); done; sleep 1; "
+                "echo running=$(ps -o comm | grep -cx sleep); kill $(jobs -p); exit 0", timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "running=400" in r.stdout, r.stdout + r.stderr
+    dom.assert_clean()
+
+
+def test_memory_limit_stops_the_sandbox(lz, busybox_image):  # noqa: F811
+    """Memory a program in the sandbox holds (dd's 200 MB buffer, filled and
+    held while the pipe's reader sleeps)
+    over memory_limit: the sandbox stops, the terminal is told why, the host
+    was not touched, nothing is left."""
+    dom = Domain(lz, busybox_image, extra="memory_limit = 128\n")
+    resp = Responsiveness()
+    start = time.monotonic()
+    try:
+        r = dom.run("run", "--", "/bin/sh", "-c",
+                    "dd if=/dev/zero bs=200M count=1 2>/dev/null | sleep 30; echo slept",
+                    timeout=120)
+    finally:
+        worst = resp.close()
+    assert r.returncode == 125, r.stdout + r.stderr
+    assert "the sandbox reached its memory limit" in r.stderr and "memory_limit = 128 MiB" in r.stderr, r.stderr
+    assert time.monotonic() - start < 30  # stopped, not the sleep's end
+    assert worst < 2.0, worst
+    assert "the sandbox reached its memory limit" in dom.log()
+    dom.assert_clean()
+    # Under the limit the same program runs to its end.
+    dom2 = Domain(lz, busybox_image, extra="memory_limit = 1024\n")
+    r = dom2.run("run", "--", "/bin/sh", "-c", "dd if=/dev/zero bs=200M count=1 of=/dev/null 2>/dev/null; echo done",
+                 timeout=120)
+    assert (r.returncode, r.stdout) == (0, "done\n"), r.stderr
+    dom2.assert_clean()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="rootful Podman needs root")
+def test_rootful_limits_with_cgroups_behind(lazaret_bin, tmp_path):
+    """Run by root: the same limits, with Podman's cgroups behind them (a
+    pids limit for runsc's host threads, a memory limit above the
+    coordinator's), and the memory limit stops the sandbox the same way."""
+    data, work, cfg = rootful_domain(lazaret_bin, tmp_path, [], extra_profile="pids_limit = 100\nmemory_limit = 128\n")
+    p = subprocess.Popen([lazaret_bin, "--config", str(cfg), "run", "--", "/bin/sleep", "60"], env=ROOT_ENV, cwd=work,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 60
+        st = {}
+        while time.time() < deadline and not st.get("running"):
+            r = subprocess.run([lazaret_bin, "--config", str(cfg), "status", "--json"], env=ROOT_ENV, cwd=work,
+                               capture_output=True, text=True)
+            st = json.loads(r.stdout) if r.returncode == 0 else {}
+            time.sleep(0.2)
+        assert "pids cgroup" in st["limits"]["pids"]["enforced_by"], st["limits"]
+        assert "memory cgroup" in st["limits"]["memory"]["enforced_by"], st["limits"]
+        ins = json.loads(subprocess.run(["podman", "inspect", st["sandbox"]["id"]], capture_output=True,
+                                        text=True).stdout)[0]["HostConfig"]
+        assert ins["PidsLimit"] == 100 * 10 + 256, ins["PidsLimit"]
+        assert ins["Memory"] == (128 + 32 + 256) << 20, ins["Memory"]
+    finally:
+        subprocess.run([lazaret_bin, "--config", str(cfg), "stop"], env=ROOT_ENV, cwd=work, capture_output=True)
+        p.wait(timeout=30)
+    r = subprocess.run([lazaret_bin, "--config", str(cfg), "run", "--", "/bin/sh", "-c",
+                        "dd if=/dev/zero bs=200M count=1 2>/dev/null | sleep 30; echo slept"], env=ROOT_ENV, cwd=work,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 125 and "the sandbox reached its memory limit" in r.stderr, r.stdout + r.stderr
