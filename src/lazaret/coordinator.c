@@ -67,6 +67,9 @@
         } while (0)
 #define LINGER_USEC       (UINT64_C(5) * 1000000) /* for a dropped peer to close its end */
 #define MEMORY_CHECK_USEC (UINT64_C(1000000))
+/* The sandbox's host threads run at this nice value, so that the person's
+ * own work comes first. */
+#define SANDBOX_NICE 10
 
 typedef enum WatchKind {
         WATCH_LISTEN,
@@ -186,6 +189,7 @@ struct Coordinator {
         int mem_fd;
         uint64_t mem_next_check, mem_used;
         char mem_unwatched[160];
+        char cpus[64], cpu_unset[160]; /* the CPUs the sandbox runs on, or why it runs anywhere */
         char limit_reason[200];
         bool runtime_lost;
 };
@@ -972,8 +976,14 @@ static json_t *status_json(Coordinator *co) {
                                                     strv_to_json(co->spec.protect), "mask_patterns",
                                                     strv_to_json(co->spec.mask));
         /* Each limit, and what enforces it; never one that nothing does. */
+        json_t *cpu = co->cpus[0] ? json_pack("{s:I, s:s, s:i, s:b, s:s}", "limit", (json_int_t) co->spec.cpu_limit,
+                                              "cpus", co->cpus, "nice", SANDBOX_NICE, "enforced", 1, "enforced_by",
+                                              "the CPU affinity and nice value of every host thread of the sandbox")
+                                  : json_pack("{s:I, s:b, s:s}", "limit", (json_int_t) co->spec.cpu_limit, "enforced",
+                                              0, "enforced_by", co->cpu_unset);
         json_t *limits = json_pack(
-                "{s:{s:I, s:s}, s:{s:I, s:o*, s:b, s:s}}", "pids", "limit", (json_int_t) co->spec.nproc, "enforced_by",
+                "{s:{s:I, s:s}, s:{s:I, s:o*, s:b, s:s}, s:o*}", "pids", "limit", (json_int_t) co->spec.nproc,
+                "enforced_by",
                 co->spec.rootless ? "gVisor (RLIMIT_NPROC for every task of the sandbox)"
                                   : "gVisor (RLIMIT_NPROC for every task of the sandbox), and a pids cgroup for "
                                     "runsc's host threads",
@@ -983,7 +993,8 @@ static json_t *status_json(Coordinator *co) {
                 co->mem_fd < 0      ? co->mem_unwatched
                 : co->spec.rootless ? "the coordinator, which stops the sandbox at the limit"
                                     : "the coordinator, which stops the sandbox at the limit, and a memory cgroup "
-                                      "above it");
+                                      "above it",
+                "cpu", cpu);
         json_t *st = json_pack(
                 "{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:o*, s:o*, s:I, s:i, s:I, s:s}", "running", 1,
                 "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace", co->spec.workspace,
@@ -2665,6 +2676,18 @@ int coordinator_main(void) {
                         r = epoll_add(&co, co.signal_fd, EPOLLIN, &co.w_signal);
                 if (r >= 0)
                         r = epoll_add(&co, store_worker_fd(co.worker), EPOLLIN, &co.w_store);
+                int t = limits_cpu_apply(co.sandbox.conmon_pid, (unsigned) co.spec.cpu_limit, SANDBOX_NICE, co.cpus,
+                                         sizeof(co.cpus));
+                if (t <= 0) {
+                        snprintf(co.cpu_unset, sizeof(co.cpu_unset), "the sandbox's host threads cannot be set: %s",
+                                 t < 0 ? strerror(-t) : "none found");
+                        co.cpus[0] = '\0';
+                        log_warning("cpu_limit is not enforced: %s", co.cpu_unset);
+                        char w[300];
+                        snprintf(w, sizeof(w), "cpu_limit is not enforced: %s", co.cpu_unset);
+                        status_warn(&co, w);
+                } else
+                        log_info("the sandbox's %d host threads run on CPUs %s at nice %d", t, co.cpus, SANDBOX_NICE);
                 int k = limits_memory_open(co.sandbox.conmon_pid, &co.mem_fd);
                 if (k < 0) {
                         snprintf(co.mem_unwatched, sizeof(co.mem_unwatched),

@@ -1297,10 +1297,12 @@ static int check_limits(DoctorContext *c, DoctorResult *r) {
         if (!c->rootless)
                 return result_ok(r, "pids_limit: gVisor's RLIMIT_NPROC for every task, and a pids cgroup; "
                                     "memory_limit: the coordinator stops the sandbox at it (gVisor's memory file), "
-                                    "and a memory cgroup above it");
+                                    "and a memory cgroup above it; cpu_limit: the CPU affinity of the sandbox's "
+                                    "host threads, which run at nice 10; no disk ceiling yet");
         return result_ok(r, "pids_limit: gVisor's RLIMIT_NPROC for every task (it bounds runsc's host threads too); "
-                            "memory_limit: the coordinator stops the sandbox at it (gVisor's memory file). Rootless "
-                            "runsc runs without cgroups here, so no cgroup stands behind them; no CPU or disk "
+                            "memory_limit: the coordinator stops the sandbox at it (gVisor's memory file); "
+                            "cpu_limit: the CPU affinity of the sandbox's host threads, which run at nice 10. "
+                            "Rootless runsc runs without cgroups here, so no cgroup stands behind them; no disk "
                             "ceiling is offered yet");
 }
 

@@ -109,7 +109,8 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                               s->runtime_dir, "lock_path", s->lock_path, "socket_path", s->socket_path, "podman",
                               s->podman, "runsc", s->runsc, "init", s->init, "rootless", s->rootless, "branch",
                               s->branch, "nofile", (json_int_t) s->nofile, "nproc", (json_int_t) s->nproc);
-        if (j && json_object_set_new(j, "memory_limit_mib", json_integer((json_int_t) s->memory_limit_mib)) < 0) {
+        if (j && (json_object_set_new(j, "memory_limit_mib", json_integer((json_int_t) s->memory_limit_mib)) < 0 ||
+                  json_object_set_new(j, "cpu_limit", json_integer((json_int_t) s->cpu_limit)) < 0)) {
                 json_decref(j);
                 return NULL;
         }
@@ -207,7 +208,8 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
 
         if (!net || !fp || strlen(fp) != 64 || !json_is_array(vols) ||
             !json_is_boolean(json_object_get(j, "rootless")) || !json_is_integer(json_object_get(j, "nofile")) ||
-            !json_is_integer(json_object_get(j, "nproc")) || !json_is_integer(json_object_get(j, "memory_limit_mib")))
+            !json_is_integer(json_object_get(j, "nproc")) || !json_is_integer(json_object_get(j, "memory_limit_mib")) ||
+            !json_is_integer(json_object_get(j, "cpu_limit")))
                 return -EBADMSG;
         if (r >= 0)
                 r = get_str(j, "domain_hash", &s.domain_hash);
@@ -278,6 +280,7 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         s.nofile = (uint64_t) json_integer_value(json_object_get(j, "nofile"));
         s.nproc = (uint64_t) json_integer_value(json_object_get(j, "nproc"));
         s.memory_limit_mib = (uint64_t) json_integer_value(json_object_get(j, "memory_limit_mib"));
+        s.cpu_limit = (uint64_t) json_integer_value(json_object_get(j, "cpu_limit"));
         memcpy(s.fingerprint, fp, 65);
         s.volumes = calloc(json_array_size(vols) + 1, sizeof(LaunchVolume));
         if (!s.volumes) {
@@ -758,6 +761,7 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
         if (getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max < s.nproc)
                 s.nproc = rl.rlim_max;
         s.memory_limit_mib = p->memory_limit_mib;
+        s.cpu_limit = p->cpu_limit;
 
         r = launch_spec_fingerprint(&s);
         if (r < 0)

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
+#include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -84,4 +86,98 @@ int limits_memory_used(int fd, uint64_t *ret_bytes) {
                 return negative_errno();
         *ret_bytes = (uint64_t) st.st_blocks * 512;
         return 0;
+}
+
+/* Set affinity and nice on every thread of pid, then recurse into its
+ * children. */
+static int cpu_apply_tree(pid_t pid, const cpu_set_t *set, int nice, unsigned depth) {
+        char dir[64];
+        int n = 0;
+        if (depth > 8)
+                return 0;
+        snprintf(dir, sizeof(dir), "/proc/%d/task", (int) pid);
+        DIR *d = opendir(dir);
+        if (!d)
+                return errno == ENOENT ? 0 : negative_errno();
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                pid_t tid = (pid_t) strtol(de->d_name, NULL, 10);
+                if (tid <= 0)
+                        continue;
+                /* A thread that ended meanwhile is no failure. */
+                if (sched_setaffinity(tid, sizeof(*set), set) < 0 && errno != ESRCH) {
+                        int r = negative_errno();
+                        closedir(d);
+                        return r;
+                }
+                if (setpriority(PRIO_PROCESS, (id_t) tid, nice) < 0 && errno != ESRCH) {
+                        int r = negative_errno();
+                        closedir(d);
+                        return r;
+                }
+                n++;
+                char path[96];
+                _cleanup_free_ char *kids = NULL;
+                snprintf(path, sizeof(path), "%s/%d/children", dir, (int) tid);
+                if (read_file_capped(path, 65536, &kids, NULL) < 0)
+                        continue;
+                for (char *p = kids, *end; *p; p = end) {
+                        long v = strtol(p, &end, 10);
+                        if (end == p)
+                                break;
+                        int k = v > 0 ? cpu_apply_tree((pid_t) v, set, nice, depth + 1) : 0;
+                        if (k < 0) {
+                                closedir(d);
+                                return k;
+                        }
+                        n += k;
+                }
+        }
+        closedir(d);
+        return n;
+}
+
+int limits_cpu_apply(pid_t conmon_pid, unsigned n_cpus, int nice, char *ret_cpus, size_t size) {
+        cpu_set_t have, set;
+        if (sched_getaffinity(0, sizeof(have), &have) < 0)
+                return negative_errno();
+        CPU_ZERO(&set);
+        unsigned total = (unsigned) CPU_COUNT(&have), taken = 0;
+        if (n_cpus == 0 || n_cpus > total)
+                n_cpus = total;
+        /* The last ones: CPU 0 stays freest for the host. */
+        for (int c = CPU_SETSIZE - 1; c >= 0 && taken < n_cpus; c--)
+                if (CPU_ISSET(c, &have)) {
+                        CPU_SET(c, &set);
+                        taken++;
+                }
+        size_t off = 0;
+        ret_cpus[0] = '\0';
+        for (int c = 0; c < CPU_SETSIZE && off + 8 < size; c++)
+                if (CPU_ISSET(c, &set))
+                        off += (size_t) snprintf(ret_cpus + off, size - off, "%s%d", off ? "," : "", c);
+        /* conmon itself stays as it is; what runs under it does not. */
+        char path[64];
+        _cleanup_free_ char *kids = NULL;
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) conmon_pid, (int) conmon_pid);
+        int r = read_file_capped(path, 4096, &kids, NULL);
+        if (r < 0)
+                return r;
+        int n = 0;
+        /* Twice: a thread made while the first pass ran is caught by the
+         * second. */
+        for (int pass = 0; pass < 2; pass++)
+                for (char *p = kids, *end; *p; p = end) {
+                        long v = strtol(p, &end, 10);
+                        if (end == p)
+                                break;
+                        int k = v > 0 ? cpu_apply_tree((pid_t) v, &set, nice, 0) : 0;
+                        if (k < 0)
+                                return k;
+                        if (pass == 1)
+                                n += k;
+                }
+        return n;
 }

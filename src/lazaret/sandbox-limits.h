@@ -16,3 +16,11 @@ int limits_memory_open(pid_t conmon_pid, int *ret_fd);
 
 /* The bytes the memory file holds now. */
 int limits_memory_used(int fd, uint64_t *ret_bytes);
+
+/* The CPU ceiling: every host thread of the sandbox (runsc's processes
+ * under conmon_pid and their descendants, systrap's stubs included) gets
+ * the last n_cpus CPUs this process may use (0: all of them) and the nice
+ * value nice; threads made later inherit both. Rootless this needs no
+ * privilege: they are the user's own. Returns how many threads it set, or
+ * -errno; *ret_cpus says which CPUs ("0-1"). */
+int limits_cpu_apply(pid_t conmon_pid, unsigned n_cpus, int nice, char *ret_cpus, size_t size);

@@ -389,6 +389,15 @@ int verb_status(int argc, char **argv, const Globals *g) {
                         printf("  pids        at most %lld tasks: %s\n",
                                (long long) json_integer_value(json_object_get(lp, "limit")),
                                json_string_value(json_object_get(lp, "enforced_by")));
+                json_t *lc = json_object_get(lim, "cpu");
+                if (lc && json_is_true(json_object_get(lc, "enforced")))
+                        printf("  cpu         CPUs %s at nice %lld: %s\n",
+                               json_string_value(json_object_get(lc, "cpus")),
+                               (long long) json_integer_value(json_object_get(lc, "nice")),
+                               json_string_value(json_object_get(lc, "enforced_by")));
+                else if (lc)
+                        printf("  cpu         NOT ENFORCED: %s\n",
+                               json_string_value(json_object_get(lc, "enforced_by")));
                 if (lm && json_is_true(json_object_get(lm, "enforced")))
                         printf("  memory      %lld of %lld MiB: %s\n",
                                (long long) json_integer_value(json_object_get(lm, "used_mib")),

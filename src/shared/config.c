@@ -1609,6 +1609,10 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
                         bounded_int(v, config_node_get(t, "memory_limit"), nm ?: "memory_limit", "MiB",
                                     CONFIG_MEMORY_LIMIT_MIN, CONFIG_MEMORY_LIMIT_MAX, CONFIG_MEMORY_LIMIT_DEFAULT,
                                     "MiB of memory the sandbox's programs may hold");
+                _cleanup_free_ char *nc = config_key_path(pname, "cpu_limit");
+                p->cpu_limit =
+                        bounded_int(v, config_node_get(t, "cpu_limit"), nc ?: "cpu_limit", "CPUs", 0,
+                                    CONFIG_CPU_LIMIT_MAX, 0, "CPUs the sandbox may run on; 0 for all of the host's");
         }
 
         _cleanup_free_ char *n_image = config_key_path(pname, "image");

@@ -48,7 +48,9 @@
 #define CONFIG_MEMORY_LIMIT_DEFAULT 8192u
 #define CONFIG_MEMORY_LIMIT_MIN     64u
 #define CONFIG_MEMORY_LIMIT_MAX     (1024u * 1024u)
-#define CONFIG_TIME_LIMIT_MAX       86400u
+/* CPUs the sandbox's host threads may run on; 0: all of the host's. */
+#define CONFIG_CPU_LIMIT_MAX  1024u
+#define CONFIG_TIME_LIMIT_MAX 86400u
 #include "netpolicy.h"
 #include "toml.h"
 
@@ -146,6 +148,7 @@ typedef struct ConfigProfile {
         bool workspace_branch; /* workspace_mode: "branch" (default) or "direct" */
         uint64_t pids_limit; /* tasks inside the sandbox */
         uint64_t memory_limit_mib;
+        uint64_t cpu_limit; /* 0: every CPU */
         char *image;
         ConfigWhere image_where;
         char **persistent_dirs;

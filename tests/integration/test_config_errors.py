@@ -62,12 +62,12 @@ CASES = [
     ("unknown-escalation-key", base(escalation=ESCALATION + '«autoapprove = []\n'),
      ["unknown key 'autoapprove' in [escalation] (known: enabled, socket_dir, auto_approve, output_limit, time_limit)"]),
     ("unknown-profile-key", base(extra='«images = "x"\n'),
-     ["unknown key 'images' in [profiles.shell] (known: image, command, runsc_network, workspace_mode, persistent_dirs, pids_limit, memory_limit, allow_egress, env, volumes)"]),
+     ["unknown key 'images' in [profiles.shell] (known: image, command, runsc_network, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, allow_egress, env, volumes)"]),
     ("unknown-volume-key",
      base(extra='volumes = [{ host = "/tmp", container = "/x", «readonly = true }]\n'),
      ["unknown key 'readonly' in profiles.shell.volumes[0] (known: host, container, mode)"]),
     ("unknown-key-escaped", base(extra='«"a\\u001b[31m" = 1\n'),
-     ["unknown key 'a\\x1b[31m' in [profiles.shell] (known: image, command, runsc_network, workspace_mode, persistent_dirs, pids_limit, memory_limit, allow_egress, env, volumes)"]),
+     ["unknown key 'a\\x1b[31m' in [profiles.shell] (known: image, command, runsc_network, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, allow_egress, env, volumes)"]),
 
     ("bad-path-pattern", base(extra='[workspace]\nprotect = ["ok", «"a/../b"]\n'),
      ["workspace.protect[1]: 'a/../b' is not a path pattern: a '.' or '..' component"]),
@@ -140,6 +140,9 @@ CASES = [
       "sandbox)"]),
     ("memory-limit-not-integer", base(profile=PROFILE + 'memory_limit = «"4G"\n'),
      ["profiles.shell.memory_limit must be an integer, not a string"]),
+    ("cpu-limit-negative", base(profile=PROFILE + 'cpu_limit = «-1\n'),
+     ["profiles.shell.cpu_limit: -1 CPUs is out of range; give 0 to 1024 (CPUs the sandbox may run on; 0 for all of "
+      "the host's)"]),
     ("memory-limit-too-high", base(profile=PROFILE + 'memory_limit = «2000000\n'),
      ["profiles.shell.memory_limit: 2000000 MiB is out of range; give 64 to 1048576 (MiB of memory the sandbox's "
       "programs may hold)"]),
@@ -299,7 +302,7 @@ CASES = [
     # --- several errors at once: all reported, in order
     ("two-errors", base(storage='[storage]\ndata_root = «"rel"\n', extra='«bogus = 1\n'),
      ["storage.data_root: path 'rel' is not absolute after expansion (start it with '/' or '~/')",
-      "unknown key 'bogus' in [profiles.shell] (known: image, command, runsc_network, workspace_mode, persistent_dirs, pids_limit, memory_limit, allow_egress, env, volumes)"]),
+      "unknown key 'bogus' in [profiles.shell] (known: image, command, runsc_network, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, allow_egress, env, volumes)"]),
 ]
 
 

@@ -181,3 +181,59 @@ def test_rootful_limits_with_cgroups_behind(lazaret_bin, tmp_path):
                         "dd if=/dev/zero bs=200M count=1 2>/dev/null | sleep 30; echo slept"], env=ROOT_ENV, cwd=work,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 125 and "the sandbox reached its memory limit" in r.stderr, r.stdout + r.stderr
+
+
+def host_cpu_task():
+    """Seconds a fixed CPU-bound host task takes."""
+    start = time.monotonic()
+    subprocess.run(["sh", "-c", "head -c 200M /dev/zero | sha256sum >/dev/null"], check=True)
+    return time.monotonic() - start
+
+
+def sandbox_threads(dom):
+    """(tid, Cpus_allowed_list, nice) of every thread of the sandbox's
+    runsc processes (the children of its conmon)."""
+    [domain] = dom.domain_dirs()
+    conmon = int(open(os.path.join(domain, "conmon.pid")).read())
+    out = []
+    for kid in open(f"/proc/{conmon}/task/{conmon}/children").read().split():
+        for tid in os.listdir(f"/proc/{kid}/task"):
+            try:
+                cpus = next(l.split()[1] for l in open(f"/proc/{kid}/task/{tid}/status")
+                            if l.startswith("Cpus_allowed_list:"))
+                nice = int(open(f"/proc/{kid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()[16])
+                out.append((tid, cpus, nice))
+            except (OSError, StopIteration):
+                pass
+    return out
+
+
+def test_cpu_spinners_stay_on_their_cpus(lz, busybox_image):  # noqa: F811
+    """Four CPU spinners under cpu_limit = 1: every host thread of the
+    sandbox runs on the host's last CPU at nice 10, and a CPU-bound host
+    task alongside takes about its normal time."""
+    last = max(os.sched_getaffinity(0))
+    baseline = min(host_cpu_task() for _ in range(2))
+    dom = Domain(lz, busybox_image, extra="cpu_limit = 1\n")
+    p = dom.popen("run", "--", "/bin/sh", "-c",
+                  "for i in 1 2 3 4; do (while :; do :; done) & done; sleep 20; kill $(jobs -p)")
+    try:
+        deadline = time.time() + 30
+        st = {}
+        while time.time() < deadline and not st.get("running"):
+            r = dom.run("status", "--json")
+            st = json.loads(r.stdout) if r.returncode == 0 else {}
+            time.sleep(0.2)
+        cpu = st["limits"]["cpu"]
+        assert cpu["enforced"] is True and cpu["cpus"] == str(last) and cpu["nice"] == 10, cpu
+        time.sleep(1)
+        threads = sandbox_threads(dom)
+        assert threads and all(c == str(last) and n == 10 for _, c, n in threads), threads
+        during = host_cpu_task()
+    finally:
+        p.kill()
+        p.wait()
+    dom.run("stop")
+    print(f"host task: {baseline:.2f} s alone, {during:.2f} s beside the spinners")
+    assert during < max(3 * baseline, baseline + 1.0), (baseline, during)
+    dom.assert_clean()
