@@ -1015,6 +1015,9 @@ static void begin_stop(Coordinator *co, const char *reason) {
         co->stopping = true;
         co->stop_reason = reason;
         log_info("stopping: %s", reason ? reason : "no clients left");
+        /* Our hold on gVisor's memory file would keep its pages after the
+         * sandbox ends. */
+        co->mem_fd = safe_close(co->mem_fd);
         /* No new clients from now on. */
         if (co->listen_fd >= 0) {
                 co->listen_fd = close_watched(co, co->listen_fd);
