@@ -982,8 +982,8 @@ static json_t *status_json(Coordinator *co) {
                                   : json_pack("{s:I, s:b, s:s}", "limit", (json_int_t) co->spec.cpu_limit, "enforced",
                                               0, "enforced_by", co->cpu_unset);
         json_t *limits = json_pack(
-                "{s:{s:I, s:s}, s:{s:I, s:o*, s:b, s:s}, s:o*}", "pids", "limit", (json_int_t) co->spec.nproc,
-                "enforced_by",
+                "{s:{s:I, s:s}, s:{s:I, s:o*, s:b, s:s}, s:o*, s:{s:I, s:b, s:s}}", "pids", "limit",
+                (json_int_t) co->spec.nproc, "enforced_by",
                 co->spec.rootless ? "gVisor (RLIMIT_NPROC for every task of the sandbox)"
                                   : "gVisor (RLIMIT_NPROC for every task of the sandbox), and a pids cgroup for "
                                     "runsc's host threads",
@@ -994,7 +994,9 @@ static json_t *status_json(Coordinator *co) {
                 : co->spec.rootless ? "the coordinator, which stops the sandbox at the limit"
                                     : "the coordinator, which stops the sandbox at the limit, and a memory cgroup "
                                       "above it",
-                "cpu", cpu);
+                "cpu", cpu, "disk", "limit_mib", (json_int_t) co->spec.disk_limit_mib, "enforced", 1, "enforced_by",
+                "gVisor's overlay of the sandbox's own root file system (ENOSPC inside); not the persistent "
+                "directories or the workspace");
         json_t *st = json_pack(
                 "{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:o*, s:o*, s:I, s:i, s:I, s:s}", "running", 1,
                 "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace", co->spec.workspace,

@@ -1298,12 +1298,14 @@ static int check_limits(DoctorContext *c, DoctorResult *r) {
                 return result_ok(r, "pids_limit: gVisor's RLIMIT_NPROC for every task, and a pids cgroup; "
                                     "memory_limit: the coordinator stops the sandbox at it (gVisor's memory file), "
                                     "and a memory cgroup above it; cpu_limit: the CPU affinity of the sandbox's "
-                                    "host threads, which run at nice 10; no disk ceiling yet");
+                                    "host threads, which run at nice 10; disk_limit: gVisor's overlay of the root "
+                                    "file system (not the persistent directories or the workspace)");
         return result_ok(r, "pids_limit: gVisor's RLIMIT_NPROC for every task (it bounds runsc's host threads too); "
                             "memory_limit: the coordinator stops the sandbox at it (gVisor's memory file); "
                             "cpu_limit: the CPU affinity of the sandbox's host threads, which run at nice 10. "
-                            "Rootless runsc runs without cgroups here, so no cgroup stands behind them; no disk "
-                            "ceiling is offered yet");
+                            "disk_limit: gVisor's overlay of the root file system (not the persistent directories "
+                            "or the workspace). Rootless runsc runs without cgroups here, so no cgroup stands "
+                            "behind them");
 }
 
 static int check_storage_driver(DoctorContext *c, DoctorResult *r) {

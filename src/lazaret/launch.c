@@ -110,7 +110,8 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                               s->podman, "runsc", s->runsc, "init", s->init, "rootless", s->rootless, "branch",
                               s->branch, "nofile", (json_int_t) s->nofile, "nproc", (json_int_t) s->nproc);
         if (j && (json_object_set_new(j, "memory_limit_mib", json_integer((json_int_t) s->memory_limit_mib)) < 0 ||
-                  json_object_set_new(j, "cpu_limit", json_integer((json_int_t) s->cpu_limit)) < 0)) {
+                  json_object_set_new(j, "cpu_limit", json_integer((json_int_t) s->cpu_limit)) < 0 ||
+                  json_object_set_new(j, "disk_limit_mib", json_integer((json_int_t) s->disk_limit_mib)) < 0)) {
                 json_decref(j);
                 return NULL;
         }
@@ -209,7 +210,7 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         if (!net || !fp || strlen(fp) != 64 || !json_is_array(vols) ||
             !json_is_boolean(json_object_get(j, "rootless")) || !json_is_integer(json_object_get(j, "nofile")) ||
             !json_is_integer(json_object_get(j, "nproc")) || !json_is_integer(json_object_get(j, "memory_limit_mib")) ||
-            !json_is_integer(json_object_get(j, "cpu_limit")))
+            !json_is_integer(json_object_get(j, "cpu_limit")) || !json_is_integer(json_object_get(j, "disk_limit_mib")))
                 return -EBADMSG;
         if (r >= 0)
                 r = get_str(j, "domain_hash", &s.domain_hash);
@@ -281,6 +282,7 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         s.nproc = (uint64_t) json_integer_value(json_object_get(j, "nproc"));
         s.memory_limit_mib = (uint64_t) json_integer_value(json_object_get(j, "memory_limit_mib"));
         s.cpu_limit = (uint64_t) json_integer_value(json_object_get(j, "cpu_limit"));
+        s.disk_limit_mib = (uint64_t) json_integer_value(json_object_get(j, "disk_limit_mib"));
         memcpy(s.fingerprint, fp, 65);
         s.volumes = calloc(json_array_size(vols) + 1, sizeof(LaunchVolume));
         if (!s.volumes) {
@@ -762,6 +764,7 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                 s.nproc = rl.rlim_max;
         s.memory_limit_mib = p->memory_limit_mib;
         s.cpu_limit = p->cpu_limit;
+        s.disk_limit_mib = p->disk_limit_mib;
 
         r = launch_spec_fingerprint(&s);
         if (r < 0)

@@ -75,6 +75,7 @@ typedef struct LaunchSpec {
         uint64_t nproc; /* the profile's pids_limit (at most the hard limit), passed as --ulimit */
         uint64_t memory_limit_mib; /* the profile's memory_limit */
         uint64_t cpu_limit; /* the profile's cpu_limit (0: every CPU) */
+        uint64_t disk_limit_mib; /* the profile's disk_limit */
         char fingerprint[65]; /* SHA-256 of the canonical JSON (without this field) */
 } LaunchSpec;
 

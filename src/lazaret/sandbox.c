@@ -173,6 +173,10 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
         if (s->rootless)
                 argv_add(&a, "--runtime-flag=ignore-cgroups");
         argv_addf(&a, "--runtime-flag=network=%s", runsc_network_to_string(s->runsc_network));
+        /* The root file system's changes live in gVisor's overlay, whose
+         * upper layer is a file in the container's own root (runsc's
+         * default medium): disk_limit caps it, ENOSPC inside. */
+        argv_addf(&a, "--runtime-flag=overlay2=root:self,size=%" PRIu64 "m", s->disk_limit_mib);
         /* The Escalation Socket is a host Unix socket (decision 14). */
         if (socket_dir)
                 argv_add(&a, "--runtime-flag=host-uds=open");

@@ -57,6 +57,8 @@ static const char starter_tail[] =
         "pids_limit = 1024\n"
         "memory_limit = 8192\n"
         "cpu_limit = 0\n"
+        "# MiB it may write to its own root file system (ENOSPC past it):\n"
+        "disk_limit = 16384\n"
         "# Extra destinations for this profile only:\n"
         "# allow_egress = [\"198.51.100.0/24\"]\n"
         "# Only variables named here enter the sandbox; \"env:VAR\" copies the host's:\n"

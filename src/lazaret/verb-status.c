@@ -389,7 +389,11 @@ int verb_status(int argc, char **argv, const Globals *g) {
                         printf("  pids        at most %lld tasks: %s\n",
                                (long long) json_integer_value(json_object_get(lp, "limit")),
                                json_string_value(json_object_get(lp, "enforced_by")));
-                json_t *lc = json_object_get(lim, "cpu");
+                json_t *lc = json_object_get(lim, "cpu"), *ld = json_object_get(lim, "disk");
+                if (ld)
+                        printf("  disk        %lld MiB: %s\n",
+                               (long long) json_integer_value(json_object_get(ld, "limit_mib")),
+                               json_string_value(json_object_get(ld, "enforced_by")));
                 if (lc && json_is_true(json_object_get(lc, "enforced")))
                         printf("  cpu         CPUs %s at nice %lld: %s\n",
                                json_string_value(json_object_get(lc, "cpus")),

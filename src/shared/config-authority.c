@@ -56,6 +56,8 @@ const ConfigKeyRule config_key_rules[] = {
         { "profiles.*.memory_limit", CONFIG_KEY_AUTHORITY,
           .why = "how much of the host's memory the sandbox may hold" },
         { "profiles.*.cpu_limit", CONFIG_KEY_AUTHORITY, .why = "how many of the host's CPUs the sandbox may use" },
+        { "profiles.*.disk_limit", CONFIG_KEY_AUTHORITY,
+          .why = "how much of the host's disk the sandbox's root file system may take" },
         { "profiles.*.allow_egress", CONFIG_KEY_SUBSET, CONFIG_ENTRY_CIDR,
           .why = "destinations this profile may reach: keeping fewer of the trusted entries narrows" },
         { "profiles.*.env", CONFIG_KEY_TABLE, .why = "a table" },

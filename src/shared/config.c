@@ -1613,6 +1613,10 @@ static int validate_profile(Validator *v, const ConfigNode *t) {
                 p->cpu_limit =
                         bounded_int(v, config_node_get(t, "cpu_limit"), nc ?: "cpu_limit", "CPUs", 0,
                                     CONFIG_CPU_LIMIT_MAX, 0, "CPUs the sandbox may run on; 0 for all of the host's");
+                _cleanup_free_ char *nd = config_key_path(pname, "disk_limit");
+                p->disk_limit_mib = bounded_int(v, config_node_get(t, "disk_limit"), nd ?: "disk_limit", "MiB",
+                                                CONFIG_DISK_LIMIT_MIN, CONFIG_DISK_LIMIT_MAX, CONFIG_DISK_LIMIT_DEFAULT,
+                                                "MiB the sandbox may write to its own root file system");
         }
 
         _cleanup_free_ char *n_image = config_key_path(pname, "image");

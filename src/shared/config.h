@@ -49,8 +49,12 @@
 #define CONFIG_MEMORY_LIMIT_MIN     64u
 #define CONFIG_MEMORY_LIMIT_MAX     (1024u * 1024u)
 /* CPUs the sandbox's host threads may run on; 0: all of the host's. */
-#define CONFIG_CPU_LIMIT_MAX  1024u
-#define CONFIG_TIME_LIMIT_MAX 86400u
+#define CONFIG_CPU_LIMIT_MAX 1024u
+/* MiB the container's own root file system may take on the host. */
+#define CONFIG_DISK_LIMIT_DEFAULT 16384u
+#define CONFIG_DISK_LIMIT_MIN     64u
+#define CONFIG_DISK_LIMIT_MAX     (16u * 1024u * 1024u)
+#define CONFIG_TIME_LIMIT_MAX     86400u
 #include "netpolicy.h"
 #include "toml.h"
 
@@ -149,6 +153,7 @@ typedef struct ConfigProfile {
         uint64_t pids_limit; /* tasks inside the sandbox */
         uint64_t memory_limit_mib;
         uint64_t cpu_limit; /* 0: every CPU */
+        uint64_t disk_limit_mib; /* the container's root file system */
         char *image;
         ConfigWhere image_where;
         char **persistent_dirs;

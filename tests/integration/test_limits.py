@@ -75,6 +75,7 @@ def test_status_shows_each_limit_and_what_enforces_it(lz, busybox_image):  # noq
         assert 0 <= lim["memory"]["used_mib"] < 512, lim
         text = dom.run("status").stdout
         assert "  pids        at most 200 tasks: gVisor (RLIMIT_NPROC for every task of the sandbox)" in text, text
+        assert lim["disk"]["limit_mib"] == 16384 and "not the persistent directories" in lim["disk"]["enforced_by"]
         assert "  memory      " in text and " of 512 MiB: the coordinator, which stops the sandbox at the limit" \
             in text, text
     finally:
@@ -236,4 +237,20 @@ def test_cpu_spinners_stay_on_their_cpus(lz, busybox_image):  # noqa: F811
     dom.run("stop")
     print(f"host task: {baseline:.2f} s alone, {during:.2f} s beside the spinners")
     assert during < max(3 * baseline, baseline + 1.0), (baseline, during)
+    dom.assert_clean()
+
+
+def test_disk_limit_fills_up_inside(lz, busybox_image):  # noqa: F811
+    """Writing past disk_limit into the sandbox's own root file system
+    fails inside with ENOSPC; the sandbox and the host go on; what it wrote
+    went with the sandbox."""
+    dom = Domain(lz, busybox_image, extra="disk_limit = 100\n")
+    r = dom.run("run", "--", "/bin/sh", "-c",
+                "dd if=/dev/zero of=/fill bs=1M count=300 2>/tmp/err; echo dd=$?; cat /tmp/err; ls -l /fill | "
+                "awk '{print \"size=\" $5}'; rm /fill; echo after > /note; cat /note", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "No space left on device" in r.stdout and "dd=1" in r.stdout, r.stdout
+    size = int(next(l for l in r.stdout.splitlines() if l.startswith("size=")).split("=")[1])
+    assert size <= 100 << 20, size
+    assert r.stdout.rstrip().endswith("after"), r.stdout  # it goes on once space is freed
     dom.assert_clean()

@@ -481,12 +481,13 @@ static void test_key_rules(void **state) {
         assert_string_equal(k[0], "storage");
         assert_string_equal(k[3], "profiles");
         assert_string_equal(k[4], "runtime");
-        assert_int_equal(config_key_children("profiles.*", k, 32), 11);
+        assert_int_equal(config_key_children("profiles.*", k, 32), 12);
         assert_string_equal(k[5], "pids_limit");
         assert_string_equal(k[6], "memory_limit");
         assert_string_equal(k[7], "cpu_limit");
-        assert_string_equal(k[10], "volumes");
-        assert_null(k[11]);
+        assert_string_equal(k[8], "disk_limit");
+        assert_string_equal(k[11], "volumes");
+        assert_null(k[12]);
         assert_int_equal(config_key_children("profiles", k, 32), 0);
 }
 
