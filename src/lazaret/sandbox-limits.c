@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
-#include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +13,9 @@
 
 #include "fd-util.h"
 #include "fileio.h"
-#include "sandbox-limits.h"
 #include "macro.h"
+#include "proc-util.h"
+#include "sandbox-limits.h"
 
 #define MEMORY_FILE_NAME "/memfd:runsc-memory"
 
@@ -30,21 +31,16 @@ static bool process_is(pid_t pid, const char *name) {
 }
 
 static int find_sandbox(pid_t conmon, pid_t *ret) {
-        char path[64];
-        _cleanup_free_ char *text = NULL;
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) conmon, (int) conmon);
-        int r = read_file_capped(path, 4096, &text, NULL);
+        _cleanup_free_ pid_t *kids = NULL;
+        size_t n = 0;
+        int r = proc_children(conmon, conmon, &kids, &n);
         if (r < 0)
                 return r;
-        for (char *p = text, *end; *p; p = end) {
-                long v = strtol(p, &end, 10);
-                if (end == p)
-                        break;
-                if (v > 0 && process_is((pid_t) v, "runsc-sandbox")) {
-                        *ret = (pid_t) v;
+        for (size_t i = 0; i < n; i++)
+                if (process_is(kids[i], "runsc-sandbox")) {
+                        *ret = kids[i];
                         return 0;
                 }
-        }
         return -ESRCH;
 }
 
@@ -118,16 +114,12 @@ static int cpu_apply_tree(pid_t pid, const cpu_set_t *set, int nice, unsigned de
                         return r;
                 }
                 n++;
-                char path[96];
-                _cleanup_free_ char *kids = NULL;
-                snprintf(path, sizeof(path), "%s/%d/children", dir, (int) tid);
-                if (read_file_capped(path, 65536, &kids, NULL) < 0)
+                _cleanup_free_ pid_t *kids = NULL;
+                size_t n_kids = 0;
+                if (proc_children(pid, tid, &kids, &n_kids) < 0)
                         continue;
-                for (char *p = kids, *end; *p; p = end) {
-                        long v = strtol(p, &end, 10);
-                        if (end == p)
-                                break;
-                        int k = v > 0 ? cpu_apply_tree((pid_t) v, set, nice, depth + 1) : 0;
+                for (size_t i = 0; i < n_kids; i++) {
+                        int k = cpu_apply_tree(kids[i], set, nice, depth + 1);
                         if (k < 0) {
                                 closedir(d);
                                 return k;
@@ -159,21 +151,17 @@ int limits_cpu_apply(pid_t conmon_pid, unsigned n_cpus, int nice, char *ret_cpus
                 if (CPU_ISSET(c, &set))
                         off += (size_t) snprintf(ret_cpus + off, size - off, "%s%d", off ? "," : "", c);
         /* conmon itself stays as it is; what runs under it does not. */
-        char path[64];
-        _cleanup_free_ char *kids = NULL;
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) conmon_pid, (int) conmon_pid);
-        int r = read_file_capped(path, 4096, &kids, NULL);
+        _cleanup_free_ pid_t *kids = NULL;
+        size_t n_kids = 0;
+        int r = proc_children(conmon_pid, conmon_pid, &kids, &n_kids);
         if (r < 0)
                 return r;
         int n = 0;
         /* Twice: a thread made while the first pass ran is caught by the
          * second. */
         for (int pass = 0; pass < 2; pass++)
-                for (char *p = kids, *end; *p; p = end) {
-                        long v = strtol(p, &end, 10);
-                        if (end == p)
-                                break;
-                        int k = v > 0 ? cpu_apply_tree((pid_t) v, &set, nice, 0) : 0;
+                for (size_t i = 0; i < n_kids; i++) {
+                        int k = cpu_apply_tree(kids[i], &set, nice, 0);
                         if (k < 0)
                                 return k;
                         if (pass == 1)

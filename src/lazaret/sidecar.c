@@ -19,6 +19,7 @@
 #include "image.h"
 #include "log.h"
 #include "netpolicy-digest.h"
+#include "proc-util.h"
 #include "router-run.h"
 #include "sidecar.h"
 #include "strbuf.h"
@@ -149,16 +150,14 @@ static int read_pid(const char *path, pid_t *ret) {
 }
 
 static int conmon_child(pid_t conmon, pid_t *ret) {
-        char path[64];
-        _cleanup_free_ char *text = NULL;
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) conmon, (int) conmon);
-        int r = read_file_capped(path, 4096, &text, NULL);
+        _cleanup_free_ pid_t *kids = NULL;
+        size_t n = 0;
+        int r = proc_children(conmon, conmon, &kids, &n);
         if (r < 0)
                 return r;
-        long v = strtol(text, NULL, 10);
-        if (v <= 0)
+        if (n == 0)
                 return -ESRCH;
-        *ret = (pid_t) v;
+        *ret = kids[0];
         return 0;
 }
 

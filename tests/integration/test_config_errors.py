@@ -143,6 +143,9 @@ CASES = [
     ("cpu-limit-negative", base(profile=PROFILE + 'cpu_limit = «-1\n'),
      ["profiles.shell.cpu_limit: -1 CPUs is out of range; give 0 to 1024 (CPUs the sandbox may run on; 0 for all of "
       "the host's)"]),
+    ("disk-limit-too-low", base(profile=PROFILE + 'disk_limit = «10\n'),
+     ["profiles.shell.disk_limit: 10 MiB is out of range; give 64 to 16777216 (MiB the sandbox may write to its own "
+      "root file system)"]),
     ("memory-limit-too-high", base(profile=PROFILE + 'memory_limit = «2000000\n'),
      ["profiles.shell.memory_limit: 2000000 MiB is out of range; give 64 to 1048576 (MiB of memory the sandbox's "
       "programs may hold)"]),

@@ -67,7 +67,7 @@ def test_status_shows_each_limit_and_what_enforces_it(lz, busybox_image):  # noq
         st = {}
         while time.time() < deadline and not st.get("running"):
             r = dom.run("status", "--json")
-            st = __import__("json").loads(r.stdout) if r.returncode == 0 else {}
+            st = json.loads(r.stdout) if r.returncode == 0 else {}
             time.sleep(0.2)
         lim = st["limits"]
         assert lim["pids"]["limit"] == 200 and "RLIMIT_NPROC" in lim["pids"]["enforced_by"], lim

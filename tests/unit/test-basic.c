@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -17,6 +19,7 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "path-util.h"
+#include "proc-util.h"
 #include "strbuf.h"
 #include "string-util.h"
 
@@ -230,6 +233,41 @@ static void test_safe_close(void **state) {
         assert_int_equal(safe_close(-1), -EBADF);
 }
 
+/* proc_children: the processes this thread forked, and none once they
+ * are gone. */
+static void test_proc_children(void **state) {
+        (void) state;
+        pid_t kids[3];
+        for (int i = 0; i < 3; i++) {
+                kids[i] = fork();
+                assert_true(kids[i] >= 0);
+                if (kids[i] == 0) {
+                        pause();
+                        _exit(0);
+                }
+        }
+        pid_t *v = NULL;
+        size_t n = 0;
+        assert_int_equal(proc_children(getpid(), getpid(), &v, &n), 0);
+        assert_int_equal(n, 3);
+        for (int i = 0; i < 3; i++) {
+                bool found = false;
+                for (size_t k = 0; k < n; k++)
+                        found |= v[k] == kids[i];
+                assert_true(found);
+        }
+        free(v);
+        for (int i = 0; i < 3; i++) {
+                kill(kids[i], SIGKILL);
+                waitpid(kids[i], NULL, 0);
+        }
+        v = NULL;
+        assert_int_equal(proc_children(getpid(), getpid(), &v, &n), 0);
+        assert_int_equal(n, 0);
+        free(v);
+        assert_int_equal(proc_children(0, 0, &v, &n), -ENOENT);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_strbuf),
@@ -240,6 +278,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_find_git_top, setup_tmp, teardown_tmp),
                 cmocka_unit_test(test_relative_safe),
                 cmocka_unit_test(test_safe_close),
+                cmocka_unit_test(test_proc_children),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
