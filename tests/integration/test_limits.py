@@ -12,7 +12,7 @@ import time
 import pytest
 
 from test_network import ROOT_ENV, rootful_domain
-from test_run import Domain
+from test_run import Domain, wait_sessions
 from test_run import busybox_image  # noqa: F401  (fixture)
 
 
@@ -63,12 +63,7 @@ def test_status_shows_each_limit_and_what_enforces_it(lz, busybox_image):  # noq
     dom = Domain(lz, busybox_image, extra="pids_limit = 200\nmemory_limit = 512\n")
     p = dom.popen("run", "--", "/bin/sleep", "60")
     try:
-        deadline = time.time() + 30
-        st = {}
-        while time.time() < deadline and not st.get("running"):
-            r = dom.run("status", "--json")
-            st = json.loads(r.stdout) if r.returncode == 0 else {}
-            time.sleep(0.2)
+        st = wait_sessions(dom, 1)
         lim = st["limits"]
         assert lim["pids"]["limit"] == 200 and "RLIMIT_NPROC" in lim["pids"]["enforced_by"], lim
         assert lim["memory"]["limit_mib"] == 512 and lim["memory"]["enforced"] is True, lim
@@ -219,12 +214,7 @@ def test_cpu_spinners_stay_on_their_cpus(lz, busybox_image):  # noqa: F811
     p = dom.popen("run", "--", "/bin/sh", "-c",
                   "for i in 1 2 3 4; do (while :; do :; done) & done; sleep 20; kill $(jobs -p)")
     try:
-        deadline = time.time() + 30
-        st = {}
-        while time.time() < deadline and not st.get("running"):
-            r = dom.run("status", "--json")
-            st = json.loads(r.stdout) if r.returncode == 0 else {}
-            time.sleep(0.2)
+        st = wait_sessions(dom, 1)
         cpu = st["limits"]["cpu"]
         assert cpu["enforced"] is True and cpu["cpus"] == str(last) and cpu["nice"] == 10, cpu
         time.sleep(1)
