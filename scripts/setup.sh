@@ -44,7 +44,7 @@ as_test_user() {
 PACKAGES="meson ninja-build gcc clang clang-format pkg-config libclang-rt-14-dev
 libssl-dev libjansson-dev liblmdb-dev libcmocka-dev libncurses-dev python3-pytest libfuse3-dev fuse3
 dosfstools fusefat lmdb-utils tmux nftables
-podman runsc runc fuse-overlayfs slirp4netns uidmap sudo busybox-static mmdebstrap git iproute2"
+podman runsc runc fuse-overlayfs fuse2fs e2fsprogs slirp4netns uidmap sudo busybox-static mmdebstrap git iproute2"
 
 missing=
 for p in $PACKAGES; do

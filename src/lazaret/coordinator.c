@@ -995,8 +995,11 @@ static json_t *status_json(Coordinator *co) {
                                     : "the coordinator, which stops the sandbox at the limit, and a memory cgroup "
                                       "above it",
                 "cpu", cpu, "disk", "limit_mib", (json_int_t) co->spec.disk_limit_mib, "enforced", 1, "enforced_by",
-                "gVisor's overlay of the sandbox's own root file system (ENOSPC inside); not the persistent "
-                "directories or the workspace");
+                co->anchor.n_layers > 0 ? "gVisor's overlay of the sandbox's own root file system, and an ext4 image "
+                                          "of that size for each persistent directory's changes (ENOSPC inside); "
+                                          "not the workspace"
+                                        : "gVisor's overlay of the sandbox's own root file system (ENOSPC inside); "
+                                          "not the workspace");
         json_t *st = json_pack(
                 "{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:o*, s:o*, s:I, s:i, s:I, s:s}", "running", 1,
                 "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace", co->spec.workspace,
@@ -1512,6 +1515,12 @@ static void reap_children(Coordinator *co) {
                                 layer = true;
                                 log_error("the overlay of %s stopped unexpectedly", l->dir);
                                 begin_stop(co, "the overlay of a persistent directory stopped unexpectedly");
+                        } else if (l->fs_pid > 0 && pid == l->fs_pid) {
+                                l->fs_pid = 0;
+                                layer = true;
+                                log_error("the file system of the changes to %s (fuse2fs) stopped unexpectedly",
+                                          l->dir);
+                                begin_stop(co, "the file system of a persistent directory stopped unexpectedly");
                         }
                 }
                 if (layer)
@@ -1579,14 +1588,21 @@ static int recover_participant(Coordinator *co, json_t *p) {
                         log_error("cannot remove the old sandbox %s: %s", name, err ? err : "?");
                         return -EIO;
                 }
-        } else if (role && (streq(role, "GitRouting") || streq(role, "StateAnchor"))) {
+        } else if (role && streq(role, "StateAnchor")) {
+                /* The overlay, then the layer's file system under it. */
+                ProcessIdentity ov, fs;
+                bool has_ov = process_identity_from_json(json_object_get(own, "daemon"), &ov) >= 0,
+                     has_fs = process_identity_from_json(json_object_get(own, "layer_daemon"), &fs) >= 0;
+                anchor_layer_recover(&co->spec, has_ov ? &ov : NULL,
+                                     json_string_value(json_object_get(own, "merged_path")), has_fs ? &fs : NULL,
+                                     json_string_value(json_object_get(own, "layer_mount")));
+        } else if (role && streq(role, "GitRouting")) {
                 /* A FUSE daemon: kill it (by pid and start time), then
                  * detach the mount it leaves behind. */
                 ProcessIdentity pi;
                 if (process_identity_from_json(json_object_get(own, "daemon"), &pi) >= 0 && process_identity_alive(&pi))
                         (void) kill(pi.pid, SIGKILL);
-                const char *mp = json_string_value(
-                        json_object_get(own, streq(role, "GitRouting") ? "mountpoint" : "merged_path"));
+                const char *mp = json_string_value(json_object_get(own, "mountpoint"));
                 if (mp)
                         fuse_unmount(&co->spec, mp);
         } else if (role && streq(role, "PreparedLower")) {
@@ -2110,12 +2126,22 @@ static int start_anchor(Coordinator *co, char **ret_error) {
         }
         (void) own_set_state(co->store, a->p_lower, PARTICIPANT_COMMITTED,
                              json_pack("{s:s, s:s}", "lease_state", "Held", "path", a->image_mount));
+        /* Changes from before the layers' images are copied in once. */
+        bool moving = false;
+        for (size_t i = 0; i < a->n_layers; i++) {
+                struct stat st;
+                if (access(a->layers[i].image, F_OK) < 0 && lstat(a->layers[i].legacy_changes, &st) == 0)
+                        moving = true;
+        }
+        if (moving)
+                status_wait(co, 600, "moving the persistent directories' changes into their images");
         for (size_t i = 0; i < a->n_layers; i++) {
                 AnchorLayer *l = &a->layers[i];
                 r = own_part_add(co->store, co->generation, ROLE_STATE_ANCHOR,
-                                 json_pack("{s:s, s:s, s:s, s:s, s:s, s:n, s:n}", "dir", l->dir, "lower_artifact_id",
-                                           a->image_id, "upper_path", l->changes, "work_path", l->work, "merged_path",
-                                           l->merged, "daemon", "mount"),
+                                 json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:n, s:n, s:n}", "dir", l->dir,
+                                           "lower_artifact_id", a->image_id, "layer_image", l->image, "layer_mount",
+                                           l->fs_mnt, "upper_path", l->changes, "work_path", l->work, "merged_path",
+                                           l->merged, "daemon", "mount", "layer_daemon"),
                                  &l->participant);
                 if (r < 0)
                         return r;
@@ -2123,8 +2149,11 @@ static int start_anchor(Coordinator *co, char **ret_error) {
                 if (r < 0)
                         return r; /* start_failed() releases the participants */
                 (void) own_set_state(co->store, l->participant, PARTICIPANT_COMMITTED,
-                                     json_pack("{s:o, s:{s:i}, s:s}", "daemon", process_identity_to_json(&l->ident),
-                                               "mount", "mount_id", l->mount_id, "lower_path", l->lower));
+                                     json_pack("{s:o, s:{s:i}, s:s, s:o, s:I}", "daemon",
+                                               process_identity_to_json(&l->ident), "mount", "mount_id", l->mount_id,
+                                               "lower_path", l->lower, "layer_daemon",
+                                               process_identity_to_json(&l->fs_ident), "layer_size_mib",
+                                               (json_int_t) l->fs_size_mib));
                 r = anchor_record_image(&co->spec, a, l);
                 if (r > 0)
                         log_info("the image under %s changed: its new copy is the lower layer now, the changes in %s "
@@ -2132,9 +2161,12 @@ static int start_anchor(Coordinator *co, char **ret_error) {
                                  l->dir, l->changes);
                 else if (r < 0)
                         log_warning("cannot record the image of %s: %s", l->dir, strerror(-r));
-                log_info("persistent %s: fuse-overlayfs %d on %s (lower %s)", l->dir, (int) l->pid, l->merged,
-                         l->lower);
+                log_info("persistent %s: fuse-overlayfs %d on %s (lower %s), changes in %s (fuse2fs %d, %" PRIu64
+                         " MiB)",
+                         l->dir, (int) l->pid, l->merged, l->lower, l->image, (int) l->fs_pid, l->fs_size_mib);
         }
+        if (moving)
+                status_wait(co, 10, "starting the sandbox");
         return 0;
 }
 

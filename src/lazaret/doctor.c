@@ -1299,13 +1299,14 @@ static int check_limits(DoctorContext *c, DoctorResult *r) {
                                     "memory_limit: the coordinator stops the sandbox at it (gVisor's memory file), "
                                     "and a memory cgroup above it; cpu_limit: the CPU affinity of the sandbox's "
                                     "host threads, which run at nice 10; disk_limit: gVisor's overlay of the root "
-                                    "file system (not the persistent directories or the workspace)");
-        return result_ok(r, "pids_limit: gVisor's RLIMIT_NPROC for every task (it bounds runsc's host threads too); "
-                            "memory_limit: the coordinator stops the sandbox at it (gVisor's memory file); "
-                            "cpu_limit: the CPU affinity of the sandbox's host threads, which run at nice 10. "
-                            "disk_limit: gVisor's overlay of the root file system (not the persistent directories "
-                            "or the workspace). Rootless runsc runs without cgroups here, so no cgroup stands "
-                            "behind them");
+                                    "file system, and an ext4 image per persistent directory (not the workspace)");
+        return result_ok(r,
+                         "pids_limit: gVisor's RLIMIT_NPROC for every task (it bounds runsc's host threads too); "
+                         "memory_limit: the coordinator stops the sandbox at it (gVisor's memory file); "
+                         "cpu_limit: the CPU affinity of the sandbox's host threads, which run at nice 10. "
+                         "disk_limit: gVisor's overlay of the root file system, and an ext4 image per persistent "
+                         "directory (not the workspace). Rootless runsc runs without cgroups here, so no cgroup stands "
+                         "behind them");
 }
 
 static int check_storage_driver(DoctorContext *c, DoctorResult *r) {

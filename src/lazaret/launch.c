@@ -57,6 +57,10 @@ void launch_spec_done(LaunchSpec *s) {
         free(s->sidecar_image);
         strv_free(s->persistent_dirs);
         free(s->fuse_overlayfs);
+        free(s->fuse2fs);
+        free(s->mke2fs);
+        free(s->e2fsck);
+        free(s->resize2fs);
         free(s->catalog_dir);
         free(s->escalation_socket_dir);
         strv_free(s->auto_approve);
@@ -122,6 +126,8 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                   json_object_update_new(j, json_pack("{s:o*, s:s?, s:s?}", "persistent_dirs",
                                                       strv_json(s->persistent_dirs), "fuse_overlayfs",
                                                       s->fuse_overlayfs, "catalog_dir", s->catalog_dir)) < 0 ||
+                  json_object_update_new(j, json_pack("{s:s?, s:s?, s:s?, s:s?}", "fuse2fs", s->fuse2fs, "mke2fs",
+                                                      s->mke2fs, "e2fsck", s->e2fsck, "resize2fs", s->resize2fs)) < 0 ||
                   json_object_update_new(
                           j, json_pack("{s:b, s:s?, s:o*, s:I, s:s?}", "escalation_enabled", s->escalation_enabled,
                                        "escalation_socket_dir", s->escalation_socket_dir, "auto_approve",
@@ -256,6 +262,14 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_strv(j, "persistent_dirs", &s.persistent_dirs);
         if (r >= 0 && json_is_string(json_object_get(j, "fuse_overlayfs")))
                 r = get_str(j, "fuse_overlayfs", &s.fuse_overlayfs);
+        if (r >= 0 && json_is_string(json_object_get(j, "fuse2fs")))
+                r = get_str(j, "fuse2fs", &s.fuse2fs);
+        if (r >= 0 && json_is_string(json_object_get(j, "mke2fs")))
+                r = get_str(j, "mke2fs", &s.mke2fs);
+        if (r >= 0 && json_is_string(json_object_get(j, "e2fsck")))
+                r = get_str(j, "e2fsck", &s.e2fsck);
+        if (r >= 0 && json_is_string(json_object_get(j, "resize2fs")))
+                r = get_str(j, "resize2fs", &s.resize2fs);
         if (r >= 0 && json_is_string(json_object_get(j, "catalog_dir")))
                 r = get_str(j, "catalog_dir", &s.catalog_dir);
         if (r >= 0 && json_is_string(json_object_get(j, "escalation_socket_dir")))
@@ -707,6 +721,31 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                                                "in PATH; install it: sudo apt-get install fuse-overlayfs");
                 if (r < 0)
                         return r;
+                /* e2fsprogs' tools live in sbin, which a user's PATH may
+                 * lack; fuse2fs is a package of its own. */
+                _cleanup_free_ char *sbin = NULL;
+                if (asprintf(&sbin, "%s:/usr/sbin:/sbin", search) < 0)
+                        return -ENOMEM;
+                struct {
+                        const char *name;
+                        char **ret;
+                } tools[] = {
+                        { "fuse2fs", &s.fuse2fs },
+                        { "mke2fs", &s.mke2fs },
+                        { "e2fsck", &s.e2fsck },
+                        { "resize2fs", &s.resize2fs },
+                };
+                for (size_t i = 0; i < ELEMENTSOF(tools); i++) {
+                        r = exec_find_program(sbin, tools[i].name, tools[i].ret);
+                        if (r == -ENOENT)
+                                return fail(ret_error,
+                                            "persistent_dirs needs %s (their changes live in an ext4 image of "
+                                            "disk_limit MiB), which is not installed; install it: sudo apt-get "
+                                            "install %s",
+                                            tools[i].name, streq(tools[i].name, "fuse2fs") ? "fuse2fs" : "e2fsprogs");
+                        if (r < 0)
+                                return r;
+                }
                 _cleanup_free_ char *bad = NULL;
                 r = anchor_check_domain_root(s.domain_dir, &bad);
                 if (r < 0)

@@ -62,6 +62,9 @@ typedef struct LaunchSpec {
          * daemon that serves them (NULL when there are none). */
         char **persistent_dirs;
         char *fuse_overlayfs;
+        /* Each layer's changes live in an ext4 image of disk_limit MiB
+         * (<name>_layer.img), mounted by fuse2fs: e2fsprogs' tools. */
+        char *fuse2fs, *mke2fs, *e2fsck, *resize2fs;
         char *catalog_dir; /* the Storage Catalog: <data_root>/catalog */
         /* Host escalation ([escalation]); the socket and certificates exist
          * only when enabled. */

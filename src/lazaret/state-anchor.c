@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
@@ -29,13 +30,19 @@
 
 #define PODMAN_USEC (UINT64_C(120) * 1000000)
 #define READY_USEC  (UINT64_C(5) * 1000000)
+#define STOP_USEC   (UINT64_C(5) * 1000000)
+#define TOOL_USEC   (UINT64_C(600) * 1000000)
 
 static void layer_done(AnchorLayer *l) {
         free(l->dir);
         free(l->name);
+        free(l->image);
+        free(l->fs_mnt);
         free(l->changes);
         free(l->work);
         free(l->merged);
+        free(l->legacy_changes);
+        free(l->legacy_work);
         free(l->lower);
         *l = (AnchorLayer){};
 }
@@ -73,10 +80,16 @@ int anchor_init(const LaunchSpec *s, StateAnchor *ret) {
                 l->name = persist_dir_name(s->persistent_dirs[i]);
                 if (!l->dir || !l->name)
                         goto oom;
-                l->changes = layer_path(s, l->name, "changes");
-                l->work = layer_path(s, l->name, "work");
+                l->image = layer_path(s, l->name, "layer.img");
+                l->fs_mnt = layer_path(s, l->name, "layer");
                 l->merged = layer_path(s, l->name, "merged");
-                if (!l->changes || !l->work || !l->merged)
+                l->legacy_changes = layer_path(s, l->name, "changes");
+                l->legacy_work = layer_path(s, l->name, "work");
+                if (!l->image || !l->fs_mnt || !l->merged || !l->legacy_changes || !l->legacy_work)
+                        goto oom;
+                l->changes = path_join(l->fs_mnt, "changes");
+                l->work = path_join(l->fs_mnt, "work");
+                if (!l->changes || !l->work)
                         goto oom;
         }
         *ret = a;
@@ -341,19 +354,6 @@ static int make_dir(const char *p) {
         return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
-/* Podman's runtime copies of /etc/resolv.conf, hosts and hostname win
- * (spec §4.3.4): the overlay never keeps its own, nor the empty mount
- * points Podman makes for them. */
-static void scrub_runtime_files(const AnchorLayer *l) {
-        if (!streq(l->dir, "/etc"))
-                return;
-        for (const char *const *f = (const char *const[]){ "resolv.conf", "hosts", "hostname", NULL }; *f; f++) {
-                _cleanup_free_ char *p = path_join(l->changes, *f);
-                if (p && unlink(p) < 0 && errno == EISDIR)
-                        (void) rmdir(p);
-        }
-}
-
 /* path as Podman's namespace sees it, through its pause process's root. */
 static int podman_ns_path(const LaunchSpec *s, const char *path, char *buf, size_t size) {
         if (s->rootless) {
@@ -388,9 +388,272 @@ static bool nonempty_dir_in_podman_ns(const LaunchSpec *s, const char *path) {
         return any;
 }
 
+/* mkdir in the layer's file system, which only Podman's namespace sees;
+ * through the pause process's root the request reaches fuse2fs as that
+ * namespace's root, the owner the overlay expects. */
+static int make_dir_in_podman_ns(const LaunchSpec *s, const char *path) {
+        char where[PATH_MAX + 64];
+        int r = podman_ns_path(s, path, where, sizeof(where));
+        return r < 0 ? r : make_dir(where);
+}
+
+/* Podman's runtime copies of /etc/resolv.conf, hosts and hostname win
+ * (spec §4.3.4): the overlay never keeps its own, nor the empty mount
+ * points Podman makes for them. Needs the layer's file system mounted. */
+static void scrub_runtime_files(const LaunchSpec *s, const AnchorLayer *l) {
+        if (!streq(l->dir, "/etc") || l->fs_mount_id <= 0)
+                return;
+        for (const char *const *f = (const char *const[]){ "resolv.conf", "hosts", "hostname", NULL }; *f; f++) {
+                _cleanup_free_ char *p = path_join(l->changes, *f);
+                char where[PATH_MAX + 64];
+                if (p && podman_ns_path(s, p, where, sizeof(where)) == 0 && unlink(where) < 0 && errno == EISDIR)
+                        (void) rmdir(where);
+        }
+}
+
+/* Run an e2fsprogs tool on the host (the image is our own file); its exit
+ * status, or -errno. Its last line of output into *ret_out. */
+static int run_tool(const char *path, const char *const *argv, char **ret_out) {
+        _cleanup_(exec_result_done) ExecResult r = {};
+        int q = exec_capture(path, argv, TOOL_USEC, &r);
+        if (q < 0)
+                return q;
+        if (r.spawn_error < 0)
+                return r.spawn_error;
+        if (r.timed_out)
+                return -ETIMEDOUT;
+        if (ret_out) {
+                const char *o = r.err && *r.err ? r.err : r.out ? r.out : "";
+                size_t len = strlen(o);
+                while (len > 0 && (o[len - 1] == '\n' || o[len - 1] == ' '))
+                        len--;
+                const char *line = o + len;
+                while (line > o && line[-1] != '\n')
+                        line--;
+                *ret_out = strndup(line, (size_t) (o + len - line));
+        }
+        return r.status;
+}
+
+/* Run argv in Podman's namespace and wait; its exit status, or -errno. */
+static int run_in_podman_ns(const LaunchSpec *s, const char *name, char *const argv[]) {
+        const char *search = getenv("PATH");
+        _cleanup_free_ char *path = NULL;
+        int r = exec_find_program(search && *search ? search : "/usr/bin:/bin", name, &path);
+        if (r < 0)
+                return r;
+        pid_t pid;
+        r = podman_ns_spawn(s, path, argv, &pid);
+        if (r < 0)
+                return r;
+        int st;
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The layer's image: made on first use (sparse, ext4 without a journal,
+ * no reserved blocks, its root owned by the namespace's root), checked
+ * (e2fsck -p, -fy when preening is not enough) otherwise, and brought to
+ * disk_limit MiB. *ret_made when it is new. */
+static int layer_image_prepare(const LaunchSpec *s, AnchorLayer *l, bool *ret_made, StrBuf *b) {
+        uint64_t want = s->disk_limit_mib * UINT64_C(1024) * 1024;
+        char size[32];
+        snprintf(size, sizeof(size), "%" PRIu64 "M", s->disk_limit_mib);
+        _cleanup_free_ char *out = NULL;
+        struct stat st;
+        int r;
+
+        *ret_made = false;
+        if (lstat(l->image, &st) < 0) {
+                if (errno != ENOENT) {
+                        strbuf_printf(b, "cannot read %s: %m", l->image);
+                        return negative_errno();
+                }
+                _cleanup_close_ int fd = open(l->image, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (fd < 0 || ftruncate(fd, (off_t) want) < 0) {
+                        r = negative_errno();
+                        strbuf_printf(b, "cannot make %s: %s", l->image, strerror(-r));
+                        if (fd >= 0)
+                                (void) unlink(l->image);
+                        return r;
+                }
+                r = run_tool(s->mke2fs,
+                             (const char *const[]){ "mke2fs", "-q", "-F", "-t", "ext4", "-O", "^has_journal", "-m", "0",
+                                                    "-E", "root_owner=0:0", "-L", "lazaret-layer", l->image, NULL },
+                             &out);
+                if (r != 0) {
+                        (void) unlink(l->image);
+                        strbuf_printf(b, "mke2fs cannot make %s: %s", l->image,
+                                      r < 0         ? strerror(-r)
+                                      : out && *out ? out
+                                                    : "it failed");
+                        return -EIO;
+                }
+                *ret_made = true;
+                return 0;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                strbuf_printf(b, "%s is not a regular file; remove it (lazaret reset --dir %s discards the changes)",
+                              l->image, l->dir);
+                return -EINVAL;
+        }
+        /* A coordinator killed hard leaves it unclean: preen; what
+         * preening does not fix, fix. */
+        r = run_tool(s->e2fsck, (const char *const[]){ "e2fsck", "-p", l->image, NULL }, &out);
+        if (r >= 4 || r < 0) {
+                log_warning("e2fsck -p %s: exit %d (%s); running e2fsck -fy", l->image, r, out ? out : "");
+                out = mfree(out);
+                r = run_tool(s->e2fsck, (const char *const[]){ "e2fsck", "-f", "-y", l->image, NULL }, &out);
+        }
+        if (r >= 4 || r < 0) {
+                strbuf_printf(b,
+                              "the file system of the changes to %s (%s) is damaged and e2fsck cannot repair it (%s); "
+                              "discard them with 'lazaret reset --dir %s'",
+                              l->dir, l->image,
+                              r < 0         ? strerror(-r)
+                              : out && *out ? out
+                                            : "exit status 4 or more",
+                              l->dir);
+                return -EIO;
+        }
+        if ((uint64_t) st.st_size == want)
+                return 0;
+
+        /* disk_limit changed: resize2fs wants a full check first. */
+        log_info("resizing %s from %" PRIu64 " to %" PRIu64 " MiB", l->image, (uint64_t) st.st_size >> 20,
+                 s->disk_limit_mib);
+        out = mfree(out);
+        r = run_tool(s->e2fsck, (const char *const[]){ "e2fsck", "-f", "-p", l->image, NULL }, &out);
+        if (r >= 4 || r < 0) {
+                strbuf_printf(b, "e2fsck -f %s before resizing it: %s", l->image,
+                              r < 0         ? strerror(-r)
+                              : out && *out ? out
+                                            : "it failed");
+                return -EIO;
+        }
+        bool grow = want > (uint64_t) st.st_size;
+        if (grow && truncate(l->image, (off_t) want) < 0) {
+                r = negative_errno();
+                strbuf_printf(b, "cannot grow %s: %s", l->image, strerror(-r));
+                return r;
+        }
+        out = mfree(out);
+        r = run_tool(s->resize2fs, (const char *const[]){ "resize2fs", l->image, size, NULL }, &out);
+        if (r != 0) {
+                if (grow)
+                        (void) !truncate(l->image, st.st_size);
+                if (grow)
+                        strbuf_printf(b, "resize2fs cannot grow %s to disk_limit %" PRIu64 " MiB: %s", l->image,
+                                      s->disk_limit_mib,
+                                      r < 0         ? strerror(-r)
+                                      : out && *out ? out
+                                                    : "it failed");
+                else
+                        strbuf_printf(b,
+                                      "the changes to %s hold more than disk_limit %" PRIu64
+                                      " MiB allows (resize2fs: %s); raise disk_limit, or discard them with 'lazaret "
+                                      "reset --dir %s'",
+                                      l->dir, s->disk_limit_mib,
+                                      r < 0         ? strerror(-r)
+                                      : out && *out ? out
+                                                    : "failed",
+                                      l->dir);
+                return -EIO;
+        }
+        if (!grow && truncate(l->image, (off_t) want) < 0)
+                log_warning("cannot shrink %s to %" PRIu64 " bytes: %m", l->image, want);
+        return 0;
+}
+
+/* Wait (5 s at most) for the FUSE daemon pid to mount mnt. */
+static int wait_mounted(pid_t *pid, const char *what, const char *mnt, int *ret_mount_id, StrBuf *b) {
+        uint64_t deadline = now_usec() + READY_USEC;
+        for (;;) {
+                int st;
+                if (waitpid(*pid, &st, WNOHANG) == *pid) {
+                        *pid = 0;
+                        strbuf_printf(b, "%s exited during start (status %d); see the coordinator log", what,
+                                      WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+                        return -EIO;
+                }
+                if (fuse_mount_id(*pid, mnt, ret_mount_id) == 0)
+                        return 0;
+                if (now_usec() >= deadline) {
+                        strbuf_printf(b, "%s did not mount %s within 5 s", what, mnt);
+                        return -ETIMEDOUT;
+                }
+                usleep(2000);
+        }
+}
+
+static int layer_fs_start(const LaunchSpec *s, AnchorLayer *l, StrBuf *b) {
+        bool made;
+        int r = layer_image_prepare(s, l, &made, b);
+        if (r < 0)
+                return r;
+        if ((r = make_dir(l->fs_mnt)) < 0) {
+                strbuf_printf(b, "cannot make %s: %s", l->fs_mnt, strerror(-r));
+                return r;
+        }
+        char *argv[] = { (char *) "fuse2fs", (char *) "-f", (char *) "-o", (char *) "fakeroot",
+                         l->image,           l->fs_mnt,     NULL };
+        r = podman_ns_spawn(s, s->fuse2fs, argv, &l->fs_pid);
+        if (r < 0) {
+                strbuf_printf(b, "cannot start fuse2fs for %s: %s", l->dir, strerror(-r));
+                return r;
+        }
+        (void) process_identity_of(l->fs_pid, &l->fs_ident);
+        _cleanup_free_ char *what = NULL;
+        if (asprintf(&what, "fuse2fs for %s", l->dir) < 0)
+                return -ENOMEM;
+        r = wait_mounted(&l->fs_pid, what, l->fs_mnt, &l->fs_mount_id, b);
+        if (r < 0)
+                return r;
+        char where[PATH_MAX + 64];
+        struct statfs sf;
+        if (podman_ns_path(s, l->fs_mnt, where, sizeof(where)) == 0 && statfs(where, &sf) == 0)
+                l->fs_size_mib = (uint64_t) sf.f_blocks * (uint64_t) sf.f_bsize >> 20;
+        const char *mk[] = { l->changes, l->work };
+        for (size_t i = 0; i < 2; i++)
+                if ((r = make_dir_in_podman_ns(s, mk[i])) < 0) {
+                        strbuf_printf(b, "cannot make %s in the layer's file system: %s", mk[i], strerror(-r));
+                        return r;
+                }
+
+        /* Changes kept before the images: moved in once (ownership, modes,
+         * extended attributes and the overlay's whiteouts kept). */
+        struct stat st;
+        if (!made || lstat(l->legacy_changes, &st) < 0 || !S_ISDIR(st.st_mode))
+                return 0;
+        _cleanup_free_ char *from = path_join(l->legacy_changes, ".");
+        if (!from)
+                return -ENOMEM;
+        log_info("moving the changes to %s from %s into %s", l->dir, l->legacy_changes, l->image);
+        r = run_in_podman_ns(s, "cp",
+                             (char *const[]){ (char *) "cp", (char *) "-a", (char *) "--", from, l->changes, NULL });
+        if (r != 0) {
+                strbuf_printf(b,
+                              "cannot move the changes to %s from %s into their image of disk_limit %" PRIu64
+                              " MiB (cp: %s); raise disk_limit if they are larger, or discard them with 'lazaret "
+                              "reset --dir %s'",
+                              l->dir, l->legacy_changes, s->disk_limit_mib,
+                              r < 0 ? strerror(-r) : "see the coordinator log", l->dir);
+                l->discard_image = true;
+                return -EIO;
+        }
+        r = run_in_podman_ns(s, "rm",
+                             (char *const[]){ (char *) "rm", (char *) "-rf", (char *) "--", l->legacy_changes,
+                                              l->legacy_work, NULL });
+        if (r != 0)
+                log_warning("cannot remove %s and %s after moving them (rm: %d)", l->legacy_changes, l->legacy_work, r);
+        return 0;
+}
+
 int anchor_layer_start(const LaunchSpec *s, const StateAnchor *a, AnchorLayer *l, char **ret_error) {
         StrBuf b = STRBUF_INIT;
-        _cleanup_free_ char *opts = NULL;
+        _cleanup_free_ char *opts = NULL, *what = NULL;
         int r;
 
         /* An image without the directory: an empty lowerdir. */
@@ -409,20 +672,24 @@ int anchor_layer_start(const LaunchSpec *s, const StateAnchor *a, AnchorLayer *l
                         goto fail;
                 }
         }
-        const char *mk[] = { l->changes, l->work, l->merged };
-        for (size_t i = 0; i < 3; i++)
-                if ((r = make_dir(mk[i])) < 0) {
-                        strbuf_printf(&b, "cannot make %s: %s", mk[i], strerror(-r));
-                        goto fail;
-                }
+        if ((r = make_dir(l->merged)) < 0) {
+                strbuf_printf(&b, "cannot make %s: %s", l->merged, strerror(-r));
+                goto fail;
+        }
         if (strpbrk(l->lower, ",:")) {
                 strbuf_printf(&b, "the image's directory %s contains ',' or ':', which fuse-overlayfs cannot take",
                               l->lower);
                 r = -EINVAL;
                 goto fail;
         }
-        scrub_runtime_files(l);
-        if (asprintf(&opts, "lowerdir=%s,upperdir=%s,workdir=%s", l->lower, l->changes, l->work) < 0) {
+        r = layer_fs_start(s, l, &b);
+        if (r < 0)
+                goto fail;
+        scrub_runtime_files(s, l);
+        /* writeback=0: the kernel's write-back cache would take writes a
+         * full layer cannot hold and report ENOSPC only at close(), which
+         * gVisor does not pass on; without it write() fails, inside. */
+        if (asprintf(&opts, "writeback=0,lowerdir=%s,upperdir=%s,workdir=%s", l->lower, l->changes, l->work) < 0) {
                 opts = NULL;
                 r = -ENOMEM;
                 goto fail;
@@ -434,32 +701,21 @@ int anchor_layer_start(const LaunchSpec *s, const StateAnchor *a, AnchorLayer *l
                 goto fail;
         }
         (void) process_identity_of(l->pid, &l->ident);
-        uint64_t deadline = now_usec() + READY_USEC;
-        for (;;) {
-                int st;
-                if (waitpid(l->pid, &st, WNOHANG) == l->pid) {
-                        l->pid = 0;
-                        strbuf_printf(&b,
-                                      "fuse-overlayfs for %s exited during start (status %d); see the "
-                                      "coordinator log",
-                                      l->dir, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-                        r = -EIO;
-                        goto fail;
-                }
-                if (fuse_mount_id(l->pid, l->merged, &l->mount_id) == 0)
-                        break;
-                if (now_usec() >= deadline) {
-                        strbuf_printf(&b, "fuse-overlayfs did not mount %s within 5 s", l->merged);
-                        r = -ETIMEDOUT;
-                        goto fail;
-                }
-                usleep(2000);
+        if (asprintf(&what, "fuse-overlayfs for %s", l->dir) < 0) {
+                what = NULL;
+                r = -ENOMEM;
+                goto fail;
         }
+        r = wait_mounted(&l->pid, what, l->merged, &l->mount_id, &b);
+        if (r < 0)
+                goto fail;
         strbuf_done(&b);
         return 0;
 
 fail:
         anchor_layer_stop(s, l);
+        if (l->discard_image)
+                (void) unlink(l->image);
         *ret_error = strbuf_steal(&b);
         return r < 0 ? r : -EIO;
 }
@@ -469,7 +725,29 @@ void anchor_layer_stop(const LaunchSpec *s, AnchorLayer *l) {
         fuse_daemon_stop(s, &l->pid, was ? l->merged : NULL);
         l->mount_id = 0;
         if (was)
-                scrub_runtime_files(l);
+                scrub_runtime_files(s, l);
+        bool fs = l->fs_pid > 0 || l->fs_mount_id > 0;
+        fuse_daemon_stop(s, &l->fs_pid, fs ? l->fs_mnt : NULL);
+        l->fs_mount_id = 0;
+}
+
+void anchor_layer_recover(const LaunchSpec *s, const ProcessIdentity *overlay, const char *merged,
+                          const ProcessIdentity *fs, const char *fs_mnt) {
+        if (overlay && process_identity_alive(overlay))
+                (void) kill(overlay->pid, SIGKILL);
+        if (merged)
+                fuse_unmount(s, merged);
+        /* fuse2fs writes back what it holds when asked to stop. */
+        if (fs && process_identity_alive(fs)) {
+                (void) kill(fs->pid, SIGTERM);
+                uint64_t deadline = now_usec() + STOP_USEC;
+                while (process_identity_alive(fs) && now_usec() < deadline)
+                        usleep(10000);
+                if (process_identity_alive(fs))
+                        (void) kill(fs->pid, SIGKILL);
+        }
+        if (fs_mnt)
+                fuse_unmount(s, fs_mnt);
 }
 
 int anchor_record_image(const LaunchSpec *s, const StateAnchor *a, const AnchorLayer *l) {

@@ -18,11 +18,22 @@
 typedef struct AnchorLayer {
         char *dir; /* in the sandbox: "/usr" */
         char *name; /* persist_dir_name(): "usr" */
-        char *changes, *work, *merged; /* under the Domain Root */
+        /* The layer's own file system: <name>_layer.img (ext4, disk_limit
+         * MiB, sparse) mounted by fuse2fs on <name>_layer; the overlay's
+         * upper and work directories are changes/ and work/ in it. */
+        char *image, *fs_mnt;
+        char *changes, *work; /* in the layer's file system */
+        char *merged; /* under the Domain Root */
+        char *legacy_changes, *legacy_work; /* <name>_changes, _work: before the image */
         char *lower; /* as Podman's namespace sees it */
         pid_t pid;
         ProcessIdentity ident;
         int mount_id;
+        pid_t fs_pid;
+        ProcessIdentity fs_ident;
+        int fs_mount_id;
+        uint64_t fs_size_mib; /* what the image holds, once it is mounted */
+        bool discard_image; /* made for a move that failed: removed on failure */
         uint64_t participant;
 } AnchorLayer;
 
@@ -57,15 +68,27 @@ int anchor_release_image(const LaunchSpec *s, const char *image_id, uint64_t gen
  * otherwise. */
 int anchor_check_domain_root(const char *domain_dir, char **ret_error);
 
-/* Make the layer's directories, drop Podman's runtime files from /etc's
- * changes (resolv.conf, hosts, hostname: Podman's copies win), start
- * fuse-overlayfs in Podman's namespace and wait (5 s at most) for its
- * mount. The image's copy of the directory is the lowerdir; an image
- * without one gets an empty lowerdir. */
+/* Make (mke2fs) or check (e2fsck -p) the layer's image and bring it to
+ * disk_limit MiB (resize2fs; a shrink below what it holds is refused,
+ * naming the fix), mount it with fuse2fs in Podman's namespace, move the
+ * changes of a layer from before the images into it, drop Podman's
+ * runtime files from /etc's changes (resolv.conf, hosts, hostname:
+ * Podman's copies win), start fuse-overlayfs in Podman's namespace and
+ * wait (5 s at most) for each mount. The image's copy of the directory is
+ * the lowerdir; an image without one gets an empty lowerdir. A full layer
+ * makes writes fail with ENOSPC inside. */
 int anchor_layer_start(const LaunchSpec *s, const StateAnchor *a, AnchorLayer *l, char **ret_error);
-/* SIGTERM the daemon (it unmounts), SIGKILL after 5 s, detach a leftover
- * mount. Safe for a daemon that already died. */
+/* SIGTERM the overlay (it unmounts), then the layer's fuse2fs (it writes
+ * back and unmounts), SIGKILL after 5 s, detach leftover mounts. Safe for
+ * daemons that already died. */
 void anchor_layer_stop(const LaunchSpec *s, AnchorLayer *l);
+
+/* What a dead coordinator's layer left (from its StateAnchor record):
+ * the overlay daemon killed and its mount detached, then the layer's
+ * fuse2fs asked to write back (SIGTERM, SIGKILL after 5 s) and its mount
+ * detached. The next start checks the image (e2fsck -p). */
+void anchor_layer_recover(const LaunchSpec *s, const ProcessIdentity *overlay, const char *merged,
+                          const ProcessIdentity *fs, const char *fs_mnt);
 
 /* Remember which image a layer was last used with: <name>_image in the
  * Domain Root, {"dir", "image", "image_id", "previous_image_id",

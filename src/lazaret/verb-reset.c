@@ -172,7 +172,12 @@ int verb_reset(int argc, char **argv, const Globals *g) {
                 }
         }
 
-        char **paths = calloc(4 * p->n_persistent_dirs + 1, sizeof(char *));
+        /* <name>_layer.img holds the changes (their file system, mounted on
+         * <name>_layer while the sandbox runs); _changes and _work are
+         * where they lived before. */
+        static const char *const suffixes[] = { "layer.img", "layer", "changes", "work", "merged", "image" };
+        const size_t n_sfx = ELEMENTSOF(suffixes);
+        char **paths = calloc(n_sfx * p->n_persistent_dirs + 1, sizeof(char *));
         size_t n = 0;
         int ret = 0;
         bool oom = !paths;
@@ -182,17 +187,16 @@ int verb_reset(int argc, char **argv, const Globals *g) {
                         continue;
                 _cleanup_free_ char *name = persist_dir_name(p->persistent_dirs[i]);
                 strbuf_printf(&which, "%s%s", n ? ", " : "", p->persistent_dirs[i]);
-                for (const char *const *sfx = (const char *const[]){ "changes", "work", "merged", "image", NULL };
-                     name && *sfx; sfx++) {
+                for (size_t k = 0; name && k < n_sfx; k++) {
                         char *leaf = NULL;
-                        if (asprintf(&leaf, "%s_%s", name, *sfx) < 0)
+                        if (asprintf(&leaf, "%s_%s", name, suffixes[k]) < 0)
                                 leaf = NULL;
                         paths[n] = leaf ? path_join(p->domain_dir, leaf) : NULL;
                         free(leaf);
                         if (paths[n])
                                 n++;
                 }
-                if (!name || n % 4 != 0)
+                if (!name || n % n_sfx != 0)
                         oom = true;
         }
         _cleanup_free_ char *what = strbuf_steal(&which), *err = NULL;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,7 +59,7 @@ static json_t *persistent_info(const ConfigProfile *p) {
         for (size_t i = 0; a && i < p->n_persistent_dirs; i++) {
                 _cleanup_free_ char *name = persist_dir_name(p->persistent_dirs[i]);
                 char *leaf = NULL, *chg = NULL;
-                if (!name || asprintf(&leaf, "%s_image", name) < 0 || asprintf(&chg, "%s_changes", name) < 0) {
+                if (!name || asprintf(&leaf, "%s_image", name) < 0 || asprintf(&chg, "%s_layer.img", name) < 0) {
                         free(leaf);
                         json_decref(a);
                         return NULL;
@@ -69,11 +70,17 @@ static json_t *persistent_info(const ConfigProfile *p) {
                 _cleanup_free_ char *text = NULL;
                 json_t *was =
                         path && read_file_capped(path, 64 * 1024, &text, NULL) == 0 ? json_loads(text, 0, NULL) : NULL;
-                json_t *e = json_pack("{s:s, s:s?, s:O?, s:O?, s:O?, s:O?}", "dir", p->persistent_dirs[i], "changes",
-                                      changes, "image", json_object_get(was, "image"), "image_id",
-                                      json_object_get(was, "image_id"), "previous_image_id",
-                                      json_object_get(was, "previous_image_id"), "updated",
-                                      json_object_get(was, "updated"));
+                /* The layer's image: its size is the limit its file system
+                 * has, its allocated blocks what the changes take. */
+                struct stat st;
+                bool has = changes && stat(changes, &st) == 0 && S_ISREG(st.st_mode);
+                json_t *e =
+                        json_pack("{s:s, s:s?, s:O?, s:O?, s:O?, s:O?, s:o?, s:o?}", "dir", p->persistent_dirs[i],
+                                  "changes", changes, "image", json_object_get(was, "image"), "image_id",
+                                  json_object_get(was, "image_id"), "previous_image_id",
+                                  json_object_get(was, "previous_image_id"), "updated", json_object_get(was, "updated"),
+                                  "size_mib", has ? json_integer((json_int_t) (st.st_size >> 20)) : NULL, "used_mib",
+                                  has ? json_integer((json_int_t) ((uint64_t) st.st_blocks * 512 >> 20)) : NULL);
                 json_decref(was);
                 if (!e || json_array_append_new(a, e) < 0) {
                         json_decref(a);
@@ -183,7 +190,12 @@ static void print_persistent(json_t *a) {
                         printf("image %.12s (%s)", id, json_string_value(json_object_get(e, "image")) ?: "?");
                         if (prev)
                                 printf(", was %.12s", prev);
-                        printf(", since %s\n", json_string_value(json_object_get(e, "updated")) ?: "?");
+                        printf(", since %s", json_string_value(json_object_get(e, "updated")) ?: "?");
+                        if (json_is_integer(json_object_get(e, "size_mib")))
+                                printf("; changes %lld of %lld MiB",
+                                       (long long) json_integer_value(json_object_get(e, "used_mib")),
+                                       (long long) json_integer_value(json_object_get(e, "size_mib")));
+                        printf("\n");
                 }
         }
 }

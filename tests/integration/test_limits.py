@@ -70,7 +70,7 @@ def test_status_shows_each_limit_and_what_enforces_it(lz, busybox_image):  # noq
         assert 0 <= lim["memory"]["used_mib"] < 512, lim
         text = dom.run("status").stdout
         assert "  pids        at most 200 tasks: gVisor (RLIMIT_NPROC for every task of the sandbox)" in text, text
-        assert lim["disk"]["limit_mib"] == 16384 and "not the persistent directories" in lim["disk"]["enforced_by"]
+        assert lim["disk"]["limit_mib"] == 16384 and "root file system" in lim["disk"]["enforced_by"]
         assert "  memory      " in text and " of 512 MiB: the coordinator, which stops the sandbox at the limit" \
             in text, text
     finally:

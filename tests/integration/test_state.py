@@ -74,16 +74,42 @@ def layer(d, name):
     return os.path.join(domain, name)
 
 
+DEBUGFS = "/usr/sbin/debugfs"
+
+
+def debugfs(image, request, write=False):
+    """e2fsprogs' debugfs on a layer's image (the sandbox stopped): an
+    independent reader of what the changes hold."""
+    r = subprocess.run([DEBUGFS] + (["-w"] if write else []) + ["-R", request, image],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def in_layer(d, name, path):
+    """The text of changes/PATH in the layer of persistent dir NAME ("usr"),
+    or None when it has no such file."""
+    r = debugfs(layer(d, f"{name}_layer.img"), f"stat /changes/{path}")
+    if "File not found" in r.stderr:
+        return None
+    return debugfs(layer(d, f"{name}_layer.img"), f"cat /changes/{path}").stdout
+
+
 def test_changes_survive_a_restart(sdom):
     r = sdom.run("run", "--", "/bin/sh", "-c",
                  "mkdir -p /usr/local/bin && echo kept > /usr/local/bin/tool && chmod 755 /usr/local/bin/tool"
                  " && echo conf > /etc/agent.conf && rm /usr/bin/env && ls /usr/local/bin")
     assert (r.returncode, r.stdout) == (0, "tool\n"), r.stderr
     sdom.assert_clean()
-    # On the host: the upper layer holds exactly the change.
-    assert open(os.path.join(layer(sdom, "usr_changes"), "local/bin/tool")).read() == "kept\n"
-    assert os.path.isdir(layer(sdom, "usr_work")) and os.path.isdir(layer(sdom, "usr_merged"))
-    assert os.listdir(layer(sdom, "usr_merged")) == []  # only a mount point
+    # On the host: the layer's image (disk_limit MiB, sparse) holds the
+    # change; the mount points are empty between runs.
+    assert in_layer(sdom, "usr", "local/bin/tool") == "kept\n"
+    assert in_layer(sdom, "etc", "agent.conf") == "conf\n"
+    img = os.stat(layer(sdom, "usr_layer.img"))
+    assert img.st_size == 16384 * 1024 * 1024 and img.st_blocks * 512 < 64 * 1024 * 1024
+    for mp in ("usr_layer", "usr_merged"):
+        assert os.listdir(layer(sdom, mp)) == []  # only a mount point
+    assert not os.path.exists(layer(sdom, "usr_changes"))
 
     r = sdom.run("run", "--", "/bin/sh", "-c",
                  "cat /usr/local/bin/tool /etc/agent.conf; test -e /usr/bin/env && echo env-back || echo env-gone;"
@@ -94,6 +120,7 @@ def test_changes_survive_a_restart(sdom):
     # PreparedLower one, and the log says where each layer came from.
     log = sdom.log()
     assert "persistent /usr: fuse-overlayfs" in log and "persistent /etc: fuse-overlayfs" in log
+    assert in_layer(sdom, "usr", "bin/.wh.env") is not None or in_layer(sdom, "usr", "bin/env") is not None
 
 
 def test_other_workspace_and_profile_see_nothing(sdom, lz):
@@ -119,18 +146,21 @@ def test_runtime_files_never_come_from_the_overlay(sdom):
     r = sdom.run("run", "--", "/bin/sh", "-c", "cat /etc/hostname; echo; echo evil > /etc/hostname")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == "shell"
-    etc = layer(sdom, "etc_changes")
-    # Planted on the host between runs: the sandbox still gets Podman's.
-    for f in ("hostname", "hosts", "resolv.conf"):
-        with open(os.path.join(etc, f), "w") as fh:
-            fh.write("planted\n")
+    sdom.assert_clean()
+    # Planted in the layer between runs: the sandbox still gets Podman's.
+    with tempfile.NamedTemporaryFile("w") as planted:
+        planted.write("planted\n")
+        planted.flush()
+        for f in ("hostname", "hosts", "resolv.conf"):
+            debugfs(layer(sdom, "etc_layer.img"), f"write {planted.name} /changes/{f}", write=True)
+            assert in_layer(sdom, "etc", f) == "planted\n"
     r = sdom.run("run", "--", "/bin/sh", "-c", "cat /etc/hostname; echo; grep -c planted /etc/hosts; "
                                                "cat /etc/resolv.conf 2>/dev/null | grep -c planted")
     assert r.stdout.splitlines()[:2] == ["shell", "0"], (r.stdout, r.stderr)
     assert r.stdout.splitlines()[2:] in ([], ["0"]), r.stdout
     sdom.assert_clean()
     for f in ("hostname", "hosts", "resolv.conf"):
-        assert not os.path.exists(os.path.join(etc, f)), f"{f} is kept in the overlay"
+        assert in_layer(sdom, "etc", f) is None, f"{f} is kept in the overlay"
 
 
 def build_drift(user, version, extra_file=None):
@@ -205,7 +235,7 @@ def alive(pid):
 
 
 def fuse_overlayfs_pids(d, lz):
-    out = subprocess.run(["pgrep", "-u", lz.user.pw_name, "-f", "fuse-overlayfs -f -o lowerdir=.*" + d.data],
+    out = subprocess.run(["pgrep", "-u", lz.user.pw_name, "-f", "fuse-overlayfs -f -o .*lowerdir=.*" + d.data],
                          capture_output=True, text=True).stdout.split()
     return [int(p) for p in out]
 
@@ -227,6 +257,27 @@ def test_overlay_daemon_killed_ends_the_sandbox(sdom, lz):
     assert pause_mounts(lz.user, domain) == []
     r = sdom.run("run", "--", "/bin/cat", "/usr/committed", "/usr/also")
     assert (r.returncode, r.stdout) == (0, "committed\nalso\n"), r.stderr
+
+
+def test_layer_file_system_killed_ends_the_sandbox(sdom, lz):
+    """fuse2fs of a layer killed hard: the sandbox ends with the reason, no
+    mount stays, and the next run checks the image (e2fsck) and has what
+    was written before."""
+    a = sdom.popen("run", "--", "/bin/sh", "-c", "echo written > /usr/written; sync; sleep 1000")
+    wait_sessions(sdom, 1)
+    time.sleep(0.5)
+    out = subprocess.run(["pgrep", "-u", lz.user.pw_name, "-f", "fuse2fs -f .*usr_layer.img .*" + sdom.data],
+                         capture_output=True, text=True).stdout.split()
+    assert len(out) == 1, out
+    os.kill(int(out[0]), signal.SIGKILL)
+    _, err = a.communicate(timeout=30)
+    assert a.returncode == 143, err
+    assert b"the file system of a persistent directory stopped unexpectedly" in err
+    sdom.assert_clean()
+    [domain] = sdom.domain_dirs()
+    assert pause_mounts(lz.user, domain) == []
+    r = sdom.run("run", "--", "/bin/cat", "/usr/written")
+    assert (r.returncode, r.stdout) == (0, "written\n"), r.stderr
 
 
 def test_coordinator_killed_then_recovered(sdom, lz, busybox_image):
@@ -316,7 +367,7 @@ def test_reset(sdom):
     r = sdom.run("reset", input="y\n")
     assert r.returncode == 64
     assert "needs confirmation" in r.stderr and "--yes" in r.stderr
-    assert os.path.exists(os.path.join(layer(sdom, "usr_changes"), "a"))
+    assert in_layer(sdom, "usr", "a") == "a\n"
     # A directory that is not persistent is an error naming the ones that are.
     r = sdom.run("reset", "--dir", "/var", "--yes")
     assert r.returncode == 64
@@ -328,7 +379,7 @@ def test_reset(sdom):
     assert (r.returncode, r.stdout) == (0, "a\nno-b\n"), r.stderr
     r = sdom.run("reset", "--yes")
     assert r.returncode == 0, r.stderr
-    assert not os.path.exists(layer(sdom, "usr_changes"))
+    assert not os.path.exists(layer(sdom, "usr_layer.img"))
     r = sdom.run("run", "--", "/bin/sh", "-c", "test -e /usr/a && echo a || echo no-a")
     assert (r.returncode, r.stdout) == (0, "no-a\n"), r.stderr
 
@@ -410,7 +461,8 @@ def test_rootful(lazaret_bin, tmp_path):
     r = lz("run", "--", "/bin/sh", "-c", "cat /usr/kept; test -e /usr/bin/env || echo env-gone")
     assert (r.returncode, r.stdout) == (0, "rootful\nenv-gone\n"), r.stderr
     [domain] = list((data / "domains").iterdir())
-    assert (domain / "usr_changes" / "kept").read_text() == "rootful\n"
+    r = debugfs(str(domain / "usr_layer.img"), "cat /changes/kept")
+    assert r.stdout == "rootful\n", r.stderr
     deadline = time.time() + 15
     while time.time() < deadline and (any(str(data) in ln for ln in open("/proc/self/mountinfo")) or
                                       catalog(str(data))["artifacts"]):
@@ -421,3 +473,86 @@ def test_rootful(lazaret_bin, tmp_path):
                          capture_output=True, text=True, env=env).stdout.strip()
     r = subprocess.run(["podman", "image", "mount", "--format", "json"], capture_output=True, text=True, env=env)
     assert img not in {m["id"] for m in json.loads(r.stdout or "[]")}
+
+
+def set_disk_limit(d, mib):
+    with open(d.cfg) as f:
+        text = f.read()
+    text = re.sub(r"disk_limit = \d+", f"disk_limit = {mib}", text)
+    with open(d.cfg, "w") as f:
+        f.write(text)
+
+
+def test_disk_limit_bounds_the_layers(lz, busybox_image):
+    """Each persistent directory's changes live in an ext4 image of
+    disk_limit MiB: a filler gets ENOSPC inside and the sandbox goes on,
+    the host file never grows past the limit, the store stays writable; a
+    raised limit grows the image, a lowered one below what the changes hold
+    is refused with the fix and leaves nothing running."""
+    d = Domain(lz, busybox_image, extra='persistent_dirs = ["/usr"]\ndisk_limit = 64\n')
+    try:
+        r = d.run("run", "--", "/bin/sh", "-c",
+                  "dd if=/dev/zero of=/usr/fill bs=1M count=100 2>&1; echo dd=$?; sync; ls -l /usr/fill;"
+                  " rm /usr/fill && echo after > /usr/after && cat /usr/after", timeout=180)
+        assert r.returncode == 0, r.stderr
+        assert "No space left on device" in r.stdout, r.stdout
+        assert "dd=0" not in r.stdout
+        assert r.stdout.endswith("after\n"), r.stdout
+        d.assert_clean()
+        img = layer(d, "usr_layer.img")
+        st = os.stat(img)
+        assert st.st_size == 64 * 1024 * 1024
+        assert st.st_blocks * 512 <= st.st_size
+        # The Domain Store took the run's records and answers.
+        r = d.run("status", "--json")
+        assert r.returncode == 0, r.stderr
+        assert in_layer(d, "usr", "after") == "after\n"
+
+        # Raised: the image grows, 100 MiB fit.
+        set_disk_limit(d, 128)
+        r = d.run("run", "--", "/bin/sh", "-c", "dd if=/dev/zero of=/usr/fill bs=1M count=100 2>&1 && echo ok",
+                  timeout=180)
+        assert (r.returncode, r.stdout.splitlines()[-1:]) == (0, ["ok"]), (r.stdout, r.stderr)
+        d.assert_clean()
+        assert os.stat(img).st_size == 128 * 1024 * 1024
+        assert "resizing" in d.log()
+
+        # Lowered below what the changes hold: refused, nothing half-made,
+        # nothing lost.
+        set_disk_limit(d, 64)
+        r = d.run("run", "--", "/bin/true")
+        assert r.returncode == 125
+        assert "the changes to /usr hold more than disk_limit 64 MiB allows" in r.stderr, d.log()[-3000:]
+        assert "lazaret reset --dir /usr" in r.stderr
+        d.assert_clean()
+        assert os.stat(img).st_size == 128 * 1024 * 1024
+        assert "Size: 104857600" in debugfs(img, "stat /changes/fill").stdout
+    finally:
+        for name in d.container_names():
+            podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
+
+
+def test_changes_from_before_the_images_move_in(sdom, lz):
+    """A Domain whose changes lived in <name>_changes on the host (before
+    disk_limit's images): the first run moves them into the image, owners
+    and whiteouts kept, and removes the old directories."""
+    r = sdom.run("run", "--", "/bin/true")
+    assert r.returncode == 0, r.stderr
+    sdom.assert_clean()
+    os.unlink(layer(sdom, "usr_layer.img"))
+    old = layer(sdom, "usr_changes")
+    os.makedirs(os.path.join(old, "local"))
+    with open(os.path.join(old, "local/old"), "w") as f:
+        f.write("from before\n")
+    os.makedirs(layer(sdom, "usr_work"))
+    for dirpath, dirs, files in os.walk(old):
+        for n in dirs + files:
+            os.chown(os.path.join(dirpath, n), lz.user.pw_uid, lz.user.pw_gid)
+    os.chown(old, lz.user.pw_uid, lz.user.pw_gid)
+    os.chown(layer(sdom, "usr_work"), lz.user.pw_uid, lz.user.pw_gid)
+    r = sdom.run("run", "--", "/bin/sh", "-c", "cat /usr/local/old; stat -c %u /usr/local/old")
+    assert (r.returncode, r.stdout) == (0, "from before\n0\n"), r.stderr
+    sdom.assert_clean()
+    assert not os.path.exists(old) and not os.path.exists(layer(sdom, "usr_work"))
+    assert in_layer(sdom, "usr", "local/old") == "from before\n"
+    assert "moving the changes to /usr" in sdom.log()
