@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "coordinator.h"
+#include "disk-watch.h"
 #include "ctl-proto.h"
 #include "exec-util.h"
 #include "fd-util.h"
@@ -78,6 +79,7 @@ typedef enum WatchKind {
         WATCH_RUNTIME,
         WATCH_SIDECAR,
         WATCH_ESCALATION,
+        WATCH_DISK,
         WATCH_CONN,
         WATCH_PTY,
         WATCH_STDIN,
@@ -190,8 +192,13 @@ struct Coordinator {
         uint64_t mem_next_check, mem_used;
         char mem_unwatched[160];
         char cpus[64], cpu_unset[160]; /* the CPUs the sandbox runs on, or why it runs anywhere */
-        char limit_reason[200];
+        char limit_reason[300];
         bool runtime_lost;
+        /* disk_limit for the work files: the helper that measures them,
+         * and what it measures. */
+        DiskWatch disk;
+        Watch w_disk;
+        char **disk_paths;
 };
 
 /* ---- the store, with ownership ------------------------------------------ */
@@ -506,6 +513,7 @@ static void session_close_output(Session *s, int *fd) {
 static void begin_stop(Coordinator *co, const char *reason);
 static void stop_router(Coordinator *co);
 static void stop_anchor(Coordinator *co);
+static void stop_disk_watch(Coordinator *co);
 static void stop_network(Coordinator *co);
 static void stop_escalation(Coordinator *co);
 
@@ -997,9 +1005,28 @@ static json_t *status_json(Coordinator *co) {
                 "cpu", cpu, "disk", "limit_mib", (json_int_t) co->spec.disk_limit_mib, "enforced", 1, "enforced_by",
                 co->anchor.n_layers > 0 ? "gVisor's overlay of the sandbox's own root file system, and an ext4 image "
                                           "of that size for each persistent directory's changes (ENOSPC inside); "
-                                          "not the workspace"
+                                          "the work files' growth by the coordinator, which stops the sandbox past it"
                                         : "gVisor's overlay of the sandbox's own root file system (ENOSPC inside); "
-                                          "not the workspace");
+                                          "the work files' growth by the coordinator, which stops the sandbox past "
+                                          "it");
+        json_t *disk = json_object_get(limits, "disk");
+        if (disk) {
+                json_t *layers = json_array();
+                for (size_t i = 0; layers && i < co->anchor.n_layers; i++)
+                        (void) json_array_append_new(layers, json_pack("{s:s, s:I}", "dir", co->anchor.layers[i].dir,
+                                                                       "size_mib",
+                                                                       (json_int_t) co->anchor.layers[i].fs_size_mib));
+                (void) json_object_set_new(disk, "persistent", layers);
+                (void) json_object_set_new(
+                        disk, "work_files",
+                        json_pack("{s:o, s:o?, s:b, s:s}", "paths", strv_to_json(co->disk_paths), "grown_mib",
+                                  co->disk.have_base ? json_integer((json_int_t) (diskwatch_grown(&co->disk) >> 20))
+                                                     : NULL,
+                                  "enforced", co->disk.fd >= 0, "enforced_by",
+                                  co->disk.fd >= 0 ? "the coordinator: a look at the file system every 2 s, a walk "
+                                                     "when it grew or once a minute; past the limit the sandbox stops"
+                                                   : "nothing: the measure has ended"));
+        }
         json_t *st = json_pack(
                 "{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:o*, s:o*, s:I, s:i, s:I, s:s}", "running", 1,
                 "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace", co->spec.workspace,
@@ -1505,6 +1532,10 @@ static void reap_children(Coordinator *co) {
                 }
                 if (co->esc && escalation_reaped(co->esc, pid, st))
                         continue;
+                if (co->disk.pid > 0 && pid == co->disk.pid) {
+                        co->disk.pid = 0; /* its pipe's end says the rest */
+                        continue;
+                }
                 bool layer = false;
                 for (size_t i = 0; i < co->anchor.n_layers; i++) {
                         AnchorLayer *l = &co->anchor.layers[i];
@@ -1753,6 +1784,7 @@ static void teardown(Coordinator *co) {
                 else
                         (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
         }
+        stop_disk_watch(co);
         stop_escalation(co);
         stop_network(co);
         stop_anchor(co);
@@ -1794,6 +1826,35 @@ static void check_memory(Coordinator *co) {
                  "the sandbox reached its memory limit (%" PRIu64 " MiB held; memory_limit = %" PRIu64
                  " MiB in the profile)",
                  used >> 20, co->spec.memory_limit_mib);
+        log_error("%s", co->limit_reason);
+        co->runtime_lost = true;
+        begin_stop(co, co->limit_reason);
+}
+
+/* disk_limit for the work files: the helper's figures, or its end. */
+static void disk_readable(Coordinator *co) {
+        int k = diskwatch_read(&co->disk);
+        if (k < 0) {
+                co->disk.fd = close_watched(co, co->disk.fd);
+                if (!co->stopping) {
+                        /* Unmeasured, the limit would be a claim only. */
+                        log_error("the measure of the work files stopped unexpectedly");
+                        co->runtime_lost = true;
+                        begin_stop(co, "the measure of the work files (disk_limit) stopped unexpectedly");
+                }
+                return;
+        }
+        uint64_t grown = diskwatch_grown(&co->disk), limit = co->spec.disk_limit_mib << 20;
+        if (k == 0 || grown <= limit || co->stopping)
+                return;
+        StrBuf b = STRBUF_INIT;
+        for (size_t i = 0; co->disk_paths[i]; i++)
+                strbuf_printf(&b, "%s%s", i ? ", " : "", co->disk_paths[i]);
+        _cleanup_free_ char *paths = strbuf_steal(&b);
+        snprintf(co->limit_reason, sizeof(co->limit_reason),
+                 "the work files grew by %" PRIu64 " MiB during this run, past disk_limit = %" PRIu64
+                 " MiB in the profile (%s)",
+                 grown >> 20, co->spec.disk_limit_mib, paths ? paths : "?");
         log_error("%s", co->limit_reason);
         co->runtime_lost = true;
         begin_stop(co, co->limit_reason);
@@ -1884,6 +1945,9 @@ static void serve(Coordinator *co) {
                                         co->runtime_lost = true;
                                         begin_stop(co, "the network sidecar stopped unexpectedly");
                                 }
+                                break;
+                        case WATCH_DISK:
+                                disk_readable(co);
                                 break;
                         case WATCH_RUNTIME:
                                 /* conmon exited: the container is gone. */
@@ -2369,6 +2433,10 @@ static void release(Coordinator *co) {
                 session_free(co, co->sessions);
         co->runtime_fd = safe_close(co->runtime_fd);
         co->mem_fd = safe_close(co->mem_fd);
+        diskwatch_stop(&co->disk);
+        for (size_t i = 0; co->disk_paths && co->disk_paths[i]; i++)
+                free(co->disk_paths[i]);
+        co->disk_paths = mfree(co->disk_paths);
         co->sidecar_fd = safe_close(co->sidecar_fd);
         co->signal_fd = safe_close(co->signal_fd);
         co->epfd = safe_close(co->epfd);
@@ -2387,7 +2455,47 @@ static void release(Coordinator *co) {
         co->worktree = mfree(co->worktree);
 }
 
+/* What the sandbox writes on the host outside its layers: the agent's
+ * worktree and the repository's git directory in branch mode, the
+ * workspace otherwise (with a git directory outside it). */
+static int start_disk_watch(Coordinator *co, char **ret_error) {
+        const char *v[3] = {};
+        size_t n = 0;
+        if (co->worktree) {
+                v[n++] = co->worktree;
+                if (co->spec.git_dir)
+                        v[n++] = co->spec.git_dir;
+        } else {
+                v[n++] = co->spec.workspace;
+                if (co->spec.git_dir && !path_under(co->spec.git_dir, co->spec.workspace))
+                        v[n++] = co->spec.git_dir;
+        }
+        co->disk_paths = calloc(n + 1, sizeof(char *));
+        if (!co->disk_paths)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (!(co->disk_paths[i] = strdup(v[i])))
+                        return -ENOMEM;
+        int r = diskwatch_start(&co->spec, co->disk_paths, co->spec.disk_limit_mib << 20, &co->disk);
+        if (r < 0) {
+                if (asprintf(ret_error, "cannot start the measure of the work files for disk_limit: %s", strerror(-r)) <
+                    0)
+                        *ret_error = NULL;
+                return r;
+        }
+        log_info("work files measured by %d: the sandbox stops when they grow by more than %" PRIu64 " MiB",
+                 (int) co->disk.pid, co->spec.disk_limit_mib);
+        return 0;
+}
+
+static void stop_disk_watch(Coordinator *co) {
+        if (co->disk.fd >= 0)
+                co->disk.fd = close_watched(co, co->disk.fd);
+        diskwatch_stop(&co->disk);
+}
+
 static int start_failed(Coordinator *co) {
+        stop_disk_watch(co);
         stop_escalation(co);
         stop_network(co);
         stop_anchor(co);
@@ -2421,7 +2529,8 @@ static int ensure_dirs(Coordinator *co) {
                         .sidecar = { .ctl_fd = -EBADF },                                                               \
                         .status_fd = (status),                                                                         \
                         .watchdog_fd = -EBADF,                                                                         \
-                        .mem_fd = -EBADF })
+                        .mem_fd = -EBADF,                                                                              \
+                        .disk = { .fd = -EBADF } })
 
 /* Start the watchdog: `lazaret __watchdog` in a session of its own (not
  * our child: the double fork), with the LaunchSpec and its end of the
@@ -2639,6 +2748,12 @@ int coordinator_main(void) {
                         status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image, err);
                 return start_failed(&co);
         }
+        err = mfree(err);
+        r = start_disk_watch(&co, &err);
+        if (r < 0) {
+                status_report(&co, "error: %s", err ? err : strerror(-r));
+                return start_failed(&co);
+        }
         /* FR-3: the sidecar runs and has attested before the sandbox
          * starts; with the kernel's stack the probes run now, from its
          * namespace, with gVisor's own stack from inside the sandbox. */
@@ -2747,6 +2862,9 @@ int coordinator_main(void) {
                 co.w_sidecar = (Watch){ WATCH_SIDECAR, &co };
                 if (r >= 0 && co.sidecar_fd >= 0)
                         r = epoll_add(&co, co.sidecar_fd, EPOLLIN, &co.w_sidecar);
+                co.w_disk = (Watch){ WATCH_DISK, &co };
+                if (r >= 0 && co.disk.fd >= 0)
+                        r = epoll_add(&co, co.disk.fd, EPOLLIN, &co.w_disk);
         }
         if (r < 0) {
                 status_report(&co, "error: cannot publish the control socket %s: %s", co.spec.socket_path,

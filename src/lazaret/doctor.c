@@ -1036,6 +1036,11 @@ static int check_fuse_overlayfs(DoctorContext *c, DoctorResult *r) {
         return check_tool(c, r, "fuse-overlayfs", "fuse-overlayfs", "fuse-overlayfs: version ");
 }
 
+/* The file system of each persistent directory's changes (disk_limit). */
+static int check_fuse2fs(DoctorContext *c, DoctorResult *r) {
+        return check_tool(c, r, "fuse2fs", "fuse2fs", "fuse2fs ");
+}
+
 static int check_slirp4netns(DoctorContext *c, DoctorResult *r) {
         if (!c->rootless)
                 return result_ok(r, "rootful: not needed");
@@ -1381,6 +1386,7 @@ static const DoctorCheck checks[] = {
         { "runsc-files", false, check_runsc_files },
         { "runc", true, check_runc },
         { "fuse-overlayfs", true, check_fuse_overlayfs },
+        { "fuse2fs", true, check_fuse2fs },
         { "dev-fuse", true, check_dev_fuse },
         { "dev-net-tun", true, check_dev_net_tun },
         { "subuid", true, check_subuid },

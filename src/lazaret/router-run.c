@@ -65,6 +65,10 @@ int podman_pause_pid(const LaunchSpec *s, pid_t *ret) {
 /* fork + (rootless) join Podman's namespaces + exec. Only async-signal-safe
  * calls between fork and exec. */
 int podman_ns_spawn(const LaunchSpec *s, const char *path, char *const argv[], pid_t *ret) {
+        return podman_ns_spawn_out(s, path, argv, -EBADF, ret);
+}
+
+int podman_ns_spawn_out(const LaunchSpec *s, const char *path, char *const argv[], int out_fd, pid_t *ret) {
         _cleanup_close_ int userns = -EBADF, mntns = -EBADF;
         if (s->rootless) {
                 pid_t pp;
@@ -93,6 +97,8 @@ int podman_ns_spawn(const LaunchSpec *s, const char *path, char *const argv[], p
                 int devnull = open("/dev/null", O_RDONLY);
                 if (devnull >= 0)
                         dup2(devnull, 0);
+                if (out_fd >= 0 && dup2(out_fd, 1) < 0)
+                        _exit(126);
                 execv(path, argv);
                 _exit(127);
         }

@@ -39,6 +39,8 @@ void router_run_done(RouterRun *r);
 /* fork + (rootless) join Podman's user and mount namespaces + exec path
  * with argv; stdin is /dev/null, stdout and stderr are inherited. */
 int podman_ns_spawn(const LaunchSpec *s, const char *path, char *const argv[], pid_t *ret);
+/* The same with stdout on out_fd. */
+int podman_ns_spawn_out(const LaunchSpec *s, const char *path, char *const argv[], int out_fd, pid_t *ret);
 
 /* The mount id of the FUSE mount on mountpoint as process pid's mount
  * namespace sees it, or -ENOENT while there is none. */

@@ -406,6 +406,22 @@ int verb_status(int argc, char **argv, const Globals *g) {
                         printf("  disk        %lld MiB: %s\n",
                                (long long) json_integer_value(json_object_get(ld, "limit_mib")),
                                json_string_value(json_object_get(ld, "enforced_by")));
+                json_t *wf = json_object_get(ld, "work_files");
+                if (wf && json_is_true(json_object_get(wf, "enforced"))) {
+                        printf("  work files  ");
+                        if (json_is_integer(json_object_get(wf, "grown_mib")))
+                                printf("grew by %lld MiB",
+                                       (long long) json_integer_value(json_object_get(wf, "grown_mib")));
+                        else
+                                printf("being measured");
+                        size_t k;
+                        json_t *e;
+                        json_array_foreach(json_object_get(wf, "paths"), k, e)
+                                printf("%s%s", k ? ", " : " in ", json_string_value(e));
+                        printf("\n");
+                } else if (wf)
+                        printf("  work files  NOT ENFORCED: %s\n",
+                               json_string_value(json_object_get(wf, "enforced_by")));
                 if (lc && json_is_true(json_object_get(lc, "enforced")))
                         printf("  cpu         CPUs %s at nice %lld: %s\n",
                                json_string_value(json_object_get(lc, "cpus")),

@@ -24,6 +24,7 @@ CHECKS = [
     ("runsc-files", False),
     ("runc", True),
     ("fuse-overlayfs", True),
+    ("fuse2fs", True),
     ("dev-fuse", True),
     ("dev-net-tun", True),
     ("subuid", True),

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from test_network import ROOT_ENV, rootful_domain
-from test_run import Domain, wait_sessions
+from test_run import Domain, make_repo, wait_sessions
 from test_run import busybox_image  # noqa: F401  (fixture)
 
 
@@ -243,4 +243,63 @@ def test_disk_limit_fills_up_inside(lz, busybox_image):  # noqa: F811
     size = int(next(l for l in r.stdout.splitlines() if l.startswith("size=")).split("=")[1])
     assert size <= 100 << 20, size
     assert r.stdout.rstrip().endswith("after"), r.stdout  # it goes on once space is freed
+    dom.assert_clean()
+
+
+# A writer that fills the workspace at about 40 MB/s, 1 GB in all, from a
+# directory that the host's user cannot read (owned by another uid inside,
+# mode 000): past disk_limit the sandbox must stop long before the end.
+SLOW_FILLER = ("mkdir -p {dir} && chown 1234:1234 {dir} && chmod 000 {dir} && i=0; "
+               "while [ $i -lt 125 ]; do dd if=/dev/zero of={dir}/f$i bs=1M count=8 2>/dev/null; "
+               "i=$((i+1)); sleep 0.2; done; echo finished")
+
+
+def grown_bytes(path):
+    """What the files under path take on the host (root reads all)."""
+    r = subprocess.run(["du", "-s", "-B1", path], capture_output=True, text=True)
+    return int(r.stdout.split()[0])
+
+
+def test_disk_limit_stops_the_sandbox_when_the_work_files_grow(lz, busybox_image):  # noqa: F811
+    """The workspace is the host's directory: no file system of ours can
+    say ENOSPC there, so the coordinator measures it and stops the sandbox
+    when it grew by more than disk_limit, telling the terminal why, with
+    far less written than the agent wanted; a hidden directory does not
+    escape the measure; nothing is left."""
+    dom = Domain(lz, busybox_image, extra="disk_limit = 64\n")
+    before = grown_bytes(lz.work)
+    p = dom.popen("run", "--", "/bin/sh", "-c", SLOW_FILLER.format(dir="/workspace/hide"))
+    try:
+        st = wait_sessions(dom, 1)
+        wf = st["limits"]["disk"]["work_files"]
+        assert wf["paths"] == [lz.work] and wf["enforced"] is True, wf
+        text = dom.run("status").stdout
+        assert "  work files  " in text and f" in {lz.work}" in text, text
+        _, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 125, err
+    assert b"the work files grew by" in err and b"past disk_limit = 64 MiB" in err, err
+    grown = grown_bytes(lz.work) - before
+    assert 64 << 20 < grown < 400 << 20, grown
+    dom.assert_clean()
+    assert "work files measured by" in dom.log()
+
+
+def test_disk_limit_counts_the_agents_worktree(lz, busybox_image):  # noqa: F811
+    """Branch mode: the agent's worktree and the repository's .git are
+    what is measured."""
+    make_repo(lz)
+    dom = Domain(lz, busybox_image, extra="disk_limit = 64\n")
+    p = dom.popen("run", "--", "/bin/sh", "-c", SLOW_FILLER.format(dir="/workspace/out"))
+    try:
+        st = wait_sessions(dom, 1)
+        paths = st["limits"]["disk"]["work_files"]["paths"]
+        assert len(paths) == 2 and paths[0].endswith("/agent-shell") and paths[1] == os.path.join(lz.work, ".git")
+        _, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 125, err
+    assert b"the work files grew by" in err, err
+    assert not os.path.exists(os.path.join(lz.work, "out"))  # the host's working tree is untouched
     dom.assert_clean()

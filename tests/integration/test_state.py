@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import Rootful
+from conftest import Rootful, tool_dir
 from test_run import Domain, pause_mounts, podman, wait_sessions
 from test_run import busybox_image, debian_image  # noqa: F401  (fixtures)
 
@@ -421,6 +421,20 @@ def test_missing_image_leaves_nothing(lz, busybox_image):
     assert not any(n.startswith(("usr_", "etc_")) for n in os.listdir(domain)), os.listdir(domain)
     cat = catalog(d.data) if os.path.isdir(os.path.join(d.data, "catalog")) else None
     assert cat in (None, {"artifacts": [], "leases": [], "operations": []})
+
+
+def test_missing_fuse2fs_is_one_clear_error(lz, busybox_image):
+    """persistent_dirs without fuse2fs: the launch names the package and
+    starts nothing."""
+    tools = tool_dir(lz, omit={"fuse2fs"})
+    d = Domain(lz, busybox_image, extra=PERSIST)
+    r = d.run("run", "--", "/bin/true", env={"PATH": tools})
+    assert r.returncode == 125, r.stderr
+    assert "persistent_dirs needs fuse2fs" in r.stderr and "sudo apt-get install fuse2fs" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    d.assert_clean()
+    for domain in d.domain_dirs():
+        assert not any(n.startswith(("usr_", "etc_")) for n in os.listdir(domain)), os.listdir(domain)
 
 
 def test_debian_package_persists(lz, debian_image):

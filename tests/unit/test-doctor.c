@@ -344,11 +344,22 @@ static void test_check_table(void **state) {
                 const char *name;
                 bool required;
         } want[] = {
-                { "podman", true },          { "runsc", true },       { "runsc-network", false },
-                { "runsc-files", false },    { "runc", true },        { "fuse-overlayfs", true },
-                { "dev-fuse", true },        { "dev-net-tun", true }, { "subuid", true },
-                { "subgid", true },          { "newuidmap", true },   { "slirp4netns", true },
-                { "ulimits", true },         { "cgroup", false },     { "limits", false },
+                { "podman", true },
+                { "runsc", true },
+                { "runsc-network", false },
+                { "runsc-files", false },
+                { "runc", true },
+                { "fuse-overlayfs", true },
+                { "fuse2fs", true },
+                { "dev-fuse", true },
+                { "dev-net-tun", true },
+                { "subuid", true },
+                { "subgid", true },
+                { "newuidmap", true },
+                { "slirp4netns", true },
+                { "ulimits", true },
+                { "cgroup", false },
+                { "limits", false },
                 { "storage-driver", false },
         };
         assert_int_equal(n, ELEMENTSOF(want));

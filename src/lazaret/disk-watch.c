@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "disk-watch.h"
+#include "exec-util.h"
+#include "fd-util.h"
+#include "log.h"
+#include "router-run.h"
+#include "string-util.h"
+
+/* ---- the walk ------------------------------------------------------------ */
+
+typedef struct Inode {
+        dev_t dev;
+        ino_t ino;
+} Inode;
+
+/* nftw() has no user data: one walk at a time, in this process. */
+static struct {
+        uint64_t bytes, unreadable;
+        Inode *seen;
+        size_t n_seen, cap;
+} walk;
+
+static size_t inode_hash(dev_t dev, ino_t ino, size_t cap) {
+        uint64_t h = (uint64_t) ino * UINT64_C(0x9E3779B97F4A7C15) ^ (uint64_t) dev;
+        return (size_t) (h ^ (h >> 29)) & (cap - 1);
+}
+
+/* Whether (dev, ino) was seen already; remembers it. -ENOMEM aside. */
+static int seen_before(dev_t dev, ino_t ino) {
+        if ((walk.n_seen + 1) * 2 > walk.cap) {
+                size_t cap = walk.cap ? walk.cap * 2 : 1024;
+                Inode *t = calloc(cap, sizeof(Inode));
+                if (!t)
+                        return -ENOMEM;
+                for (size_t i = 0; i < walk.cap; i++)
+                        if (walk.seen[i].ino || walk.seen[i].dev) {
+                                size_t k = inode_hash(walk.seen[i].dev, walk.seen[i].ino, cap);
+                                while (t[k].ino || t[k].dev)
+                                        k = (k + 1) & (cap - 1);
+                                t[k] = walk.seen[i];
+                        }
+                free(walk.seen);
+                walk.seen = t;
+                walk.cap = cap;
+        }
+        size_t k = inode_hash(dev, ino, walk.cap);
+        while (walk.seen[k].ino || walk.seen[k].dev) {
+                if (walk.seen[k].dev == dev && walk.seen[k].ino == ino)
+                        return 1;
+                k = (k + 1) & (walk.cap - 1);
+        }
+        walk.seen[k] = (Inode){ .dev = dev, .ino = ino };
+        walk.n_seen++;
+        return 0;
+}
+
+static int walk_one(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+        (void) path;
+        (void) ftw;
+        switch (type) {
+        case FTW_NS:
+                return 0;
+        case FTW_DNR:
+                walk.unreadable++;
+                break;
+        default:
+                break;
+        }
+        if (S_ISREG(st->st_mode) && st->st_nlink > 1) {
+                int r = seen_before(st->st_dev, st->st_ino);
+                if (r < 0)
+                        return r;
+                if (r > 0)
+                        return 0;
+        }
+        walk.bytes += (uint64_t) st->st_blocks * 512;
+        return 0;
+}
+
+int diskwatch_measure(char *const *paths, uint64_t *ret_bytes, uint64_t *ret_unreadable) {
+        walk.bytes = walk.unreadable = 0;
+        walk.n_seen = 0;
+        if (walk.seen)
+                memset(walk.seen, 0, walk.cap * sizeof(Inode));
+        int r = 0;
+        for (; *paths && r == 0; paths++) {
+                /* FTW_PHYS: symlinks are not followed; FTW_MOUNT: other
+                 * file systems below (a FUSE mount) are not entered. */
+                r = nftw(*paths, walk_one, 32, FTW_PHYS | FTW_MOUNT);
+                if (r < 0 && errno == ENOENT)
+                        r = 0; /* not there (yet): nothing to count */
+                else if (r < 0)
+                        r = negative_errno();
+        }
+        if (r != 0)
+                return r < 0 ? r : -ENOMEM;
+        *ret_bytes = walk.bytes;
+        if (ret_unreadable)
+                *ret_unreadable = walk.unreadable;
+        return 0;
+}
+
+/* ---- the helper ---------------------------------------------------------- */
+
+/* Used bytes of the file system under each path; distinct file systems
+ * summed once. */
+static uint64_t fs_used(char *const *paths) {
+        fsid_t seen[16];
+        size_t n = 0;
+        uint64_t used = 0;
+        for (; *paths; paths++) {
+                struct statfs sf;
+                if (statfs(*paths, &sf) < 0)
+                        continue;
+                bool dup = false;
+                for (size_t i = 0; i < n; i++)
+                        dup = dup || memcmp(&seen[i], &sf.f_fsid, sizeof(fsid_t)) == 0;
+                if (dup)
+                        continue;
+                if (n < ELEMENTSOF(seen))
+                        seen[n++] = sf.f_fsid;
+                used += (uint64_t) (sf.f_blocks - sf.f_bfree) * (uint64_t) sf.f_bsize;
+        }
+        return used;
+}
+
+static int say(const char *what, uint64_t bytes) {
+        char line[64];
+        int n = snprintf(line, sizeof(line), "%s %" PRIu64 "\n", what, bytes);
+        return write(STDOUT_FILENO, line, (size_t) n) == n ? 0 : -EPIPE;
+}
+
+int diskwatch_main(int argc, char **argv) {
+        if (argc < 3)
+                return 64;
+        pid_t parent = (pid_t) strtol(argv[0], NULL, 10);
+        uint64_t limit = strtoull(argv[1], NULL, 10);
+        char **paths = argv + 2;
+        log_set_program("lazaret-diskwatch");
+        /* It ends with its coordinator, and yields to everything else. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                return 1;
+        (void) setpriority(PRIO_PROCESS, 0, 19);
+        (void) signal(SIGPIPE, SIG_IGN);
+
+        uint64_t base, unreadable;
+        int r = diskwatch_measure(paths, &base, &unreadable);
+        if (r < 0) {
+                log_error("cannot measure the work files: %s", strerror(-r));
+                return 1;
+        }
+        if (unreadable > 0)
+                log_warning("%" PRIu64 " directories of the work files cannot be read; they are not counted",
+                            unreadable);
+        if (say("base", base) < 0)
+                return 0;
+        uint64_t used = base, fs_at_walk = fs_used(paths), walked = now_usec();
+        for (;;) {
+                struct timespec ts = { .tv_sec = DISKWATCH_TICK_USEC / 1000000,
+                                       .tv_nsec = (DISKWATCH_TICK_USEC % 1000000) * 1000 };
+                (void) nanosleep(&ts, NULL);
+                if (getppid() != parent)
+                        return 0;
+                /* What the work files could have grown by since the last
+                 * walk is at most what their file systems grew by (unless
+                 * something else freed space meanwhile: hence the walk
+                 * once a minute whatever happens). Half the room left
+                 * triggers a walk, so the last steps are measured
+                 * closely. */
+                uint64_t fs_now = fs_used(paths), grew = fs_now > fs_at_walk ? fs_now - fs_at_walk : 0;
+                uint64_t grown = used > base ? used - base : 0, room = limit > grown ? limit - grown : 0;
+                if (grew < room / 2 && grew < limit / 8 && now_usec() - walked < DISKWATCH_WALK_USEC)
+                        continue;
+                r = diskwatch_measure(paths, &used, NULL);
+                if (r < 0) {
+                        log_error("cannot measure the work files: %s", strerror(-r));
+                        return 1;
+                }
+                fs_at_walk = fs_now;
+                walked = now_usec();
+                if (say("used", used) < 0)
+                        return 0;
+        }
+}
+
+/* ---- the coordinator's side ---------------------------------------------- */
+
+int diskwatch_start(const LaunchSpec *s, char *const *paths, uint64_t limit_bytes, DiskWatch *w) {
+        size_t n = 0;
+        while (paths[n])
+                n++;
+        char **argv = calloc(n + 5, sizeof(char *));
+        char parent[32], limit[32];
+        if (!argv)
+                return -ENOMEM;
+        snprintf(parent, sizeof(parent), "%d", (int) getpid());
+        snprintf(limit, sizeof(limit), "%" PRIu64, limit_bytes);
+        argv[0] = (char *) "lazaret";
+        argv[1] = (char *) "__diskwatch";
+        argv[2] = parent;
+        argv[3] = limit;
+        for (size_t i = 0; i < n; i++)
+                argv[4 + i] = paths[i];
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0) {
+                free(argv);
+                return negative_errno();
+        }
+        /* /proc/self/exe: this binary, whichever mount namespace the
+         * child is in by then. */
+        int r = podman_ns_spawn_out(s, "/proc/self/exe", argv, p[1], &w->pid);
+        free(argv);
+        safe_close(p[1]);
+        if (r < 0) {
+                safe_close(p[0]);
+                return r;
+        }
+        (void) fcntl(p[0], F_SETFL, O_NONBLOCK);
+        w->fd = p[0];
+        return 0;
+}
+
+int diskwatch_read(DiskWatch *w) {
+        bool changed = false;
+        for (;;) {
+                if (w->len == sizeof(w->buf))
+                        w->len = 0; /* no line is that long: start over */
+                ssize_t k = read(w->fd, w->buf + w->len, sizeof(w->buf) - w->len);
+                if (k < 0 && (errno == EAGAIN || errno == EINTR))
+                        break;
+                if (k <= 0)
+                        return -EPIPE;
+                w->len += (size_t) k;
+                char *nl;
+                while ((nl = memchr(w->buf, '\n', w->len))) {
+                        *nl = '\0';
+                        uint64_t v;
+                        if (sscanf(w->buf, "base %" SCNu64, &v) == 1) {
+                                w->base = w->used = v;
+                                w->have_base = true;
+                                changed = true;
+                        } else if (sscanf(w->buf, "used %" SCNu64, &v) == 1) {
+                                w->used = v;
+                                w->have_used = true;
+                                changed = true;
+                        }
+                        size_t used = (size_t) (nl - w->buf) + 1;
+                        memmove(w->buf, nl + 1, w->len - used);
+                        w->len -= used;
+                }
+        }
+        return changed;
+}
+
+uint64_t diskwatch_grown(const DiskWatch *w) {
+        return w->have_base && w->used > w->base ? w->used - w->base : 0;
+}
+
+void diskwatch_stop(DiskWatch *w) {
+        if (w->pid > 0) {
+                (void) kill(w->pid, SIGKILL);
+                while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                w->pid = 0;
+        }
+        w->fd = safe_close(w->fd);
+}

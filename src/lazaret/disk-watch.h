@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The work files' disk ceiling (issue 16): the workspace (or the agent's
+ * worktree) and the repository's git directory are host directories the
+ * sandbox writes through a bind mount or the git router, where no file
+ * system of ours can say ENOSPC. A helper, `lazaret __diskwatch`, measures
+ * them instead: a walk at the start (the baseline), then every
+ * DISKWATCH_TICK_USEC a look at how much the file systems under them grew
+ * (statfs, nearly free), and a walk again when that growth could have
+ * taken them past the limit, or a minute went by. It writes "base BYTES"
+ * and then "used BYTES" lines to its stdout; the coordinator stops the
+ * sandbox when they grew by more than disk_limit during the run.
+ *
+ * Rootless it runs in Podman's user namespace as its root, so directories
+ * the sandbox's other users made (owned by subordinate ids, mode 0700) are
+ * no hiding place. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "launch.h"
+
+#define DISKWATCH_TICK_USEC (UINT64_C(2) * 1000000)
+#define DISKWATCH_WALK_USEC (UINT64_C(60) * 1000000)
+
+/* The bytes of disk the files under each path take (st_blocks; a file
+ * with several links counted once; other file systems mounted below not
+ * entered). Unreadable directories are skipped and counted in
+ * *ret_unreadable. */
+int diskwatch_measure(char *const *paths, uint64_t *ret_bytes, uint64_t *ret_unreadable);
+
+/* `lazaret __diskwatch PARENT_PID LIMIT_BYTES PATH...` */
+int diskwatch_main(int argc, char **argv);
+
+typedef struct DiskWatch {
+        pid_t pid;
+        int fd; /* the helper's stdout */
+        char buf[256];
+        size_t len;
+        bool have_base, have_used;
+        uint64_t base, used;
+} DiskWatch;
+
+#define DISKWATCH_INIT ((DiskWatch){ .fd = -EBADF })
+
+/* Start the helper for paths (NULL-terminated). */
+int diskwatch_start(const LaunchSpec *s, char *const *paths, uint64_t limit_bytes, DiskWatch *w);
+/* Read what it wrote: 1 when the figures changed, 0 when not, -EPIPE when
+ * it ended. */
+int diskwatch_read(DiskWatch *w);
+/* Bytes the work files grew by since the start (0 before the baseline). */
+uint64_t diskwatch_grown(const DiskWatch *w);
+/* End it (SIGKILL) and reap it; closes the fd. */
+void diskwatch_stop(DiskWatch *w);

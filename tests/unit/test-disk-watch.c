@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of the work files' measure (disk_limit, issue 16): what a
+ * tree takes on disk, against GNU du as an independent oracle; a file
+ * with two links counted once, a sparse file by its blocks, a symlink not
+ * followed, a tree that is not there counted as nothing. */
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "disk-watch.h"
+#include "fd-util.h"
+#include "path-util.h"
+#include "string-util.h"
+
+static char dir[] = "/tmp/lazaret-diskwatch-XXXXXX";
+
+static void write_bytes(const char *name, size_t n) {
+        _cleanup_free_ char *p = path_join(dir, name);
+        int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        char buf[4096];
+        memset(buf, 'x', sizeof(buf));
+        for (size_t done = 0; done < n; done += sizeof(buf))
+                assert_int_equal(write(fd, buf, sizeof(buf)), (ssize_t) sizeof(buf));
+        assert_int_equal(fsync(fd), 0);
+        close(fd);
+}
+
+static uint64_t du(const char *path) {
+        char cmd[PATH_MAX + 64];
+        snprintf(cmd, sizeof(cmd), "du -s -x -B1 '%s'", path);
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        unsigned long long v = 0;
+        assert_int_equal(fscanf(f, "%llu", &v), 1);
+        assert_int_equal(pclose(f), 0);
+        return v;
+}
+
+static void test_measure_against_du(void **state) {
+        (void) state;
+        assert_non_null(mkdtemp(dir));
+        write_bytes("a", 1 << 20);
+        _cleanup_free_ char *a = path_join(dir, "a"), *b = path_join(dir, "b"), *c = path_join(dir, "c"),
+                            *d = path_join(dir, "sparse"), *sub = path_join(dir, "sub");
+        assert_int_equal(link(a, b), 0);
+        assert_int_equal(symlink("/usr", c), 0);
+        int fd = open(d, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, 100 << 20), 0);
+        close(fd);
+        assert_int_equal(mkdir(sub, 0755), 0);
+        write_bytes("sub/f", 512 << 10);
+
+        char *paths[] = { dir, NULL };
+        uint64_t bytes = 0, unreadable = 99;
+        assert_int_equal(diskwatch_measure(paths, &bytes, &unreadable), 0);
+        assert_int_equal(unreadable, 0);
+        assert_int_equal(bytes, du(dir));
+        /* 1 MiB once (two links), half a MiB, the sparse file's few
+         * blocks, the directories: well under 2 MiB. */
+        assert_true(bytes >= (3u << 19) && bytes < (2u << 20));
+
+        /* Measured twice, the same (the link table starts over). */
+        uint64_t again = 0;
+        assert_int_equal(diskwatch_measure(paths, &again, NULL), 0);
+        assert_int_equal(again, bytes);
+
+        /* Two trees: the sum; one not there: nothing. */
+        char *two[] = { dir, (char *) "/nonexistent/lazaret", NULL };
+        assert_int_equal(diskwatch_measure(two, &again, NULL), 0);
+        assert_int_equal(again, bytes);
+
+        char cmd[PATH_MAX + 16];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_measure_against_du),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
