@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,20 +88,22 @@ int podman_ns_spawn_out(const LaunchSpec *s, const char *path, char *const argv[
         if (pid < 0)
                 return negative_errno();
         if (pid == 0) {
-                sigset_t none;
-                sigemptyset(&none);
-                sigprocmask(SIG_SETMASK, &none, NULL);
                 if (userns >= 0 && (setns(userns, CLONE_NEWUSER) < 0 || setns(mntns, CLONE_NEWNS) < 0))
                         _exit(126);
                 if (chdir("/") < 0)
                         _exit(126);
-                int devnull = open("/dev/null", O_RDONLY);
-                if (devnull >= 0)
-                        dup2(devnull, 0);
+                int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (devnull < 0 || dup2(devnull, 0) < 0)
+                        _exit(126);
                 if (out_fd >= 0 && dup2(out_fd, 1) < 0)
                         _exit(126);
-                execv(path, argv);
-                _exit(127);
+                /* These daemons parse what the sandbox drives: they get
+                 * stdin, stdout and stderr, never one of our descriptors
+                 * that lacks O_CLOEXEC (the Domain Store's data.mdb), and
+                 * default signal dispositions (not our ignored SIGPIPE). */
+                if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+                        _exit(126);
+                exec_with_default_signals(path, argv);
         }
         *ret = pid;
         return 0;

@@ -280,6 +280,43 @@ def test_layer_file_system_killed_ends_the_sandbox(sdom, lz):
     assert (r.returncode, r.stdout) == (0, "written\n"), r.stderr
 
 
+def test_daemons_hold_none_of_the_coordinators_descriptors(sdom, lz):
+    """The FUSE daemons (git router, overlays, the layers' fuse2fs) parse
+    what the sandbox drives, and the work files' measure walks what it
+    writes: none of them may hold the Domain Store (a compromised daemon
+    could rewrite it and its audit trail) or the coordinator's event
+    loop, signal or process descriptors."""
+    a = sdom.popen("run", "--", "/bin/sleep", "1000")
+    try:
+        wait_sessions(sdom, 1)
+        [domain] = sdom.domain_dirs()
+        out = []
+        for pattern in (sdom.data, "__diskwatch .*" + lz.work):
+            out += subprocess.run(["pgrep", "-u", lz.user.pw_name, "-a", "-f", pattern],
+                                  capture_output=True, text=True).stdout.splitlines()
+        daemons = {int(line.split()[0]): line for line in out
+                   if any(k in line for k in ("fuse2fs", "fuse-overlayfs", "lazaret-gitrouter", "__diskwatch"))}
+        kinds = " ".join(daemons.values())
+        for k in ("fuse2fs", "fuse-overlayfs", "lazaret-gitrouter", "__diskwatch"):
+            assert k in kinds, out
+        for pid, line in daemons.items():
+            fds = {}
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    fds[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    pass
+            bad = {fd: t for fd, t in fds.items() if fd > 2 and (
+                t.startswith(os.path.join(domain, "store")) or t.endswith("store.lock")
+                or t in ("anon_inode:[eventpoll]", "anon_inode:[signalfd]", "anon_inode:[pidfd]")
+                or t.startswith("/memfd:"))}
+            assert bad == {}, (line, bad)
+    finally:
+        a.kill()
+        a.wait()
+        sdom.run("stop")
+
+
 def test_coordinator_killed_then_recovered(sdom, lz, busybox_image):
     a = sdom.popen("run", "--", "/bin/sh", "-c", "echo before-crash > /usr/crash; sync; sleep 1000")
     wait_sessions(sdom, 1)
