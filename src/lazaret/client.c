@@ -22,6 +22,7 @@
 #include "log.h"
 #include "path-util.h"
 #include "runtime-dir.h"
+#include "spawn-util.h"
 #include "strbuf.h"
 
 #define SPAWN_TIMEOUT_USEC (UINT64_C(10) * 1000000)
@@ -185,19 +186,20 @@ static int spawn_coordinator(const LaunchSpec *spec, int *ret_status_fd, char **
         st_r = p[0];
         st_w = p[1];
 
-        r = fork_detached();
-        if (r == 0) {
-                int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0 ||
-                    dup2(spec_fd, COORDINATOR_SPEC_FD) < 0 || dup2(st_w, COORDINATOR_STATUS_FD) < 0 ||
-                    /* dup2 onto itself keeps close-on-exec */
-                    fcntl(COORDINATOR_SPEC_FD, F_SETFD, 0) < 0 || fcntl(COORDINATOR_STATUS_FD, F_SETFD, 0) < 0)
-                        _exit(1);
-                syscall(SYS_close_range, COORDINATOR_STATUS_FD + 1, ~0U, 0);
-                if (chdir("/") < 0)
-                        _exit(1);
-                exec_with_default_signals(self, (char *const[]){ (char *) "lazaret", (char *) "__coordinator", NULL });
-        }
+        /* Detached (not our child: it outlives this CLI), in / , its log
+         * as stdout and stderr, the LaunchSpec and the status pipe. */
+        SpawnFd fds[] = {
+                { log_fd, 1 },
+                { log_fd, 2 },
+                { spec_fd, COORDINATOR_SPEC_FD },
+                { st_w, COORDINATOR_STATUS_FD },
+        };
+        SpawnSpec sp = SPAWN_SPEC_INIT(self, (char *const[]){ (char *) "lazaret", (char *) "__coordinator", NULL });
+        sp.fds = fds;
+        sp.n_fds = ELEMENTSOF(fds);
+        sp.cwd = "/";
+        sp.detach = true;
+        r = spawn(&sp, NULL);
         if (r < 0)
                 return fail(ret_error, "cannot start the coordinator process: %s", strerror(-r));
         *ret_status_fd = TAKE_FD(st_r);

@@ -35,6 +35,7 @@
 #include "state-anchor.h"
 #include "escalation.h"
 #include "session-anchor.h"
+#include "spawn-util.h"
 #include "runtime-dir.h"
 #include "netpolicy-digest.h"
 #include "netpolicy.h"
@@ -743,33 +744,29 @@ static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
                 goto fail_pipes;
         }
 
-        pid_t pid = fork();
-        if (pid < 0) {
-                r = negative_errno();
+        /* runsc exec in a session of its own: with a terminal, the PTY's
+         * slave is its controlling terminal and stdin, stdout, stderr;
+         * gVisor's process description is fd 3. */
+        SpawnFd fds[4];
+        if (m->interactive) {
+                fds[0] = (SpawnFd){ slave, 0 };
+                fds[1] = (SpawnFd){ slave, 1 };
+                fds[2] = (SpawnFd){ slave, 2 };
+        } else {
+                fds[0] = (SpawnFd){ pipes[0][0], 0 };
+                fds[1] = (SpawnFd){ pipes[1][1], 1 };
+                fds[2] = (SpawnFd){ pipes[2][1], 2 };
+        }
+        fds[3] = (SpawnFd){ proc_fd, 3 };
+        SpawnSpec sp = SPAWN_SPEC_INIT(co->spec.runsc, argv);
+        sp.fds = fds;
+        sp.n_fds = ELEMENTSOF(fds);
+        sp.new_session = true;
+        sp.controlling_tty = m->interactive;
+        pid_t pid;
+        r = spawn(&sp, &pid);
+        if (r < 0)
                 goto fail_pipes;
-        }
-        if (pid == 0) {
-                sigset_t all;
-                sigemptyset(&all);
-                sigprocmask(SIG_SETMASK, &all, NULL);
-                for (int sig = 1; sig < _NSIG; sig++)
-                        signal(sig, SIG_DFL);
-                setsid();
-                int in, out, err;
-                if (m->interactive) {
-                        (void) ioctl(slave, TIOCSCTTY, 0);
-                        in = out = err = slave;
-                } else {
-                        in = pipes[0][0];
-                        out = pipes[1][1];
-                        err = pipes[2][1];
-                }
-                if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 || dup2(proc_fd, 3) < 0)
-                        _exit(125);
-                syscall(SYS_close_range, 4, ~0U, 0);
-                execv(co->spec.runsc, argv);
-                _exit(127);
-        }
         s->pid = pid;
         (void) process_identity_of(pid, &s->ident);
         if (!m->interactive) {
@@ -1635,7 +1632,7 @@ static int recover_participant(Coordinator *co, json_t *p) {
                         (void) kill(pi.pid, SIGKILL);
                 const char *mp = json_string_value(json_object_get(own, "mountpoint"));
                 if (mp)
-                        fuse_unmount(&co->spec, mp);
+                        fuse_mount_detach(&co->spec, mp);
         } else if (role && streq(role, "PreparedLower")) {
                 /* Our lease on the image's mount in the Storage Catalog,
                  * taken or not (release is idempotent); the last lease
@@ -2540,17 +2537,15 @@ static int spawn_watchdog(Coordinator *co) {
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)
                 return negative_errno();
-        int r = fork_detached();
-        if (r == 0) {
-                /* fd 3 is the LaunchSpec already; stdout and stderr the
-                 * log; stdin /dev/null. */
-                if (dup2(p[0], WATCHDOG_PIPE_FD) < 0 || fcntl(WATCHDOG_PIPE_FD, F_SETFD, 0) < 0 ||
-                    fcntl(COORDINATOR_SPEC_FD, F_SETFD, 0) < 0)
-                        _exit(1);
-                syscall(SYS_close_range, WATCHDOG_PIPE_FD + 1, ~0U, 0);
-                exec_with_default_signals("/proc/self/exe",
-                                          (char *const[]){ (char *) "lazaret", (char *) "__watchdog", NULL });
-        }
+        /* The LaunchSpec on fd 3 (ours already), its end of the pipe on
+         * fd 4; stdout and stderr the log; stdin /dev/null. */
+        SpawnFd fds[] = { { COORDINATOR_SPEC_FD, COORDINATOR_SPEC_FD }, { p[0], WATCHDOG_PIPE_FD } };
+        SpawnSpec sp =
+                SPAWN_SPEC_INIT("/proc/self/exe", (char *const[]){ (char *) "lazaret", (char *) "__watchdog", NULL });
+        sp.fds = fds;
+        sp.n_fds = ELEMENTSOF(fds);
+        sp.detach = true;
+        int r = spawn(&sp, NULL);
         safe_close(p[0]);
         if (r < 0) {
                 safe_close(p[1]);

@@ -6,7 +6,6 @@
 #include <openssl/ssl.h>
 #include <pwd.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include "log.h"
 #include "path-util.h"
 #include "runtime-dir.h"
+#include "spawn-util.h"
 #include "strbuf.h"
 #include "string-util.h"
 #include "trust.h"
@@ -461,9 +461,10 @@ static int add_pipe(EscConn *c, Pipe *p) {
         return epoll_ctl(c->e->epfd, EPOLL_CTL_ADD, p->fd, &ev) < 0 ? negative_errno() : 0;
 }
 
-/* posix_spawn the vector: fixed environment, stdin /dev/null, stdout and
- * stderr to pipes, no other fd, the workspace's host directory as cwd. */
-static int spawn(EscConn *c, char **argv) {
+/* Start the vector: fixed environment, stdin /dev/null, stdout and
+ * stderr to pipes, no other fd, the workspace's host directory as cwd, a
+ * session of its own. */
+static int start_command(EscConn *c, char **argv) {
         Escalation *e = c->e;
         int out[2] = { -1, -1 }, err[2] = { -1, -1 };
         _cleanup_close_ int cwd = open(e->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -487,31 +488,21 @@ static int spawn(EscConn *c, char **argv) {
                          e->env_logname,
                          (char *) "LANG=C.UTF-8",
                          NULL };
-        posix_spawn_file_actions_t fa;
-        posix_spawnattr_t at;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawnattr_init(&at);
-        sigset_t none, all;
-        sigemptyset(&none);
-        sigfillset(&all);
-        posix_spawnattr_setsigmask(&at, &none);
-        posix_spawnattr_setsigdefault(&at, &all);
-        posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-        posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-        posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-        posix_spawn_file_actions_addfchdir_np(&fa, cwd);
-        posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-        int r = posix_spawn(&c->pid, argv[0], &fa, &at, argv, envp);
-        posix_spawn_file_actions_destroy(&fa);
-        posix_spawnattr_destroy(&at);
+        SpawnFd fds[] = { { out[1], 1 }, { err[1], 2 } };
+        SpawnSpec sp = SPAWN_SPEC_INIT(argv[0], argv);
+        sp.envp = envp;
+        sp.fds = fds;
+        sp.n_fds = ELEMENTSOF(fds);
+        sp.cwd_fd = cwd;
+        sp.new_session = true;
+        int r = spawn(&sp, &c->pid);
         safe_close(out[1]);
         safe_close(err[1]);
-        if (r != 0) {
+        if (r < 0) {
                 c->pid = 0;
                 safe_close(out[0]);
                 safe_close(err[0]);
-                return -r;
+                return r;
         }
         c->out = (Pipe){ c, out[0], 1 };
         c->err = (Pipe){ c, err[0], 2 };
@@ -611,7 +602,7 @@ static void conn_run(EscConn *c, char **argv, const char *decided_by) {
         _cleanup_free_ char *final = strbuf_steal(&fin);
         audit_set(c, "final_command", final ? json_string(final) : json_null());
         audit_set(c, "decided_at", json_string(when));
-        int r = spawn(c, argv);
+        int r = start_command(c, argv);
         if (r < 0) {
                 char msg[128];
                 snprintf(msg, sizeof(msg), "the command could not be started: %s", strerror(-r));

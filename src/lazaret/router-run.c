@@ -18,6 +18,7 @@
 #include "path-util.h"
 #include "router-run.h"
 #include "runtime-dir.h"
+#include "spawn-util.h"
 #include "strbuf.h"
 #include "string-util.h"
 
@@ -84,29 +85,18 @@ int podman_ns_spawn_out(const LaunchSpec *s, const char *path, char *const argv[
                 if (userns < 0 || mntns < 0)
                         return negative_errno();
         }
-        pid_t pid = fork();
-        if (pid < 0)
-                return negative_errno();
-        if (pid == 0) {
-                if (userns >= 0 && (setns(userns, CLONE_NEWUSER) < 0 || setns(mntns, CLONE_NEWNS) < 0))
-                        _exit(126);
-                if (chdir("/") < 0)
-                        _exit(126);
-                int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                if (devnull < 0 || dup2(devnull, 0) < 0)
-                        _exit(126);
-                if (out_fd >= 0 && dup2(out_fd, 1) < 0)
-                        _exit(126);
-                /* These daemons parse what the sandbox drives: they get
-                 * stdin, stdout and stderr, never one of our descriptors
-                 * that lacks O_CLOEXEC (the Domain Store's data.mdb), and
-                 * default signal dispositions (not our ignored SIGPIPE). */
-                if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
-                        _exit(126);
-                exec_with_default_signals(path, argv);
-        }
-        *ret = pid;
-        return 0;
+        /* These daemons parse what the sandbox drives: they get stdin
+         * (/dev/null), stdout and stderr, never one of our descriptors
+         * (the Domain Store's data.mdb), and default signal dispositions
+         * (not our ignored SIGPIPE). */
+        SpawnFd out[] = { { out_fd, 1 } };
+        SpawnSpec sp = SPAWN_SPEC_INIT(path, argv);
+        sp.userns_fd = userns;
+        sp.mntns_fd = mntns;
+        sp.cwd = "/";
+        sp.fds = out;
+        sp.n_fds = out_fd >= 0 ? 1 : 0;
+        return spawn(&sp, ret);
 }
 
 int fuse_mount_id(pid_t pid, const char *mountpoint, int *ret_id) {
@@ -246,7 +236,7 @@ fail:
         return r < 0 ? r : -EIO;
 }
 
-void fuse_unmount(const LaunchSpec *s, const char *mountpoint) {
+void fuse_mount_detach(const LaunchSpec *s, const char *mountpoint) {
         _cleanup_free_ char *fusermount = NULL;
         const char *search = getenv("PATH");
         if (exec_find_program(search && *search ? search : "/usr/bin:/bin", "fusermount3", &fusermount) < 0)
@@ -282,7 +272,7 @@ void fuse_daemon_stop(const LaunchSpec *s, pid_t *pid, const char *mountpoint) {
         }
         /* A daemon killed hard leaves its mount behind (ENOTCONN). */
         if (mountpoint)
-                fuse_unmount(s, mountpoint);
+                fuse_mount_detach(s, mountpoint);
 }
 
 void router_stop(const LaunchSpec *s, RouterRun *r) {

@@ -47,7 +47,7 @@ int podman_ns_spawn_out(const LaunchSpec *s, const char *path, char *const argv[
 int fuse_mount_id(pid_t pid, const char *mountpoint, int *ret_id);
 
 /* Detach a FUSE mount in Podman's namespace (fusermount3 -u -z). */
-void fuse_unmount(const LaunchSpec *s, const char *mountpoint);
+void fuse_mount_detach(const LaunchSpec *s, const char *mountpoint);
 
 /* SIGTERM a FUSE daemon we started (it unmounts itself), SIGKILL after
  * 5 s, reap it, and detach a mount it left behind. *pid becomes 0. */

@@ -22,6 +22,7 @@
 #include "proc-util.h"
 #include "router-run.h"
 #include "sidecar.h"
+#include "spawn-util.h"
 #include "strbuf.h"
 #include "string-util.h"
 
@@ -522,23 +523,19 @@ static int run_in_netns(const LaunchSpec *s, pid_t target, char *const argv[], c
                 return negative_errno();
         out_r = p[0];
         out_w = p[1];
-        pid_t pid = fork();
-        if (pid < 0)
+        _cleanup_close_ int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (devnull < 0)
                 return negative_errno();
-        if (pid == 0) {
-                sigset_t none;
-                sigemptyset(&none);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-                if (userns >= 0 && setns(userns, CLONE_NEWUSER) < 0)
-                        _exit(126);
-                if (setns(netns, CLONE_NEWNET) < 0)
-                        _exit(126);
-                int devnull = open("/dev/null", O_RDWR);
-                if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(devnull, 2) < 0)
-                        _exit(126);
-                execv(argv[0], argv);
-                _exit(127);
-        }
+        SpawnFd fds[] = { { devnull, 0 }, { out_w, 1 }, { devnull, 2 } };
+        SpawnSpec sp = SPAWN_SPEC_INIT(argv[0], argv);
+        sp.userns_fd = userns;
+        sp.netns_fd = netns;
+        sp.fds = fds;
+        sp.n_fds = ELEMENTSOF(fds);
+        pid_t pid;
+        int r = spawn(&sp, &pid);
+        if (r < 0)
+                return r;
         out_w = safe_close(out_w);
         StrBuf out = STRBUF_INIT;
         uint64_t deadline = now_usec() + PROBE_DEADLINE_USEC;

@@ -736,7 +736,7 @@ void anchor_layer_recover(const LaunchSpec *s, const ProcessIdentity *overlay, c
         if (overlay && process_identity_alive(overlay))
                 (void) kill(overlay->pid, SIGKILL);
         if (merged)
-                fuse_unmount(s, merged);
+                fuse_mount_detach(s, merged);
         /* fuse2fs writes back what it holds when asked to stop. */
         if (fs && process_identity_alive(fs)) {
                 (void) kill(fs->pid, SIGTERM);
@@ -747,7 +747,7 @@ void anchor_layer_recover(const LaunchSpec *s, const ProcessIdentity *overlay, c
                         (void) kill(fs->pid, SIGKILL);
         }
         if (fs_mnt)
-                fuse_unmount(s, fs_mnt);
+                fuse_mount_detach(s, fs_mnt);
 }
 
 int anchor_record_image(const LaunchSpec *s, const StateAnchor *a, const AnchorLayer *l) {

@@ -40,6 +40,7 @@
 #include "path-util.h"
 #include "strbuf.h"
 #include "string-util.h"
+#include "spawn-util.h"
 #include "verbs.h"
 
 #define USEC_PER_SEC UINT64_C(1000000)
@@ -186,37 +187,13 @@ static int drain(int fd, StrBuf *to_out, bool *truncated, LineSplitter *to_split
         }
 }
 
-_noreturn_ static void child_exec(char *const *argv, char *const *envp, int null_fd, int out_fd, int err_fd,
-                                  int report_fd) {
-        static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT };
-        struct sigaction dfl = { .sa_handler = SIG_DFL };
-        sigset_t none;
-        int e;
-
-        for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
-                (void) sigaction(sigs[i], &dfl, NULL);
-        sigemptyset(&none);
-        (void) sigprocmask(SIG_SETMASK, &none, NULL);
-        if (setpgid(0, 0) < 0 || dup2(null_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 ||
-            dup2(err_fd, STDERR_FILENO) < 0)
-                goto fail;
-        /* Everything else is O_CLOEXEC already, except report_fd's peer,
-         * which must survive until execve succeeds. */
-        execve(argv[0], argv, envp);
-fail:
-        e = errno;
-        (void) !write(report_fd, &e, sizeof e);
-        _exit(127);
-}
-
 /* Run argv (argv[0] an absolute path) with envp (NULL: ours). Lines of its
  * stderr go to on_line (may be NULL). A program that cannot start, fails,
  * runs past timeout_usec or is stopped because we were interrupted is
  * described in *ret; the return value is -errno only when it could not even
  * be attempted (pipes, fork, memory). */
 static int run(char *const *argv, char *const *envp, uint64_t timeout_usec, LineFn on_line, Run *ret) {
-        _cleanup_close_ int null_fd = -EBADF, out_r = -EBADF, out_w = -EBADF, err_r = -EBADF, err_w = -EBADF,
-                            rep_r = -EBADF, rep_w = -EBADF;
+        _cleanup_close_ int null_fd = -EBADF, out_r = -EBADF, out_w = -EBADF, err_r = -EBADF, err_w = -EBADF;
         LineSplitter split = { .on_line = on_line };
         StrBuf out = STRBUF_INIT;
         Run res = {};
@@ -233,36 +210,28 @@ static int run(char *const *argv, char *const *envp, uint64_t timeout_usec, Line
                 return negative_errno();
         err_r = p[0];
         err_w = p[1];
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return negative_errno();
-        rep_r = p[0];
-        rep_w = p[1];
         if (fcntl(out_r, F_SETFL, O_NONBLOCK) < 0 || fcntl(err_r, F_SETFL, O_NONBLOCK) < 0)
                 return negative_errno();
 
         log_debug("running %s", argv[0]);
         fflush(stdout);
         fflush(stderr);
-        pid_t pid = fork();
-        if (pid < 0)
-                return negative_errno();
-        if (pid == 0)
-                child_exec(argv, envp ?: environ, null_fd, out_w, err_w, rep_w);
-        /* So that a signal landing before the child's own setpgid() still
-         * finds the group. */
-        (void) setpgid(pid, pid);
+        /* Its own process group: an interruption or a timeout ends
+         * everything it started. */
+        SpawnFd fds[] = { { null_fd, 0 }, { out_w, 1 }, { err_w, 2 } };
+        SpawnSpec sp = SPAWN_SPEC_INIT(argv[0], argv);
+        sp.envp = envp;
+        sp.fds = fds;
+        sp.n_fds = ELEMENTSOF(fds);
+        sp.new_pgroup = true;
+        pid_t pid;
+        r = spawn(&sp, &pid);
         out_w = safe_close(out_w);
         err_w = safe_close(err_w);
-        rep_w = safe_close(rep_w);
-
-        int exec_errno = 0;
-        ssize_t k;
-        while ((k = read(rep_r, &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR)
-                ;
-        if (k == (ssize_t) sizeof exec_errno) {
-                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                        ;
-                *ret = (Run){ .spawn_error = exec_errno > 0 ? -exec_errno : -EIO };
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                *ret = (Run){ .spawn_error = r };
                 return 0;
         }
 

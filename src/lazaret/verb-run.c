@@ -605,12 +605,19 @@ int verb_run(int argc, char **argv, const Globals *g) {
         session_key_wipe(&anchor);
 
         int ret = EXIT_LAZARET;
+        /* Each attempt that ends in a retry says why; three of them end in
+         * one line naming the last (never in silence). */
+        char retry[256] = "";
+        bool settled = false;
         for (int attempt = 0; attempt < 3; attempt++) {
                 _cleanup_close_ int fd = -EBADF;
                 _cleanup_free_ char *e = NULL;
                 r = client_connect_or_spawn(&spec, &fd, &e);
-                if (r < 0 && !e)
+                if (r < 0 && !e) {
+                        snprintf(retry, sizeof(retry), "cannot reach or start the coordinator: %s", strerror(-r));
                         continue;
+                }
+                settled = true;
                 if (r < 0) {
                         log_error("%s", e);
                         break;
@@ -644,13 +651,22 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 while (open_m.argv[n_argv])
                         n_argv++;
                 open_m.n_argv = n_argv;
-                if (client_send(fd, &hello) < 0 || client_send(fd, &open_m) < 0) {
+                if ((r = client_send(fd, &hello)) < 0 || (r = client_send(fd, &open_m)) < 0) {
+                        snprintf(retry, sizeof(retry),
+                                 "the coordinator closed the connection before the session opened (it was "
+                                 "stopping): %s",
+                                 strerror(-r));
+                        settled = false;
                         ctl_reader_done(&rd);
                         continue;
                 }
                 CtlMessage reply = {};
                 r = client_recv(fd, &rd, &reply, -1);
                 if (r == -ECONNRESET) {
+                        snprintf(retry, sizeof(retry),
+                                 "the coordinator closed the connection before the session opened (it was "
+                                 "stopping)");
+                        settled = false;
                         ctl_reader_done(&rd);
                         continue;
                 }
@@ -678,6 +694,8 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 ctl_reader_done(&rd);
                 break;
         }
+        if (!settled)
+                log_error("cannot open a session after three attempts: %s; run it again", retry);
         strv_free_n(envv, n_env);
         return ret;
 }

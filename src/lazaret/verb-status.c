@@ -27,6 +27,7 @@
 #include "profile-pick.h"
 #include "prompt-text.h"
 #include "runtime-dir.h"
+#include "spawn-util.h"
 #include "strbuf.h"
 #include "string-util.h"
 #include "verbs.h"
@@ -277,18 +278,15 @@ static int remove_leftovers(const char *domain_dir) {
         _cleanup_close_ int lfd = open(logp, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
         if (lfd < 0)
                 return negative_errno();
-        pid_t pid = fork();
-        if (pid < 0)
-                return negative_errno();
-        if (pid == 0) {
-                int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(lfd, 1) < 0 || dup2(lfd, 2) < 0 ||
-                    dup2(sfd, COORDINATOR_SPEC_FD) < 0 || fcntl(COORDINATOR_SPEC_FD, F_SETFD, 0) < 0)
-                        _exit(1);
-                syscall(SYS_close_range, COORDINATOR_SPEC_FD + 1, ~0U, 0);
-                exec_with_default_signals("/proc/self/exe", (char *const[]){ (char *) "lazaret", (char *) "__watchdog",
-                                                                             (char *) "--now", NULL });
-        }
+        SpawnFd fds[] = { { lfd, 1 }, { lfd, 2 }, { sfd, COORDINATOR_SPEC_FD } };
+        SpawnSpec sp = SPAWN_SPEC_INIT(
+                "/proc/self/exe", (char *const[]){ (char *) "lazaret", (char *) "__watchdog", (char *) "--now", NULL });
+        sp.fds = fds;
+        sp.n_fds = ELEMENTSOF(fds);
+        pid_t pid;
+        int r = spawn(&sp, &pid);
+        if (r < 0)
+                return r;
         int st;
         while (waitpid(pid, &st, 0) < 0)
                 if (errno != EINTR)

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "exec-util.h"
+#include "spawn-util.h"
 #include "fd-util.h"
 #include "path-util.h"
 #include "strbuf.h"
@@ -86,54 +86,19 @@ static int exec_capture_high(const char *path, const char *const *argv, const in
 
 static int spawn_child(const char *path, const char *const *argv, int out_fd, int err_fd, const int *fds, size_t n_fds,
                        pid_t *ret_pid) {
-        posix_spawn_file_actions_t fa;
-        posix_spawnattr_t attr;
-        sigset_t none, dfl;
-        int r;
-
-        r = posix_spawn_file_actions_init(&fa);
-        if (r != 0)
-                return -r;
-        r = posix_spawnattr_init(&attr);
-        if (r != 0) {
-                posix_spawn_file_actions_destroy(&fa);
-                return -r;
-        }
-        sigemptyset(&none);
-        sigemptyset(&dfl);
-        sigaddset(&dfl, SIGPIPE);
-        sigaddset(&dfl, SIGINT);
-        sigaddset(&dfl, SIGTERM);
-        sigaddset(&dfl, SIGHUP);
-        sigaddset(&dfl, SIGQUIT);
-        sigaddset(&dfl, SIGCHLD);
-
+        SpawnFd map[2 + 8];
+        if (n_fds > 8)
+                return -E2BIG;
+        map[0] = (SpawnFd){ out_fd, STDOUT_FILENO };
+        map[1] = (SpawnFd){ err_fd, STDERR_FILENO };
+        for (size_t i = 0; i < n_fds; i++)
+                map[2 + i] = (SpawnFd){ fds[i], 3 + (int) i };
+        SpawnSpec s = SPAWN_SPEC_INIT(path, (char *const *) argv);
+        s.fds = map;
+        s.n_fds = 2 + n_fds;
         /* Its own process group, so a timeout can kill everything it forked. */
-        if (r == 0)
-                r = posix_spawnattr_setflags(&attr,
-                                             POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-        if (r == 0)
-                r = posix_spawnattr_setpgroup(&attr, 0);
-        if (r == 0)
-                r = posix_spawnattr_setsigmask(&attr, &none);
-        if (r == 0)
-                r = posix_spawnattr_setsigdefault(&attr, &dfl);
-        if (r == 0)
-                r = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-        if (r == 0)
-                r = posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
-        if (r == 0)
-                r = posix_spawn_file_actions_adddup2(&fa, err_fd, STDERR_FILENO);
-        for (size_t i = 0; r == 0 && i < n_fds; i++)
-                r = posix_spawn_file_actions_adddup2(&fa, fds[i], 3 + (int) i);
-        if (r == 0)
-                r = posix_spawn_file_actions_addclosefrom_np(&fa, 3 + (int) n_fds);
-        if (r == 0)
-                r = posix_spawn(ret_pid, path, &fa, &attr, (char *const *) argv, environ);
-
-        posix_spawnattr_destroy(&attr);
-        posix_spawn_file_actions_destroy(&fa);
-        return -r;
+        s.new_pgroup = true;
+        return spawn(&s, ret_pid);
 }
 
 int exec_capture(const char *path, const char *const *argv, uint64_t timeout_usec, ExecResult *ret) {
@@ -271,33 +236,4 @@ static int exec_capture_high(const char *path, const char *const *argv, const in
         }
         *ret = cmd;
         return 0;
-}
-
-void exec_with_default_signals(const char *path, char *const argv[]) {
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        for (int sig = 1; sig < _NSIG; sig++)
-                signal(sig, SIG_DFL);
-        execv(path, argv);
-        _exit(127);
-}
-
-int fork_detached(void) {
-        pid_t pid = fork();
-        if (pid < 0)
-                return negative_errno();
-        if (pid == 0) {
-                if (setsid() < 0)
-                        _exit(1);
-                pid_t pid2 = fork();
-                if (pid2 != 0)
-                        _exit(pid2 < 0);
-                return 0;
-        }
-        int st;
-        while (waitpid(pid, &st, 0) < 0)
-                if (errno != EINTR)
-                        return negative_errno();
-        return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 1 : -ECHILD;
 }

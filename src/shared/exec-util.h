@@ -44,15 +44,5 @@ int exec_capture_fds(const char *path, const char *const *argv, const int *fds, 
  * Returns 0 and the path (caller frees), -ENOENT, or -ENOMEM. */
 int exec_find_program(const char *search, const char *name, char **ret);
 
-/* Fork a process detached from us: in a session of its own, and not our
- * child (the double fork). Returns 0 in it, 1 in the caller once it
- * exists, or -errno. */
-int fork_detached(void);
-
-/* In a child about to become another program: no blocked signals, every
- * disposition the default, then execv(path, argv); _exit(127) if that
- * fails. */
-_noreturn_ void exec_with_default_signals(const char *path, char *const argv[]);
-
 /* CLOCK_MONOTONIC in microseconds. */
 uint64_t now_usec(void);

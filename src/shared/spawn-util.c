@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "spawn-util.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+extern char **environ;
+
+/* Where the child's copies of the sources go before they are put in
+ * place: above every target, so no dup2 overwrites a source still to
+ * come. */
+#define SPAWN_HIGH_FD 64
+
+/* In the child: report errno through the pipe and end. Only
+ * async-signal-safe calls from here on (the parent may have threads). */
+_noreturn_ static void child_fail(int report) {
+        int e = errno ? errno : EIO;
+        (void) !write(report, &e, sizeof(e));
+        _exit(127);
+}
+
+_noreturn_ static void child(const SpawnSpec *s, int report) {
+        int high[SPAWN_HIGH_FD];
+        int top = 2;
+
+        /* The report pipe out of the way of every target first. */
+        int moved = fcntl(report, F_DUPFD_CLOEXEC, SPAWN_HIGH_FD);
+        if (moved < 0)
+                child_fail(report);
+        report = moved;
+
+        if (s->userns_fd >= 0 && setns(s->userns_fd, CLONE_NEWUSER) < 0)
+                child_fail(report);
+        if (s->mntns_fd >= 0 && setns(s->mntns_fd, CLONE_NEWNS) < 0)
+                child_fail(report);
+        if (s->netns_fd >= 0 && setns(s->netns_fd, CLONE_NEWNET) < 0)
+                child_fail(report);
+        if (s->new_session && setsid() < 0)
+                child_fail(report);
+        if (s->new_pgroup && !s->new_session && setpgid(0, 0) < 0)
+                child_fail(report);
+        if (s->cwd && chdir(s->cwd) < 0)
+                child_fail(report);
+        if (s->cwd_fd >= 0 && fchdir(s->cwd_fd) < 0)
+                child_fail(report);
+
+        /* Copies first, above every target; then into place (dup2 clears
+         * close-on-exec on the copy it makes). */
+        if (s->n_fds > ELEMENTSOF(high)) {
+                errno = E2BIG;
+                child_fail(report);
+        }
+        for (size_t i = 0; i < s->n_fds; i++) {
+                if (s->fds[i].to < 0 || s->fds[i].to >= SPAWN_HIGH_FD) {
+                        errno = EBADF;
+                        child_fail(report);
+                }
+                high[i] = fcntl(s->fds[i].from, F_DUPFD_CLOEXEC, SPAWN_HIGH_FD);
+                if (high[i] < 0)
+                        child_fail(report);
+                if (s->fds[i].to > top)
+                        top = s->fds[i].to;
+        }
+        bool has[3] = {};
+        for (size_t i = 0; i < s->n_fds; i++) {
+                if (dup2(high[i], s->fds[i].to) < 0)
+                        child_fail(report);
+                if (s->fds[i].to < 3)
+                        has[s->fds[i].to] = true;
+        }
+        if (!has[0]) {
+                int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (devnull < 0 || dup2(devnull, 0) < 0)
+                        child_fail(report);
+        }
+        if (s->controlling_tty && ioctl(0, TIOCSCTTY, 0) < 0)
+                child_fail(report);
+        /* Everything else goes at exec: the report pipe (close-on-exec
+         * already) stays open until then. Below the highest target, what
+         * is not a target goes too. */
+        for (int fd = 3; fd < top; fd++) {
+                bool target = false;
+                for (size_t i = 0; i < s->n_fds; i++)
+                        target = target || s->fds[i].to == fd;
+                if (!target && fd != report && fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 && errno != EBADF)
+                        child_fail(report);
+        }
+        if (syscall(SYS_close_range, (unsigned) top + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                child_fail(report);
+
+        sigset_t none;
+        sigemptyset(&none);
+        if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+                child_fail(report);
+        struct sigaction dfl = { .sa_handler = SIG_DFL };
+        for (int sig = 1; sig < _NSIG; sig++)
+                (void) sigaction(sig, &dfl, NULL);
+
+        execve(s->path, s->argv, s->envp ? s->envp : environ);
+        child_fail(report);
+}
+
+int spawn(const SpawnSpec *s, pid_t *ret_pid) {
+        int p[2];
+        if (!s->path || !s->argv || (!ret_pid && !s->detach))
+                return -EINVAL;
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return negative_errno();
+        pid_t pid = fork();
+        if (pid < 0) {
+                int e = negative_errno();
+                safe_close(p[0]);
+                safe_close(p[1]);
+                return e;
+        }
+        if (pid == 0) {
+                safe_close(p[0]);
+                if (s->detach) {
+                        /* A session of its own, then the grandchild runs
+                         * it: whoever we are, it is not our child. */
+                        if (setsid() < 0)
+                                child_fail(p[1]);
+                        pid_t g = fork();
+                        if (g < 0)
+                                child_fail(p[1]);
+                        if (g > 0)
+                                _exit(0);
+                }
+                child(s, p[1]);
+        }
+        safe_close(p[1]);
+        if (s->detach) {
+                int st;
+                while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        int e = 0;
+        ssize_t n;
+        while ((n = read(p[0], &e, sizeof(e))) < 0 && errno == EINTR)
+                ;
+        safe_close(p[0]);
+        if (n == (ssize_t) sizeof(e)) {
+                if (!s->detach)
+                        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                                ;
+                return -(e > 0 ? e : EIO);
+        }
+        if (ret_pid)
+                *ret_pid = s->detach ? 0 : pid;
+        return 0;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The one way Lazaret starts a program (issue 17). The child gets exactly
+ * the descriptors listed (stdin is /dev/null unless one is listed for it;
+ * stdout and stderr are ours unless listed), an empty signal mask and
+ * every signal at its default disposition, and, when asked, Podman's user
+ * and mount namespaces, a working directory, a session or process group
+ * of its own, a controlling terminal, or no parent at all (detach: a
+ * double fork). A failure in the child before exec (a namespace it cannot
+ * join, a program that is not there) comes back as the call's -errno
+ * through a close-on-exec pipe, so the caller never mistakes it for the
+ * program's own exit status. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct SpawnFd {
+        int from; /* ours */
+        int to; /* the child's */
+} SpawnFd;
+
+typedef struct SpawnSpec {
+        const char *path;
+        char *const *argv;
+        char *const *envp; /* NULL: our environment */
+        const SpawnFd *fds;
+        size_t n_fds;
+        int userns_fd, mntns_fd, netns_fd; /* joined first (in this order) when >= 0 */
+        const char *cwd; /* NULL: unchanged */
+        int cwd_fd; /* >= 0: fchdir to it (after cwd) */
+        bool new_session; /* setsid() */
+        bool controlling_tty; /* fd 0 becomes the controlling terminal (needs new_session) */
+        bool new_pgroup; /* setpgid(0, 0) */
+        bool detach; /* not our child: reparented at once */
+} SpawnSpec;
+
+/* SPAWN_SPEC_INIT(path, argv): argv may be a compound literal (its commas
+ * are the variadic part). */
+#define SPAWN_SPEC_INIT(p, ...)                                                                                        \
+        ((SpawnSpec){                                                                                                  \
+                .path = (p), .argv = (__VA_ARGS__), .userns_fd = -1, .mntns_fd = -1, .netns_fd = -1, .cwd_fd = -1 })
+
+/* Start it. *ret_pid is the child (0 when detached; ret_pid may be NULL
+ * then). Returns 0, or -errno: the fork's, or the child's before exec. */
+int spawn(const SpawnSpec *s, pid_t *ret_pid);

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of spawn(), the one way Lazaret starts a program: only the
+ * listed descriptors reach the child, signals are at their defaults and
+ * unblocked whatever the parent does, a failure before exec is the call's
+ * error, and the session, process group, working directory, environment
+ * and detachment are what was asked. The child reports through /proc, an
+ * independent view. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "spawn-util.h"
+#include "string-util.h"
+
+/* Run s with its stdout on a pipe; what it wrote, and its exit status. */
+static int run(SpawnSpec s, char *out, size_t size) {
+        int p[2];
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        SpawnFd fds[8];
+        size_t n = 0;
+        for (size_t i = 0; i < s.n_fds; i++)
+                fds[n++] = s.fds[i];
+        fds[n++] = (SpawnFd){ p[1], 1 };
+        s.fds = fds;
+        s.n_fds = n;
+        pid_t pid;
+        int r = spawn(&s, &pid);
+        close(p[1]);
+        if (r < 0) {
+                close(p[0]);
+                return r;
+        }
+        size_t len = 0;
+        ssize_t k;
+        while (len + 1 < size && (k = read(p[0], out + len, size - 1 - len)) > 0)
+                len += (size_t) k;
+        out[len] = '\0';
+        close(p[0]);
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_failure_before_exec_is_the_error(void **state) {
+        (void) state;
+        pid_t pid = 0;
+        SpawnSpec s = SPAWN_SPEC_INIT("/nonexistent/lazaret-program", (char *const[]){ (char *) "x", NULL });
+        assert_int_equal(spawn(&s, &pid), -ENOENT);
+        s = SPAWN_SPEC_INIT("/bin/true", (char *const[]){ (char *) "true", NULL });
+        s.cwd = "/nonexistent/lazaret-dir";
+        assert_int_equal(spawn(&s, &pid), -ENOENT);
+        /* No child is left behind by either. */
+        assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+        assert_int_equal(errno, ECHILD);
+}
+
+static void test_only_listed_descriptors(void **state) {
+        (void) state;
+        char out[512], cmd[256];
+        /* One of ours without close-on-exec (the way LMDB's data.mdb was),
+         * one listed to land on 5. */
+        int leak = open("/dev/null", O_RDONLY);
+        int given = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        assert_true(leak > 2 && given > 2);
+        snprintf(cmd, sizeof(cmd),
+                 "test -e /proc/self/fd/5 && echo five; test -e /proc/self/fd/%d && echo leaked; "
+                 "test -e /proc/self/fd/%d && echo source; echo end",
+                 leak, given);
+        SpawnSpec s = SPAWN_SPEC_INIT("/bin/sh", (char *const[]){ (char *) "sh", (char *) "-c", cmd, NULL });
+        SpawnFd fds[] = { { given, 5 } };
+        s.fds = fds;
+        s.n_fds = 1;
+        assert_int_equal(run(s, out, sizeof(out)), 0);
+        assert_string_equal(out, "five\nend\n");
+        close(leak);
+        close(given);
+}
+
+static void test_descriptors_swapped(void **state) {
+        (void) state;
+        char out[512], cmd[256];
+        int a = open("/dev/null", O_RDONLY | O_CLOEXEC), b = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+        assert_true(a > 2 && b > 2);
+        /* Each lands where the other was, and one more on 3 (where the
+         * report pipe may be at first). */
+        snprintf(cmd, sizeof(cmd), "readlink /proc/self/fd/%d /proc/self/fd/%d /proc/self/fd/3", a, b);
+        SpawnSpec s = SPAWN_SPEC_INIT("/bin/sh", (char *const[]){ (char *) "sh", (char *) "-c", cmd, NULL });
+        SpawnFd fds[] = { { a, b }, { b, a }, { b, 3 } };
+        s.fds = fds;
+        s.n_fds = ELEMENTSOF(fds);
+        assert_int_equal(run(s, out, sizeof(out)), 0);
+        assert_string_equal(out, "/dev/zero\n/dev/null\n/dev/zero\n");
+        close(a);
+        close(b);
+}
+
+static uint64_t status_mask(const char *text, const char *field) {
+        const char *p = strstr(text, field);
+        assert_non_null(p);
+        return strtoull(p + strlen(field), NULL, 16);
+}
+
+static void test_signals_at_their_defaults(void **state) {
+        (void) state;
+        char out[4096];
+        struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe, old_hup;
+        sigset_t block, old_mask;
+        sigemptyset(&block);
+        sigaddset(&block, SIGTERM);
+        sigaddset(&block, SIGCHLD);
+        assert_int_equal(sigaction(SIGPIPE, &ign, &old_pipe), 0);
+        assert_int_equal(sigaction(SIGHUP, &ign, &old_hup), 0);
+        assert_int_equal(sigprocmask(SIG_BLOCK, &block, &old_mask), 0);
+        SpawnSpec s =
+                SPAWN_SPEC_INIT("/bin/cat", (char *const[]){ (char *) "cat", (char *) "/proc/self/status", NULL });
+        int r = run(s, out, sizeof(out));
+        assert_int_equal(sigprocmask(SIG_SETMASK, &old_mask, NULL), 0);
+        assert_int_equal(sigaction(SIGPIPE, &old_pipe, NULL), 0);
+        assert_int_equal(sigaction(SIGHUP, &old_hup, NULL), 0);
+        assert_int_equal(r, 0);
+        assert_int_equal(status_mask(out, "\nSigIgn:"), 0);
+        assert_int_equal(status_mask(out, "\nSigBlk:"), 0);
+}
+
+/* pid, pgrp and session of the child, from its /proc/self/stat. */
+static void stat_ids(SpawnSpec s, long ids[3]) {
+        char out[1024];
+        assert_int_equal(run(s, out, sizeof(out)), 0);
+        const char *close_paren = strrchr(out, ')');
+        assert_non_null(close_paren);
+        long pid = strtol(out, NULL, 10), ppid, pgrp, sid;
+        char st;
+        assert_int_equal(sscanf(close_paren + 1, " %c %ld %ld %ld", &st, &ppid, &pgrp, &sid), 4);
+        ids[0] = pid;
+        ids[1] = pgrp;
+        ids[2] = sid;
+}
+
+static void test_group_and_session(void **state) {
+        (void) state;
+        long ids[3];
+        char *const argv[] = { (char *) "cat", (char *) "/proc/self/stat", NULL };
+        SpawnSpec s = SPAWN_SPEC_INIT("/bin/cat", argv);
+        stat_ids(s, ids);
+        assert_int_equal(ids[1], getpgrp());
+        s.new_pgroup = true;
+        stat_ids(s, ids);
+        assert_int_equal(ids[1], ids[0]);
+        assert_int_equal(ids[2], getsid(0));
+        s = SPAWN_SPEC_INIT("/bin/cat", argv);
+        s.new_session = true;
+        stat_ids(s, ids);
+        assert_int_equal(ids[2], ids[0]);
+}
+
+static void test_cwd_and_environment(void **state) {
+        (void) state;
+        char out[256];
+        SpawnSpec s = SPAWN_SPEC_INIT("/bin/pwd", (char *const[]){ (char *) "pwd", NULL });
+        s.cwd = "/tmp";
+        assert_int_equal(run(s, out, sizeof(out)), 0);
+        assert_string_equal(out, "/tmp\n");
+        int dir = open("/usr", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(dir >= 0);
+        s = SPAWN_SPEC_INIT("/bin/pwd", (char *const[]){ (char *) "pwd", NULL });
+        s.cwd_fd = dir;
+        assert_int_equal(run(s, out, sizeof(out)), 0);
+        assert_string_equal(out, "/usr\n");
+        close(dir);
+        s = SPAWN_SPEC_INIT("/usr/bin/env", (char *const[]){ (char *) "env", NULL });
+        s.envp = (char *const[]){ (char *) "ONLY=this", NULL };
+        assert_int_equal(run(s, out, sizeof(out)), 0);
+        assert_string_equal(out, "ONLY=this\n");
+}
+
+static void test_detach(void **state) {
+        (void) state;
+        char path[] = "/tmp/lazaret-spawn-XXXXXX", cmd[256];
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        snprintf(cmd, sizeof(cmd), "echo $PPID > %s.tmp && mv %s.tmp %s", path, path, path);
+        SpawnSpec s = SPAWN_SPEC_INIT("/bin/sh", (char *const[]){ (char *) "sh", (char *) "-c", cmd, NULL });
+        s.detach = true;
+        assert_int_equal(spawn(&s, NULL), 0);
+        /* Not ours: nothing to reap. */
+        assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+        long ppid = 0;
+        for (int i = 0; i < 500 && ppid == 0; i++) {
+                FILE *f = fopen(path, "r");
+                if (f) {
+                        if (fscanf(f, "%ld", &ppid) != 1)
+                                ppid = 0;
+                        fclose(f);
+                }
+                if (ppid == 0)
+                        usleep(10000);
+        }
+        assert_true(ppid > 0);
+        assert_true(ppid != getpid());
+        unlink(path);
+        /* Its failures come back too. */
+        s = SPAWN_SPEC_INIT("/nonexistent/lazaret-program", (char *const[]){ (char *) "x", NULL });
+        s.detach = true;
+        assert_int_equal(spawn(&s, NULL), -ENOENT);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_failure_before_exec_is_the_error),
+                cmocka_unit_test(test_only_listed_descriptors),
+                cmocka_unit_test(test_descriptors_swapped),
+                cmocka_unit_test(test_signals_at_their_defaults),
+                cmocka_unit_test(test_group_and_session),
+                cmocka_unit_test(test_cwd_and_environment),
+                cmocka_unit_test(test_detach),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
