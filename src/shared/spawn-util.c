@@ -108,7 +108,19 @@ _noreturn_ static void child(const SpawnSpec *s, int report) {
                 child_fail(report);
         struct sigaction dfl = { .sa_handler = SIG_DFL };
         for (int sig = 1; sig < _NSIG; sig++)
-                (void) sigaction(sig, &dfl, NULL);
+                if (sigaction(sig, &dfl, NULL) < 0 && errno == EINVAL && sig != SIGKILL && sig != SIGSTOP) {
+                        /* libc keeps its own real-time signals (32, 33) to
+                         * itself, but an ancestor may have ignored one, and
+                         * an ignored signal outlives exec: the kernel's call
+                         * resets it. */
+                        struct {
+                                void *handler;
+                                unsigned long flags;
+                                void *restorer;
+                                uint64_t mask;
+                        } k = { .handler = (void *) SIG_DFL };
+                        (void) syscall(SYS_rt_sigaction, sig, &k, NULL, sizeof(k.mask));
+                }
 
         execve(s->path, s->argv, s->envp ? s->envp : environ);
         child_fail(report);
