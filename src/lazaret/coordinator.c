@@ -34,6 +34,7 @@
 #include "router-run.h"
 #include "state-anchor.h"
 #include "escalation.h"
+#include "participant.h"
 #include "session-anchor.h"
 #include "spawn-util.h"
 #include "runtime-dir.h"
@@ -159,18 +160,19 @@ struct Coordinator {
         Store *store;
         StoreWorker *worker;
         uint64_t generation;
-        uint64_t p_sandbox, p_publication;
-        uint64_t p_escalation; /* a Publication: the escalation socket and certificates */
+        PartStore ps; /* the Domain Store, for the participant driver */
+        Part p_sandbox, p_publication;
+        Part p_escalation; /* a Publication: the escalation socket and certificates */
         char coordinator_id[37];
         char *container_name;
         SandboxInfo sandbox;
         RouterRun router;
-        uint64_t p_router;
+        Part p_router;
         StateAnchor anchor;
         Escalation *esc; /* NULL: [escalation] enabled = false */
         Watch w_esc;
         Sidecar sidecar; /* name NULL: no sidecar (loopback only) */
-        uint64_t p_network;
+        Part p_network;
         NetPolicy net; /* in force: the declared policy and the host's addresses denied */
         char *declared_netpolicy; /* canonical, as the configuration says it (the last Hello's) */
         HostAddrs host; /* the host's addresses last read, and what the declared policy made of them */
@@ -207,21 +209,9 @@ struct Coordinator {
 /* The store copies the JSON it is given; these wrappers take ownership of
  * it, so the objects the coordinator builds for each call with json_pack()
  * are freed (they leaked before). */
-static int own_set_state(Store *st, uint64_t id, ParticipantState state, json_t *own) {
-        int r = store_participant_set_state(st, id, state, own);
-        json_decref(own);
-        return r;
-}
-
 static int own_gen_update(Store *st, uint64_t generation, json_t *fields) {
         int r = store_generation_update(st, generation, fields);
         json_decref(fields);
-        return r;
-}
-
-static int own_part_add(Store *st, uint64_t generation, ParticipantRole role, json_t *own, uint64_t *ret) {
-        int r = store_participant_add(st, generation, role, own, ret);
-        json_decref(own);
         return r;
 }
 
@@ -1602,94 +1592,27 @@ static int read_spec(LaunchSpec *ret, char **ret_text) {
         return r;
 }
 
-/* Remove one participant a dead coordinator left: -EIO when it cannot be. */
-static int recover_participant(Coordinator *co, json_t *p) {
-        uint64_t id = (uint64_t) json_integer_value(json_object_get(p, "participant_id"));
-        const char *role = json_string_value(json_object_get(p, "role"));
-        json_t *own = json_object_get(p, "ownership");
-        log_info("recovering participant %" PRIu64 " (%s, %s)", id, role ? role : "?",
-                 json_string_value(json_object_get(p, "state")) ?: "?");
-        if (role && streq(role, "Sandbox")) {
-                const char *name = json_string_value(json_object_get(own, "container_name"));
-                _cleanup_free_ char *err = NULL;
-                if (name && container_remove(&co->spec, name, &err) < 0) {
-                        log_error("cannot remove the old sandbox %s: %s", name, err ? err : "?");
-                        return -EIO;
-                }
-        } else if (role && streq(role, "StateAnchor")) {
-                /* The overlay, then the layer's file system under it. */
-                ProcessIdentity ov, fs;
-                bool has_ov = process_identity_from_json(json_object_get(own, "daemon"), &ov) >= 0,
-                     has_fs = process_identity_from_json(json_object_get(own, "layer_daemon"), &fs) >= 0;
-                anchor_layer_recover(&co->spec, has_ov ? &ov : NULL,
-                                     json_string_value(json_object_get(own, "merged_path")), has_fs ? &fs : NULL,
-                                     json_string_value(json_object_get(own, "layer_mount")));
-        } else if (role && streq(role, "GitRouting")) {
-                /* A FUSE daemon: kill it (by pid and start time), then
-                 * detach the mount it leaves behind. */
-                ProcessIdentity pi;
-                if (process_identity_from_json(json_object_get(own, "daemon"), &pi) >= 0 && process_identity_alive(&pi))
-                        (void) kill(pi.pid, SIGKILL);
-                const char *mp = json_string_value(json_object_get(own, "mountpoint"));
-                if (mp)
-                        fuse_mount_detach(&co->spec, mp);
-        } else if (role && streq(role, "PreparedLower")) {
-                /* Our lease on the image's mount in the Storage Catalog,
-                 * taken or not (release is idempotent); the last lease
-                 * unmounts it. */
-                const char *image = json_string_value(json_object_get(own, "prepared_artifact_id"));
-                uint64_t gen = (uint64_t) json_integer_value(json_object_get(p, "generation_id"));
-                if (image)
-                        (void) anchor_release_image(&co->spec, image, gen);
-        } else if (role && streq(role, "Network")) {
-                const char *name = json_string_value(json_object_get(own, "container_name"));
-                _cleanup_free_ char *err = NULL;
-                if (name && container_remove(&co->spec, name, &err) < 0) {
-                        log_error("cannot remove the old network sidecar %s: %s", name, err ? err : "?");
-                        return -EIO;
-                }
-        } else if (role && streq(role, "Publication")) {
-                const char *path = json_string_value(json_object_get(own, "socket_path"));
-                if (path)
-                        (void) unlink(path);
-                const char *state_dir = json_string_value(json_object_get(own, "escalation_state_dir")),
-                           *socket_dir = json_string_value(json_object_get(own, "escalation_socket_dir"));
-                if (state_dir || socket_dir)
-                        escalation_remove(state_dir, socket_dir);
-        }
-        (void) own_set_state(co->store, id, PARTICIPANT_RELEASE_INTENT, NULL);
-        int r = own_set_state(co->store, id, PARTICIPANT_CLEAN, NULL);
-        if (r < 0)
-                log_warning("store: participant %" PRIu64 " -> Clean: %s", id, strerror(-r));
-        return 0;
-}
+/* The participants of a Domain (issue 17): each kind's acquire and release
+ * are below; recovery, teardown and a failed start all go through the
+ * participant driver with this table. Recovery's passes: the sandbox and
+ * the sockets first (pass 0), then what the sandbox used (its network
+ * namespace's sidecar, the router, the layers: 1), then the image mount
+ * under the layers (2); a teardown ends them in the same order. */
+static const PartKind kind_sandbox, kind_publication, kind_escalation, kind_network, kind_router, kind_lower,
+        kind_layer;
+static const PartKind *const all_kinds[] = { &kind_sandbox, &kind_publication, &kind_network,
+                                             &kind_router,  &kind_lower,       &kind_layer };
 
 /* Remove what a dead coordinator of this Domain left behind (decision 12).
  * Returns how many parts it removed. */
 static int recover(Coordinator *co) {
-        int removed = 0;
+        int removed = part_recover(&co->ps, all_kinds, ELEMENTSOF(all_kinds), co);
+        if (removed < 0)
+                return removed;
         json_t *list = NULL;
-        int r = store_list_unclean(co->store, &list);
-        if (r < 0)
-                return r;
         size_t i;
         json_t *p;
-        /* Image mounts last: the overlays above them go first. */
-        for (int pass = 0; pass < 2; pass++)
-                json_array_foreach(list, i, p) {
-                        const char *role = json_string_value(json_object_get(p, "role"));
-                        if ((pass == 1) != (role && streq(role, "PreparedLower")))
-                                continue;
-                        if (recover_participant(co, p) < 0) {
-                                json_decref(list);
-                                return -EIO;
-                        }
-                        removed++;
-                }
-        json_decref(list);
-
-        list = NULL;
-        r = store_list_unclean_terminals(co->store, &list);
+        int r = store_list_unclean_terminals(co->store, &list);
         if (r < 0)
                 return r;
         json_array_foreach(list, i, p) {
@@ -1769,18 +1692,8 @@ static void teardown(Coordinator *co) {
                 co->listen_fd = close_watched(co, co->listen_fd);
                 (void) unlink(co->spec.socket_path);
         }
-        if (co->p_publication) {
-                (void) own_set_state(co->store, co->p_publication, PARTICIPANT_RELEASE_INTENT, NULL);
-                (void) own_set_state(co->store, co->p_publication, PARTICIPANT_CLEAN, NULL);
-        }
-        if (co->p_sandbox) {
-                _cleanup_free_ char *err = NULL;
-                (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
-                if (container_remove(&co->spec, co->container_name, &err) < 0)
-                        log_error("cannot remove the sandbox %s: %s", co->container_name, err ? err : "?");
-                else
-                        (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
-        }
+        (void) part_end(&co->ps, &co->p_publication, co, co);
+        (void) part_end(&co->ps, &co->p_sandbox, co, co);
         stop_disk_watch(co);
         stop_escalation(co);
         stop_network(co);
@@ -2011,42 +1924,62 @@ static void serve(Coordinator *co) {
 }
 
 /* The git router is a Participant: recorded before it starts, Committed
- * with its process and mount identity, Clean once it is gone. */
-static int start_router(Coordinator *co, const char *worktree_path, char **ret_error) {
-        const char *wt = worktree_path ? strrchr(worktree_path, '/') : NULL;
+ * with its process and mount identity, Clean once it is gone. obj: the
+ * RouterRun. */
+static int router_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
+        Coordinator *co = ctx;
+        RouterRun *rr = obj;
+        (void) intent;
+        const char *wt = co->worktree ? strrchr(co->worktree, '/') : NULL;
+        int r = router_start(&co->spec, wt ? wt + 1 : NULL, rr, ret_error);
+        if (r < 0)
+                return r;
+        *ret_commit = json_pack("{s:o, s:{s:i}}", "daemon", process_identity_to_json(&rr->ident), "mount", "mount_id",
+                                rr->mount_id);
+        log_info("%s router %d serving %s on %s", co->spec.branch ? "git" : "workspace", (int) rr->pid,
+                 co->spec.branch ? co->spec.git_dir : co->spec.workspace, rr->mountpoint);
+        return 0;
+}
+
+static int router_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
+        Coordinator *co = ctx;
+        (void) generation;
+        if (obj) {
+                router_stop(&co->spec, obj);
+                router_run_done(obj);
+                return 0;
+        }
+        /* A dead coordinator's: kill it (by pid and start time), then
+         * detach the mount it leaves behind. */
+        ProcessIdentity pi;
+        if (process_identity_from_json(json_object_get(own, "daemon"), &pi) >= 0 && process_identity_alive(&pi))
+                (void) kill(pi.pid, SIGKILL);
+        const char *mp = json_string_value(json_object_get(own, "mountpoint"));
+        if (mp)
+                fuse_mount_detach(&co->spec, mp);
+        return 0;
+}
+
+static const PartKind kind_router = {
+        .role = ROLE_GIT_ROUTING,
+        .recover_pass = 1, /* after the sandbox that has it mounted */
+        .acquire = router_acquire,
+        .release = router_release,
+};
+
+static int start_router(Coordinator *co, char **ret_error) {
         _cleanup_free_ char *mnt = path_join(co->spec.domain_dir, "git-mnt"),
                             *iso = path_join(co->spec.domain_dir, "git-isolated");
         if (!mnt || !iso)
                 return -ENOMEM;
-        int r = own_part_add(co->store, co->generation, ROLE_GIT_ROUTING,
-                             json_pack("{s:s, s:s, s:s}", "mountpoint", mnt, "host_root",
-                                       co->spec.branch ? co->spec.git_dir : co->spec.workspace, "isolated_root", iso),
-                             &co->p_router);
-        if (r < 0)
-                return r;
-        r = router_start(&co->spec, wt ? wt + 1 : NULL, &co->router, ret_error);
-        if (r < 0) {
-                (void) own_set_state(co->store, co->p_router, PARTICIPANT_RELEASE_INTENT, NULL);
-                (void) own_set_state(co->store, co->p_router, PARTICIPANT_CLEAN, NULL);
-                co->p_router = 0;
-                return r;
-        }
-        (void) own_set_state(co->store, co->p_router, PARTICIPANT_COMMITTED,
-                             json_pack("{s:o, s:{s:i}}", "daemon", process_identity_to_json(&co->router.ident), "mount",
-                                       "mount_id", co->router.mount_id));
-        log_info("%s router %d serving %s on %s", co->spec.branch ? "git" : "workspace", (int) co->router.pid,
-                 co->spec.branch ? co->spec.git_dir : co->spec.workspace, co->router.mountpoint);
-        return 0;
+        return part_begin(&co->ps, co->generation, &kind_router,
+                          json_pack("{s:s, s:s, s:s}", "mountpoint", mnt, "host_root",
+                                    co->spec.branch ? co->spec.git_dir : co->spec.workspace, "isolated_root", iso),
+                          co, &co->router, &co->p_router, ret_error);
 }
 
 static void stop_router(Coordinator *co) {
-        if (!co->p_router)
-                return;
-        (void) own_set_state(co->store, co->p_router, PARTICIPANT_RELEASE_INTENT, NULL);
-        router_stop(&co->spec, &co->router);
-        (void) own_set_state(co->store, co->p_router, PARTICIPANT_CLEAN, NULL);
-        co->p_router = 0;
-        router_run_done(&co->router);
+        (void) part_end(&co->ps, &co->p_router, co, &co->router);
 }
 
 /* ---- host escalation ------------------------------------------------------ */
@@ -2101,40 +2034,74 @@ static int esc_audit(void *userdata, json_t *record) {
         return store_audit_append(co->store, record, NULL);
 }
 
-static void stop_escalation(Coordinator *co) {
-        co->esc = escalation_free(co->esc);
-        if (co->p_escalation) {
-                (void) own_set_state(co->store, co->p_escalation, PARTICIPANT_RELEASE_INTENT, NULL);
-                (void) own_set_state(co->store, co->p_escalation, PARTICIPANT_CLEAN, NULL);
-                co->p_escalation = 0;
+/* Publications: the control socket (obj: the coordinator, live) and the
+ * escalation socket and certificates (obj: the coordinator, whose
+ * Escalation goes). Release works from either ownership. */
+static int publication_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
+        Coordinator *co = ctx;
+        (void) generation;
+        const char *sock = json_string_value(json_object_get(own, "socket_path"));
+        if (sock)
+                (void) unlink(sock);
+        const char *state_dir = json_string_value(json_object_get(own, "escalation_state_dir")),
+                   *socket_dir = json_string_value(json_object_get(own, "escalation_socket_dir"));
+        if (state_dir || socket_dir) {
+                if (obj)
+                        co->esc = escalation_free(co->esc);
+                escalation_remove(state_dir, socket_dir);
         }
+        return 0;
 }
 
-static int start_escalation(Coordinator *co, const char *workspace, char **ret_error) {
-        if (!co->spec.escalation_enabled)
-                return 0;
+static int socket_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
+        (void) obj;
+        (void) intent;
+        (void) ret_commit;
+        (void) ret_error;
+        return bind_socket(ctx);
+}
+
+static int escalation_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
+        Coordinator *co = ctx;
+        (void) obj;
+        (void) intent;
+        (void) ret_commit;
         char sandbox_id[128];
         snprintf(sandbox_id, sizeof(sandbox_id), "%s-g%" PRIu64, co->container_name, co->generation);
-        /* On record before anything is made: a successor removes what a
-         * killed coordinator leaves (recover_participant). */
-        _cleanup_free_ char *state_dir = NULL, *socket_dir = NULL;
-        int r = escalation_paths(&co->spec, &state_dir, &socket_dir);
-        if (r >= 0)
-                r = own_part_add(
-                        co->store, co->generation, ROLE_PUBLICATION,
-                        json_pack("{s:s, s:s}", "escalation_state_dir", state_dir, "escalation_socket_dir", socket_dir),
-                        &co->p_escalation);
-        if (r < 0)
-                return r;
         EscalationHost host = { esc_session, esc_audit, esc_prompt, esc_prompt_done, co };
-        r = escalation_new(&co->spec, sandbox_id, workspace, &host, &co->esc, ret_error);
-        if (r < 0) {
-                stop_escalation(co); /* escalation_new removed what it made */
-                return r;
-        }
-        (void) own_set_state(co->store, co->p_escalation, PARTICIPANT_COMMITTED, NULL);
+        int r = escalation_new(&co->spec, sandbox_id, co->worktree ? co->worktree : co->spec.workspace, &host, &co->esc,
+                               ret_error);
+        if (r < 0)
+                return r; /* escalation_new removed what it made */
         log_info("escalation socket %s/escalate.sock (sandbox %s)", escalation_socket_dir(co->esc), sandbox_id);
         return 0;
+}
+
+static const PartKind kind_publication = { .role = ROLE_PUBLICATION,
+                                           .acquire = socket_acquire,
+                                           .release = publication_release };
+static const PartKind kind_escalation = { .role = ROLE_PUBLICATION,
+                                          .acquire = escalation_acquire,
+                                          .release = publication_release };
+
+static void stop_escalation(Coordinator *co) {
+        (void) part_end(&co->ps, &co->p_escalation, co, co);
+        co->esc = escalation_free(co->esc);
+}
+
+static int start_escalation(Coordinator *co, char **ret_error) {
+        if (!co->spec.escalation_enabled)
+                return 0;
+        /* On record before anything is made: a successor removes what a
+         * killed coordinator leaves. */
+        _cleanup_free_ char *state_dir = NULL, *socket_dir = NULL;
+        int r = escalation_paths(&co->spec, &state_dir, &socket_dir);
+        if (r < 0)
+                return r;
+        return part_begin(
+                &co->ps, co->generation, &kind_escalation,
+                json_pack("{s:s, s:s}", "escalation_state_dir", state_dir, "escalation_socket_dir", socket_dir), co, co,
+                &co->p_escalation, ret_error);
 }
 
 /* The State Anchor (spec §4.3.3): the image's mount is a PreparedLower
@@ -2142,23 +2109,93 @@ static int start_escalation(Coordinator *co, const char *workspace, char **ret_e
  * overlay a StateAnchor participant (Intent with its directories, Committed
  * with the daemon and the mount). Layers start after the image mount and
  * stop before it goes. */
+/* obj: the StateAnchor. */
+static int lower_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
+        Coordinator *co = ctx;
+        StateAnchor *a = obj;
+        (void) intent;
+        int r = anchor_lease_image(&co->spec, a, co->generation, ret_error);
+        if (r < 0)
+                return r;
+        *ret_commit = json_pack("{s:s, s:s}", "lease_state", "Held", "path", a->image_mount);
+        return 0;
+}
+
+/* Our lease on the image's mount in the Storage Catalog, taken or not
+ * (release is idempotent); the last lease unmounts it. */
+static int lower_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
+        Coordinator *co = ctx;
+        const char *image = json_string_value(json_object_get(own, "prepared_artifact_id"));
+        if (image)
+                (void) anchor_release_image(&co->spec, image, generation);
+        if (obj) {
+                StateAnchor *a = obj;
+                a->image_mount = mfree(a->image_mount);
+        }
+        return 0;
+}
+
+/* obj: the AnchorLayer. */
+static int layer_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
+        Coordinator *co = ctx;
+        AnchorLayer *l = obj;
+        (void) intent;
+        int r = anchor_layer_start(&co->spec, &co->anchor, l, ret_error);
+        if (r < 0)
+                return r;
+        *ret_commit = json_pack("{s:o, s:{s:i}, s:s, s:o, s:I}", "daemon", process_identity_to_json(&l->ident), "mount",
+                                "mount_id", l->mount_id, "lower_path", l->lower, "layer_daemon",
+                                process_identity_to_json(&l->fs_ident), "layer_size_mib", (json_int_t) l->fs_size_mib);
+        r = anchor_record_image(&co->spec, &co->anchor, l);
+        if (r > 0)
+                log_info("the image under %s changed: its new copy is the lower layer now, the changes in %s "
+                         "are kept",
+                         l->dir, l->changes);
+        else if (r < 0)
+                log_warning("cannot record the image of %s: %s", l->dir, strerror(-r));
+        log_info("persistent %s: fuse-overlayfs %d on %s (lower %s), changes in %s (fuse2fs %d, %" PRIu64 " MiB)",
+                 l->dir, (int) l->pid, l->merged, l->lower, l->image, (int) l->fs_pid, l->fs_size_mib);
+        return 0;
+}
+
+/* The overlay, then the layer's file system under it. */
+static int layer_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
+        Coordinator *co = ctx;
+        (void) generation;
+        if (obj) {
+                anchor_layer_stop(&co->spec, obj);
+                return 0;
+        }
+        ProcessIdentity ov, fs;
+        bool has_ov = process_identity_from_json(json_object_get(own, "daemon"), &ov) >= 0,
+             has_fs = process_identity_from_json(json_object_get(own, "layer_daemon"), &fs) >= 0;
+        anchor_layer_recover(&co->spec, has_ov ? &ov : NULL, json_string_value(json_object_get(own, "merged_path")),
+                             has_fs ? &fs : NULL, json_string_value(json_object_get(own, "layer_mount")));
+        return 0;
+}
+
+static const PartKind kind_lower = { .role = ROLE_PREPARED_LOWER,
+                                     .recover_pass = 2, /* after the overlays above it */
+                                     .acquire = lower_acquire,
+                                     .release = lower_release };
+static const PartKind kind_layer = {
+        .role = ROLE_STATE_ANCHOR,
+        .recover_pass = 1, /* after the sandbox that has it mounted */
+        .acquire = layer_acquire,
+        .release = layer_release,
+};
+
+/* The State Anchor (spec §4.3.3): the image's mount is a PreparedLower
+ * participant (Intent with the image id, Committed with its path), each
+ * overlay a StateAnchor participant (Intent with its directories, Committed
+ * with the daemons and the mount). Layers start after the image mount and
+ * stop before it goes. */
 static void stop_anchor(Coordinator *co) {
         for (size_t i = co->anchor.n_layers; i > 0; i--) {
                 AnchorLayer *l = &co->anchor.layers[i - 1];
-                if (!l->participant)
-                        continue;
-                (void) own_set_state(co->store, l->participant, PARTICIPANT_RELEASE_INTENT, NULL);
-                anchor_layer_stop(&co->spec, l);
-                (void) own_set_state(co->store, l->participant, PARTICIPANT_CLEAN, NULL);
-                l->participant = 0;
+                (void) part_end(&co->ps, &l->participant, co, l);
         }
-        if (co->anchor.p_lower) {
-                (void) own_set_state(co->store, co->anchor.p_lower, PARTICIPANT_RELEASE_INTENT, NULL);
-                (void) anchor_release_image(&co->spec, co->anchor.image_id, co->generation);
-                co->anchor.image_mount = mfree(co->anchor.image_mount);
-                (void) own_set_state(co->store, co->anchor.p_lower, PARTICIPANT_CLEAN, NULL);
-                co->anchor.p_lower = 0;
-        }
+        (void) part_end(&co->ps, &co->anchor.p_lower, co, &co->anchor);
 }
 
 static int start_anchor(Coordinator *co, char **ret_error) {
@@ -2172,21 +2209,12 @@ static int start_anchor(Coordinator *co, char **ret_error) {
         r = anchor_resolve_image(&co->spec, a, ret_error);
         if (r < 0)
                 return r;
-        r = own_part_add(co->store, co->generation, ROLE_PREPARED_LOWER,
-                         json_pack("{s:s, s:s, s:s, s:n}", "prepared_artifact_id", a->image_id, "source_identity",
-                                   co->spec.image, "lease_state", "Acquiring", "path"),
-                         &a->p_lower);
+        r = part_begin(&co->ps, co->generation, &kind_lower,
+                       json_pack("{s:s, s:s, s:s, s:n}", "prepared_artifact_id", a->image_id, "source_identity",
+                                 co->spec.image, "lease_state", "Acquiring", "path"),
+                       co, a, &a->p_lower, ret_error);
         if (r < 0)
                 return r;
-        r = anchor_lease_image(&co->spec, a, co->generation, ret_error);
-        if (r < 0) {
-                (void) own_set_state(co->store, a->p_lower, PARTICIPANT_RELEASE_INTENT, NULL);
-                (void) own_set_state(co->store, a->p_lower, PARTICIPANT_CLEAN, NULL);
-                a->p_lower = 0;
-                return r;
-        }
-        (void) own_set_state(co->store, a->p_lower, PARTICIPANT_COMMITTED,
-                             json_pack("{s:s, s:s}", "lease_state", "Held", "path", a->image_mount));
         /* Changes from before the layers' images are copied in once. */
         bool moving = false;
         for (size_t i = 0; i < a->n_layers; i++) {
@@ -2198,43 +2226,62 @@ static int start_anchor(Coordinator *co, char **ret_error) {
                 status_wait(co, 600, "moving the persistent directories' changes into their images");
         for (size_t i = 0; i < a->n_layers; i++) {
                 AnchorLayer *l = &a->layers[i];
-                r = own_part_add(co->store, co->generation, ROLE_STATE_ANCHOR,
-                                 json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:n, s:n, s:n}", "dir", l->dir,
-                                           "lower_artifact_id", a->image_id, "layer_image", l->image, "layer_mount",
-                                           l->fs_mnt, "upper_path", l->changes, "work_path", l->work, "merged_path",
-                                           l->merged, "daemon", "mount", "layer_daemon"),
-                                 &l->participant);
+                r = part_begin(&co->ps, co->generation, &kind_layer,
+                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:n, s:n, s:n}", "dir", l->dir,
+                                         "lower_artifact_id", a->image_id, "layer_image", l->image, "layer_mount",
+                                         l->fs_mnt, "upper_path", l->changes, "work_path", l->work, "merged_path",
+                                         l->merged, "daemon", "mount", "layer_daemon"),
+                               co, l, &l->participant, ret_error);
                 if (r < 0)
-                        return r;
-                r = anchor_layer_start(&co->spec, a, l, ret_error);
-                if (r < 0)
-                        return r; /* start_failed() releases the participants */
-                (void) own_set_state(co->store, l->participant, PARTICIPANT_COMMITTED,
-                                     json_pack("{s:o, s:{s:i}, s:s, s:o, s:I}", "daemon",
-                                               process_identity_to_json(&l->ident), "mount", "mount_id", l->mount_id,
-                                               "lower_path", l->lower, "layer_daemon",
-                                               process_identity_to_json(&l->fs_ident), "layer_size_mib",
-                                               (json_int_t) l->fs_size_mib));
-                r = anchor_record_image(&co->spec, a, l);
-                if (r > 0)
-                        log_info("the image under %s changed: its new copy is the lower layer now, the changes in %s "
-                                 "are kept",
-                                 l->dir, l->changes);
-                else if (r < 0)
-                        log_warning("cannot record the image of %s: %s", l->dir, strerror(-r));
-                log_info("persistent %s: fuse-overlayfs %d on %s (lower %s), changes in %s (fuse2fs %d, %" PRIu64
-                         " MiB)",
-                         l->dir, (int) l->pid, l->merged, l->lower, l->image, (int) l->fs_pid, l->fs_size_mib);
+                        return r; /* start_failed() ends the others */
         }
         if (moving)
                 status_wait(co, 10, "starting the sandbox");
         return 0;
 }
 
-/* The Network Sidecar is a Participant: Intent before the container
- * exists, Prepared once netd attested the routes, Committed with the Network
- * Readiness Evidence once the probes agree (decision 7, FR-3). */
 static void stop_network(Coordinator *co);
+
+/* The network sidecar: acquired is attested (Prepared); the probes'
+ * evidence commits it (prove_network). obj: the coordinator, live. */
+static int network_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
+        Coordinator *co = ctx;
+        (void) obj;
+        (void) intent;
+        int r = sidecar_start(&co->spec, &co->sidecar, ret_error);
+        if (r < 0)
+                return r;
+        ProcessIdentity conmon = {};
+        (void) process_identity_of(co->sidecar.conmon_pid, &conmon);
+        *ret_commit = json_pack("{s:s, s:O?, s:o}", "container_id", co->sidecar.id, "namespace",
+                                json_object_get(co->sidecar.attestation, "enforcement_namespace"), "runtime_supervisor",
+                                process_identity_to_json(&conmon));
+        return 0;
+}
+
+static int network_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
+        Coordinator *co = ctx;
+        (void) generation;
+        if (obj && co->sidecar_fd >= 0)
+                co->sidecar_fd = close_watched(co, co->sidecar_fd);
+        const char *name = json_string_value(json_object_get(own, "container_name"));
+        _cleanup_free_ char *err = NULL;
+        if (name && container_remove(&co->spec, name, &err) < 0) {
+                log_error("cannot remove the network sidecar %s: %s", name, err ? err : "?");
+                return -EIO;
+        }
+        if (obj)
+                sidecar_done(&co->sidecar);
+        return 0;
+}
+
+static const PartKind kind_network = {
+        .role = ROLE_NETWORK,
+        .recover_pass = 1, /* after the sandbox in its namespace */
+        .acquire_prepares = true,
+        .acquire = network_acquire,
+        .release = network_release,
+};
 
 static int start_network(Coordinator *co, char **ret_error) {
         _cleanup_(netpolicy_done) NetPolicy np = {};
@@ -2266,20 +2313,13 @@ static int start_network(Coordinator *co, char **ret_error) {
         if (r < 0)
                 return r;
         for (int attempt = 0;; attempt++) {
-                r = own_part_add(co->store, co->generation, ROLE_NETWORK,
-                                 json_pack("{s:s, s:s}", "container_name", name, "derived_policy_digest",
-                                           co->spec.netpolicy_digest),
-                                 &co->p_network);
+                log_debug("starting the network sidecar (+%" PRIu64 " ms)", (now_usec() - co->started_usec) / 1000);
+                r = part_begin(&co->ps, co->generation, &kind_network,
+                               json_pack("{s:s, s:s}", "container_name", name, "derived_policy_digest",
+                                         co->spec.netpolicy_digest),
+                               co, co, &co->p_network, ret_error);
                 if (r < 0)
                         return r;
-                log_debug("starting the network sidecar (+%" PRIu64 " ms)", (now_usec() - co->started_usec) / 1000);
-                r = sidecar_start(&co->spec, &co->sidecar, ret_error);
-                if (r < 0) {
-                        (void) own_set_state(co->store, co->p_network, PARTICIPANT_RELEASE_INTENT, NULL);
-                        (void) own_set_state(co->store, co->p_network, PARTICIPANT_CLEAN, NULL);
-                        co->p_network = 0;
-                        return r;
-                }
                 /* Podman may have given the host an address just now
                  * (rootful: its bridge, made with the first container on
                  * it). Read them again; one the policy permits means the
@@ -2322,12 +2362,6 @@ static int start_network(Coordinator *co, char **ret_error) {
                 if (r < 0)
                         return r;
         }
-        ProcessIdentity conmon = {};
-        (void) process_identity_of(co->sidecar.conmon_pid, &conmon);
-        (void) own_set_state(co->store, co->p_network, PARTICIPANT_PREPARED,
-                             json_pack("{s:s, s:O?, s:o}", "container_id", co->sidecar.id, "namespace",
-                                       json_object_get(co->sidecar.attestation, "enforcement_namespace"),
-                                       "runtime_supervisor", process_identity_to_json(&conmon)));
         (void) own_gen_update(co->store, co->generation, json_pack("{s:s}", "network_sidecar_id", co->sidecar.id));
         co->sidecar_fd = (int) syscall(SYS_pidfd_open, co->sidecar.conmon_pid, 0);
         log_info("network sidecar %s attested policy %.12s (+%" PRIu64 " ms)", co->sidecar.name,
@@ -2375,9 +2409,7 @@ static int prove_network(Coordinator *co, char **ret_error) {
                           fp, "attestation", attestation, "probe", probe, "accepted", r >= 0);
         if (r < 0) {
                 /* Kept for the record on the participant being released. */
-                json_t *own = json_pack("{s:o*}", "rejected_evidence", evidence);
-                (void) store_participant_update(co->store, co->p_network, own);
-                json_decref(own);
+                (void) part_update(&co->ps, &co->p_network, -1, json_pack("{s:o*}", "rejected_evidence", evidence));
                 return r;
         }
         json_t *own = json_pack("{s:s, s:s, s:O?, s:o, s:o*}", "derived_policy_digest", co->spec.netpolicy_digest,
@@ -2385,9 +2417,10 @@ static int prove_network(Coordinator *co, char **ret_error) {
                                 process_identity_to_json(&conmon), "readiness_evidence", evidence);
         /* The first proof commits the participant; an update's proof
          * replaces the evidence. */
-        if (store_participant_set_state(co->store, co->p_network, PARTICIPANT_COMMITTED, own) == -EINVAL)
-                (void) store_participant_update(co->store, co->p_network, own);
-        json_decref(own);
+        if (part_update(&co->ps, &co->p_network, PARTICIPANT_COMMITTED, json_incref(own)) == -EINVAL)
+                (void) part_update(&co->ps, &co->p_network, -1, own);
+        else
+                json_decref(own);
         memcpy(co->readiness_fingerprint, fp, sizeof(fp));
         log_info("network readiness proved (fingerprint %.12s, +%" PRIu64 " ms)", fp,
                  (now_usec() - co->started_usec) / 1000);
@@ -2395,19 +2428,7 @@ static int prove_network(Coordinator *co, char **ret_error) {
 }
 
 static void stop_network(Coordinator *co) {
-        if (!co->p_network)
-                return;
-        _cleanup_free_ char *err = NULL;
-        (void) own_set_state(co->store, co->p_network, PARTICIPANT_RELEASE_INTENT, NULL);
-        if (co->sidecar_fd >= 0)
-                co->sidecar_fd = close_watched(co, co->sidecar_fd);
-        _cleanup_free_ char *name = NULL;
-        if (sidecar_name(&co->spec, &name) >= 0 && container_remove(&co->spec, name, &err) < 0)
-                log_error("cannot remove the network sidecar %s: %s", name, err ? err : "?");
-        else
-                (void) own_set_state(co->store, co->p_network, PARTICIPANT_CLEAN, NULL);
-        co->p_network = 0;
-        sidecar_done(&co->sidecar);
+        (void) part_end(&co->ps, &co->p_network, co, co);
 }
 
 /* The start failed after the generation was recorded: release what was
@@ -2491,14 +2512,48 @@ static void stop_disk_watch(Coordinator *co) {
         diskwatch_stop(&co->disk);
 }
 
+/* The sandbox's container: removed by name (Podman's --ignore makes that
+ * idempotent). */
+static int sandbox_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
+        Coordinator *co = ctx;
+        (void) obj;
+        (void) intent;
+        int r = sandbox_start(&co->spec, co->generation, co->worktree ? co->worktree : co->spec.workspace,
+                              co->router.pid > 0 ? co->router.mountpoint : NULL, co->terminfo_dir, co->sidecar.name,
+                              co->anchor.n_layers ? &co->anchor : NULL, co->esc ? escalation_certs_dir(co->esc) : NULL,
+                              co->esc ? escalation_socket_dir(co->esc) : NULL, &co->sandbox, ret_error);
+        if (r < 0)
+                return r;
+        ProcessIdentity conmon = {};
+        (void) process_identity_of(co->sandbox.conmon_pid, &conmon);
+        *ret_commit = json_pack("{s:s, s:s, s:o}", "container_id", co->sandbox.id, "runtime_root",
+                                co->sandbox.runsc_root, "runtime_supervisor", process_identity_to_json(&conmon));
+        return 0;
+}
+
+static int sandbox_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
+        Coordinator *co = ctx;
+        (void) obj;
+        (void) generation;
+        const char *name = json_string_value(json_object_get(own, "container_name"));
+        _cleanup_free_ char *err = NULL;
+        if (name && container_remove(&co->spec, name, &err) < 0) {
+                log_error("cannot remove the sandbox %s: %s", name, err ? err : "?");
+                return -EIO;
+        }
+        return 0;
+}
+
+static const PartKind kind_sandbox = { .role = ROLE_SANDBOX, .acquire = sandbox_acquire, .release = sandbox_release };
+
 static int start_failed(Coordinator *co) {
+        (void) part_end(&co->ps, &co->p_publication, co, co);
+        (void) part_end(&co->ps, &co->p_sandbox, co, co);
         stop_disk_watch(co);
         stop_escalation(co);
         stop_network(co);
         stop_anchor(co);
         stop_router(co);
-        (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_RELEASE_INTENT, NULL);
-        (void) own_set_state(co->store, co->p_sandbox, PARTICIPANT_CLEAN, NULL);
         (void) own_gen_update(co->store, co->generation, json_pack("{s:s}", "durable_decision", "Failed"));
         release(co);
         return 1;
@@ -2595,6 +2650,8 @@ int coordinator_watchdog_main(bool now) {
                             .profile_name = co.spec.profile,
                             .canonical_workspace = co.spec.workspace };
         r = store_open(co.spec.domain_dir, &dom, now ? STORE_WAIT_USEC : WATCHDOG_STORE_WAIT_USEC, &co.store);
+        if (r >= 0)
+                co.ps = part_store_of(co.store);
         if (r == -EBUSY && now) {
                 log_info("lazaret stop: a coordinator holds the domain store (starting or stopping)");
                 release(&co);
@@ -2677,6 +2734,8 @@ int coordinator_main(void) {
                             .profile_name = co.spec.profile,
                             .canonical_workspace = co.spec.workspace };
         r = store_open(co.spec.domain_dir, &dom, STORE_WAIT_USEC, &co.store);
+        if (r >= 0)
+                co.ps = part_store_of(co.store);
         if (r < 0) {
                 status_report(&co, "error: cannot open the domain store in %s: %s%s", co.spec.domain_dir, strerror(-r),
                               r == -EBUSY ? " (another coordinator of this domain is still shutting down)" : "");
@@ -2695,11 +2754,6 @@ int coordinator_main(void) {
                                     "coordinator_id", co.coordinator_id, "network_sidecar_id", "sandbox_id",
                                     "durable_decision", "Starting"),
                           &co.generation);
-        if (r >= 0)
-                r = own_part_add(co.store, co.generation, ROLE_SANDBOX,
-                                 json_pack("{s:s, s:n, s:o}", "container_name", co.container_name, "container_id",
-                                           "host_coordinator", self_identity()),
-                                 &co.p_sandbox);
         if (r < 0) {
                 status_report(&co, "error: cannot record the new generation: %s", strerror(-r));
                 release(&co);
@@ -2728,7 +2782,7 @@ int coordinator_main(void) {
          * whole working tree through the router (protected host-run files,
          * masked secrets, and .git under the same policy). */
         if (co.spec.git_dir || !co.spec.branch) {
-                r = start_router(&co, worktree, &err);
+                r = start_router(&co, &err);
                 if (r < 0) {
                         status_report(&co, "error: cannot guard the %s: %s",
                                       co.spec.branch ? "repository's .git" : "workspace", err ? err : strerror(-r));
@@ -2764,15 +2818,16 @@ int coordinator_main(void) {
                         return start_failed(&co);
                 }
         }
-        r = start_escalation(&co, worktree ? worktree : co.spec.workspace, &err);
+        r = start_escalation(&co, &err);
         if (r < 0) {
                 status_report(&co, "error: cannot open the escalation socket: %s", err ? err : strerror(-r));
                 return start_failed(&co);
         }
-        r = sandbox_start(&co.spec, co.generation, worktree ? worktree : co.spec.workspace,
-                          co.router.pid > 0 ? co.router.mountpoint : NULL, co.terminfo_dir, co.sidecar.name,
-                          co.anchor.n_layers ? &co.anchor : NULL, co.esc ? escalation_certs_dir(co.esc) : NULL,
-                          co.esc ? escalation_socket_dir(co.esc) : NULL, &co.sandbox, &err);
+        err = mfree(err);
+        r = part_begin(&co.ps, co.generation, &kind_sandbox,
+                       json_pack("{s:s, s:n, s:o}", "container_name", co.container_name, "container_id",
+                                 "host_coordinator", self_identity()),
+                       &co, &co, &co.p_sandbox, &err);
         if (r < 0) {
                 status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image,
                               err ? err : strerror(-r));
@@ -2781,17 +2836,10 @@ int coordinator_main(void) {
         if (co.spec.runsc_network == RUNSC_NETWORK_SANDBOX) {
                 r = prove_network(&co, &err);
                 if (r < 0) {
-                        _cleanup_free_ char *ignored = NULL;
                         status_report(&co, "error: %s", err ? err : strerror(-r));
-                        (void) container_remove(&co.spec, co.container_name, &ignored);
-                        return start_failed(&co);
+                        return start_failed(&co); /* it removes the sandbox */
                 }
         }
-        ProcessIdentity conmon = {};
-        (void) process_identity_of(co.sandbox.conmon_pid, &conmon);
-        (void) own_set_state(co.store, co.p_sandbox, PARTICIPANT_COMMITTED,
-                             json_pack("{s:s, s:s, s:o}", "container_id", co.sandbox.id, "runtime_root",
-                                       co.sandbox.runsc_root, "runtime_supervisor", process_identity_to_json(&conmon)));
         (void) own_gen_update(co.store, co.generation, json_pack("{s:s}", "sandbox_id", co.sandbox.id));
 
         sigset_t mask;
@@ -2808,11 +2856,9 @@ int coordinator_main(void) {
         if (r >= 0)
                 r = store_worker_new(co.store, &co.worker);
         if (r >= 0)
-                r = own_part_add(co.store, co.generation, ROLE_PUBLICATION,
-                                 json_pack("{s:s, s:n}", "socket_path", co.spec.socket_path, "identity_path"),
-                                 &co.p_publication);
-        if (r >= 0)
-                r = bind_socket(&co);
+                r = part_begin(&co.ps, co.generation, &kind_publication,
+                               json_pack("{s:s, s:n}", "socket_path", co.spec.socket_path, "identity_path"), &co, &co,
+                               &co.p_publication, NULL);
         if (r >= 0) {
                 co.w_listen = (Watch){ WATCH_LISTEN, &co };
                 co.w_signal = (Watch){ WATCH_SIGNAL, &co };
@@ -2869,7 +2915,6 @@ int coordinator_main(void) {
                 release(&co);
                 return 1;
         }
-        (void) own_set_state(co.store, co.p_publication, PARTICIPANT_COMMITTED, NULL);
         (void) own_gen_update(co.store, co.generation, json_pack("{s:s}", "durable_decision", "Running"));
         log_info("sandbox %s running (generation %" PRIu64 ", +%" PRIu64 " ms), listening on %s", co.container_name,
                  co.generation, (now_usec() - co.started_usec) / 1000, co.spec.socket_path);

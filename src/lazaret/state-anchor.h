@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "launch.h"
+#include "participant.h"
 #include "store.h"
 
 typedef struct AnchorLayer {
@@ -34,14 +35,14 @@ typedef struct AnchorLayer {
         int fs_mount_id;
         uint64_t fs_size_mib; /* what the image holds, once it is mounted */
         bool discard_image; /* made for a move that failed: removed on failure */
-        uint64_t participant;
+        Part participant;
 } AnchorLayer;
 
 /* The image mount all layers share, and the layers. */
 typedef struct StateAnchor {
         char *image_id;
         char *image_mount; /* NULL until mounted */
-        uint64_t p_lower; /* the PreparedLower participant */
+        Part p_lower; /* the PreparedLower participant */
         AnchorLayer *layers;
         size_t n_layers;
 } StateAnchor;

@@ -88,14 +88,15 @@ int part_begin(const PartStore *ps, uint64_t generation, const PartKind *k, json
         }
         free(why);
         json_decref(intent);
-        r = ps->set_state(ps->userdata, id, PARTICIPANT_COMMITTED, commit);
+        ParticipantState to = k->acquire_prepares ? PARTICIPANT_PREPARED : PARTICIPANT_COMMITTED;
+        r = ps->set_state(ps->userdata, id, to, commit);
         json_decref(commit);
         if (r < 0)
                 /* Made, but recorded as Intent only: the record still
                  * names it, so it is not forgotten; a teardown ends it as
                  * it is. */
-                log_warning("store: participant %" PRIu64 " (%s) -> Committed: %s", id,
-                            participant_role_to_string(k->role), strerror(-r));
+                log_warning("store: participant %" PRIu64 " (%s) -> %s: %s", id, participant_role_to_string(k->role),
+                            participant_state_to_string(to), strerror(-r));
         *ret = (Part){ .kind = k, .id = id, .generation = generation };
         return 0;
 }

@@ -34,6 +34,9 @@ typedef struct PartKind {
         /* Recovery ends lower passes first (an overlay before the image
          * mount under it). */
         int recover_pass;
+        /* A successful acquire leaves the record Prepared, not Committed
+         * (the network: attested, its probes still to come). */
+        bool acquire_prepares;
         /* Make the resource described by intent (the recorded ownership; a
          * borrowed reference). On success *ret_commit may hold fields to
          * merge into the record (a new reference, or NULL). On failure

@@ -81,7 +81,7 @@ static int f_set_state(void *u, uint64_t id, ParticipantState state, json_t *own
         Rec *r = fake_find(id);
         if (!r)
                 return -ENOENT;
-        if ((state == PARTICIPANT_COMMITTED && world.fail == STEP_COMMIT) ||
+        if (((state == PARTICIPANT_COMMITTED || state == PARTICIPANT_PREPARED) && world.fail == STEP_COMMIT) ||
             (state == PARTICIPANT_RELEASE_INTENT && world.fail == STEP_RELEASE_INTENT) ||
             (state == PARTICIPANT_CLEAN && world.fail == STEP_CLEAN))
                 return -EIO;
@@ -170,8 +170,10 @@ static int release(void *ctx, void *obj, json_t *own, uint64_t generation) {
         return 0;
 }
 
-static const PartKind kind_a = { ROLE_GIT_ROUTING, 0, acquire, release };
-static const PartKind kind_b = { ROLE_PREPARED_LOWER, 1, acquire, release };
+static const PartKind kind_a = { .role = ROLE_GIT_ROUTING, .acquire = acquire, .release = release };
+static const PartKind kind_b = {
+        .role = ROLE_PREPARED_LOWER, .recover_pass = 1, .acquire_prepares = true, .acquire = acquire, .release = release
+};
 static const PartKind *const kinds[] = { &kind_a, &kind_b };
 
 /* Every resource that exists is named by a record that is not Clean. */
@@ -338,7 +340,7 @@ static void test_real_store(void **state) {
         json_t *list = NULL;
         assert_int_equal(store_list_unclean(st, &list), 0);
         assert_int_equal(json_array_size(list), 1);
-        assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "state")), "Committed");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "state")), "Prepared");
         json_decref(list);
         assert_int_equal(part_recover(&ps, kinds, ELEMENTSOF(kinds), NULL), 1);
         assert_false(world.exists[2]);
