@@ -215,6 +215,11 @@ static int own_gen_update(Store *st, uint64_t generation, json_t *fields) {
         return r;
 }
 
+static void gen_decide(Coordinator *co, uint64_t generation, GenerationDecision d) {
+        (void) own_gen_update(co->store, generation,
+                              json_pack("{s:s}", "durable_decision", generation_decision_to_string(d)));
+}
+
 static int own_gen_begin(Store *st, json_t *info, uint64_t *ret) {
         int r = store_generation_begin(st, info, ret);
         json_decref(info);
@@ -440,12 +445,12 @@ static void job_session_done(int result, void *userdata) {
         free(j);
 }
 
-static void record_session_phase(Coordinator *co, const Session *s, const char *phase) {
+static void record_session_phase(Coordinator *co, const Session *s, SessionPhase phase) {
         SessionJob *j = calloc(1, sizeof(SessionJob));
         if (!j)
                 return;
         memcpy(j->session_id, s->id, 37);
-        j->fields = json_pack("{s:s}", "session_phase", phase);
+        j->fields = json_pack("{s:s}", "session_phase", session_phase_to_string(phase));
         if (!j->fields || store_worker_submit(co->worker, job_session, job_session_done, j) < 0)
                 job_session_done(-ENOMEM, j);
 }
@@ -836,7 +841,7 @@ static void job_open_done(int result, void *userdata) {
                 } else {
                         s->pending = false;
                         session_update_events(s);
-                        record_session_phase(co, s, "Running");
+                        record_session_phase(co, s, SESSION_RUNNING);
                         record_terminal(co, s->id, TERMINAL_RUNNING,
                                         json_pack("{s:o}", "exec_client", process_identity_to_json(&s->ident)));
                         CtlMessage reply = { .type = CTL_SESSION_OPENED, .generation_id = co->generation };
@@ -929,7 +934,8 @@ static void handle_session_open(Coordinator *co, Conn *c, CtlMessage *m, int cli
         *j = (OpenJob){ .co = co, .s = s, .m = *m };
         *m = (CtlMessage){};
         j->session_rec = json_pack("{s:I, s:s, s:s, s:n, s:s}", "generation_id", (json_int_t) co->generation,
-                                   "session_id", s->id, "cli_id", cli, "session_anchor_id", "session_phase", "Opening");
+                                   "session_id", s->id, "cli_id", cli, "session_anchor_id", "session_phase",
+                                   session_phase_to_string(SESSION_OPENING));
         j->terminal_rec = json_pack("{s:I, s:s, s:s, s:s, s:o}", "generation_id", (json_int_t) co->generation,
                                     "session_id", s->id, "state", "Intent", "container_id", co->sandbox.id,
                                     "host_coordinator", self_identity());
@@ -1634,10 +1640,10 @@ static int recover(Coordinator *co) {
         if (store_generation_last(co->store, &last) >= 0) {
                 json_t *g = NULL;
                 if (store_generation_get(co->store, last, &g) >= 0) {
-                        const char *d = json_string_value(json_object_get(g, "durable_decision"));
-                        if (!d || !streq(d, "TornDown"))
-                                (void) own_gen_update(co->store, last,
-                                                      json_pack("{s:s}", "durable_decision", "Abandoned"));
+                        GenerationDecision d = generation_decision_from_string(
+                                json_string_value(json_object_get(g, "durable_decision")));
+                        if (d != GENERATION_TORN_DOWN)
+                                gen_decide(co, last, GENERATION_ABANDONED);
                         json_decref(g);
                 }
         }
@@ -1700,7 +1706,7 @@ static void teardown(Coordinator *co) {
         stop_anchor(co);
         stop_router(co);
         if (co->generation)
-                (void) own_gen_update(co->store, co->generation, json_pack("{s:s}", "durable_decision", "TornDown"));
+                gen_decide(co, co->generation, GENERATION_TORN_DOWN);
         log_info("torn down");
 }
 
@@ -2554,7 +2560,7 @@ static int start_failed(Coordinator *co) {
         stop_network(co);
         stop_anchor(co);
         stop_router(co);
-        (void) own_gen_update(co->store, co->generation, json_pack("{s:s}", "durable_decision", "Failed"));
+        gen_decide(co, co->generation, GENERATION_FAILED);
         release(co);
         return 1;
 }
@@ -2752,7 +2758,7 @@ int coordinator_main(void) {
         r = own_gen_begin(co.store,
                           json_pack("{s:s, s:s, s:n, s:n, s:s}", "configuration_fingerprint", co.spec.fingerprint,
                                     "coordinator_id", co.coordinator_id, "network_sidecar_id", "sandbox_id",
-                                    "durable_decision", "Starting"),
+                                    "durable_decision", generation_decision_to_string(GENERATION_STARTING)),
                           &co.generation);
         if (r < 0) {
                 status_report(&co, "error: cannot record the new generation: %s", strerror(-r));
@@ -2915,7 +2921,7 @@ int coordinator_main(void) {
                 release(&co);
                 return 1;
         }
-        (void) own_gen_update(co.store, co.generation, json_pack("{s:s}", "durable_decision", "Running"));
+        gen_decide(&co, co.generation, GENERATION_RUNNING);
         log_info("sandbox %s running (generation %" PRIu64 ", +%" PRIu64 " ms), listening on %s", co.container_name,
                  co.generation, (now_usec() - co.started_usec) / 1000, co.spec.socket_path);
         if (!status_report(&co, "ok")) {

@@ -24,6 +24,7 @@
 #include "persist.h"
 #include "router-run.h"
 #include "sandbox.h"
+#include "spawn-util.h"
 #include "state-anchor.h"
 #include "strbuf.h"
 #include "string-util.h"
@@ -446,11 +447,7 @@ static int run_in_podman_ns(const LaunchSpec *s, const char *name, char *const a
         r = podman_ns_spawn(s, path, argv, &pid);
         if (r < 0)
                 return r;
-        int st;
-        while (waitpid(pid, &st, 0) < 0)
-                if (errno != EINTR)
-                        return negative_errno();
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return spawn_wait(pid);
 }
 
 /* The layer's image: made on first use (sparse, ext4 without a journal,

@@ -287,11 +287,7 @@ static int remove_leftovers(const char *domain_dir) {
         int r = spawn(&sp, &pid);
         if (r < 0)
                 return r;
-        int st;
-        while (waitpid(pid, &st, 0) < 0)
-                if (errno != EINTR)
-                        return negative_errno();
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return spawn_wait(pid);
 }
 
 static int ask(int fd, CtlMessage *req, CtlMessage *ret) {

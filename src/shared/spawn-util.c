@@ -175,3 +175,11 @@ int spawn(const SpawnSpec *s, pid_t *ret_pid) {
                 *ret_pid = s->detach ? 0 : pid;
         return 0;
 }
+
+int spawn_wait(pid_t pid) {
+        int st;
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}

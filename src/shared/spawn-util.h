@@ -45,3 +45,7 @@ typedef struct SpawnSpec {
 /* Start it. *ret_pid is the child (0 when detached; ret_pid may be NULL
  * then). Returns 0, or -errno: the fork's, or the child's before exec. */
 int spawn(const SpawnSpec *s, pid_t *ret_pid);
+
+/* Wait for the child pid: its exit status (128 + the signal that ended
+ * it), or -errno. */
+int spawn_wait(pid_t pid);

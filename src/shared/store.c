@@ -140,6 +140,16 @@ static const char *const terminal_state_table[_TERMINAL_STATE_MAX] = {
         [TERMINAL_CLEAN] = "Clean",
 };
 
+static const char *const generation_decision_table[_GENERATION_DECISION_MAX] = {
+        [GENERATION_STARTING] = "Starting",  [GENERATION_RUNNING] = "Running",     [GENERATION_FAILED] = "Failed",
+        [GENERATION_TORN_DOWN] = "TornDown", [GENERATION_ABANDONED] = "Abandoned",
+};
+
+static const char *const session_phase_table[_SESSION_PHASE_MAX] = {
+        [SESSION_OPENING] = "Opening",
+        [SESSION_RUNNING] = "Running",
+};
+
 static int lookup_string(const char *const *table, int n, const char *s) {
         if (!s)
                 return -EINVAL;
@@ -147,6 +157,22 @@ static int lookup_string(const char *const *table, int n, const char *s) {
                 if (table[i] && streq(table[i], s))
                         return i;
         return -EINVAL;
+}
+
+const char *generation_decision_to_string(GenerationDecision d) {
+        return d >= 0 && d < _GENERATION_DECISION_MAX ? generation_decision_table[d] : NULL;
+}
+
+GenerationDecision generation_decision_from_string(const char *s) {
+        return (GenerationDecision) lookup_string(generation_decision_table, _GENERATION_DECISION_MAX, s);
+}
+
+const char *session_phase_to_string(SessionPhase p) {
+        return p >= 0 && p < _SESSION_PHASE_MAX ? session_phase_table[p] : NULL;
+}
+
+SessionPhase session_phase_from_string(const char *s) {
+        return (SessionPhase) lookup_string(session_phase_table, _SESSION_PHASE_MAX, s);
 }
 
 const char *participant_state_to_string(ParticipantState s) {

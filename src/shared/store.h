@@ -74,6 +74,25 @@ typedef enum TerminalState {
         _TERMINAL_STATE_INVALID = -EINVAL,
 } TerminalState;
 
+/* A generation's durable_decision and a session's session_phase: the
+ * application's values (the schema records them as strings). */
+typedef enum GenerationDecision {
+        GENERATION_STARTING,
+        GENERATION_RUNNING,
+        GENERATION_FAILED, /* its start failed; what it made is released */
+        GENERATION_TORN_DOWN, /* ended by its coordinator */
+        GENERATION_ABANDONED, /* its coordinator died; a successor recovered it */
+        _GENERATION_DECISION_MAX,
+        _GENERATION_DECISION_INVALID = -EINVAL,
+} GenerationDecision;
+
+typedef enum SessionPhase {
+        SESSION_OPENING,
+        SESSION_RUNNING,
+        _SESSION_PHASE_MAX,
+        _SESSION_PHASE_INVALID = -EINVAL,
+} SessionPhase;
+
 /* "Intent", "LeaseHeld", ... (schema spelling) and back. */
 const char *participant_state_to_string(ParticipantState s);
 ParticipantState participant_state_from_string(const char *s);
@@ -81,6 +100,10 @@ const char *participant_role_to_string(ParticipantRole r); /* "Sandbox", "Public
 ParticipantRole participant_role_from_string(const char *s);
 const char *terminal_state_to_string(TerminalState s);
 TerminalState terminal_state_from_string(const char *s);
+const char *generation_decision_to_string(GenerationDecision d); /* "Starting", "TornDown", ... */
+GenerationDecision generation_decision_from_string(const char *s);
+const char *session_phase_to_string(SessionPhase p); /* "Opening", "Running" */
+SessionPhase session_phase_from_string(const char *s);
 
 /* Forward transitions only: each state may move to any later state in the
  * order Intent < LeaseHeld < Prepared < Committed < ReleaseIntent < Clean

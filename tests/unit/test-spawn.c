@@ -218,6 +218,19 @@ static void test_detach(void **state) {
         assert_int_equal(spawn(&s, NULL), -ENOENT);
 }
 
+static void test_wait(void **state) {
+        (void) state;
+        pid_t pid;
+        SpawnSpec s =
+                SPAWN_SPEC_INIT("/bin/sh", (char *const[]){ (char *) "sh", (char *) "-c", (char *) "exit 7", NULL });
+        assert_int_equal(spawn(&s, &pid), 0);
+        assert_int_equal(spawn_wait(pid), 7);
+        s = SPAWN_SPEC_INIT("/bin/sh", (char *const[]){ (char *) "sh", (char *) "-c", (char *) "kill -TERM $$", NULL });
+        assert_int_equal(spawn(&s, &pid), 0);
+        assert_int_equal(spawn_wait(pid), 128 + SIGTERM);
+        assert_int_equal(spawn_wait(pid), -ECHILD);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_failure_before_exec_is_the_error),
@@ -227,6 +240,7 @@ int main(void) {
                 cmocka_unit_test(test_group_and_session),
                 cmocka_unit_test(test_cwd_and_environment),
                 cmocka_unit_test(test_detach),
+                cmocka_unit_test(test_wait),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

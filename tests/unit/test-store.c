@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "fd-util.h"
+#include "macro.h"
 #include "store.h"
 
 static const StoreDomain dom = { "0123456789ab", "shell", "/home/u/ws" };
@@ -202,6 +203,22 @@ static void test_names(void **state) {
         assert_int_equal(participant_state_from_string(NULL), _PARTICIPANT_STATE_INVALID);
         assert_int_equal(participant_role_from_string("Sandbox "), _ROLE_INVALID);
         assert_int_equal(terminal_state_from_string("Prepared"), _TERMINAL_STATE_INVALID);
+        const char *gd[] = { "Starting", "Running", "Failed", "TornDown", "Abandoned" };
+        assert_int_equal(ELEMENTSOF(gd), _GENERATION_DECISION_MAX);
+        for (int i = 0; i < _GENERATION_DECISION_MAX; i++) {
+                assert_string_equal(generation_decision_to_string(i), gd[i]);
+                assert_int_equal(generation_decision_from_string(gd[i]), i);
+        }
+        const char *sp[] = { "Opening", "Running" };
+        assert_int_equal(ELEMENTSOF(sp), _SESSION_PHASE_MAX);
+        for (int i = 0; i < _SESSION_PHASE_MAX; i++) {
+                assert_string_equal(session_phase_to_string(i), sp[i]);
+                assert_int_equal(session_phase_from_string(sp[i]), i);
+        }
+        assert_null(generation_decision_to_string(_GENERATION_DECISION_MAX));
+        assert_null(session_phase_to_string(_SESSION_PHASE_INVALID));
+        assert_int_equal(generation_decision_from_string("Torn Down"), _GENERATION_DECISION_INVALID);
+        assert_int_equal(session_phase_from_string(NULL), _SESSION_PHASE_INVALID);
 }
 
 /* Written out by hand from the documented order, not computed. */
