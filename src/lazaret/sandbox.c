@@ -47,33 +47,6 @@ void sandbox_info_done(SandboxInfo *i) {
         *i = (SandboxInfo){};
 }
 
-/* Podman's last error line, for one-line messages. */
-char *podman_error(const ExecResult *r) {
-        StrBuf b = STRBUF_INIT;
-        if (r->spawn_error < 0)
-                strbuf_printf(&b, "cannot run podman: %s", strerror(-r->spawn_error));
-        else if (r->timed_out)
-                strbuf_puts(&b, "podman did not finish in time");
-        else {
-                const char *e = r->err && *r->err ? r->err : r->out ? r->out : "";
-                const char *best = NULL;
-                size_t best_len = 0;
-                for (const char *l = e; *l;) {
-                        size_t n = strcspn(l, "\n");
-                        if (n > 0) {
-                                best = l;
-                                best_len = n;
-                        }
-                        l += n;
-                        if (*l)
-                                l++;
-                }
-                strbuf_printf(&b, "podman exited with status %d%s%.*s", r->status, best ? ": " : "",
-                              (int) (best_len > 400 ? 400 : best_len), best ? best : "");
-        }
-        return strbuf_steal(&b);
-}
-
 /* Find the runsc state root Podman used for this container: rootless Podman
  * keeps it in its runtime directory, rootful in /run/runsc. The state file
  * "<id>_sandbox:<id>.state" proves which. */
@@ -308,19 +281,6 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
                 return -EIO;
         }
         *ret = info;
-        return 0;
-}
-
-int container_remove(const LaunchSpec *s, const char *name, char **ret_error) {
-        _cleanup_(exec_result_done) ExecResult res = {};
-        const char *argv[] = { "podman", "rm", "--force", "--time=0", "--ignore", name, NULL };
-        int r = exec_capture(s->podman, argv, PODMAN_TIMEOUT_USEC, &res);
-        if (r < 0)
-                return r;
-        if (exec_result_failed(&res)) {
-                *ret_error = podman_error(&res);
-                return -EIO;
-        }
         return 0;
 }
 

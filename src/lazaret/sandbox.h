@@ -15,11 +15,8 @@
 
 #include "exec-util.h"
 #include "launch.h"
+#include "podman.h"
 #include "state-anchor.h"
-
-/* Podman's last error line of a failed run, for one-line messages (caller
- * frees; NULL on OOM). */
-char *podman_error(const ExecResult *r);
 
 /* "lazaret-coord-<hash>" (spec §4.3.1). */
 int sandbox_name(const LaunchSpec *s, char **ret);
@@ -66,10 +63,6 @@ int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_er
  * and nothing is made outside root. -EINVAL for an unsafe rel; -ENOTDIR
  * when a name is not a directory. */
 int sandbox_worktree_dir(const char *root, const char *rel);
-
-/* podman rm --force --time 0 --ignore NAME (the sandbox or the network
- * sidecar): 0 when it is gone (or was never there). */
-int container_remove(const LaunchSpec *s, const char *name, char **ret_error);
 
 /* The argv of a runsc exec for container id with process file procfile
  * (a path runsc can open). NULL-terminated, caller frees with free(). */
