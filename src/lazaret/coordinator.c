@@ -27,6 +27,7 @@
 #include "disk-watch.h"
 #include "ctl-proto.h"
 #include "exec-util.h"
+#include "host-git.h"
 #include "fd-util.h"
 #include "fileio.h"
 #include "log.h"
@@ -59,17 +60,8 @@
 /* How long the watchdog waits for the Domain Store after its coordinator
  * died (a new coordinator holds it while it recovers itself). */
 #define WATCHDOG_STORE_WAIT_USEC (UINT64_C(30) * 1000000)
-#define FOREACH_GIT_VAR(f)                                                                                             \
-        do {                                                                                                           \
-                f("GIT_DIR");                                                                                          \
-                f("GIT_WORK_TREE");                                                                                    \
-                f("GIT_INDEX_FILE");                                                                                   \
-                f("GIT_COMMON_DIR");                                                                                   \
-                f("GIT_OBJECT_DIRECTORY");                                                                             \
-                f("GIT_CONFIG_PARAMETERS");                                                                            \
-        } while (0)
-#define LINGER_USEC       (UINT64_C(5) * 1000000) /* for a dropped peer to close its end */
-#define MEMORY_CHECK_USEC (UINT64_C(1000000))
+#define LINGER_USEC              (UINT64_C(5) * 1000000) /* for a dropped peer to close its end */
+#define MEMORY_CHECK_USEC        (UINT64_C(1000000))
 /* The sandbox's host threads run at this nice value, so that the person's
  * own work comes first. */
 #define SANDBOX_NICE 10
@@ -2700,7 +2692,7 @@ int coordinator_main(void) {
         }
         /* Host git (worktrees) must act on the workspace, not on a
          * repository the CLI's environment happened to point at. */
-        FOREACH_GIT_VAR(unsetenv);
+        (void) host_git_drop_environment();
         r = spawn_watchdog(&co);
         if (r < 0) {
                 status_report(&co, "error: cannot start the coordinator's watchdog: %s", strerror(-r));

@@ -16,6 +16,7 @@
 
 #include "argv-util.h"
 #include "exec-util.h"
+#include "host-git.h"
 #include "fd-util.h"
 #include "fileio.h"
 #include "path-util.h"
@@ -305,14 +306,7 @@ char **sandbox_exec_argv(const LaunchSpec *s, const SandboxInfo *i, const char *
  * guards .git, that configuration is writable from the sandbox. */
 static int host_git(const LaunchSpec *s, const char *const *args, ExecResult *ret) {
         Argv a = {};
-        argv_add(&a, "git");
-        argv_add(&a, "-C");
-        argv_add(&a, s->workspace);
-        argv_add(&a, "-c");
-        argv_add(&a, "core.hooksPath=/dev/null");
-        argv_add(&a, "-c");
-        argv_add(&a, "core.fsmonitor=false");
-        argv_add(&a, "--no-pager");
+        host_git_argv(&a, s->workspace);
         for (const char *const *p = args; *p; p++)
                 argv_add(&a, *p);
         if (a.oom) {

@@ -23,6 +23,7 @@
 #include "argv-util.h"
 #include "exec-util.h"
 #include "fd-util.h"
+#include "host-git.h"
 #include "log.h"
 #include "path-pattern.h"
 #include "path-util.h"
@@ -36,33 +37,8 @@
 #define DIFF_OUTPUT_MAX   (UINT64_C(64) * 1024 * 1024)
 #define DIFF_TIMEOUT_USEC (UINT64_C(120) * 1000000)
 
-/* Every git call: no hooks, no fsmonitor, no pager, file names as UTF-8
- * (shown escaped below) rather than octal, no gpg run for signatures. */
-static const char *const git_fixed[] = {
-        "-c", "core.hooksPath=/dev/null", "-c",         "core.fsmonitor=false", "-c", "core.quotePath=false",
-        "-c", "log.showSignature=false",  "--no-pager",
-};
-
-/* GIT_DIR, GIT_CONFIG_PARAMETERS, GIT_EXTERNAL_DIFF, GIT_PAGER and their
- * kind change what git reads or runs: none of them from our environment. */
-static int drop_git_environment(void) {
-        for (;;) {
-                const char *found = NULL;
-                for (char **e = environ; e && *e; e++)
-                        if (startswith(*e, "GIT_") && strchr(*e, '=')) {
-                                found = *e;
-                                break;
-                        }
-                if (!found)
-                        return 0;
-                _cleanup_free_ char *name = strndup(found, strcspn(found, "="));
-                if (!name)
-                        return -ENOMEM;
-                if (unsetenv(name) < 0)
-                        return negative_errno();
-        }
-}
-
+/* Every git call: the host's safe options, and file names as UTF-8 (shown
+ * escaped below) rather than octal. */
 typedef struct GitOut {
         char *data; /* len bytes, any bytes (NUL included), NUL-terminated */
         size_t len;
@@ -90,11 +66,9 @@ static int git_run(const Git *g, const char *sub, const char *const *args, GitOu
                 return negative_errno();
 
         Argv a = {};
-        argv_add(&a, "git");
-        argv_add(&a, "-C");
-        argv_add(&a, g->workspace);
-        for (size_t i = 0; i < ELEMENTSOF(git_fixed); i++)
-                argv_add(&a, git_fixed[i]);
+        host_git_argv(&a, g->workspace);
+        argv_add(&a, "-c");
+        argv_add(&a, "core.quotePath=false");
         argv_add(&a, sub);
         argv_add(&a, "--output=/dev/fd/3");
         for (const char *const *p = args; *p; p++)
@@ -510,19 +484,20 @@ static int resolve_commit(const char *git, const char *workspace, const char *na
         _cleanup_free_ char *spec = NULL;
         if (asprintf(&spec, "%s^{commit}", name) < 0)
                 return -ENOMEM;
-        const char *argv[] = { "git",
-                               "-C",
-                               workspace,
-                               "-c",
-                               "core.fsmonitor=false",
-                               "rev-parse",
-                               "--verify",
-                               "--quiet",
-                               "--end-of-options",
-                               spec,
-                               NULL };
+        Argv a = {};
+        host_git_argv(&a, workspace);
+        argv_add(&a, "rev-parse");
+        argv_add(&a, "--verify");
+        argv_add(&a, "--quiet");
+        argv_add(&a, "--end-of-options");
+        argv_add(&a, spec);
+        if (a.oom) {
+                argv_done(&a);
+                return -ENOMEM;
+        }
         _cleanup_(exec_result_done) ExecResult res = {};
-        int r = exec_capture(git, argv, UINT64_C(30) * 1000000, &res);
+        int r = exec_capture(git, (const char *const *) a.v, UINT64_C(30) * 1000000, &res);
+        argv_done(&a);
         if (r < 0)
                 return r;
         if (res.spawn_error < 0)
@@ -632,7 +607,7 @@ int verb_diff(int argc, char **argv, const Globals *g) {
                 log_error("git is not installed: sudo apt-get install git");
                 return EXIT_LAZARET;
         }
-        if (drop_git_environment() < 0)
+        if (host_git_drop_environment() < 0)
                 return oom();
         _cleanup_free_ char *ref = NULL, *branch = NULL;
         if (asprintf(&branch, "lazaret/agent-%s", p->name) < 0 || asprintf(&ref, "refs/heads/%s", branch) < 0)

@@ -19,6 +19,7 @@
 #include "client.h"
 #include "config.h"
 #include "exec-util.h"
+#include "host-git.h"
 #include "fd-util.h"
 #include "fileio.h"
 #include "launch.h"
@@ -468,19 +469,15 @@ static void warn_committed_secrets(const LaunchSpec *s) {
         const char *search = getenv("PATH");
         if (exec_find_program(search && *search ? search : "/usr/bin:/bin", "git", &git) < 0)
                 return;
-        const char *argv[] = { "git",
-                               "-C",
-                               s->workspace,
-                               "-c",
-                               "core.hooksPath=/dev/null",
-                               "-c",
-                               "core.fsmonitor=false",
-                               "-c",
-                               "core.quotePath=true",
-                               "ls-files",
-                               NULL };
+        Argv a = {};
+        host_git_argv(&a, s->workspace);
+        argv_add(&a, "-c");
+        argv_add(&a, "core.quotePath=true");
+        argv_add(&a, "ls-files");
         _cleanup_(exec_result_done) ExecResult res = {};
-        if (exec_capture(git, argv, UINT64_C(30) * 1000000, &res) < 0 || exec_result_failed(&res) || !res.out)
+        int r = a.oom ? -ENOMEM : exec_capture(git, (const char *const *) a.v, UINT64_C(30) * 1000000, &res);
+        argv_done(&a);
+        if (r < 0 || exec_result_failed(&res) || !res.out)
                 return;
         size_t n_mask = 0, shown = 0, found = 0;
         while (s->mask && s->mask[n_mask])
