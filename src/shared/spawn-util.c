@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -102,10 +103,6 @@ _noreturn_ static void child(const SpawnSpec *s, int report) {
         if (syscall(SYS_close_range, (unsigned) top + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
                 child_fail(report);
 
-        sigset_t none;
-        sigemptyset(&none);
-        if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-                child_fail(report);
         struct sigaction dfl = { .sa_handler = SIG_DFL };
         for (int sig = 1; sig < _NSIG; sig++)
                 if (sigaction(sig, &dfl, NULL) < 0 && errno == EINVAL && sig != SIGKILL && sig != SIGSTOP) {
@@ -122,6 +119,14 @@ _noreturn_ static void child(const SpawnSpec *s, int report) {
                         (void) syscall(SYS_rt_sigaction, sig, &k, NULL, sizeof(k.mask));
                 }
 
+        /* Unblocked only now (spawn() blocked them all for the fork): a
+         * signal pending since then meets its default, never a handler of
+         * ours. */
+        sigset_t none;
+        sigemptyset(&none);
+        if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+                child_fail(report);
+
         execve(s->path, s->argv, s->envp ? s->envp : environ);
         child_fail(report);
 }
@@ -132,7 +137,14 @@ int spawn(const SpawnSpec *s, pid_t *ret_pid) {
                 return -EINVAL;
         if (pipe2(p, O_CLOEXEC) < 0)
                 return negative_errno();
+        /* Every signal blocked across the fork: none reaches a handler of
+         * ours in the child before its dispositions are reset. */
+        sigset_t all, old;
+        sigfillset(&all);
+        (void) pthread_sigmask(SIG_SETMASK, &all, &old);
         pid_t pid = fork();
+        if (pid != 0)
+                (void) pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (pid < 0) {
                 int e = negative_errno();
                 safe_close(p[0]);

@@ -127,6 +127,10 @@ static void test_signals_at_their_defaults(void **state) {
         SpawnSpec s =
                 SPAWN_SPEC_INIT("/bin/cat", (char *const[]){ (char *) "cat", (char *) "/proc/self/status", NULL });
         int r = run(s, out, sizeof(out));
+        /* Ours is as it was: SIGTERM and SIGCHLD blocked, SIGINT not. */
+        sigset_t now;
+        assert_int_equal(sigprocmask(SIG_BLOCK, NULL, &now), 0);
+        assert_true(sigismember(&now, SIGTERM) && sigismember(&now, SIGCHLD) && !sigismember(&now, SIGINT));
         assert_int_equal(sigprocmask(SIG_SETMASK, &old_mask, NULL), 0);
         assert_int_equal(sigaction(SIGPIPE, &old_pipe, NULL), 0);
         assert_int_equal(sigaction(SIGHUP, &old_hup, NULL), 0);
