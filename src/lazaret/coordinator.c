@@ -2504,6 +2504,36 @@ static int start_disk_watch(Coordinator *co, char **ret_error) {
         return 0;
 }
 
+/* The baseline is taken before the sandbox starts: a walk still going on
+ * while the agent writes would count into it what the agent wrote in the
+ * directories it had not reached yet, and that would escape the limit. The
+ * walk runs beside the network's and escalation's start; what is left of it
+ * is waited for here. */
+static int wait_disk_base(Coordinator *co, char **ret_error) {
+        bool said = false;
+        uint64_t start = now_usec();
+        while (!co->disk.have_base) {
+                struct pollfd pfd = { .fd = co->disk.fd, .events = POLLIN };
+                int k = poll(&pfd, 1, 1000);
+                if (k < 0 && errno != EINTR)
+                        return negative_errno();
+                if (k > 0 && diskwatch_read(&co->disk) < 0) {
+                        *ret_error = strdup("the measure of the work files (disk_limit) ended before its first walk; "
+                                            "see the coordinator log");
+                        return -EIO;
+                }
+                if (k == 0 && !said) {
+                        status_wait(co, 600, "measuring the work files for disk_limit");
+                        said = true;
+                }
+        }
+        if (said)
+                status_wait(co, 10, "starting the sandbox");
+        log_info("work files: %" PRIu64 " MiB at the start (measured in %" PRIu64 " ms)", co->disk.base >> 20,
+                 (now_usec() - start) / 1000);
+        return 0;
+}
+
 static void stop_disk_watch(Coordinator *co) {
         if (co->disk.fd >= 0)
                 co->disk.fd = close_watched(co, co->disk.fd);
@@ -2822,6 +2852,11 @@ int coordinator_main(void) {
                 return start_failed(&co);
         }
         err = mfree(err);
+        r = wait_disk_base(&co, &err);
+        if (r < 0) {
+                status_report(&co, "error: %s", err ? err : strerror(-r));
+                return start_failed(&co);
+        }
         r = part_begin(&co.ps, co.generation, &kind_sandbox,
                        json_pack("{s:s, s:n, s:o}", "container_name", co.container_name, "container_id",
                                  "host_coordinator", self_identity()),

@@ -75,6 +75,7 @@ static int walk_one(const char *path, const struct stat *st, int type, struct FT
         (void) ftw;
         switch (type) {
         case FTW_NS:
+                walk.unreadable++; /* no stat, nothing to count */
                 return 0;
         case FTW_DNR:
                 walk.unreadable++;
@@ -166,7 +167,7 @@ int diskwatch_main(int argc, char **argv) {
                 return 1;
         }
         if (unreadable > 0)
-                log_warning("%" PRIu64 " directories of the work files cannot be read; they are not counted",
+                log_warning("%" PRIu64 " entries of the work files cannot be read; what is beneath them is not counted",
                             unreadable);
         if (say("base", base) < 0)
                 return 0;

@@ -9,8 +9,9 @@
  * DISKWATCH_TICK_USEC a look at how much the file systems under them grew
  * (statfs, nearly free), and a walk again when that growth could have
  * taken them past the limit, or a minute went by. It writes "base BYTES"
- * and then "used BYTES" lines to its stdout; the coordinator stops the
- * sandbox when they grew by more than disk_limit during the run.
+ * and then "used BYTES" lines to its stdout; the coordinator waits for the
+ * baseline before the sandbox starts, and stops the sandbox when they grew
+ * by more than disk_limit during the run.
  *
  * Rootless it runs in Podman's user namespace as its root, so directories
  * the sandbox's other users made (owned by subordinate ids, mode 0700) are

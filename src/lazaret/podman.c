@@ -86,27 +86,34 @@ int podman_pause_pid(const LaunchSpec *s, pid_t *ret) {
         return -ESRCH;
 }
 
-/* fork + (rootless) join Podman's namespaces + exec. Only async-signal-safe
- * calls between fork and exec. */
+int podman_ns_fd(const LaunchSpec *s, const char *ns, int *ret) {
+        *ret = -EBADF;
+        if (!s->rootless)
+                return 0;
+        pid_t pp;
+        int r = podman_pause_pid(s, &pp);
+        if (r < 0)
+                return r;
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int) pp, ns);
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        *ret = fd;
+        return 0;
+}
+
 int podman_ns_spawn(const LaunchSpec *s, const char *path, char *const argv[], pid_t *ret) {
         return podman_ns_spawn_out(s, path, argv, -EBADF, ret);
 }
 
 int podman_ns_spawn_out(const LaunchSpec *s, const char *path, char *const argv[], int out_fd, pid_t *ret) {
         _cleanup_close_ int userns = -EBADF, mntns = -EBADF;
-        if (s->rootless) {
-                pid_t pp;
-                int r = podman_pause_pid(s, &pp);
-                if (r < 0)
-                        return r;
-                char p[64];
-                snprintf(p, sizeof(p), "/proc/%d/ns/user", (int) pp);
-                userns = open(p, O_RDONLY | O_CLOEXEC);
-                snprintf(p, sizeof(p), "/proc/%d/ns/mnt", (int) pp);
-                mntns = open(p, O_RDONLY | O_CLOEXEC);
-                if (userns < 0 || mntns < 0)
-                        return negative_errno();
-        }
+        int r = podman_ns_fd(s, "user", &userns);
+        if (r >= 0)
+                r = podman_ns_fd(s, "mnt", &mntns);
+        if (r < 0)
+                return r;
         /* These daemons parse what the sandbox drives: they get stdin
          * (/dev/null), stdout and stderr, never one of our descriptors
          * (the Domain Store's data.mdb), and default signal dispositions

@@ -24,6 +24,10 @@ int container_remove(const LaunchSpec *s, const char *name, char **ret_error);
 int podman_pause_pid_find(pid_t *ret);
 int podman_pause_pid(const LaunchSpec *s, pid_t *ret);
 
+/* Open namespace ns ("user", "mnt") of Podman's pause process: rootless
+ * only; rootful there is none to join (*ret = -EBADF, 0). */
+int podman_ns_fd(const LaunchSpec *s, const char *ns, int *ret);
+
 /* Start path with argv (rootless: in Podman's user and mount namespaces,
  * as their root); stdin is /dev/null, stdout and stderr are ours, nothing
  * else is kept. */

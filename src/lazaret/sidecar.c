@@ -504,16 +504,9 @@ static void probe_args(const LaunchSpec *s, const NetPolicy *p, Argv *a) {
 static int run_in_netns(const LaunchSpec *s, pid_t target, char *const argv[], char **ret_out, int *ret_status) {
         _cleanup_close_ int userns = -EBADF, netns = -EBADF, out_r = -EBADF, out_w = -EBADF;
         char path[64];
-        if (s->rootless) {
-                pid_t pp;
-                int r = podman_pause_pid(s, &pp);
-                if (r < 0)
-                        return r;
-                snprintf(path, sizeof(path), "/proc/%d/ns/user", (int) pp);
-                userns = open(path, O_RDONLY | O_CLOEXEC);
-                if (userns < 0)
-                        return negative_errno();
-        }
+        int q = podman_ns_fd(s, "user", &userns);
+        if (q < 0)
+                return q;
         snprintf(path, sizeof(path), "/proc/%d/ns/net", (int) target);
         netns = open(path, O_RDONLY | O_CLOEXEC);
         if (netns < 0)
