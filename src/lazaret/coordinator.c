@@ -69,7 +69,7 @@
 typedef enum WatchKind {
         WATCH_LISTEN,
         WATCH_SIGNAL,
-        WATCH_STORE,
+        WATCH_STORE, /* obj: the StoreWorker whose jobs finished */
         WATCH_RUNTIME,
         WATCH_SIDECAR,
         WATCH_ESCALATION,
@@ -121,7 +121,8 @@ struct Session {
 
 typedef enum ConnState {
         CONN_NEW, /* waiting for Hello */
-        CONN_READY, /* Hello seen */
+        CONN_HELLO_WAIT, /* Hello seen, its network policy being checked or applied: frames wait */
+        CONN_READY, /* Hello accepted */
         CONN_SESSION, /* owns a session */
 } ConnState;
 
@@ -134,6 +135,7 @@ struct Conn {
         OutQueue out;
         bool counted; /* holds a reference on the sandbox */
         int cli_pid;
+        char *hello_policy; /* CONN_HELLO_WAIT: the policy its Hello declared */
         bool close_after_flush;
         bool shut; /* our side is shut down; waiting for the peer's close */
         uint64_t linger_deadline;
@@ -148,9 +150,13 @@ struct Coordinator {
         int epfd;
         int listen_fd, signal_fd, runtime_fd, status_fd;
         int watchdog_fd; /* the write end of the watchdog's pipe */
-        Watch w_listen, w_signal, w_store, w_runtime;
+        Watch w_listen, w_signal, w_store, w_slow, w_runtime;
         Store *store;
         StoreWorker *worker;
+        /* Long operations (netd, runsc exec, probes) run on a thread of
+         * their own, so no terminal waits on them; one at a time. */
+        StoreWorker *slow;
+        struct NetUpdate *net_update; /* a policy update in progress (one at a time), or NULL */
         uint64_t generation;
         PartStore ps; /* the Domain Store, for the participant driver */
         Part p_sandbox, p_publication;
@@ -195,6 +201,22 @@ struct Coordinator {
         Watch w_disk;
         char **disk_paths;
 };
+
+/* A network policy update in progress (update_network). */
+typedef struct NetUpdate {
+        Coordinator *co;
+        Conn *conn; /* the CLI that asked; NULL once it is gone */
+        char *declared; /* its declared policy, in force once proved */
+        HostAddrs host; /* the host's addresses read for it */
+        char fingerprint[65]; /* of the new readiness evidence */
+        char *error;
+        uint64_t started_usec;
+} NetUpdate;
+
+static void net_update_forget(NetUpdate *u, const Conn *c) {
+        if (u->conn == c)
+                u->conn = NULL;
+}
 
 /* ---- the store, with ownership ------------------------------------------ */
 
@@ -323,7 +345,8 @@ static json_t *self_identity(void) {
 /* ---- connections -------------------------------------------------------- */
 
 static void conn_update_events(Conn *c) {
-        uint32_t ev = EPOLLIN | EPOLLRDHUP;
+        /* A Hello being checked: the frames after it wait (unread). */
+        uint32_t ev = (c->state == CONN_HELLO_WAIT ? 0 : EPOLLIN) | EPOLLRDHUP;
         if (queue_pending(&c->out) > 0)
                 ev |= EPOLLOUT;
         epoll_mod(c->co, c->fd, ev, &c->w);
@@ -369,6 +392,9 @@ static void conn_free(Coordinator *co, Conn *c) {
         }
         if (c->counted && co->refs > 0)
                 co->refs--;
+        if (co->net_update)
+                net_update_forget(co->net_update, c);
+        free(c->hello_policy);
         close_watched(co, c->fd);
         ctl_reader_done(&c->rd);
         queue_done(&c->out);
@@ -665,7 +691,7 @@ static int write_process_file(const Coordinator *co, const Session *s, const Ctl
 }
 
 /* Store a terminfo entry the CLI sent, so TERM resolves in the sandbox. */
-static int install_terminfo(Coordinator *co, const char *term, const uint8_t *data, size_t len) {
+static int install_terminfo(const Coordinator *co, const char *term, const uint8_t *data, size_t len) {
         char sub[2] = { term[0], 0 };
         _cleanup_free_ char *dir = path_join(co->terminfo_dir, sub);
         if (!dir)
@@ -794,6 +820,14 @@ typedef struct OpenJob {
 
 static int job_open(Store *st, void *userdata) {
         OpenJob *j = userdata;
+        /* The terminfo entry the CLI sent, so TERM resolves in the
+         * sandbox: written (and synced) here, off the loop, before the
+         * session starts. */
+        if (j->m.term && j->m.terminfo) {
+                int k = install_terminfo(j->co, j->m.term, j->m.terminfo, j->m.terminfo_len);
+                if (k < 0)
+                        log_warning("cannot store terminfo for %s: %s", j->m.term, strerror(-k));
+        }
         int r = store_session_put(st, j->session_rec);
         if (r >= 0)
                 r = store_terminal_put(st, j->terminal_rec);
@@ -886,12 +920,6 @@ static void handle_session_open(Coordinator *co, Conn *c, CtlMessage *m, int cli
                 conn_send_error(c, "out of memory");
                 return;
         }
-        if (m->term && m->terminfo) {
-                int r = install_terminfo(co, m->term, m->terminfo, m->terminfo_len);
-                if (r < 0)
-                        log_warning("cannot store terminfo for %s: %s", m->term, strerror(-r));
-        }
-
         Session *s = calloc(1, sizeof(Session));
         OpenJob *j = calloc(1, sizeof(OpenJob));
         if (!s || !j || ctl_uuid_v4(s->id) < 0) {
@@ -959,10 +987,11 @@ static json_t *status_json(Coordinator *co) {
                 json_array_append_new(host, json_pack("{s:s, s:s}", "address", a, "effect",
                                                       host_addr_effect_to_string(co->host.effects[i])));
         }
-        json_t *network = json_pack(
-                "{s:s?, s:s, s:s, s:s?, s:o*}", "sidecar", co->sidecar.name, "policy_digest", co->spec.netpolicy_digest,
-                "mode", co->sidecar.name ? "sidecar" : "loopback-only", "readiness_fingerprint",
-                co->readiness_fingerprint[0] ? co->readiness_fingerprint : NULL, "host_addresses", host);
+        json_t *network =
+                json_pack("{s:s?, s:s, s:s, s:s?, s:o*, s:b}", "sidecar", co->sidecar.name, "policy_digest",
+                          co->spec.netpolicy_digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only",
+                          "readiness_fingerprint", co->readiness_fingerprint[0] ? co->readiness_fingerprint : NULL,
+                          "host_addresses", host, "update_in_progress", co->net_update != NULL);
         /* Direct mode: what the workspace router protects and masks. */
         json_t *guard = co->spec.branch ? json_pack("{s:s}", "mode", "branch")
                                         : json_pack("{s:s, s:o*, s:o*}", "mode", "direct", "protect_patterns",
@@ -1046,7 +1075,7 @@ static void begin_stop(Coordinator *co, const char *reason) {
                 }
 }
 
-static int prove_network(Coordinator *co, char **ret_error);
+static int prove_network(Coordinator *co, char ret_fingerprint[65], char **ret_error);
 
 /* The Derived Network Policy in force: the declared one, plus a deny rule
  * for every address of the host itself that it would permit, read now
@@ -1107,41 +1136,99 @@ static int set_policy(Coordinator *co, NetPolicy *np, char *canon) {
         return launch_spec_fingerprint(&co->spec);
 }
 
-/* A CLI joined with a different network policy. With the kernel's stack
- * (runsc_network = "host") routes apply live: netd replaces them, attests,
- * and the probes run again before the CLI gets its session. Anything else
- * is refused with the reason; a failure half-way stops the sandbox rather
- * than leave it between two policies. */
-static bool update_network(Coordinator *co, Conn *c, const char *canonical, const char *cause) {
+typedef enum HelloResult {
+        HELLO_ACCEPTED,
+        HELLO_REFUSED, /* the peer got an Error */
+        HELLO_PENDING, /* a policy update runs; its end decides */
+} HelloResult;
+
+/* The slow thread's part of a policy update: netd replaces the routes,
+ * gVisor's own stack takes them over, the probes run again and the
+ * evidence is recorded. The loop changes none of what it reads while it
+ * runs (one update at a time; other Hellos with a policy wait). */
+static int job_net_update(Store *st, void *userdata) {
+        NetUpdate *u = userdata;
+        Coordinator *co = u->co;
+        (void) st;
+        int r = sidecar_update(&co->sidecar, co->spec.netpolicy, co->spec.netpolicy_digest, &u->error);
+        if (r >= 0 && co->spec.runsc_network == RUNSC_NETWORK_SANDBOX)
+                r = sidecar_update_gvisor(&co->spec, &co->sidecar, &co->sandbox, co->spec.netpolicy, &u->error);
+        if (r >= 0)
+                r = prove_network(co, u->fingerprint, &u->error);
+        return r;
+}
+
+static void conn_hello(Coordinator *co, Conn *c, bool resume);
+
+/* Back on the loop: the CLI that asked gets its session (its frames
+ * waited), or the reason and the sandbox stops rather than stay between
+ * two policies; then the Hellos that waited are looked at. */
+static void job_net_update_done(int result, void *userdata) {
+        NetUpdate *u = userdata;
+        Coordinator *co = u->co;
+        co->net_update = NULL;
+        if (result < 0) {
+                _cleanup_free_ char *msg = NULL;
+                const char *e = u->error ? u->error : strerror(-result);
+                log_error("network policy update failed: %s", e);
+                if (asprintf(&msg, "cannot apply the new network policy: %s; the sandbox stops", e) < 0)
+                        msg = NULL;
+                if (u->conn)
+                        conn_send_error(u->conn, msg ?: "cannot apply the new network policy");
+                begin_stop(co, "a network policy update failed");
+        } else {
+                memcpy(co->readiness_fingerprint, u->fingerprint, sizeof(u->fingerprint));
+                free(co->declared_netpolicy);
+                co->declared_netpolicy = TAKE_PTR(u->declared);
+                host_addrs_done(&co->host);
+                co->host = u->host;
+                u->host = (HostAddrs){};
+                log_info("network policy update done (+%" PRIu64 " ms)", (now_usec() - u->started_usec) / 1000);
+        }
+        Conn *asker = u->conn;
+        free(u->declared);
+        host_addrs_done(&u->host);
+        free(u->error);
+        free(u);
+        if (asker && result >= 0)
+                conn_hello(co, asker, true);
+        for (Conn *c = co->conns; c && !co->net_update; c = c->next)
+                if (c->state == CONN_HELLO_WAIT && !c->dead && !c->close_after_flush) {
+                        if (co->stopping)
+                                conn_send_error(c, "the sandbox is stopping; run the command again");
+                        else
+                                conn_hello(co, c, true);
+                }
+}
+
+/* A CLI joined with a different network policy (canonical, with the
+ * host's addresses h denied; *decl is what it declared). The running
+ * sandbox takes it over: netd replaces the routes (with gVisor's own
+ * stack, gVisor's too) and the probes run again before the CLI gets its
+ * session, all on the slow thread (HELLO_PENDING: *decl and *h taken).
+ * What the running sandbox cannot take is refused with the reason; a
+ * failure half-way stops the sandbox rather than leave it between two
+ * policies. */
+static HelloResult update_network(Coordinator *co, Conn *c, const char *canonical, const char *cause, char **decl,
+                                  HostAddrs *h) {
         NetPolicy np;
         const char *why;
-        _cleanup_free_ char *err = NULL;
         if (netpolicy_parse(canonical, strlen(canonical), &np, &why) < 0) {
                 conn_send_error(c, "the network policy sent is not canonical");
-                return false;
+                return HELLO_REFUSED;
         }
-        const char *refuse = NULL;
         if (!co->sidecar.name && netpolicy_permits_nothing(&np)) {
                 /* Loopback only before and after: nothing to apply. */
-                char digest[65];
-                sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, canonical, strlen(canonical), digest);
-                char *c2 = strdup(canonical), *d2 = strdup(digest);
-                if (!c2 || !d2) {
-                        free(c2);
-                        free(d2);
+                char *c2 = strdup(canonical);
+                if (!c2)
                         netpolicy_done(&np);
+                if (!c2 || set_policy(co, &np, c2) < 0) {
                         conn_send_error(c, "out of memory");
-                        return false;
+                        return HELLO_REFUSED;
                 }
-                free(co->spec.netpolicy);
-                free(co->spec.netpolicy_digest);
-                co->spec.netpolicy = c2;
-                co->spec.netpolicy_digest = d2;
-                netpolicy_done(&co->net);
-                co->net = np;
-                (void) launch_spec_fingerprint(&co->spec);
-                return true;
+                return HELLO_ACCEPTED;
         }
+        const char *refuse = NULL;
         if (!co->sidecar.name)
                 refuse = "the sandbox runs without a network sidecar (its policy permits nothing)";
         else if (np.enabled[NET_IPV6] != co->net.enabled[NET_IPV6])
@@ -1158,44 +1245,40 @@ static bool update_network(Coordinator *co, Conn *c, const char *canonical, cons
                         msg = NULL;
                 conn_send_error(c, msg ?: "the network policy changed");
                 netpolicy_done(&np);
-                return false;
+                return HELLO_REFUSED;
         }
-        char digest[65];
-        sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, canonical, strlen(canonical), digest);
-        char *canon_copy = strdup(canonical), *digest_copy = strdup(digest);
-        if (!canon_copy || !digest_copy) {
+        NetUpdate *u = calloc(1, sizeof(NetUpdate));
+        char *canon_copy = strdup(canonical);
+        if (!u || !canon_copy) {
+                free(u);
                 free(canon_copy);
-                free(digest_copy);
                 netpolicy_done(&np);
                 conn_send_error(c, "out of memory");
-                return false;
+                return HELLO_REFUSED;
         }
-        log_info("network policy update %.12s -> %.12s", co->spec.netpolicy_digest, digest);
-        int r = sidecar_update(&co->sidecar, canonical, digest, &err);
-        if (r >= 0 && co->spec.runsc_network == RUNSC_NETWORK_SANDBOX)
-                r = sidecar_update_gvisor(&co->spec, &co->sidecar, &co->sandbox, canonical, &err);
-        free(co->spec.netpolicy);
-        free(co->spec.netpolicy_digest);
-        co->spec.netpolicy = canon_copy;
-        co->spec.netpolicy_digest = digest_copy;
-        netpolicy_done(&co->net);
-        co->net = np;
-        /* The evidence names the configuration it was made for. */
-        if (r >= 0)
-                r = launch_spec_fingerprint(&co->spec);
-        if (r >= 0)
-                r = prove_network(co, &err);
+        char old[13];
+        snprintf(old, sizeof(old), "%.12s", co->spec.netpolicy_digest);
+        /* The new policy is the spec's (and the evidence names the
+         * configuration it is made for) before the thread reads it. */
+        int r = set_policy(co, &np, canon_copy);
+        log_info("network policy update %s -> %.12s", old, co->spec.netpolicy_digest);
+        *u = (NetUpdate){ .co = co, .conn = c, .started_usec = now_usec() };
         if (r < 0) {
-                _cleanup_free_ char *msg = NULL;
-                log_error("network policy update failed: %s", err ? err : strerror(-r));
-                if (asprintf(&msg, "cannot apply the new network policy: %s; the sandbox stops",
-                             err ? err : strerror(-r)) < 0)
-                        msg = NULL;
-                conn_send_error(c, msg ?: "cannot apply the new network policy");
-                begin_stop(co, "a network policy update failed");
-                return false;
+                u->error = strdup("out of memory");
+                job_net_update_done(r, u);
+                return HELLO_REFUSED;
         }
-        return true;
+        u->declared = TAKE_PTR(*decl);
+        u->host = *h;
+        *h = (HostAddrs){};
+        co->net_update = u;
+        r = store_worker_submit(co->slow, job_net_update, job_net_update_done, u);
+        if (r < 0) {
+                u->error = strdup("cannot start the update");
+                job_net_update_done(r, u);
+                return HELLO_REFUSED;
+        }
+        return HELLO_PENDING;
 }
 
 /* Every CLI that joins to open a session sends its declared policy: with
@@ -1203,28 +1286,28 @@ static bool update_network(Coordinator *co, Conn *c, const char *canonical, cons
  * declaration and no new host address it permits, means nothing to do.
  * Otherwise the running sandbox takes it over or the CLI is told why not.
  * A Hello without a policy (status, stop) changes nothing. */
-static bool hello_network(Coordinator *co, Conn *c, const char *declared) {
+static HelloResult hello_network(Coordinator *co, Conn *c, const char *declared) {
         if (!declared || !co->declared_netpolicy)
-                return true;
+                return HELLO_ACCEPTED;
         _cleanup_(netpolicy_done) NetPolicy np = {};
         _cleanup_free_ char *canon = NULL, *decl = strdup(declared);
         _cleanup_(host_addrs_done) HostAddrs h = {};
         const char *why = NULL;
         if (!decl) {
                 conn_send_error(c, "out of memory");
-                return false;
+                return HELLO_REFUSED;
         }
         int r = effective_policy(decl, &np, &canon, &h, &why);
         if (r == -EINVAL) {
                 conn_send_error(c, "the network policy sent is not canonical");
-                return false;
+                return HELLO_REFUSED;
         }
         if (r < 0) {
                 _cleanup_free_ char *msg = NULL;
                 if (asprintf(&msg, "cannot check the network policy: %s (%s)", why, strerror(-r)) < 0)
                         msg = NULL;
                 conn_send_error(c, msg ?: "cannot check the network policy");
-                return false;
+                return HELLO_REFUSED;
         }
         bool same_declaration = streq(decl, co->declared_netpolicy);
         const NetAddr *fresh = same_declaration ? host_permitted(&co->net, &h) : NULL;
@@ -1232,7 +1315,7 @@ static bool hello_network(Coordinator *co, Conn *c, const char *declared) {
                 host_addrs_done(&co->host);
                 co->host = h;
                 h = (HostAddrs){};
-                return true;
+                return HELLO_ACCEPTED;
         }
         char cause[128] = "";
         if (fresh) {
@@ -1240,14 +1323,32 @@ static bool hello_network(Coordinator *co, Conn *c, const char *declared) {
                 netaddr_format(fresh, a, sizeof(a));
                 snprintf(cause, sizeof(cause), "the host has a new address, %s, which it must deny", a);
         }
-        if (!update_network(co, c, canon, fresh ? cause : NULL))
-                return false;
-        free(co->declared_netpolicy);
-        co->declared_netpolicy = TAKE_PTR(decl);
-        host_addrs_done(&co->host);
-        co->host = h;
-        h = (HostAddrs){};
-        return true;
+        HelloResult hr = update_network(co, c, canon, fresh ? cause : NULL, &decl, &h);
+        if (hr == HELLO_ACCEPTED) {
+                free(co->declared_netpolicy);
+                co->declared_netpolicy = TAKE_PTR(decl);
+                host_addrs_done(&co->host);
+                co->host = h;
+                h = (HostAddrs){};
+        }
+        return hr;
+}
+
+static void conn_process(Coordinator *co, Conn *c);
+
+/* c's Hello (c->hello_policy) is looked at now: accepted, the CLI goes on
+ * (resume: the frames that waited behind it are handled now); a Hello with
+ * a policy waits while an update runs. */
+static void conn_hello(Coordinator *co, Conn *c, bool resume) {
+        if (co->net_update && c->hello_policy)
+                return; /* after the update */
+        if (hello_network(co, c, c->hello_policy) != HELLO_ACCEPTED)
+                return;
+        c->state = CONN_READY;
+        c->hello_policy = mfree(c->hello_policy);
+        conn_update_events(c);
+        if (resume)
+                conn_process(co, c);
 }
 
 static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, size_t len) {
@@ -1260,18 +1361,19 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
         bool ok = true;
         switch (m.type) {
         case CTL_HELLO:
-                if (c->state != CONN_NEW)
+                if (c->state != CONN_NEW) {
                         ok = false;
-                else if (!hello_network(co, c, m.netpolicy))
-                        break; /* refused; the peer got an Error */
-                else {
-                        c->state = CONN_READY;
-                        c->cli_pid = m.cli_pid;
-                        /* Hello takes the reference: the sandbox stays up while
-                         * this client is connected. */
-                        c->counted = true;
-                        co->refs++;
+                        break;
                 }
+                c->cli_pid = m.cli_pid;
+                /* Hello takes the reference: the sandbox stays up while
+                 * this client is connected (and while its policy is being
+                 * applied). */
+                c->counted = true;
+                co->refs++;
+                c->state = CONN_HELLO_WAIT;
+                c->hello_policy = TAKE_PTR(m.netpolicy);
+                conn_hello(co, c, false);
                 break;
         case CTL_SESSION_OPEN:
                 if (c->state != CONN_READY)
@@ -1403,6 +1505,8 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
 
 static void conn_readable(Coordinator *co, Conn *c) {
         uint8_t buf[READ_CHUNK];
+        if (c->state == CONN_HELLO_WAIT)
+                return; /* read on once its Hello is settled */
         for (;;) {
                 /* Never take more than the reader may hold unread. */
                 size_t room = ctl_reader_room(&c->rd);
@@ -1424,20 +1528,26 @@ static void conn_readable(Coordinator *co, Conn *c) {
                         conn_send_error(c, "frame too large or invalid");
                         return;
                 }
-                for (;;) {
-                        const uint8_t *p;
-                        size_t len;
-                        int k = ctl_reader_next(&c->rd, &p, &len);
-                        if (k < 0) {
-                                conn_send_error(c, "frame too large or invalid");
-                                return;
-                        }
-                        if (k == 0)
-                                break;
-                        conn_handle_frame(co, c, p, len);
-                        if (c->close_after_flush || c->dead)
-                                return;
+                conn_process(co, c);
+                if (c->close_after_flush || c->dead || c->state == CONN_HELLO_WAIT)
+                        return;
+        }
+}
+
+/* Handle the frames read so far; those behind a Hello being checked wait
+ * in the reader. */
+static void conn_process(Coordinator *co, Conn *c) {
+        while (!c->close_after_flush && !c->dead && c->state != CONN_HELLO_WAIT) {
+                const uint8_t *p;
+                size_t len;
+                int k = ctl_reader_next(&c->rd, &p, &len);
+                if (k < 0) {
+                        conn_send_error(c, "frame too large or invalid");
+                        return;
                 }
+                if (k == 0)
+                        return;
+                conn_handle_frame(co, c, p, len);
         }
 }
 
@@ -1501,53 +1611,47 @@ static void accept_clients(Coordinator *co) {
 
 /* ---- signals and children ----------------------------------------------- */
 
+/* pid (ours), if it has exited: reaped, its status in *ret. */
+static bool reaped(pid_t pid, int *ret) {
+        return pid > 0 && waitpid(pid, ret, WNOHANG) == pid;
+}
+
+/* SIGCHLD: each child of the loop's is reaped by its pid, never with
+ * waitpid(-1), which would take the children the slow thread waits for
+ * (runsc exec, netd probes) from under it. */
 static void reap_children(Coordinator *co) {
-        for (;;) {
-                int st;
-                pid_t pid = waitpid(-1, &st, WNOHANG);
-                if (pid <= 0)
-                        return;
-                if (co->router.pid > 0 && pid == co->router.pid) {
-                        /* Without its router the sandbox must not go on:
-                         * it sees I/O errors on .git, never the host's. */
-                        co->router.pid = 0;
-                        log_error("the git router stopped unexpectedly");
-                        begin_stop(co, "the git router stopped unexpectedly");
-                        continue;
-                }
-                if (co->esc && escalation_reaped(co->esc, pid, st))
-                        continue;
-                if (co->disk.pid > 0 && pid == co->disk.pid) {
-                        co->disk.pid = 0; /* its pipe's end says the rest */
-                        continue;
-                }
-                bool layer = false;
-                for (size_t i = 0; i < co->anchor.n_layers; i++) {
-                        AnchorLayer *l = &co->anchor.layers[i];
-                        if (l->pid > 0 && pid == l->pid) {
-                                /* The sandbox would see I/O errors where its
-                                 * installed software was: stop it. */
-                                l->pid = 0;
-                                layer = true;
-                                log_error("the overlay of %s stopped unexpectedly", l->dir);
-                                begin_stop(co, "the overlay of a persistent directory stopped unexpectedly");
-                        } else if (l->fs_pid > 0 && pid == l->fs_pid) {
-                                l->fs_pid = 0;
-                                layer = true;
-                                log_error("the file system of the changes to %s (fuse2fs) stopped unexpectedly",
-                                          l->dir);
-                                begin_stop(co, "the file system of a persistent directory stopped unexpectedly");
-                        }
-                }
-                if (layer)
-                        continue;
-                for (Session *s = co->sessions; s; s = s->next)
-                        if (s->pid == pid) {
-                                s->exited = true;
-                                s->wstatus = st;
-                                s->drain_deadline = now_usec() + DRAIN_USEC;
-                        }
+        int st;
+        if (reaped(co->router.pid, &st)) {
+                /* Without its router the sandbox must not go on: it sees
+                 * I/O errors on .git, never the host's. */
+                co->router.pid = 0;
+                log_error("the git router stopped unexpectedly");
+                begin_stop(co, "the git router stopped unexpectedly");
         }
+        escalation_reap(co->esc);
+        if (reaped(co->disk.pid, &st))
+                co->disk.pid = 0; /* its pipe's end says the rest */
+        for (size_t i = 0; i < co->anchor.n_layers; i++) {
+                AnchorLayer *l = &co->anchor.layers[i];
+                if (reaped(l->pid, &st)) {
+                        /* The sandbox would see I/O errors where its
+                         * installed software was: stop it. */
+                        l->pid = 0;
+                        log_error("the overlay of %s stopped unexpectedly", l->dir);
+                        begin_stop(co, "the overlay of a persistent directory stopped unexpectedly");
+                }
+                if (reaped(l->fs_pid, &st)) {
+                        l->fs_pid = 0;
+                        log_error("the file system of the changes to %s (fuse2fs) stopped unexpectedly", l->dir);
+                        begin_stop(co, "the file system of a persistent directory stopped unexpectedly");
+                }
+        }
+        for (Session *s = co->sessions; s; s = s->next)
+                if (!s->exited && reaped(s->pid, &st)) {
+                        s->exited = true;
+                        s->wstatus = st;
+                        s->drain_deadline = now_usec() + DRAIN_USEC;
+                }
 }
 
 static void handle_signal(Coordinator *co) {
@@ -1836,7 +1940,7 @@ static void serve(Coordinator *co) {
                                 handle_signal(co);
                                 break;
                         case WATCH_STORE:
-                                (void) store_worker_dispatch(co->worker);
+                                (void) store_worker_dispatch(w->obj);
                                 break;
                         case WATCH_ESCALATION:
                                 if (co->esc)
@@ -2027,9 +2131,27 @@ static void esc_prompt_done(void *userdata, const char *session_id, const char *
         (void) conn_send(s->conn, &m);
 }
 
+static int job_audit(Store *st, void *userdata) {
+        return store_audit_append(st, userdata, NULL);
+}
+
+static void job_audit_done(int result, void *userdata) {
+        if (result < 0)
+                log_error("cannot append to the audit trail: %s", strerror(-result));
+        json_decref(userdata);
+}
+
+/* Appended on the store thread (an fsync), in order; once the loop has
+ * ended (teardown), here. */
 static int esc_audit(void *userdata, json_t *record) {
         Coordinator *co = userdata;
-        return store_audit_append(co->store, record, NULL);
+        if (!co->worker)
+                return store_audit_append(co->store, record, NULL);
+        json_incref(record);
+        int r = store_worker_submit(co->worker, job_audit, job_audit_done, record);
+        if (r < 0)
+                json_decref(record);
+        return r;
 }
 
 /* Publications: the control socket (obj: the coordinator, live) and the
@@ -2369,7 +2491,7 @@ static int start_network(Coordinator *co, char **ret_error) {
 
 /* Probe from where the agent's traffic originates and record the Network
  * Readiness Evidence; a mismatch is an error naming the destination. */
-static int prove_network(Coordinator *co, char **ret_error) {
+static int prove_network(Coordinator *co, char ret_fingerprint[65], char **ret_error) {
         if (!co->sidecar.name)
                 return 0;
         json_t *probe = NULL;
@@ -2419,7 +2541,7 @@ static int prove_network(Coordinator *co, char **ret_error) {
                 (void) part_update(&co->ps, &co->p_network, -1, own);
         else
                 json_decref(own);
-        memcpy(co->readiness_fingerprint, fp, sizeof(fp));
+        memcpy(ret_fingerprint, fp, sizeof(fp));
         log_info("network readiness proved (fingerprint %.12s, +%" PRIu64 " ms)", fp,
                  (now_usec() - co->started_usec) / 1000);
         return 0;
@@ -2442,6 +2564,7 @@ static void release(Coordinator *co) {
                 (void) !write(co->watchdog_fd, "done", 4);
                 co->watchdog_fd = safe_close(co->watchdog_fd);
         }
+        co->slow = store_worker_free(co->slow);
         co->worker = store_worker_free(co->worker);
         while (co->conns)
                 conn_free(co, co->conns);
@@ -2840,7 +2963,7 @@ int coordinator_main(void) {
                 return start_failed(&co);
         }
         if (co.spec.runsc_network == RUNSC_NETWORK_HOST) {
-                r = prove_network(&co, &err);
+                r = prove_network(&co, co.readiness_fingerprint, &err);
                 if (r < 0) {
                         status_report(&co, "error: %s", err ? err : strerror(-r));
                         return start_failed(&co);
@@ -2867,7 +2990,7 @@ int coordinator_main(void) {
                 return start_failed(&co);
         }
         if (co.spec.runsc_network == RUNSC_NETWORK_SANDBOX) {
-                r = prove_network(&co, &err);
+                r = prove_network(&co, co.readiness_fingerprint, &err);
                 if (r < 0) {
                         status_report(&co, "error: %s", err ? err : strerror(-r));
                         return start_failed(&co); /* it removes the sandbox */
@@ -2889,19 +3012,24 @@ int coordinator_main(void) {
         if (r >= 0)
                 r = store_worker_new(co.store, &co.worker);
         if (r >= 0)
+                r = store_worker_new(co.store, &co.slow);
+        if (r >= 0)
                 r = part_begin(&co.ps, co.generation, &kind_publication,
                                json_pack("{s:s, s:n}", "socket_path", co.spec.socket_path, "identity_path"), &co, &co,
                                &co.p_publication, NULL);
         if (r >= 0) {
                 co.w_listen = (Watch){ WATCH_LISTEN, &co };
                 co.w_signal = (Watch){ WATCH_SIGNAL, &co };
-                co.w_store = (Watch){ WATCH_STORE, &co };
+                co.w_store = (Watch){ WATCH_STORE, co.worker };
+                co.w_slow = (Watch){ WATCH_STORE, co.slow };
                 co.w_runtime = (Watch){ WATCH_RUNTIME, &co };
                 r = epoll_add(&co, co.listen_fd, EPOLLIN, &co.w_listen);
                 if (r >= 0)
                         r = epoll_add(&co, co.signal_fd, EPOLLIN, &co.w_signal);
                 if (r >= 0)
                         r = epoll_add(&co, store_worker_fd(co.worker), EPOLLIN, &co.w_store);
+                if (r >= 0)
+                        r = epoll_add(&co, store_worker_fd(co.slow), EPOLLIN, &co.w_slow);
                 int t = limits_cpu_apply(co.sandbox.conmon_pid, (unsigned) co.spec.cpu_limit, SANDBOX_NICE, co.cpus,
                                          sizeof(co.cpus));
                 if (t <= 0) {
@@ -2966,6 +3094,7 @@ int coordinator_main(void) {
 
         serve(&co);
 
+        co.slow = store_worker_free(co.slow); /* an update's end goes to the CLIs still here */
         co.worker = store_worker_free(co.worker);
         teardown(&co);
         release(&co);

@@ -833,7 +833,18 @@ static void pipe_read(Pipe *p) {
         }
 }
 
-bool escalation_reaped(Escalation *e, pid_t pid, int wstatus) {
+static bool escalation_reaped(Escalation *e, pid_t pid, int wstatus);
+
+void escalation_reap(Escalation *e) {
+        for (EscConn *c = e ? e->conns : NULL, *next; c; c = next) {
+                next = c->next;
+                int st;
+                if (c->pid > 0 && !c->exited && waitpid(c->pid, &st, WNOHANG) == c->pid)
+                        (void) escalation_reaped(e, c->pid, st);
+        }
+}
+
+static bool escalation_reaped(Escalation *e, pid_t pid, int wstatus) {
         for (EscConn *c = e ? e->conns : NULL; c; c = c->next)
                 if (c->pid == pid) {
                         c->exited = true;

@@ -88,5 +88,6 @@ int escalation_answer(Escalation *e, const char *session_id, const char *request
 int escalation_cancel(Escalation *e, const char *session_id, const char *request_id);
 /* The session ended or its CLI left: its waiting requests are refused. */
 void escalation_session_gone(Escalation *e, const char *session_id);
-/* A child the coordinator reaped: true when it was one of ours. */
-bool escalation_reaped(Escalation *e, pid_t pid, int wstatus);
+/* Reap the approved commands that exited (each by its pid: other threads
+ * of the coordinator wait for children of their own). */
+void escalation_reap(Escalation *e);

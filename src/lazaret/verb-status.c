@@ -386,8 +386,9 @@ int verb_status(int argc, char **argv, const Globals *g) {
                        json_string_value(json_object_get(sb, "image")));
                 json_t *net = json_object_get(st, "network");
                 const char *side = json_string_value(json_object_get(net, "sidecar"));
-                printf("  network     %s, policy %.12s\n", side ? side : "loopback only",
-                       json_string_value(json_object_get(net, "policy_digest")) ?: "?");
+                printf("  network     %s, policy %.12s%s\n", side ? side : "loopback only",
+                       json_string_value(json_object_get(net, "policy_digest")) ?: "?",
+                       json_is_true(json_object_get(net, "update_in_progress")) ? " (being applied)" : "");
                 print_host_addresses(json_object_get(net, "host_addresses"));
                 json_t *lim = json_object_get(st, "limits"), *lp = json_object_get(lim, "pids"),
                        *lm = json_object_get(lim, "memory");

@@ -23,7 +23,7 @@ import time
 import pytest
 
 from test_netd import compile_policy
-from test_run import Domain, kill_cli, podman, wait_sessions
+from test_run import Domain, _read_until, kill_cli, podman, pty_session, wait_sessions
 from test_run import busybox_image  # noqa: F401  (fixture)
 from testnet import NetLab, sh
 
@@ -31,6 +31,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="test hosts need netwo
 
 HOST4, HOST6, META = "198.51.100.2", "2001:db8:10::2", "169.254.169.254"
 HOST4B = "198.51.100.3"  # a second test host, for policy updates
+HOST4C = "198.51.100.4"  # a resolver whose answers a test can hold back
 ROOT4, ROOT6 = "198.51.100.1", "2001:db8:10::1"  # the root namespace's end of the link: the host's own
 
 
@@ -83,10 +84,18 @@ def hosts():
         lab.host(h, HOST6, 8080, dns=True, log=lab.log)
         lab.host(h, META, 80, dns=True, log=lab.log)
         lab.host(h, HOST4B, 8080)
+        sh("ip", "-n", h, "addr", "add", f"{HOST4C}/32", "dev", "lo")
+        lab.gate_log = tempfile.mktemp(prefix="lazaret-testhost-gate-", suffix=".log")
+        lab.hold = tempfile.mktemp(prefix="lazaret-testhost-hold-")
+        open(lab.gate_log, "w").close()
+        lab.host(h, HOST4C, 8080, dns=True, log=lab.gate_log, hold=lab.hold)
         yield lab
     finally:
         sh("ip", "route", "del", f"{META}/32", check=False)
         lab.close()
+        for f in (getattr(lab, "gate_log", None), getattr(lab, "hold", None)):
+            if f and os.path.exists(f):
+                os.unlink(f)
 
 
 @contextlib.contextmanager
@@ -98,6 +107,11 @@ def host_address(lab, addr):
         yield
     finally:
         sh("ip", "addr", "del", f"{addr}/32", "dev", lab.root_links[0], check=False)
+
+
+def gate_log(lab):
+    with open(lab.gate_log) as f:
+        return f.read().splitlines()
 
 
 def host_log(lab):
@@ -356,6 +370,63 @@ def test_policy_update_without_restart(netdom, hosts):
     finally:
         kill_cli(holder)
         holder.wait()
+
+
+GATED = POLICY.replace(f'resolvers = ["{HOST4}"]', f'resolvers = ["{HOST4C}"]').replace(
+    f'default_allow = ["{HOST4}/32", "{HOST6}/128"]', f'default_allow = ["{HOST4}/32", "{HOST6}/128", "{HOST4C}/32"]')
+
+
+def test_terminals_answer_during_a_policy_update(netdom, hosts):
+    """Issue 17: a policy update runs off the coordinator's event loop. Its
+    probes ask the test resolver, which holds its answer back; meanwhile a
+    keystroke in a running terminal is echoed at once, 'lazaret status'
+    says the update is being applied, and the CLI that asked still waits.
+    Once the resolver answers, that CLI gets its session."""
+    dom = netdom(network=GATED)
+    wider = GATED.replace(f'"{HOST4C}/32"]', f'"{HOST4C}/32", "{HOST4B}/32"]')
+    with pty_session(dom) as (pid, fd):
+        os.write(fd, b"echo MARK$((0+1))\n")
+        _read_until(fd, b"MARK1\r\n", timeout=120)
+        before = wait_sessions(dom, 1)["network"]
+        assert before["update_in_progress"] is False
+        dom.lz.write("cfg.toml", open(dom.cfg).read().replace(GATED, wider))
+        seen = len(gate_log(hosts))
+        open(hosts.hold, "w").close()
+        updater = None
+        try:
+            updater = dom.popen("run", "--", "/bin/echo", "updated")
+            deadline = time.time() + 120
+            while "dns-held" not in gate_log(hosts)[seen:]:
+                assert updater.poll() is None, updater.communicate() + (dom.log(),)
+                assert time.time() < deadline, "the update's probe never asked the test resolver"
+                time.sleep(0.01)
+            t0 = time.monotonic()
+            os.write(fd, b"echo MARK$((1+1))\n")
+            _read_until(fd, b"MARK2\r\n", timeout=5)
+            took = time.monotonic() - t0
+            # Still during the update: the resolver has not answered and
+            # the CLI that asked waits for it.
+            assert "dns-answered" not in " ".join(gate_log(hosts)[seen:]), \
+                f"the keystroke was echoed after the update ({took:.2f} s)"
+            assert updater.poll() is None
+            # The coordinator answers a status query meanwhile.
+            st = dom.status()["network"]
+            assert st["update_in_progress"] is True, (st, gate_log(hosts)[seen:])
+        finally:
+            if os.path.exists(hosts.hold):
+                os.unlink(hosts.hold)
+        out, err = updater.communicate(timeout=120)
+        assert updater.returncode == 0, err.decode() + dom.log()
+        assert out == b"updated\n"
+        assert "dns-answered released" in gate_log(hosts)[seen:]
+        after = dom.status()["network"]
+        assert after["update_in_progress"] is False
+        assert after["policy_digest"] != before["policy_digest"]
+        assert after["readiness_fingerprint"] != before["readiness_fingerprint"]
+        assert "network policy update done" in dom.log()
+        # The terminal lived through it.
+        os.write(fd, b"echo MARK$((2+1))\n")
+        _read_until(fd, b"MARK3\r\n", timeout=20)
 
 
 RANGE = POLICY.replace(f'default_allow = ["{HOST4}/32", "{HOST6}/128"]',

@@ -15,6 +15,7 @@ import socket
 import struct
 import subprocess
 import termios
+import threading
 import fcntl
 import time
 
@@ -556,6 +557,106 @@ def pty_session(dom, env=None):
         except (ProcessLookupError, ChildProcessError):
             pass
         os.close(fd)
+
+
+def test_retries_end_in_one_line_naming_the_cause(dom):
+    """Issue 17: a listener at the control socket that hangs up before a
+    session opens (as a coordinator that is stopping does) makes lazaret
+    run try three times, then say so in one line; it never exits without
+    a message."""
+    r = dom.run("run", "--", "/bin/true")
+    assert r.returncode == 0, r.stderr
+    # Its coordinator removes the socket as it tears down.
+    deadline = time.time() + 60
+    while "torn down" not in dom.log():
+        assert time.time() < deadline, dom.log()
+        time.sleep(0.05)
+    path = dom.socket_path()
+    assert not os.path.exists(path)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    os.chmod(path, 0o777)
+    srv.listen(8)
+    srv.settimeout(60)
+    seen = []
+
+    def hang_up():
+        try:
+            while len(seen) < 3:
+                c, _ = srv.accept()
+                seen.append(c)
+                c.close()
+        except OSError:
+            pass
+
+    t = threading.Thread(target=hang_up, daemon=True)
+    t.start()
+    try:
+        r = dom.run("run", "--", "/bin/echo", "never")
+    finally:
+        srv.close()
+        if os.path.exists(path):
+            os.unlink(path)
+        t.join(timeout=10)
+    assert r.returncode == 125, r.stderr
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert re.fullmatch(r"lazaret: error: cannot open a session after three attempts: the coordinator closed the "
+                        r"connection before the session opened \(it was stopping\)(: .*)?; run it again",
+                        lines[0]), lines[0]
+    assert len(seen) == 3
+
+
+def test_terminal_answers_during_image_builds(dom):
+    """Issue 17: image builds (Podman importing into the user's store) run
+    back to back while a terminal types; every keystroke is echoed within
+    a second, most of them while a build runs, and another terminal joins
+    the sandbox meanwhile."""
+    tag = "localhost/lz-test/during-build"
+    stop = threading.Event()
+    builds, running = [], threading.Event()
+
+    def build_loop():
+        while not stop.is_set():
+            p = dom.popen("image", "build", "busybox", "--tag", tag, stdin=subprocess.DEVNULL)
+            running.set()
+            out, err = p.communicate(timeout=300)
+            builds.append((p.returncode, err))
+
+    t = threading.Thread(target=build_loop, daemon=True)
+    try:
+        with pty_session(dom) as (pid, fd):
+            os.write(fd, b"echo MARK$((0+1))\n")
+            _read_until(fd, b"MARK1\r\n", timeout=120)
+            t.start()
+            assert running.wait(60)
+            during, slow = 0, []
+            for i in range(2, 12):
+                before = len(builds)
+                t0 = time.monotonic()
+                os.write(fd, f"echo MARK$((0+{i}))\n".encode())
+                _read_until(fd, f"MARK{i}\r\n".encode(), timeout=20)
+                took = time.monotonic() - t0
+                if took > 1.0:
+                    slow.append(round(took, 2))
+                # No build ended meanwhile: the echo came during one.
+                if len(builds) == before:
+                    during += 1
+                if i == 6:
+                    r = dom.run("run", "--", "/bin/echo", "joined")
+                    assert r.returncode == 0 and r.stdout == "joined\n", r.stderr
+                time.sleep(0.2)
+            stop.set()
+            t.join(timeout=300)
+            assert not slow, f"keystrokes echoed only after {slow} s"
+            assert during >= 5, f"only {during} of 10 keystrokes came during a build"
+            assert builds and all(rc == 0 for rc, _ in builds), builds
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join(timeout=300)
+        podman(dom.lz.user, "rmi", "-f", tag, check=False)
 
 
 def test_terminal_resize_and_ctrl_c(dom):

@@ -56,7 +56,7 @@ class NetLab:
         return subprocess.run(["nsenter", f"--net={self.path(ns)}", *cmd], capture_output=True, text=True,
                               timeout=kw.pop("timeout", 30), **kw)
 
-    def host(self, ns, addr, port, dns=False, log=None):
+    def host(self, ns, addr, port, dns=False, log=None, hold=None):
         """Start the test host's services at addr in ns; wait until ready."""
         cmd = ["nsenter", f"--net={self.path(ns)}", sys.executable, os.path.join(HELPERS, "testhost.py"), addr,
                str(port)]
@@ -64,6 +64,8 @@ class NetLab:
             cmd.append("--dns")
         if log:
             cmd += ["--log", log]
+        if hold:
+            cmd += ["--hold", hold]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(p)
         line = p.stdout.readline()

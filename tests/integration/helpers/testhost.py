@@ -5,12 +5,21 @@ a TCP listener that accepts and closes, and a DNS responder that answers
 every A query with ANSWER_A and every AAAA query with ANSWER_AAAA (and
 REFUSED for names starting with "refused").
 
-usage: testhost.py ADDR TCP_PORT [--dns] [--log FILE]
+With --hold FILE, a DNS query that arrives while FILE exists is answered
+only once FILE is gone, or after HOLD_MAX seconds (within the probes' time
+limit of 3 s): the log says "dns-held" when it starts waiting and
+"dns-answered" with how it ended.
+
+usage: testhost.py ADDR TCP_PORT [--dns] [--log FILE] [--hold FILE]
 Prints "ready" on stdout once listening."""
 import ipaddress
+import os
 import select
 import socket
 import sys
+import time
+
+HOLD_MAX = 2.5
 
 ANSWER_A = "192.0.2.80"
 ANSWER_AAAA = "2001:db8::80"
@@ -38,6 +47,18 @@ def dns_answer(q):
     answer = b"\xc0\x0c" + qtype.to_bytes(2, "big") + b"\x00\x01" + (60).to_bytes(4, "big") + \
         len(rdata).to_bytes(2, "big") + rdata
     return header + b"\x00\x01\x00\x00\x00\x00" + question + answer
+
+
+def hold(path, log):
+    if not path or not os.path.exists(path):
+        return
+    if log:
+        log.write("dns-held\n")
+    deadline = time.monotonic() + HOLD_MAX
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if log:
+        log.write("dns-answered " + ("released" if not os.path.exists(path) else "after the time limit") + "\n")
 
 
 def main():
@@ -70,6 +91,7 @@ def main():
                 q, peer = s.recvfrom(2048)
                 if log:
                     log.write(f"dns {peer[0]}\n")
+                hold(sys.argv[sys.argv.index("--hold") + 1] if "--hold" in sys.argv else None, log)
                 a = dns_answer(q)
                 if a:
                     s.sendto(a, peer)
