@@ -1,4 +1,11 @@
 /* SPDX-License-Identifier: MIT */
+/* lazaret doctor (doctor.h): each check of the host (Podman, its version,
+ * storage driver and rootless mode, runsc and its files, runc, subordinate
+ * ids and newuidmap, /dev/fuse, fuse-overlayfs, fuse2fs, /dev/net/tun,
+ * slirp4netns, cgroups, limits) as a pure function over what was read,
+ * which the unit tests feed, and the runner that reads the host for them. Some 1,500 lines: a
+ * check is short, and keeping the pure parsers next to the probe that
+ * reads their input makes each check one place to read. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "doctor.h"
+#include "domain-root.h"
 #include "exec-util.h"
 #include "fd-util.h"
 #include "image.h"
@@ -17,7 +18,6 @@
 #include "path-pattern.h"
 #include "path-util.h"
 #include "runtime-dir.h"
-#include "state-anchor.h"
 #include "strbuf.h"
 #include "string-util.h"
 
@@ -747,7 +747,7 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                                 return r;
                 }
                 _cleanup_free_ char *bad = NULL;
-                r = anchor_check_domain_root(s.domain_dir, &bad);
+                r = domain_root_check(s.domain_dir, &bad);
                 if (r < 0)
                         return bad ? fail(ret_error, "%s", bad)
                                    : fail(ret_error, "cannot check the Domain Root %s: %s", s.domain_dir, strerror(-r));

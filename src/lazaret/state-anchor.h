@@ -62,13 +62,6 @@ int anchor_lease_image(const LaunchSpec *s, StateAnchor *a, uint64_t generation,
 /* Give the lease back (idempotent); the last one unmounts the image. */
 int anchor_release_image(const LaunchSpec *s, const char *image_id, uint64_t generation);
 
-/* Check that the Domain Root (or, before it exists, the directory it will
- * be made in) can hold overlay upper directories (a probe: directories,
- * symlinks, a file written and renamed, modes kept) and that its path fits
- * fuse-overlayfs's options; one line naming the file system and the fix
- * otherwise. */
-int anchor_check_domain_root(const char *domain_dir, char **ret_error);
-
 /* Make (mke2fs) or check (e2fsck -p) the layer's image and bring it to
  * disk_limit MiB (resize2fs; a shrink below what it holds is refused,
  * naming the fix), mount it with fuse2fs in Podman's namespace, move the

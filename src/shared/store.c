@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* The Domain Store on LMDB (store.h). Every public function is one
- * transaction: it either commits all of its changes or none. */
+ * transaction: it either commits all of its changes or none.
+ *
+ * Its length (some 1,500 lines) is the schema's: its seven tables, their
+ * migrations and the audit chain share the transaction helpers and the
+ * key layout, which stay private to this file (the worker thread is in
+ * store-worker.c). */
 #include <endian.h>
 #include <errno.h>
 #include <openssl/evp.h>

@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The Session Coordinator's own header, for its four files (issue 17):
+ *   coordinator.c          start, the event loop, signals and children,
+ *                          recovery, teardown, the watchdog;
+ *   coordinator-session.c  control connections, sessions, their store
+ *                          records, status;
+ *   coordinator-network.c  the Network participant, the policy in force,
+ *                          its updates (on the slow thread), the proof;
+ *   coordinator-parts.c    the other participants: git router,
+ *                          publications and escalation, State Anchor
+ *                          layers, work-file watch, the sandbox.
+ * Nothing outside these files includes it. */
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coordinator.h"
+#include "disk-watch.h"
+#include "domain-root.h"
+#include "ctl-proto.h"
+#include "exec-util.h"
+#include "host-git.h"
+#include "fd-util.h"
+#include "fileio.h"
+#include "log.h"
+#include "path-util.h"
+#include "router-run.h"
+#include "state-anchor.h"
+#include "escalation.h"
+#include "participant.h"
+#include "session-anchor.h"
+#include "spawn-util.h"
+#include "runtime-dir.h"
+#include "netpolicy-digest.h"
+#include "netpolicy.h"
+#include "host-addr.h"
+#include "sandbox-limits.h"
+#include "sandbox.h"
+#include "sidecar.h"
+#include "store.h"
+#include "strbuf.h"
+#include "string-util.h"
+
+#define MAX_CONNECTIONS   64
+#define OUT_QUEUE_MAX     (1024u * 1024u) /* stop reading a session while its CLI lags this much */
+#define IN_QUEUE_MAX      (1024u * 1024u) /* input not yet taken by the session */
+#define READ_CHUNK        (64u * 1024u)
+#define IDLE_USEC         (UINT64_C(30) * 1000000) /* no session at all for this long: tear down */
+#define DRAIN_USEC        (UINT64_C(200) * 1000) /* output still arriving after the exec client exited */
+#define HANGUP_GRACE_USEC (UINT64_C(2) * 1000000)
+#define STORE_WAIT_USEC   (UINT64_C(8) * 1000000)
+/* How long the watchdog waits for the Domain Store after its coordinator
+ * died (a new coordinator holds it while it recovers itself). */
+#define WATCHDOG_STORE_WAIT_USEC (UINT64_C(30) * 1000000)
+#define LINGER_USEC              (UINT64_C(5) * 1000000) /* for a dropped peer to close its end */
+#define MEMORY_CHECK_USEC        (UINT64_C(1000000))
+/* The sandbox's host threads run at this nice value, so that the person's
+ * own work comes first. */
+#define SANDBOX_NICE 10
+
+typedef enum WatchKind {
+        WATCH_LISTEN,
+        WATCH_SIGNAL,
+        WATCH_STORE, /* obj: the StoreWorker whose jobs finished */
+        WATCH_RUNTIME,
+        WATCH_SIDECAR,
+        WATCH_ESCALATION,
+        WATCH_DISK,
+        WATCH_CONN,
+        WATCH_PTY,
+        WATCH_STDIN,
+        WATCH_STDOUT,
+        WATCH_STDERR,
+} WatchKind;
+
+typedef struct Watch {
+        WatchKind kind;
+        void *obj;
+} Watch;
+
+typedef struct Coordinator Coordinator;
+typedef struct Conn Conn;
+typedef struct Session Session;
+
+typedef struct OutQueue {
+        uint8_t *buf;
+        size_t len, off;
+} OutQueue;
+
+struct Session {
+        Coordinator *co;
+        Conn *conn; /* NULL once the CLI is gone */
+        char id[37];
+        bool interactive;
+        pid_t pid; /* runsc exec */
+        ProcessIdentity ident;
+        int pty, in_fd, out_fd, err_fd;
+        Watch w_pty, w_in, w_out, w_err;
+        OutQueue in; /* towards the session */
+        bool in_eof; /* close stdin once the queue drains */
+        bool exited;
+        int wstatus;
+        uint64_t drain_deadline;
+        uint64_t kill_deadline; /* SIGKILL the exec client after a hangup */
+        bool finished;
+        bool pending; /* recorded, exec client not started yet */
+        uint64_t started_usec;
+        unsigned char anchor[SESSION_KEY_LEN]; /* the CLI's Session Anchor public key */
+        bool has_anchor;
+        char *cwd; /* in the sandbox: /workspace or a directory below it */
+        Session *next;
+};
+
+typedef enum ConnState {
+        CONN_NEW, /* waiting for Hello */
+        CONN_HELLO_WAIT, /* Hello seen, its network policy being checked or applied: frames wait */
+        CONN_READY, /* Hello accepted */
+        CONN_SESSION, /* owns a session */
+} ConnState;
+
+struct Conn {
+        Coordinator *co;
+        int fd;
+        Watch w;
+        ConnState state;
+        CtlReader rd;
+        OutQueue out;
+        bool counted; /* holds a reference on the sandbox */
+        int cli_pid;
+        char *hello_policy; /* CONN_HELLO_WAIT: the policy its Hello declared */
+        bool close_after_flush;
+        bool shut; /* our side is shut down; waiting for the peer's close */
+        uint64_t linger_deadline;
+        bool dead;
+        Session *session;
+        Conn *next;
+};
+
+struct Coordinator {
+        struct stat self_exe; /* our own binary: every CLI is the same file */
+        LaunchSpec spec;
+        int epfd;
+        int listen_fd, signal_fd, runtime_fd, status_fd;
+        int watchdog_fd; /* the write end of the watchdog's pipe */
+        Watch w_listen, w_signal, w_store, w_slow, w_runtime;
+        Store *store;
+        StoreWorker *worker;
+        /* Long operations (netd, runsc exec, probes) run on a thread of
+         * their own, so no terminal waits on them; one at a time. */
+        StoreWorker *slow;
+        struct NetUpdate *net_update; /* a policy update in progress (one at a time), or NULL */
+        uint64_t generation;
+        PartStore ps; /* the Domain Store, for the participant driver */
+        Part p_sandbox, p_publication;
+        Part p_escalation; /* a Publication: the escalation socket and certificates */
+        char coordinator_id[37];
+        char *container_name;
+        SandboxInfo sandbox;
+        RouterRun router;
+        Part p_router;
+        StateAnchor anchor;
+        Escalation *esc; /* NULL: [escalation] enabled = false */
+        Watch w_esc;
+        Sidecar sidecar; /* name NULL: no sidecar (loopback only) */
+        Part p_network;
+        NetPolicy net; /* in force: the declared policy and the host's addresses denied */
+        char *declared_netpolicy; /* canonical, as the configuration says it (the last Hello's) */
+        HostAddrs host; /* the host's addresses last read, and what the declared policy made of them */
+        int sidecar_fd; /* pidfd of the sidecar's conmon */
+        char readiness_fingerprint[65]; /* of the evidence last recorded, or "" */
+        Watch w_sidecar;
+        char *terminfo_dir;
+        char *worktree; /* branch mode: the agent's worktree, behind /workspace */
+        Conn *conns;
+        size_t n_conns;
+        Session *sessions;
+        unsigned refs;
+        bool ever_had_session;
+        uint64_t started_usec;
+        bool stopping;
+        const char *stop_reason;
+        /* The memory limit (issue 16): gVisor's memory file, looked at
+         * once a second; why it is not watched when it is not. */
+        int mem_fd;
+        uint64_t mem_next_check, mem_used;
+        char mem_unwatched[160];
+        char cpus[64], cpu_unset[160]; /* the CPUs the sandbox runs on, or why it runs anywhere */
+        char limit_reason[300];
+        bool runtime_lost;
+        /* disk_limit for the work files: the helper that measures them,
+         * and what it measures. */
+        DiskWatch disk;
+        Watch w_disk;
+        char **disk_paths;
+};
+
+/* A network policy update in progress (update_network). */
+typedef struct NetUpdate {
+        Coordinator *co;
+        Conn *conn; /* the CLI that asked; NULL once it is gone */
+        char *declared; /* its declared policy, in force once proved */
+        HostAddrs host; /* the host's addresses read for it */
+        char fingerprint[65]; /* of the new readiness evidence */
+        char *error;
+        uint64_t started_usec;
+} NetUpdate;
+
+static inline void net_update_forget(NetUpdate *u, const Conn *c) {
+        if (u->conn == c)
+                u->conn = NULL;
+}
+
+/* ---- coordinator.c: the loop, start and teardown ------------------------ */
+
+int own_gen_update(Store *st, uint64_t generation, json_t *fields);
+/* To the leader CLI while it waits: a step that may take secs seconds. */
+void status_wait(Coordinator *co, unsigned secs, const char *step);
+/* Stop taking clients and end the sessions; the loop then tears down. */
+void co_begin_stop(Coordinator *co, const char *reason);
+void co_teardown(Coordinator *co);
+void co_release(Coordinator *co);
+int start_failed(Coordinator *co);
+int co_bind_socket(Coordinator *co);
+
+/* ---- coordinator-session.c: connections and sessions ------------------- */
+
+int co_epoll_add(Coordinator *co, int fd, uint32_t events, Watch *w);
+int co_close_watched(Coordinator *co, int fd);
+size_t co_queue_pending(const OutQueue *q);
+void co_queue_done(OutQueue *q);
+int co_queue_flush(OutQueue *q, int fd);
+json_t *co_self_identity(void);
+void accept_clients(Coordinator *co);
+void conn_update_events(Conn *c);
+void conn_readable(Coordinator *co, Conn *c);
+/* Handle the frames read so far; those behind a Hello being checked wait. */
+void conn_process(Coordinator *co, Conn *c);
+int conn_send(Conn *c, const CtlMessage *m);
+/* Send an Error and drop the peer once it has gone out. */
+void conn_send_error(Conn *c, const char *msg);
+void conn_free(Coordinator *co, Conn *c);
+void session_update_events(Session *s);
+int session_pump(Session *s, int fd, int stream);
+void session_close_output(Session *s, int *fd);
+void session_finish(Session *s);
+void session_free(Coordinator *co, Session *s);
+void co_check_runtime(Coordinator *co, int timeout_ms);
+
+/* ---- coordinator-network.c: the policy in force, its updates, the proof -- */
+
+extern const PartKind kind_network;
+int start_network(Coordinator *co, char **ret_error);
+void stop_network(Coordinator *co);
+int prove_network(Coordinator *co, char ret_fingerprint[65], char **ret_error);
+/* Look at c's Hello (its policy in c->hello_policy); accepted, the frames
+ * behind it are handled when resume. */
+void conn_hello(Coordinator *co, Conn *c, bool resume);
+
+/* ---- coordinator-parts.c: the other participants and the limits -------- */
+
+extern const PartKind kind_router, kind_publication, kind_lower, kind_layer, kind_sandbox;
+int start_router(Coordinator *co, char **ret_error);
+void stop_router(Coordinator *co);
+int start_escalation(Coordinator *co, char **ret_error);
+void stop_escalation(Coordinator *co);
+int start_anchor(Coordinator *co, char **ret_error);
+void stop_anchor(Coordinator *co);
+int start_disk_watch(Coordinator *co, char **ret_error);
+int wait_disk_base(Coordinator *co, char **ret_error);
+void stop_disk_watch(Coordinator *co);
+void co_check_memory(Coordinator *co);
+void co_disk_readable(Coordinator *co);

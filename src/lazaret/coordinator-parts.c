@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: MIT */
+/* The coordinator's other participants (the table is in
+ * docs/ARCHITECTURE.md): the git router, the control socket and the
+ * escalation socket as Publications, the State Anchor's lower image and
+ * layers, the work files' watch, and the sandbox container. */
+#include "coordinator-internal.h"
+
+/* The memory limit: over it, the sandbox stops, and every terminal is told
+ * why (the sessions end with Lazaret's failure status). */
+void co_check_memory(Coordinator *co) {
+        uint64_t used = 0, limit = co->spec.memory_limit_mib << 20;
+        co->mem_next_check = now_usec() + MEMORY_CHECK_USEC;
+        if (limits_memory_used(co->mem_fd, &used) < 0)
+                return;
+        co->mem_used = used;
+        if (used <= limit || co->stopping)
+                return;
+        snprintf(co->limit_reason, sizeof(co->limit_reason),
+                 "the sandbox reached its memory limit (%" PRIu64 " MiB held; memory_limit = %" PRIu64
+                 " MiB in the profile)",
+                 used >> 20, co->spec.memory_limit_mib);
+        log_error("%s", co->limit_reason);
+        co->runtime_lost = true;
+        co_begin_stop(co, co->limit_reason);
+}
+
+/* disk_limit for the work files: the helper's figures, or its end. */
+void co_disk_readable(Coordinator *co) {
+        int k = diskwatch_read(&co->disk);
+        if (k < 0) {
+                co->disk.fd = co_close_watched(co, co->disk.fd);
+                if (!co->stopping) {
+                        /* Unmeasured, the limit would be a claim only. */
+                        log_error("the measure of the work files stopped unexpectedly");
+                        co->runtime_lost = true;
+                        co_begin_stop(co, "the measure of the work files (disk_limit) stopped unexpectedly");
+                }
+                return;
+        }
+        uint64_t grown = diskwatch_grown(&co->disk), limit = co->spec.disk_limit_mib << 20;
+        if (k == 0 || grown <= limit || co->stopping)
+                return;
+        StrBuf b = STRBUF_INIT;
+        for (size_t i = 0; co->disk_paths[i]; i++)
+                strbuf_printf(&b, "%s%s", i ? ", " : "", co->disk_paths[i]);
+        _cleanup_free_ char *paths = strbuf_steal(&b);
+        snprintf(co->limit_reason, sizeof(co->limit_reason),
+                 "the work files grew by %" PRIu64 " MiB during this run, past disk_limit = %" PRIu64
+                 " MiB in the profile (%s)",
+                 grown >> 20, co->spec.disk_limit_mib, paths ? paths : "?");
+        log_error("%s", co->limit_reason);
+        co->runtime_lost = true;
+        co_begin_stop(co, co->limit_reason);
+}
+
+/* The git router is a Participant: recorded before it starts, Committed
+ * with its process and mount identity, Clean once it is gone. obj: the
+ * RouterRun. */
+static int router_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
+        Coordinator *co = ctx;
+        RouterRun *rr = obj;
+        (void) intent;
+        const char *wt = co->worktree ? strrchr(co->worktree, '/') : NULL;
+        int r = router_start(&co->spec, wt ? wt + 1 : NULL, rr, ret_error);
+        if (r < 0)
+                return r;
+        *ret_commit = json_pack("{s:o, s:{s:i}}", "daemon", process_identity_to_json(&rr->ident), "mount", "mount_id",
+                                rr->mount_id);
+        log_info("%s router %d serving %s on %s", co->spec.branch ? "git" : "workspace", (int) rr->pid,
+                 co->spec.branch ? co->spec.git_dir : co->spec.workspace, rr->mountpoint);
+        return 0;
+}
+
+static int router_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
+        Coordinator *co = ctx;
+        (void) generation;
+        if (obj) {
+                router_stop(&co->spec, obj);
+                router_run_done(obj);
+                return 0;
+        }
+        /* A dead coordinator's: kill it (by pid and start time), then
+         * detach the mount it leaves behind. */
+        ProcessIdentity pi;
+        if (process_identity_from_json(json_object_get(own, "daemon"), &pi) >= 0 && process_identity_alive(&pi))
+                (void) kill(pi.pid, SIGKILL);
+        const char *mp = json_string_value(json_object_get(own, "mountpoint"));
+        if (mp)
+                fuse_mount_detach(&co->spec, mp);
+        return 0;
+}
+
+const PartKind kind_router = {
+        .role = ROLE_GIT_ROUTING,
+        .recover_pass = 1, /* after the sandbox that has it mounted */
+        .acquire = router_acquire,
+        .release = router_release,
+};
+
+int start_router(Coordinator *co, char **ret_error) {
+        _cleanup_free_ char *mnt = path_join(co->spec.domain_dir, "git-mnt"),
+                            *iso = path_join(co->spec.domain_dir, "git-isolated");
+        if (!mnt || !iso)
+                return -ENOMEM;
+        return part_begin(&co->ps, co->generation, &kind_router,
+                          json_pack("{s:s, s:s, s:s}", "mountpoint", mnt, "host_root",
+                                    co->spec.branch ? co->spec.git_dir : co->spec.workspace, "isolated_root", iso),
+                          co, &co->router, &co->p_router, ret_error);
+}
+
+void stop_router(Coordinator *co) {
+        (void) part_end(&co->ps, &co->p_router, co, &co->router);
+}
+
+/* ---- host escalation ------------------------------------------------------ */
+
+static int esc_session(void *userdata, const char *session_id, unsigned char ret_anchor[SESSION_KEY_LEN],
+                       bool *ret_interactive) {
+        Coordinator *co = userdata;
+        for (Session *s = co->sessions; s; s = s->next)
+                if (streq(s->id, session_id) && !s->finished && !s->exited && s->has_anchor) {
+                        memcpy(ret_anchor, s->anchor, SESSION_KEY_LEN);
+                        *ret_interactive = s->interactive && s->conn;
+                        return 0;
+                }
+        return -ENOENT;
+}
+
+static Session *prompt_session(Coordinator *co, const char *session_id) {
+        for (Session *s = co->sessions; s; s = s->next)
+                if (streq(s->id, session_id) && !s->finished && s->interactive && s->conn && !s->conn->dead)
+                        return s;
+        return NULL;
+}
+
+static int esc_prompt(void *userdata, const EscalationPrompt *p) {
+        Coordinator *co = userdata;
+        Session *s = prompt_session(co, p->session_id);
+        if (!s)
+                return -ENOENT;
+        CtlMessage m = { .type = CTL_PROMPT_REQUEST,
+                         .profile = (char *) p->profile,
+                         .command = (char *) p->command,
+                         .justification = (char *) p->justification,
+                         .queued = p->queued };
+        memcpy(m.session_id, s->id, 37);
+        memcpy(m.request_id, p->request_id, 37);
+        return conn_send(s->conn, &m) < 0 ? -ENOENT : 0;
+}
+
+static void esc_prompt_done(void *userdata, const char *session_id, const char *request_id) {
+        Coordinator *co = userdata;
+        Session *s = prompt_session(co, session_id);
+        if (!s)
+                return;
+        CtlMessage m = { .type = CTL_PROMPT_DONE };
+        memcpy(m.session_id, s->id, 37);
+        memcpy(m.request_id, request_id, 37);
+        (void) conn_send(s->conn, &m);
+}
+
+static int job_audit(Store *st, void *userdata) {
+        return store_audit_append(st, userdata, NULL);
+}
+
+static void job_audit_done(int result, void *userdata) {
+        if (result < 0)
+                log_error("cannot append to the audit trail: %s", strerror(-result));
+        json_decref(userdata);
+}
+
+/* Appended on the store thread (an fsync), in order; once the loop has
+ * ended (teardown), here. */
+static int esc_audit(void *userdata, json_t *record) {
+        Coordinator *co = userdata;
+        if (!co->worker)
+                return store_audit_append(co->store, record, NULL);
+        json_incref(record);
+        int r = store_worker_submit(co->worker, job_audit, job_audit_done, record);
+        if (r < 0)
+                json_decref(record);
+        return r;
+}
+
+/* Publications: the control socket (obj: the coordinator, live) and the
+ * escalation socket and certificates (obj: the coordinator, whose
+ * Escalation goes). Release works from either ownership. */
+static int publication_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
+        Coordinator *co = ctx;
+        (void) generation;
+        const char *sock = json_string_value(json_object_get(own, "socket_path"));
+        if (sock)
+                (void) unlink(sock);
+        const char *state_dir = json_string_value(json_object_get(own, "escalation_state_dir")),
+                   *socket_dir = json_string_value(json_object_get(own, "escalation_socket_dir"));
+        if (state_dir || socket_dir) {
+                if (obj)
+                        co->esc = escalation_free(co->esc);
+                escalation_remove(state_dir, socket_dir);
+        }
+        return 0;
+}
+
+static int socket_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
+        (void) obj;
+        (void) intent;
+        (void) ret_commit;
+        (void) ret_error;
+        return co_bind_socket(ctx);
+}
+
+static int escalation_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
+        Coordinator *co = ctx;
+        (void) obj;
+        (void) intent;
+        (void) ret_commit;
+        char sandbox_id[128];
+        snprintf(sandbox_id, sizeof(sandbox_id), "%s-g%" PRIu64, co->container_name, co->generation);
+        EscalationHost host = { esc_session, esc_audit, esc_prompt, esc_prompt_done, co };
+        int r = escalation_new(&co->spec, sandbox_id, co->worktree ? co->worktree : co->spec.workspace, &host, &co->esc,
+                               ret_error);
+        if (r < 0)
+                return r; /* escalation_new removed what it made */
+        log_info("escalation socket %s/escalate.sock (sandbox %s)", escalation_socket_dir(co->esc), sandbox_id);
+        return 0;
+}
+
+const PartKind kind_publication = { .role = ROLE_PUBLICATION,
+                                    .acquire = socket_acquire,
+                                    .release = publication_release };
+static const PartKind kind_escalation = { .role = ROLE_PUBLICATION,
+                                          .acquire = escalation_acquire,
+                                          .release = publication_release };
+
+void stop_escalation(Coordinator *co) {
+        (void) part_end(&co->ps, &co->p_escalation, co, co);
+        co->esc = escalation_free(co->esc);
+}
+
+int start_escalation(Coordinator *co, char **ret_error) {
+        if (!co->spec.escalation_enabled)
+                return 0;
+        /* On record before anything is made: a successor removes what a
+         * killed coordinator leaves. */
+        _cleanup_free_ char *state_dir = NULL, *socket_dir = NULL;
+        int r = escalation_paths(&co->spec, &state_dir, &socket_dir);
+        if (r < 0)
+                return r;
+        return part_begin(
+                &co->ps, co->generation, &kind_escalation,
+                json_pack("{s:s, s:s}", "escalation_state_dir", state_dir, "escalation_socket_dir", socket_dir), co, co,
+                &co->p_escalation, ret_error);
+}
+
+/* The State Anchor (spec §4.3.3): the image's mount is a PreparedLower
+ * participant (Intent with the image id, Committed with its path), each
+ * overlay a StateAnchor participant (Intent with its directories, Committed
+ * with the daemon and the mount). Layers start after the image mount and
+ * stop before it goes. */
+/* obj: the StateAnchor. */
+static int lower_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
+        Coordinator *co = ctx;
+        StateAnchor *a = obj;
+        (void) intent;
+        int r = anchor_lease_image(&co->spec, a, co->generation, ret_error);
+        if (r < 0)
+                return r;
+        *ret_commit = json_pack("{s:s, s:s}", "lease_state", "Held", "path", a->image_mount);
+        return 0;
+}
+
+/* Our lease on the image's mount in the Storage Catalog, taken or not
+ * (release is idempotent); the last lease unmounts it. */
+static int lower_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
+        Coordinator *co = ctx;
+        const char *image = json_string_value(json_object_get(own, "prepared_artifact_id"));
+        if (image)
+                (void) anchor_release_image(&co->spec, image, generation);
+        if (obj) {
+                StateAnchor *a = obj;
+                a->image_mount = mfree(a->image_mount);
+        }
+        return 0;
+}
+
+/* obj: the AnchorLayer. */
+static int layer_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
+        Coordinator *co = ctx;
+        AnchorLayer *l = obj;
+        (void) intent;
+        int r = anchor_layer_start(&co->spec, &co->anchor, l, ret_error);
+        if (r < 0)
+                return r;
+        *ret_commit = json_pack("{s:o, s:{s:i}, s:s, s:o, s:I}", "daemon", process_identity_to_json(&l->ident), "mount",
+                                "mount_id", l->mount_id, "lower_path", l->lower, "layer_daemon",
+                                process_identity_to_json(&l->fs_ident), "layer_size_mib", (json_int_t) l->fs_size_mib);
+        r = anchor_record_image(&co->spec, &co->anchor, l);
+        if (r > 0)
+                log_info("the image under %s changed: its new copy is the lower layer now, the changes in %s "
+                         "are kept",
+                         l->dir, l->changes);
+        else if (r < 0)
+                log_warning("cannot record the image of %s: %s", l->dir, strerror(-r));
+        log_info("persistent %s: fuse-overlayfs %d on %s (lower %s), changes in %s (fuse2fs %d, %" PRIu64 " MiB)",
+                 l->dir, (int) l->pid, l->merged, l->lower, l->image, (int) l->fs_pid, l->fs_size_mib);
+        return 0;
+}
+
+/* The overlay, then the layer's file system under it. */
+static int layer_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
+        Coordinator *co = ctx;
+        (void) generation;
+        if (obj) {
+                anchor_layer_stop(&co->spec, obj);
+                return 0;
+        }
+        ProcessIdentity ov, fs;
+        bool has_ov = process_identity_from_json(json_object_get(own, "daemon"), &ov) >= 0,
+             has_fs = process_identity_from_json(json_object_get(own, "layer_daemon"), &fs) >= 0;
+        anchor_layer_recover(&co->spec, has_ov ? &ov : NULL, json_string_value(json_object_get(own, "merged_path")),
+                             has_fs ? &fs : NULL, json_string_value(json_object_get(own, "layer_mount")));
+        return 0;
+}
+
+const PartKind kind_lower = { .role = ROLE_PREPARED_LOWER,
+                              .recover_pass = 2, /* after the overlays above it */
+                              .acquire = lower_acquire,
+                              .release = lower_release };
+const PartKind kind_layer = {
+        .role = ROLE_STATE_ANCHOR,
+        .recover_pass = 1, /* after the sandbox that has it mounted */
+        .acquire = layer_acquire,
+        .release = layer_release,
+};
+
+/* The State Anchor (spec §4.3.3): the image's mount is a PreparedLower
+ * participant (Intent with the image id, Committed with its path), each
+ * overlay a StateAnchor participant (Intent with its directories, Committed
+ * with the daemons and the mount). Layers start after the image mount and
+ * stop before it goes. */
+void stop_anchor(Coordinator *co) {
+        for (size_t i = co->anchor.n_layers; i > 0; i--) {
+                AnchorLayer *l = &co->anchor.layers[i - 1];
+                (void) part_end(&co->ps, &l->participant, co, l);
+        }
+        (void) part_end(&co->ps, &co->anchor.p_lower, co, &co->anchor);
+}
+
+int start_anchor(Coordinator *co, char **ret_error) {
+        StateAnchor *a = &co->anchor;
+        int r = anchor_init(&co->spec, a);
+        if (r < 0 || a->n_layers == 0)
+                return r;
+        r = domain_root_check(co->spec.domain_dir, ret_error);
+        if (r < 0)
+                return r;
+        r = anchor_resolve_image(&co->spec, a, ret_error);
+        if (r < 0)
+                return r;
+        r = part_begin(&co->ps, co->generation, &kind_lower,
+                       json_pack("{s:s, s:s, s:s, s:n}", "prepared_artifact_id", a->image_id, "source_identity",
+                                 co->spec.image, "lease_state", "Acquiring", "path"),
+                       co, a, &a->p_lower, ret_error);
+        if (r < 0)
+                return r;
+        /* Changes from before the layers' images are copied in once. */
+        bool moving = false;
+        for (size_t i = 0; i < a->n_layers; i++) {
+                struct stat st;
+                if (access(a->layers[i].image, F_OK) < 0 && lstat(a->layers[i].legacy_changes, &st) == 0)
+                        moving = true;
+        }
+        if (moving)
+                status_wait(co, 600, "moving the persistent directories' changes into their images");
+        for (size_t i = 0; i < a->n_layers; i++) {
+                AnchorLayer *l = &a->layers[i];
+                r = part_begin(&co->ps, co->generation, &kind_layer,
+                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:n, s:n, s:n}", "dir", l->dir,
+                                         "lower_artifact_id", a->image_id, "layer_image", l->image, "layer_mount",
+                                         l->fs_mnt, "upper_path", l->changes, "work_path", l->work, "merged_path",
+                                         l->merged, "daemon", "mount", "layer_daemon"),
+                               co, l, &l->participant, ret_error);
+                if (r < 0)
+                        return r; /* start_failed() ends the others */
+        }
+        if (moving)
+                status_wait(co, 10, "starting the sandbox");
+        return 0;
+}
+
+/* What the sandbox writes on the host outside its layers: the agent's
+ * worktree and the repository's git directory in branch mode, the
+ * workspace otherwise (with a git directory outside it). */
+int start_disk_watch(Coordinator *co, char **ret_error) {
+        const char *v[3] = {};
+        size_t n = 0;
+        if (co->worktree) {
+                v[n++] = co->worktree;
+                if (co->spec.git_dir)
+                        v[n++] = co->spec.git_dir;
+        } else {
+                v[n++] = co->spec.workspace;
+                if (co->spec.git_dir && !path_under(co->spec.git_dir, co->spec.workspace))
+                        v[n++] = co->spec.git_dir;
+        }
+        co->disk_paths = calloc(n + 1, sizeof(char *));
+        if (!co->disk_paths)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (!(co->disk_paths[i] = strdup(v[i])))
+                        return -ENOMEM;
+        int r = diskwatch_start(&co->spec, co->disk_paths, co->spec.disk_limit_mib << 20, &co->disk);
+        if (r < 0) {
+                if (asprintf(ret_error, "cannot start the measure of the work files for disk_limit: %s", strerror(-r)) <
+                    0)
+                        *ret_error = NULL;
+                return r;
+        }
+        log_info("work files measured by %d: the sandbox stops when they grow by more than %" PRIu64 " MiB",
+                 (int) co->disk.pid, co->spec.disk_limit_mib);
+        return 0;
+}
+
+/* The baseline is taken before the sandbox starts: a walk still going on
+ * while the agent writes would count into it what the agent wrote in the
+ * directories it had not reached yet, and that would escape the limit. The
+ * walk runs beside the network's and escalation's start; what is left of it
+ * is waited for here. */
+int wait_disk_base(Coordinator *co, char **ret_error) {
+        bool said = false;
+        uint64_t start = now_usec();
+        while (!co->disk.have_base) {
+                struct pollfd pfd = { .fd = co->disk.fd, .events = POLLIN };
+                int k = poll(&pfd, 1, 1000);
+                if (k < 0 && errno != EINTR)
+                        return negative_errno();
+                if (k > 0 && diskwatch_read(&co->disk) < 0) {
+                        *ret_error = strdup("the measure of the work files (disk_limit) ended before its first walk; "
+                                            "see the coordinator log");
+                        return -EIO;
+                }
+                if (k == 0 && !said) {
+                        status_wait(co, 600, "measuring the work files for disk_limit");
+                        said = true;
+                }
+        }
+        if (said)
+                status_wait(co, 10, "starting the sandbox");
+        log_info("work files: %" PRIu64 " MiB at the start (measured in %" PRIu64 " ms)", co->disk.base >> 20,
+                 (now_usec() - start) / 1000);
+        return 0;
+}
+
+void stop_disk_watch(Coordinator *co) {
+        if (co->disk.fd >= 0)
+                co->disk.fd = co_close_watched(co, co->disk.fd);
+        diskwatch_stop(&co->disk);
+}
+
+/* The sandbox's container: removed by name (Podman's --ignore makes that
+ * idempotent). */
+static int sandbox_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
+        Coordinator *co = ctx;
+        (void) obj;
+        (void) intent;
+        int r = sandbox_start(&co->spec, co->generation, co->worktree ? co->worktree : co->spec.workspace,
+                              co->router.pid > 0 ? co->router.mountpoint : NULL, co->terminfo_dir, co->sidecar.name,
+                              co->anchor.n_layers ? &co->anchor : NULL, co->esc ? escalation_certs_dir(co->esc) : NULL,
+                              co->esc ? escalation_socket_dir(co->esc) : NULL, &co->sandbox, ret_error);
+        if (r < 0)
+                return r;
+        ProcessIdentity conmon = {};
+        (void) process_identity_of(co->sandbox.conmon_pid, &conmon);
+        *ret_commit = json_pack("{s:s, s:s, s:o}", "container_id", co->sandbox.id, "runtime_root",
+                                co->sandbox.runsc_root, "runtime_supervisor", process_identity_to_json(&conmon));
+        return 0;
+}
+
+static int sandbox_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
+        Coordinator *co = ctx;
+        (void) obj;
+        (void) generation;
+        const char *name = json_string_value(json_object_get(own, "container_name"));
+        _cleanup_free_ char *err = NULL;
+        if (name && container_remove(&co->spec, name, &err) < 0) {
+                log_error("cannot remove the sandbox %s: %s", name, err ? err : "?");
+                return -EIO;
+        }
+        return 0;
+}
+
+const PartKind kind_sandbox = { .role = ROLE_SANDBOX, .acquire = sandbox_acquire, .release = sandbox_release };

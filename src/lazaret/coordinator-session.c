@@ -1,0 +1,1030 @@
+/* SPDX-License-Identifier: MIT */
+/* The coordinator's control connections and sessions: frames from the
+ * CLIs, Hello (the policy check is coordinator-network.c's), sessions on
+ * PTYs or pipes through runsc exec, their store records on the store
+ * thread, status. */
+#include "coordinator-internal.h"
+
+int co_epoll_add(Coordinator *co, int fd, uint32_t events, Watch *w) {
+        struct epoll_event ev = { .events = events, .data.ptr = w };
+        return epoll_ctl(co->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? negative_errno() : 0;
+}
+
+static void epoll_mod(Coordinator *co, int fd, uint32_t events, Watch *w) {
+        struct epoll_event ev = { .events = events, .data.ptr = w };
+        (void) epoll_ctl(co->epfd, EPOLL_CTL_MOD, fd, &ev);
+}
+
+int co_close_watched(Coordinator *co, int fd) {
+        if (fd >= 0)
+                (void) epoll_ctl(co->epfd, EPOLL_CTL_DEL, fd, NULL);
+        return safe_close(fd);
+}
+
+static int queue_put(OutQueue *q, const uint8_t *data, size_t n) {
+        if (q->off > 0 && q->off == q->len)
+                q->off = q->len = 0;
+        uint8_t *b = realloc(q->buf, q->len + n);
+        if (!b)
+                return -ENOMEM;
+        memcpy(b + q->len, data, n);
+        q->buf = b;
+        q->len += n;
+        return 0;
+}
+
+size_t co_queue_pending(const OutQueue *q) {
+        return q->len - q->off;
+}
+
+void co_queue_done(OutQueue *q) {
+        free(q->buf);
+        *q = (OutQueue){};
+}
+
+/* Write what the queue holds to a non-blocking fd. 1: empty now, 0: more
+ * left, -errno: the fd is broken. */
+int co_queue_flush(OutQueue *q, int fd) {
+        while (co_queue_pending(q) > 0) {
+                ssize_t n = write(fd, q->buf + q->off, co_queue_pending(q));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return 0;
+                        return negative_errno();
+                }
+                q->off += (size_t) n;
+        }
+        q->off = q->len = 0;
+        return 1;
+}
+
+/* Our own pid + start time, as the store records process identities. */
+json_t *co_self_identity(void) {
+        ProcessIdentity me = {};
+        (void) process_identity_of(getpid(), &me);
+        return process_identity_to_json(&me);
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+void conn_update_events(Conn *c) {
+        /* A Hello being checked: the frames after it wait (unread). */
+        uint32_t ev = (c->state == CONN_HELLO_WAIT ? 0 : EPOLLIN) | EPOLLRDHUP;
+        if (co_queue_pending(&c->out) > 0)
+                ev |= EPOLLOUT;
+        epoll_mod(c->co, c->fd, ev, &c->w);
+}
+
+int conn_send(Conn *c, const CtlMessage *m) {
+        _cleanup_free_ uint8_t *frame = NULL;
+        size_t len = 0;
+        if (!c || c->dead)
+                return 0;
+        int r = ctl_message_encode(m, &frame, &len);
+        if (r < 0)
+                return r;
+        r = queue_put(&c->out, frame, len);
+        if (r < 0)
+                return r;
+        r = co_queue_flush(&c->out, c->fd);
+        if (r < 0) {
+                c->dead = true;
+                return r;
+        }
+        conn_update_events(c);
+        return 0;
+}
+
+void conn_send_error(Conn *c, const char *msg) {
+        CtlMessage m = { .type = CTL_ERROR, .message = (char *) msg };
+        log_info("dropping a client: %s", msg);
+        (void) conn_send(c, &m);
+        c->close_after_flush = true;
+}
+
+static void session_hangup(Session *s);
+
+void conn_free(Coordinator *co, Conn *c) {
+        if (c->session) {
+                c->session->conn = NULL;
+                session_hangup(c->session);
+                escalation_session_gone(co->esc, c->session->id);
+                c->session = NULL;
+        }
+        if (c->counted && co->refs > 0)
+                co->refs--;
+        if (co->net_update)
+                net_update_forget(co->net_update, c);
+        free(c->hello_policy);
+        co_close_watched(co, c->fd);
+        ctl_reader_done(&c->rd);
+        co_queue_done(&c->out);
+        for (Conn **p = &co->conns; *p; p = &(*p)->next)
+                if (*p == c) {
+                        *p = c->next;
+                        break;
+                }
+        co->n_conns--;
+        log_debug("client gone (dead=%d shut=%d), %u left", c->dead, c->shut, co->refs);
+        free(c);
+}
+
+/* ---- store jobs --------------------------------------------------------- */
+
+typedef struct TerminalJob {
+        json_t *record;
+        char session_id[37];
+        TerminalState state;
+} TerminalJob;
+
+static int job_terminal(Store *st, void *userdata) {
+        TerminalJob *j = userdata;
+        if (j->state == TERMINAL_INTENT)
+                return store_terminal_put(st, j->record);
+        return store_terminal_set_state(st, j->session_id, j->state, j->record);
+}
+
+static void job_terminal_done(int result, void *userdata) {
+        TerminalJob *j = userdata;
+        if (result < 0)
+                log_warning("store: terminal %s -> %s: %s", j->session_id, terminal_state_to_string(j->state),
+                            strerror(-result));
+        json_decref(j->record);
+        free(j);
+}
+
+static void record_terminal(Coordinator *co, const char *session_id, TerminalState state, json_t *record) {
+        TerminalJob *j = calloc(1, sizeof(TerminalJob));
+        if (!j) {
+                json_decref(record);
+                return;
+        }
+        j->record = record;
+        j->state = state;
+        memcpy(j->session_id, session_id, 37);
+        if (store_worker_submit(co->worker, job_terminal, job_terminal_done, j) < 0)
+                job_terminal_done(-ENOMEM, j);
+}
+
+typedef struct SessionJob {
+        char session_id[37];
+        json_t *fields;
+} SessionJob;
+
+static int job_session(Store *st, void *userdata) {
+        SessionJob *j = userdata;
+        return store_session_update(st, j->session_id, j->fields);
+}
+
+static void job_session_done(int result, void *userdata) {
+        SessionJob *j = userdata;
+        if (result < 0)
+                log_warning("store: session %s: %s", j->session_id, strerror(-result));
+        json_decref(j->fields);
+        free(j);
+}
+
+static void record_session_phase(Coordinator *co, const Session *s, SessionPhase phase) {
+        SessionJob *j = calloc(1, sizeof(SessionJob));
+        if (!j)
+                return;
+        memcpy(j->session_id, s->id, 37);
+        j->fields = json_pack("{s:s}", "session_phase", session_phase_to_string(phase));
+        if (!j->fields || store_worker_submit(co->worker, job_session, job_session_done, j) < 0)
+                job_session_done(-ENOMEM, j);
+}
+
+/* ---- sessions ----------------------------------------------------------- */
+
+void session_update_events(Session *s) {
+        Coordinator *co = s->co;
+        /* Output waits while the CLI lags behind (backpressure). */
+        bool lagging = s->conn && co_queue_pending(&s->conn->out) > OUT_QUEUE_MAX;
+        uint32_t in = lagging ? 0 : EPOLLIN;
+        if (s->interactive) {
+                if (s->pty >= 0)
+                        epoll_mod(co, s->pty, in | (co_queue_pending(&s->in) > 0 ? EPOLLOUT : 0), &s->w_pty);
+                return;
+        }
+        if (s->out_fd >= 0)
+                epoll_mod(co, s->out_fd, in, &s->w_out);
+        if (s->err_fd >= 0)
+                epoll_mod(co, s->err_fd, in, &s->w_err);
+        if (s->in_fd >= 0)
+                epoll_mod(co, s->in_fd, co_queue_pending(&s->in) > 0 ? EPOLLOUT : 0, &s->w_in);
+}
+
+/* Forward what one session fd holds. Returns 1 at end of file. */
+int session_pump(Session *s, int fd, int stream) {
+        uint8_t buf[READ_CHUNK];
+        for (int rounds = 0; rounds < 16; rounds++) {
+                if (s->conn && co_queue_pending(&s->conn->out) > OUT_QUEUE_MAX)
+                        return 0;
+                ssize_t n = read(fd, buf, sizeof(buf));
+                if (n == 0)
+                        return 1;
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return 0;
+                        return 1; /* EIO: the PTY's other side is gone */
+                }
+                if (s->conn) {
+                        CtlMessage m = {
+                                .type = CTL_TERMINAL_OUTPUT, .stream = stream, .bytes = buf, .n_bytes = (size_t) n
+                        };
+                        memcpy(m.session_id, s->id, 37);
+                        (void) conn_send(s->conn, &m);
+                }
+        }
+        return 0;
+}
+
+void session_close_output(Session *s, int *fd) {
+        *fd = co_close_watched(s->co, *fd);
+}
+
+/* An exec client that died abnormally may have lost its sandbox: conmon's
+ * exit can trail the exec client's by a moment, so wait for it briefly
+ * before calling the outcome. */
+void co_check_runtime(Coordinator *co, int timeout_ms) {
+        if (co->runtime_lost || co->runtime_fd < 0)
+                return;
+        struct pollfd pfd = { .fd = co->runtime_fd, .events = POLLIN };
+        if (poll(&pfd, 1, timeout_ms) > 0) {
+                co->runtime_fd = co_close_watched(co, co->runtime_fd);
+                log_error("the sandbox container stopped unexpectedly");
+                co->runtime_lost = true;
+                co_begin_stop(co, "the sandbox stopped unexpectedly");
+        }
+}
+
+void session_finish(Session *s) {
+        Coordinator *co = s->co;
+        if (s->finished)
+                return;
+        if (!co->stopping && (WIFSIGNALED(s->wstatus) || (WIFEXITED(s->wstatus) && WEXITSTATUS(s->wstatus) >= 126)))
+                co_check_runtime(co, 1000);
+        /* Whatever is still buffered goes out before the exit. */
+        if (s->pty >= 0)
+                (void) session_pump(s, s->pty, 1);
+        if (s->out_fd >= 0)
+                (void) session_pump(s, s->out_fd, 1);
+        if (s->err_fd >= 0)
+                (void) session_pump(s, s->err_fd, 2);
+        s->finished = true;
+
+        CtlMessage m = { .type = CTL_SESSION_EXIT };
+        memcpy(m.session_id, s->id, 37);
+        if (co->runtime_lost) {
+                m.outcome = CTL_EXIT_RUNTIME_LOST;
+                m.message = (char *) (co->stop_reason ?: "the sandbox stopped unexpectedly");
+        } else if (co->stopping && co->stop_reason) {
+                m.outcome = CTL_EXIT_TERMINATED;
+                m.exit_signal = SIGTERM;
+                m.message = (char *) co->stop_reason;
+        } else if (WIFSIGNALED(s->wstatus)) {
+                m.outcome = CTL_EXIT_TERMINATED;
+                m.exit_signal = WTERMSIG(s->wstatus);
+        } else {
+                m.outcome = CTL_EXIT_EXITED;
+                m.exit_code = WIFEXITED(s->wstatus) ? WEXITSTATUS(s->wstatus) : 255;
+        }
+        if (s->conn) {
+                (void) conn_send(s->conn, &m);
+                s->conn->close_after_flush = true;
+                s->conn->session = NULL;
+                s->conn = NULL;
+        }
+        escalation_session_gone(co->esc, s->id);
+        log_info("session %s ended (%s)", s->id, ctl_exit_outcome_to_string(m.outcome));
+        record_terminal(co, s->id, TERMINAL_CLEAN,
+                        json_pack("{s:s}", "outcome", ctl_exit_outcome_to_string(m.outcome)));
+
+        s->pty = co_close_watched(co, s->pty);
+        s->in_fd = co_close_watched(co, s->in_fd);
+        s->out_fd = co_close_watched(co, s->out_fd);
+        s->err_fd = co_close_watched(co, s->err_fd);
+}
+
+void session_free(Coordinator *co, Session *s) {
+        for (Session **p = &co->sessions; *p; p = &(*p)->next)
+                if (*p == s) {
+                        *p = s->next;
+                        break;
+                }
+        co_queue_done(&s->in);
+        free(s->cwd);
+        free(s);
+}
+
+/* The CLI is gone: the guest gets SIGHUP as from a closed terminal, the exec
+ * client SIGKILL if it lingers. */
+static void session_hangup(Session *s) {
+        if (s->exited || s->pid <= 0)
+                return;
+        (void) kill(s->pid, SIGHUP);
+        s->kill_deadline = now_usec() + HANGUP_GRACE_USEC;
+}
+
+static int write_process_file(const Coordinator *co, const Session *s, const CtlMessage *m, int *ret_fd) {
+        json_t *env = json_array();
+        /* The container's own environment (image ENV and Podman's), then
+         * what the profile allows from this CLI, then ours. */
+        for (char **p = co->sandbox.env; env && p && *p; p++) {
+                if (startswith(*p, "TERM=") || startswith(*p, "LAZARET_"))
+                        continue;
+                json_array_append_new(env, json_string(*p));
+        }
+        for (size_t i = 0; env && i < m->n_env; i++)
+                json_array_append_new(env, json_string(m->env[i]));
+        if (env && m->interactive) {
+                StrBuf b = STRBUF_INIT;
+                strbuf_printf(&b, "TERM=%s", m->term ? m->term : "xterm");
+                char *t = strbuf_steal(&b);
+                if (t)
+                        json_array_append_new(env, json_string(t));
+                free(t);
+                json_array_append_new(env, json_string("TERMINFO=/run/lazaret/terminfo"));
+        }
+        if (env) {
+                StrBuf b = STRBUF_INIT;
+                strbuf_printf(&b, "LAZARET_SESSION_ID=%s", s->id);
+                char *t = strbuf_steal(&b);
+                if (t)
+                        json_array_append_new(env, json_string(t));
+                free(t);
+        }
+        /* The session's delegated credential, for lazaret-escalate. */
+        if (env && co->esc && s->has_anchor && m->credential) {
+                StrBuf b = STRBUF_INIT;
+                strbuf_printf(&b, "LAZARET_SESSION_CREDENTIAL=%s", m->credential);
+                char *t = strbuf_steal(&b);
+                if (t)
+                        json_array_append_new(env, json_string(t));
+                if (t)
+                        explicit_bzero(t, strlen(t));
+                free(t);
+                b = (StrBuf) STRBUF_INIT;
+                strbuf_printf(&b, "LAZARET_PROFILE=%s", co->spec.profile);
+                t = strbuf_steal(&b);
+                if (t)
+                        json_array_append_new(env, json_string(t));
+                free(t);
+        }
+        json_t *args = json_array();
+        char **argv = m->argv;
+        for (size_t i = 0; args && argv[i]; i++)
+                json_array_append_new(args, json_string(argv[i]));
+        json_t *proc = json_pack("{s:b, s:O, s:o*, s:o*, s:s}", "terminal", m->interactive, "user", co->sandbox.user,
+                                 "args", args, "env", env, "cwd", s->cwd);
+        if (!proc)
+                return -ENOMEM;
+        if (m->interactive)
+                json_object_set_new(proc, "consoleSize",
+                                    json_pack("{s:i, s:i}", "height", (int) m->rows, "width", (int) m->columns));
+        char *text = json_dumps(proc, JSON_COMPACT);
+        json_decref(proc);
+        if (!text)
+                return -ENOMEM;
+        int fd = memfd_create("lazaret-process", MFD_CLOEXEC);
+        if (fd < 0) {
+                free(text);
+                return negative_errno();
+        }
+        size_t len = strlen(text);
+        ssize_t w = write(fd, text, len);
+        free(text);
+        if (w < 0 || (size_t) w != len) {
+                safe_close(fd);
+                return -EIO;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
+/* Store a terminfo entry the CLI sent, so TERM resolves in the sandbox. */
+static int install_terminfo(const Coordinator *co, const char *term, const uint8_t *data, size_t len) {
+        char sub[2] = { term[0], 0 };
+        _cleanup_free_ char *dir = path_join(co->terminfo_dir, sub);
+        if (!dir)
+                return -ENOMEM;
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+        _cleanup_free_ char *file = path_join(dir, term);
+        if (!file)
+                return -ENOMEM;
+        return write_file_atomic(file, (const char *) data, len, 0644, 0);
+}
+
+static int set_nonblock(int fd) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return negative_errno();
+        return 0;
+}
+
+static void strv_freep(char ***v) {
+        if (*v)
+                for (char **p = *v; *p; p++)
+                        free(*p);
+        free(*v);
+}
+
+static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
+        _cleanup_close_ int proc_fd = -EBADF, slave = -EBADF;
+        _cleanup_(strv_freep) char **argv = NULL;
+        int pipes[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
+        /* runsc reads the process description from the memfd at its fd 3. */
+        static const char procpath[] = "/proc/self/fd/3";
+        int r = write_process_file(co, s, m, &proc_fd);
+        if (r < 0)
+                return r;
+
+        if (m->interactive) {
+                s->pty = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+                if (s->pty < 0)
+                        return negative_errno();
+                char name[128];
+                if (grantpt(s->pty) < 0 || unlockpt(s->pty) < 0 || ptsname_r(s->pty, name, sizeof(name)) != 0)
+                        return negative_errno();
+                slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+                if (slave < 0)
+                        return negative_errno();
+                struct winsize ws = { .ws_row = (unsigned short) m->rows, .ws_col = (unsigned short) m->columns };
+                (void) ioctl(s->pty, TIOCSWINSZ, &ws);
+                r = set_nonblock(s->pty);
+                if (r < 0)
+                        return r;
+        } else {
+                for (int i = 0; i < 3; i++)
+                        if (pipe2(pipes[i], O_CLOEXEC) < 0) {
+                                r = negative_errno();
+                                goto fail_pipes;
+                        }
+        }
+
+        argv = sandbox_exec_argv(&co->spec, &co->sandbox, procpath);
+        if (!argv) {
+                r = -ENOMEM;
+                goto fail_pipes;
+        }
+
+        /* runsc exec in a session of its own: with a terminal, the PTY's
+         * slave is its controlling terminal and stdin, stdout, stderr;
+         * gVisor's process description is fd 3. */
+        SpawnFd fds[4];
+        if (m->interactive) {
+                fds[0] = (SpawnFd){ slave, 0 };
+                fds[1] = (SpawnFd){ slave, 1 };
+                fds[2] = (SpawnFd){ slave, 2 };
+        } else {
+                fds[0] = (SpawnFd){ pipes[0][0], 0 };
+                fds[1] = (SpawnFd){ pipes[1][1], 1 };
+                fds[2] = (SpawnFd){ pipes[2][1], 2 };
+        }
+        fds[3] = (SpawnFd){ proc_fd, 3 };
+        SpawnSpec sp = SPAWN_SPEC_INIT(co->spec.runsc, argv);
+        sp.fds = fds;
+        sp.n_fds = ELEMENTSOF(fds);
+        sp.new_session = true;
+        sp.controlling_tty = m->interactive;
+        pid_t pid;
+        r = spawn(&sp, &pid);
+        if (r < 0)
+                goto fail_pipes;
+        s->pid = pid;
+        (void) process_identity_of(pid, &s->ident);
+        if (!m->interactive) {
+                s->in_fd = pipes[0][1];
+                s->out_fd = pipes[1][0];
+                s->err_fd = pipes[2][0];
+                safe_close(pipes[0][0]);
+                safe_close(pipes[1][1]);
+                safe_close(pipes[2][1]);
+                if (set_nonblock(s->in_fd) < 0 || set_nonblock(s->out_fd) < 0 || set_nonblock(s->err_fd) < 0)
+                        log_warning("session %s: cannot make pipes non-blocking", s->id);
+                s->w_in = (Watch){ WATCH_STDIN, s };
+                s->w_out = (Watch){ WATCH_STDOUT, s };
+                s->w_err = (Watch){ WATCH_STDERR, s };
+                (void) co_epoll_add(co, s->in_fd, 0, &s->w_in);
+                (void) co_epoll_add(co, s->out_fd, EPOLLIN, &s->w_out);
+                (void) co_epoll_add(co, s->err_fd, EPOLLIN, &s->w_err);
+        } else {
+                s->w_pty = (Watch){ WATCH_PTY, s };
+                (void) co_epoll_add(co, s->pty, EPOLLIN, &s->w_pty);
+        }
+        return 0;
+
+fail_pipes:
+        for (int i = 0; i < 3; i++) {
+                safe_close(pipes[i][0]);
+                safe_close(pipes[i][1]);
+        }
+        return r;
+}
+
+typedef struct OpenJob {
+        Coordinator *co;
+        Session *s;
+        CtlMessage m; /* the SessionOpen, owned */
+        json_t *session_rec, *terminal_rec;
+} OpenJob;
+
+static int job_open(Store *st, void *userdata) {
+        OpenJob *j = userdata;
+        /* The terminfo entry the CLI sent, so TERM resolves in the
+         * sandbox: written (and synced) here, off the loop, before the
+         * session starts. */
+        if (j->m.term && j->m.terminfo) {
+                int k = install_terminfo(j->co, j->m.term, j->m.terminfo, j->m.terminfo_len);
+                if (k < 0)
+                        log_warning("cannot store terminfo for %s: %s", j->m.term, strerror(-k));
+        }
+        int r = store_session_put(st, j->session_rec);
+        if (r >= 0)
+                r = store_terminal_put(st, j->terminal_rec);
+        return r;
+}
+
+/* Give up on a session that never ran: tell its CLI (if still there) and
+ * leave it to be freed. */
+static void session_abandon(Session *s, const char *why) {
+        s->pending = false;
+        s->finished = true;
+        if (s->conn) {
+                conn_send_error(s->conn, why);
+                s->conn->session = NULL;
+                s->conn = NULL;
+        }
+}
+
+static void job_open_done(int result, void *userdata) {
+        OpenJob *j = userdata;
+        Coordinator *co = j->co;
+        Session *s = j->s;
+
+        if (result < 0) {
+                log_error("store: cannot record session %s: %s", s->id, strerror(-result));
+                session_abandon(s, "cannot record the session");
+        } else if (!s->conn || co->stopping) {
+                record_terminal(co, s->id, TERMINAL_CLEAN, NULL);
+                session_abandon(s, "the sandbox is shutting down; run the command again");
+        } else {
+                int r = session_spawn(co, s, &j->m);
+                if (r < 0) {
+                        log_error("cannot start a session: %s", strerror(-r));
+                        s->pty = co_close_watched(co, s->pty);
+                        record_terminal(co, s->id, TERMINAL_CLEAN, NULL);
+                        session_abandon(s, "cannot start the session's command in the sandbox");
+                } else {
+                        s->pending = false;
+                        session_update_events(s);
+                        record_session_phase(co, s, SESSION_RUNNING);
+                        record_terminal(co, s->id, TERMINAL_RUNNING,
+                                        json_pack("{s:o}", "exec_client", process_identity_to_json(&s->ident)));
+                        CtlMessage reply = { .type = CTL_SESSION_OPENED, .generation_id = co->generation };
+                        memcpy(reply.session_id, s->id, 37);
+                        (void) conn_send(s->conn, &reply);
+                        log_info("session %s started (%s, %zu args)", s->id, j->m.interactive ? "terminal" : "pipes",
+                                 j->m.n_argv);
+                }
+        }
+        ctl_message_done(&j->m);
+        json_decref(j->session_rec);
+        json_decref(j->terminal_rec);
+        free(j);
+}
+
+static void handle_session_open(Coordinator *co, Conn *c, CtlMessage *m, int cli_pid) {
+        if (co->stopping) {
+                conn_send_error(c, "the sandbox is shutting down; run the command again");
+                return;
+        }
+        for (size_t i = 0; i < m->n_env; i++)
+                if (!launch_spec_env_allowed(&co->spec, m->env[i])) {
+                        conn_send_error(c, "a variable the profile does not name was sent; only the profile's env "
+                                           "enters the sandbox");
+                        return;
+                }
+        /* A session of a branch-mode Domain may start in a directory below
+         * /workspace (the CLI's own, relative to the repository's root).
+         * Missing ones (the host's untracked directories) are made in the
+         * agent's worktree, never through a symlink out of it. */
+        _cleanup_free_ char *cwd = NULL;
+        if (m->cwd) {
+                if (!co->worktree) {
+                        conn_send_error(c, "a working directory below /workspace needs workspace_mode = \"branch\" "
+                                           "in a git repository");
+                        return;
+                }
+                int r = sandbox_worktree_dir(co->worktree, m->cwd);
+                if (r < 0) {
+                        StrBuf e = STRBUF_INIT;
+                        strbuf_printf(&e, "cannot enter /workspace/%s in the agent's worktree %s: %s", m->cwd,
+                                      co->worktree, strerror(-r));
+                        _cleanup_free_ char *why = strbuf_steal(&e);
+                        conn_send_error(c, why ?: "cannot enter the session's directory");
+                        return;
+                }
+        }
+        cwd = m->cwd ? path_join("/workspace", m->cwd) : strdup("/workspace");
+        if (!cwd) {
+                conn_send_error(c, "out of memory");
+                return;
+        }
+        Session *s = calloc(1, sizeof(Session));
+        OpenJob *j = calloc(1, sizeof(OpenJob));
+        if (!s || !j || ctl_uuid_v4(s->id) < 0) {
+                free(s);
+                free(j);
+                conn_send_error(c, "cannot make a session");
+                return;
+        }
+        *s = (Session){ .co = co,
+                        .conn = c,
+                        .interactive = m->interactive,
+                        .pending = true,
+                        .pty = -EBADF,
+                        .in_fd = -EBADF,
+                        .out_fd = -EBADF,
+                        .err_fd = -EBADF,
+                        .cwd = TAKE_PTR(cwd),
+                        .started_usec = now_usec() };
+        (void) ctl_uuid_v4(s->id);
+        s->has_anchor = m->anchor && session_unb64(m->anchor, s->anchor, SESSION_KEY_LEN) == 0;
+        s->next = co->sessions;
+        co->sessions = s;
+        c->session = s;
+        c->state = CONN_SESSION;
+        co->ever_had_session = true;
+
+        /* Recorded before it is made (decision 12): the session and its
+         * terminal in Intent, committed on the store thread; the exec client
+         * starts when that transaction is done. */
+        char cli[32];
+        snprintf(cli, sizeof(cli), "pid:%d", cli_pid);
+        *j = (OpenJob){ .co = co, .s = s, .m = *m };
+        *m = (CtlMessage){};
+        j->session_rec = json_pack("{s:I, s:s, s:s, s:n, s:s}", "generation_id", (json_int_t) co->generation,
+                                   "session_id", s->id, "cli_id", cli, "session_anchor_id", "session_phase",
+                                   session_phase_to_string(SESSION_OPENING));
+        j->terminal_rec = json_pack("{s:I, s:s, s:s, s:s, s:o}", "generation_id", (json_int_t) co->generation,
+                                    "session_id", s->id, "state", "Intent", "container_id", co->sandbox.id,
+                                    "host_coordinator", co_self_identity());
+        if (!j->session_rec || !j->terminal_rec || store_worker_submit(co->worker, job_open, job_open_done, j) < 0)
+                job_open_done(-ENOMEM, j);
+}
+
+static json_t *strv_to_json(char **v) {
+        json_t *a = json_array();
+        for (char **p = v; a && p && *p; p++)
+                json_array_append_new(a, json_string(*p));
+        return a;
+}
+
+static json_t *status_json(Coordinator *co) {
+        json_t *sessions = json_array();
+        uint64_t now = now_usec();
+        for (Session *s = co->sessions; sessions && s; s = s->next)
+                if (!s->finished)
+                        json_array_append_new(
+                                sessions, json_pack("{s:s, s:b, s:i, s:I, s:s}", "session_id", s->id, "interactive",
+                                                    s->interactive, "exec_pid", (int) s->pid, "age_seconds",
+                                                    (json_int_t) ((now - s->started_usec) / 1000000), "cwd", s->cwd));
+        /* The implicit rules: every address of the host, as last read. */
+        json_t *host = json_array();
+        for (size_t i = 0; host && i < co->host.n; i++) {
+                char a[64];
+                netaddr_format(&co->host.addrs[i], a, sizeof(a));
+                json_array_append_new(host, json_pack("{s:s, s:s}", "address", a, "effect",
+                                                      host_addr_effect_to_string(co->host.effects[i])));
+        }
+        json_t *network =
+                json_pack("{s:s?, s:s, s:s, s:s?, s:o*, s:b}", "sidecar", co->sidecar.name, "policy_digest",
+                          co->spec.netpolicy_digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only",
+                          "readiness_fingerprint", co->readiness_fingerprint[0] ? co->readiness_fingerprint : NULL,
+                          "host_addresses", host, "update_in_progress", co->net_update != NULL);
+        /* Direct mode: what the workspace router protects and masks. */
+        json_t *guard = co->spec.branch ? json_pack("{s:s}", "mode", "branch")
+                                        : json_pack("{s:s, s:o*, s:o*}", "mode", "direct", "protect_patterns",
+                                                    strv_to_json(co->spec.protect), "mask_patterns",
+                                                    strv_to_json(co->spec.mask));
+        /* Each limit, and what enforces it; never one that nothing does. */
+        json_t *cpu = co->cpus[0] ? json_pack("{s:I, s:s, s:i, s:b, s:s}", "limit", (json_int_t) co->spec.cpu_limit,
+                                              "cpus", co->cpus, "nice", SANDBOX_NICE, "enforced", 1, "enforced_by",
+                                              "the CPU affinity and nice value of every host thread of the sandbox")
+                                  : json_pack("{s:I, s:b, s:s}", "limit", (json_int_t) co->spec.cpu_limit, "enforced",
+                                              0, "enforced_by", co->cpu_unset);
+        json_t *limits = json_pack(
+                "{s:{s:I, s:s}, s:{s:I, s:o*, s:b, s:s}, s:o*, s:{s:I, s:b, s:s}}", "pids", "limit",
+                (json_int_t) co->spec.nproc, "enforced_by",
+                co->spec.rootless ? "gVisor (RLIMIT_NPROC for every task of the sandbox)"
+                                  : "gVisor (RLIMIT_NPROC for every task of the sandbox), and a pids cgroup for "
+                                    "runsc's host threads",
+                "memory", "limit_mib", (json_int_t) co->spec.memory_limit_mib, "used_mib",
+                co->mem_fd >= 0 ? json_integer((json_int_t) (co->mem_used >> 20)) : NULL, "enforced", co->mem_fd >= 0,
+                "enforced_by",
+                co->mem_fd < 0      ? co->mem_unwatched
+                : co->spec.rootless ? "the coordinator, which stops the sandbox at the limit"
+                                    : "the coordinator, which stops the sandbox at the limit, and a memory cgroup "
+                                      "above it",
+                "cpu", cpu, "disk", "limit_mib", (json_int_t) co->spec.disk_limit_mib, "enforced", 1, "enforced_by",
+                co->anchor.n_layers > 0 ? "gVisor's overlay of the sandbox's own root file system, and an ext4 image "
+                                          "of that size for each persistent directory's changes (ENOSPC inside); "
+                                          "the work files' growth by the coordinator, which stops the sandbox past it"
+                                        : "gVisor's overlay of the sandbox's own root file system (ENOSPC inside); "
+                                          "the work files' growth by the coordinator, which stops the sandbox past "
+                                          "it");
+        json_t *disk = json_object_get(limits, "disk");
+        if (disk) {
+                json_t *layers = json_array();
+                for (size_t i = 0; layers && i < co->anchor.n_layers; i++)
+                        (void) json_array_append_new(layers, json_pack("{s:s, s:I}", "dir", co->anchor.layers[i].dir,
+                                                                       "size_mib",
+                                                                       (json_int_t) co->anchor.layers[i].fs_size_mib));
+                (void) json_object_set_new(disk, "persistent", layers);
+                (void) json_object_set_new(
+                        disk, "work_files",
+                        json_pack("{s:o, s:o?, s:b, s:s}", "paths", strv_to_json(co->disk_paths), "grown_mib",
+                                  co->disk.have_base ? json_integer((json_int_t) (diskwatch_grown(&co->disk) >> 20))
+                                                     : NULL,
+                                  "enforced", co->disk.fd >= 0, "enforced_by",
+                                  co->disk.fd >= 0 ? "the coordinator: a look at the file system every 2 s, a walk "
+                                                     "when it grew or once a minute; past the limit the sandbox stops"
+                                                   : "nothing: the measure has ended"));
+        }
+        json_t *st = json_pack(
+                "{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:o*, s:o*, s:I, s:i, s:I, s:s}", "running", 1,
+                "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace", co->spec.workspace,
+                "generation", (json_int_t) co->generation, "sandbox", "name", co->container_name, "id", co->sandbox.id,
+                "image", co->spec.image, "runsc_network", runsc_network_to_string(co->spec.runsc_network), "sessions",
+                sessions, "network", network, "workspace_guard", guard, "uptime_seconds",
+                (json_int_t) ((now - co->started_usec) / 1000000), "coordinator_pid", (int) getpid(), "clients",
+                (json_int_t) co->refs, "coordinator_id", co->coordinator_id);
+        if (st && limits)
+                json_object_set(st, "limits", limits);
+        json_decref(limits);
+        return st;
+}
+
+static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, size_t len) {
+        CtlMessage m = {};
+        const char *why = NULL;
+        if (ctl_message_decode(payload, len, &m, &why) < 0) {
+                conn_send_error(c, why ? why : "malformed frame");
+                return;
+        }
+        bool ok = true;
+        switch (m.type) {
+        case CTL_HELLO:
+                if (c->state != CONN_NEW) {
+                        ok = false;
+                        break;
+                }
+                c->cli_pid = m.cli_pid;
+                /* Hello takes the reference: the sandbox stays up while
+                 * this client is connected (and while its policy is being
+                 * applied). */
+                c->counted = true;
+                co->refs++;
+                c->state = CONN_HELLO_WAIT;
+                c->hello_policy = TAKE_PTR(m.netpolicy);
+                conn_hello(co, c, false);
+                break;
+        case CTL_SESSION_OPEN:
+                if (c->state != CONN_READY)
+                        ok = false;
+                else
+                        handle_session_open(co, c, &m, c->cli_pid);
+                break;
+        case CTL_TERMINAL_INPUT: {
+                Session *s = c->session;
+                if (c->state != CONN_SESSION || !s || !streq(m.session_id, s->id)) {
+                        ok = false;
+                        break;
+                }
+                if (s->finished)
+                        break;
+                if (co_queue_pending(&s->in) + m.n_bytes > IN_QUEUE_MAX) {
+                        conn_send_error(c, "too much input queued");
+                        break;
+                }
+                if (m.n_bytes > 0)
+                        (void) queue_put(&s->in, m.bytes, m.n_bytes);
+                if (m.eof)
+                        s->in_eof = true;
+                int fd = s->interactive ? s->pty : s->in_fd;
+                if (fd >= 0) {
+                        int k = co_queue_flush(&s->in, fd);
+                        if (k == 1 && s->in_eof && !s->interactive)
+                                s->in_fd = co_close_watched(co, s->in_fd);
+                }
+                session_update_events(s);
+                break;
+        }
+        case CTL_TERMINAL_RESIZE: {
+                Session *s = c->session;
+                if (c->state != CONN_SESSION || !s || !streq(m.session_id, s->id)) {
+                        ok = false;
+                        break;
+                }
+                if (s->pty >= 0) {
+                        struct winsize ws = { .ws_row = (unsigned short) m.rows,
+                                              .ws_col = (unsigned short) m.columns,
+                                              .ws_xpixel = (unsigned short) m.pixel_width,
+                                              .ws_ypixel = (unsigned short) m.pixel_height };
+                        (void) ioctl(s->pty, TIOCSWINSZ, &ws);
+                }
+                break;
+        }
+        case CTL_TERMINAL_SIGNAL: {
+                Session *s = c->session;
+                if (c->state != CONN_SESSION || !s || !streq(m.session_id, s->id)) {
+                        ok = false;
+                        break;
+                }
+                int sig = m.signal == CTL_SIGNAL_INTERRUPT ? SIGINT : m.signal == CTL_SIGNAL_QUIT ? SIGQUIT : SIGTSTP;
+                /* runsc exec forwards signals to the guest process. */
+                if (!s->exited && s->pid > 0)
+                        (void) kill(s->pid, sig);
+                break;
+        }
+        case CTL_SESSION_CLOSE:
+                if (c->state != CONN_SESSION || !c->session || !streq(m.session_id, c->session->id)) {
+                        ok = false;
+                        break;
+                }
+                session_hangup(c->session);
+                break;
+        case CTL_STATUS_REQUEST: {
+                if (c->state == CONN_NEW) {
+                        ok = false;
+                        break;
+                }
+                CtlMessage reply = { .type = CTL_STATUS, .status = status_json(co) };
+                (void) conn_send(c, &reply);
+                json_decref(reply.status);
+                /* A status query does not keep the sandbox up. */
+                if (c->counted && c->state == CONN_READY) {
+                        c->counted = false;
+                        co->refs--;
+                }
+                break;
+        }
+        case CTL_STOP_REQUEST:
+                if (c->state == CONN_NEW) {
+                        ok = false;
+                        break;
+                }
+                if (c->counted && c->state == CONN_READY) {
+                        c->counted = false;
+                        co->refs--;
+                }
+                co_begin_stop(co, "the sandbox was stopped with 'lazaret stop'");
+                break;
+        case CTL_PROMPT_ANSWER:
+        case CTL_PROMPT_CANCEL: {
+                Session *s = c->session;
+                if (c->state != CONN_SESSION || !s || !streq(m.session_id, s->id)) {
+                        ok = false;
+                        break;
+                }
+                /* An answer to a prompt already taken down (withdrawn, or
+                 * its session's requests refused) is stale, not an error. */
+                if (m.type == CTL_PROMPT_CANCEL)
+                        (void) escalation_cancel(co->esc, s->id, m.request_id);
+                else if (escalation_answer(co->esc, s->id, m.request_id, m.decision, m.command) >= 0 &&
+                         streq(m.decision, "abort")) {
+                        /* [Q]: the person ends this session (and the
+                         * sandbox, when it was the last). */
+                        log_info("session %s: aborted at the escalation prompt", s->id);
+                        session_hangup(s);
+                }
+                break;
+        }
+        case CTL_PROMPT_REQUEST:
+        case CTL_PROMPT_DONE:
+        case CTL_SESSION_OPENED:
+        case CTL_TERMINAL_OUTPUT:
+        case CTL_SESSION_EXIT:
+        case CTL_STATUS:
+        case CTL_ERROR:
+        case _CTL_TYPE_MAX:
+        case _CTL_TYPE_INVALID:
+                ok = false;
+                break;
+        }
+        if (!ok)
+                conn_send_error(c, "unexpected message for this connection's state");
+        ctl_message_done(&m);
+}
+
+void conn_readable(Coordinator *co, Conn *c) {
+        uint8_t buf[READ_CHUNK];
+        if (c->state == CONN_HELLO_WAIT)
+                return; /* read on once its Hello is settled */
+        for (;;) {
+                /* Never take more than the reader may hold unread. */
+                size_t room = ctl_reader_room(&c->rd);
+                ssize_t n = read(c->fd, buf, room < sizeof(buf) && room > 0 ? room : sizeof(buf));
+                if (n == 0) {
+                        c->dead = true;
+                        return;
+                }
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                c->dead = true;
+                        return;
+                }
+                if (c->close_after_flush)
+                        continue; /* dropping this peer: ignore the rest */
+                if (ctl_reader_feed(&c->rd, buf, (size_t) n) < 0) {
+                        conn_send_error(c, "frame too large or invalid");
+                        return;
+                }
+                conn_process(co, c);
+                if (c->close_after_flush || c->dead || c->state == CONN_HELLO_WAIT)
+                        return;
+        }
+}
+
+/* Handle the frames read so far; those behind a Hello being checked wait
+ * in the reader. */
+void conn_process(Coordinator *co, Conn *c) {
+        while (!c->close_after_flush && !c->dead && c->state != CONN_HELLO_WAIT) {
+                const uint8_t *p;
+                size_t len;
+                int k = ctl_reader_next(&c->rd, &p, &len);
+                if (k < 0) {
+                        conn_send_error(c, "frame too large or invalid");
+                        return;
+                }
+                if (k == 0)
+                        return;
+                conn_handle_frame(co, c, p, len);
+        }
+}
+
+/* Is the peer a lazaret CLI outside every sandbox? It must be our own
+ * binary: a process in a sandbox reaches the socket only through runsc
+ * (host-uds), and any other program of this user has no business here. The
+ * uid check alone passes for both (issue 14). */
+static bool peer_is_cli(const Coordinator *co, pid_t pid) {
+        char p[64];
+        struct stat st;
+        snprintf(p, sizeof(p), "/proc/%d/exe", (int) pid);
+        return pid > 0 && stat(p, &st) == 0 && st.st_dev == co->self_exe.st_dev && st.st_ino == co->self_exe.st_ino;
+}
+
+void accept_clients(Coordinator *co) {
+        for (;;) {
+                int fd = accept4(co->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (fd < 0)
+                        return;
+                struct ucred cred;
+                socklen_t len = sizeof(cred);
+                /* Decision 2: only our own user may talk to us. */
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != geteuid()) {
+                        log_warning("refused a control connection from uid %d", (int) cred.uid);
+                        safe_close(fd);
+                        continue;
+                }
+                if (!peer_is_cli(co, cred.pid)) {
+                        char exe[PATH_MAX] = "?", p[64];
+                        snprintf(p, sizeof(p), "/proc/%d/exe", (int) cred.pid);
+                        ssize_t n = readlink(p, exe, sizeof(exe) - 1);
+                        if (n >= 0)
+                                exe[n] = '\0';
+                        log_warning("refused a control connection from pid %d (%s): not this lazaret binary "
+                                    "outside the sandbox",
+                                    (int) cred.pid, exe);
+                        safe_close(fd);
+                        continue;
+                }
+                if (co->n_conns >= MAX_CONNECTIONS) {
+                        log_warning("refused a control connection: %d clients already", MAX_CONNECTIONS);
+                        safe_close(fd);
+                        continue;
+                }
+                Conn *c = calloc(1, sizeof(Conn));
+                if (!c) {
+                        safe_close(fd);
+                        continue;
+                }
+                *c = (Conn){ .co = co, .fd = fd, .state = CONN_NEW, .next = co->conns };
+                c->w = (Watch){ WATCH_CONN, c };
+                if (co_epoll_add(co, fd, EPOLLIN | EPOLLRDHUP, &c->w) < 0) {
+                        safe_close(fd);
+                        free(c);
+                        continue;
+                }
+                co->conns = c;
+                co->n_conns++;
+        }
+}
