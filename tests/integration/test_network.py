@@ -93,7 +93,7 @@ def hosts():
     finally:
         sh("ip", "route", "del", f"{META}/32", check=False)
         lab.close()
-        for f in (getattr(lab, "gate_log", None), getattr(lab, "hold", None)):
+        for f in (getattr(lab, "log", None), getattr(lab, "gate_log", None), getattr(lab, "hold", None)):
             if f and os.path.exists(f):
                 os.unlink(f)
 
