@@ -552,7 +552,9 @@ def pty_session(dom, env=None):
         yield pid, fd
     finally:
         try:
-            os.kill(pid, signal.SIGKILL)
+            # The whole process group: runuser waits in a parent of its own
+            # for the CLI, and killing that parent alone left the CLI.
+            os.killpg(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
