@@ -264,8 +264,10 @@ static HelloResult hello_network(Coordinator *co, Conn *c, const char *declared)
  * (resume: the frames that waited behind it are handled now); a Hello with
  * a policy waits while an update runs. */
 void conn_hello(Coordinator *co, Conn *c, bool resume) {
-        if (co->net_update && c->hello_policy)
-                return; /* after the update */
+        if (co->net_update && c->hello_policy) {
+                log_info("a join waits for the network policy update in progress");
+                return; /* looked at again after it */
+        }
         if (hello_network(co, c, c->hello_policy) != HELLO_ACCEPTED)
                 return;
         c->state = CONN_READY;

@@ -771,6 +771,13 @@ static json_t *status_json(Coordinator *co) {
         return st;
 }
 
+/* The session a frame names, when it is this connection's own; NULL
+ * otherwise (the frame is unexpected). */
+static Session *frame_session(const Conn *c, const CtlMessage *m) {
+        Session *s = c->session;
+        return c->state == CONN_SESSION && s && streq(m->session_id, s->id) ? s : NULL;
+}
+
 static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, size_t len) {
         CtlMessage m = {};
         const char *why = NULL;
@@ -802,8 +809,8 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
                         handle_session_open(co, c, &m, c->cli_pid);
                 break;
         case CTL_TERMINAL_INPUT: {
-                Session *s = c->session;
-                if (c->state != CONN_SESSION || !s || !streq(m.session_id, s->id)) {
+                Session *s = frame_session(c, &m);
+                if (!s) {
                         ok = false;
                         break;
                 }
@@ -827,8 +834,8 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
                 break;
         }
         case CTL_TERMINAL_RESIZE: {
-                Session *s = c->session;
-                if (c->state != CONN_SESSION || !s || !streq(m.session_id, s->id)) {
+                Session *s = frame_session(c, &m);
+                if (!s) {
                         ok = false;
                         break;
                 }
@@ -842,8 +849,8 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
                 break;
         }
         case CTL_TERMINAL_SIGNAL: {
-                Session *s = c->session;
-                if (c->state != CONN_SESSION || !s || !streq(m.session_id, s->id)) {
+                Session *s = frame_session(c, &m);
+                if (!s) {
                         ok = false;
                         break;
                 }
@@ -854,7 +861,7 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
                 break;
         }
         case CTL_SESSION_CLOSE:
-                if (c->state != CONN_SESSION || !c->session || !streq(m.session_id, c->session->id)) {
+                if (!frame_session(c, &m)) {
                         ok = false;
                         break;
                 }
@@ -888,8 +895,8 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
                 break;
         case CTL_PROMPT_ANSWER:
         case CTL_PROMPT_CANCEL: {
-                Session *s = c->session;
-                if (c->state != CONN_SESSION || !s || !streq(m.session_id, s->id)) {
+                Session *s = frame_session(c, &m);
+                if (!s) {
                         ok = false;
                         break;
                 }

@@ -188,6 +188,12 @@ static int get_str(json_t *j, const char *key, char **ret) {
         return 0;
 }
 
+/* The same for a key that may be absent or null (*ret stays NULL). */
+static int get_opt_str(json_t *j, const char *key, char **ret) {
+        json_t *v = json_object_get(j, key);
+        return !v || json_is_null(v) ? 0 : get_str(j, key, ret);
+}
+
 static int get_strv(json_t *j, const char *key, char ***ret) {
         json_t *a = json_object_get(j, key);
         if (!json_is_array(a))
@@ -232,8 +238,8 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_strv(j, "command", &s.command);
         if (r >= 0)
                 r = get_strv(j, "env_names", &s.env_names);
-        if (r >= 0 && json_is_string(json_object_get(j, "git_dir")))
-                r = get_str(j, "git_dir", &s.git_dir);
+        if (r >= 0)
+                r = get_opt_str(j, "git_dir", &s.git_dir);
         if (r >= 0)
                 r = get_str(j, "runtime_dir", &s.runtime_dir);
         if (r >= 0)
@@ -254,28 +260,28 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_strv(j, "probe_targets", &s.probe_targets);
         if (r >= 0)
                 r = get_str(j, "probe_dns_name", &s.probe_dns_name);
-        if (r >= 0 && json_is_string(json_object_get(j, "netd")))
-                r = get_str(j, "netd", &s.netd);
-        if (r >= 0 && json_is_string(json_object_get(j, "sidecar_image")))
-                r = get_str(j, "sidecar_image", &s.sidecar_image);
+        if (r >= 0)
+                r = get_opt_str(j, "netd", &s.netd);
+        if (r >= 0)
+                r = get_opt_str(j, "sidecar_image", &s.sidecar_image);
         if (r >= 0)
                 r = get_strv(j, "persistent_dirs", &s.persistent_dirs);
-        if (r >= 0 && json_is_string(json_object_get(j, "fuse_overlayfs")))
-                r = get_str(j, "fuse_overlayfs", &s.fuse_overlayfs);
-        if (r >= 0 && json_is_string(json_object_get(j, "fuse2fs")))
-                r = get_str(j, "fuse2fs", &s.fuse2fs);
-        if (r >= 0 && json_is_string(json_object_get(j, "mke2fs")))
-                r = get_str(j, "mke2fs", &s.mke2fs);
-        if (r >= 0 && json_is_string(json_object_get(j, "e2fsck")))
-                r = get_str(j, "e2fsck", &s.e2fsck);
-        if (r >= 0 && json_is_string(json_object_get(j, "resize2fs")))
-                r = get_str(j, "resize2fs", &s.resize2fs);
-        if (r >= 0 && json_is_string(json_object_get(j, "catalog_dir")))
-                r = get_str(j, "catalog_dir", &s.catalog_dir);
-        if (r >= 0 && json_is_string(json_object_get(j, "escalation_socket_dir")))
-                r = get_str(j, "escalation_socket_dir", &s.escalation_socket_dir);
-        if (r >= 0 && json_is_string(json_object_get(j, "escalate")))
-                r = get_str(j, "escalate", &s.escalate);
+        if (r >= 0)
+                r = get_opt_str(j, "fuse_overlayfs", &s.fuse_overlayfs);
+        if (r >= 0)
+                r = get_opt_str(j, "fuse2fs", &s.fuse2fs);
+        if (r >= 0)
+                r = get_opt_str(j, "mke2fs", &s.mke2fs);
+        if (r >= 0)
+                r = get_opt_str(j, "e2fsck", &s.e2fsck);
+        if (r >= 0)
+                r = get_opt_str(j, "resize2fs", &s.resize2fs);
+        if (r >= 0)
+                r = get_opt_str(j, "catalog_dir", &s.catalog_dir);
+        if (r >= 0)
+                r = get_opt_str(j, "escalation_socket_dir", &s.escalation_socket_dir);
+        if (r >= 0)
+                r = get_opt_str(j, "escalate", &s.escalate);
         if (r >= 0)
                 r = get_strv(j, "auto_approve", &s.auto_approve);
         if (r >= 0)

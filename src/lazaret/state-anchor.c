@@ -278,6 +278,11 @@ static void scrub_runtime_files(const LaunchSpec *s, const AnchorLayer *l) {
         }
 }
 
+/* Why a tool of run_tool() failed: its errno, its last line, or dflt. */
+static const char *tool_why(int r, const char *out, const char *dflt) {
+        return r < 0 ? strerror(-r) : out && *out ? out : dflt;
+}
+
 /* Run an e2fsprogs tool on the host (the image is our own file); its exit
  * status, or -errno. Its last line of output into *ret_out. */
 static int run_tool(const char *path, const char *const *argv, char **ret_out) {
@@ -348,10 +353,7 @@ static int layer_image_prepare(const LaunchSpec *s, AnchorLayer *l, bool *ret_ma
                              &out);
                 if (r != 0) {
                         (void) unlink(l->image);
-                        strbuf_printf(b, "mke2fs cannot make %s: %s", l->image,
-                                      r < 0         ? strerror(-r)
-                                      : out && *out ? out
-                                                    : "it failed");
+                        strbuf_printf(b, "mke2fs cannot make %s: %s", l->image, tool_why(r, out, "it failed"));
                         return -EIO;
                 }
                 *ret_made = true;
@@ -374,11 +376,7 @@ static int layer_image_prepare(const LaunchSpec *s, AnchorLayer *l, bool *ret_ma
                 strbuf_printf(b,
                               "the file system of the changes to %s (%s) is damaged and e2fsck cannot repair it (%s); "
                               "discard them with 'lazaret reset --dir %s'",
-                              l->dir, l->image,
-                              r < 0         ? strerror(-r)
-                              : out && *out ? out
-                                            : "exit status 4 or more",
-                              l->dir);
+                              l->dir, l->image, tool_why(r, out, "exit status 4 or more"), l->dir);
                 return -EIO;
         }
         if ((uint64_t) st.st_size == want)
@@ -390,10 +388,7 @@ static int layer_image_prepare(const LaunchSpec *s, AnchorLayer *l, bool *ret_ma
         out = mfree(out);
         r = run_tool(s->e2fsck, (const char *const[]){ "e2fsck", "-f", "-p", l->image, NULL }, &out);
         if (r >= 4 || r < 0) {
-                strbuf_printf(b, "e2fsck -f %s before resizing it: %s", l->image,
-                              r < 0         ? strerror(-r)
-                              : out && *out ? out
-                                            : "it failed");
+                strbuf_printf(b, "e2fsck -f %s before resizing it: %s", l->image, tool_why(r, out, "it failed"));
                 return -EIO;
         }
         bool grow = want > (uint64_t) st.st_size;
@@ -405,24 +400,16 @@ static int layer_image_prepare(const LaunchSpec *s, AnchorLayer *l, bool *ret_ma
         out = mfree(out);
         r = run_tool(s->resize2fs, (const char *const[]){ "resize2fs", l->image, size, NULL }, &out);
         if (r != 0) {
-                if (grow)
+                if (grow) {
                         (void) !truncate(l->image, st.st_size);
-                if (grow)
                         strbuf_printf(b, "resize2fs cannot grow %s to disk_limit %" PRIu64 " MiB: %s", l->image,
-                                      s->disk_limit_mib,
-                                      r < 0         ? strerror(-r)
-                                      : out && *out ? out
-                                                    : "it failed");
-                else
+                                      s->disk_limit_mib, tool_why(r, out, "it failed"));
+                } else
                         strbuf_printf(b,
                                       "the changes to %s hold more than disk_limit %" PRIu64
                                       " MiB allows (resize2fs: %s); raise disk_limit, or discard them with 'lazaret "
                                       "reset --dir %s'",
-                                      l->dir, s->disk_limit_mib,
-                                      r < 0         ? strerror(-r)
-                                      : out && *out ? out
-                                                    : "failed",
-                                      l->dir);
+                                      l->dir, s->disk_limit_mib, tool_why(r, out, "failed"), l->dir);
                 return -EIO;
         }
         if (!grow && truncate(l->image, (off_t) want) < 0)

@@ -58,6 +58,9 @@ _printf_(5, 6) void config_diag_add(ConfigDiags *d, const char *file, TomlPos po
 #define KEY_ERR(v, n, ...)      ERR((v)->d, (n)->src->path, (n)->key_pos, __VA_ARGS__)
 
 char *config_quoted(const char *s, size_t n);
+/* An absolute path with "." segments, doubled and trailing slashes dropped
+ * ("/" for none); NULL on OOM. */
+char *config_path_squash(const char *p);
 bool config_env_name_valid(const char *s);
 ConfigWhere config_where_of(const ConfigNode *n);
 void config_check_unknown(Validator *v, const ConfigNode *n, const char *what, const char *parent);

@@ -395,24 +395,6 @@ static bool reserved_container_path(const char *p) {
         return false;
 }
 
-/* Normalize a container path: collapse "//" and "/./", drop a trailing "/". */
-static char *container_normalize(const char *p) {
-        StrBuf b = STRBUF_INIT;
-        while (*p) {
-                size_t n = strcspn(p, "/");
-                if (n > 0 && !(n == 1 && p[0] == '.')) {
-                        strbuf_putc(&b, '/');
-                        strbuf_putn(&b, p, n);
-                }
-                p += n;
-                while (*p == '/')
-                        p++;
-        }
-        if (b.len == 0)
-                strbuf_putc(&b, '/');
-        return strbuf_steal(&b);
-}
-
 static int validate_volume(Validator *v, ConfigProfile *p, const ConfigNode *vol, const TomlValue *t, size_t idx,
                            const char *pname) {
         const char *file = vol->src->path;
@@ -497,7 +479,7 @@ static int validate_volume(Validator *v, ConfigProfile *p, const ConfigNode *vol
                             name, q ?: "?");
                         ok = false;
                 } else {
-                        cv.container = container_normalize(cs);
+                        cv.container = config_path_squash(cs);
                         if (!cv.container) {
                                 free(cv.host);
                                 return -ENOMEM;

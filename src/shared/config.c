@@ -218,6 +218,23 @@ int config_workspace(const char *arg, char **ret) {
         return 0;
 }
 
+char *config_path_squash(const char *p) {
+        StrBuf b = STRBUF_INIT;
+        while (*p) {
+                size_t n = strcspn(p, "/");
+                if (n > 0 && !(n == 1 && p[0] == '.')) {
+                        strbuf_putc(&b, '/');
+                        strbuf_putn(&b, p, n);
+                }
+                p += n;
+                while (*p == '/')
+                        p++;
+        }
+        if (b.len == 0)
+                strbuf_putc(&b, '/');
+        return strbuf_steal(&b);
+}
+
 /* Canonicalize a path that need not exist yet: the longest existing prefix
  * is resolved with realpath(3) (all symlinks), the rest is appended as is.
  * The caller has already refused ".." segments, so the remainder cannot climb
@@ -242,28 +259,11 @@ static int canonicalize_partial(const char *path, char **ret) {
                         if (!j)
                                 return -ENOMEM;
                         /* Drop "." segments and doubled slashes of the tail. */
-                        StrBuf b = STRBUF_INIT;
-                        for (const char *p = j; *p;) {
-                                size_t n = strcspn(p, "/");
-                                if (n > 0 && !(n == 1 && p[0] == '.')) {
-                                        strbuf_putc(&b, '/');
-                                        strbuf_putn(&b, p, n);
-                                }
-                                p += n;
-                                while (*p == '/')
-                                        p++;
-                        }
+                        char *sq = config_path_squash(j);
                         free(j);
-                        char *s = strbuf_steal(&b);
-                        if (!s)
+                        if (!sq)
                                 return -ENOMEM;
-                        if (!*s) {
-                                free(s);
-                                s = strdup("/");
-                                if (!s)
-                                        return -ENOMEM;
-                        }
-                        *ret = s;
+                        *ret = sq;
                         return 0;
                 }
                 if (errno != ENOENT)

@@ -12,6 +12,7 @@ the sandbox and checked twice: it failed there, and the target saw nothing."""
 import contextlib
 import json
 import os
+import re
 import socket
 import struct
 import tarfile
@@ -223,6 +224,9 @@ cmp /tmp/before /tmp/after; echo "same=$?"
     cap = int(next(l for l in r.stdout.splitlines() if l.startswith("CapEff")).split()[1], 16)
     assert not cap & (1 << 12), "CAP_NET_ADMIN in the sandbox"
     assert not cap & (1 << 13), "CAP_NET_RAW in the sandbox"
+    # A policy update runs netd in the sandbox with CAP_NET_ADMIN (gVisor's
+    # own stack); without CAP_SYS_PTRACE the agent cannot take it over.
+    assert not cap & (1 << 19), "CAP_SYS_PTRACE in the sandbox"
     for op in ("add", "del", "addr", "down", "netd"):
         assert f"{op}=0" not in r.stdout, r.stdout + r.stderr
     assert ("netd=absent" in r.stdout) == (dom.runsc_network == "host"), r.stdout
@@ -380,53 +384,69 @@ def test_terminals_answer_during_a_policy_update(netdom, hosts):
     """Issue 17: a policy update runs off the coordinator's event loop. Its
     probes ask the test resolver, which holds its answer back; meanwhile a
     keystroke in a running terminal is echoed at once, 'lazaret status'
-    says the update is being applied, and the CLI that asked still waits.
-    Once the resolver answers, that CLI gets its session."""
+    says the update is being applied, and the CLIs that joined with the new
+    policy wait: two at once, so that one applies it and the other waits
+    for that update instead of starting a second one. Once the resolver
+    answers, both get their sessions."""
     dom = netdom(network=GATED)
     wider = GATED.replace(f'"{HOST4C}/32"]', f'"{HOST4C}/32", "{HOST4B}/32"]')
+    joiners = []
     with pty_session(dom) as (pid, fd):
-        os.write(fd, b"echo MARK$((0+1))\n")
-        _read_until(fd, b"MARK1\r\n", timeout=120)
-        before = wait_sessions(dom, 1)["network"]
-        assert before["update_in_progress"] is False
-        dom.lz.write("cfg.toml", open(dom.cfg).read().replace(GATED, wider))
-        seen = len(gate_log(hosts))
-        open(hosts.hold, "w").close()
-        updater = None
         try:
-            updater = dom.popen("run", "--", "/bin/echo", "updated")
-            deadline = time.time() + 120
-            while "dns-held" not in gate_log(hosts)[seen:]:
-                assert updater.poll() is None, updater.communicate() + (dom.log(),)
-                assert time.time() < deadline, "the update's probe never asked the test resolver"
-                time.sleep(0.01)
-            t0 = time.monotonic()
-            os.write(fd, b"echo MARK$((1+1))\n")
-            _read_until(fd, b"MARK2\r\n", timeout=5)
-            took = time.monotonic() - t0
-            # Still during the update: the resolver has not answered and
-            # the CLI that asked waits for it.
-            assert "dns-answered" not in " ".join(gate_log(hosts)[seen:]), \
-                f"the keystroke was echoed after the update ({took:.2f} s)"
-            assert updater.poll() is None
-            # The coordinator answers a status query meanwhile.
-            st = dom.status()["network"]
-            assert st["update_in_progress"] is True, (st, gate_log(hosts)[seen:])
+            os.write(fd, b"echo MARK$((0+1))\n")
+            _read_until(fd, b"MARK1\r\n", timeout=120)
+            before = wait_sessions(dom, 1)["network"]
+            assert before["update_in_progress"] is False
+            dom.lz.write("cfg.toml", open(dom.cfg).read().replace(GATED, wider))
+            seen, log_seen = len(gate_log(hosts)), len(dom.log())
+            open(hosts.hold, "w").close()
+            try:
+                joiners = [dom.popen("run", "--", "/bin/echo", f"joined {i}") for i in range(2)]
+                deadline = time.time() + 120
+                while "dns-held" not in gate_log(hosts)[seen:] or \
+                        "a join waits for the network policy update" not in dom.log()[log_seen:]:
+                    for j in joiners:
+                        assert j.poll() is None, j.communicate() + (dom.log(),)
+                    assert "dns-answered" not in " ".join(gate_log(hosts)[seen:]), \
+                        "the second join came after the update: " + dom.log()[log_seen:]
+                    assert time.time() < deadline, "the update's probe never asked the test resolver"
+                    time.sleep(0.01)
+                t0 = time.monotonic()
+                os.write(fd, b"echo MARK$((1+1))\n")
+                _read_until(fd, b"MARK2\r\n", timeout=5)
+                took = time.monotonic() - t0
+                # Still during the update: the resolver has not answered and
+                # the CLIs that joined wait for it.
+                assert "dns-answered" not in " ".join(gate_log(hosts)[seen:]), \
+                    f"the keystroke was echoed after the update ({took:.2f} s)"
+                assert all(j.poll() is None for j in joiners)
+                # The coordinator answers a status query meanwhile.
+                st = dom.status()["network"]
+                assert st["update_in_progress"] is True, (st, gate_log(hosts)[seen:])
+            finally:
+                if os.path.exists(hosts.hold):
+                    os.unlink(hosts.hold)
+            for i, j in enumerate(joiners):
+                out, err = j.communicate(timeout=120)
+                assert j.returncode == 0, err.decode() + dom.log()
+                assert out == f"joined {i}\n".encode()
+            assert "dns-answered released" in gate_log(hosts)[seen:]
+            # One update for the two joins.
+            new_log = dom.log()[log_seen:]
+            assert len(re.findall(r"network policy update [0-9a-f]{12} -> ", new_log)) == 1, new_log
+            assert new_log.count("network policy update done") == 1, new_log
+            after = dom.status()["network"]
+            assert after["update_in_progress"] is False
+            assert after["policy_digest"] != before["policy_digest"]
+            assert after["readiness_fingerprint"] != before["readiness_fingerprint"]
+            # The terminal lived through it.
+            os.write(fd, b"echo MARK$((2+1))\n")
+            _read_until(fd, b"MARK3\r\n", timeout=20)
         finally:
-            if os.path.exists(hosts.hold):
-                os.unlink(hosts.hold)
-        out, err = updater.communicate(timeout=120)
-        assert updater.returncode == 0, err.decode() + dom.log()
-        assert out == b"updated\n"
-        assert "dns-answered released" in gate_log(hosts)[seen:]
-        after = dom.status()["network"]
-        assert after["update_in_progress"] is False
-        assert after["policy_digest"] != before["policy_digest"]
-        assert after["readiness_fingerprint"] != before["readiness_fingerprint"]
-        assert "network policy update done" in dom.log()
-        # The terminal lived through it.
-        os.write(fd, b"echo MARK$((2+1))\n")
-        _read_until(fd, b"MARK3\r\n", timeout=20)
+            for j in joiners:
+                if j.poll() is None:
+                    kill_cli(j)
+                    j.wait()
 
 
 RANGE = POLICY.replace(f'default_allow = ["{HOST4}/32", "{HOST6}/128"]',
