@@ -658,14 +658,21 @@ def test_rootful_coordinator_killed_everything_ends(hosts, lazaret_bin, tmp_path
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.time() + 60
-        h = None
+        h, opened = None, False
         while time.time() < deadline:
             if (data / "domains").is_dir() and os.listdir(data / "domains"):
                 h = os.listdir(data / "domains")[0]
-                if len(containers(h)) == 2 and ours("__coordinator"):
+                # The session must be open: a coordinator killed between
+                # the CLI's SessionOpen and its answer makes the CLI start
+                # a new one (its retry), which is not this test's case.
+                st = subprocess.run([lazaret_bin, "--config", str(cfg), "status", "--json"], capture_output=True,
+                                    text=True, env=env, cwd=work)
+                if (len(containers(h)) == 2 and ours("__coordinator") and st.returncode == 0
+                        and len(json.loads(st.stdout).get("sessions", [])) == 1):
+                    opened = True
                     break
             time.sleep(0.2)
-        assert h and len(containers(h)) == 2, (h, p.poll())
+        assert h and opened and len(containers(h)) == 2, (h, p.poll())
         [coord] = ours("__coordinator")
         assert len(ours("__watchdog")) == 1
         os.kill(coord, 9)
