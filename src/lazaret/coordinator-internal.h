@@ -10,7 +10,9 @@
  *                          its updates (on the slow thread), the proof;
  *   coordinator-parts.c    the other participants: git router,
  *                          publications and escalation, State Anchor
- *                          layers, work-file watch, the sandbox.
+ *                          layers, work-file watch, the sandbox;
+ *   coordinator-broker.c   egress by name: the broker, its record, its
+ *                          proof.
  * Nothing outside these files includes it. */
 #include <errno.h>
 #include <limits.h>
@@ -88,6 +90,7 @@ typedef enum WatchKind {
         WATCH_SIDECAR,
         WATCH_ESCALATION,
         WATCH_DISK,
+        WATCH_BROKER,
         WATCH_CONN,
         WATCH_PTY,
         WATCH_STDIN,
@@ -214,6 +217,19 @@ struct Coordinator {
         DiskWatch disk;
         Watch w_disk;
         char **disk_paths;
+        /* Egress by name (issue 18): the broker (a child), the read end of
+         * its decisions, their counts and their record. */
+        Part p_broker;
+        pid_t broker_pid;
+        ProcessIdentity broker_ident;
+        char *broker_dir; /* its socket's directory, /run/lazaret/broker in the sandbox */
+        int broker_events;
+        Watch w_broker;
+        bool broker_lost;
+        char egress_buf[16384];
+        size_t egress_len;
+        int egress_log; /* egress.jsonl in the Domain Root */
+        uint64_t egress_allowed, egress_refused, egress_dropped;
 };
 
 /* A network policy update in progress (update_network). */
@@ -292,3 +308,13 @@ int wait_disk_base(Coordinator *co, char **ret_error);
 void stop_disk_watch(Coordinator *co);
 void co_check_memory(Coordinator *co);
 void co_disk_readable(Coordinator *co);
+
+/* ---- coordinator-broker.c: egress by name -------------------------------- */
+
+extern const PartKind kind_broker;
+int start_broker(Coordinator *co, char **ret_error);
+void stop_broker(Coordinator *co);
+int prove_egress(Coordinator *co, char **ret_error);
+void co_broker_reap(Coordinator *co);
+void co_broker_readable(Coordinator *co);
+json_t *co_broker_status(const Coordinator *co);

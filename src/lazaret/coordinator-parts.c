@@ -466,7 +466,8 @@ static int sandbox_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_co
         int r = sandbox_start(&co->spec, co->generation, co->worktree ? co->worktree : co->spec.workspace,
                               co->router.pid > 0 ? co->router.mountpoint : NULL, co->terminfo_dir, co->sidecar.name,
                               co->anchor.n_layers ? &co->anchor : NULL, co->esc ? escalation_certs_dir(co->esc) : NULL,
-                              co->esc ? escalation_socket_dir(co->esc) : NULL, &co->sandbox, ret_error);
+                              co->esc ? escalation_socket_dir(co->esc) : NULL, co->p_broker.id ? co->broker_dir : NULL,
+                              &co->sandbox, ret_error);
         if (r < 0)
                 return r;
         ProcessIdentity conmon = {};

@@ -3,6 +3,7 @@
  * CLIs, Hello (the policy check is coordinator-network.c's), sessions on
  * PTYs or pipes through runsc exec, their store records on the store
  * thread, status. */
+#include "broker-proto.h"
 #include "coordinator-internal.h"
 
 int co_epoll_add(Coordinator *co, int fd, uint32_t events, Watch *w) {
@@ -330,6 +331,14 @@ static void session_hangup(Session *s) {
         s->kill_deadline = now_usec() + HANGUP_GRACE_USEC;
 }
 
+static const char *const egress_env[] = {
+        "HTTP_PROXY=" RELAY_HTTP_URL, "HTTPS_PROXY=" RELAY_HTTP_URL,
+        "ALL_PROXY=" RELAY_SOCKS_URL, "NO_PROXY=localhost,127.0.0.1,::1",
+        "http_proxy=" RELAY_HTTP_URL, "https_proxy=" RELAY_HTTP_URL,
+        "all_proxy=" RELAY_SOCKS_URL, "no_proxy=localhost,127.0.0.1,::1",
+        "NODE_USE_ENV_PROXY=1",       "GIT_SSH_COMMAND=ssh -o ProxyCommand='/run/lazaret/relay --connect %h %p'",
+};
+
 static int write_process_file(const Coordinator *co, const Session *s, const CtlMessage *m, int *ret_fd) {
         json_t *env = json_array();
         /* The container's own environment (image ENV and Podman's), then
@@ -341,6 +350,17 @@ static int write_process_file(const Coordinator *co, const Session *s, const Ctl
         }
         for (size_t i = 0; env && i < m->n_env; i++)
                 json_array_append_new(env, json_string(m->env[i]));
+        /* Egress by name: proxy-aware clients find the relay; git over
+         * SSH goes through it as well. A variable the profile sets itself
+         * stays the profile's. */
+        for (size_t i = 0; env && co->p_broker.id && i < ELEMENTSOF(egress_env); i++) {
+                size_t nl = strcspn(egress_env[i], "=") + 1;
+                bool set = false;
+                for (size_t k = 0; k < m->n_env && !set; k++)
+                        set = strncmp(m->env[k], egress_env[i], nl) == 0;
+                if (!set)
+                        json_array_append_new(env, json_string(egress_env[i]));
+        }
         if (env && m->interactive) {
                 StrBuf b = STRBUF_INIT;
                 strbuf_printf(&b, "TERM=%s", m->term ? m->term : "xterm");
@@ -767,6 +787,10 @@ static json_t *status_json(Coordinator *co) {
                 (json_int_t) co->refs, "coordinator_id", co->coordinator_id);
         if (st && limits)
                 json_object_set(st, "limits", limits);
+        json_t *egress = co_broker_status(co);
+        if (st && egress)
+                json_object_set(json_object_get(st, "network"), "egress_by_name", egress);
+        json_decref(egress);
         json_decref(limits);
         return st;
 }

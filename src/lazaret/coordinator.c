@@ -109,6 +109,7 @@ static void reap_children(Coordinator *co) {
                 co_begin_stop(co, "the git router stopped unexpectedly");
         }
         escalation_reap(co->esc);
+        co_broker_reap(co);
         if (reaped(co->disk.pid, &st))
                 co->disk.pid = 0; /* its pipe's end says the rest */
         for (size_t i = 0; i < co->anchor.n_layers; i++) {
@@ -174,7 +175,7 @@ static int read_spec(LaunchSpec *ret, char **ret_text) {
         return r;
 }
 
-static const PartKind *const all_kinds[] = { &kind_sandbox, &kind_publication, &kind_network,
+static const PartKind *const all_kinds[] = { &kind_sandbox, &kind_publication, &kind_network, &kind_broker,
                                              &kind_router,  &kind_lower,       &kind_layer };
 
 /* Remove what a dead coordinator of this Domain left behind (decision 12).
@@ -270,6 +271,7 @@ void co_teardown(Coordinator *co) {
         (void) part_end(&co->ps, &co->p_sandbox, co, co);
         stop_disk_watch(co);
         stop_escalation(co);
+        stop_broker(co);
         stop_network(co);
         stop_anchor(co);
         stop_router(co);
@@ -385,6 +387,9 @@ static void serve(Coordinator *co) {
                         case WATCH_DISK:
                                 co_disk_readable(co);
                                 break;
+                        case WATCH_BROKER:
+                                co_broker_readable(co);
+                                break;
                         case WATCH_RUNTIME:
                                 /* conmon exited: the container is gone. */
                                 if (!co->stopping)
@@ -490,6 +495,9 @@ void co_release(Coordinator *co) {
         co->container_name = mfree(co->container_name);
         co->terminfo_dir = mfree(co->terminfo_dir);
         co->worktree = mfree(co->worktree);
+        co->broker_events = safe_close(co->broker_events);
+        co->egress_log = safe_close(co->egress_log);
+        co->broker_dir = mfree(co->broker_dir);
 }
 
 int start_failed(Coordinator *co) {
@@ -497,6 +505,7 @@ int start_failed(Coordinator *co) {
         (void) part_end(&co->ps, &co->p_sandbox, co, co);
         stop_disk_watch(co);
         stop_escalation(co);
+        stop_broker(co);
         stop_network(co);
         stop_anchor(co);
         stop_router(co);
@@ -528,6 +537,8 @@ static int ensure_dirs(Coordinator *co) {
                         .status_fd = (status),                                                                         \
                         .watchdog_fd = -EBADF,                                                                         \
                         .mem_fd = -EBADF,                                                                              \
+                        .broker_events = -EBADF,                                                                       \
+                        .egress_log = -EBADF,                                                                          \
                         .disk = { .fd = -EBADF } })
 
 /* Start the watchdog: `lazaret __watchdog` in a session of its own (not
@@ -764,6 +775,12 @@ int coordinator_main(void) {
                         return start_failed(&co);
                 }
         }
+        err = mfree(err);
+        r = start_broker(&co, &err);
+        if (r < 0) {
+                status_report(&co, "error: cannot start the broker for allow_domains: %s", err ? err : strerror(-r));
+                return start_failed(&co);
+        }
         r = start_escalation(&co, &err);
         if (r < 0) {
                 status_report(&co, "error: cannot open the escalation socket: %s", err ? err : strerror(-r));
@@ -790,6 +807,12 @@ int coordinator_main(void) {
                         status_report(&co, "error: %s", err ? err : strerror(-r));
                         return start_failed(&co); /* it removes the sandbox */
                 }
+        }
+        err = mfree(err);
+        r = prove_egress(&co, &err);
+        if (r < 0) {
+                status_report(&co, "error: %s", err ? err : strerror(-r));
+                return start_failed(&co);
         }
         (void) own_gen_update(co.store, co.generation, json_pack("{s:s}", "sandbox_id", co.sandbox.id));
 
@@ -862,6 +885,9 @@ int coordinator_main(void) {
                 co.w_disk = (Watch){ WATCH_DISK, &co };
                 if (r >= 0 && co.disk.fd >= 0)
                         r = co_epoll_add(&co, co.disk.fd, EPOLLIN, &co.w_disk);
+                co.w_broker = (Watch){ WATCH_BROKER, &co };
+                if (r >= 0 && co.broker_events >= 0)
+                        r = co_epoll_add(&co, co.broker_events, EPOLLIN, &co.w_broker);
         }
         if (r < 0) {
                 status_report(&co, "error: cannot publish the control socket %s: %s", co.spec.socket_path,

@@ -55,6 +55,11 @@ void launch_spec_done(LaunchSpec *s) {
         free(s->probe_dns_name);
         free(s->netd);
         free(s->sidecar_image);
+        strv_free(s->domains);
+        strv_free(s->probe_domains);
+        strv_free(s->broker_resolvers);
+        free(s->broker);
+        free(s->relay);
         strv_free(s->persistent_dirs);
         free(s->fuse_overlayfs);
         free(s->fuse2fs);
@@ -135,7 +140,13 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                                        (json_int_t) s->escalation_output_max, "escalate", s->escalate)) < 0 ||
                   json_object_update_new(j, json_pack("{s:o*, s:o*, s:I}", "protect", strv_json(s->protect), "mask",
                                                       strv_json(s->mask), "escalation_time_limit",
-                                                      (json_int_t) s->escalation_time_limit)) < 0)) {
+                                                      (json_int_t) s->escalation_time_limit)) < 0 ||
+                  json_object_update_new(
+                          j, json_pack("{s:o*, s:o*, s:o*, s:b, s:I, s:s?, s:s?}", "domains", strv_json(s->domains),
+                                       "probe_domains", strv_json(s->probe_domains), "broker_resolvers",
+                                       strv_json(s->broker_resolvers), "check_server_name", s->check_server_name,
+                                       "broker_connections", (json_int_t) s->broker_connections, "broker", s->broker,
+                                       "relay", s->relay)) < 0)) {
                 json_decref(j);
                 return NULL;
         }
@@ -210,6 +221,15 @@ static int get_strv(json_t *j, const char *key, char ***ret) {
         }
         *ret = v;
         return 0;
+}
+
+/* A list that older specs (and specs without it) leave out: empty. */
+static int get_opt_strv(json_t *j, const char *key, char ***ret) {
+        if (!json_object_get(j, key)) {
+                *ret = calloc(1, sizeof(char *));
+                return *ret ? 0 : -ENOMEM;
+        }
+        return get_strv(j, key, ret);
 }
 
 int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
@@ -288,6 +308,18 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_strv(j, "protect", &s.protect);
         if (r >= 0)
                 r = get_strv(j, "mask", &s.mask);
+        if (r >= 0)
+                r = get_opt_strv(j, "domains", &s.domains);
+        if (r >= 0)
+                r = get_opt_strv(j, "probe_domains", &s.probe_domains);
+        if (r >= 0)
+                r = get_opt_strv(j, "broker_resolvers", &s.broker_resolvers);
+        if (r >= 0)
+                r = get_opt_str(j, "broker", &s.broker);
+        if (r >= 0)
+                r = get_opt_str(j, "relay", &s.relay);
+        s.check_server_name = json_is_true(json_object_get(j, "check_server_name"));
+        s.broker_connections = (uint64_t) json_integer_value(json_object_get(j, "broker_connections"));
         s.escalation_enabled = json_is_true(json_object_get(j, "escalation_enabled"));
         s.escalation_output_max = (uint64_t) json_integer_value(json_object_get(j, "escalation_output_max"));
         s.escalation_time_limit = (uint64_t) json_integer_value(json_object_get(j, "escalation_time_limit"));
@@ -706,6 +738,45 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                 r = image_sidecar_ref(&s.sidecar_image);
                 if (r < 0)
                         return fail(ret_error, "cannot read %s: %s", s.netd, strerror(-r));
+        }
+
+        /* Egress by name: the broker and the relay only with rules. */
+        s.domains = calloc(p->n_domains + 1, sizeof(char *));
+        s.probe_domains = calloc(cfg->n_probe_domains + 1, sizeof(char *));
+        s.broker_resolvers = calloc(cfg->n_resolvers + 1, sizeof(char *));
+        if (!s.domains || !s.probe_domains || !s.broker_resolvers)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_domains; i++) {
+                char b[DOMAIN_NAME_MAX + 16];
+                domain_rule_format(&p->domains[i], b, sizeof(b));
+                if (!(s.domains[i] = strdup(b)))
+                        return -ENOMEM;
+        }
+        for (size_t i = 0; p->n_domains > 0 && i < cfg->n_probe_domains; i++) {
+                char b[DOMAIN_NAME_MAX + 16];
+                domain_rule_format(&cfg->probe_domains[i], b, sizeof(b));
+                if (!(s.probe_domains[i] = strdup(b)))
+                        return -ENOMEM;
+        }
+        for (size_t i = 0; i < cfg->n_resolvers; i++) {
+                char a[64];
+                netaddr_format(&cfg->resolvers[i], a, sizeof(a));
+                if (!(s.broker_resolvers[i] = strdup(a)))
+                        return -ENOMEM;
+        }
+        s.check_server_name = p->check_server_name;
+        s.broker_connections = cfg->broker_connections;
+        if (p->n_domains > 0) {
+                s.broker = path_join(dir, "lazaret-broker");
+                s.relay = path_join(dir, "lazaret-relay");
+                if (!s.broker || !s.relay)
+                        return -ENOMEM;
+                if (access(s.broker, X_OK) < 0)
+                        return fail(ret_error, "%s is missing: lazaret-broker must be installed next to lazaret",
+                                    s.broker);
+                if (access(s.relay, X_OK) < 0)
+                        return fail(ret_error, "%s is missing: lazaret-relay must be installed next to lazaret",
+                                    s.relay);
         }
 
         /* The State Anchor: canonical entries (config validated them). The

@@ -57,6 +57,16 @@ typedef struct LaunchSpec {
         char *probe_dns_name;
         char *netd; /* lazaret-netd on the host */
         char *sidecar_image; /* localhost/lazaret/sidecar:netd-HASH */
+        /* Egress by name (issue 18): the profile's rules, canonical
+         * ("NAME:PORT", "*.SUFFIX:PORT"), NULL-terminated; empty when it
+         * has none, and then there is no broker and no relay. */
+        char **domains;
+        char **probe_domains; /* "NAME:PORT" the launch reaches through the broker */
+        char **broker_resolvers; /* network.resolvers ("ADDR"); empty: the host's /etc/resolv.conf */
+        bool check_server_name;
+        uint64_t broker_connections;
+        char *broker; /* lazaret-broker on the host (NULL without rules) */
+        char *relay; /* lazaret-relay on the host (NULL without rules) */
         /* The State Anchor (spec §4.3): canonical container directories kept
          * across restarts, NULL-terminated (empty: none), and the overlay
          * daemon that serves them (NULL when there are none). */

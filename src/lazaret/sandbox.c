@@ -20,6 +20,7 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "path-util.h"
+#include "broker-proto.h"
 #include "sandbox.h"
 #include "strbuf.h"
 #include "string-util.h"
@@ -121,7 +122,7 @@ static int read_spec_env(const char *state, char ***ret, json_t **ret_user) {
 
 int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
                   const char *terminfo_dir, const char *network_from, const StateAnchor *anchor, const char *certs_dir,
-                  const char *socket_dir, SandboxInfo *ret, char **ret_error) {
+                  const char *socket_dir, const char *broker_dir, SandboxInfo *ret, char **ret_error) {
         _cleanup_free_ char *name = NULL, *pidfile = NULL;
         _cleanup_(exec_result_done) ExecResult res = {};
         Argv a = {};
@@ -146,13 +147,21 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
          * still accounts the container. */
         if (s->rootless)
                 argv_add(&a, "--runtime-flag=ignore-cgroups");
-        argv_addf(&a, "--runtime-flag=network=%s", runsc_network_to_string(s->runsc_network));
+        /* Without a sidecar, gVisor's own loopback-only stack (runsc
+         * network=none): Podman's empty namespace has its loopback down,
+         * which runsc's other modes copy as no loopback at all, and the
+         * relay of egress by name listens there. */
+        if (network_from)
+                argv_addf(&a, "--runtime-flag=network=%s", runsc_network_to_string(s->runsc_network));
+        else
+                argv_add(&a, "--runtime-flag=network=none");
         /* The root file system's changes live in gVisor's overlay, whose
          * upper layer is a file in the container's own root (runsc's
          * default medium): disk_limit caps it, ENOSPC inside. */
         argv_addf(&a, "--runtime-flag=overlay2=root:self,size=%" PRIu64 "m", s->disk_limit_mib);
-        /* The Escalation Socket is a host Unix socket (decision 14). */
-        if (socket_dir)
+        /* The Escalation Socket and the broker's are host Unix sockets
+         * (decisions 14 and 16). */
+        if (socket_dir || broker_dir)
                 argv_add(&a, "--runtime-flag=host-uds=open");
         /* The sidecar's namespace, where netd enforces the policy; with a
          * policy that permits nothing there is no sidecar: loopback only. */
@@ -227,6 +236,12 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
                  * 14: a directory in its place failed every later run). */
                 argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/sock,ro=true", socket_dir);
         }
+        /* Egress by name: the relay (init keeps it running) and the
+         * broker's socket directory, read-only like the escalation's. */
+        if (broker_dir && s->relay) {
+                argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/relay,ro=true", s->relay);
+                argv_addf(&a, "--mount=type=bind,source=%s,destination=%s,ro=true", broker_dir, BROKER_SOCKET_DIR);
+        }
         /* The State Anchor: each persistent directory is its overlay's
          * merged view. Podman mounts the deeper paths later, so its own
          * /etc/resolv.conf, hosts and hostname cover /etc's (spec §4.3.4). */
@@ -236,6 +251,10 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
         argv_add(&a, "--");
         /* The same image the layers' lowerdirs come from. */
         argv_add(&a, anchor && anchor->image_id ? anchor->image_id : s->image);
+        if (broker_dir && s->relay) {
+                argv_add(&a, "--relay");
+                argv_add(&a, "/run/lazaret/relay");
+        }
         if (a.oom) {
                 argv_done(&a);
                 return -ENOMEM;

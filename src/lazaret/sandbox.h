@@ -41,13 +41,16 @@ void sandbox_info_done(SandboxInfo *i);
  * runs the image by the id its layers were made from. certs_dir and
  * socket_dir (or NULL): host escalation's certificates, mounted read-only at
  * /run/lazaret/certs, and the socket's directory at /run/lazaret/sock, with
- * lazaret-escalate at /run/lazaret/escalate and runsc's host-uds=open. On
+ * lazaret-escalate at /run/lazaret/escalate and runsc's host-uds=open.
+ * broker_dir (or NULL): egress by name, the broker's socket directory
+ * mounted read-only at /run/lazaret/broker, lazaret-relay at
+ * /run/lazaret/relay, which init starts and keeps running. On
  * failure returns
  * -EIO with *ret_error holding Podman's last error
  * line (caller frees). */
 int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
                   const char *terminfo_dir, const char *network_from, const StateAnchor *anchor, const char *certs_dir,
-                  const char *socket_dir, SandboxInfo *ret, char **ret_error);
+                  const char *socket_dir, const char *broker_dir, SandboxInfo *ret, char **ret_error);
 
 /* workspace_mode = "branch": the agent's worktree on branch
  * lazaret/agent-<profile> under the Domain Root, made from the host's HEAD

@@ -390,6 +390,14 @@ int verb_status(int argc, char **argv, const Globals *g) {
                        json_string_value(json_object_get(net, "policy_digest")) ?: "?",
                        json_is_true(json_object_get(net, "update_in_progress")) ? " (being applied)" : "");
                 print_host_addresses(json_object_get(net, "host_addresses"));
+                json_t *eg = json_object_get(net, "egress_by_name");
+                if (eg)
+                        printf("  names       %zu rule%s through the broker (%s): %lld allowed, %lld refused\n",
+                               json_array_size(json_object_get(eg, "rules")),
+                               json_array_size(json_object_get(eg, "rules")) == 1 ? "" : "s",
+                               json_string_value(json_object_get(eg, "broker")) ?: "?",
+                               (long long) json_integer_value(json_object_get(eg, "allowed")),
+                               (long long) json_integer_value(json_object_get(eg, "refused")));
                 json_t *lim = json_object_get(st, "limits"), *lp = json_object_get(lim, "pids"),
                        *lm = json_object_get(lim, "memory");
                 if (lp)

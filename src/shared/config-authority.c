@@ -30,6 +30,12 @@ const ConfigKeyRule config_key_rules[] = {
           .why = "what the launch proves reachable: the person's own check of the policy" },
         { "network.probe_dns_name", CONFIG_KEY_AUTHORITY,
           .why = "the name the launch resolves to prove DNS works: the person's own check" },
+        { "network.default_domains", CONFIG_KEY_AUTHORITY,
+          .why = "host names every sandbox may reach through the broker" },
+        { "network.probe_domains", CONFIG_KEY_AUTHORITY,
+          .why = "what the launch proves reachable by name: the person's own check" },
+        { "network.broker_connections", CONFIG_KEY_AUTHORITY,
+          .why = "how many connections the broker opens on the host for one sandbox" },
 
         { "escalation", CONFIG_KEY_TABLE, .why = "a table" },
         { "escalation.enabled", CONFIG_KEY_NARROW_VALUE, .narrow_bool = false,
@@ -60,6 +66,10 @@ const ConfigKeyRule config_key_rules[] = {
           .why = "how much of the host's disk the sandbox's root file system may take" },
         { "profiles.*.allow_egress", CONFIG_KEY_SUBSET, CONFIG_ENTRY_CIDR,
           .why = "destinations this profile may reach: keeping fewer of the trusted entries narrows" },
+        { "profiles.*.allow_domains", CONFIG_KEY_AUTHORITY,
+          .why = "host names this profile may reach through the broker" },
+        { "profiles.*.check_server_name", CONFIG_KEY_NARROW_VALUE, .narrow_bool = true,
+          .why = "true narrows: the broker refuses a connection whose TLS server name or Host is another name" },
         { "profiles.*.env", CONFIG_KEY_TABLE, .why = "a table" },
         { "profiles.*.env.*", CONFIG_KEY_ENV,
           .why = "a literal value acts inside the sandbox only; \"env:VAR\" copies a host variable (often a "

@@ -89,6 +89,61 @@ int probe_target_parse(const char *s, NetAddr *ret_addr, uint16_t *ret_port) {
         return 0;
 }
 
+/* A list of NAME[:PORT] rules (domain-rule.h) into *ret (appended to what
+ * it holds), each entry's error at its position; a rule listed twice in
+ * one list is an error. exact_only: no wildcards (probe names). */
+static int validate_domains(Validator *v, const ConfigNode *n, const char *name, bool exact_only, DomainRule **ret,
+                            size_t *ret_n, ConfigWhere **ret_where) {
+        bool ok = true;
+        size_t cnt = 0;
+        char **list = config_string_list(v, n, name, &cnt, &ok);
+        strv_free_n(list, cnt);
+        if (!list)
+                return 0;
+        size_t first = *ret_n;
+        DomainRule *d = realloc(*ret, (first + n->value->array.n + 1) * sizeof(DomainRule));
+        if (!d)
+                return -ENOMEM;
+        *ret = d;
+        if (ret_where) {
+                ConfigWhere *w = realloc(*ret_where, (first + n->value->array.n + 1) * sizeof(ConfigWhere));
+                if (!w)
+                        return -ENOMEM;
+                *ret_where = w;
+        }
+        for (size_t i = 0; i < n->value->array.n; i++) {
+                const TomlValue *e = n->value->array.items[i];
+                if (e->type != TOML_STRING || e->str.len == 0 || strlen(e->str.s) != e->str.len)
+                        continue; /* string_list said why */
+                _cleanup_free_ char *q = config_quoted(e->str.s, e->str.len);
+                DomainRule rule;
+                const char *why = NULL;
+                if (domain_rule_parse(e->str.s, &rule, &why) < 0) {
+                        ERR(v->d, n->src->path, e->pos,
+                            "%s[%zu]: %s is not NAME[:PORT] (e.g. \"api.example.com\", \"*.example.org:22\"): %s", name,
+                            i, q ?: "?", why);
+                        continue;
+                }
+                if (exact_only && rule.wildcard) {
+                        ERR(v->d, n->src->path, e->pos, "%s[%zu]: %s is a wildcard; a probe needs one exact name", name,
+                            i, q ?: "?");
+                        continue;
+                }
+                size_t j;
+                for (j = first; j < *ret_n; j++)
+                        if (d[j].wildcard == rule.wildcard && d[j].port == rule.port && streq(d[j].name, rule.name))
+                                break;
+                if (j < *ret_n) {
+                        ERR(v->d, n->src->path, e->pos, "%s[%zu]: %s is listed twice; keep one", name, i, q ?: "?");
+                        continue;
+                }
+                if (ret_where)
+                        (*ret_where)[*ret_n] = (ConfigWhere){ .file = n->src->path, .pos = e->pos };
+                d[(*ret_n)++] = rule;
+        }
+        return 0;
+}
+
 int config_validate_network(Validator *v, const ConfigNode *t, const char *top_file) {
         static const TomlPos top = { 1, 1 };
         int r;
@@ -234,6 +289,19 @@ int config_validate_network(Validator *v, const ConfigNode *t, const char *top_f
                 v->net_bad = true;
         if (!v->c->probe_dns_name && !(v->c->probe_dns_name = strdup(NETPROBE_DNS_NAME_DEFAULT)))
                 return -ENOMEM;
+
+        n = config_node_get(t, "default_domains");
+        if (n && (r = validate_domains(v, n, "network.default_domains", false, &v->c->default_domains,
+                                       &v->c->n_default_domains, NULL)) < 0)
+                return r;
+        n = config_node_get(t, "probe_domains");
+        if (n && (r = validate_domains(v, n, "network.probe_domains", true, &v->c->probe_domains,
+                                       &v->c->n_probe_domains, &v->c->probe_domains_where)) < 0)
+                return r;
+        v->c->broker_connections =
+                config_bounded_int(v, config_node_get(t, "broker_connections"), "network.broker_connections",
+                                   "connections", 1, CONFIG_BROKER_CONNECTIONS_MAX, CONFIG_BROKER_CONNECTIONS_DEFAULT,
+                                   "connections the broker holds open for one sandbox at once");
         return 0;
 }
 
@@ -248,7 +316,20 @@ static int compile_profile_policy(Validator *v, ConfigProfile *p) {
                 return 0;
         bool enabled[_NET_FAMILY_MAX] = { true, v->c->ipv6_enabled };
         NetPolicyError err;
-        int r = netpolicy_build(enabled, v->net, v->n_net, v->c->resolvers, v->c->n_resolvers, &p->net, &err);
+        /* A policy that permits no address gives the sandbox no sidecar and
+         * so no DNS: the resolvers serve the broker alone (issue 18), and
+         * need not be permitted. */
+        NetPolicy bare = {};
+        int r = netpolicy_build(enabled, v->net, v->n_net, NULL, 0, &bare, &err);
+        if (r == -ENOMEM)
+                return r;
+        if (r == 0 && netpolicy_permits_nothing(&bare))
+                p->net = bare;
+        else {
+                if (r == 0)
+                        netpolicy_done(&bare);
+                r = netpolicy_build(enabled, v->net, v->n_net, v->c->resolvers, v->c->n_resolvers, &p->net, &err);
+        }
         if (r == -ENOMEM)
                 return r;
         if (r < 0) {
@@ -909,6 +990,56 @@ int config_validate_profile(Validator *v, const ConfigNode *t) {
                 r = compile_profile_policy(v, p);
                 if (r < 0)
                         return r;
+        }
+
+        /* Egress by name: [network]'s names, then the profile's. */
+        if (v->c->n_default_domains > 0) {
+                p->domains = calloc(v->c->n_default_domains + 1, sizeof(DomainRule));
+                if (!p->domains)
+                        return -ENOMEM;
+                memcpy(p->domains, v->c->default_domains, v->c->n_default_domains * sizeof(DomainRule));
+                p->n_domains = v->c->n_default_domains;
+        }
+        n = config_node_get(t, "allow_domains");
+        if (n) {
+                _cleanup_free_ char *nn = config_key_path(pname, "allow_domains");
+                DomainRule *own = NULL;
+                size_t n_own = 0;
+                r = validate_domains(v, n, nn ?: "allow_domains", false, &own, &n_own, NULL);
+                for (size_t i = 0; r >= 0 && i < n_own; i++) {
+                        size_t j;
+                        for (j = 0; j < p->n_domains; j++)
+                                if (p->domains[j].wildcard == own[i].wildcard && p->domains[j].port == own[i].port &&
+                                    streq(p->domains[j].name, own[i].name))
+                                        break;
+                        if (j < p->n_domains)
+                                continue; /* in default_domains already */
+                        DomainRule *d = realloc(p->domains, (p->n_domains + 2) * sizeof(DomainRule));
+                        if (!d)
+                                r = -ENOMEM;
+                        else {
+                                p->domains = d;
+                                p->domains[p->n_domains++] = own[i];
+                        }
+                }
+                free(own);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; p->n_domains > 0 && i < v->c->n_probe_domains; i++) {
+                const DomainRule *pd = &v->c->probe_domains[i];
+                if (domain_rules_find(p->domains, p->n_domains, pd->name, pd->port, NULL))
+                        continue;
+                ERR(v->d, v->c->probe_domains_where[i].file, v->c->probe_domains_where[i].pos,
+                    "network.probe_domains: %s:%u is not among the names profile %s may reach; a probe must be a "
+                    "name the sandbox may reach (add it to allow_domains or default_domains)",
+                    pd->name, pd->port, p->name);
+        }
+        n = config_node_get(t, "check_server_name");
+        if (n) {
+                _cleanup_free_ char *nn = config_key_path(pname, "check_server_name");
+                if (config_want_type(v, n, nn ?: "check_server_name", TOML_BOOL))
+                        p->check_server_name = n->value->boolean;
         }
 
         n = config_node_get(t, "env");

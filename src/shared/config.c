@@ -864,6 +864,7 @@ static void profile_done(ConfigProfile *p) {
         strv_free_n(p->persistent_dirs, p->n_persistent_dirs);
         strv_free_n(p->allow_egress, p->n_allow_egress);
         free(p->allow_egress_name);
+        free(p->domains);
         netpolicy_done(&p->net);
         for (size_t i = 0; i < p->n_env; i++) {
                 free(p->env[i].name);
@@ -902,6 +903,9 @@ Config *config_free(Config *c) {
         free(c->resolvers);
         free(c->probe_targets);
         free(c->probe_dns_name);
+        free(c->default_domains);
+        free(c->probe_domains);
+        free(c->probe_domains_where);
         free(c->socket_dir);
         free(c->runsc);
         strv_free_n(c->auto_approve, c->n_auto_approve);

@@ -33,6 +33,7 @@
 
 #include "autoapprove.h"
 #include "config-authority.h"
+#include "domain-rule.h"
 #include "workspace-trust.h"
 
 #define CONFIG_OUTPUT_LIMIT_DEFAULT (1024u * 1024u)
@@ -66,6 +67,9 @@
 #define CONFIG_LIST_MAX           1024u /* entries in any array or env table */
 #define CONFIG_PREFIXES_MAX       65536u /* entries in a CIDR list (block lists are long) */
 #define NETPROBE_DNS_NAME_DEFAULT "example.com"
+/* Egress by name (issue 18): connections the Domain's broker holds at once. */
+#define CONFIG_BROKER_CONNECTIONS_DEFAULT 256u
+#define CONFIG_BROKER_CONNECTIONS_MAX     4096u
 
 typedef struct ConfigDiag {
         char *file; /* NULL when the problem belongs to no file */
@@ -161,6 +165,11 @@ typedef struct ConfigProfile {
         char **allow_egress;
         size_t n_allow_egress;
         char *allow_egress_name; /* "profiles.NAME.allow_egress" */
+        /* Egress by name: [network] default_domains, then the profile's
+         * allow_domains, without repeats; none: no broker. */
+        DomainRule *domains;
+        size_t n_domains;
+        bool check_server_name; /* the broker compares TLS SNI / Host with the name asked for */
         ConfigEnvVar *env;
         size_t n_env;
         ConfigVolume *volumes;
@@ -223,6 +232,12 @@ typedef struct Config {
         ConfigProbe *probe_targets; /* network.probe_targets */
         size_t n_probe_targets;
         char *probe_dns_name; /* network.probe_dns_name */
+        DomainRule *default_domains; /* network.default_domains */
+        size_t n_default_domains;
+        DomainRule *probe_domains; /* network.probe_domains: exact names the launch reaches through the broker */
+        ConfigWhere *probe_domains_where;
+        size_t n_probe_domains;
+        uint64_t broker_connections; /* network.broker_connections */
         bool escalation_enabled;
         char *socket_dir; /* expanded and canonicalized */
         char *runsc; /* runtime.runsc, expanded and canonicalized; NULL: the runsc on PATH */

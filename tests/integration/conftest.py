@@ -78,6 +78,13 @@ def lazaret_bin(world_dir):
         pytest.fail(f"{esc} is missing: build first (make check does)", pytrace=False)
     shutil.copy2(esc, os.path.join(bindir, "lazaret-escalate"))
     os.chmod(os.path.join(bindir, "lazaret-escalate"), 0o755)
+    # Egress by name: the broker (host) and the relay (mounted in sandboxes).
+    for sub, name in (("broker", "lazaret-broker"), ("relay", "lazaret-relay")):
+        path = os.path.join(BUILD, "src", sub, name)
+        if not os.access(path, os.X_OK):
+            pytest.fail(f"{path} is missing: build first (make check does)", pytrace=False)
+        shutil.copy2(path, os.path.join(bindir, name))
+        os.chmod(os.path.join(bindir, name), 0o755)
     return dst
 
 

@@ -22,6 +22,7 @@
 #include "config.h"
 #include "expand.h"
 #include "fileio.h"
+#include "string-util.h"
 #include "path-util.h"
 #include "persist.h"
 
@@ -459,6 +460,82 @@ static void test_persist_config(void **state) {
         config_diags_done(&d);
 }
 
+/* Egress by name (issue 18): rules merged from [network] and the profile,
+ * each bad entry an error at its place, probes checked against them, and
+ * resolvers that serve the broker alone in a profile without a sidecar. */
+static void test_domains_config(void **state) {
+        (void) state;
+        char ws[128];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        put("xdg/lazaret/config.toml",
+            "[storage]\ndata_root = \"~/data\"\n"
+            "[network]\ndefault_allow = []\ndefault_deny = [\"10.0.0.0/8\"]\nresolvers = [\"198.51.100.4\"]\n"
+            "default_domains = [\"Registry.Example.TEST.\", \"*.cdn.example.test:8443\"]\n"
+            "probe_domains = [\"registry.example.test\"]\nbroker_connections = 3\n"
+            "[escalation]\nenabled = false\nsocket_dir = \"/tmp/sock\"\n"
+            "[profiles.aa]\nimage = \"localhost/agent:1\"\n"
+            "allow_domains = [\"api.example.test\", \"registry.example.test:443\", \"git.example.test:22\"]\n"
+            "check_server_name = true\n");
+        ConfigLoadOptions o = { .workspace = ws };
+        ConfigDiags d = {};
+        Config *c = NULL;
+        int r = config_load(&o, &c, &d);
+        if (r != 0) {
+                config_diags_print(&d, stderr);
+                fail_msg("config_load: %d", r);
+        }
+        const ConfigProfile *p = config_find_profile(c, "aa");
+        assert_non_null(p);
+        /* registry.example.test:443 came from default_domains already. */
+        assert_int_equal(p->n_domains, 4);
+        assert_string_equal(p->domains[0].name, "registry.example.test");
+        assert_int_equal(p->domains[0].port, 443);
+        assert_true(p->domains[1].wildcard);
+        assert_string_equal(p->domains[1].name, "cdn.example.test");
+        assert_int_equal(p->domains[1].port, 8443);
+        assert_string_equal(p->domains[2].name, "api.example.test");
+        assert_int_equal(p->domains[3].port, 22);
+        assert_true(p->check_server_name);
+        assert_int_equal(c->broker_connections, 3);
+        /* No address is permitted: no sidecar, no resolver of its own. */
+        assert_true(netpolicy_permits_nothing(&p->net));
+        assert_int_equal(p->net.n_resolvers, 0);
+        assert_int_equal(c->n_resolvers, 1);
+        config_free(c);
+        config_diags_done(&d);
+
+        put("xdg/lazaret/config.toml",
+            "[storage]\ndata_root = \"~/data\"\n"
+            "[network]\ndefault_allow = []\ndefault_deny = []\n"
+            "default_domains = [\"ok.example.test\", \"ok.example.test\", \"*.com\", \"a b.test\"]\n"
+            "probe_domains = [\"*.x.example.test\", \"other.example.test\"]\nbroker_connections = 0\n"
+            "[escalation]\nenabled = false\nsocket_dir = \"/tmp/sock\"\n"
+            "[profiles.aa]\nimage = \"localhost/agent:1\"\n"
+            "allow_domains = [\"x.example.test:0\", \"10.1.2.3\", \"b\u00fccher.test\"]\n");
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), -EINVAL);
+        const char *want[] = {
+                "network.default_domains[1]: 'ok.example.test' is listed twice; keep one",
+                "network.default_domains[2]: '*.com' is not NAME[:PORT]",
+                "network.default_domains[3]: 'a b.test' is not NAME[:PORT]",
+                "network.probe_domains[0]: '*.x.example.test' is a wildcard; a probe needs one exact name",
+                "network.broker_connections: 0 connections is out of range",
+                "profiles.aa.allow_domains[0]: 'x.example.test:0' is not NAME[:PORT]",
+                "profiles.aa.allow_domains[1]: '10.1.2.3' is not NAME[:PORT]",
+                "profiles.aa.allow_domains[2]: ",
+                "network.probe_domains: other.example.test:443 is not among the names profile aa may reach",
+        };
+        assert_int_equal(config_diags_errors(&d), ELEMENTSOF(want));
+        for (size_t i = 0; i < ELEMENTSOF(want); i++)
+                if (!startswith(d.items[i].message, want[i]))
+                        fail_msg("diag %zu: %s", i, d.items[i].message);
+        /* Positioned: the line of the entry. */
+        assert_int_equal(d.items[0].pos.line, 6);
+        assert_int_equal(d.items[5].pos.line, 14);
+        assert_int_equal(d.items[8].pos.line, 7);
+        config_diags_done(&d);
+}
+
 /* ---- authority (decision 15) ------------------------------------------- */
 
 static void test_key_rules(void **state) {
@@ -481,13 +558,15 @@ static void test_key_rules(void **state) {
         assert_string_equal(k[0], "storage");
         assert_string_equal(k[3], "profiles");
         assert_string_equal(k[4], "runtime");
-        assert_int_equal(config_key_children("profiles.*", k, 32), 12);
+        assert_int_equal(config_key_children("profiles.*", k, 32), 14);
         assert_string_equal(k[5], "pids_limit");
         assert_string_equal(k[6], "memory_limit");
         assert_string_equal(k[7], "cpu_limit");
         assert_string_equal(k[8], "disk_limit");
-        assert_string_equal(k[11], "volumes");
-        assert_null(k[12]);
+        assert_string_equal(k[10], "allow_domains");
+        assert_string_equal(k[11], "check_server_name");
+        assert_string_equal(k[13], "volumes");
+        assert_null(k[14]);
         assert_int_equal(config_key_children("profiles", k, 32), 0);
 }
 
@@ -671,6 +750,7 @@ int main(void) {
                 cmocka_unit_test(test_persist_dirs),
                 cmocka_unit_test_setup_teardown(test_persist_config, setup_dirs, teardown_dirs),
                 cmocka_unit_test(test_key_rules),
+                cmocka_unit_test_setup_teardown(test_domains_config, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_authority, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_trust_store, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_workspace_file_kinds, setup_dirs, teardown_dirs),

@@ -1,0 +1,149 @@
+# SPDX-License-Identifier: MIT
+"""Egress by name end to end (issue 18): a sandbox whose profile lists
+names and no address reaches those names through lazaret-relay (inside)
+and the Domain's broker (on the host), and nothing else: not an unlisted
+name, not a listed name that resolves to a private address, not an
+address directly, not DNS. The test hosts (a DNS server, an HTTP server,
+an echo server) live in a network namespace the test makes."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from conftest import Lazaret  # noqa: F401
+from testnet import HELPERS, NetLab, sh
+from test_run import Domain, busybox_image, debian_image, kill_cli, podman, wait_sessions  # noqa: F401
+
+ROOT4, HOST4 = "198.51.100.233", "198.51.100.234"  # the link 198.51.100.232/29; ROOT4 is the host's own
+DNS = {
+    "ok.example.test": {"A": [HOST4]},
+    "private.example.test": {"A": ["10.1.2.3"]},
+    "mixed.example.test": {"A": [HOST4, "127.0.0.1"]},
+    "meta.example.test": {"A": ["169.254.169.254"]},
+    "self.example.test": {"A": [ROOT4]},
+    "unlisted.example.test": {"A": [HOST4]},
+}
+RULES = ["ok.example.test:8080", "ok.example.test:9443", "private.example.test:8080", "mixed.example.test:8080",
+         "meta.example.test:8080", "self.example.test:8080"]
+
+
+@pytest.fixture(scope="module")
+def names():
+    lab = NetLab()
+    lab.web = tempfile.mkdtemp(prefix="lazaret-egress-web-")
+    lab.log = tempfile.mktemp(prefix="lazaret-egress-", suffix=".log")
+    try:
+        open(lab.log, "w").close()
+        with open(os.path.join(lab.web, "hello.txt"), "w") as f:
+            f.write("hello by name\n")
+        h = lab.netns("e")
+        lab.veth(None, [f"{ROOT4}/29"], h, [f"{HOST4}/29"])
+        sh("ip", "-n", h, "route", "add", "default", "via", ROOT4)
+        for cmd in ([os.path.join(HELPERS, "testdns.py"), HOST4, "53", json.dumps(DNS), "--log", lab.log],
+                    [os.path.join(HELPERS, "testecho.py"), HOST4, "9443", "--log", lab.log],
+                    [os.path.join(HELPERS, "testhttp.py"), HOST4, "8080", lab.web, "--log", lab.log]):
+            p = subprocess.Popen(["nsenter", f"--net={lab.path(h)}", sys.executable] + cmd, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            lab.procs.append(p)
+            assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        yield lab
+    finally:
+        lab.close()
+        subprocess.run(["rm", "-rf", lab.web], check=False)
+        if os.path.exists(lab.log):
+            os.unlink(lab.log)
+
+
+def accepts(lab):
+    return [line for line in open(lab.log).read().splitlines() if line.startswith("accept ")]
+
+
+@pytest.fixture(params=["host", "sandbox"])
+def namedom(request, lz, busybox_image, names):  # noqa: F811
+    rules = json.dumps(RULES)
+    d = Domain(lz, busybox_image, runsc_network=request.param,
+               network=f'default_allow = []\ndefault_deny = []\nipv6 = "disabled"\nresolvers = ["{HOST4}"]\n'
+                       f'probe_domains = ["ok.example.test:8080"]\n',
+               extra=f"allow_domains = {rules}\n")
+    yield d
+    try:
+        d.assert_clean()
+    finally:
+        for name in d.container_names():
+            podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
+
+
+def test_names_reach_and_nothing_else(namedom, names):
+    """Through the relay: a listed name answers (wget's plain-HTTP proxy,
+    and the SSH ProxyCommand's stream); an unlisted name, listed names that
+    resolve to a private, metadata, loopback or host address, a direct
+    connection and DNS are all refused; no sidecar runs; the record and
+    status count the decisions."""
+    dom = namedom
+    before = len(accepts(names))
+    script = f"""
+env | grep -i '^http_proxy=' | sort
+wget -q -O - http://ok.example.test:8080/hello.txt; echo "ok=$?"
+wget -q -O - http://unlisted.example.test:8080/hello.txt; echo "unlisted=$?"
+for n in private mixed meta self; do wget -q -O - http://$n.example.test:8080/hello.txt; echo "$n=$?"; done
+echo ping | /run/lazaret/relay --connect ok.example.test 9443; echo "stream=$?"
+/run/lazaret/relay --probe ok.example.test 22; echo "port=$?"
+nc -w 2 {HOST4} 8080 </dev/null; echo "direct=$?"
+nslookup ok.example.test {HOST4} >/dev/null 2>&1; echo "dns=$?"
+touch /run/lazaret/broker/x 2>/dev/null; echo "write=$?"
+rm -f /run/lazaret/broker/sock 2>/dev/null; [ -S /run/lazaret/broker/sock ]; echo "sock=$?"
+"""
+    r = dom.run("run", "--", "/bin/sh", "-c", script, timeout=180)
+    assert r.returncode == 0, r.stderr + dom.log()
+    out = r.stdout
+    assert "http_proxy=http://127.0.0.1:3128" in out, out
+    assert "hello by name\nok=0" in out, out + dom.log()
+    for bad in ("unlisted", "private", "mixed", "meta", "self", "port", "direct", "dns", "write"):
+        assert f"{bad}=0" not in out, out
+    assert "ping\neof\nstream=0" in out, out
+    assert "sock=0" in out, out
+    # Only the listed name's connections reached the test host (the probe
+    # at start, wget, the stream): the refused names never got there.
+    got = accepts(names)[before:]
+    assert len(got) == 1, got  # the echo server's; the HTTP server is not logged here
+    h = os.path.basename(dom.domain_dirs()[0])
+    records = [json.loads(x) for x in open(os.path.join(dom.domain_dirs()[0], "egress.jsonl")).read().splitlines()]
+    by = {}
+    for rec in records:
+        by.setdefault((rec.get("name") or rec.get("host"), rec["port"]), []).append(rec)
+    assert any(x["verdict"] == "allowed" for x in by[("ok.example.test", 8080)]), records
+    assert by[("unlisted.example.test", 8080)][0]["reason"] == "name-not-listed"
+    for n in ("private", "mixed", "meta", "self"):
+        rec = by[(f"{n}.example.test", 8080)][0]
+        assert (rec["verdict"], rec["reason"]) == ("refused", "address-denied"), rec
+    assert by[("ok.example.test", 22)][0]["reason"] == "port-not-listed"
+    log = dom.log()
+    assert "egress by name proved" in log, log
+    assert h
+
+
+def test_status_and_no_sidecar(namedom, names):
+    """A profile with names and no address runs without a sidecar (loopback
+    only, like one that permits nothing) and status counts the broker's
+    decisions."""
+    dom = namedom
+    holder = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    try:
+        wait_sessions(dom, 1)
+        r = dom.run("run", "--", "/bin/sh", "-c",
+                    "wget -q -O - http://ok.example.test:8080/hello.txt; wget -q -O - http://x.example.test/ ; true")
+        assert "hello by name" in r.stdout, r.stdout + r.stderr
+        st = dom.status()
+        net = st["network"]
+        assert net["mode"] == "loopback-only" and net.get("sidecar") is None, net
+        eg = net["egress_by_name"]
+        assert eg["broker"] == "running" and eg["rules"] == [x for x in RULES], eg
+        assert eg["allowed"] >= 2 and eg["refused"] >= 2, eg  # the probes' and the run's
+        text = dom.run("status").stdout
+        assert "rules through the broker (running)" in text, text
+    finally:
+        kill_cli(holder)
+        holder.wait()
