@@ -46,24 +46,7 @@ static int broker_config_fd(const Coordinator *co, int *ret) {
                               "netpolicy", canon, "resolvers", res);
         if (!j)
                 return -ENOMEM;
-        char *text = json_dumps(j, JSON_COMPACT);
-        json_decref(j);
-        if (!text)
-                return -ENOMEM;
-        int fd = memfd_create("lazaret-broker-config", MFD_CLOEXEC);
-        if (fd < 0) {
-                free(text);
-                return negative_errno();
-        }
-        size_t len = strlen(text);
-        ssize_t w = write(fd, text, len);
-        free(text);
-        if (w < 0 || (size_t) w != len || lseek(fd, 0, SEEK_SET) < 0) {
-                safe_close(fd);
-                return -EIO;
-        }
-        *ret = fd;
-        return 0;
+        return co_json_memfd("lazaret-broker-config", j, ret);
 }
 
 /* The broker's socket, bound through the directory's descriptor (the

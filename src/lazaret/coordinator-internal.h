@@ -268,6 +268,8 @@ size_t co_queue_pending(const OutQueue *q);
 void co_queue_done(OutQueue *q);
 int co_queue_flush(OutQueue *q, int fd);
 json_t *co_self_identity(void);
+/* j (taken) as compact JSON in a memfd, read from its start. */
+int co_json_memfd(const char *name, json_t *j, int *ret_fd);
 void accept_clients(Coordinator *co);
 void conn_update_events(Conn *c);
 void conn_readable(Coordinator *co, Conn *c);

@@ -406,11 +406,15 @@ static int write_process_file(const Coordinator *co, const Session *s, const Ctl
         if (m->interactive)
                 json_object_set_new(proc, "consoleSize",
                                     json_pack("{s:i, s:i}", "height", (int) m->rows, "width", (int) m->columns));
-        char *text = json_dumps(proc, JSON_COMPACT);
-        json_decref(proc);
+        return co_json_memfd("lazaret-process", proc, ret_fd);
+}
+
+int co_json_memfd(const char *name, json_t *j, int *ret_fd) {
+        char *text = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
         if (!text)
                 return -ENOMEM;
-        int fd = memfd_create("lazaret-process", MFD_CLOEXEC);
+        int fd = memfd_create(name, MFD_CLOEXEC);
         if (fd < 0) {
                 free(text);
                 return negative_errno();
@@ -418,7 +422,7 @@ static int write_process_file(const Coordinator *co, const Session *s, const Ctl
         size_t len = strlen(text);
         ssize_t w = write(fd, text, len);
         free(text);
-        if (w < 0 || (size_t) w != len) {
+        if (w < 0 || (size_t) w != len || lseek(fd, 0, SEEK_SET) < 0) {
                 safe_close(fd);
                 return -EIO;
         }
