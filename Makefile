@@ -44,14 +44,15 @@ $(BUILD_ASAN)/build.ninja:
 $(BUILD_FUZZ)/build.ninja:
 	CC=clang meson setup $(BUILD_FUZZ) -Dfuzz=true -Dtests=false -Dbuildtype=debug -Db_lundef=false
 
-# lazaret finds its helpers beside itself: stage the four programs in one
+# lazaret finds its helpers beside itself: stage the programs in one
 # directory ($(BUILD)/bin, hard links) for make run.
 build: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 	mkdir -p $(BUILD)/bin
 	ln -f $(BUILD)/src/lazaret/lazaret $(BUILD)/src/lazaret/lazaret-init \
 		$(BUILD)/src/gitrouter/lazaret-gitrouter $(BUILD)/src/netd/lazaret-netd \
-		$(BUILD)/src/escalate/lazaret-escalate $(BUILD)/bin/
+		$(BUILD)/src/escalate/lazaret-escalate $(BUILD)/src/broker/lazaret-broker \
+		$(BUILD)/src/relay/lazaret-relay $(BUILD)/bin/
 
 build-clang: $(BUILD_CLANG)/build.ninja
 	ninja -C $(BUILD_CLANG)
@@ -111,7 +112,7 @@ run: deps build
 # and git through the router against a plain bind mount. Every one runs,
 # each printing its figures; the target fails at the end, naming those
 # over their budgets.
-BENCHES = run git net state workspace escalate
+BENCHES = run git net state workspace escalate egress
 bench: deps-test build
 	@over=; for b in $(BENCHES); do \
 		$(AS_ROOT) bench/bench-$$b.py --build $(BUILD) || over="$$over $$b"; \

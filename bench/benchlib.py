@@ -24,7 +24,8 @@ def runsc_path():
     if not found:
         sys.exit("runsc is not on PATH")
     return found
-BINARIES = ("lazaret", "lazaret-init", "lazaret-gitrouter", "lazaret-netd", "lazaret-escalate")
+BINARIES = ("lazaret", "lazaret-init", "lazaret-gitrouter", "lazaret-netd", "lazaret-escalate", "lazaret-broker",
+            "lazaret-relay")
 
 
 def make_tree(path, seed, dirs=50, files=2500, size=20 * 1024):

@@ -289,6 +289,7 @@ static int egress_probe(Coordinator *co, const char *name, const char *port, cha
         argv_add(&a, "exec");
         argv_add(&a, co->sandbox.id);
         argv_add(&a, "/run/lazaret/relay");
+        argv_add(&a, "--listening");
         argv_add(&a, "--probe");
         argv_add(&a, name);
         argv_add(&a, port);

@@ -21,11 +21,13 @@
  * the broker to stdout. A refusal is one line on stderr,
  * "lazaret-relay: refused: CODE MESSAGE", and exit 1.
  *
- *   lazaret-relay --probe HOST PORT
+ *   lazaret-relay [--listening] --probe HOST PORT
  *
  * Asks like --connect and hangs up: prints "ok ADDRESS PORT" (exit 0),
  * "refused CODE MESSAGE" (exit 3) or "error MESSAGE" (exit 1: no broker, or
- * an answer that is not the protocol's), for the readiness probes.
+ * an answer that is not the protocol's), for the readiness probes. With
+ * --listening it first waits (up to 5 s) until the relay accepts
+ * connections on both of its ports, so the probe proves the whole path.
  *
  * The relay is a convenience for proxy-aware clients, not the enforcement:
  * the broker checks everything again, and nothing the broker says is
@@ -57,6 +59,7 @@
 #define RELAY_REQUEST_TIMEOUT_MS 10000u /* the whole request, from accept */
 /* The broker looks the name up and connects before it answers. */
 #define RELAY_ANSWER_TIMEOUT_MS 30000u
+#define RELAY_LISTEN_WAIT_MS    5000u /* --probe --listening */
 #define RELAY_DRAIN_TIMEOUT_MS  2000u /* reading what a refused client still sends */
 #define RELAY_ANSWER_MAX        1024u /* the broker's answer line */
 #define RELAY_BUF_SIZE          (64u * 1024u) /* per direction and client */
@@ -72,13 +75,14 @@
 
 static const char *arg_broker = BROKER_SOCKET_PATH;
 static unsigned arg_http_port = RELAY_HTTP_PORT;
+static bool arg_wait_listeners = false; /* --probe --listening */
 static unsigned arg_socks_port = RELAY_SOCKS_PORT;
 
 static _noreturn_ void die_usage(const char *msg) {
         fprintf(stderr, "lazaret-relay: %s\n", msg);
         fputs("usage: lazaret-relay [--broker PATH] [--http-port N] [--socks-port N]\n"
               "       lazaret-relay [--broker PATH] --connect HOST PORT\n"
-              "       lazaret-relay [--broker PATH] --probe HOST PORT\n",
+              "       lazaret-relay [--broker PATH] [--listening] --probe HOST PORT\n",
               stderr);
         exit(2);
 }
@@ -922,6 +926,22 @@ static void parse_target(const char *host_arg, const char *port_arg, char host[s
                 die_usage("bad port (a decimal number 1..65535)");
 }
 
+/* Does something accept TCP connections on 127.0.0.1:port? Tried until
+ * the deadline: init may have started the relay a moment ago. */
+static bool listening(unsigned port, uint64_t deadline) {
+        for (;;) {
+                _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                struct sockaddr_in sa = { .sin_family = AF_INET,
+                                          .sin_port = htons((uint16_t) port),
+                                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+                if (fd >= 0 && connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0)
+                        return true;
+                if (now_ms() >= deadline)
+                        return false;
+                (void) usleep(20000);
+        }
+}
+
 static int probe(const char *host_arg, const char *port_arg) {
         char host[PROXY_HOST_MAX + 1], early[RELAY_ANSWER_MAX], why[256];
         uint16_t port;
@@ -929,6 +949,16 @@ static int probe(const char *host_arg, const char *port_arg) {
         Answer a;
         int fd;
         parse_target(host_arg, port_arg, host, &port);
+        if (arg_wait_listeners) {
+                uint64_t deadline = now_ms() + RELAY_LISTEN_WAIT_MS;
+                for (unsigned p = 0; p < 2; p++) {
+                        unsigned lp = p == 0 ? arg_http_port : arg_socks_port;
+                        if (!listening(lp, deadline)) {
+                                printf("error the relay does not listen on 127.0.0.1:%u\n", lp);
+                                return 1;
+                        }
+                }
+        }
         if (stream_open(host, port, &a, &fd, early, &early_n, why, sizeof(why)) < 0) {
                 printf("error %s\n", why);
                 return 1;
@@ -1016,6 +1046,8 @@ int main(int argc, char **argv) {
                         arg_http_port = parse_port_arg(argv[++i]);
                 else if (strcmp(a, "--socks-port") == 0 && i + 1 < argc)
                         arg_socks_port = parse_port_arg(argv[++i]);
+                else if (strcmp(a, "--listening") == 0)
+                        arg_wait_listeners = true;
                 else if ((strcmp(a, "--connect") == 0 || strcmp(a, "--probe") == 0) && i + 2 < argc && !mode) {
                         mode = a;
                         host = argv[++i];

@@ -5,11 +5,13 @@ and the Domain's broker (on the host), and nothing else: not an unlisted
 name, not a listed name that resolves to a private address, not an
 address directly, not DNS. The test hosts (a DNS server, an HTTP server,
 an echo server) live in a network namespace the test makes."""
+import glob
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -39,6 +41,16 @@ def names():
         open(lab.log, "w").close()
         with open(os.path.join(lab.web, "hello.txt"), "w") as f:
             f.write("hello by name\n")
+        # A bare repository served by git's dumb HTTP protocol.
+        src = os.path.join(lab.web, "src")
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.test", "-c", "init.defaultBranch=main"]
+        sh(*git, "init", "-q", src)
+        with open(os.path.join(src, "file.txt"), "w") as f:
+            f.write("cloned by name\n")
+        sh(*git, "-C", src, "add", "file.txt")
+        sh(*git, "-C", src, "commit", "-q", "-m", "one")
+        sh(*git, "clone", "-q", "--bare", src, os.path.join(lab.web, "repo.git"))
+        sh("git", "-C", os.path.join(lab.web, "repo.git"), "update-server-info")
         h = lab.netns("e")
         lab.veth(None, [f"{ROOT4}/29"], h, [f"{HOST4}/29"])
         sh("ip", "-n", h, "route", "add", "default", "via", ROOT4)
@@ -147,3 +159,87 @@ def test_status_and_no_sidecar(namedom, names):
     finally:
         kill_cli(holder)
         holder.wait()
+
+
+def test_debian_git_over_http_by_name(lz, debian_image, names):  # noqa: F811
+    """git (libcurl) in the Debian image clones from a listed name through
+    the relay's HTTP proxy, and cannot from a name that is not listed."""
+    d = Domain(lz, debian_image,
+               network=f'default_allow = []\ndefault_deny = []\nipv6 = "disabled"\nresolvers = ["{HOST4}"]\n',
+               extra=f"allow_domains = {json.dumps(RULES)}\n")
+    try:
+        r = d.run("run", "--", "/bin/bash", "-c",
+                  "git clone -q http://ok.example.test:8080/repo.git /tmp/r && cat /tmp/r/file.txt; "
+                  "git clone -q http://unlisted.example.test:8080/repo.git /tmp/u 2>&1; echo unlisted=$?",
+                  timeout=180)
+        assert r.returncode == 0, r.stderr + d.log()
+        assert "cloned by name\n" in r.stdout, r.stdout + r.stderr
+        assert "unlisted=128" in r.stdout and "403" in r.stdout, r.stdout
+        d.assert_clean()
+    finally:
+        for name in d.container_names():
+            podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
+
+
+def test_other_domains_broker_is_out_of_reach(lz, busybox_image, names):  # noqa: F811
+    """Two Domains with names: each sandbox sees only its own broker's
+    socket (its directory, read-only), and the other Domain's rules never
+    apply to it."""
+    other = f"""
+[profiles.other]
+image = "{busybox_image}"
+allow_domains = ["ok.example.test:9443"]
+"""
+    d = Domain(lz, busybox_image,
+               network=f'default_allow = []\ndefault_deny = []\nipv6 = "disabled"\nresolvers = ["{HOST4}"]\n',
+               extra='allow_domains = ["ok.example.test:8080"]\n' + other)
+    holder = d.popen("run", "shell", "--", "/bin/sh", "-c", "sleep 60")
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not glob.glob(f"/tmp/lazaret-{lz.user.pw_uid}/lazaret_broker_*/sock"):
+            time.sleep(0.1)
+        [mine] = glob.glob(f"/tmp/lazaret-{lz.user.pw_uid}/lazaret_broker_*/sock")
+        r = d.run("run", "other", "--", "/bin/sh", "-c", f"""
+ls -A /run/lazaret/broker
+[ -e {mine} ]; echo "seen=$?"
+ls /tmp/lazaret-{lz.user.pw_uid} 2>/dev/null; echo "dir=$?"
+/run/lazaret/relay --probe ok.example.test 8080
+/run/lazaret/relay --probe ok.example.test 9443
+""", timeout=120)
+        assert r.returncode == 0, r.stderr + d.log()
+        lines = r.stdout.splitlines()
+        assert lines[0] == "sock", r.stdout
+        assert "seen=1" in lines and "dir=1" in lines, r.stdout
+        assert any(x.startswith("refused port-not-listed") for x in lines), r.stdout
+        assert any(x.startswith("ok ") for x in lines), r.stdout
+    finally:
+        kill_cli(holder)
+        holder.wait()
+        for name in d.container_names():
+            podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
+
+
+def test_rootful_names(lazaret_bin, names, tmp_path):
+    """Lazaret run by root (root's Podman): the same path, the broker a
+    process of root's on the host."""
+    from test_network import ROOT_ENV, rootful_domain
+    data, work, cfg = rootful_domain(lazaret_bin, tmp_path, [], extra=f'resolvers = ["{HOST4}"]\n',
+                                     extra_profile=f"allow_domains = {json.dumps(RULES)}\n")
+    r = subprocess.run([lazaret_bin, "--config", str(cfg), "run", "--", "/bin/sh", "-c",
+                        "wget -q -O - http://ok.example.test:8080/hello.txt; echo ok=$?; "
+                        "wget -q -O - http://private.example.test:8080/hello.txt; echo private=$?"],
+                       capture_output=True, text=True, env=ROOT_ENV, cwd=work, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "hello by name\nok=0" in r.stdout and "private=1" in r.stdout, r.stdout + r.stderr
+    h = os.listdir(data / "domains")[0]
+    records = open(data / "domains" / h / "egress.jsonl").read()
+    assert '"address-denied"' in records, records
+    deadline = time.time() + 15
+    while True:
+        names_ = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
+                                text=True).stdout.split()
+        left = [n for n in names_ if n.endswith(h)]
+        if not left or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert left == []
