@@ -58,8 +58,10 @@
 
 #define BUSYBOX_PATH "/bin/busybox"
 
-#define DEBIAN_SUITE    "bookworm"
-#define DEBIAN_PACKAGES "git,ca-certificates,bash"
+#define DEBIAN_SUITE "bookworm"
+/* What agents reach for first: git, an HTTP client, Python and the ssh
+ * client (git over SSH through the relay's ProxyCommand). */
+#define DEBIAN_PACKAGES "git,ca-certificates,bash,curl,python3,openssh-client"
 
 /* The last SIGINT, SIGTERM or SIGHUP received; the running helper is then
  * stopped and the build unwound. */
@@ -894,7 +896,7 @@ static const Flavour flavours[] = {
                 .make_tar = debian_tar,
                 .changes = { "CMD [\"/bin/bash\",\"-l\"]",
                              "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                             "ENV LANG=C.UTF-8" },
+                             "ENV LANG=C.UTF-8", "LABEL io.lazaret.debian-packages=" DEBIAN_PACKAGES },
         },
 };
 

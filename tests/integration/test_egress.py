@@ -161,20 +161,54 @@ def test_status_and_no_sidecar(namedom, names):
         holder.wait()
 
 
-def test_debian_git_over_http_by_name(lz, debian_image, names):  # noqa: F811
-    """git (libcurl) in the Debian image clones from a listed name through
-    the relay's HTTP proxy, and cannot from a name that is not listed."""
+def test_debian_clients_by_name(lz, debian_image, names):  # noqa: F811
+    """In the Debian image, unchanged clients reach a listed name through
+    the relay with the proxy variables every session gets: curl (plain
+    HTTP, CONNECT, SOCKS5 with names), Python's urllib, git over HTTP, and
+    ssh through GIT_SSH_COMMAND's ProxyCommand; each is refused for a name
+    that is not listed."""
     d = Domain(lz, debian_image,
                network=f'default_allow = []\ndefault_deny = []\nipv6 = "disabled"\nresolvers = ["{HOST4}"]\n',
                extra=f"allow_domains = {json.dumps(RULES)}\n")
+    before = len(accepts(names))
+    script = """
+u=http://ok.example.test:8080/hello.txt; x=http://unlisted.example.test:8080/hello.txt
+curl -sf $u; echo curl=$?
+curl -sf -p $u; echo connect=$?
+curl -sf -x socks5h://127.0.0.1:1080 $u; echo socks=$?
+curl -sf $x; echo curl_unlisted=$?
+curl -s -o /dev/null -w '%{http_connect}\\n' -p $x 2>/dev/null; echo connect_unlisted=$?
+curl -sf -x socks5h://127.0.0.1:1080 $x; echo socks_unlisted=$?
+python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" $u; echo py=$?
+python3 -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1])" $x 2>/dev/null; echo py_unlisted=$?
+git clone -q http://ok.example.test:8080/repo.git /tmp/r && cat /tmp/r/file.txt; echo git=$?
+git clone -q http://unlisted.example.test:8080/repo.git /tmp/u 2>/dev/null; echo git_unlisted=$?
+ssh_=(-o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout=10 -p 9443)
+eval "$GIT_SSH_COMMAND ${ssh_[*]} x@unlisted.example.test true" 2>&1 | grep -o 'refused: name-not-listed'
+timeout 20 bash -c "eval \"$GIT_SSH_COMMAND ${ssh_[*]} x@ok.example.test true\"" >/dev/null 2>&1; echo ssh_done
+"""
     try:
-        r = d.run("run", "--", "/bin/bash", "-c",
-                  "git clone -q http://ok.example.test:8080/repo.git /tmp/r && cat /tmp/r/file.txt; "
-                  "git clone -q http://unlisted.example.test:8080/repo.git /tmp/u 2>&1; echo unlisted=$?",
-                  timeout=180)
+        r = d.run("run", "--", "/bin/bash", "-c", script, timeout=240)
         assert r.returncode == 0, r.stderr + d.log()
-        assert "cloned by name\n" in r.stdout, r.stdout + r.stderr
-        assert "unlisted=128" in r.stdout and "403" in r.stdout, r.stdout
+        out = r.stdout
+        for ok in ("curl", "connect", "socks", "py", "git"):
+            assert f"{ok}=0" in out, out
+        assert out.count("hello by name\n") == 4 and "cloned by name\n" in out, out
+        for bad in ("curl_unlisted", "socks_unlisted", "py_unlisted", "git_unlisted"):
+            assert f"{bad}=0" not in out, out
+        assert "403\nconnect_unlisted" in out, out
+        assert "refused: name-not-listed" in out and "ssh_done" in out, out
+        # ssh reached the echo host through the ProxyCommand: its banner
+        # went there (and came back).
+        deadline = time.time() + 10
+        while True:
+            log = open(names.log).read().splitlines()
+            closes = [x for x in log if x.startswith("close ")]
+            if any(int(x.split()[-1]) > 0 for x in closes) or time.time() > deadline:
+                break
+            time.sleep(0.1)
+        assert any(int(x.split()[-1]) > 0 for x in closes), log
+        assert len(accepts(names)) > before
         d.assert_clean()
     finally:
         for name in d.container_names():
