@@ -201,6 +201,33 @@ void stop_broker(Coordinator *co) {
         co->egress_log = safe_close(co->egress_log);
 }
 
+/* The policy in force changed (a CLI joined with another): the broker
+ * takes it. Its process is started anew on a new socket in the same
+ * directory, which the sandbox has mounted; connections open through the
+ * old one end. Failing, names are unreachable (never less guarded). */
+void co_broker_refresh(Coordinator *co) {
+        if (co->p_broker.id == 0)
+                return;
+        broker_kill(co);
+        if (co->broker_events >= 0)
+                co->broker_events = co_close_watched(co, co->broker_events);
+        _cleanup_free_ char *err = NULL;
+        json_t *intent = json_pack("{s:s}", "socket_dir", co->broker_dir), *commit = NULL;
+        int r = intent ? broker_acquire(co, co, intent, &commit, &err) : -ENOMEM;
+        json_decref(intent);
+        if (r >= 0 && co->epfd >= 0) {
+                co->w_broker = (Watch){ WATCH_BROKER, co };
+                r = co_epoll_add(co, co->broker_events, EPOLLIN, &co->w_broker);
+        }
+        if (r < 0) {
+                log_error("cannot start the broker again for the new policy: %s", err ?: strerror(-r));
+                json_decref(commit);
+                return;
+        }
+        (void) part_update(&co->ps, &co->p_broker, -1, commit);
+        log_info("the broker takes the new policy (pid %d)", (int) co->broker_pid);
+}
+
 void co_broker_reap(Coordinator *co) {
         if (co->broker_pid > 0 && waitpid(co->broker_pid, NULL, WNOHANG) == co->broker_pid) {
                 co->broker_pid = 0;

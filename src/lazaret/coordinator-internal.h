@@ -318,5 +318,6 @@ int start_broker(Coordinator *co, char **ret_error);
 void stop_broker(Coordinator *co);
 int prove_egress(Coordinator *co, char **ret_error);
 void co_broker_reap(Coordinator *co);
+void co_broker_refresh(Coordinator *co);
 void co_broker_readable(Coordinator *co);
 json_t *co_broker_status(const Coordinator *co);

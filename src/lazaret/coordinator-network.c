@@ -61,6 +61,8 @@ static int set_policy(Coordinator *co, NetPolicy *np, char *canon) {
         netpolicy_done(&co->net);
         co->net = *np;
         *np = (NetPolicy){};
+        /* The broker judges names' addresses by it too. */
+        co_broker_refresh(co);
         return launch_spec_fingerprint(&co->spec);
 }
 

@@ -185,7 +185,8 @@ git clone -q http://ok.example.test:8080/repo.git /tmp/r && cat /tmp/r/file.txt;
 git clone -q http://unlisted.example.test:8080/repo.git /tmp/u 2>/dev/null; echo git_unlisted=$?
 ssh_=(-o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout=10 -p 9443)
 eval "$GIT_SSH_COMMAND ${ssh_[*]} x@unlisted.example.test true" 2>&1 | grep -o 'refused: name-not-listed'
-timeout 20 bash -c "eval \"$GIT_SSH_COMMAND ${ssh_[*]} x@ok.example.test true\"" >/dev/null 2>&1; echo ssh_done
+timeout 20 bash -c 'eval "$GIT_SSH_COMMAND $0"' "${ssh_[*]} x@ok.example.test true" >/tmp/ssh.out 2>&1
+echo ssh_done; grep -c 'usage: ssh' /tmp/ssh.out; true
 """
     try:
         r = d.run("run", "--", "/bin/bash", "-c", script, timeout=240)
@@ -197,7 +198,7 @@ timeout 20 bash -c "eval \"$GIT_SSH_COMMAND ${ssh_[*]} x@ok.example.test true\""
         for bad in ("curl_unlisted", "socks_unlisted", "py_unlisted", "git_unlisted"):
             assert f"{bad}=0" not in out, out
         assert "403\nconnect_unlisted" in out, out
-        assert "refused: name-not-listed" in out and "ssh_done" in out, out
+        assert "refused: name-not-listed" in out and "ssh_done\n0\n" in out, out
         # ssh reached the echo host through the ProxyCommand: its banner
         # went there (and came back).
         deadline = time.time() + 10
@@ -208,7 +209,7 @@ timeout 20 bash -c "eval \"$GIT_SSH_COMMAND ${ssh_[*]} x@ok.example.test true\""
                 break
             time.sleep(0.1)
         assert any(int(x.split()[-1]) > 0 for x in closes), log
-        assert len(accepts(names)) > before
+        assert len(accepts(names)) > before, out
         d.assert_clean()
     finally:
         for name in d.container_names():
@@ -277,3 +278,28 @@ def test_rootful_names(lazaret_bin, names, tmp_path):
             break
         time.sleep(0.2)
     assert left == []
+
+
+def test_narrower_policy_reaches_the_broker(namedom, names):
+    """A CLI that joins with a policy that denies the listed name's address
+    (a narrowing while the sandbox runs): the broker takes it, and the name
+    is refused from then on."""
+    dom = namedom
+    holder = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    try:
+        wait_sessions(dom, 1)
+        r = dom.run("run", "--", "/bin/sh", "-c", "wget -q -O - http://ok.example.test:8080/hello.txt")
+        assert r.stdout == "hello by name\n", r.stdout + r.stderr
+        cfg = open(dom.cfg).read()
+        dom.lz.write("cfg.toml", cfg.replace("default_deny = []", f'default_deny = ["{HOST4}/32"]'))
+        r = dom.run("run", "--", "/bin/sh", "-c", "wget -q -O - http://ok.example.test:8080/hello.txt; echo rc=$?")
+        assert r.returncode == 0, r.stderr + dom.log()
+        assert "hello by name" not in r.stdout and "rc=1" in r.stdout, r.stdout
+        assert "the broker takes the new policy" in dom.log(), dom.log()
+        records = open(os.path.join(dom.domain_dirs()[0], "egress.jsonl")).read().splitlines()
+        last = json.loads(records[-1])
+        assert (last["name"], last["reason"]) == ("ok.example.test", "address-denied"), last
+        assert holder.poll() is None
+    finally:
+        kill_cli(holder)
+        holder.wait()
