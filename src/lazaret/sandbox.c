@@ -178,6 +178,12 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
                 argv_addf(&a, "--pids-limit=%" PRIu64, s->nproc * SANDBOX_HOST_THREADS_PER_TASK + 256);
                 argv_addf(&a, "--memory=%" PRIu64 "m", s->memory_limit_mib + s->memory_limit_mib / 4 + 256);
         }
+        /* PID 1's stdout and stderr are the container's log, a host file
+         * conmon fills without a bound, and the agent can write them
+         * (/proc/1/fd/1): that would grow the host's disk past
+         * disk_limit. Sessions have their own streams; nothing reads the
+         * log. */
+        argv_add(&a, "--log-driver=none");
         argv_add(&a, "--security-opt=no-new-privileges");
         /* No frames around the routes, no changes to them (decision 7). */
         argv_add(&a, "--cap-drop=NET_RAW");

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from test_network import ROOT_ENV, rootful_domain
-from test_run import Domain, make_repo, wait_sessions
+from test_run import Domain, kill_cli, make_repo, wait_sessions
 from test_run import busybox_image  # noqa: F401  (fixture)
 
 
@@ -307,3 +307,35 @@ def test_disk_limit_counts_the_agents_worktree(lz, busybox_image):  # noqa: F811
     assert b"the work files grew by" in err, err
     assert not os.path.exists(os.path.join(lz.work, "out"))  # the host's working tree is untouched
     dom.assert_clean()
+
+
+def test_console_writes_do_not_reach_the_host_disk(lz, busybox_image):  # noqa: F811
+    """The agent writes 8 MiB to PID 1's stdout (/proc/1/fd/1, the
+    container's console): none of it lands in a file on the host (Podman's
+    container log would have grown without a bound, past disk_limit)."""
+    d = Domain(lz, busybox_image, extra="disk_limit = 64\n")
+    holder = d.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    try:
+        st = wait_sessions(d, 1)
+        cid = st["sandbox"]["id"]
+        store = os.path.join(lz.user.pw_dir, ".local/share/containers/storage/overlay-containers", cid)
+
+        def size():
+            total = 0
+            for root, _, files in os.walk(store):
+                for f in files:
+                    try:
+                        total += os.lstat(os.path.join(root, f)).st_size
+                    except FileNotFoundError:
+                        pass
+            return total
+
+        assert os.path.isdir(store), store
+        before = size()
+        r = d.run("run", "--", "/bin/sh", "-c",
+                  "head -c 8388608 /dev/zero | tr '\\0' x > /proc/1/fd/1; echo rc=$?")
+        assert "rc=0" in r.stdout, r.stdout + r.stderr  # the write itself is allowed; it goes nowhere
+        assert size() - before < 1024 * 1024, (before, size())
+    finally:
+        kill_cli(holder)
+        holder.wait()
