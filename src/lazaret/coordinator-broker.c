@@ -119,6 +119,9 @@ static int broker_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_com
         sp.fds = fds;
         sp.n_fds = ELEMENTSOF(fds);
         sp.cwd = "/";
+        /* It parses what the sandbox sends: none of the person's
+         * environment (secrets, c-ares' LOCALDOMAIN and RES_OPTIONS). */
+        sp.envp = (char *const[]){ (char *) "PATH=/usr/bin:/bin", NULL };
         r = spawn(&sp, &co->broker_pid);
         if (r < 0) {
                 co->broker_events = safe_close(co->broker_events);

@@ -602,6 +602,28 @@ static void test_authority(void **state) {
         assert_true(strncmp(d.items[2].message, "profiles.claude.volumes[0] widens", 33) == 0);
         config_diags_done(&d);
 
+        /* Egress by name: a workspace file (the agent writes it in direct
+         * mode) may not add names, probes or broker connections, nor turn
+         * the server-name check off; turning it on narrows. */
+        assert_int_equal(load_ws("[network]\ndefault_domains = [\"exfil.example\"]\nbroker_connections = 4096\n"
+                                 "probe_domains = [\"exfil.example\"]\n"
+                                 "[profiles.claude]\nallow_domains = [\"*.exfil.example\"]\n"
+                                 "check_server_name = false\n",
+                                 &c, &d),
+                         -EPERM);
+        assert_null(c);
+        assert_int_equal(config_diags_errors(&d), 5);
+        assert_true(strncmp(d.items[0].message, "network.default_domains widens", 30) == 0);
+        assert_true(strncmp(d.items[1].message, "network.broker_connections widens", 33) == 0);
+        assert_true(strncmp(d.items[2].message, "network.probe_domains widens", 28) == 0);
+        assert_true(strncmp(d.items[3].message, "profiles.claude.allow_domains widens", 36) == 0);
+        assert_true(strncmp(d.items[4].message, "profiles.claude.check_server_name widens", 40) == 0);
+        config_diags_done(&d);
+        assert_int_equal(load_ws("[profiles.claude]\ncheck_server_name = true\n", &c, &d), 0);
+        assert_true(c->profiles[0].check_server_name);
+        config_free(c);
+        config_diags_done(&d);
+
         /* Narrowing: deny entries added beside the trusted ones, the volume
          * made read-only (it was "ro,z": keeping z is no more), escalation off. */
         assert_int_equal(load_ws("[network]\ndefault_deny = [\"192.168.0.0/16\"]\ndefault_allow = []\n"
