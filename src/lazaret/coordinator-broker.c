@@ -5,17 +5,15 @@
  * /run/lazaret/broker, where lazaret-relay connects), starts
  * lazaret-broker with it, the rules and the policy, and reads the
  * broker's decisions from a pipe: it counts them for `lazaret status` and
- * appends them to egress.jsonl in the Domain Root. Enforcement never reads
- * that record; a decision that does not fit the pipe is counted by the
- * broker, never waited for. */
+ * puts each on the Domain's event record (source "network", kind
+ * "connection"). Enforcement never reads that record; a decision that does
+ * not fit the pipe is counted by the broker, never waited for. */
 #include <sys/uio.h>
 
 #include "broker-proto.h"
 #include "coordinator-internal.h"
 
 #define BROKER_STOP_USEC  (UINT64_C(2) * 1000000)
-#define EGRESS_LOG        "egress.jsonl"
-#define EGRESS_LOG_MAX    (UINT64_C(8) * 1024 * 1024) /* then it is rotated to egress.jsonl.1 */
 #define PROBE_UNLISTED    "unlisted.lazaret-probe.invalid" /* a name no rule can list (.invalid) */
 #define EGRESS_PROBE_USEC (UINT64_C(15) * 1000000)
 
@@ -154,13 +152,21 @@ static void broker_kill(Coordinator *co) {
         co->broker_pid = 0;
 }
 
+/* The decisions a stopped broker wrote before its end go on record. */
+static void broker_drain(Coordinator *co) {
+        if (co->broker_events < 0)
+                return;
+        co_broker_readable(co); /* to the end of the pipe: it closes it */
+        if (co->broker_events >= 0)
+                co->broker_events = co_close_watched(co, co->broker_events);
+}
+
 static int broker_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
         Coordinator *co = ctx;
         (void) generation;
         if (obj) {
                 broker_kill(co);
-                if (co->broker_events >= 0)
-                        co->broker_events = co_close_watched(co, co->broker_events);
+                broker_drain(co);
         } else {
                 /* A dead coordinator's: by pid and start time. */
                 ProcessIdentity pi;
@@ -185,23 +191,12 @@ int start_broker(Coordinator *co, char **ret_error) {
         co->broker_dir = strbuf_steal(&b);
         if (!co->broker_dir)
                 return -ENOMEM;
-        _cleanup_free_ char *log = path_join(co->spec.domain_dir, EGRESS_LOG);
-        if (!log)
-                return -ENOMEM;
-        co->egress_log = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (co->egress_log < 0) {
-                int e = negative_errno();
-                if (asprintf(ret_error, "cannot open %s: %s", log, strerror(-e)) < 0)
-                        *ret_error = NULL;
-                return e;
-        }
         return part_begin(&co->ps, co->generation, &kind_broker, json_pack("{s:s}", "socket_dir", co->broker_dir), co,
                           co, &co->p_broker, ret_error);
 }
 
 void stop_broker(Coordinator *co) {
         (void) part_end(&co->ps, &co->p_broker, co, co);
-        co->egress_log = safe_close(co->egress_log);
 }
 
 /* The policy in force changed (a CLI joined with another): the broker
@@ -212,8 +207,7 @@ void co_broker_refresh(Coordinator *co) {
         if (co->p_broker.id == 0)
                 return;
         broker_kill(co);
-        if (co->broker_events >= 0)
-                co->broker_events = co_close_watched(co, co->broker_events);
+        broker_drain(co);
         _cleanup_free_ char *err = NULL;
         json_t *intent = json_pack("{s:s}", "socket_dir", co->broker_dir), *commit = NULL;
         int r = intent ? broker_acquire(co, co, intent, &commit, &err) : -ENOMEM;
@@ -243,6 +237,10 @@ void co_broker_reap(Coordinator *co) {
 
 static void egress_record(Coordinator *co, const char *line, size_t len) {
         json_t *j = json_loadb(line, len, 0, NULL);
+        if (!json_is_object(j)) {
+                json_decref(j);
+                return;
+        }
         const char *verdict = json_string_value(json_object_get(j, "verdict"));
         if (verdict && streq(verdict, "allowed"))
                 co->egress_allowed++;
@@ -251,23 +249,9 @@ static void egress_record(Coordinator *co, const char *line, size_t len) {
         json_t *d = json_object_get(j, "dropped");
         if (json_is_integer(d))
                 co->egress_dropped += (uint64_t) json_integer_value(d);
-        json_decref(j);
-        if (co->egress_log < 0)
-                return;
-        struct stat st;
-        if (fstat(co->egress_log, &st) == 0 && (uint64_t) st.st_size + len + 1 > EGRESS_LOG_MAX) {
-                _cleanup_free_ char *cur = path_join(co->spec.domain_dir, EGRESS_LOG),
-                                    *old = path_join(co->spec.domain_dir, EGRESS_LOG ".1");
-                if (cur && old && rename(cur, old) == 0) {
-                        int fd = open(cur, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-                        if (fd >= 0) {
-                                safe_close(co->egress_log);
-                                co->egress_log = fd;
-                        }
-                }
-        }
-        struct iovec iov[2] = { { (void *) line, len }, { (void *) "\n", 1 } };
-        (void) !writev(co->egress_log, iov, 2);
+        /* The record's own time stamps it. */
+        json_object_del(j, "time");
+        event_emit(co->events, "network", "connection", NULL, j);
 }
 
 void co_broker_readable(Coordinator *co) {

@@ -51,6 +51,7 @@
 #include "router-run.h"
 #include "state-anchor.h"
 #include "escalation.h"
+#include "event-record.h"
 #include "participant.h"
 #include "session-anchor.h"
 #include "spawn-util.h"
@@ -130,6 +131,7 @@ struct Session {
         bool finished;
         bool pending; /* recorded, exec client not started yet */
         uint64_t started_usec;
+        int cli_pid;
         unsigned char anchor[SESSION_KEY_LEN]; /* the CLI's Session Anchor public key */
         bool has_anchor;
         char *cwd; /* in the sandbox: /workspace or a directory below it */
@@ -228,8 +230,11 @@ struct Coordinator {
         bool broker_lost;
         char egress_buf[16384];
         size_t egress_len;
-        int egress_log; /* egress.jsonl in the Domain Root */
         uint64_t egress_allowed, egress_refused, egress_dropped;
+        /* The Domain's event record (issue 19): NULL when it cannot be
+         * written (status says why; enforcement never depends on it). */
+        EventLog *events;
+        char events_unwritten[200];
 };
 
 /* A network policy update in progress (update_network). */

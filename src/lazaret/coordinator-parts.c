@@ -182,6 +182,11 @@ static int esc_audit(void *userdata, json_t *record) {
         return r;
 }
 
+static void esc_event(void *userdata, const char *kind, const char *session_id, json_t *data) {
+        Coordinator *co = userdata;
+        event_emit(co->events, "escalation", kind, session_id, data);
+}
+
 /* Publications: the control socket (obj: the coordinator, live) and the
  * escalation socket and certificates (obj: the coordinator, whose
  * Escalation goes). Release works from either ownership. */
@@ -216,7 +221,12 @@ static int escalation_acquire(void *ctx, void *obj, json_t *intent, json_t **ret
         (void) ret_commit;
         char sandbox_id[128];
         snprintf(sandbox_id, sizeof(sandbox_id), "%s-g%" PRIu64, co->container_name, co->generation);
-        EscalationHost host = { esc_session, esc_audit, esc_prompt, esc_prompt_done, co };
+        EscalationHost host = { .session = esc_session,
+                                .audit = esc_audit,
+                                .event = esc_event,
+                                .prompt = esc_prompt,
+                                .prompt_done = esc_prompt_done,
+                                .userdata = co };
         int r = escalation_new(&co->spec, sandbox_id, co->worktree ? co->worktree : co->spec.workspace, &host, &co->esc,
                                ret_error);
         if (r < 0)

@@ -302,6 +302,15 @@ void session_finish(Session *s) {
         }
         escalation_session_gone(co->esc, s->id);
         log_info("session %s ended (%s)", s->id, ctl_exit_outcome_to_string(m.outcome));
+        json_t *ended = json_pack("{s:s, s:I}", "outcome", ctl_exit_outcome_to_string(m.outcome), "duration_ms",
+                                  (json_int_t) ((now_usec() - s->started_usec) / 1000));
+        if (ended && m.outcome == CTL_EXIT_EXITED)
+                json_object_set_new(ended, "exit_code", json_integer(m.exit_code));
+        else if (ended && m.outcome == CTL_EXIT_TERMINATED)
+                json_object_set_new(ended, "signal", json_integer(m.exit_signal));
+        if (ended && m.message)
+                json_object_set_new(ended, "message", json_string(m.message));
+        event_emit(co->events, "session", "ended", s->id, ended);
         record_terminal(co, s->id, TERMINAL_CLEAN,
                         json_pack("{s:s}", "outcome", ctl_exit_outcome_to_string(m.outcome)));
 
@@ -615,6 +624,12 @@ static void job_open_done(int result, void *userdata) {
                         (void) conn_send(s->conn, &reply);
                         log_info("session %s started (%s, %zu args)", s->id, j->m.interactive ? "terminal" : "pipes",
                                  j->m.n_argv);
+                        json_t *argv = json_array();
+                        for (size_t i = 0; argv && i < j->m.n_argv; i++)
+                                json_array_append_new(argv, event_str(j->m.argv[i]));
+                        event_emit(co->events, "session", "started", s->id,
+                                   json_pack("{s:o*, s:s, s:b, s:i}", "argv", argv, "cwd", s->cwd, "terminal",
+                                             s->interactive, "cli_pid", s->cli_pid));
                 }
         }
         ctl_message_done(&j->m);
@@ -677,6 +692,7 @@ static void handle_session_open(Coordinator *co, Conn *c, CtlMessage *m, int cli
                         .out_fd = -EBADF,
                         .err_fd = -EBADF,
                         .cwd = TAKE_PTR(cwd),
+                        .cli_pid = cli_pid,
                         .started_usec = now_usec() };
         (void) ctl_uuid_v4(s->id);
         s->has_anchor = m->anchor && session_unb64(m->anchor, s->anchor, SESSION_KEY_LEN) == 0;
@@ -791,6 +807,16 @@ static json_t *status_json(Coordinator *co) {
                 (json_int_t) co->refs, "coordinator_id", co->coordinator_id);
         if (st && limits)
                 json_object_set(st, "limits", limits);
+        EventCounts ec;
+        event_log_counts(co->events, &ec);
+        if (st)
+                json_object_set_new(st, "events",
+                                    co->events ? json_pack("{s:b, s:s, s:I, s:I, s:I, s:s}", "recorded", 1, "path",
+                                                           ec.path, "written", (json_int_t) ec.written, "dropped",
+                                                           (json_int_t) ec.dropped, "write_errors",
+                                                           (json_int_t) ec.write_errors, "processes",
+                                                           "not observed: the gVisor trace points are not wired yet")
+                                               : json_pack("{s:b, s:s}", "recorded", 0, "why", co->events_unwritten));
         json_t *egress = co_broker_status(co);
         if (st && egress)
                 json_object_set(json_object_get(st, "network"), "egress_by_name", egress);

@@ -61,6 +61,9 @@ static bool status_report(Coordinator *co, const char *fmt, ...) {
         va_start(ap, fmt);
         strbuf_vprintf(&b, fmt, ap);
         va_end(ap);
+        const char *err = b.oom ? NULL : startswith(strbuf_str(&b), "error: ");
+        if (err)
+                event_emit(co->events, "sandbox", "start_failed", NULL, json_pack("{s:s}", "message", err));
         strbuf_putc(&b, '\n');
         ssize_t k = b.oom ? -1 : write(co->status_fd, strbuf_str(&b), b.len);
         bool ok = k >= 0 && (size_t) k == b.len;
@@ -277,6 +280,10 @@ void co_teardown(Coordinator *co) {
         stop_router(co);
         if (co->generation)
                 gen_decide(co, co->generation, GENERATION_TORN_DOWN);
+        event_emit(co->events, "sandbox", "stopped", NULL,
+                   json_pack("{s:s, s:b, s:I}", "reason", co->stop_reason ?: "no session is left", "runtime_lost",
+                             co->runtime_lost, "uptime_seconds",
+                             (json_int_t) ((now_usec() - co->started_usec) / 1000000)));
         log_info("torn down");
 }
 
@@ -496,7 +503,7 @@ void co_release(Coordinator *co) {
         co->terminfo_dir = mfree(co->terminfo_dir);
         co->worktree = mfree(co->worktree);
         co->broker_events = safe_close(co->broker_events);
-        co->egress_log = safe_close(co->egress_log);
+        co->events = event_log_close(co->events);
         co->broker_dir = mfree(co->broker_dir);
 }
 
@@ -538,7 +545,6 @@ static int ensure_dirs(Coordinator *co) {
                         .watchdog_fd = -EBADF,                                                                         \
                         .mem_fd = -EBADF,                                                                              \
                         .broker_events = -EBADF,                                                                       \
-                        .egress_log = -EBADF,                                                                          \
                         .disk = { .fd = -EBADF } })
 
 /* Start the watchdog: `lazaret __watchdog` in a session of its own (not
@@ -716,6 +722,18 @@ int coordinator_main(void) {
                 co_release(&co);
                 return 1;
         }
+        /* The event record: losing it weakens nothing, so a start goes on
+         * without it (status says why). */
+        r = event_log_open(co.spec.domain_dir, NULL, &co.events);
+        if (r < 0) {
+                snprintf(co.events_unwritten, sizeof(co.events_unwritten), "cannot open %s/%s: %s", co.spec.domain_dir,
+                         EVENT_DIR, strerror(-r));
+                log_warning("no event record: %s", co.events_unwritten);
+                char w[300];
+                snprintf(w, sizeof(w), "no event record: %s", co.events_unwritten);
+                status_warn(&co, w);
+        }
+        event_log_set_generation(co.events, co.generation);
 
         _cleanup_free_ char *err = NULL, *worktree = NULL;
         if (co.spec.git_dir && co.spec.branch) {
@@ -898,6 +916,11 @@ int coordinator_main(void) {
                 return 1;
         }
         gen_decide(&co, co.generation, GENERATION_RUNNING);
+        event_emit(co.events, "sandbox", "started", NULL,
+                   json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:I}", "profile", co.spec.profile, "image", co.spec.image,
+                             "container", co.container_name, "workspace", co.spec.workspace, "network_policy",
+                             co.spec.netpolicy, "worktree", co.worktree, "start_ms",
+                             (json_int_t) ((now_usec() - co.started_usec) / 1000)));
         log_info("sandbox %s running (generation %" PRIu64 ", +%" PRIu64 " ms), listening on %s", co.container_name,
                  co.generation, (now_usec() - co.started_usec) / 1000, co.spec.socket_path);
         if (!status_report(&co, "ok")) {

@@ -431,6 +431,19 @@ static void conn_respond(EscConn *c, bool approved, const char *decided_by, cons
          * the command has run (or not) either way, and the sandbox need not
          * wait for the disk. */
         Escalation *e = c->e;
+        if (e->host.event && c->audit) {
+                static const char *const keys[] = { "request_id",   "command",     "final_command", "edited_command",
+                                                    "decision",     "decided_by",  "reason",        "exit_code",
+                                                    "stdout_bytes", "stderr_bytes" };
+                json_t *d = json_object();
+                for (size_t i = 0; d && i < ELEMENTSOF(keys); i++) {
+                        json_t *v = json_object_get(c->audit, keys[i]);
+                        if (v)
+                                json_object_set(d, keys[i], v);
+                }
+                e->host.event(e->host.userdata, "decided", json_string_value(json_object_get(c->audit, "session_id")),
+                              d);
+        }
         json_t *audit = json_incref(c->audit);
         if (c->peer_gone || escalate_response_format(&r, &c->response, &c->response_len) < 0) {
                 c->response = NULL;
@@ -538,6 +551,10 @@ static void conn_decide(EscConn *c) {
         audit_set(c, "profile", json_string(req.profile));
         audit_set(c, "command", json_string(req.command));
         audit_set(c, "justification", json_string(req.justification));
+        if (e->host.event)
+                e->host.event(e->host.userdata, "requested", req.session_id,
+                              json_pack("{s:s, s:s?, s:s?}", "request_id", req.request_id, "command", req.command,
+                                        "justification", req.justification));
 
         unsigned char anchor[SESSION_KEY_LEN];
         bool interactive = false;

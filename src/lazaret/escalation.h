@@ -40,6 +40,11 @@ typedef struct EscalationHost {
                        bool *ret_interactive);
         /* Append a record to the audit trail. */
         int (*audit)(void *userdata, json_t *record);
+        /* Put an event on the Domain's record (data taken): "requested"
+         * once a request is parsed, "decided" with its decision and
+         * outcome (the audit record's request_id links the two). May be
+         * NULL. */
+        void (*event)(void *userdata, const char *kind, const char *session_id, json_t *data);
         /* Put the prompt up on the session's terminal: 0, or -ENOENT when
          * the session or its CLI is gone. */
         int (*prompt)(void *userdata, const EscalationPrompt *p);

@@ -18,6 +18,7 @@ static const Verb verbs[] = {
         { "init", verb_init, "write a commented starter configuration" },
         { "run", verb_run, "run a command (or the profile's agent) in the workspace's sandbox" },
         { "diff", verb_diff, "show the agent's branch against the host's HEAD" },
+        { "events", verb_events, "print what the agent did and what was stopped (the event record)" },
         { "reset", verb_reset, "discard what the sandbox changed in its persistent directories" },
         { "status", verb_status, "show the workspace's sandbox: generation, sessions, uptime" },
         { "trust", verb_trust, "let this workspace's lazaret.toml widen the sandbox, after showing how" },

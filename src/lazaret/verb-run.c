@@ -23,6 +23,7 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "launch.h"
+#include "ctl-proto.h"
 #include "log.h"
 #include "path-pattern.h"
 #include "path-util.h"
@@ -534,6 +535,16 @@ int verb_run(int argc, char **argv, const Globals *g) {
                                 log_error("nothing after '--': give a command, or leave out '--' for the profile's");
                                 return EXIT_LAZARET;
                         }
+                        /* The control protocol carries text (JSON): say so
+                         * now, not as a failed session later. */
+                        for (char **c = cmd; *c; c++)
+                                if (!ctl_utf8_valid(*c, strlen(*c))) {
+                                        log_error("argument %d of the command is not UTF-8 text, which the "
+                                                  "sandbox's control protocol cannot carry; pass it in a file or "
+                                                  "encoded (e.g. base64)",
+                                                  (int) (c - cmd) + 1);
+                                        return EXIT_USAGE;
+                                }
                         break;
                 }
                 if (profile_name) {

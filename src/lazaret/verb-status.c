@@ -398,6 +398,14 @@ int verb_status(int argc, char **argv, const Globals *g) {
                                json_string_value(json_object_get(eg, "broker")) ?: "?",
                                (long long) json_integer_value(json_object_get(eg, "allowed")),
                                (long long) json_integer_value(json_object_get(eg, "refused")));
+                json_t *ev = json_object_get(st, "events");
+                if (json_is_true(json_object_get(ev, "recorded")))
+                        printf("  events      %lld written, %lld dropped ('lazaret events')\n",
+                               (long long) json_integer_value(json_object_get(ev, "written")),
+                               (long long) json_integer_value(json_object_get(ev, "dropped")));
+                else if (ev)
+                        printf("  events      NOT RECORDED: %s\n",
+                               json_string_value(json_object_get(ev, "why")) ?: "?");
                 json_t *lim = json_object_get(st, "limits"), *lp = json_object_get(lim, "pids"),
                        *lm = json_object_get(lim, "memory");
                 if (lp)

@@ -1,0 +1,183 @@
+# SPDX-License-Identifier: MIT
+"""The Domain's event record (issue 19) and `lazaret events`: sessions,
+escalations and the sandbox's start and stop on record, as the test user,
+on the real stack; strings the agent chose shown inert; the record's
+directory never followed through a symlink. The broker's decisions are
+checked in test_egress.py."""
+import json
+import os
+import select
+import subprocess
+import time
+
+from test_escalation import esc_domain, escalate
+from test_run import Domain, busybox_image  # noqa: F401  (fixture)
+
+
+def events(d, *args, want=lambda evs: True, timeout=10):
+    """lazaret events --json, once want(records) holds or the time is up
+    (the record is written by a thread of the coordinator's own)."""
+    deadline = time.time() + timeout
+    while True:
+        r = d.run("events", "--json", *args)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.isascii(), r.stdout
+        evs = [json.loads(x) for x in r.stdout.splitlines()]
+        if want(evs) or time.time() > deadline:
+            return evs
+        time.sleep(0.2)
+
+
+def kinds(evs):
+    return [(e["source"], e["kind"]) for e in evs]
+
+
+def test_sessions_and_escalations_on_record(lz, busybox_image):
+    d = esc_domain(lz, busybox_image)
+    r = d.run("events")
+    assert r.returncode == 0 and r.stdout == "", r.stdout
+    assert "no events on record" in r.stderr, r.stderr
+
+    assert d.run("run", "--", "/bin/sh", "-c", "exit 3").returncode == 3
+    r = escalate(d, "uname", "-a")
+    assert r.returncode == 0, r.stderr
+    r = escalate(d, "id")  # needs a person; this session has no terminal
+    assert r.returncode != 0
+    d.assert_clean()
+
+    evs = events(d)
+    k = kinds(evs)
+    # Three runs, each its own generation: started, sessions, stopped.
+    assert k.count(("sandbox", "started")) == 3 and k.count(("sandbox", "stopped")) == 3, k
+    assert k.count(("session", "started")) == 3 and k.count(("session", "ended")) == 3, k
+    assert [e["seq"] for e in evs if e["generation"] == evs[0]["generation"]][:2] == [1, 2], evs
+    first = [e for e in evs if e["source"] == "session" and e["kind"] == "started"][0]
+    assert first["data"]["argv"] == ["/bin/sh", "-c", "exit 3"], first
+    assert first["data"]["cwd"] == "/workspace" and first["data"]["terminal"] is False, first
+    ended = [e for e in evs if e["source"] == "session" and e["kind"] == "ended"][0]
+    assert ended["session"] == first["session"], (first, ended)
+    assert (ended["data"]["outcome"], ended["data"]["exit_code"]) == ("Exited", 3), ended
+    stopped = [e for e in evs if e["kind"] == "stopped"][0]
+    assert stopped["data"]["reason"] == "no session is left", stopped
+
+    # Each escalation: requested, then decided, linked to its audit record
+    # by the request id, on the session that signed it.
+    esc = [e for e in evs if e["source"] == "escalation"]
+    assert [e["kind"] for e in esc] == ["requested", "decided", "requested", "decided"], esc
+    audit = json.loads(d.run("audit", "--json").stdout)["records"]
+    assert [a["request_id"] for a in audit] == [esc[1]["data"]["request_id"], esc[3]["data"]["request_id"]]
+    assert esc[0]["data"]["request_id"] == esc[1]["data"]["request_id"]
+    assert esc[1]["data"]["command"] == "uname -a"
+    assert (esc[1]["data"]["decision"], esc[1]["data"]["exit_code"]) == ("auto", 0), esc[1]
+    assert esc[3]["data"]["decision"] == "refused" and "terminal" in esc[3]["data"]["reason"], esc[3]
+    sessions = [e["session"] for e in evs if e["source"] == "session" and e["kind"] == "started"]
+    assert esc[0]["session"] == sessions[1] and esc[2]["session"] == sessions[2], (esc, sessions)
+
+    # Filters: one session (by the first characters of its id, as the text
+    # form shows them), one source, a time.
+    one = events(d, "--session", first["session"][:8])
+    assert {e["session"] for e in one} == {first["session"]} and len(one) == 2, one
+    assert {e["source"] for e in events(d, "--source", "escalation")} == {"escalation"}
+    assert events(d, "--since", "2h") == evs
+    assert events(d, "--since", "2999-01-01") == []
+    r = d.run("events", "--since", "yesterday")
+    assert r.returncode == 64 and "--since yesterday: not a time" in r.stderr, r.stderr
+
+    # The text form: one line per record, the session's first characters.
+    r = d.run("events")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == len(evs)
+    assert any(f"  {first['session'][:8]}  session    ended" in x and "exit_code=3" in x for x in lines), lines
+
+
+def test_agent_strings_are_inert(lz, busybox_image):
+    """What the agent chose (here a command line) may hold escapes, bidi
+    marks, markup and bytes that are not UTF-8: the record and both forms
+    of lazaret events show them, never act on them."""
+    d = Domain(lz, busybox_image)
+    evil = "\x1b]0;owned\x07\x1b[2J\u202egnp.exe</script>[x](http://e/)|a|b|"
+    r = d.run("run", "--", "/bin/echo", evil)
+    assert r.returncode == 0, r.stderr
+    d.assert_clean()
+    [dom] = d.domain_dirs()
+    raw = b"".join(open(os.path.join(dom, "events", n), "rb").read()
+                   for n in os.listdir(os.path.join(dom, "events")))
+    assert all(b == 0x0A or 0x20 <= b < 0x7F for b in raw), raw
+    started = [e for e in events(d) if e["kind"] == "started" and e["source"] == "session"][0]
+    assert started["data"]["argv"][1] == evil
+
+    r = d.run("events", "--source", "session")
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "\u202e" not in r.stdout and "\x07" not in r.stdout, repr(r.stdout)
+    assert "\\x1b]0;owned\\x07\\x1b[2J<U+202E>gnp.exe</script>" in r.stdout, r.stdout
+
+    # Bytes that are not UTF-8 cannot cross the control protocol: one line
+    # naming the argument, before anything starts.
+    p = subprocess.run(d.lz.cmdline(["--config", d.cfg, "run", "--", "/bin/echo"], {**lz.env, **d.env})
+                       + [b"caf\xe9\xff".decode("utf-8", "surrogateescape")],
+                       capture_output=True, cwd=lz.work, timeout=120)
+    assert p.returncode == 64, p.stderr
+    assert p.stderr.decode().count("\n") == 1 and "argument 2 of the command is not UTF-8" in p.stderr.decode()
+    d.assert_clean()
+
+
+def test_follow_prints_records_as_they_come(lz, busybox_image):
+    d = Domain(lz, busybox_image)
+    # Started before the Domain ever ran: it waits for the record.
+    f = d.popen("events", "--follow", "--source", "session")
+    try:
+        time.sleep(0.5)
+        assert f.poll() is None
+        assert d.run("run", "--", "/bin/true").returncode == 0
+        got = b""
+        deadline = time.time() + 15
+        while got.count(b"\n") < 2 and time.time() < deadline:
+            ready, _, _ = select.select([f.stdout], [], [], 0.5)
+            if ready:
+                got += os.read(f.stdout.fileno(), 4096)
+        lines = got.decode().splitlines()
+        assert len(lines) == 2 and " session    started " in lines[0] and " session    ended " in lines[1], lines
+        assert f.poll() is None  # still following
+    finally:
+        f.kill()
+        f.wait()
+    d.assert_clean()
+
+
+def test_record_directory_is_never_followed(lz, busybox_image, tmp_path):
+    """events/ replaced by a symlink (someone with the user's files): the
+    sandbox still starts (losing the record weakens nothing), the leader
+    and status say it is not recorded, and nothing is written through the
+    link."""
+    d = Domain(lz, busybox_image)
+    assert d.run("run", "--", "/bin/true").returncode == 0
+    d.assert_clean()
+    [dom] = d.domain_dirs()
+    ev = os.path.join(dom, "events")
+    subprocess.run(["rm", "-rf", ev], check=True)
+    target = os.path.join(lz.base, "elsewhere")
+    os.makedirs(target)
+    os.chown(target, lz.user.pw_uid, lz.user.pw_gid)
+    os.symlink(target, ev)
+    holder = d.popen("run", "--", "/bin/sh", "-c", "sleep 30")
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            r = d.run("status", "--json")
+            if r.returncode == 0 and json.loads(r.stdout).get("sessions"):
+                break
+            time.sleep(0.3)
+        st = json.loads(r.stdout)
+        assert st["events"]["recorded"] is False, st["events"]
+        assert "events" in st["events"]["why"], st["events"]
+        text = d.run("status").stdout
+        assert "events      NOT RECORDED: " in text, text
+    finally:
+        holder.kill()
+        out, err = holder.communicate()
+    assert b"no event record" in err, err
+    assert os.listdir(target) == []
+    r = d.run("events")
+    assert r.returncode == 125 and "cannot read the event record" in r.stderr, r.stderr
+    d.assert_clean()
