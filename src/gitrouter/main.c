@@ -8,6 +8,10 @@
  *   lazaret-gitrouter --workspace DIR --isolated DIR [--git] [--allow-main-head]
  *                     [--protect PATTERN]... [--mask PATTERN]... MOUNTPOINT
  *
+ * Either form takes --events-fd N: each refused request is one JSON line on
+ * that descriptor (a pipe; made non-blocking here), for the Domain's event
+ * record; a line that does not fit is dropped and counted.
+ *
  * The second form serves a whole working tree (direct mode, issue 13):
  * protected names are read-only and cannot be created, masked ones read as
  * empty, and with --git the tree's .git is served under the git policy.
@@ -32,7 +36,8 @@ static void usage(FILE *f) {
         fputs("usage: lazaret-gitrouter --host-git DIR --isolated DIR [--worktree NAME] [--allow-main-head] "
               "MOUNTPOINT\n"
               "       lazaret-gitrouter --workspace DIR --isolated DIR [--git] [--allow-main-head] "
-              "[--protect PATTERN]... [--mask PATTERN]... MOUNTPOINT\n",
+              "[--protect PATTERN]... [--mask PATTERN]... MOUNTPOINT\n"
+              "       (either form also takes --events-fd N)\n",
               f);
 }
 
@@ -86,6 +91,7 @@ int main(int argc, char *argv[]) {
                 { "git", no_argument, NULL, 'G' },
                 { "protect", required_argument, NULL, 'p' },
                 { "mask", required_argument, NULL, 'm' },
+                { "events-fd", required_argument, NULL, 'e' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -93,7 +99,7 @@ int main(int argc, char *argv[]) {
         static const char *protect[PATTERNS_MAX], *mask[PATTERNS_MAX];
         size_t n_protect = 0, n_mask = 0;
         bool allow_main_head = false, git = false;
-        int c;
+        int c, events_fd = -1;
 
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
                 switch (c) {
@@ -123,6 +129,19 @@ int main(int argc, char *argv[]) {
                         if (add_pattern(mask, &n_mask, optarg) < 0)
                                 return 64;
                         break;
+                case 'e': {
+                        char *end;
+                        errno = 0;
+                        long v = strtol(optarg, &end, 10);
+                        if (errno || *end || v < 3 || v > 1024 || fcntl((int) v, F_GETFD) < 0) {
+                                fprintf(stderr, "lazaret-gitrouter: --events-fd %s: not an open descriptor\n", optarg);
+                                return 64;
+                        }
+                        events_fd = (int) v;
+                        (void) fcntl(events_fd, F_SETFD, FD_CLOEXEC);
+                        (void) fcntl(events_fd, F_SETFL, fcntl(events_fd, F_GETFL) | O_NONBLOCK);
+                        break;
+                }
                 case 'h':
                         usage(stdout);
                         return 0;
@@ -140,6 +159,9 @@ int main(int argc, char *argv[]) {
                 fprintf(stderr, "lazaret-gitrouter: invalid worktree name '%s'\n", worktree);
                 return 64;
         }
+        /* A gone reader is an EPIPE on the events pipe, never our end. */
+        if (events_fd >= 0)
+                (void) signal(SIGPIPE, SIG_IGN);
         if (reserve_std_fds() < 0) {
                 fprintf(stderr, "lazaret-gitrouter: cannot reserve standard descriptors\n");
                 return 1;
@@ -170,6 +192,7 @@ int main(int argc, char *argv[]) {
                 .policy = { .worktree = worktree, .allow_main_head = allow_main_head },
                 .workspace = workspace != NULL,
                 .ws = { .protect = protect, .n_protect = n_protect, .mask = mask, .n_mask = n_mask },
+                .events_fd = events_fd,
         };
         if (git)
                 router.ws.git = &router.policy;

@@ -13,14 +13,56 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "event-record.h"
 #include "fd-util.h"
 #include "macro.h"
+#include "path-pattern.h"
 #include "router.h"
 
 #define RESOLVE_FLAGS (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
 
 static Router *router(void) {
         return fuse_get_context()->private_data;
+}
+
+/* Which rule refused rel: the git policy, a protected or masked name,
+ * or the workspace's root. */
+static const char *refusal_rule(const Router *r, const char *rel) {
+        if (!r->workspace || workspace_policy_in_git(&r->ws, rel))
+                return "git";
+        if (!*rel)
+                return "root";
+        if (path_pattern_match_any(rel, r->ws.mask, r->ws.n_mask))
+                return "masked";
+        if (path_pattern_match_any(rel, r->ws.protect, r->ws.n_protect))
+                return "protected";
+        return "guarded";
+}
+
+void router_refused(Router *r, const char *rel, GitOp op, int err) {
+        if (r->events_fd < 0)
+                return;
+        char path[4200];
+        /* The path as the sandbox sees it below the workspace (branch mode
+         * serves the repository's .git at its own path). */
+        snprintf(path, sizeof path, "%s%s", r->workspace ? "" : *rel ? ".git/" : ".git", rel);
+        json_t *pj = event_string(path, strnlen(path, 1024));
+        json_t *o = json_pack("{s:s, s:s, s:o*, s:s}", "rule", refusal_rule(r, rel), "op", git_op_to_string(op) ?: "?",
+                              "path", pj, "errno", strerrorname_np(err) ?: "?");
+        if (o && r->events_dropped > 0)
+                json_object_set_new(o, "dropped", json_integer((json_int_t) r->events_dropped));
+        char *line = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        json_decref(o);
+        size_t len = line ? strlen(line) : 0;
+        if (line)
+                line[len++] = '\n'; /* the NUL becomes the newline */
+        /* At most PIPE_BUF bytes: written whole or not at all. */
+        ssize_t k = line && len <= PIPE_BUF ? write(r->events_fd, line, len) : -1;
+        if (k == (ssize_t) len)
+                r->events_dropped = 0;
+        else
+                r->events_dropped++;
+        free(line);
 }
 
 static int openat2_beneath(int root, const char *rel, int flags, mode_t mode) {
@@ -122,6 +164,8 @@ static int route(const char *path, GitOp op, char **ret_rel, int *ret_root) {
                 case WS_DECISION_HIDDEN:
                         return -ENOENT;
                 case WS_DECISION_DENY:
+                        if (e != ENOENT)
+                                router_refused(r, rel, op, e);
                         return -e;
                 case _WS_DECISION_MAX:
                 case _WS_DECISION_INVALID:
@@ -140,6 +184,7 @@ static int route(const char *path, GitOp op, char **ret_rel, int *ret_root) {
                 *ret_root = r->iso_fd;
                 break;
         case GIT_DECISION_DENY:
+                router_refused(r, rel, op, e);
                 return -e;
         case _GIT_DECISION_MAX:
         case _GIT_DECISION_INVALID:
@@ -357,8 +402,10 @@ static int move_walk(MoveWalk *w, int dfd, char *sub, size_t sublen) {
                 char a[8192], b[8192];
                 snprintf(a, sizeof a, "%s/%s", w->from, sub);
                 snprintf(b, sizeof b, "%s/%s", w->to, sub);
-                if ((w->check_from && workspace_policy_guarded(&router()->ws, a)) ||
-                    (w->check_to && workspace_policy_guarded(&router()->ws, b))) {
+                bool bad_from = w->check_from && workspace_policy_guarded(&router()->ws, a);
+                if (bad_from || (w->check_to && workspace_policy_guarded(&router()->ws, b))) {
+                        router_refused(router(), bad_from ? a : b, bad_from ? GIT_OP_RENAME_FROM : GIT_OP_RENAME_TO,
+                                       EACCES);
                         q = -EACCES;
                         break;
                 }

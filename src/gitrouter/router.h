@@ -22,7 +22,16 @@ typedef struct Router {
          * the tree's .git is a repository). */
         bool workspace;
         WorkspacePolicy ws;
+        /* Each refusal, one JSON line on this pipe (non-blocking; -1:
+         * none) for the Domain's event record; lines that do not fit are
+         * counted and the count rides on the next one. */
+        int events_fd;
+        uint64_t events_dropped;
 } Router;
+
+/* Put a refusal of op on rel (relative to the served root) on the events
+ * pipe. */
+void router_refused(Router *r, const char *rel, GitOp op, int err);
 
 /* The operation table; fuse_new's user_data must be a Router that outlives
  * the session. */

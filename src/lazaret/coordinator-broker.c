@@ -104,7 +104,7 @@ static int broker_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_com
                 return r;
         if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
                 return negative_errno();
-        co->broker_events = p[0];
+        co->broker_lines.fd = p[0];
         ev_w = p[1];
         /* Its decisions may queue up while the loop is busy. */
         (void) fcntl(ev_w, F_SETPIPE_SZ, 1024 * 1024);
@@ -122,7 +122,7 @@ static int broker_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_com
         sp.envp = (char *const[]){ (char *) "PATH=/usr/bin:/bin", NULL };
         r = spawn(&sp, &co->broker_pid);
         if (r < 0) {
-                co->broker_events = safe_close(co->broker_events);
+                co->broker_lines.fd = safe_close(co->broker_lines.fd);
                 if (asprintf(ret_error, "cannot start %s: %s", co->spec.broker, strerror(-r)) < 0)
                         *ret_error = NULL;
                 return r;
@@ -152,21 +152,12 @@ static void broker_kill(Coordinator *co) {
         co->broker_pid = 0;
 }
 
-/* The decisions a stopped broker wrote before its end go on record. */
-static void broker_drain(Coordinator *co) {
-        if (co->broker_events < 0)
-                return;
-        co_broker_readable(co); /* to the end of the pipe: it closes it */
-        if (co->broker_events >= 0)
-                co->broker_events = co_close_watched(co, co->broker_events);
-}
-
 static int broker_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
         Coordinator *co = ctx;
         (void) generation;
         if (obj) {
                 broker_kill(co);
-                broker_drain(co);
+                co_lines_drain(co, &co->broker_lines); /* its last decisions */
         } else {
                 /* A dead coordinator's: by pid and start time. */
                 ProcessIdentity pi;
@@ -207,15 +198,13 @@ void co_broker_refresh(Coordinator *co) {
         if (co->p_broker.id == 0)
                 return;
         broker_kill(co);
-        broker_drain(co);
+        co_lines_drain(co, &co->broker_lines); /* its last decisions */
         _cleanup_free_ char *err = NULL;
         json_t *intent = json_pack("{s:s}", "socket_dir", co->broker_dir), *commit = NULL;
         int r = intent ? broker_acquire(co, co, intent, &commit, &err) : -ENOMEM;
         json_decref(intent);
-        if (r >= 0 && co->epfd >= 0) {
-                co->w_broker = (Watch){ WATCH_BROKER, co };
-                r = co_epoll_add(co, co->broker_events, EPOLLIN, &co->w_broker);
-        }
+        if (r >= 0)
+                r = co_lines_watch(co, &co->broker_lines);
         if (r < 0) {
                 log_error("cannot start the broker again for the new policy: %s", err ?: strerror(-r));
                 json_decref(commit);
@@ -235,7 +224,7 @@ void co_broker_reap(Coordinator *co) {
         }
 }
 
-static void egress_record(Coordinator *co, const char *line, size_t len) {
+void co_broker_line(Coordinator *co, const char *line, size_t len) {
         json_t *j = json_loadb(line, len, 0, NULL);
         if (!json_is_object(j)) {
                 json_decref(j);
@@ -252,32 +241,6 @@ static void egress_record(Coordinator *co, const char *line, size_t len) {
         /* The record's own time stamps it. */
         json_object_del(j, "time");
         event_emit(co->events, "network", "connection", NULL, j);
-}
-
-void co_broker_readable(Coordinator *co) {
-        for (;;) {
-                ssize_t n = read(co->broker_events, co->egress_buf + co->egress_len,
-                                 sizeof(co->egress_buf) - co->egress_len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN)
-                        return;
-                if (n <= 0) {
-                        co->broker_events = co_close_watched(co, co->broker_events);
-                        return;
-                }
-                co->egress_len += (size_t) n;
-                char *start = co->egress_buf, *nl;
-                while ((nl = memchr(start, '\n', co->egress_len - (size_t) (start - co->egress_buf)))) {
-                        egress_record(co, start, (size_t) (nl - start));
-                        start = nl + 1;
-                }
-                size_t rest = co->egress_len - (size_t) (start - co->egress_buf);
-                if (rest == sizeof(co->egress_buf))
-                        rest = 0; /* a line longer than the buffer: not the broker's, dropped */
-                memmove(co->egress_buf, start, rest);
-                co->egress_len = rest;
-        }
 }
 
 json_t *co_broker_status(const Coordinator *co) {

@@ -91,7 +91,7 @@ typedef enum WatchKind {
         WATCH_SIDECAR,
         WATCH_ESCALATION,
         WATCH_DISK,
-        WATCH_BROKER,
+        WATCH_LINES, /* obj: a LinePipe */
         WATCH_CONN,
         WATCH_PTY,
         WATCH_STDIN,
@@ -106,6 +106,17 @@ typedef struct Watch {
 
 typedef struct Coordinator Coordinator;
 typedef struct Conn Conn;
+
+/* The read end of a helper's pipe of JSON lines (the broker's decisions,
+ * the git router's refusals): each whole line goes to fn; at the pipe's
+ * end the fd is closed. */
+typedef struct LinePipe {
+        int fd;
+        Watch w;
+        void (*fn)(Coordinator *co, const char *line, size_t len);
+        char buf[16384];
+        size_t len;
+} LinePipe;
 typedef struct Session Session;
 
 typedef struct OutQueue {
@@ -185,6 +196,8 @@ struct Coordinator {
         SandboxInfo sandbox;
         RouterRun router;
         Part p_router;
+        LinePipe router_lines; /* its refusals */
+        uint64_t router_refused, router_dropped;
         StateAnchor anchor;
         Escalation *esc; /* NULL: [escalation] enabled = false */
         Watch w_esc;
@@ -225,11 +238,8 @@ struct Coordinator {
         pid_t broker_pid;
         ProcessIdentity broker_ident;
         char *broker_dir; /* its socket's directory, /run/lazaret/broker in the sandbox */
-        int broker_events;
-        Watch w_broker;
+        LinePipe broker_lines;
         bool broker_lost;
-        char egress_buf[16384];
-        size_t egress_len;
         uint64_t egress_allowed, egress_refused, egress_dropped;
         /* The Domain's event record (issue 19): NULL when it cannot be
          * written (status says why; enforcement never depends on it). */
@@ -268,6 +278,13 @@ int co_bind_socket(Coordinator *co);
 /* ---- coordinator-session.c: connections and sessions ------------------- */
 
 int co_epoll_add(Coordinator *co, int fd, uint32_t events, Watch *w);
+/* Take p's fd (the read end, non-blocking) and watch it when the loop
+ * runs; until then its lines wait in the pipe. */
+int co_lines_watch(Coordinator *co, LinePipe *p);
+/* Handle every whole line p holds; at its end close it. */
+void co_lines_readable(Coordinator *co, LinePipe *p);
+/* The helper is gone: its last lines, then the fd closed. */
+void co_lines_drain(Coordinator *co, LinePipe *p);
 int co_close_watched(Coordinator *co, int fd);
 size_t co_queue_pending(const OutQueue *q);
 void co_queue_done(OutQueue *q);
@@ -304,6 +321,7 @@ void conn_hello(Coordinator *co, Conn *c, bool resume);
 /* ---- coordinator-parts.c: the other participants and the limits -------- */
 
 extern const PartKind kind_router, kind_publication, kind_lower, kind_layer, kind_sandbox;
+void co_router_line(Coordinator *co, const char *line, size_t len);
 int start_router(Coordinator *co, char **ret_error);
 void stop_router(Coordinator *co);
 int start_escalation(Coordinator *co, char **ret_error);
@@ -324,5 +342,5 @@ void stop_broker(Coordinator *co);
 int prove_egress(Coordinator *co, char **ret_error);
 void co_broker_reap(Coordinator *co);
 void co_broker_refresh(Coordinator *co);
-void co_broker_readable(Coordinator *co);
+void co_broker_line(Coordinator *co, const char *line, size_t len);
 json_t *co_broker_status(const Coordinator *co);

@@ -61,9 +61,18 @@ static int router_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_com
         RouterRun *rr = obj;
         (void) intent;
         const char *wt = co->worktree ? strrchr(co->worktree, '/') : NULL;
-        int r = router_start(&co->spec, wt ? wt + 1 : NULL, rr, ret_error);
-        if (r < 0)
+        /* Its refusals, for the event record. */
+        int p[2];
+        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+                return negative_errno();
+        (void) fcntl(p[1], F_SETPIPE_SZ, 1024 * 1024);
+        int r = router_start(&co->spec, wt ? wt + 1 : NULL, p[1], rr, ret_error);
+        safe_close(p[1]);
+        if (r < 0) {
+                safe_close(p[0]);
                 return r;
+        }
+        co->router_lines.fd = p[0];
         *ret_commit = json_pack("{s:o, s:{s:i}}", "daemon", process_identity_to_json(&rr->ident), "mount", "mount_id",
                                 rr->mount_id);
         log_info("%s router %d serving %s on %s", co->spec.branch ? "git" : "workspace", (int) rr->pid,
@@ -77,6 +86,7 @@ static int router_release(void *ctx, void *obj, json_t *own, uint64_t generation
         if (obj) {
                 router_stop(&co->spec, obj);
                 router_run_done(obj);
+                co_lines_drain(co, &co->router_lines); /* its last refusals */
                 return 0;
         }
         /* A dead coordinator's: kill it (by pid and start time), then
@@ -88,6 +98,22 @@ static int router_release(void *ctx, void *obj, json_t *own, uint64_t generation
         if (mp)
                 fuse_mount_detach(&co->spec, mp);
         return 0;
+}
+
+/* One refusal of the git router: on the record as source "git" (the git
+ * policy) or "paths" (a protected or masked name of the workspace). */
+void co_router_line(Coordinator *co, const char *line, size_t len) {
+        json_t *j = json_loadb(line, len, 0, NULL);
+        if (!json_is_object(j)) {
+                json_decref(j);
+                return;
+        }
+        json_t *d = json_object_get(j, "dropped");
+        if (json_is_integer(d))
+                co->router_dropped += (uint64_t) json_integer_value(d);
+        co->router_refused++;
+        const char *rule = json_string_value(json_object_get(j, "rule"));
+        event_emit(co->events, rule && streq(rule, "git") ? "git" : "paths", "refused", NULL, j);
 }
 
 const PartKind kind_router = {

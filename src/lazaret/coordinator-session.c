@@ -22,6 +22,50 @@ int co_close_watched(Coordinator *co, int fd) {
         return safe_close(fd);
 }
 
+int co_lines_watch(Coordinator *co, LinePipe *p) {
+        if (p->fd < 0 || co->epfd < 0)
+                return 0;
+        p->w = (Watch){ WATCH_LINES, p };
+        return co_epoll_add(co, p->fd, EPOLLIN, &p->w);
+}
+
+void co_lines_readable(Coordinator *co, LinePipe *p) {
+        /* A bounded number of reads per wakeup: a helper that floods its
+         * pipe cannot hold the loop (and every terminal) on itself. */
+        for (int rounds = 0; p->fd >= 0 && rounds < 64; rounds++) {
+                ssize_t n = read(p->fd, p->buf + p->len, sizeof(p->buf) - p->len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return;
+                if (n <= 0) {
+                        p->fd = co_close_watched(co, p->fd);
+                        p->len = 0;
+                        return;
+                }
+                p->len += (size_t) n;
+                char *start = p->buf, *nl;
+                while ((nl = memchr(start, '\n', p->len - (size_t) (start - p->buf)))) {
+                        p->fn(co, start, (size_t) (nl - start));
+                        start = nl + 1;
+                }
+                size_t rest = p->len - (size_t) (start - p->buf);
+                if (rest == sizeof(p->buf))
+                        rest = 0; /* a line longer than the buffer is not the helper's: dropped */
+                memmove(p->buf, start, rest);
+                p->len = rest;
+        }
+}
+
+void co_lines_drain(Coordinator *co, LinePipe *p) {
+        /* The writer has exited: the pipe ends after what it holds. */
+        for (int i = 0; p->fd >= 0 && i < 1024; i++)
+                co_lines_readable(co, p);
+        if (p->fd >= 0)
+                p->fd = co_close_watched(co, p->fd);
+        p->len = 0;
+}
+
 static int queue_put(OutQueue *q, const uint8_t *data, size_t n) {
         if (q->off > 0 && q->off == q->len)
                 q->off = q->len = 0;
@@ -811,10 +855,12 @@ static json_t *status_json(Coordinator *co) {
         event_log_counts(co->events, &ec);
         if (st)
                 json_object_set_new(st, "events",
-                                    co->events ? json_pack("{s:b, s:s, s:I, s:I, s:I, s:s}", "recorded", 1, "path",
-                                                           ec.path, "written", (json_int_t) ec.written, "dropped",
-                                                           (json_int_t) ec.dropped, "write_errors",
-                                                           (json_int_t) ec.write_errors, "processes",
+                                    co->events ? json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:s}", "recorded", 1,
+                                                           "path", ec.path, "written", (json_int_t) ec.written,
+                                                           "dropped", (json_int_t) ec.dropped, "write_errors",
+                                                           (json_int_t) ec.write_errors, "router_refusals",
+                                                           (json_int_t) co->router_refused, "router_dropped",
+                                                           (json_int_t) co->router_dropped, "processes",
                                                            "not observed: the gVisor trace points are not wired yet")
                                                : json_pack("{s:b, s:s}", "recorded", 0, "why", co->events_unwritten));
         json_t *egress = co_broker_status(co);

@@ -394,8 +394,8 @@ static void serve(Coordinator *co) {
                         case WATCH_DISK:
                                 co_disk_readable(co);
                                 break;
-                        case WATCH_BROKER:
-                                co_broker_readable(co);
+                        case WATCH_LINES:
+                                co_lines_readable(co, w->obj);
                                 break;
                         case WATCH_RUNTIME:
                                 /* conmon exited: the container is gone. */
@@ -502,7 +502,8 @@ void co_release(Coordinator *co) {
         co->container_name = mfree(co->container_name);
         co->terminfo_dir = mfree(co->terminfo_dir);
         co->worktree = mfree(co->worktree);
-        co->broker_events = safe_close(co->broker_events);
+        co->broker_lines.fd = safe_close(co->broker_lines.fd);
+        co->router_lines.fd = safe_close(co->router_lines.fd);
         co->events = event_log_close(co->events);
         co->broker_dir = mfree(co->broker_dir);
 }
@@ -544,7 +545,8 @@ static int ensure_dirs(Coordinator *co) {
                         .status_fd = (status),                                                                         \
                         .watchdog_fd = -EBADF,                                                                         \
                         .mem_fd = -EBADF,                                                                              \
-                        .broker_events = -EBADF,                                                                       \
+                        .broker_lines = { .fd = -EBADF, .fn = co_broker_line },                                        \
+                        .router_lines = { .fd = -EBADF, .fn = co_router_line },                                        \
                         .disk = { .fd = -EBADF } })
 
 /* Start the watchdog: `lazaret __watchdog` in a session of its own (not
@@ -903,9 +905,10 @@ int coordinator_main(void) {
                 co.w_disk = (Watch){ WATCH_DISK, &co };
                 if (r >= 0 && co.disk.fd >= 0)
                         r = co_epoll_add(&co, co.disk.fd, EPOLLIN, &co.w_disk);
-                co.w_broker = (Watch){ WATCH_BROKER, &co };
-                if (r >= 0 && co.broker_events >= 0)
-                        r = co_epoll_add(&co, co.broker_events, EPOLLIN, &co.w_broker);
+                if (r >= 0)
+                        r = co_lines_watch(&co, &co.broker_lines);
+                if (r >= 0)
+                        r = co_lines_watch(&co, &co.router_lines);
         }
         if (r < 0) {
                 status_report(&co, "error: cannot publish the control socket %s: %s", co.spec.socket_path,

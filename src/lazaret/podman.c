@@ -108,6 +108,12 @@ int podman_ns_spawn(const LaunchSpec *s, const char *path, char *const argv[], p
 }
 
 int podman_ns_spawn_out(const LaunchSpec *s, const char *path, char *const argv[], int out_fd, pid_t *ret) {
+        SpawnFd out[] = { { out_fd, 1 } };
+        return podman_ns_spawn_fds(s, path, argv, out, out_fd >= 0 ? 1 : 0, ret);
+}
+
+int podman_ns_spawn_fds(const LaunchSpec *s, const char *path, char *const argv[], const SpawnFd *fds, size_t n,
+                        pid_t *ret) {
         _cleanup_close_ int userns = -EBADF, mntns = -EBADF;
         int r = podman_ns_fd(s, "user", &userns);
         if (r >= 0)
@@ -118,13 +124,12 @@ int podman_ns_spawn_out(const LaunchSpec *s, const char *path, char *const argv[
          * (/dev/null), stdout and stderr, never one of our descriptors
          * (the Domain Store's data.mdb), and default signal dispositions
          * (not our ignored SIGPIPE). */
-        SpawnFd out[] = { { out_fd, 1 } };
         SpawnSpec sp = SPAWN_SPEC_INIT(path, argv);
         sp.userns_fd = userns;
         sp.mntns_fd = mntns;
         sp.cwd = "/";
-        sp.fds = out;
-        sp.n_fds = out_fd >= 0 ? 1 : 0;
+        sp.fds = fds;
+        sp.n_fds = n;
         return spawn(&sp, ret);
 }
 

@@ -9,6 +9,7 @@
 
 #include "exec-util.h"
 #include "launch.h"
+#include "spawn-util.h"
 
 /* Podman's last error line of a failed run, for one-line messages (caller
  * frees; NULL on OOM). */
@@ -34,3 +35,7 @@ int podman_ns_fd(const LaunchSpec *s, const char *ns, int *ret);
 int podman_ns_spawn(const LaunchSpec *s, const char *path, char *const argv[], pid_t *ret);
 /* The same with stdout on out_fd. */
 int podman_ns_spawn_out(const LaunchSpec *s, const char *path, char *const argv[], int out_fd, pid_t *ret);
+/* The same with the n descriptors fds kept (SpawnFd: ours, and its number
+ * in the child). */
+int podman_ns_spawn_fds(const LaunchSpec *s, const char *path, char *const argv[], const SpawnFd *fds, size_t n,
+                        pid_t *ret);

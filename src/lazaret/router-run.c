@@ -31,7 +31,7 @@ void router_run_done(RouterRun *r) {
         *r = (RouterRun){};
 }
 
-int router_start(const LaunchSpec *s, const char *worktree, RouterRun *ret, char **ret_error) {
+int router_start(const LaunchSpec *s, const char *worktree, int events_fd, RouterRun *ret, char **ret_error) {
         RouterRun rr = {};
         _cleanup_free_ char **argv = NULL;
         const char *why = NULL;
@@ -68,7 +68,7 @@ int router_start(const LaunchSpec *s, const char *worktree, RouterRun *ret, char
                 n_patterns++;
         for (char **p = s->mask; p && *p; p++)
                 n_patterns++;
-        argv = calloc(12 + 2 * n_patterns, sizeof(char *));
+        argv = calloc(14 + 2 * n_patterns, sizeof(char *));
         if (!argv) {
                 r = -ENOMEM;
                 goto fail;
@@ -100,9 +100,14 @@ int router_start(const LaunchSpec *s, const char *worktree, RouterRun *ret, char
                 argv[k++] = (char *) "--worktree";
                 argv[k++] = (char *) worktree;
         }
+        if (events_fd >= 0) {
+                argv[k++] = (char *) "--events-fd";
+                argv[k++] = (char *) "3";
+        }
         argv[k++] = rr.mountpoint;
         argv[k] = NULL;
-        r = podman_ns_spawn(s, router, argv, &rr.pid);
+        SpawnFd fds[] = { { events_fd, 3 } };
+        r = podman_ns_spawn_fds(s, router, argv, fds, events_fd >= 0 ? 1 : 0, &rr.pid);
         if (r < 0) {
                 strbuf_printf(&b, "cannot start the git router: %s", strerror(-r));
                 goto fail;

@@ -28,9 +28,10 @@ typedef struct RouterRun {
  * <domain>/git-isolated: in branch mode for spec's git_dir (worktree is the
  * agent worktree's name), in direct mode for the whole working tree with
  * spec's protected and masked patterns (the workspace router; worktree
- * NULL). Waits (5 s at most) until the FUSE mount is there. On failure
+ * NULL). events_fd (or -1) is the write end of a pipe for its refusals
+ * (--events-fd). Waits (5 s at most) until the FUSE mount is there. On failure
  * returns -errno with *ret_error (caller frees). */
-int router_start(const LaunchSpec *s, const char *worktree, RouterRun *ret, char **ret_error);
+int router_start(const LaunchSpec *s, const char *worktree, int events_fd, RouterRun *ret, char **ret_error);
 
 /* Stop it: SIGTERM (it unmounts itself), wait, and if the mount survived a
  * crash, detach it. Safe to call for a router that already died. */

@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from test_escalation import esc_domain, escalate
-from test_run import Domain, busybox_image  # noqa: F401  (fixture)
+from test_run import Domain, busybox_image, kill_cli, make_repo  # noqa: F401  (fixture)
 
 
 def events(d, *args, want=lambda evs: True, timeout=10):
@@ -174,10 +174,80 @@ def test_record_directory_is_never_followed(lz, busybox_image, tmp_path):
         text = d.run("status").stdout
         assert "events      NOT RECORDED: " in text, text
     finally:
-        holder.kill()
+        kill_cli(holder)
         out, err = holder.communicate()
     assert b"no event record" in err, err
     assert os.listdir(target) == []
     r = d.run("events")
     assert r.returncode == 125 and "cannot read the event record" in r.stderr, r.stderr
+    d.assert_clean()
+
+
+def test_git_refusals_on_record(lz, busybox_image):
+    """Branch mode: what the git router refuses in the repository's .git
+    (its config, a hook's removal) is on the record with the path as the
+    agent named it, the operation and the errno; the host's files are
+    unchanged."""
+    make_repo(lz)
+    d = Domain(lz, busybox_image)
+    git = os.path.join(lz.work, ".git")
+    before = open(os.path.join(git, "config"), "rb").read()
+    script = (f'echo "[core] fsmonitor = evil" >> {git}/config; echo rc=$?; '
+              f'rm {git}/HEAD; echo rc=$?; cat /workspace/tracked.txt')
+    r = d.run("run", "--", "/bin/sh", "-c", script)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("rc=1") == 2 and "committed" in r.stdout, r.stdout
+    d.assert_clean()
+    assert open(os.path.join(git, "config"), "rb").read() == before
+    evs = events(d, "--source", "git")
+    got = {(e["data"]["path"], e["data"]["op"], e["data"]["errno"]) for e in evs}
+    assert (".git/config", "write", "EROFS") in got, got
+    assert any(p == ".git/HEAD" and op == "unlink" for p, op, _ in got), got
+    assert all(e["kind"] == "refused" and e["data"]["rule"] == "git" for e in evs), evs
+    st = d.run("events", "--source", "git")
+    assert ".git/config" in st.stdout and "errno=EROFS" in st.stdout, st.stdout
+
+
+def test_a_flood_of_refusals_is_bounded(lz, busybox_image):
+    """The agent refused 20,000 times as fast as it can: every terminal
+    still answers, the coordinator's memory stays bounded, and the record
+    holds what it could with the rest counted."""
+    make_repo(lz)
+    d = Domain(lz, busybox_image)
+    git = os.path.join(lz.work, ".git")
+    holder = d.popen("run", "--", "/bin/sh", "-c", "sleep 120")
+    try:
+        deadline = time.time() + 30
+        while not d.run("status", "--json").stdout.count('"session_id"') and time.time() < deadline:
+            time.sleep(0.3)
+        pid = d.status()["coordinator_pid"]
+
+        def rss():
+            for line in open(f"/proc/{pid}/status"):
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        base = rss()
+        flood = d.popen("run", "--", "/bin/sh", "-c",
+                        f"i=0; while [ $i -lt 20000 ]; do echo 2>/dev/null > {git}/config; i=$((i+1)); done; echo done")
+        # A second terminal answers while the flood runs.
+        t0 = time.time()
+        r = d.run("run", "--", "/bin/echo", "still here", timeout=60)
+        assert (r.returncode, r.stdout) == (0, "still here\n"), r.stderr
+        assert time.time() - t0 < 20
+        out, err = flood.communicate(timeout=600)
+        assert flood.returncode == 0 and out == b"done\n", err
+        grown = rss() - base
+        assert grown < 64 * 1024, f"the coordinator grew by {grown} KiB"
+        evs = events(d, "--source", "git", want=lambda evs: len(evs) >= 1000)
+        assert len(evs) >= 1000, len(evs)
+        st = d.status()["events"]
+        assert st["recorded"] is True and st["written"] >= len(evs), st
+        assert st["dropped"] >= 0 and "router_refusals" in st, st
+        # Refused ones plus those dropped between the router and the
+        # record account for the flood (each ">" is one refused open).
+        data_dropped = sum(e["data"].get("dropped", 0) for e in evs)
+        assert st["router_refusals"] + data_dropped >= 20000, (st, data_dropped)
+    finally:
+        kill_cli(holder)
+        holder.wait()
     d.assert_clean()

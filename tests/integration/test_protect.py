@@ -133,6 +133,16 @@ def test_protected_and_masked_in_direct_mode(pdom, lz):
     assert tree_digest(lz.work) == before
     assert attrs(lz.work) == times
     pdom.assert_clean()
+    # Each refused write is on the Domain's record (source "paths"): the
+    # name as the agent used it, the rule, the operation.
+    from test_events import events
+    got = {(e["data"]["rule"], e["data"]["path"], e["data"]["op"]) for e in events(pdom, "--source", "paths")}
+    for want in [("protected", "lazaret.toml", "write"), ("protected", "lazaret.toml", "unlink"),
+                 ("masked", ".env", "write"), ("protected", "pkg/.envrc", "rename-from")]:
+        assert want in got, (want, sorted(got))
+    assert any(r == "protected" and p.startswith(".claude") for r, p, _ in got), sorted(got)
+    text = pdom.run("events", "--source", "paths").stdout
+    assert "rule=protected" in text and "path=lazaret.toml" in text, text
 
 
 def test_status_lists_the_masked_secrets(pdom, lz):
