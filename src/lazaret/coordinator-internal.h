@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The Session Coordinator's own header, for its four files (issue 17):
+/* The Session Coordinator's own header, for its files (issue 17):
  *   coordinator.c          start, the event loop, signals and children,
  *                          recovery, teardown, the watchdog;
  *   coordinator-session.c  control connections, sessions, their store
@@ -12,7 +12,8 @@
  *                          publications and escalation, State Anchor
  *                          layers, work-file watch, the sandbox;
  *   coordinator-broker.c   egress by name: the broker, its record, its
- *                          proof.
+ *                          proof;
+ *   coordinator-files.c    what a session changed, for the event record.
  * Nothing outside these files includes it. */
 #include <errno.h>
 #include <limits.h>
@@ -106,6 +107,7 @@ typedef struct Watch {
 
 typedef struct Coordinator Coordinator;
 typedef struct Conn Conn;
+typedef struct SessionFiles SessionFiles;
 
 /* The read end of a helper's pipe of JSON lines (the broker's decisions,
  * the git router's refusals): each whole line goes to fn; at the pipe's
@@ -143,6 +145,7 @@ struct Session {
         bool pending; /* recorded, exec client not started yet */
         uint64_t started_usec;
         int cli_pid;
+        SessionFiles *files; /* what it changed: its start commit (coordinator-files.c) */
         unsigned char anchor[SESSION_KEY_LEN]; /* the CLI's Session Anchor public key */
         bool has_anchor;
         char *cwd; /* in the sandbox: /workspace or a directory below it */
@@ -333,6 +336,12 @@ int wait_disk_base(Coordinator *co, char **ret_error);
 void stop_disk_watch(Coordinator *co);
 void co_check_memory(Coordinator *co);
 void co_disk_readable(Coordinator *co);
+
+/* ---- coordinator-files.c: what a session changed ------------------------- */
+
+void co_files_session_started(Coordinator *co, Session *s);
+/* Its end: the changed files go on the record (off the loop). */
+void co_files_session_ended(Coordinator *co, Session *s);
 
 /* ---- coordinator-broker.c: egress by name -------------------------------- */
 

@@ -355,6 +355,7 @@ void session_finish(Session *s) {
         if (ended && m.message)
                 json_object_set_new(ended, "message", json_string(m.message));
         event_emit(co->events, "session", "ended", s->id, ended);
+        co_files_session_ended(co, s);
         record_terminal(co, s->id, TERMINAL_CLEAN,
                         json_pack("{s:s}", "outcome", ctl_exit_outcome_to_string(m.outcome)));
 
@@ -365,6 +366,7 @@ void session_finish(Session *s) {
 }
 
 void session_free(Coordinator *co, Session *s) {
+        co_files_session_ended(co, s);
         for (Session **p = &co->sessions; *p; p = &(*p)->next)
                 if (*p == s) {
                         *p = s->next;
@@ -674,6 +676,7 @@ static void job_open_done(int result, void *userdata) {
                         event_emit(co->events, "session", "started", s->id,
                                    json_pack("{s:o*, s:s, s:b, s:i}", "argv", argv, "cwd", s->cwd, "terminal",
                                              s->interactive, "cli_pid", s->cli_pid));
+                        co_files_session_started(co, s);
                 }
         }
         ctl_message_done(&j->m);

@@ -141,6 +141,17 @@ static void *writer_main(void *p) {
         return NULL;
 }
 
+/* <domain_dir>/events (made 0700 when make), never through a symlink. */
+static int open_event_dir(const char *domain_dir, bool make) {
+        _cleanup_close_ int root = open(domain_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return negative_errno();
+        if (make && mkdirat(root, EVENT_DIR, 0700) < 0 && errno != EEXIST)
+                return negative_errno();
+        int dfd = openat(root, EVENT_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        return dfd < 0 ? negative_errno() : dfd;
+}
+
 int event_log_open(const char *domain_dir, const EventLimits *lim, EventLog **ret) {
         if (!domain_dir || !ret)
                 return -EINVAL;
@@ -150,14 +161,9 @@ int event_log_open(const char *domain_dir, const EventLimits *lim, EventLog **re
         if (d.segments < 2 || d.segment_max == 0 || d.queue_records == 0 || d.queue_bytes == 0)
                 return -EINVAL;
 
-        _cleanup_close_ int root = open(domain_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (root < 0)
-                return negative_errno();
-        if (mkdirat(root, EVENT_DIR, 0700) < 0 && errno != EEXIST)
-                return negative_errno();
-        int dfd = openat(root, EVENT_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int dfd = open_event_dir(domain_dir, true);
         if (dfd < 0)
-                return negative_errno();
+                return dfd;
 
         EventLog *l = calloc(1, sizeof(EventLog));
         if (!l) {
@@ -552,12 +558,9 @@ static int open_segment(int dir_fd, const char *name) {
 int event_reader_open(const char *domain_dir, EventReader **ret) {
         if (!domain_dir || !ret)
                 return -EINVAL;
-        _cleanup_close_ int root = open(domain_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (root < 0)
-                return negative_errno();
-        int dfd = openat(root, EVENT_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int dfd = open_event_dir(domain_dir, false);
         if (dfd < 0)
-                return negative_errno();
+                return dfd;
         EventReader *r = calloc(1, sizeof(EventReader));
         if (!r) {
                 safe_close(dfd);

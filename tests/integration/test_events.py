@@ -251,3 +251,33 @@ def test_a_flood_of_refusals_is_bounded(lz, busybox_image):
         kill_cli(holder)
         holder.wait()
     d.assert_clean()
+
+
+def test_files_changed_by_a_session(lz, busybox_image):
+    """Branch mode: what a session changed in the agent's worktree (a file
+    edited, new ones) is on the record when it ends, with line counts;
+    names the agent chose are inert."""
+    make_repo(lz)
+    d = Domain(lz, busybox_image)
+    assert d.run("run", "--", "/bin/true").returncode == 0  # the worktree exists from here on
+    d.assert_clean()
+    [dom] = d.domain_dirs()
+    script = ("cd /workspace && printf 'one\\ntwo\\n' >> tracked.txt && echo new > \"$(printf 'new \\033[2J.txt')\" && "
+              "mkdir -p sub && echo deep > sub/deep.txt")
+    r = d.run("run", "--", "/bin/sh", "-c", script)
+    assert r.returncode == 0, r.stderr
+    d.assert_clean()
+    evs = events(d, "--source", "files", want=lambda evs: len(evs) >= 2)
+    assert [e["kind"] for e in evs] == ["changed", "changed"], evs
+    first, last = evs
+    assert first["data"]["files"] == [] and first["data"]["truncated"] is False, first
+    sessions = [e["session"] for e in events(d, "--source", "session") if e["kind"] == "started"]
+    assert last["session"] == sessions[1]
+    assert last["data"]["root"] == os.path.join(dom, "agent-shell"), last
+    files = {f["path"]: f for f in last["data"]["files"]}
+    assert files["tracked.txt"].get("added") == 2 and files["tracked.txt"].get("deleted") == 0, files
+    assert files["new \x1b[2J.txt"]["untracked"] is True, files
+    assert files["sub/deep.txt"]["untracked"] is True, files
+    assert len(last["data"]["since"]) == 40, last
+    text = d.run("events", "--source", "files").stdout
+    assert "\x1b" not in text and "\\x1b[2J" in text, text

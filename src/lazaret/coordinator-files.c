@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/* What a session changed in the workspace, seen from the host (issue 19):
+ * the agent's worktree in branch mode, the working tree in direct mode
+ * with a repository. When a session starts, the commit it starts on is
+ * read; when it ends, the files that differ from that commit (the agent's
+ * commits included; `git diff --numstat`) and the untracked ones (`git
+ * ls-files -o --exclude-standard`) go on the event record as one
+ * "files"/"changed" record, at most FILES_MAX names. Both run on the slow
+ * thread with the host's git and its safe command line (shared/host-git),
+ * never on the loop; sessions that overlap each see the other's changes.
+ * Without a repository nothing is recorded. */
+#include "coordinator-internal.h"
+
+#define FILES_MAX      500
+#define FILES_GIT_USEC (UINT64_C(30) * 1000000)
+
+struct SessionFiles {
+        EventLog *events;
+        char *root; /* the host directory git looks at */
+        char session_id[37];
+        char *start; /* the commit the session started on, or NULL */
+};
+
+static SessionFiles *files_free(SessionFiles *f) {
+        if (f) {
+                free(f->root);
+                free(f->start);
+                free(f);
+        }
+        return NULL;
+}
+
+static int files_git(const char *root, const char *const *args, ExecResult *ret) {
+        _cleanup_free_ char *git = NULL;
+        int r = exec_find_program("/usr/bin:/bin:/usr/local/bin", "git", &git);
+        if (r < 0)
+                return r;
+        Argv a = {};
+        host_git_argv(&a, root);
+        for (const char *const *p = args; *p; p++)
+                argv_add(&a, *p);
+        if (a.oom) {
+                argv_done(&a);
+                return -ENOMEM;
+        }
+        r = exec_capture(git, (const char *const *) a.v, FILES_GIT_USEC, ret);
+        argv_done(&a);
+        if (r >= 0 && exec_result_failed(ret))
+                r = -EIO;
+        return r;
+}
+
+static int job_files_start(Store *st, void *userdata) {
+        (void) st;
+        SessionFiles *f = userdata;
+        _cleanup_(exec_result_done) ExecResult res = {};
+        if (files_git(f->root, (const char *const[]){ "rev-parse", "--verify", "--quiet", "HEAD", NULL }, &res) >= 0)
+                f->start = strndup(res.out, strcspn(res.out, "\n"));
+        return 0;
+}
+
+static void job_files_start_done(int result, void *userdata) {
+        (void) result;
+        (void) userdata; /* the session's until it ends */
+}
+
+/* "A\tD\tPATH\0" records of diff --numstat -z (binary: "-\t-\tPATH"). */
+static void add_numstat(json_t *files, const char *out, size_t len, size_t *n, bool *cut) {
+        for (size_t i = 0; i < len;) {
+                const char *rec = out + i;
+                size_t l = strnlen(rec, len - i);
+                i += l + 1;
+                const char *t1 = memchr(rec, '\t', l),
+                           *t2 = t1 ? memchr(t1 + 1, '\t', l - (size_t) (t1 + 1 - rec)) : NULL;
+                if (!t2)
+                        continue;
+                if (*n >= FILES_MAX) {
+                        *cut = true;
+                        continue;
+                }
+                const char *path = t2 + 1;
+                json_t *e = json_pack("{s:o}", "path", event_string(path, l - (size_t) (path - rec)));
+                if (e && rec[0] != '-') {
+                        json_object_set_new(e, "added", json_integer(strtoll(rec, NULL, 10)));
+                        json_object_set_new(e, "deleted", json_integer(strtoll(t1 + 1, NULL, 10)));
+                } else if (e)
+                        json_object_set_new(e, "binary", json_true());
+                json_array_append_new(files, e);
+                (*n)++;
+        }
+}
+
+static int job_files_end(Store *st, void *userdata) {
+        (void) st;
+        SessionFiles *f = userdata;
+        json_t *files = json_array();
+        size_t n = 0;
+        bool cut = false;
+        const char *why = NULL;
+        if (!files)
+                return -ENOMEM;
+        if (f->start) {
+                _cleanup_(exec_result_done) ExecResult res = {};
+                /* The worktree against the commit the session started on:
+                 * tracked files, the agent's commits included. */
+                if (files_git(f->root,
+                              (const char *const[]){ "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff",
+                                                     "--no-textconv", f->start, "--", NULL },
+                              &res) >= 0)
+                        add_numstat(files, res.out, strlen(res.out), &n, &cut);
+                else
+                        why = "git diff failed";
+        } else
+                why = "the session's start commit is unknown (no commit yet, or git failed)";
+        _cleanup_(exec_result_done) ExecResult res = {};
+        if (files_git(f->root, (const char *const[]){ "ls-files", "-z", "--others", "--exclude-standard", NULL },
+                      &res) >= 0)
+                for (const char *p = res.out; *p; p += strlen(p) + 1) {
+                        if (n >= FILES_MAX) {
+                                cut = true;
+                                break;
+                        }
+                        json_array_append_new(
+                                files, json_pack("{s:o, s:b}", "path", event_string(p, strlen(p)), "untracked", 1));
+                        n++;
+                }
+        json_t *d = json_pack("{s:s, s:s?, s:o, s:b}", "root", f->root, "since", f->start, "files", files, "truncated",
+                              cut);
+        if (d && why)
+                json_object_set_new(d, "incomplete", json_string(why));
+        event_emit(f->events, "files", "changed", f->session_id, d);
+        return 0;
+}
+
+static void job_files_end_done(int result, void *userdata) {
+        (void) result;
+        files_free(userdata);
+}
+
+void co_files_session_started(Coordinator *co, Session *s) {
+        const char *root = co->worktree                           ? co->worktree
+                           : !co->spec.branch && co->spec.git_dir ? co->spec.workspace
+                                                                  : NULL;
+        if (!root || !co->events || !co->slow)
+                return;
+        SessionFiles *f = calloc(1, sizeof(SessionFiles));
+        if (!f || !(f->root = strdup(root))) {
+                files_free(f);
+                return;
+        }
+        f->events = co->events;
+        memcpy(f->session_id, s->id, 37);
+        if (store_worker_submit(co->slow, job_files_start, job_files_start_done, f) < 0) {
+                files_free(f);
+                return;
+        }
+        s->files = f;
+}
+
+void co_files_session_ended(Coordinator *co, Session *s) {
+        SessionFiles *f = TAKE_PTR(s->files);
+        if (!f)
+                return;
+        /* Once the loop has ended (teardown), the slow thread is gone:
+         * the record of this session's files goes with it. */
+        if (!co->slow || store_worker_submit(co->slow, job_files_end, job_files_end_done, f) < 0)
+                files_free(f);
+}
