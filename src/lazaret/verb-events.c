@@ -177,12 +177,14 @@ int verb_events(int argc, char **argv, const Globals *g) {
                         printf("Usage: lazaret events [PROFILE] [--follow] [--since TIME] [--session ID]\n"
                                "                      [--source NAME] [--json] [--workspace DIR]\n\n"
                                "Print the event record of PROFILE's sandbox for the workspace, oldest first:\n"
-                               "sessions, escalations, network decisions, the sandbox's start and stop.\n"
+                               "the sandbox's start and stop, sessions, escalations, the broker's decisions, the\n"
+                               "git router's refusals and the files each session changed.\n"
                                "  -f, --follow     keep printing records as they are written\n"
                                "  --since TIME     from TIME on: 2026-12-01, \"2026-12-01 14:00\" (UTC), or\n"
                                "                   a duration before now (90s, 10m, 2h, 1d)\n"
                                "  --session ID     one session (its id, or the first characters of it)\n"
-                               "  --source NAME    one source: sandbox, session, escalation, network, record\n"
+                               "  --source NAME    one source: sandbox, session, escalation, network, git,\n"
+                               "                   paths, files, record\n"
                                "  --json           one JSON object per line (ASCII)\n");
                         return 0;
                 case 'j':

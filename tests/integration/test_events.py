@@ -140,7 +140,7 @@ def test_follow_prints_records_as_they_come(lz, busybox_image):
         assert len(lines) == 2 and " session    started " in lines[0] and " session    ended " in lines[1], lines
         assert f.poll() is None  # still following
     finally:
-        f.kill()
+        kill_cli(f)  # the lazaret CLI itself, not runuser
         f.wait()
     d.assert_clean()
 
