@@ -46,7 +46,10 @@ void router_refused(Router *r, const char *rel, GitOp op, int err) {
         /* The path as the sandbox sees it below the workspace (branch mode
          * serves the repository's .git at its own path). */
         snprintf(path, sizeof path, "%s%s", r->workspace ? "" : *rel ? ".git/" : ".git", rel);
-        json_t *pj = event_string(path, strnlen(path, 1024));
+        /* Cut so the line stays under PIPE_BUF even when every byte is
+         * escaped (at most six characters each): a longer one would be
+         * dropped, and an agent could turn its refusals into a count. */
+        json_t *pj = event_string(path, strnlen(path, 512));
         json_t *o = json_pack("{s:s, s:s, s:o*, s:s}", "rule", refusal_rule(r, rel), "op", git_op_to_string(op) ?: "?",
                               "path", pj, "errno", strerrorname_np(err) ?: "?");
         if (o && r->events_dropped > 0)

@@ -216,6 +216,19 @@ int verb_events(int argc, char **argv, const Globals *g) {
                         return EXIT_USAGE;
                 }
         }
+        static const char *const sources[] = { "sandbox", "session", "escalation", "network", "git",
+                                               "paths",   "files",   "record",     NULL };
+        if (f.source) {
+                bool known = false;
+                for (const char *const *k = sources; *k && !known; k++)
+                        known = streq(*k, f.source);
+                if (!known) {
+                        log_error("--source %s: no such source; give sandbox, session, escalation, network, git, "
+                                  "paths, files or record",
+                                  f.source);
+                        return EXIT_USAGE;
+                }
+        }
         if (f.session && strlen(f.session) == 0) {
                 log_error("--session needs a session id (or its first characters, as lazaret events shows)");
                 return EXIT_USAGE;
