@@ -46,6 +46,12 @@ libssl-dev libjansson-dev liblmdb-dev libc-ares-dev libcmocka-dev libncurses-dev
 dosfstools fusefat lmdb-utils tmux nftables
 podman runsc runc fuse-overlayfs fuse2fs e2fsprogs slirp4netns uidmap sudo busybox-static mmdebstrap git iproute2"
 
+# Only for `make check`: the report tests' independent oracles (the
+# JSON schemas' validator, GFM's own Markdown renderer, a browser).
+if [ "$want_test_user" -eq 1 ]; then
+	PACKAGES="$PACKAGES python3-jsonschema cmark-gfm chromium"
+fi
+
 missing=
 for p in $PACKAGES; do
 	if ! dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$'; then

@@ -8,6 +8,7 @@
  * puts each on the Domain's event record (source "network", kind
  * "connection"). Enforcement never reads that record; a decision that does
  * not fit the pipe is counted by the broker, never waited for. */
+#include <poll.h>
 #include <sys/uio.h>
 
 #include "broker-proto.h"
@@ -240,6 +241,10 @@ void co_broker_line(Coordinator *co, const char *line, size_t len) {
                 co->egress_dropped += (uint64_t) json_integer_value(d);
         /* The record's own time stamps it. */
         json_object_del(j, "time");
+        if (co->egress_probing) {
+                json_object_set_new(j, "probe", json_true());
+                co->probe_lines++;
+        }
         event_emit(co->events, "network", "connection", NULL, j);
 }
 
@@ -287,6 +292,26 @@ static int egress_probe(Coordinator *co, const char *name, const char *port, cha
 /* Readiness evidence of egress by name: each probe_domains name answers
  * through the relay and the broker, and a name no rule lists is refused.
  * Recorded on the broker's participant; a mismatch stops the launch. */
+/* The broker's lines for the n probes just made (each written as its
+ * connection is decided or closed, so a little after the probe returns),
+ * read now and marked as the launch's own; at most 2 s. */
+static void read_probe_lines(Coordinator *co, unsigned n) {
+        LinePipe *p = &co->broker_lines;
+        uint64_t deadline = now_usec() + 2000000;
+        co->egress_probing = true;
+        co->probe_lines = 0;
+        while (p->fd >= 0 && co->probe_lines < n) {
+                uint64_t now = now_usec();
+                if (now >= deadline)
+                        break;
+                struct pollfd pfd = { .fd = p->fd, .events = POLLIN };
+                if (poll(&pfd, 1, (int) ((deadline - now) / 1000) + 1) <= 0)
+                        continue;
+                co_lines_readable(co, p);
+        }
+        co->egress_probing = false;
+}
+
 int prove_egress(Coordinator *co, char **ret_error) {
         if (co->p_broker.id == 0)
                 return 0;
@@ -327,6 +352,7 @@ int prove_egress(Coordinator *co, char **ret_error) {
                                 r = -ENOMEM;
                 }
         }
+        read_probe_lines(co, (unsigned) json_array_size(probes));
         (void) part_update(&co->ps, &co->p_broker, -1,
                            json_pack("{s:{s:s, s:o, s:b}}", "readiness_evidence", "method",
                                      "lazaret-relay --probe inside the sandbox (runsc exec)", "probes", probes,

@@ -244,6 +244,10 @@ struct Coordinator {
         LinePipe broker_lines;
         bool broker_lost;
         uint64_t egress_allowed, egress_refused, egress_dropped;
+        /* While the launch proves egress by name: the broker's lines are
+         * its probes' (no session exists yet), marked so on the record. */
+        bool egress_probing;
+        unsigned probe_lines;
         /* The Domain's event record (issue 19): NULL when it cannot be
          * written (status says why; enforcement never depends on it). */
         EventLog *events;

@@ -3,12 +3,30 @@
  * CLIs, Hello (the policy check is coordinator-network.c's), sessions on
  * PTYs or pipes through runsc exec, their store records on the store
  * thread, status. */
+#include <limits.h>
+#include <pwd.h>
+
 #include "broker-proto.h"
 #include "coordinator-internal.h"
 
 int co_epoll_add(Coordinator *co, int fd, uint32_t events, Watch *w) {
         struct epoll_event ev = { .events = events, .data.ptr = w };
         return epoll_ctl(co->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? negative_errno() : 0;
+}
+
+/* Who ran a session: only the coordinator's own user may connect
+ * (decision 2), so it is its name; looked up once. */
+static const char *owner_name(void) {
+        static char name[LOGIN_NAME_MAX + 1];
+        static bool looked;
+        if (!looked) {
+                looked = true;
+                struct passwd pw, *res = NULL;
+                char buf[4096];
+                if (getpwuid_r(geteuid(), &pw, buf, sizeof(buf), &res) == 0 && res)
+                        snprintf(name, sizeof(name), "%s", res->pw_name);
+        }
+        return name[0] ? name : NULL;
 }
 
 static void epoll_mod(Coordinator *co, int fd, uint32_t events, Watch *w) {
@@ -674,8 +692,9 @@ static void job_open_done(int result, void *userdata) {
                         for (size_t i = 0; argv && i < j->m.n_argv; i++)
                                 json_array_append_new(argv, event_str(j->m.argv[i]));
                         event_emit(co->events, "session", "started", s->id,
-                                   json_pack("{s:o*, s:s, s:b, s:i}", "argv", argv, "cwd", s->cwd, "terminal",
-                                             s->interactive, "cli_pid", s->cli_pid));
+                                   json_pack("{s:o*, s:s, s:b, s:i, s:s?, s:i}", "argv", argv, "cwd", s->cwd,
+                                             "terminal", s->interactive, "cli_pid", s->cli_pid, "user", owner_name(),
+                                             "uid", (int) geteuid()));
                         co_files_session_started(co, s);
                 }
         }

@@ -19,6 +19,8 @@ static const Verb verbs[] = {
         { "run", verb_run, "run a command (or the profile's agent) in the workspace's sandbox" },
         { "diff", verb_diff, "show the agent's branch against the host's HEAD" },
         { "events", verb_events, "print what the agent did and what was stopped (the event record)" },
+        { "report", verb_report,
+          "report a session: commands, escalations, network, refusals, files (md, html, sarif...)" },
         { "reset", verb_reset, "discard what the sandbox changed in its persistent directories" },
         { "status", verb_status, "show the workspace's sandbox: generation, sessions, uptime" },
         { "trust", verb_trust, "let this workspace's lazaret.toml widen the sandbox, after showing how" },

@@ -35,6 +35,7 @@ int verb_init(int argc, char **argv, const Globals *g);
 int verb_run(int argc, char **argv, const Globals *g);
 int verb_diff(int argc, char **argv, const Globals *g);
 int verb_events(int argc, char **argv, const Globals *g);
+int verb_report(int argc, char **argv, const Globals *g);
 int verb_reset(int argc, char **argv, const Globals *g);
 int ctl_raw_main(const char *socket_path);
 int verb_trust(int argc, char **argv, const Globals *g);

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/* Where a report is written (report.h): the output directory may lie in
+ * the workspace, which the agent writes. It is walked with directory
+ * descriptors, never through a symbolic link, and a report is only ever
+ * a new file: O_EXCL refuses whatever is planted under its name (a link,
+ * a FIFO, a file), so nothing is written through it or over it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "report.h"
+#include "string-util.h"
+
+static const char *kind_of(mode_t m) {
+        return S_ISLNK(m)    ? "a symbolic link"
+               : S_ISFIFO(m) ? "a FIFO"
+               : S_ISSOCK(m) ? "a socket"
+               : S_ISCHR(m)  ? "a character device"
+               : S_ISBLK(m)  ? "a block device"
+               : S_ISDIR(m)  ? "a directory"
+               : S_ISREG(m)  ? "a file"
+                             : "something other than a file";
+}
+
+static int why(char **ret, int r, const char *fmt, ...) _printf_(3, 4);
+static int why(char **ret, int r, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        if (vasprintf(ret, fmt, ap) < 0)
+                *ret = NULL;
+        va_end(ap);
+        return r;
+}
+
+int report_output_dir(const char *path, int *ret_fd, char **ret_why) {
+        if (!path || !*path)
+                return why(ret_why, -EINVAL, "--output needs a directory");
+        _cleanup_free_ char *copy = strdup(path);
+        if (!copy)
+                return -ENOMEM;
+        _cleanup_close_ int fd = open(path[0] == '/' ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return why(ret_why, -errno, "cannot open %s: %s", path[0] == '/' ? "/" : "the current directory",
+                           strerror(errno));
+        /* The components; the walk so far, for messages. */
+        char *save = NULL;
+        size_t n = 0;
+        char *parts[256];
+        for (char *c = strtok_r(copy, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+                if (n == ELEMENTSOF(parts))
+                        return why(ret_why, -ENAMETOOLONG, "%s: too many components", path);
+                parts[n++] = c;
+        }
+        for (size_t i = 0; i < n; i++) {
+                const char *c = parts[i];
+                if (streq(c, "."))
+                        continue;
+                int sub = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (sub < 0 && errno == ENOENT && i == n - 1) {
+                        if (mkdirat(fd, c, 0700) < 0 && errno != EEXIST)
+                                return why(ret_why, -errno, "cannot make %s: %s", path, strerror(errno));
+                        sub = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                }
+                if (sub < 0) {
+                        int e = errno;
+                        struct stat st;
+                        if ((e == ELOOP || e == ENOTDIR) && fstatat(fd, c, &st, AT_SYMLINK_NOFOLLOW) >= 0)
+                                return why(ret_why, -e,
+                                           "%s: %s is %s; reports are never written through one: give a "
+                                           "directory's own path",
+                                           path, c, kind_of(st.st_mode));
+                        return why(ret_why, -e, "%s: cannot open %s: %s", path, c, strerror(e));
+                }
+                close(fd);
+                fd = sub;
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int report_output_write(int dir_fd, const char *name, const char *data, size_t len, char **ret_why) {
+        _cleanup_close_ int fd =
+                openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+        if (fd < 0) {
+                int e = errno;
+                struct stat st;
+                if (e == EEXIST && fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) >= 0)
+                        return why(ret_why, -e,
+                                   "%s is already there (%s): a report is only ever written as a new file; "
+                                   "remove it or give another --output",
+                                   name, kind_of(st.st_mode));
+                return why(ret_why, -e, "cannot create %s: %s", name, strerror(e));
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+                (void) unlinkat(dir_fd, name, 0);
+                return why(ret_why, -EBADF, "%s is not a new file of ours after creating it; nothing written", name);
+        }
+        for (size_t off = 0; off < len;) {
+                ssize_t k = write(fd, data + off, len - off);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0) {
+                        int e = k < 0 ? errno : EIO;
+                        (void) unlinkat(dir_fd, name, 0);
+                        return why(ret_why, -e, "cannot write %s: %s (removed)", name, strerror(e));
+                }
+                off += (size_t) k;
+        }
+        if (close(TAKE_FD(fd)) < 0) {
+                int e = errno;
+                (void) unlinkat(dir_fd, name, 0);
+                return why(ret_why, -e, "cannot write %s: %s (removed)", name, strerror(e));
+        }
+        return 0;
+}
