@@ -13,9 +13,10 @@ it, as it would on a full disk).
   git:       one session of the Debian image running git status and a
              commit five times (through the git router)
   read:      lazaret events over a record of 100,000 records (reported)
+  report:    lazaret report in each format over the same (budget: 1 s)
 
 Prints medians and ratios; exits 1 when recording costs more than 5%
-(ratio above 1.05) on cold start or git.
+(ratio above 1.05) on cold start or git, or a report takes a second.
 
   sudo bench/bench-events.py [--user lazaret-test] [--rounds 11] [--build build]
 """
@@ -32,6 +33,43 @@ from benchlib import Stage, parse_args
 BUSYBOX = "localhost/lazaret/busybox:latest"
 DEBIAN = "localhost/lazaret/debian:bookworm"
 GITENV = ["GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@b", "GIT_COMMITTER_NAME=b", "GIT_COMMITTER_EMAIL=b@b"]
+
+
+REPORT_FORMATS = ("md", "html", "json", "jsonl", "sarif")
+
+
+def append_record(path, n):
+    """n records of a busy agent's day: sessions of 1,000 records each (an
+    escalation, files changed at the end), between them connections to 500
+    names (most refused) and git refusals of 200 paths."""
+    def rec(i, session, source, kind, data):
+        return json.dumps({"time": f"2026-12-01T{i // 3600000 % 24:02}:{i // 60000 % 60:02}:{i // 1000 % 60:02}."
+                                   f"{i % 1000:03}000Z", "seq": i + 1, "generation": 9, "session": session,
+                           "source": source, "kind": kind, "data": data}, separators=(",", ":")) + "\n"
+    with open(path, "a") as f:
+        i = 0
+        while i < n:
+            sid = f"{i:08x}-0000-4000-8000-000000000000"
+            f.write(rec(i, sid, "session", "started", {"argv": ["agent", "--task", str(i)], "cwd": "/workspace",
+                                                       "terminal": True, "cli_pid": 42, "user": "bench"}))
+            f.write(rec(i + 1, sid, "escalation", "requested", {"request_id": sid, "command": "make test"}))
+            f.write(rec(i + 2, sid, "escalation", "decided", {"request_id": sid, "command": "make test",
+                                                              "decision": "denied", "decided_by": "user"}))
+            for k in range(i + 3, min(i + 997, n)):
+                if k % 5 == 0:
+                    f.write(rec(k, None, "git", "refused", {"rule": "git", "op": "write",
+                                                            "path": f".git/hooks/h{k % 200}", "errno": "EROFS"}))
+                else:
+                    f.write(rec(k, None, "network", "connection",
+                                {"via": "http", "host": f"h{k % 500}.example.test", "port": 443,
+                                 "verdict": "refused" if k % 7 else "allowed",
+                                 "reason": "name-not-listed" if k % 7 else None, "bytes_out": 100, "bytes_in": 900}))
+            f.write(rec(i + 997, sid, "session", "ended", {"outcome": "Exited", "exit_code": 0, "duration_ms": 9}))
+            f.write(rec(i + 998, sid, "files", "changed",
+                        {"root": "/w", "since": "0" * 40, "truncated": False,
+                         "files": [{"path": f"src/f{x}.c", "added": x, "deleted": 1} for x in range(20)]}))
+            f.write(rec(i + 999, None, "record", "dropped", {"count": 0, "total": 0}))
+            i += 1000
 
 
 def main():
@@ -116,15 +154,9 @@ def main():
                 gitt[side].append(time.perf_counter() - t)
                 coordinator_gone()
 
-        # A record of 100,000 records, read back.
+        # A record of 100,000 records, read back and reported.
         [dom_on] = [d for d in domains("on") if '"profile":"bench"' in open(d + "/events/events.jsonl").read()]
-        path = os.path.join(dom_on, "events", "events.jsonl")
-        with open(path, "a") as f:
-            for i in range(100000):
-                f.write(json.dumps({"time": "2026-12-01T00:00:00.000000Z", "seq": i + 1, "generation": 9,
-                                    "session": None, "source": "network", "kind": "connection",
-                                    "data": {"host": f"h{i}.example.test", "port": 443, "verdict": "refused",
-                                             "reason": "name-not-listed"}}, separators=(",", ":")) + "\n")
+        append_record(os.path.join(dom_on, "events", "events.jsonl"), 100000)
         reads = {}
         for form in ("text", "json"):
             t = time.perf_counter()
@@ -132,6 +164,16 @@ def main():
             reads[form] = time.perf_counter() - t
             if r.stdout.count("\n") < 100000:
                 sys.exit(f"bench-events: lazaret events printed {r.stdout.count(chr(10))} lines")
+        reports = {}
+        for form in REPORT_FORMATS:
+            times = []
+            for _ in range(3):
+                t = time.perf_counter()
+                r = lazaret("on", "report", "bench", "--format", form)
+                times.append(time.perf_counter() - t)
+                if "h499.example.test" not in r.stdout:
+                    sys.exit(f"bench-events: lazaret report --format {form} lacks a destination")
+            reports[form] = statistics.median(times)
     finally:
         st.remove()
 
@@ -144,7 +186,9 @@ def main():
         print(f"  {name:9} recording {statistics.median(d['on']) * 1000:8.1f} ms   "
               f"not {statistics.median(d['off']) * 1000:8.1f} ms   ratio {ratio(d):.3f} ({budget})")
     print(f"  lazaret events over 100,000 records: text {reads['text']:.2f} s, --json {reads['json']:.2f} s")
-    return 0 if ratio(cold) <= 1.05 and ratio(gitt) <= 1.05 else 1
+    print("  lazaret report over the same (budget 1 s; ratio to lazaret events --json): " + ", ".join(
+        f"{f} {reports[f]:.2f} s ({reports[f] / reads['json']:.2f})" for f in REPORT_FORMATS))
+    return 0 if ratio(cold) <= 1.05 and ratio(gitt) <= 1.05 and max(reports.values()) < 1.0 else 1
 
 
 if __name__ == "__main__":

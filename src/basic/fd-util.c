@@ -12,3 +12,17 @@ int safe_close(int fd) {
         }
         return -EBADF;
 }
+
+int loop_write(int fd, const void *buf, size_t len) {
+        const char *p = buf;
+        while (len > 0) {
+                ssize_t k = write(fd, p, len);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return k < 0 ? -errno : -EIO;
+                p += k;
+                len -= (size_t) k;
+        }
+        return 0;
+}

@@ -9,6 +9,10 @@
  * Returns -EBADF so callers can write fd = safe_close(fd). */
 int safe_close(int fd);
 
+/* Write all len bytes of buf to a blocking fd (retried on EINTR and short
+ * writes). 0, or -errno (-EIO for a write of nothing). */
+int loop_write(int fd, const void *buf, size_t len);
+
 static inline void closep(int *fd) {
         safe_close(*fd);
 }

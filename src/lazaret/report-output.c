@@ -103,16 +103,10 @@ int report_output_write(int dir_fd, const char *name, const char *data, size_t l
                 (void) unlinkat(dir_fd, name, 0);
                 return why(ret_why, -EBADF, "%s is not a new file of ours after creating it; nothing written", name);
         }
-        for (size_t off = 0; off < len;) {
-                ssize_t k = write(fd, data + off, len - off);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0) {
-                        int e = k < 0 ? errno : EIO;
-                        (void) unlinkat(dir_fd, name, 0);
-                        return why(ret_why, -e, "cannot write %s: %s (removed)", name, strerror(e));
-                }
-                off += (size_t) k;
+        int r = loop_write(fd, data, len);
+        if (r < 0) {
+                (void) unlinkat(dir_fd, name, 0);
+                return why(ret_why, r, "cannot write %s: %s (removed)", name, strerror(-r));
         }
         if (close(TAKE_FD(fd)) < 0) {
                 int e = errno;

@@ -123,35 +123,42 @@ static void set_copy(json_t *to, const char *key, json_t *from, const char *from
 }
 
 static void add_int(json_t *o, const char *key, json_t *v) {
-        if (!json_is_integer(v))
-                return;
         json_t *old = json_object_get(o, key);
-        json_object_set_new(o, key, json_integer(json_integer_value(old) + json_integer_value(v)));
+        if (json_is_integer(v) && json_is_integer(old))
+                json_integer_set(old, json_integer_value(old) + json_integer_value(v));
 }
 
-/* One entry of a sandbox's network or refusal list: found by key, or
- * made (at most REPORT_DISTINCT_MAX per list; beyond, counted). */
-static json_t *entry_for(Build *b, json_t *sb, json_t *index, const char *list, const char *key, json_t *fresh) {
+/* The entry of a sandbox's network or refusal list under key, or NULL
+ * when there is none yet (*ret_room: whether one may be made: at most
+ * REPORT_DISTINCT_MAX per list; beyond, counted as omitted). Looked up
+ * before anything is built: most records repeat an entry. */
+static json_t *entry_find(json_t *sb, json_t *index, const char *list, const char *key, bool *ret_room) {
         json_t *e = json_object_get(index, key);
-        if (e) {
-                json_decref(fresh);
+        *ret_room = false;
+        if (e)
                 return e;
-        }
-        json_t *arr = json_object_get(sb, list);
-        if (!fresh || json_array_size(arr) >= REPORT_DISTINCT_MAX) {
-                json_decref(fresh);
-                json_t *om = json_object_get(sb, "omitted");
-                json_object_set_new(om, list, json_integer(json_integer_value(json_object_get(om, list)) + 1));
+        if (json_array_size(json_object_get(sb, list)) < REPORT_DISTINCT_MAX) {
+                *ret_room = true;
                 return NULL;
         }
-        if (json_array_append_new(arr, fresh) < 0 || json_object_set(index, key, fresh) < 0)
+        json_t *om = json_object_get(sb, "omitted");
+        json_t *n = json_object_get(om, list);
+        if (json_is_integer(n))
+                json_integer_set(n, json_integer_value(n) + 1);
+        return NULL;
+}
+
+static json_t *entry_add(json_t *sb, json_t *index, const char *list, const char *key, json_t *fresh) {
+        if (!fresh || json_array_append_new(json_object_get(sb, list), fresh) < 0 ||
+            json_object_set(index, key, fresh) < 0)
                 return NULL;
-        (void) b;
         return fresh;
 }
 
 static void seen(json_t *e, json_t *time) {
-        json_object_set_new(e, "count", json_integer(json_integer_value(json_object_get(e, "count")) + 1));
+        json_t *n = json_object_get(e, "count");
+        if (json_is_integer(n))
+                json_integer_set(n, json_integer_value(n) + 1);
         if (json_is_null(json_object_get(e, "first")))
                 json_object_set(e, "first", time);
         json_object_set(e, "last", time);
@@ -165,11 +172,13 @@ static void on_network(Build *b, json_t *sb, json_int_t gen, json_t *d, json_t *
         const char *host = json_string_value(json_object_get(d, "host"));
         json_int_t port = json_integer_value(json_object_get(d, "port"));
         const char *reason = json_string_value(json_object_get(d, "reason"));
-        _cleanup_free_ char *key = NULL;
-        if (asprintf(&key, "%" PRIi64 "\x1f%s\x1f%s\x1f%" PRIi64 "\x1f%s", (int64_t) gen, verdict, host ?: "",
-                     (int64_t) port, reason ?: "") < 0)
-                return;
-        json_t *e = entry_for(b, sb, b->net_index, "network", key,
+        char key[1024];
+        snprintf(key, sizeof(key), "%" PRIi64 "\x1f%s\x1f%s\x1f%" PRIi64 "\x1f%s", (int64_t) gen, verdict, host ?: "",
+                 (int64_t) port, reason ?: "");
+        bool room;
+        json_t *e = entry_find(sb, b->net_index, "network", key, &room);
+        if (!e && room)
+                e = entry_add(sb, b->net_index, "network", key,
                               json_pack("{s:s, s:s?, s:O?, s:s?, s:s?, s:s?, s:i, s:n, s:n, s:i, s:i}", "verdict",
                                         verdict, "host", host, "port", json_object_get(d, "port"), "name",
                                         json_string_value(json_object_get(d, "name")), "reason", reason, "message",
@@ -190,10 +199,13 @@ static void on_refusal(Build *b, json_t *sb, json_int_t gen, const char *source,
         const char *op = json_string_value(json_object_get(d, "op")) ?: "?";
         const char *path = json_string_value(json_object_get(d, "path")) ?: "";
         const char *err = json_string_value(json_object_get(d, "errno")) ?: "";
-        _cleanup_free_ char *key = NULL;
-        if (asprintf(&key, "%" PRIi64 "\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s", (int64_t) gen, source, rule, op, path, err) < 0)
-                return;
-        json_t *e = entry_for(b, sb, b->ref_index, "refusals", key,
+        char key[4096];
+        snprintf(key, sizeof(key), "%" PRIi64 "\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s", (int64_t) gen, source, rule, op, path,
+                 err);
+        bool room;
+        json_t *e = entry_find(sb, b->ref_index, "refusals", key, &room);
+        if (!e && room)
+                e = entry_add(sb, b->ref_index, "refusals", key,
                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:n, s:n}", "source", source, "rule", rule,
                                         "op", op, "path", path, "errno", err, "count", 0, "first", "last"));
         if (e)

@@ -28,19 +28,6 @@ static bool session_id_valid(const char *s) {
         return true;
 }
 
-static int write_all(int fd, const char *p, size_t len) {
-        while (len > 0) {
-                ssize_t k = write(fd, p, len);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        return k < 0 ? -errno : -EIO;
-                p += k;
-                len -= (size_t) k;
-        }
-        return 0;
-}
-
 int verb_report(int argc, char **argv, const Globals *g) {
         static const struct option opts[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -139,7 +126,7 @@ int verb_report(int argc, char **argv, const Globals *g) {
         }
         size_t len = strlen(doc);
         if (!output) {
-                r = write_all(STDOUT_FILENO, doc, len);
+                r = loop_write(STDOUT_FILENO, doc, len);
                 if (r < 0) {
                         log_error("cannot write the report: %s", strerror(-r));
                         return EXIT_LAZARET;

@@ -255,6 +255,23 @@ def test_a_flood_of_refusals_is_bounded(lz, busybox_image):
         # record account for the flood (each ">" is one refused open).
         data_dropped = sum(e["data"].get("dropped", 0) for e in evs)
         assert st["router_refusals"] + data_dropped >= 20000, (st, data_dropped)
+        # The report counts the flood in one line and shows what was lost
+        # (read between two equal reads of the record: it is settled).
+        deadline = time.time() + 20
+        while True:
+            before = events(d)
+            r = d.run("report", "--format", "json")
+            assert r.returncode == 0, r.stderr
+            after = events(d)
+            if len(before) == len(after) or time.time() > deadline:
+                break
+        rep = json.loads(r.stdout)
+        lost = sum(e["data"].get("dropped", 0) for e in after if e["source"] in ("git", "paths", "network")) + \
+            sum(e["data"]["count"] for e in after if e["source"] == "record")
+        assert rep["record"]["dropped"] == lost, (rep["record"], lost)
+        [flood_line] = [x for x in rep["sandboxes"][-1]["refusals"] if x["path"] == ".git/config"]
+        assert flood_line["count"] == len([e for e in after if e["source"] == "git" and
+                                           e["data"]["path"] == ".git/config"]), flood_line
     finally:
         kill_cli(holder)
         holder.wait()
