@@ -5,9 +5,10 @@
  * run and session, as Markdown, HTML, JSON, JSON lines or SARIF 2.1.0.
  *
  * report_build() reads the record once into a model (a JSON object, the
- * "json" format's content; tests/data/report.schema.json describes it):
- * per sandbox run (a generation) its sessions, each with its command, its
- * escalations and their decisions and the files it changed, and the run's
+ * "json" format's content; tests/data/schemas/report.schema.json
+ * describes it): per sandbox run (a generation) its sessions, each with
+ * its command, its escalations and their decisions and the files it
+ * changed, and the run's
  * network destinations and refusals, counted per distinct destination or
  * path (at most REPORT_DISTINCT_MAX of each, the rest counted). The model's
  * strings are as the record holds them; every renderer passes each one
