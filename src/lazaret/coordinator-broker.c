@@ -232,7 +232,10 @@ void co_broker_line(Coordinator *co, const char *line, size_t len) {
                 return;
         }
         const char *verdict = json_string_value(json_object_get(j, "verdict"));
-        if (verdict && streq(verdict, "allowed"))
+        /* status counts the agent's connections, not the launch's probes. */
+        if (co->egress_probing)
+                co->probe_lines++;
+        else if (verdict && streq(verdict, "allowed"))
                 co->egress_allowed++;
         else if (verdict && streq(verdict, "refused"))
                 co->egress_refused++;
@@ -241,10 +244,8 @@ void co_broker_line(Coordinator *co, const char *line, size_t len) {
                 co->egress_dropped += (uint64_t) json_integer_value(d);
         /* The record's own time stamps it. */
         json_object_del(j, "time");
-        if (co->egress_probing) {
+        if (co->egress_probing)
                 json_object_set_new(j, "probe", json_true());
-                co->probe_lines++;
-        }
         event_emit(co->events, "network", "connection", NULL, j);
 }
 

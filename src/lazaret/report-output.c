@@ -39,7 +39,8 @@ static int why(char **ret, int r, const char *fmt, ...) {
         return r;
 }
 
-int report_output_dir(const char *path, int *ret_fd, char **ret_why) {
+int report_output_dir(const char *path, ReportDir *ret, char **ret_why) {
+        *ret = (ReportDir){ .fd = -EBADF, .parent_fd = -EBADF };
         if (!path || !*path)
                 return why(ret_why, -EINVAL, "--output needs a directory");
         _cleanup_free_ char *copy = strdup(path);
@@ -63,10 +64,20 @@ int report_output_dir(const char *path, int *ret_fd, char **ret_why) {
                 if (streq(c, "."))
                         continue;
                 int sub = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                bool made = false;
                 if (sub < 0 && errno == ENOENT && i == n - 1) {
-                        if (mkdirat(fd, c, 0700) < 0 && errno != EEXIST)
+                        int mk = mkdirat(fd, c, 0700);
+                        if (mk < 0 && errno != EEXIST)
                                 return why(ret_why, -errno, "cannot make %s: %s", path, strerror(errno));
+                        made = mk >= 0;
                         sub = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                }
+                if (sub >= 0 && made) {
+                        /* Kept to take it away again if no report lands in it. */
+                        ret->made = strdup(c);
+                        ret->parent_fd = TAKE_FD(fd);
+                        fd = sub;
+                        continue;
                 }
                 if (sub < 0) {
                         int e = errno;
@@ -81,8 +92,16 @@ int report_output_dir(const char *path, int *ret_fd, char **ret_why) {
                 close(fd);
                 fd = sub;
         }
-        *ret_fd = TAKE_FD(fd);
+        ret->fd = TAKE_FD(fd);
         return 0;
+}
+
+void report_output_done(ReportDir *d, bool written) {
+        if (!written && d->made && d->parent_fd >= 0)
+                (void) unlinkat(d->parent_fd, d->made, AT_REMOVEDIR); /* only ever an empty directory */
+        d->fd = safe_close(d->fd);
+        d->parent_fd = safe_close(d->parent_fd);
+        d->made = mfree(d->made);
 }
 
 int report_output_write(int dir_fd, const char *name, const char *data, size_t len, char **ret_why) {

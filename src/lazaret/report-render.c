@@ -288,6 +288,15 @@ static void put_session(Doc *d, json_t *s) {
         }
 }
 
+/* What a list of the report left out (REPORT_DISTINCT_MAX entries at most). */
+static void put_omitted(Doc *d, json_int_t omitted, const char *what) {
+        if (omitted <= 0)
+                return;
+        para_begin(d);
+        litf(d, "%" PRIi64 " more %s not listed (the report lists %d).", (int64_t) omitted, what, REPORT_DISTINCT_MAX);
+        para_end(d);
+}
+
 static void put_network(Doc *d, json_t *sb) {
         json_t *net = json_object_get(sb, "network");
         json_int_t omitted = json_integer_value(json_object_get(json_object_get(sb, "omitted"), "network"));
@@ -325,12 +334,7 @@ static void put_network(Doc *d, json_t *sb) {
                 }
         }
         table_end(d);
-        if (omitted > 0) {
-                para_begin(d);
-                litf(d, "%" PRIi64 " more destinations not listed (the report lists %d).", (int64_t) omitted,
-                     REPORT_DISTINCT_MAX);
-                para_end(d);
-        }
+        put_omitted(d, omitted, "destinations");
 }
 
 static void put_refusals(Doc *d, json_t *sb) {
@@ -356,12 +360,7 @@ static void put_refusals(Doc *d, json_t *sb) {
                 row_end(d);
         }
         table_end(d);
-        if (omitted > 0) {
-                para_begin(d);
-                litf(d, "%" PRIi64 " more refused paths not listed (the report lists %d).", (int64_t) omitted,
-                     REPORT_DISTINCT_MAX);
-                para_end(d);
-        }
+        put_omitted(d, omitted, "refused paths");
 }
 
 static void put_sandbox(Doc *d, json_t *sb) {

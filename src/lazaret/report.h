@@ -8,9 +8,8 @@
  * "json" format's content; tests/data/schemas/report.schema.json
  * describes it): per sandbox run (a generation) its sessions, each with
  * its command, its escalations and their decisions and the files it
- * changed, and the run's
- * network destinations and refusals, counted per distinct destination or
- * path (at most REPORT_DISTINCT_MAX of each, the rest counted). The model's
+ * changed, and the run's network destinations and refusals, counted per
+ * distinct destination or path (at most REPORT_DISTINCT_MAX of each, the rest counted). The model's
  * strings are as the record holds them; every renderer passes each one
  * through report_text(), the one sanitiser, on its way out. */
 
@@ -68,7 +67,15 @@ void report_render_doc(json_t *model, bool html, StrBuf *out);
  * walked a component at a time from "/" or the current directory, none of
  * them followed if it is a symbolic link; the last one made (0700) when it
  * is missing. On failure *ret_why says why in words (caller frees). */
-int report_output_dir(const char *path, int *ret_fd, char **ret_why);
+typedef struct ReportDir {
+        int fd; /* the directory */
+        int parent_fd; /* its parent, when it was made here */
+        char *made; /* its name in parent_fd, when it was made here */
+} ReportDir;
+int report_output_dir(const char *path, ReportDir *ret, char **ret_why);
+/* Close d; a directory report_output_dir() made is removed again unless a
+ * report was written in it (and only while it is empty). */
+void report_output_done(ReportDir *d, bool written);
 /* Create name in dir_fd (O_EXCL, O_NOFOLLOW, 0600, checked to be a regular
  * file of ours) and write data to it; a failed write removes it. Never
  * opens what is there already. */

@@ -85,15 +85,6 @@ int verb_report(int argc, char **argv, const Globals *g) {
         if (pr < 0)
                 return profile_load_exit(pr);
 
-        /* The directory first: a bad --output is refused before the record
-         * is read, and nothing is made but the directory asked for. */
-        _cleanup_close_ int dir_fd = -EBADF;
-        _cleanup_free_ char *why = NULL;
-        if (output && report_output_dir(output, &dir_fd, &why) < 0) {
-                log_error("--output %s", why ?: "cannot be opened");
-                return EXIT_LAZARET;
-        }
-
         EventReader *rd = NULL;
         int r = event_reader_open(p->domain_dir, &rd);
         if (r < 0 && r != -ENOENT) {
@@ -133,13 +124,23 @@ int verb_report(int argc, char **argv, const Globals *g) {
                 }
                 return 0;
         }
-        _cleanup_free_ char *file = NULL;
+        _cleanup_free_ char *file = NULL, *why = NULL;
         if (asprintf(&file, "lazaret-report-%s%s%s.%s", p->name, session ? "-" : "", session ?: "",
                      report_format_extension(format)) < 0) {
                 log_error("out of memory writing the report");
                 return EXIT_LAZARET;
         }
-        if (report_output_write(dir_fd, file, doc, len, &why) < 0) {
+        /* Only once the report is ready: nothing is made for a report that
+         * could not be, and a directory made for one that could not be
+         * written is taken away again. */
+        ReportDir dir;
+        if (report_output_dir(output, &dir, &why) < 0) {
+                log_error("--output %s", why ?: "cannot be opened");
+                return EXIT_LAZARET;
+        }
+        r = report_output_write(dir.fd, file, doc, len, &why);
+        report_output_done(&dir, r >= 0);
+        if (r < 0) {
                 log_error("--output %s: %s", output, why ?: "cannot write the report");
                 return EXIT_LAZARET;
         }

@@ -28,9 +28,10 @@ from test_run import Domain, busybox_image, make_repo  # noqa: F401  (fixture)
 
 SCHEMAS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "schemas")
 # What the agent chooses: terminal escapes, a bidi override, markup, a
-# Markdown link, table breakers, an e-mail address and a bare URL.
+# Markdown link, table breakers (a pipe after a backslash too), an e-mail
+# address, a bare URL and backticks that would end a code span.
 EVIL = "\x1b]0;owned\x07\x1b[2J\u202egnp.exe</script><img src=x onerror=alert(1)>[click](http://e.test/)|a|b| " \
-       "x@y.test www.e.test"
+       "x@y.test www.e.test \\|c`d``"
 # The same without "/", as a file name.
 EVIL_NAME = "n\x1b[2J\u202egnp<script>alert(1)<img src=x>[click](javascript:alert(1))|a|b|.txt"
 FORMATS = ["md", "html", "json", "jsonl", "sarif"]
@@ -38,7 +39,7 @@ FORMATS = ["md", "html", "json", "jsonl", "sarif"]
 
 def visible(s):
     """s as the report shows it (the escalation prompt's rules)."""
-    return s.replace("\x1b", "\\x1b").replace("\x07", "\\x07").replace("\u202e", "<U+202E>")
+    return s.replace("\\", "\\\\").replace("\x1b", "\\x1b").replace("\x07", "\\x07").replace("\u202e", "<U+202E>")
 
 
 def schema(name):
@@ -210,6 +211,9 @@ def test_every_format_lists_the_session(reported, lz):
     rendered = r.stdout
     assert "<a " not in rendered and "<img" not in rendered and "<script" not in rendered, rendered
     assert "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;[click](http://e.test/)|a|b|" in rendered, rendered
+    # A pipe after a backslash stays in its cell; backticks stay in the span.
+    assert esc[1]["command"].count("\\\\|c`d``") == 1, esc[1]
+    assert "\\\\|c`d``" in rendered, rendered
     for want in ("uname -a", "unlisted.example.test", ".git/config", "tracked.txt", "EROFS", "name-not-listed"):
         assert want in rendered, want
     # Every table row has as many cells as its header.

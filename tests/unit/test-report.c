@@ -280,6 +280,19 @@ static void test_bounds(void **state) {
         assert_int_equal(json_integer_value(
                                  json_object_get(find(json_object_get(sb, "network"), "host", "h0.example"), "count")),
                          2);
+        /* And says so: in the documents, and to code-scanning tools. */
+        for (ReportFormat f = 0; f < _REPORT_FORMAT_MAX; f++) {
+                StrBuf out = STRBUF_INIT;
+                report_render(m, f, &out);
+                char *doc = strbuf_steal(&out);
+                assert_non_null(doc);
+                if (f == REPORT_MD || f == REPORT_HTML) {
+                        assert_non_null(strstr(doc, "5 more destinations not listed"));
+                        assert_non_null(strstr(doc, "5 more refused paths not listed"));
+                } else if (f == REPORT_SARIF)
+                        assert_non_null(strstr(doc, "5 more destinations and 5 more paths than the report lists"));
+                free(doc);
+        }
         json_decref(m);
         rmtree(d);
         free(d);
@@ -289,11 +302,17 @@ static void test_output(void **state) {
         (void) state;
         char *d = tmpdir();
         char p[256], q[512], *why = NULL;
-        int fd = -1;
+        ReportDir dir;
 
-        /* A directory missing at the end is made, 0700. */
+        /* A directory missing at the end is made, 0700, and taken away
+         * again when no report was written in it. */
         snprintf(p, sizeof(p), "%s/out", d);
-        assert_int_equal(report_output_dir(p, &fd, &why), 0);
+        assert_int_equal(report_output_dir(p, &dir, &why), 0);
+        assert_string_equal(dir.made, "out");
+        report_output_done(&dir, false);
+        assert_int_equal(access(p, F_OK), -1);
+        assert_int_equal(report_output_dir(p, &dir, &why), 0);
+        int fd = dir.fd;
         struct stat st;
         assert_int_equal(stat(p, &st), 0);
         assert_int_equal(st.st_mode & 07777, 0700);
@@ -332,7 +351,13 @@ static void test_output(void **state) {
         assert_non_null(strstr(why, "a FIFO"));
         free(why);
         why = NULL;
-        close(fd);
+        report_output_done(&dir, true);
+        assert_int_equal(stat(p, &st), 0);
+        /* A directory that was there already is never taken away. */
+        assert_int_equal(report_output_dir(p, &dir, &why), 0);
+        assert_null(dir.made);
+        report_output_done(&dir, false);
+        assert_int_equal(stat(p, &st), 0);
 
         /* The directory itself, or any directory on the way, a link:
          * refused, and the link's target gets nothing. */
@@ -340,28 +365,27 @@ static void test_output(void **state) {
         assert_int_equal(mkdir(q, 0700), 0);
         snprintf(p, sizeof(p), "%s/linkdir", d);
         assert_int_equal(symlink(q, p), 0);
-        fd = -1;
-        assert_true(report_output_dir(p, &fd, &why) < 0);
+        assert_true(report_output_dir(p, &dir, &why) < 0);
         assert_non_null(strstr(why, "linkdir is a symbolic link"));
         free(why);
         why = NULL;
         snprintf(p, sizeof(p), "%s/linkdir/sub", d);
-        assert_true(report_output_dir(p, &fd, &why) < 0);
+        assert_true(report_output_dir(p, &dir, &why) < 0);
         assert_non_null(strstr(why, "linkdir is a symbolic link"));
         free(why);
         why = NULL;
         snprintf(q, sizeof(q), "%s/elsewhere/sub", d);
         assert_int_equal(access(q, F_OK), -1);
-        assert_int_equal(fd, -1);
+        assert_int_equal(dir.fd, -EBADF);
         /* Only the last directory is made. */
         snprintf(p, sizeof(p), "%s/a/b", d);
-        assert_true(report_output_dir(p, &fd, &why) < 0);
+        assert_true(report_output_dir(p, &dir, &why) < 0);
         assert_non_null(strstr(why, "cannot open a"));
         free(why);
         why = NULL;
         /* A file where the directory should be. */
         snprintf(p, sizeof(p), "%s/out/r.md", d);
-        assert_true(report_output_dir(p, &fd, &why) < 0);
+        assert_true(report_output_dir(p, &dir, &why) < 0);
         assert_non_null(strstr(why, "r.md is a file"));
         free(why);
         rmtree(d);
