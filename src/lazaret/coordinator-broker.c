@@ -310,6 +310,7 @@ static void read_probe_lines(Coordinator *co, unsigned n) {
                         continue;
                 co_lines_readable(co, p);
         }
+        co_trace_readable(co); /* the probes' processes, as the launch's own */
         co->egress_probing = false;
 }
 

@@ -13,7 +13,9 @@
  *                          layers, work-file watch, the sandbox;
  *   coordinator-broker.c   egress by name: the broker, its record, its
  *                          proof;
- *   coordinator-files.c    what a session changed, for the event record.
+ *   coordinator-files.c    what a session changed, for the event record;
+ *   coordinator-trace.c    the processes started inside (gVisor's trace
+ *                          points), for the event record.
  * Nothing outside these files includes it. */
 #include <errno.h>
 #include <limits.h>
@@ -21,6 +23,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -93,6 +96,7 @@ typedef enum WatchKind {
         WATCH_ESCALATION,
         WATCH_DISK,
         WATCH_LINES, /* obj: a LinePipe */
+        WATCH_TRACE, /* gVisor's trace connection */
         WATCH_CONN,
         WATCH_PTY,
         WATCH_STDIN,
@@ -120,6 +124,31 @@ typedef struct LinePipe {
         size_t len;
 } LinePipe;
 typedef struct Session Session;
+
+#define TRACE_MSG_MAX (64u * 1024u) /* bytes of a trace message read; the rest is cut */
+
+/* The processes started inside (coordinator-trace.c): gVisor's trace
+ * connection, the map of its processes to sessions, the counts. */
+typedef struct Trace {
+        char *dir; /* the socket, the session's configuration, the sessions' pid files */
+        int listen_fd, fd;
+        Watch w;
+        pthread_t thread; /* accepts runsc's connection during the start */
+        bool thread_running;
+        int cancel[2];
+        int thread_fd; /* the thread's result */
+        char thread_error[160];
+        char why[240]; /* not observed: why */
+        struct TracePid *pids; /* guest thread group -> session */
+        size_t n_pids;
+        char (*sids)[37]; /* the sessions' ids that processes were attributed to */
+        size_t n_sids;
+        uint8_t *buf;
+        uint32_t last_dropped;
+        uint64_t tokens, refill_usec; /* records a second, with a burst */
+        uint64_t execs, recorded, over_rate, unreported, sink_dropped, sink_unreported, unattributed, malformed,
+                map_full;
+} Trace;
 
 typedef struct OutQueue {
         uint8_t *buf;
@@ -149,6 +178,8 @@ struct Session {
         unsigned char anchor[SESSION_KEY_LEN]; /* the CLI's Session Anchor public key */
         bool has_anchor;
         char *cwd; /* in the sandbox: /workspace or a directory below it */
+        int32_t guest_pid; /* its first process inside, once runsc exec has written it; 0 before */
+        uint32_t trace_sid; /* its index + 1 in Trace.sids, once a process was attributed to it */
         Session *next;
 };
 
@@ -252,6 +283,7 @@ struct Coordinator {
          * written (status says why; enforcement never depends on it). */
         EventLog *events;
         char events_unwritten[200];
+        Trace trace;
 };
 
 /* A network policy update in progress (update_network). */
@@ -324,6 +356,24 @@ int prove_network(Coordinator *co, char ret_fingerprint[65], char **ret_error);
 /* Look at c's Hello (its policy in c->hello_policy); accepted, the frames
  * behind it are handled when resume. */
 void conn_hello(Coordinator *co, Conn *c, bool resume);
+
+/* ---- coordinator-trace.c: the processes started inside ------------------ */
+
+/* Before the sandbox starts: the socket runsc's sink connects to, and the
+ * trace session's configuration (*ret_config, for --pod-init-config; NULL
+ * when the processes cannot be observed: Trace.why says why). */
+int trace_begin(Coordinator *co, char **ret_config);
+/* After the sandbox's start (started) or its failure. */
+void trace_attached(Coordinator *co, bool started);
+int trace_watch(Coordinator *co);
+void co_trace_readable(Coordinator *co);
+void trace_end(Coordinator *co);
+/* A dead coordinator's directory, if it left one. */
+void trace_remove_stale(Coordinator *co);
+/* runsc exec --internal-pid-file for s, or NULL when nothing reads it. */
+char *trace_pid_file(const Coordinator *co, const Session *s);
+void trace_session_gone(Coordinator *co, const Session *s);
+json_t *trace_status(const Coordinator *co);
 
 /* ---- coordinator-parts.c: the other participants and the limits -------- */
 

@@ -499,11 +499,18 @@ static int sandbox_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_co
         Coordinator *co = ctx;
         (void) obj;
         (void) intent;
-        int r = sandbox_start(&co->spec, co->generation, co->worktree ? co->worktree : co->spec.workspace,
-                              co->router.pid > 0 ? co->router.mountpoint : NULL, co->terminfo_dir, co->sidecar.name,
-                              co->anchor.n_layers ? &co->anchor : NULL, co->esc ? escalation_certs_dir(co->esc) : NULL,
-                              co->esc ? escalation_socket_dir(co->esc) : NULL, co->p_broker.id ? co->broker_dir : NULL,
-                              &co->sandbox, ret_error);
+        /* The processes inside, when they can be observed: losing them
+         * weakens nothing, so the start goes on without them. */
+        _cleanup_free_ char *trace_config = NULL;
+        int r = trace_begin(co, &trace_config);
+        if (r < 0)
+                return r;
+        r = sandbox_start(&co->spec, co->generation, co->worktree ? co->worktree : co->spec.workspace,
+                          co->router.pid > 0 ? co->router.mountpoint : NULL, co->terminfo_dir, co->sidecar.name,
+                          co->anchor.n_layers ? &co->anchor : NULL, co->esc ? escalation_certs_dir(co->esc) : NULL,
+                          co->esc ? escalation_socket_dir(co->esc) : NULL, co->p_broker.id ? co->broker_dir : NULL,
+                          trace_config, &co->sandbox, ret_error);
+        trace_attached(co, r >= 0);
         if (r < 0)
                 return r;
         ProcessIdentity conmon = {};

@@ -385,6 +385,7 @@ void session_finish(Session *s) {
 
 void session_free(Coordinator *co, Session *s) {
         co_files_session_ended(co, s);
+        trace_session_gone(co, s);
         for (Session **p = &co->sessions; *p; p = &(*p)->next)
                 if (*p == s) {
                         *p = s->next;
@@ -534,6 +535,7 @@ static void strv_freep(char ***v) {
 static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
         _cleanup_close_ int proc_fd = -EBADF, slave = -EBADF;
         _cleanup_(strv_freep) char **argv = NULL;
+        _cleanup_free_ char *pidfile = NULL;
         int pipes[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
         /* runsc reads the process description from the memfd at its fd 3. */
         static const char procpath[] = "/proc/self/fd/3";
@@ -564,7 +566,8 @@ static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
                         }
         }
 
-        argv = sandbox_exec_argv(&co->spec, &co->sandbox, procpath);
+        pidfile = trace_pid_file(co, s);
+        argv = sandbox_exec_argv(&co->spec, &co->sandbox, procpath, pidfile);
         if (!argv) {
                 r = -ENOMEM;
                 goto fail_pipes;
@@ -876,15 +879,14 @@ static json_t *status_json(Coordinator *co) {
         EventCounts ec;
         event_log_counts(co->events, &ec);
         if (st)
-                json_object_set_new(st, "events",
-                                    co->events ? json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:s}", "recorded", 1,
-                                                           "path", ec.path, "written", (json_int_t) ec.written,
-                                                           "dropped", (json_int_t) ec.dropped, "write_errors",
-                                                           (json_int_t) ec.write_errors, "router_refusals",
-                                                           (json_int_t) co->router_refused, "router_dropped",
-                                                           (json_int_t) co->router_dropped, "processes",
-                                                           "not observed: the gVisor trace points are not wired yet")
-                                               : json_pack("{s:b, s:s}", "recorded", 0, "why", co->events_unwritten));
+                json_object_set_new(
+                        st, "events",
+                        co->events ? json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:o}", "recorded", 1, "path",
+                                               ec.path, "written", (json_int_t) ec.written, "dropped",
+                                               (json_int_t) ec.dropped, "write_errors", (json_int_t) ec.write_errors,
+                                               "router_refusals", (json_int_t) co->router_refused, "router_dropped",
+                                               (json_int_t) co->router_dropped, "processes", trace_status(co))
+                                   : json_pack("{s:b, s:s}", "recorded", 0, "why", co->events_unwritten));
         json_t *egress = co_broker_status(co);
         if (st && egress)
                 json_object_set(json_object_get(st, "network"), "egress_by_name", egress);

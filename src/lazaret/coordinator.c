@@ -187,6 +187,7 @@ static int recover(Coordinator *co) {
         int removed = part_recover(&co->ps, all_kinds, ELEMENTSOF(all_kinds), co);
         if (removed < 0)
                 return removed;
+        trace_remove_stale(co); /* its trace sink's directory (no part: nothing runs there) */
         json_t *list = NULL;
         size_t i;
         json_t *p;
@@ -272,6 +273,7 @@ void co_teardown(Coordinator *co) {
         }
         (void) part_end(&co->ps, &co->p_publication, co, co);
         (void) part_end(&co->ps, &co->p_sandbox, co, co);
+        trace_end(co);
         stop_disk_watch(co);
         stop_escalation(co);
         stop_broker(co);
@@ -396,6 +398,9 @@ static void serve(Coordinator *co) {
                                 break;
                         case WATCH_LINES:
                                 co_lines_readable(co, w->obj);
+                                break;
+                        case WATCH_TRACE:
+                                co_trace_readable(co);
                                 break;
                         case WATCH_RUNTIME:
                                 /* conmon exited: the container is gone. */
@@ -536,18 +541,20 @@ static int ensure_dirs(Coordinator *co) {
 }
 
 #define COORDINATOR_INIT(status)                                                                                       \
-        ((Coordinator){ .epfd = -EBADF,                                                                                \
-                        .listen_fd = -EBADF,                                                                           \
-                        .signal_fd = -EBADF,                                                                           \
-                        .runtime_fd = -EBADF,                                                                          \
-                        .sidecar_fd = -EBADF,                                                                          \
-                        .sidecar = { .ctl_fd = -EBADF },                                                               \
-                        .status_fd = (status),                                                                         \
-                        .watchdog_fd = -EBADF,                                                                         \
-                        .mem_fd = -EBADF,                                                                              \
-                        .broker_lines = { .fd = -EBADF, .fn = co_broker_line },                                        \
-                        .router_lines = { .fd = -EBADF, .fn = co_router_line },                                        \
-                        .disk = { .fd = -EBADF } })
+        ((Coordinator){                                                                                                \
+                .epfd = -EBADF,                                                                                        \
+                .listen_fd = -EBADF,                                                                                   \
+                .signal_fd = -EBADF,                                                                                   \
+                .runtime_fd = -EBADF,                                                                                  \
+                .sidecar_fd = -EBADF,                                                                                  \
+                .sidecar = { .ctl_fd = -EBADF },                                                                       \
+                .status_fd = (status),                                                                                 \
+                .watchdog_fd = -EBADF,                                                                                 \
+                .mem_fd = -EBADF,                                                                                      \
+                .broker_lines = { .fd = -EBADF, .fn = co_broker_line },                                                \
+                .router_lines = { .fd = -EBADF, .fn = co_router_line },                                                \
+                .disk = { .fd = -EBADF },                                                                              \
+                .trace = { .listen_fd = -EBADF, .fd = -EBADF, .cancel = { -EBADF, -EBADF }, .thread_fd = -EBADF } })
 
 /* Start the watchdog: `lazaret __watchdog` in a session of its own (not
  * our child: the double fork), with the LaunchSpec and its end of the
@@ -909,6 +916,8 @@ int coordinator_main(void) {
                         r = co_lines_watch(&co, &co.broker_lines);
                 if (r >= 0)
                         r = co_lines_watch(&co, &co.router_lines);
+                if (r >= 0)
+                        r = trace_watch(&co);
         }
         if (r < 0) {
                 status_report(&co, "error: cannot publish the control socket %s: %s", co.spec.socket_path,

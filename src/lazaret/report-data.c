@@ -89,6 +89,9 @@ static void render_jsonl(json_t *m, StrBuf *out) {
                 json_object_del(top, "sessions");
                 json_object_del(top, "network");
                 json_object_del(top, "refusals");
+                json_t *tp = json_copy(json_object_get(sb, "processes"));
+                json_object_del(tp, "list");
+                json_object_set_new(top, "processes", tp);
                 line(out, "sandbox", top, NULL);
                 json_decref(top);
                 json_array_foreach(json_object_get(sb, "sessions"), k, s) {
@@ -104,16 +107,23 @@ static void render_jsonl(json_t *m, StrBuf *out) {
                                 json_object_del(fs, "files");
                                 json_object_set_new(ss, "files", fs);
                         }
+                        json_t *sp = json_copy(json_object_get(s, "processes"));
+                        json_object_del(sp, "list");
+                        json_object_set_new(ss, "processes", sp);
                         line(out, "session", ss, gen);
                         json_decref(ss);
                         json_t *sid = json_pack("{s:O, s:O}", "generation", json_object_get(sb, "generation"),
                                                 "session", json_object_get(s, "id"));
                         json_array_foreach(json_object_get(s, "escalations"), n, x) line(out, "escalation", x, sid);
                         json_array_foreach(json_object_get(files, "files"), n, x) line(out, "file", x, sid);
+                        json_array_foreach(json_object_get(json_object_get(s, "processes"), "list"), n, x)
+                                line(out, "process", x, sid);
                         json_decref(sid);
                 }
                 json_array_foreach(json_object_get(sb, "network"), k, x) line(out, "network", x, gen);
                 json_array_foreach(json_object_get(sb, "refusals"), k, x) line(out, "refusal", x, gen);
+                json_array_foreach(json_object_get(json_object_get(sb, "processes"), "list"), k, x)
+                        line(out, "process", x, gen);
                 json_decref(gen);
         }
 }

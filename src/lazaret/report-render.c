@@ -189,6 +189,49 @@ static void put_outcome(Doc *d, json_t *s) {
         }
 }
 
+/* The processes started (a session's, or a run's of no session). */
+static void put_processes(Doc *d, json_t *p, const char *what) {
+        json_int_t count = json_integer_value(json_object_get(p, "count")),
+                   not_recorded = json_integer_value(json_object_get(p, "not_recorded")),
+                   omitted = json_integer_value(json_object_get(p, "omitted"));
+        if (count == 0 && not_recorded == 0)
+                return;
+        char head[160];
+        snprintf(head, sizeof(head), "%s: %" PRIi64, what, (int64_t) count);
+        heading(d, 4, head);
+        json_t *list = json_object_get(p, "list");
+        if (json_array_size(list) > 0) {
+                table_begin(d, (const char *const[]){ "Started", "Command", "Directory", "Program", NULL });
+                size_t i;
+                json_t *e;
+                json_array_foreach(list, i, e) {
+                        row_begin(d);
+                        cell_time(d, json_object_get(e, "time"));
+                        cell_begin(d);
+                        json_t *argv = json_object_get(e, "argv");
+                        if (json_is_array(argv))
+                                put_argv(d, argv);
+                        cell_end(d);
+                        cell_json(d, json_object_get(e, "cwd"));
+                        cell_json(d, json_object_get(e, "path"));
+                        row_end(d);
+                }
+                table_end(d);
+        }
+        if (omitted > 0 || not_recorded > 0) {
+                para_begin(d);
+                if (omitted > 0)
+                        litf(d, "%" PRIi64 " more processes not listed (the report lists %d). ", (int64_t) omitted,
+                             REPORT_PROCESS_MAX);
+                if (not_recorded > 0)
+                        litf(d,
+                             "%" PRIi64 " more were started faster than the record takes them, and are counted "
+                             "only.",
+                             (int64_t) not_recorded);
+                para_end(d);
+        }
+}
+
 static void put_session(Doc *d, json_t *s) {
         char buf[40], head[160];
         const char *id = json_string_value(json_object_get(s, "id")) ?: "?";
@@ -251,6 +294,8 @@ static void put_session(Doc *d, json_t *s) {
                 }
                 table_end(d);
         }
+
+        put_processes(d, json_object_get(s, "processes"), "Processes started");
 
         json_t *files = json_object_get(s, "files");
         if (json_is_object(files)) {
@@ -396,6 +441,7 @@ static void put_sandbox(Doc *d, json_t *sb) {
         size_t i;
         json_t *s;
         json_array_foreach(json_object_get(sb, "sessions"), i, s) put_session(d, s);
+        put_processes(d, json_object_get(sb, "processes"), "Processes of no session");
         put_network(d, sb);
         put_refusals(d, sb);
 }

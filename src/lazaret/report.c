@@ -102,15 +102,23 @@ static bool session_matches(const Build *b, const char *id) {
         return !b->meta->session || (id && startswith(id, b->meta->session));
 }
 
+/* The processes a session started (or, on a run, those of no session):
+ * how many, the first REPORT_PROCESS_MAX, how many the coordinator did
+ * not record (over its rate). */
+static json_t *processes_new(void) {
+        return json_pack("{s:i, s:i, s:[], s:i}", "count", 0, "not_recorded", 0, "list", "omitted", 0);
+}
+
 static json_t *sandbox_for(Build *b, json_int_t gen) {
         char key[32];
         snprintf(key, sizeof(key), "%" PRIi64, (int64_t) gen);
         json_t *s = json_object_get(b->by_gen, key);
         if (s)
                 return s;
-        s = json_pack("{s:I, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:[], s:[], s:[], s:{s:i, s:i}}", "generation",
-                      gen, "started", "stopped", "image", "network_policy", "worktree", "workspace", "stop_reason",
-                      "start_failed", "sessions", "network", "refusals", "omitted", "network", 0, "refusals", 0);
+        s = json_pack("{s:I, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:[], s:[], s:[], s:{s:i, s:i}, s:o}",
+                      "generation", gen, "started", "stopped", "image", "network_policy", "worktree", "workspace",
+                      "stop_reason", "start_failed", "sessions", "network", "refusals", "omitted", "network", 0,
+                      "refusals", 0, "processes", processes_new());
         if (!s || json_array_append_new(b->sandboxes, s) < 0 || json_object_set(b->by_gen, key, s) < 0)
                 return NULL;
         return s;
@@ -217,9 +225,9 @@ static json_t *session_for(Build *b, json_t *sb, const char *id, json_t *time) {
         if (s)
                 return s;
         /* Its start fell out of the record (rotated away): what is left. */
-        s = json_pack("{s:s, s:O, s:n, s:n, s:[], s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:[], s:n}", "id", id, "started",
-                      time, "ended", "user", "argv", "cwd", "terminal", "outcome", "exit_code", "signal", "duration_ms",
-                      "message", "escalations", "files");
+        s = json_pack("{s:s, s:O, s:n, s:n, s:[], s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:[], s:n, s:o}", "id", id,
+                      "started", time, "ended", "user", "argv", "cwd", "terminal", "outcome", "exit_code", "signal",
+                      "duration_ms", "message", "escalations", "files", "processes", processes_new());
         if (!s || json_array_append_new(json_object_get(sb, "sessions"), s) < 0 ||
             json_object_set(b->by_session, id, s) < 0)
                 return NULL;
@@ -318,6 +326,52 @@ static void on_files(Build *b, json_t *sb, const char *id, json_t *d, json_t *ti
                 json_object_set_new(s, "files", summary);
 }
 
+/* Network records and refusals carry no session (the broker and the git
+ * router serve the whole sandbox): with a session asked for, those of its
+ * run while one of the sessions asked for was open. */
+static bool sandbox_wide_wanted(const Build *b) {
+        return !b->meta->session || b->open_matched > 0;
+}
+
+static void json_add(json_t *o, const char *key, json_int_t n) {
+        json_object_set_new(o, key, json_integer(json_integer_value(json_object_get(o, key)) + n));
+}
+
+/* A process started inside: on its session, or on the run when it has
+ * none (the launch's own probes are left out). */
+static void on_process(Build *b, json_t *sb, const char *id, json_t *d, json_t *time) {
+        if (!d || json_is_true(json_object_get(d, "probe")))
+                return;
+        json_t *p;
+        if (id) {
+                if (!session_matches(b, id))
+                        return;
+                json_t *s = session_for(b, sb, id, time);
+                p = s ? json_object_get(s, "processes") : NULL;
+        } else {
+                if (!sandbox_wide_wanted(b))
+                        return;
+                p = json_object_get(sb, "processes");
+        }
+        if (!p)
+                return;
+        json_add(p, "count", 1);
+        json_t *nr = json_object_get(d, "not_recorded");
+        if (json_is_integer(nr) && json_integer_value(nr) > 0)
+                json_add(p, "not_recorded", json_integer_value(nr));
+        json_t *list = json_object_get(p, "list");
+        if (json_array_size(list) >= REPORT_PROCESS_MAX) {
+                json_add(p, "omitted", 1);
+                return;
+        }
+        json_t *argv = json_object_get(d, "argv");
+        json_t *e = json_pack("{s:O, s:O?, s:O?, s:O?, s:O?}", "time", time, "pid", json_object_get(d, "pid"), "argv",
+                              json_is_array(argv) ? argv : NULL, "cwd", json_object_get(d, "cwd"), "path",
+                              json_object_get(d, "path"));
+        if (e)
+                json_array_append_new(list, e);
+}
+
 static void on_sandbox(json_t *sb, const char *kind, json_t *d, json_t *time) {
         if (streq(kind, "started")) {
                 json_object_set(sb, "started", time);
@@ -332,13 +386,6 @@ static void on_sandbox(json_t *sb, const char *kind, json_t *d, json_t *time) {
                 json_object_set(sb, "stopped", time);
                 set_copy(sb, "start_failed", d, "message");
         }
-}
-
-/* Network records and refusals carry no session (the broker and the git
- * router serve the whole sandbox): with a session asked for, those of its
- * run while one of the sessions asked for was open. */
-static bool sandbox_wide_wanted(const Build *b) {
-        return !b->meta->session || b->open_matched > 0;
 }
 
 static void on_record(Build *b, json_t *ev) {
@@ -378,6 +425,8 @@ static void on_record(Build *b, json_t *ev) {
                 on_escalation(b, sb, kind, session, data, time);
         else if (streq(source, "files"))
                 on_files(b, sb, session, data, time);
+        else if (streq(source, "process") && streq(kind, "started"))
+                on_process(b, sb, session, data, time);
         else if (streq(source, "network") && sandbox_wide_wanted(b))
                 on_network(b, sb, gen, data, time);
         else if ((streq(source, "git") || streq(source, "paths")) && sandbox_wide_wanted(b))

@@ -7,11 +7,13 @@
  * report_build() reads the record once into a model (a JSON object, the
  * "json" format's content; tests/data/schemas/report.schema.json
  * describes it): per sandbox run (a generation) its sessions, each with
- * its command, its escalations and their decisions and the files it
- * changed, and the run's network destinations and refusals, counted per
- * distinct destination or path (at most REPORT_DISTINCT_MAX of each, the rest counted). The model's
- * strings are as the record holds them; every renderer passes each one
- * through report_text(), the one sanitiser, on its way out. */
+ * its command, its escalations and their decisions, the processes it
+ * started (the first REPORT_PROCESS_MAX listed) and the files it
+ * changed; the run's network destinations and refusals, counted per
+ * distinct destination or path (at most REPORT_DISTINCT_MAX of each, the
+ * rest counted), and the processes of no session. The model's strings
+ * are as the record holds them; every renderer passes each one through
+ * report_text(), the one sanitiser, on its way out. */
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -22,6 +24,7 @@
 
 #define REPORT_DISTINCT_MAX 1000
 #define REPORT_VERSION      1
+#define REPORT_PROCESS_MAX  200 /* processes listed per session, and per run for those of none */
 
 typedef enum ReportFormat {
         REPORT_MD,

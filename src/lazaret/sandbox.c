@@ -122,7 +122,8 @@ static int read_spec_env(const char *state, char ***ret, json_t **ret_user) {
 
 int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
                   const char *terminfo_dir, const char *network_from, const StateAnchor *anchor, const char *certs_dir,
-                  const char *socket_dir, const char *broker_dir, SandboxInfo *ret, char **ret_error) {
+                  const char *socket_dir, const char *broker_dir, const char *trace_config, SandboxInfo *ret,
+                  char **ret_error) {
         _cleanup_free_ char *name = NULL, *pidfile = NULL;
         _cleanup_(exec_result_done) ExecResult res = {};
         Argv a = {};
@@ -163,6 +164,11 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
          * (decisions 14 and 16). */
         if (socket_dir || broker_dir)
                 argv_add(&a, "--runtime-flag=host-uds=open");
+        /* gVisor's trace points of the processes started inside, to the
+         * coordinator's socket (issue 19); runsc connects when it creates
+         * the sandbox, and starts it without them when it cannot. */
+        if (trace_config)
+                argv_addf(&a, "--runtime-flag=pod-init-config=%s", trace_config);
         /* The sidecar's namespace, where netd enforces the policy; with a
          * policy that permits nothing there is no sidecar: loopback only. */
         if (network_from)
@@ -310,7 +316,7 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
         return 0;
 }
 
-char **sandbox_exec_argv(const LaunchSpec *s, const SandboxInfo *i, const char *procfile) {
+char **sandbox_exec_argv(const LaunchSpec *s, const SandboxInfo *i, const char *procfile, const char *pidfile) {
         Argv a = {};
         argv_add(&a, "runsc");
         argv_addf(&a, "--root=%s", i->runsc_root);
@@ -318,6 +324,8 @@ char **sandbox_exec_argv(const LaunchSpec *s, const SandboxInfo *i, const char *
                 argv_add(&a, "--ignore-cgroups");
         argv_add(&a, "exec");
         argv_addf(&a, "--process=%s", procfile);
+        if (pidfile)
+                argv_addf(&a, "--internal-pid-file=%s", pidfile);
         argv_add(&a, i->id);
         if (a.oom) {
                 argv_done(&a);

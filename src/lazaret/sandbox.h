@@ -50,7 +50,8 @@ void sandbox_info_done(SandboxInfo *i);
  * line (caller frees). */
 int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
                   const char *terminfo_dir, const char *network_from, const StateAnchor *anchor, const char *certs_dir,
-                  const char *socket_dir, const char *broker_dir, SandboxInfo *ret, char **ret_error);
+                  const char *socket_dir, const char *broker_dir, const char *trace_config, SandboxInfo *ret,
+                  char **ret_error);
 
 /* workspace_mode = "branch": the agent's worktree on branch
  * lazaret/agent-<profile> under the Domain Root, made from the host's HEAD
@@ -69,4 +70,4 @@ int sandbox_worktree_dir(const char *root, const char *rel);
 
 /* The argv of a runsc exec for container id with process file procfile
  * (a path runsc can open). NULL-terminated, caller frees with free(). */
-char **sandbox_exec_argv(const LaunchSpec *s, const SandboxInfo *i, const char *procfile);
+char **sandbox_exec_argv(const LaunchSpec *s, const SandboxInfo *i, const char *procfile, const char *pidfile);

@@ -217,14 +217,14 @@ int verb_events(int argc, char **argv, const Globals *g) {
                 }
         }
         static const char *const sources[] = { "sandbox", "session", "escalation", "network", "git",
-                                               "paths",   "files",   "record",     NULL };
+                                               "paths",   "files",   "process",    "record",  NULL };
         if (f.source) {
                 bool known = false;
                 for (const char *const *k = sources; *k && !known; k++)
                         known = streq(*k, f.source);
                 if (!known) {
                         log_error("--source %s: no such source; give sandbox, session, escalation, network, git, "
-                                  "paths, files or record",
+                                  "paths, files, process or record",
                                   f.source);
                         return EXIT_USAGE;
                 }

@@ -406,6 +406,17 @@ int verb_status(int argc, char **argv, const Globals *g) {
                 else if (ev)
                         printf("  events      NOT RECORDED: %s\n",
                                json_string_value(json_object_get(ev, "why")) ?: "?");
+                json_t *pr = json_object_get(ev, "processes");
+                if (json_is_true(json_object_get(pr, "observed")))
+                        printf("  processes   observed (gVisor's trace points): %lld started, %lld recorded, %lld over "
+                               "the rate, %lld dropped by gVisor\n",
+                               (long long) json_integer_value(json_object_get(pr, "execs")),
+                               (long long) json_integer_value(json_object_get(pr, "recorded")),
+                               (long long) json_integer_value(json_object_get(pr, "over_rate")),
+                               (long long) json_integer_value(json_object_get(pr, "dropped_by_gvisor")));
+                else if (pr)
+                        printf("  processes   NOT OBSERVED: %s\n",
+                               json_string_value(json_object_get(pr, "why")) ?: "?");
                 json_t *lim = json_object_get(st, "limits"), *lp = json_object_get(lim, "pids"),
                        *lm = json_object_get(lim, "memory");
                 if (lp)

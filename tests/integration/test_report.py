@@ -131,6 +131,13 @@ def test_every_format_lists_the_session(reported, lz):
     esc = s["escalations"]
     assert [e["decision"] for e in esc] == ["auto", "refused"], esc
     assert esc[1]["command"].startswith("id ") and "\\x1b[2J<U+202E>gnp.exe</script>" in esc[1]["command"], esc
+    # The processes the session started (gVisor's trace points), the
+    # agent's strings among them; the launch's probes are not the agent's.
+    ran = [p["argv"] for p in s["processes"]["list"]]
+    assert ["/run/lazaret/escalate", "uname", "-a"] in ran, ran
+    assert ["/run/lazaret/escalate", "id", visible(EVIL)] in ran, ran
+    assert s["processes"]["count"] == len(ran) and s["processes"]["omitted"] == 0, s["processes"]
+    assert not any("--probe" in a for a in ran + [p["argv"] for p in sb["processes"]["list"]]), sb["processes"]
     changed = {f["path"]: f for f in s["files"]["files"]}
     assert changed["tracked.txt"] == {"path": "tracked.txt", "change": "modified", "added": 1, "deleted": 0}
     assert changed[visible(EVIL_NAME)]["change"] == "untracked", changed
@@ -166,11 +173,20 @@ def test_every_format_lists_the_session(reported, lz):
     files_summary = json.loads(json.dumps(defs["files"]))
     files_summary["properties"].pop("files")
     files_summary["required"].remove("files")
+    procs_summary = json.loads(json.dumps(defs["processes"]))
+    procs_summary["properties"].pop("list")
+    procs_summary["required"].remove("list")
     session_line = line_schema(defs["session"], drop=("escalations",), add=(gen,))
     session_line["properties"]["files"] = {"anyOf": [files_summary, {"type": "null"}]}
+    session_line["properties"]["processes"] = procs_summary
+    sandbox_line = line_schema(defs["sandbox"], drop=("sessions", "network", "refusals"))
+    sandbox_line["properties"]["processes"] = procs_summary
+    process_line = line_schema(defs["process"], add=(gen,))
+    process_line["properties"]["session"] = {"type": "string"}
     kinds = {
         "report": line_schema(full, drop=("sandboxes",)),
-        "sandbox": line_schema(defs["sandbox"], drop=("sessions", "network", "refusals")),
+        "sandbox": sandbox_line,
+        "process": process_line,
         "session": session_line,
         "escalation": line_schema(defs["escalation"], add=(gen, sess)),
         "file": line_schema(defs["file"], add=(gen, sess)),
@@ -182,7 +198,8 @@ def test_every_format_lists_the_session(reported, lz):
         o = json.loads(line)
         jsonschema.Draft7Validator(kinds[o["type"]]).validate(o)
         seen.append(o["type"])
-    assert seen[0] == "report" and {"sandbox", "session", "escalation", "file", "network", "refusal"} <= set(seen)
+    assert seen[0] == "report" and {"sandbox", "session", "escalation", "file", "network", "refusal",
+                                    "process"} <= set(seen)
 
     # SARIF: the 2.1.0 schema; each refused attempt a result with a stable
     # rule id, a path below the workspace where there is one.
@@ -214,7 +231,8 @@ def test_every_format_lists_the_session(reported, lz):
     # A pipe after a backslash stays in its cell; backticks stay in the span.
     assert esc[1]["command"].count("\\\\|c`d``") == 1, esc[1]
     assert "\\\\|c`d``" in rendered, rendered
-    for want in ("uname -a", "unlisted.example.test", ".git/config", "tracked.txt", "EROFS", "name-not-listed"):
+    for want in ("uname -a", "unlisted.example.test", ".git/config", "tracked.txt", "EROFS", "name-not-listed",
+                 "Processes started", "/run/lazaret/escalate"):
         assert want in rendered, want
     # Every table row has as many cells as its header.
     for table in rendered.split("<table>")[1:]:

@@ -107,6 +107,12 @@ runsc_network = "{runsc_network}"
         h = os.path.basename(self.domain_dirs()[0])
         return f"/tmp/lazaret-{self.lz.user.pw_uid}/lazaret_coord_{h}.sock"
 
+    def runtime_leftovers(self):
+        rt = f"/tmp/lazaret-{self.lz.user.pw_uid}"
+        hs = {os.path.basename(d) for d in self.domain_dirs()}
+        return [os.path.join(rt, n) for n in (os.listdir(rt) if os.path.isdir(rt) else [])
+                if any(n.endswith("_" + h) for h in hs) and not os.path.islink(os.path.join(rt, n))]
+
     def container_names(self):
         r = podman(self.lz.user, "ps", "-a", "--format", "{{.Names}}")
         hs = {os.path.basename(d) for d in self.domain_dirs()}
@@ -159,6 +165,8 @@ runsc_network = "{runsc_network}"
                 "coordinators": self.coordinator_pids(),
                 "watchdogs": self.watchdog_pids(),
                 "socket": [self.socket_path()] if self.domain_dirs() and os.path.exists(self.socket_path()) else [],
+                # The trace sink's directory: its configuration, the sessions' pid files.
+                "runtime files": [p for p in self.runtime_leftovers() if "lazaret_trace_" in p],
                 "mounts": [ln for ln in open("/proc/self/mountinfo") if self.data in ln],
                 # FUSE mounts (git router, State Anchor) live in Podman's
                 # namespace, and so do their daemons.
