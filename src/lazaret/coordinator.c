@@ -516,6 +516,7 @@ void co_release(Coordinator *co) {
 int start_failed(Coordinator *co) {
         (void) part_end(&co->ps, &co->p_publication, co, co);
         (void) part_end(&co->ps, &co->p_sandbox, co, co);
+        trace_end(co);
         stop_disk_watch(co);
         stop_escalation(co);
         stop_broker(co);

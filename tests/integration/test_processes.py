@@ -8,7 +8,6 @@ credentials live) never recorded; a flood of execs recorded at a bounded
 rate with the rest counted, terminals still answering; the sink's socket
 gone once runsc has connected. The decoder's malformed input is in
 tests/unit/test-trace-wire.c."""
-import json
 import os
 import time
 
@@ -20,14 +19,19 @@ def procs(evs):
     return [e for e in evs if e["source"] == "process" and e["kind"] == "started"]
 
 
-def wait_session(d, n=1, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        st = d.run("status", "--json")
-        if st.returncode == 0 and st.stdout.count('"session_id"') >= n:
-            return json.loads(st.stdout)
-        time.sleep(0.3)
-    raise AssertionError("the session did not start")
+def release(p, want):
+    """Let a held session go on (a line on its input), read its last line,
+    wait for it."""
+    p.stdin.write(b"\n")
+    p.stdin.flush()
+    assert p.stdout.readline() == want
+    p.wait(timeout=60)
+
+
+def reap(p):
+    if p.poll() is None:
+        kill_cli(p)
+        p.wait()
 
 
 def test_processes_on_record(lz, busybox_image):
@@ -86,14 +90,9 @@ def test_two_sessions_each_their_own(lz, busybox_image):
         assert st["events"]["processes"]["via"].startswith("gVisor"), st["events"]
         r = d.run("run", "--", "/bin/sh", "-c", "/bin/echo b1; /bin/echo b2")
         assert r.returncode == 0 and r.stdout == "b1\nb2\n", r.stderr
-        a.stdin.write(b"\n")
-        a.stdin.flush()
-        assert a.stdout.readline() == b"a-done\n"
-        a.wait(timeout=60)
+        release(a, b"a-done\n")
     finally:
-        if a.poll() is None:
-            kill_cli(a)
-            a.wait()
+        reap(a)
     evs = events(d, want=lambda evs: len(procs(evs)) >= 5)
     starts = [e for e in evs if e["source"] == "session" and e["kind"] == "started"]
     sa = [s["session"] for s in starts if "a-started" in " ".join(s["data"]["argv"])][0]
@@ -132,14 +131,9 @@ def test_a_flood_of_execs_is_bounded(lz, busybox_image):
         assert st["over_rate"] > 0 and st["recorded"] + st["over_rate"] == st["execs"], st
         # The coordinator's bucket: 500 at once, then 50 a second.
         assert st["recorded"] <= 500 + 50 * elapsed + 10, (st, elapsed)
-        flood.stdin.write(b"\n")
-        flood.stdin.flush()
-        assert flood.stdout.readline() == b"done\n"
-        flood.wait(timeout=60)
+        release(flood, b"done\n")
     finally:
-        if flood.poll() is None:
-            kill_cli(flood)
-            flood.wait()
+        reap(flood)
     evs = events(d, want=lambda evs: any(p["data"]["argv"] == ["/bin/echo", "after"] for p in procs(evs)))
     ps = procs(evs)
     # What was not recorded is counted on the records that follow.
@@ -176,9 +170,7 @@ def test_no_trace_socket_no_processes_but_a_sandbox(lz, busybox_image, tmp_path)
             holder.stdin.flush()
             holder.wait(timeout=60)
         finally:
-            if holder.poll() is None:
-                kill_cli(holder)
-                holder.wait()
+            reap(holder)
         assert os.listdir(target) == [] and os.path.islink(tdir)
     finally:
         os.unlink(tdir)

@@ -451,7 +451,9 @@ def test_relay_survives_and_closes_fds(lab):
             s.sendall(b"\x04")
     time.sleep(0.5)
     assert lab.proc.poll() is None
-    assert len(os.listdir(f"/proc/{lab.proc.pid}/fd")) == fds_before
+    # No more than before: a connection of the test before may still have
+    # been open when they were counted.
+    assert len(os.listdir(f"/proc/{lab.proc.pid}/fd")) <= fds_before
 
 
 # ---- lazaret-init --relay ----
