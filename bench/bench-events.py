@@ -3,7 +3,8 @@
 """What the event record costs (issue 19): the same work in two Domains,
 side by side and alternating, one recording and one whose record cannot be
 opened (its events/ replaced by a file: the coordinator then runs without
-it, as it would on a full disk).
+it, as it would on a full disk, and without gVisor's trace of the
+processes inside, which only the recording side pays for).
 
   cold:      lazaret run -- true, in a git repository of 2,000 files in
              branch mode (the record: the sandbox's start and stop, the
