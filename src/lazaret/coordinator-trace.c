@@ -384,11 +384,13 @@ static uint32_t session_root(Coordinator *co, int32_t pid) {
         return 0;
 }
 
+/* The parent's session first: an entry of the process's own pid may be a
+ * dead process's whose exit gVisor's sink dropped (the pid since reused). */
 static uint32_t attribute(Coordinator *co, const TraceContext *c) {
         Trace *t = &co->trace;
-        uint32_t sid = pid_get(t, c->tgid);
+        uint32_t sid = pid_get(t, c->ppid);
         if (!sid)
-                sid = pid_get(t, c->ppid);
+                sid = pid_get(t, c->tgid);
         if (!sid && c->exec_session) {
                 sid = session_root(co, c->ppid);
                 if (!sid)

@@ -189,6 +189,15 @@ static void put_outcome(Doc *d, json_t *s) {
         }
 }
 
+/* What a list of the report left out (it lists at most max entries). */
+static void put_omitted(Doc *d, json_int_t omitted, const char *what, int max) {
+        if (omitted <= 0)
+                return;
+        para_begin(d);
+        litf(d, "%" PRIi64 " more %s not listed (the report lists %d).", (int64_t) omitted, what, max);
+        para_end(d);
+}
+
 /* The processes started (a session's, or a run's of no session). */
 static void put_processes(Doc *d, json_t *p, const char *what) {
         json_int_t count = json_integer_value(json_object_get(p, "count")),
@@ -218,16 +227,13 @@ static void put_processes(Doc *d, json_t *p, const char *what) {
                 }
                 table_end(d);
         }
-        if (omitted > 0 || not_recorded > 0) {
+        put_omitted(d, omitted, "processes", REPORT_PROCESS_MAX);
+        if (not_recorded > 0) {
                 para_begin(d);
-                if (omitted > 0)
-                        litf(d, "%" PRIi64 " more processes not listed (the report lists %d). ", (int64_t) omitted,
-                             REPORT_PROCESS_MAX);
-                if (not_recorded > 0)
-                        litf(d,
-                             "%" PRIi64 " more were started faster than the record takes them, and are counted "
-                             "only.",
-                             (int64_t) not_recorded);
+                litf(d,
+                     "%" PRIi64 " more processes, of any session, were started faster than the record takes "
+                     "them (counted only).",
+                     (int64_t) not_recorded);
                 para_end(d);
         }
 }
@@ -333,15 +339,6 @@ static void put_session(Doc *d, json_t *s) {
         }
 }
 
-/* What a list of the report left out (REPORT_DISTINCT_MAX entries at most). */
-static void put_omitted(Doc *d, json_int_t omitted, const char *what) {
-        if (omitted <= 0)
-                return;
-        para_begin(d);
-        litf(d, "%" PRIi64 " more %s not listed (the report lists %d).", (int64_t) omitted, what, REPORT_DISTINCT_MAX);
-        para_end(d);
-}
-
 static void put_network(Doc *d, json_t *sb) {
         json_t *net = json_object_get(sb, "network");
         json_int_t omitted = json_integer_value(json_object_get(json_object_get(sb, "omitted"), "network"));
@@ -379,7 +376,7 @@ static void put_network(Doc *d, json_t *sb) {
                 }
         }
         table_end(d);
-        put_omitted(d, omitted, "destinations");
+        put_omitted(d, omitted, "destinations", REPORT_DISTINCT_MAX);
 }
 
 static void put_refusals(Doc *d, json_t *sb) {
@@ -405,7 +402,7 @@ static void put_refusals(Doc *d, json_t *sb) {
                 row_end(d);
         }
         table_end(d);
-        put_omitted(d, omitted, "refused paths");
+        put_omitted(d, omitted, "refused paths", REPORT_DISTINCT_MAX);
 }
 
 static void put_sandbox(Doc *d, json_t *sb) {
@@ -441,7 +438,7 @@ static void put_sandbox(Doc *d, json_t *sb) {
         size_t i;
         json_t *s;
         json_array_foreach(json_object_get(sb, "sessions"), i, s) put_session(d, s);
-        put_processes(d, json_object_get(sb, "processes"), "Processes of no session");
+        put_processes(d, json_object_get(sb, "processes"), "Processes of no session"); /* and those not recorded */
         put_network(d, sb);
         put_refusals(d, sb);
 }

@@ -103,10 +103,12 @@ static bool session_matches(const Build *b, const char *id) {
 }
 
 /* The processes a session started (or, on a run, those of no session):
- * how many, the first REPORT_PROCESS_MAX, how many the coordinator did
- * not record (over its rate). */
-static json_t *processes_new(void) {
-        return json_pack("{s:i, s:i, s:[], s:i}", "count", 0, "not_recorded", 0, "list", "omitted", 0);
+ * how many, the first REPORT_PROCESS_MAX. A run's also counts the execs
+ * the coordinator did not record (over its rate), of whichever session:
+ * the count rides on the next record, which may be another session's. */
+static json_t *processes_new(bool run) {
+        return run ? json_pack("{s:i, s:i, s:[], s:i}", "count", 0, "not_recorded", 0, "list", "omitted", 0)
+                   : json_pack("{s:i, s:[], s:i}", "count", 0, "list", "omitted", 0);
 }
 
 static json_t *sandbox_for(Build *b, json_int_t gen) {
@@ -118,7 +120,7 @@ static json_t *sandbox_for(Build *b, json_int_t gen) {
         s = json_pack("{s:I, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:[], s:[], s:[], s:{s:i, s:i}, s:o}",
                       "generation", gen, "started", "stopped", "image", "network_policy", "worktree", "workspace",
                       "stop_reason", "start_failed", "sessions", "network", "refusals", "omitted", "network", 0,
-                      "refusals", 0, "processes", processes_new());
+                      "refusals", 0, "processes", processes_new(true));
         if (!s || json_array_append_new(b->sandboxes, s) < 0 || json_object_set(b->by_gen, key, s) < 0)
                 return NULL;
         return s;
@@ -227,7 +229,7 @@ static json_t *session_for(Build *b, json_t *sb, const char *id, json_t *time) {
         /* Its start fell out of the record (rotated away): what is left. */
         s = json_pack("{s:s, s:O, s:n, s:n, s:[], s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:[], s:n, s:o}", "id", id,
                       "started", time, "ended", "user", "argv", "cwd", "terminal", "outcome", "exit_code", "signal",
-                      "duration_ms", "message", "escalations", "files", "processes", processes_new());
+                      "duration_ms", "message", "escalations", "files", "processes", processes_new(false));
         if (!s || json_array_append_new(json_object_get(sb, "sessions"), s) < 0 ||
             json_object_set(b->by_session, id, s) < 0)
                 return NULL;
@@ -340,7 +342,12 @@ static void json_add(json_t *o, const char *key, json_int_t n) {
 /* A process started inside: on its session, or on the run when it has
  * none (the launch's own probes are left out). */
 static void on_process(Build *b, json_t *sb, const char *id, json_t *d, json_t *time) {
-        if (!d || json_is_true(json_object_get(d, "probe")))
+        if (!d)
+                return;
+        json_t *nr = json_object_get(d, "not_recorded");
+        if (json_is_integer(nr) && json_integer_value(nr) > 0 && sandbox_wide_wanted(b))
+                json_add(json_object_get(sb, "processes"), "not_recorded", json_integer_value(nr));
+        if (json_is_true(json_object_get(d, "probe")))
                 return;
         json_t *p;
         if (id) {
@@ -356,9 +363,6 @@ static void on_process(Build *b, json_t *sb, const char *id, json_t *d, json_t *
         if (!p)
                 return;
         json_add(p, "count", 1);
-        json_t *nr = json_object_get(d, "not_recorded");
-        if (json_is_integer(nr) && json_integer_value(nr) > 0)
-                json_add(p, "not_recorded", json_integer_value(nr));
         json_t *list = json_object_get(p, "list");
         if (json_array_size(list) >= REPORT_PROCESS_MAX) {
                 json_add(p, "omitted", 1);

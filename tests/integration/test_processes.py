@@ -82,8 +82,13 @@ def test_two_sessions_each_their_own(lz, busybox_image):
     """Two sessions at once: each exec on the session that started it; a
     process left behind stays its session's after that session ends."""
     d = Domain(lz, busybox_image)
-    a = d.popen("run", "--", "/bin/sh", "-c", "/bin/sleep 60 & /bin/echo a-started; read x; /bin/echo a-done")
+    holder = d.popen("run", "--", "/bin/sh", "-c", "/bin/echo up; read x; /bin/echo held")
+    a = None
     try:
+        assert holder.stdout.readline() == b"up\n"
+        a = d.popen("run", "--", "/bin/sh", "-c",
+                    "/bin/sleep 60 & (/bin/sleep 3; /bin/echo late-a >/dev/null) & "
+                    "/bin/echo a-started; read x; /bin/echo a-done")
         assert a.stdout.readline() == b"a-started\n"
         st = d.status()
         assert st["events"]["processes"]["observed"] is True, st["events"]
@@ -91,16 +96,24 @@ def test_two_sessions_each_their_own(lz, busybox_image):
         r = d.run("run", "--", "/bin/sh", "-c", "/bin/echo b1; /bin/echo b2")
         assert r.returncode == 0 and r.stdout == "b1\nb2\n", r.stderr
         release(a, b"a-done\n")
+        evs = events(d, want=lambda evs: any(p["data"]["argv"] == ["/bin/echo", "late-a"] for p in procs(evs)))
+        release(holder, b"held\n")
     finally:
-        reap(a)
-    evs = events(d, want=lambda evs: len(procs(evs)) >= 5)
+        reap(holder)
+        if a:
+            reap(a)
     starts = [e for e in evs if e["source"] == "session" and e["kind"] == "started"]
     sa = [s["session"] for s in starts if "a-started" in " ".join(s["data"]["argv"])][0]
     sb = [s["session"] for s in starts if "b1" in " ".join(s["data"]["argv"])][0]
-    owner = {tuple(p["data"]["argv"]): p["session"] for p in procs(evs)}
-    assert owner[("/bin/sleep", "60")] == sa, owner
-    assert owner[("/bin/echo", "a-started")] == sa and owner[("/bin/echo", "a-done")] == sa, owner
-    assert owner[("/bin/echo", "b1")] == sb and owner[("/bin/echo", "b2")] == sb, owner
+    owner = {tuple(p["data"]["argv"]): p for p in procs(evs)}
+    assert owner[("/bin/sleep", "60")]["session"] == sa, owner
+    assert owner[("/bin/echo", "a-started")]["session"] == sa, owner
+    assert owner[("/bin/echo", "a-done")]["session"] == sa, owner
+    assert owner[("/bin/echo", "b1")]["session"] == sb and owner[("/bin/echo", "b2")]["session"] == sb, owner
+    # Started after its session ended, in a subshell that never exec'd.
+    [a_end] = [e for e in evs if e["source"] == "session" and e["kind"] == "ended" and e["session"] == sa]
+    late = owner[("/bin/echo", "late-a")]
+    assert late["time"] > a_end["time"] and late["session"] == sa, (late, a_end)
     d.assert_clean()
 
 

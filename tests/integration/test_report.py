@@ -137,6 +137,7 @@ def test_every_format_lists_the_session(reported, lz):
     assert ["/run/lazaret/escalate", "uname", "-a"] in ran, ran
     assert ["/run/lazaret/escalate", "id", visible(EVIL)] in ran, ran
     assert s["processes"]["count"] == len(ran) and s["processes"]["omitted"] == 0, s["processes"]
+    assert any(e["source"] == "process" and e["data"].get("probe") for e in evs), evs  # on record, marked
     assert not any("--probe" in a for a in ran + [p["argv"] for p in sb["processes"]["list"]]), sb["processes"]
     changed = {f["path"]: f for f in s["files"]["files"]}
     assert changed["tracked.txt"] == {"path": "tracked.txt", "change": "modified", "added": 1, "deleted": 0}

@@ -392,10 +392,101 @@ static void test_output(void **state) {
         free(d);
 }
 
+static void proc(EventLog *l, const char *sid, const char *arg, json_t *extra) {
+        json_t *d =
+                json_pack("{s:i, s:i, s:s, s:[s, s], s:i, s:s, s:i, s:i}", "pid", 42, "ppid", 7, "path", "/bin/echo",
+                          "argv", "/bin/echo", arg, "argc", 2, "cwd", "/workspace", "uid", 0, "gid", 0);
+        assert_non_null(d);
+        if (extra)
+                assert_int_equal(json_object_update(d, extra), 0);
+        json_decref(extra);
+        assert_true(event_emit(l, "process", "started", sid, d));
+}
+
+static size_t count_of(const char *doc, const char *needle) {
+        size_t n = 0;
+        for (const char *p = doc; (p = strstr(p, needle)); p++)
+                n++;
+        return n;
+}
+
+/* Processes: each on its session, the first REPORT_PROCESS_MAX listed and
+ * the rest counted; those of no session on the run, the launch's probes
+ * on neither; the execs not recorded counted on the run, whichever
+ * record their count rode on; a session asked for takes its own. */
+static void test_processes(void **state) {
+        (void) state;
+        char *d = tmpdir();
+        EventLog *l = NULL;
+        assert_int_equal(event_log_open(d, NULL, &l), 0);
+        event_log_set_generation(l, 1);
+        proc(l, NULL, "probe", json_pack("{s:b}", "probe", 1));
+        assert_true(event_emit(l, "session", "started", SID1, json_pack("{s:[s], s:s}", "argv", "sh", "cwd", "/w")));
+        char arg[32];
+        for (int i = 0; i < REPORT_PROCESS_MAX + 5; i++) {
+                snprintf(arg, sizeof(arg), "one-%d", i);
+                proc(l, SID1, arg, NULL);
+        }
+        proc(l, NULL, "orphan</td>", NULL);
+        assert_true(event_emit(l, "session", "ended", SID1, json_pack("{s:s}", "outcome", "Exited")));
+        assert_true(event_emit(l, "session", "started", SID2, json_pack("{s:[s], s:s}", "argv", "sh", "cwd", "/w")));
+        proc(l, SID2, "two", json_pack("{s:i}", "not_recorded", 7)); /* SID1's execs, perhaps */
+        assert_true(event_emit(l, "session", "ended", SID2, json_pack("{s:s}", "outcome", "Exited")));
+        l = event_log_close(l);
+
+        json_t *m = build(d, NULL);
+        json_t *sb = json_array_get(json_object_get(m, "sandboxes"), 0);
+        json_t *p1 = json_object_get(find(json_object_get(sb, "sessions"), "id", SID1), "processes");
+        json_t *p2 = json_object_get(find(json_object_get(sb, "sessions"), "id", SID2), "processes");
+        json_t *run = json_object_get(sb, "processes");
+        assert_int_equal(json_integer_value(json_object_get(p1, "count")), REPORT_PROCESS_MAX + 5);
+        assert_int_equal(json_array_size(json_object_get(p1, "list")), REPORT_PROCESS_MAX);
+        assert_int_equal(json_integer_value(json_object_get(p1, "omitted")), 5);
+        json_t *first = json_array_get(json_object_get(p1, "list"), 0);
+        assert_string_equal(json_string_value(json_array_get(json_object_get(first, "argv"), 1)), "one-0");
+        assert_string_equal(json_string_value(json_object_get(first, "cwd")), "/workspace");
+        assert_int_equal(json_integer_value(json_object_get(p2, "count")), 1);
+        assert_null(json_object_get(p2, "not_recorded"));
+        assert_int_equal(json_integer_value(json_object_get(run, "count")), 1); /* the orphan; not the probe */
+        assert_int_equal(json_integer_value(json_object_get(run, "not_recorded")), 7);
+        for (ReportFormat f = 0; f < _REPORT_FORMAT_MAX; f++) {
+                StrBuf out = STRBUF_INIT;
+                report_render(m, f, &out);
+                char *doc = strbuf_steal(&out);
+                assert_non_null(doc);
+                assert_null(strstr(doc, "probe"));
+                if (f == REPORT_MD || f == REPORT_HTML) {
+                        assert_non_null(strstr(doc, "Processes started: 205"));
+                        assert_non_null(strstr(doc, "5 more processes not listed (the report lists 200)"));
+                        assert_non_null(strstr(doc, "7 more processes, of any session, were started faster"));
+                        assert_non_null(strstr(doc, "Processes of no session: 1"));
+                        assert_int_equal(count_of(doc, "one-"), REPORT_PROCESS_MAX);
+                }
+                if (f == REPORT_HTML)
+                        assert_non_null(strstr(doc, "orphan&lt;/td&gt;"));
+                if (f == REPORT_JSONL)
+                        assert_int_equal(count_of(doc, "\"type\":\"process\""), REPORT_PROCESS_MAX + 2);
+                free(doc);
+        }
+        json_decref(m);
+
+        /* The first session only: its processes, and nothing of the run
+         * from while it was not open (the second session's count). */
+        m = build(d, SID1);
+        sb = json_array_get(json_object_get(m, "sandboxes"), 0);
+        assert_int_equal(json_array_size(json_object_get(sb, "sessions")), 1);
+        run = json_object_get(sb, "processes");
+        assert_int_equal(json_integer_value(json_object_get(run, "count")), 1);
+        assert_int_equal(json_integer_value(json_object_get(run, "not_recorded")), 0);
+        json_decref(m);
+        rmtree(d);
+        free(d);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_sanitiser), cmocka_unit_test(test_formats), cmocka_unit_test(test_model),
-                cmocka_unit_test(test_bounds),    cmocka_unit_test(test_output),
+                cmocka_unit_test(test_bounds),    cmocka_unit_test(test_output),  cmocka_unit_test(test_processes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
