@@ -237,8 +237,10 @@ void co_broker_line(Coordinator *co, const char *line, size_t len) {
                 co->probe_lines++;
         else if (verdict && streq(verdict, "allowed"))
                 co->egress_allowed++;
-        else if (verdict && streq(verdict, "refused"))
+        else if (verdict && streq(verdict, "refused")) {
                 co->egress_refused++;
+                co_status_touch(co);
+        }
         json_t *d = json_object_get(j, "dropped");
         if (json_is_integer(d))
                 co->egress_dropped += (uint64_t) json_integer_value(d);

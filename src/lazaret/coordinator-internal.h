@@ -205,6 +205,8 @@ struct Conn {
         uint64_t linger_deadline;
         bool dead;
         Session *session;
+        bool status_watch; /* wants StatusLine frames */
+        char *status_sent; /* the last one it got (JSON) */
         Conn *next;
 };
 
@@ -284,7 +286,21 @@ struct Coordinator {
         EventLog *events;
         char events_unwritten[200];
         Trace trace;
+        /* The status line of lazaret run (issue 20): what changed since
+         * the last StatusLine, sent at most every STATUS_LINE_USEC. */
+        bool status_dirty;
+        uint64_t status_last;
+        uint64_t git_refused; /* the router's refusals under the git policy */
+        uint64_t esc_pending; /* escalation requests not decided yet */
+        bool paused, pause_busy;
+        char pause_error[200];
 };
+
+#define STATUS_LINE_USEC (UINT64_C(1000000) / 5)
+void co_status_touch(Coordinator *co);
+void co_status_line_send(Coordinator *co);
+void co_sandbox_pause(Coordinator *co, bool pause);
+void co_sandbox_unpause(Coordinator *co);
 
 /* A network policy update in progress (update_network). */
 typedef struct NetUpdate {

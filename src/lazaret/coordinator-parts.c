@@ -113,6 +113,10 @@ void co_router_line(Coordinator *co, const char *line, size_t len) {
                 co->router_dropped += (uint64_t) json_integer_value(d);
         co->router_refused++;
         const char *rule = json_string_value(json_object_get(j, "rule"));
+        if (rule && streq(rule, "git")) {
+                co->git_refused++;
+                co_status_touch(co);
+        }
         event_emit(co->events, rule && streq(rule, "git") ? "git" : "paths", "refused", NULL, j);
 }
 
@@ -210,6 +214,11 @@ static int esc_audit(void *userdata, json_t *record) {
 
 static void esc_event(void *userdata, const char *kind, const char *session_id, json_t *data) {
         Coordinator *co = userdata;
+        if (streq(kind, "requested"))
+                co->esc_pending++;
+        else if (streq(kind, "decided") && co->esc_pending > 0)
+                co->esc_pending--;
+        co_status_touch(co);
         event_emit(co->events, "escalation", kind, session_id, data);
 }
 
@@ -534,3 +543,104 @@ static int sandbox_release(void *ctx, void *obj, json_t *own, uint64_t generatio
 }
 
 const PartKind kind_sandbox = { .role = ROLE_SANDBOX, .acquire = sandbox_acquire, .release = sandbox_release };
+
+/* Pause and resume of the whole sandbox (issue 20): runsc pause stops
+ * every task of the sandbox's kernel, resume starts them again. On the slow
+ * thread (runsc talks to the sandbox); one at a time; the next StatusLine
+ * says how it went. */
+#define PAUSE_USEC (UINT64_C(30) * 1000000)
+
+typedef struct PauseJob {
+        Coordinator *co;
+        bool pause;
+        char *runsc;
+        Argv argv;
+        char error[200];
+} PauseJob;
+
+static int pause_argv(const Coordinator *co, bool pause, Argv *ret) {
+        Argv a = {};
+        argv_add(&a, "runsc");
+        argv_addf(&a, "--root=%s", co->sandbox.runsc_root);
+        if (co->spec.rootless)
+                argv_add(&a, "--ignore-cgroups");
+        argv_add(&a, pause ? "pause" : "resume");
+        argv_add(&a, co->sandbox.id);
+        if (a.oom) {
+                argv_done(&a);
+                return -ENOMEM;
+        }
+        *ret = a;
+        return 0;
+}
+
+static int run_pause(const char *runsc, char **argv, bool pause, char *error, size_t size) {
+        _cleanup_(exec_result_done) ExecResult res = {};
+        int r = exec_capture(runsc, (const char *const *) argv, PAUSE_USEC, &res);
+        if (r < 0) {
+                snprintf(error, size, "cannot run runsc %s: %s", pause ? "pause" : "resume", strerror(-r));
+                return r;
+        }
+        if (exec_result_failed(&res)) {
+                const char *e = res.err && *res.err ? res.err : res.out ? res.out : "";
+                snprintf(error, size, "runsc %s failed: %.*s", pause ? "pause" : "resume", (int) strcspn(e, "\n"), e);
+                return -EIO;
+        }
+        return 0;
+}
+
+static int job_pause(Store *st, void *userdata) {
+        (void) st;
+        PauseJob *j = userdata;
+        return run_pause(j->runsc, j->argv.v, j->pause, j->error, sizeof(j->error));
+}
+
+static void job_pause_done(int result, void *userdata) {
+        PauseJob *j = userdata;
+        Coordinator *co = j->co;
+        co->pause_busy = false;
+        if (result >= 0) {
+                co->paused = j->pause;
+                co->pause_error[0] = '\0';
+                event_emit(co->events, "sandbox", j->pause ? "paused" : "resumed", NULL, NULL);
+        } else {
+                snprintf(co->pause_error, sizeof(co->pause_error), "%s", j->error);
+                log_warning("%s", j->error);
+        }
+        co_status_touch(co);
+        argv_done(&j->argv);
+        free(j->runsc);
+        free(j);
+}
+
+void co_sandbox_pause(Coordinator *co, bool pause) {
+        co_status_touch(co);
+        if (co->pause_busy || co->paused == pause || co->stopping || !co->slow || !co->sandbox.id)
+                return;
+        PauseJob *j = calloc(1, sizeof(*j));
+        if (!j)
+                return;
+        j->co = co;
+        j->pause = pause;
+        j->runsc = strdup(co->spec.runsc);
+        if (!j->runsc || pause_argv(co, pause, &j->argv) < 0 ||
+            store_worker_submit(co->slow, job_pause, job_pause_done, j) < 0) {
+                argv_done(&j->argv);
+                free(j->runsc);
+                free(j);
+                return;
+        }
+        co->pause_busy = true;
+}
+
+/* At teardown: a paused sandbox is resumed first, so that it can stop. */
+void co_sandbox_unpause(Coordinator *co) {
+        if (!co->paused)
+                return;
+        Argv a = {};
+        char error[200];
+        if (pause_argv(co, false, &a) >= 0 && run_pause(co->spec.runsc, a.v, false, error, sizeof(error)) < 0)
+                log_warning("%s", error);
+        argv_done(&a);
+        co->paused = false;
+}

@@ -181,6 +181,7 @@ void conn_free(Coordinator *co, Conn *c) {
         if (co->net_update)
                 net_update_forget(co->net_update, c);
         free(c->hello_policy);
+        free(c->status_sent);
         co_close_watched(co, c->fd);
         ctl_reader_done(&c->rd);
         co_queue_done(&c->out);
@@ -339,6 +340,7 @@ void session_finish(Session *s) {
         if (s->err_fd >= 0)
                 (void) session_pump(s, s->err_fd, 2);
         s->finished = true;
+        co_status_touch(s->co);
 
         CtlMessage m = { .type = CTL_SESSION_EXIT };
         memcpy(m.session_id, s->id, 37);
@@ -655,6 +657,7 @@ static int job_open(Store *st, void *userdata) {
 static void session_abandon(Session *s, const char *why) {
         s->pending = false;
         s->finished = true;
+        co_status_touch(s->co);
         if (s->conn) {
                 conn_send_error(s->conn, why);
                 s->conn->session = NULL;
@@ -902,6 +905,52 @@ static Session *frame_session(const Conn *c, const CtlMessage *m) {
         return c->state == CONN_SESSION && s && streq(m->session_id, s->id) ? s : NULL;
 }
 
+void co_status_touch(Coordinator *co) {
+        co->status_dirty = true;
+}
+
+static json_t *status_line_json(Coordinator *co) {
+        unsigned sessions = 0;
+        for (Session *s = co->sessions; s; s = s->next)
+                if (!s->finished)
+                        sessions++;
+        char network[64];
+        snprintf(network, sizeof(network), "%s%s", co->sidecar.name ? "sidecar" : "loopback-only",
+                 co->spec.domains && co->spec.domains[0] ? "+names" : "");
+        json_t *j =
+                json_pack("{s:I, s:I, s:I, s:I, s:b, s:s, s:s}", "sessions", (json_int_t) sessions,
+                          "refused_connections", (json_int_t) co->egress_refused, "refused_git",
+                          (json_int_t) co->git_refused, "escalations_pending", (json_int_t) co->esc_pending, "paused",
+                          co->paused, "network", network, "policy_digest", co->spec.netpolicy_digest ?: "");
+        if (j && co->pause_error[0])
+                json_object_set_new(j, "pause_error", json_string(co->pause_error));
+        return j;
+}
+
+/* A StatusLine to each connection that watches, when what it would say
+ * changed. */
+static void status_line_send_to(Coordinator *co, Conn *c, json_t *j, const char *text) {
+        (void) co;
+        if (!c->status_watch || c->dead || (c->status_sent && streq(c->status_sent, text)))
+                return;
+        CtlMessage m = { .type = CTL_STATUS_LINE, .status = j };
+        if (conn_send(c, &m) < 0)
+                return;
+        free(c->status_sent);
+        c->status_sent = strdup(text);
+}
+
+void co_status_line_send(Coordinator *co) {
+        co->status_dirty = false;
+        co->status_last = now_usec();
+        json_t *j = status_line_json(co);
+        _cleanup_free_ char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (text)
+                for (Conn *c = co->conns; c; c = c->next)
+                        status_line_send_to(co, c, j, text);
+        json_decref(j);
+}
+
 static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, size_t len) {
         CtlMessage m = {};
         const char *why = NULL;
@@ -1037,8 +1086,32 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
                 }
                 break;
         }
+        case CTL_STATUS_WATCH: {
+                if (!frame_session(c, &m)) {
+                        ok = false;
+                        break;
+                }
+                c->status_watch = true;
+                /* The first one now. */
+                json_t *j = status_line_json(co);
+                _cleanup_free_ char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+                if (text)
+                        status_line_send_to(co, c, j, text);
+                json_decref(j);
+                /* The others see one more session. */
+                co_status_touch(co);
+                break;
+        }
+        case CTL_SANDBOX_PAUSE:
+                if (!frame_session(c, &m)) {
+                        ok = false;
+                        break;
+                }
+                co_sandbox_pause(co, m.pause);
+                break;
         case CTL_PROMPT_REQUEST:
         case CTL_PROMPT_DONE:
+        case CTL_STATUS_LINE:
         case CTL_SESSION_OPENED:
         case CTL_TERMINAL_OUTPUT:
         case CTL_SESSION_EXIT:

@@ -245,6 +245,7 @@ int co_bind_socket(Coordinator *co) {
 }
 
 void co_teardown(Coordinator *co) {
+        co_sandbox_unpause(co);
         /* Sessions first: their CLIs hear why. */
         for (Session *s = co->sessions; s; s = s->next)
                 if (!s->finished) {
@@ -304,6 +305,8 @@ static uint64_t next_deadline(Coordinator *co) {
                 d = co->started_usec + IDLE_USEC;
         if (co->mem_fd >= 0 && !co->stopping && co->mem_next_check < d)
                 d = co->mem_next_check;
+        if (co->status_dirty && co->status_last + STATUS_LINE_USEC < d)
+                d = co->status_last + STATUS_LINE_USEC;
         return d;
 }
 
@@ -311,6 +314,8 @@ static void run_timers(Coordinator *co) {
         uint64_t now = now_usec();
         if (co->mem_fd >= 0 && !co->stopping && now >= co->mem_next_check)
                 co_check_memory(co);
+        if (co->status_dirty && now >= co->status_last + STATUS_LINE_USEC)
+                co_status_line_send(co);
         for (Session *s = co->sessions; s; s = s->next) {
                 if (!s->exited && s->kill_deadline && now >= s->kill_deadline) {
                         (void) kill(s->pid, SIGKILL);

@@ -30,12 +30,16 @@
 #include "profile-pick.h"
 #include "prompt-text.h"
 #include "prompt.h"
+#include "run-overlay.h"
 #include "session-anchor.h"
 #include "strbuf.h"
 #include "string-util.h"
+#include "term-filter.h"
+#include "tui.h"
 #include "verbs.h"
 
 #define TERMINFO_FILE_MAX CTL_TERMINFO_MAX
+#define MIN(a, b)         ((a) < (b) ? (a) : (b))
 
 /* The person ended the session at the escalation prompt ([Q]). */
 #define EXIT_ABORTED 130
@@ -105,21 +109,9 @@ static int exit_status_of(const CtlMessage *m) {
         return EXIT_LAZARET;
 }
 
-static int send_resize(int fd, const char *sid) {
-        struct winsize ws = {};
-        if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0)
-                return 0;
-        CtlMessage m = { .type = CTL_TERMINAL_RESIZE,
-                         .rows = ws.ws_row,
-                         .columns = ws.ws_col,
-                         .pixel_width = ws.ws_xpixel,
-                         .pixel_height = ws.ws_ypixel };
-        memcpy(m.session_id, sid, 37);
-        return client_send(fd, &m);
-}
-
 /* The escalation prompt while it is up: TTY forwarding is suspended (keys
- * go to the prompt, the session's output waits here, up to HELD_MAX). */
+ * go to the prompt). Without the status line the session's output waits
+ * here, up to HELD_MAX; with it, the screen behind the prompt keeps up. */
 #define HELD_MAX (8u * 1024u * 1024u)
 
 typedef struct PromptState {
@@ -129,6 +121,23 @@ typedef struct PromptState {
         size_t held_len;
         size_t dropped;
 } PromptState;
+
+/* What the relay holds while the session runs. */
+typedef struct Relay {
+        int fd;
+        CtlReader *rd;
+        const char *sid;
+        bool interactive;
+        PromptState ps;
+        Tui *tui; /* the sandbox's screen and the status line, or NULL */
+        TermFilter *filter[3]; /* [1] stdout, [2] stderr, when a terminal: what may reach it */
+        StrBuf out, reply;
+        TuiStatus st;
+        char profile[64], domain[65], network[64], digest[65], pause_error[200];
+        const char *domain_dir;
+        Overlay *overlay; /* Ctrl+]: the latest events, or NULL */
+        uint64_t overlay_next; /* when it reads the record again */
+} Relay;
 
 static void prompt_hold(PromptState *ps, const uint8_t *p, size_t n) {
         if (ps->held_len + n > HELD_MAX) {
@@ -145,14 +154,69 @@ static void prompt_hold(PromptState *ps, const uint8_t *p, size_t n) {
         ps->held_len += n;
 }
 
+static int send_input(Relay *r, const void *p, size_t n) {
+        CtlMessage m = { .type = CTL_TERMINAL_INPUT, .bytes = (uint8_t *) p, .n_bytes = n };
+        memcpy(m.session_id, r->sid, 37);
+        return client_send(r->fd, &m);
+}
+
+/* What the session printed, on its way to our stdout or stderr: through
+ * the status line's emulator, or the filter when that is a terminal, or as
+ * it is into a file or a pipe. -EPIPE when our reader is gone. */
+static int relay_output(Relay *r, int stream, const uint8_t *p, size_t n) {
+        if (r->tui) {
+                tui_feed(r->tui, p, n);
+                size_t k = 0;
+                const uint8_t *rep = tui_replies(r->tui, &k);
+                if (k > 0)
+                        (void) send_input(r, rep, k);
+                tui_replies_clear(r->tui);
+                return 0;
+        }
+        int out = stream == 2 ? STDERR_FILENO : STDOUT_FILENO;
+        TermFilter *f = r->filter[stream == 2 ? 2 : 1];
+        if (!f)
+                return write_all(out, p, n);
+        r->out.len = r->reply.len = 0;
+        term_filter_feed(f, p, n, &r->out, &r->reply);
+        if (r->reply.len > 0 && r->interactive)
+                (void) send_input(r, r->reply.data, r->reply.len);
+        return r->out.len > 0 ? write_all(out, r->out.data, r->out.len) : 0;
+}
+
+static int send_resize(Relay *r) {
+        struct winsize ws = {};
+        if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0)
+                return 0;
+        if (r->tui) {
+                tui_resize(r->tui, ws.ws_row, ws.ws_col);
+                ws.ws_row = (unsigned short) tui_rows(r->tui);
+                ws.ws_col = (unsigned short) tui_columns(r->tui);
+                ws.ws_xpixel = ws.ws_ypixel = 0;
+        }
+        CtlMessage m = { .type = CTL_TERMINAL_RESIZE,
+                         .rows = ws.ws_row,
+                         .columns = ws.ws_col,
+                         .pixel_width = ws.ws_xpixel,
+                         .pixel_height = ws.ws_ypixel };
+        memcpy(m.session_id, r->sid, 37);
+        return client_send(r->fd, &m);
+}
+
 /* Take the prompt down: the screen as it was, then what the session said
- * meanwhile, and a size change so a full-screen program redraws. */
-static void prompt_end(PromptState *ps, int fd, const char *sid) {
+ * meanwhile (or, with the status line, its screen as it is now), and a size
+ * change so a full-screen program redraws. */
+static void prompt_end(Relay *r, bool leaving) {
+        PromptState *ps = &r->ps;
         if (!ps->prompt)
                 return;
         ps->prompt = prompt_close(ps->prompt);
+        if (r->tui) {
+                tui_resume(r->tui);
+                return;
+        }
         if (ps->held_len > 0)
-                (void) write_all(STDOUT_FILENO, ps->held, ps->held_len);
+                (void) relay_output(r, 1, ps->held, ps->held_len);
         if (ps->dropped > 0) {
                 char msg[128];
                 int k = snprintf(msg, sizeof(msg),
@@ -162,11 +226,11 @@ static void prompt_end(PromptState *ps, int fd, const char *sid) {
         ps->held = mfree(ps->held);
         ps->held_len = ps->dropped = 0;
         struct winsize ws = {};
-        if (fd >= 0 && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 1) {
+        if (!leaving && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 1) {
                 CtlMessage m = { .type = CTL_TERMINAL_RESIZE, .rows = ws.ws_row - 1u, .columns = ws.ws_col };
-                memcpy(m.session_id, sid, 37);
-                (void) client_send(fd, &m);
-                (void) send_resize(fd, sid);
+                memcpy(m.session_id, r->sid, 37);
+                (void) client_send(r->fd, &m);
+                (void) send_resize(r);
         }
 }
 
@@ -178,60 +242,77 @@ static int prompt_answer(int fd, const char *sid, const char *rid, const char *d
 }
 
 /* A PromptRequest: show it, or say this terminal cannot. */
-static void prompt_begin(PromptState *ps, int fd, const char *sid, bool interactive, const CtlMessage *m) {
-        if (ps->prompt || !interactive) {
+static void prompt_begin(Relay *r, const CtlMessage *m) {
+        PromptState *ps = &r->ps;
+        if (ps->prompt || !r->interactive) {
                 /* The coordinator sends one at a time, and only to a
                  * terminal; anything else is refused, never shown. */
-                (void) prompt_answer(fd, sid, m->request_id, "unable", NULL);
+                (void) prompt_answer(r->fd, r->sid, m->request_id, "unable", NULL);
                 return;
         }
         PromptInfo info = { .request_id = m->request_id,
                             .profile = m->profile,
-                            .session_id = sid,
+                            .session_id = r->sid,
                             .command = m->command,
                             .justification = m->justification,
                             .queued = m->queued };
-        int r = prompt_show(&info, &ps->prompt);
-        if (r < 0) {
+        if (r->overlay) {
+                /* The prompt goes first: the overlay closes. */
+                r->overlay = overlay_close(r->overlay);
+                tui_overlay_end(r->tui);
+        }
+        if (r->tui)
+                tui_suspend(r->tui);
+        int k = prompt_show(&info, &ps->prompt);
+        if (k < 0) {
+                if (r->tui)
+                        tui_resume(r->tui);
                 fprintf(stderr,
                         "\r\nlazaret: cannot show the escalation prompt on this terminal (TERM=%s): %s; the "
                         "request was refused\r\n",
-                        getenv("TERM") ?: "", r == -ENOTTY ? "ncurses does not know it" : strerror(-r));
-                (void) prompt_answer(fd, sid, m->request_id, "unable", NULL);
+                        getenv("TERM") ?: "", k == -ENOTTY ? "ncurses does not know it" : strerror(-k));
+                (void) prompt_answer(r->fd, r->sid, m->request_id, "unable", NULL);
                 return;
         }
         memcpy(ps->request_id, m->request_id, 37);
 }
 
+static void relay_leave(Relay *r) {
+        r->overlay = overlay_close(r->overlay);
+        prompt_end(r, true);
+        r->tui = tui_free(r->tui);
+        restore_terminal();
+}
+
 /* Keys for the prompt. Returns -1 to go on, or the exit status when the
  * person aborted the session. */
-static int prompt_input(PromptState *ps, int fd, const char *sid) {
+static int prompt_input(Relay *r) {
+        PromptState *ps = &r->ps;
         _cleanup_free_ char *edited = NULL;
         switch (prompt_keys(ps->prompt, &edited)) {
         case PROMPT_ACTION_NONE:
                 break;
         case PROMPT_ACTION_APPROVE:
                 /* The prompt stays up until the command is done. */
-                (void) prompt_answer(fd, sid, ps->request_id, "approve", edited);
+                (void) prompt_answer(r->fd, r->sid, ps->request_id, "approve", edited);
                 break;
         case PROMPT_ACTION_CANCEL: {
                 CtlMessage m = { .type = CTL_PROMPT_CANCEL };
-                memcpy(m.session_id, sid, 37);
+                memcpy(m.session_id, r->sid, 37);
                 memcpy(m.request_id, ps->request_id, 37);
-                (void) client_send(fd, &m);
+                (void) client_send(r->fd, &m);
                 break;
         }
         case PROMPT_ACTION_DENY:
-                (void) prompt_answer(fd, sid, ps->request_id, "deny", NULL);
-                prompt_end(ps, fd, sid);
+                (void) prompt_answer(r->fd, r->sid, ps->request_id, "deny", NULL);
+                prompt_end(r, false);
                 break;
         case PROMPT_ACTION_ABORT: {
-                (void) prompt_answer(fd, sid, ps->request_id, "abort", NULL);
+                (void) prompt_answer(r->fd, r->sid, ps->request_id, "abort", NULL);
                 CtlMessage c = { .type = CTL_SESSION_CLOSE };
-                memcpy(c.session_id, sid, 37);
-                (void) client_send(fd, &c);
-                prompt_end(ps, -1, sid);
-                restore_terminal();
+                memcpy(c.session_id, r->sid, 37);
+                (void) client_send(r->fd, &c);
+                relay_leave(r);
                 fprintf(stderr, "\r\nlazaret: session ended at the escalation prompt\n");
                 return EXIT_ABORTED;
         }
@@ -239,13 +320,99 @@ static int prompt_input(PromptState *ps, int fd, const char *sid) {
         return -1;
 }
 
-static void prompt_state_done(PromptState *ps) {
-        ps->prompt = prompt_close(ps->prompt);
-        ps->held = mfree(ps->held);
+static void relay_done(Relay *r) {
+        r->overlay = overlay_close(r->overlay);
+        r->ps.prompt = prompt_close(r->ps.prompt);
+        r->ps.held = mfree(r->ps.held);
+        r->tui = tui_free(r->tui);
+        for (size_t i = 0; i < ELEMENTSOF(r->filter); i++)
+                r->filter[i] = term_filter_free(r->filter[i]);
+        strbuf_done(&r->out);
+        strbuf_done(&r->reply);
+}
+
+static uint64_t mono_usec(void) {
+        struct timespec ts;
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+/* A StatusLine from the coordinator. */
+static void relay_status(Relay *r, json_t *j) {
+        if (!r->tui || !json_is_object(j))
+                return;
+        json_t *v;
+        if ((v = json_object_get(j, "sessions")) && json_is_integer(v))
+                r->st.sessions = (unsigned) json_integer_value(v);
+        if ((v = json_object_get(j, "refused_connections")) && json_is_integer(v))
+                r->st.refused_connections = (uint64_t) json_integer_value(v);
+        if ((v = json_object_get(j, "refused_git")) && json_is_integer(v))
+                r->st.refused_git = (uint64_t) json_integer_value(v);
+        if ((v = json_object_get(j, "escalations_pending")) && json_is_integer(v))
+                r->st.escalations_pending = (uint64_t) json_integer_value(v);
+        if ((v = json_object_get(j, "paused")) && json_is_boolean(v))
+                r->st.paused = json_is_true(v);
+        if ((v = json_object_get(j, "network")) && json_is_string(v))
+                snprintf(r->network, sizeof(r->network), "%s", json_string_value(v));
+        if ((v = json_object_get(j, "policy_digest")) && json_is_string(v))
+                snprintf(r->digest, sizeof(r->digest), "%s", json_string_value(v));
+        v = json_object_get(j, "pause_error");
+        snprintf(r->pause_error, sizeof(r->pause_error), "%s", json_is_string(v) ? json_string_value(v) : "");
+        tui_set_status(r->tui, &r->st, mono_usec());
+        if (r->overlay)
+                r->overlay_next = 0; /* drawn again now */
+}
+
+#define OVERLAY_REFRESH_USEC (UINT64_C(500) * 1000)
+
+static int overlay_show(Relay *r) {
+        r->overlay_next = mono_usec() + OVERLAY_REFRESH_USEC;
+        return overlay_draw(r->overlay, r->tui, tui_rows(r->tui), r->st.paused, r->pause_error);
+}
+
+/* Keys while the overlay is up. */
+static void overlay_input(Relay *r, const uint8_t *p, size_t n) {
+        switch (overlay_keys(r->overlay, p, n)) {
+        case OVERLAY_CLOSE:
+                r->overlay = overlay_close(r->overlay);
+                tui_overlay_end(r->tui);
+                return;
+        case OVERLAY_PAUSE: {
+                CtlMessage m = { .type = CTL_SANDBOX_PAUSE, .pause = !r->st.paused };
+                memcpy(m.session_id, r->sid, 37);
+                (void) client_send(r->fd, &m);
+                break;
+        }
+        case OVERLAY_NONE:
+                break;
+        }
+        (void) overlay_show(r);
+}
+
+/* What the person typed: to the session, but for Ctrl+], which opens the
+ * overlay (what follows it goes there). */
+static int relay_input(Relay *r, const uint8_t *p, size_t n) {
+        if (r->overlay) {
+                overlay_input(r, p, n);
+                return 0;
+        }
+        const uint8_t *gs = r->tui && r->domain_dir ? memchr(p, 0x1d, n) : NULL;
+        size_t before = gs ? (size_t) (gs - p) : n;
+        if (before > 0 && send_input(r, p, before) < 0)
+                return -ECONNRESET;
+        if (!gs)
+                return 0;
+        if (overlay_open(r->domain_dir, &r->overlay) < 0)
+                return 0;
+        if (n > before + 1)
+                overlay_input(r, gs + 1, n - before - 1);
+        else
+                (void) overlay_show(r);
+        return 0;
 }
 
 /* Relay until the session ends. Returns the exit status. */
-static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
+static int relay(Relay *r) {
         sigset_t mask;
         sigemptyset(&mask);
         sigaddset(&mask, SIGWINCH);
@@ -259,21 +426,16 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
         if (sfd < 0)
                 return log_error_errno(errno, "signalfd: %s", strerror(errno)), EXIT_LAZARET;
 
-        _cleanup_(prompt_state_done) PromptState ps = {};
+        int fd = r->fd;
+        const char *sid = r->sid;
         bool stdin_open = true;
         for (;;) {
-                struct pollfd pfd[3] = {
-                        { .fd = fd, .events = POLLIN },
-                        { .fd = sfd, .events = POLLIN },
-                        { .fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN },
-                };
                 /* Frames already buffered come first. */
                 const uint8_t *p;
                 size_t len;
-                int k = ctl_reader_next(rd, &p, &len);
+                int k = ctl_reader_next(r->rd, &p, &len);
                 if (k < 0) {
-                        prompt_end(&ps, -1, sid);
-                        restore_terminal();
+                        relay_leave(r);
                         log_error("the coordinator sent an invalid frame");
                         return EXIT_LAZARET;
                 }
@@ -281,41 +443,41 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
                         CtlMessage m = {};
                         const char *why = NULL;
                         if (ctl_message_decode(p, len, &m, &why) < 0) {
-                                prompt_end(&ps, -1, sid);
-                                restore_terminal();
+                                relay_leave(r);
                                 log_error("the coordinator sent an invalid frame: %s", why ? why : "?");
                                 return EXIT_LAZARET;
                         }
-                        if (m.type == CTL_TERMINAL_OUTPUT && streq(m.session_id, sid) && ps.prompt)
-                                prompt_hold(&ps, m.bytes, m.n_bytes);
+                        if (m.type == CTL_TERMINAL_OUTPUT && streq(m.session_id, sid) && r->ps.prompt && !r->tui)
+                                prompt_hold(&r->ps, m.bytes, m.n_bytes);
                         else if (m.type == CTL_PROMPT_REQUEST && streq(m.session_id, sid))
-                                prompt_begin(&ps, fd, sid, interactive, &m);
+                                prompt_begin(r, &m);
                         else if (m.type == CTL_PROMPT_DONE && streq(m.session_id, sid)) {
-                                if (ps.prompt && streq(m.request_id, ps.request_id))
-                                        prompt_end(&ps, fd, sid);
-                        } else if (m.type == CTL_TERMINAL_OUTPUT && streq(m.session_id, sid)) {
-                                if (write_all(m.stream == 2 ? STDERR_FILENO : STDOUT_FILENO, m.bytes, m.n_bytes) ==
-                                    -EPIPE) {
+                                if (r->ps.prompt && streq(m.request_id, r->ps.request_id))
+                                        prompt_end(r, false);
+                        } else if (m.type == CTL_STATUS_LINE)
+                                relay_status(r, m.status);
+                        else if (m.type == CTL_TERMINAL_OUTPUT && streq(m.session_id, sid)) {
+                                if (relay_output(r, m.stream, m.bytes, m.n_bytes) == -EPIPE) {
                                         /* Our reader is gone (| head): end the
                                          * session as a local pipe would. */
                                         CtlMessage c = { .type = CTL_SESSION_CLOSE };
                                         memcpy(c.session_id, sid, 37);
                                         (void) client_send(fd, &c);
                                         ctl_message_done(&m);
-                                        restore_terminal();
+                                        relay_leave(r);
                                         return 128 + SIGPIPE;
                                 }
                         } else if (m.type == CTL_SESSION_EXIT && streq(m.session_id, sid)) {
                                 int st = exit_status_of(&m);
-                                prompt_end(&ps, -1, sid);
-                                restore_terminal();
+                                if (r->tui)
+                                        (void) tui_render(r->tui, UINT64_MAX / 2);
+                                relay_leave(r);
                                 if (m.message)
-                                        fprintf(stderr, "%slazaret: %s\n", interactive ? "\r\n" : "", m.message);
+                                        fprintf(stderr, "%slazaret: %s\n", r->interactive ? "\r\n" : "", m.message);
                                 ctl_message_done(&m);
                                 return st;
                         } else if (m.type == CTL_ERROR) {
-                                prompt_end(&ps, -1, sid);
-                                restore_terminal();
+                                relay_leave(r);
                                 log_error("the coordinator refused: %s", m.message ? m.message : "?");
                                 ctl_message_done(&m);
                                 return EXIT_LAZARET;
@@ -323,17 +485,44 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
                         ctl_message_done(&m);
                         continue;
                 }
-                if (poll(pfd, 3, -1) < 0 && errno != EINTR)
+                int timeout = -1;
+                if (r->tui) {
+                        uint64_t now = mono_usec();
+                        timeout = tui_wants(r->tui, now);
+                        if (timeout == 0) {
+                                if (tui_render(r->tui, now) < 0) {
+                                        relay_leave(r);
+                                        log_error("cannot write to the terminal");
+                                        return EXIT_LAZARET;
+                                }
+                                timeout = tui_wants(r->tui, mono_usec());
+                        }
+                        if (r->overlay) {
+                                /* New records, every half second. */
+                                now = mono_usec();
+                                if (now >= r->overlay_next) {
+                                        (void) overlay_refresh(r->overlay);
+                                        (void) overlay_show(r);
+                                }
+                                int w = (int) ((r->overlay_next - MIN(now, r->overlay_next)) / 1000) + 1;
+                                timeout = timeout < 0 || w < timeout ? w : timeout;
+                        }
+                }
+                struct pollfd pfd[3] = {
+                        { .fd = fd, .events = POLLIN },
+                        { .fd = sfd, .events = POLLIN },
+                        { .fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN },
+                };
+                if (poll(pfd, 3, timeout) < 0 && errno != EINTR)
                         return EXIT_LAZARET;
                 if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
                         uint8_t buf[65536];
-                        size_t room = ctl_reader_room(rd);
+                        size_t room = ctl_reader_room(r->rd);
                         ssize_t n = read(fd, buf, room < sizeof(buf) && room > 0 ? room : sizeof(buf));
                         if (n < 0 && (errno == EINTR || errno == EAGAIN))
                                 continue;
-                        if (n <= 0 || ctl_reader_feed(rd, buf, (size_t) n) < 0) {
-                                prompt_end(&ps, -1, sid);
-                                restore_terminal();
+                        if (n <= 0 || ctl_reader_feed(r->rd, buf, (size_t) n) < 0) {
+                                relay_leave(r);
                                 log_error("lost the connection to the sandbox's coordinator%s",
                                           n == 0 ? " (it closed)" : "");
                                 return EXIT_LAZARET;
@@ -347,10 +536,10 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
                                 memcpy(m.session_id, sid, 37);
                                 switch (si.ssi_signo) {
                                 case SIGWINCH:
-                                        if (ps.prompt)
-                                                prompt_resize(ps.prompt);
-                                        if (interactive)
-                                                (void) send_resize(fd, sid);
+                                        if (r->ps.prompt)
+                                                prompt_resize(r->ps.prompt);
+                                        if (r->interactive)
+                                                (void) send_resize(r);
                                         continue;
                                 case SIGINT:
                                         m.signal = CTL_SIGNAL_INTERRUPT;
@@ -366,15 +555,14 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
                                         CtlMessage c = { .type = CTL_SESSION_CLOSE };
                                         memcpy(c.session_id, sid, 37);
                                         (void) client_send(fd, &c);
-                                        prompt_end(&ps, -1, sid);
-                                        restore_terminal();
+                                        relay_leave(r);
                                         return 128 + (int) si.ssi_signo;
                                 }
                                 }
                                 (void) client_send(fd, &m);
                         }
                 }
-                if (stdin_open && ps.prompt && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+                if (stdin_open && r->ps.prompt && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR))) {
                         if (pfd[2].revents & (POLLHUP | POLLERR)) {
                                 /* The terminal hung up: we leave, as on
                                  * SIGHUP, and the request is refused for
@@ -383,11 +571,10 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
                                 CtlMessage c = { .type = CTL_SESSION_CLOSE };
                                 memcpy(c.session_id, sid, 37);
                                 (void) client_send(fd, &c);
-                                prompt_end(&ps, -1, sid);
-                                restore_terminal();
+                                relay_leave(r);
                                 return 128 + SIGHUP;
                         }
-                        int st = prompt_input(&ps, fd, sid);
+                        int st = prompt_input(r);
                         if (st >= 0)
                                 return st;
                         continue;
@@ -397,17 +584,16 @@ static int relay(int fd, CtlReader *rd, const char *sid, bool interactive) {
                         ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
                         if (n < 0 && (errno == EINTR || errno == EAGAIN))
                                 continue;
-                        CtlMessage m = { .type = CTL_TERMINAL_INPUT };
-                        memcpy(m.session_id, sid, 37);
+                        int e = 0;
                         if (n <= 0) {
                                 stdin_open = false;
-                                m.eof = true;
-                        } else {
-                                m.bytes = buf;
-                                m.n_bytes = (size_t) n;
-                        }
-                        if (client_send(fd, &m) < 0) {
-                                restore_terminal();
+                                CtlMessage m = { .type = CTL_TERMINAL_INPUT, .eof = true };
+                                memcpy(m.session_id, sid, 37);
+                                e = client_send(fd, &m);
+                        } else
+                                e = relay_input(r, buf, (size_t) n);
+                        if (e < 0) {
+                                relay_leave(r);
                                 log_error("lost the connection to the sandbox's coordinator");
                                 return EXIT_LAZARET;
                         }
@@ -505,6 +691,39 @@ static void warn_committed_secrets(const LaunchSpec *s) {
                 log_warning("and %zu more committed names that match a mask pattern", found - COMMITTED_WARN_MAX);
 }
 
+/* The terminal layer: the status line (with the emulator behind it), or
+ * the filter on each of stdout and stderr that is a terminal. */
+static int relay_setup(Relay *r, const LaunchSpec *spec, const ConfigProfile *p, bool want_tui, unsigned rows,
+                       unsigned columns) {
+        if (want_tui) {
+                const char *nc = getenv("NO_COLOR");
+                TuiOptions o = { .fd = STDOUT_FILENO, .color = !nc || !*nc, .clipboard = p->clipboard };
+                int k = tui_new(&o, rows, columns, &r->tui);
+                if (k < 0 && k != -ERANGE) {
+                        log_error("cannot start the status line: %s", strerror(-k));
+                        return k;
+                }
+                if (r->tui) {
+                        snprintf(r->profile, sizeof(r->profile), "%s", spec->profile ?: "");
+                        snprintf(r->domain, sizeof(r->domain), "%s", spec->domain_hash ?: "");
+                        snprintf(r->digest, sizeof(r->digest), "%s", spec->netpolicy_digest ?: "");
+                        r->domain_dir = spec->domain_dir;
+                        r->st = (TuiStatus){
+                                .profile = r->profile, .domain = r->domain, .network = r->network, .digest = r->digest
+                        };
+                        tui_set_status(r->tui, &r->st, mono_usec());
+                        CtlMessage w = { .type = CTL_STATUS_WATCH };
+                        memcpy(w.session_id, r->sid, 37);
+                        (void) client_send(r->fd, &w);
+                        return 0;
+                }
+        }
+        for (int s = 1; s <= 2; s++)
+                if (isatty(s) && !(r->filter[s] = term_filter_new(p->clipboard)))
+                        return log_error("out of memory"), -ENOMEM;
+        return 0;
+}
+
 int verb_run(int argc, char **argv, const Globals *g) {
         /* A coordinator that dies, or a reader of our output that goes
          * away, must give an error we can report, not a silent SIGPIPE. */
@@ -512,13 +731,30 @@ int verb_run(int argc, char **argv, const Globals *g) {
 
         /* No getopt here: it would swallow the "--" that separates the
          * command, and everything after it belongs to the command. */
+        /* --tui=status (default on a terminal) or --tui=none. */
+        const char *tui_mode = NULL;
+        for (int i = 1; i < argc && !streq(argv[i], "--"); i++)
+                if (startswith(argv[i], "--tui=")) {
+                        tui_mode = argv[i] + 6;
+                        if (!streq(tui_mode, "none") && !streq(tui_mode, "status")) {
+                                log_error("--tui=%s: the terminal layer is 'status' (the status line) or 'none'",
+                                          tui_mode);
+                                return EXIT_LAZARET;
+                        }
+                        memmove(argv + i, argv + i + 1, (size_t) (argc - i) * sizeof(*argv));
+                        argc--;
+                        i--;
+                }
         for (int i = 1; i < argc && !streq(argv[i], "--"); i++)
                 if (streq(argv[i], "-h") || streq(argv[i], "--help")) {
-                        printf("Usage: lazaret run [PROFILE] [--workspace DIR] [-- CMD [ARG...]]\n\n"
+                        printf("Usage: lazaret run [PROFILE] [--tui=status|none] [--workspace DIR] [-- CMD "
+                               "[ARG...]]\n\n"
                                "Run CMD (default: the profile's command) in the profile's sandbox for the\n"
                                "workspace, starting the sandbox if it is not running. Several terminals share\n"
                                "one sandbox; it stops when the last one leaves. Requests from the sandbox\n"
                                "to run a command on this computer that need you are asked on this terminal.\n"
+                               "On a terminal the bottom row is a status line (--tui=none, or the profile's\n"
+                               "status_line = false, turns it off); Ctrl+] shows the latest events.\n"
                                "Exit status: CMD's; 130 when you ended the session at that prompt ([Q]);\n"
                                "125 when Lazaret fails.\n");
                         return 0;
@@ -592,6 +828,11 @@ int verb_run(int argc, char **argv, const Globals *g) {
         }
 
         bool interactive = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+        /* The status line: on a terminal of 3 rows or more, unless turned
+         * off here or by the profile. */
+        struct winsize tws = {};
+        bool want_tui = interactive && p->status_line && !(tui_mode && streq(tui_mode, "none")) &&
+                        ioctl(STDOUT_FILENO, TIOCGWINSZ, &tws) == 0 && tws.ws_row >= 3 && tws.ws_col >= 2;
         const char *term = getenv("TERM");
         _cleanup_free_ char *terminfo = NULL;
         size_t terminfo_len = 0;
@@ -640,6 +881,12 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 struct winsize ws = { .ws_row = 24, .ws_col = 80 };
                 if (interactive)
                         (void) ioctl(STDIN_FILENO, TIOCGWINSZ, &ws);
+                bool tui_now = want_tui && ws.ws_row >= 3;
+                if (tui_now) {
+                        /* The sandbox's terminal is one row shorter. */
+                        ws.ws_row--;
+                        ws.ws_xpixel = ws.ws_ypixel = 0;
+                }
                 CtlMessage open_m = {
                         .type = CTL_SESSION_OPEN,
                         .argv = cmd ? cmd : spec.command,
@@ -697,7 +944,15 @@ int verb_run(int argc, char **argv, const Globals *g) {
                         cfmakeraw(&raw);
                         tio_saved = tcsetattr(STDIN_FILENO, TCSADRAIN, &raw) == 0;
                 }
-                ret = relay(fd, &rd, sid, interactive);
+                _cleanup_(relay_done) Relay rl = { .fd = fd, .rd = &rd, .sid = sid, .interactive = interactive };
+                ret = relay_setup(&rl, &spec, p, tui_now, ws.ws_row + 1u, ws.ws_col);
+                if (ret < 0) {
+                        restore_terminal();
+                        ctl_reader_done(&rd);
+                        ret = EXIT_LAZARET;
+                        break;
+                }
+                ret = relay(&rl);
                 restore_terminal();
                 ctl_reader_done(&rd);
                 break;

@@ -70,6 +70,10 @@ const ConfigKeyRule config_key_rules[] = {
           .why = "host names this profile may reach through the broker" },
         { "profiles.*.check_server_name", CONFIG_KEY_NARROW_VALUE, .narrow_bool = true,
           .why = "true narrows: the broker refuses a connection whose TLS server name or Host is another name" },
+        { "profiles.*.status_line", CONFIG_KEY_NARROW_VALUE, .narrow_bool = true,
+          .why = "true narrows: false hides from the person what the sandbox is refused" },
+        { "profiles.*.clipboard", CONFIG_KEY_NARROW_VALUE, .narrow_bool = false,
+          .why = "false narrows: true lets what the sandbox prints set the host's clipboard" },
         { "profiles.*.env", CONFIG_KEY_TABLE, .why = "a table" },
         { "profiles.*.env.*", CONFIG_KEY_ENV,
           .why = "a literal value acts inside the sandbox only; \"env:VAR\" copies a host variable (often a "

@@ -809,6 +809,7 @@ int config_validate_profile(Validator *v, const ConfigNode *t) {
         p->n_command = 2;
         p->runsc_network = RUNSC_NETWORK_SANDBOX;
         p->workspace_branch = true;
+        p->status_line = true;
         {
                 _cleanup_free_ char *np = config_key_path(pname, "pids_limit"),
                                     *nm = config_key_path(pname, "memory_limit");
@@ -1040,6 +1041,18 @@ int config_validate_profile(Validator *v, const ConfigNode *t) {
                 _cleanup_free_ char *nn = config_key_path(pname, "check_server_name");
                 if (config_want_type(v, n, nn ?: "check_server_name", TOML_BOOL))
                         p->check_server_name = n->value->boolean;
+        }
+        n = config_node_get(t, "status_line");
+        if (n) {
+                _cleanup_free_ char *nn = config_key_path(pname, "status_line");
+                if (config_want_type(v, n, nn ?: "status_line", TOML_BOOL))
+                        p->status_line = n->value->boolean;
+        }
+        n = config_node_get(t, "clipboard");
+        if (n) {
+                _cleanup_free_ char *nn = config_key_path(pname, "clipboard");
+                if (config_want_type(v, n, nn ?: "clipboard", TOML_BOOL))
+                        p->clipboard = n->value->boolean;
         }
 
         n = config_node_get(t, "env");

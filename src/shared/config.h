@@ -170,6 +170,8 @@ typedef struct ConfigProfile {
         DomainRule *domains;
         size_t n_domains;
         bool check_server_name; /* the broker compares TLS SNI / Host with the name asked for */
+        bool status_line; /* lazaret run's status line on a terminal (default true) */
+        bool clipboard; /* the sandbox's OSC 52 clipboard writes reach the terminal (default false) */
         ConfigEnvVar *env;
         size_t n_env;
         ConfigVolume *volumes;

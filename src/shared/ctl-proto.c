@@ -43,6 +43,9 @@ static const char *const ctl_type_table[_CTL_TYPE_MAX] = {
         [CTL_PROMPT_ANSWER] = "PromptAnswer",
         [CTL_PROMPT_CANCEL] = "PromptCancel",
         [CTL_PROMPT_DONE] = "PromptDone",
+        [CTL_STATUS_WATCH] = "StatusWatch",
+        [CTL_STATUS_LINE] = "StatusLine",
+        [CTL_SANDBOX_PAUSE] = "SandboxPause",
 };
 
 static const char *const ctl_signal_table[_CTL_SIGNAL_MAX] = {
@@ -446,6 +449,15 @@ static const Field prompt_ref_fields[] = {
         F_REQUEST_ID,
 };
 
+static const Field status_watch_fields[] = {
+        F_SESSION_ID,
+};
+
+static const Field sandbox_pause_fields[] = {
+        F_SESSION_ID,
+        FIELD("pause", FIELD_BOOL, PRESENCE_REQUIRED, 0, 0, pause),
+};
+
 typedef struct MessageFields {
         const Field *fields;
         size_t n;
@@ -472,6 +484,9 @@ static const MessageFields message_fields[_CTL_TYPE_MAX] = {
         [CTL_PROMPT_ANSWER] = MESSAGE_FIELDS(prompt_answer_fields),
         [CTL_PROMPT_CANCEL] = MESSAGE_FIELDS(prompt_ref_fields),
         [CTL_PROMPT_DONE] = MESSAGE_FIELDS(prompt_ref_fields),
+        [CTL_STATUS_WATCH] = MESSAGE_FIELDS(status_watch_fields),
+        [CTL_STATUS_LINE] = MESSAGE_FIELDS(status_fields),
+        [CTL_SANDBOX_PAUSE] = MESSAGE_FIELDS(sandbox_pause_fields),
 };
 
 static void *field_ptr(CtlMessage *m, size_t offset) {

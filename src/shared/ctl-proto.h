@@ -47,6 +47,18 @@
  *                    decision "approve" | "deny" | "abort" | "unable" (this terminal cannot show
  *                    the prompt); command: the edited command line, with "approve" only
  *   PromptCancel    {type, session_id, request_id}         stop the approved command
+ * CLI -> coordinator, for the status line of `lazaret run` (issue 20):
+ *   StatusWatch     {type, session_id}                     send StatusLine frames to this
+ *                                                         connection: one now, then one when it
+ *                                                         changes, at most 5 a second
+ *   SandboxPause    {type, session_id, pause}              pause (true) or resume (false) the
+ *                                                         whole sandbox; the next StatusLine
+ *                                                         says which it is
+ * Coordinator -> CLI:
+ *   StatusLine      {type, status}                         status: {sessions, refused_connections,
+ *                                                         refused_git, escalations_pending,
+ *                                                         paused, network, policy_digest,
+ *                                                         pause_error?}
  */
 
 #include <jansson.h>
@@ -84,6 +96,9 @@ typedef enum CtlType {
         CTL_PROMPT_ANSWER,
         CTL_PROMPT_CANCEL,
         CTL_PROMPT_DONE,
+        CTL_STATUS_WATCH,
+        CTL_STATUS_LINE,
+        CTL_SANDBOX_PAUSE,
         _CTL_TYPE_MAX,
         _CTL_TYPE_INVALID = -EINVAL,
 } CtlType;
@@ -159,6 +174,9 @@ typedef struct CtlMessage {
         char *justification;
         char *decision; /* "approve", "deny", "abort" or "unable" */
         unsigned queued; /* requests waiting behind this one */
+
+        /* SandboxPause */
+        bool pause;
 } CtlMessage;
 
 const char *ctl_type_to_string(CtlType t); /* "Hello", "SessionOpen", ... */

@@ -628,6 +628,26 @@ int event_reader_open(const char *domain_dir, EventReader **ret) {
         return 0;
 }
 
+int event_reader_seek_tail(EventReader *r, uint64_t bytes) {
+        if (r->n == 0)
+                return 0;
+        /* The older segments are skipped. */
+        for (; r->i + 1 < r->n; r->i++)
+                r->fds[r->i] = safe_close(r->fds[r->i]);
+        int fd = r->fds[r->i];
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        uint64_t size = (uint64_t) st.st_size;
+        uint64_t at = size > bytes ? size - bytes : 0;
+        if (lseek(fd, (off_t) at, SEEK_SET) < 0)
+                return negative_errno();
+        r->len = r->off = 0;
+        /* From the middle of a line: the rest of it is not a record. */
+        r->discarding = at > 0;
+        return 0;
+}
+
 /* The current segment was renamed (rotated): 1 after switching to the new
  * one, 0 when it was not. */
 static int follow_rotation(EventReader *r) {

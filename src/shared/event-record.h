@@ -90,4 +90,8 @@ int event_reader_open(const char *domain_dir, EventReader **ret);
  * what was appended since, across rotations. */
 int event_reader_next(EventReader *r, bool follow, json_t **ret);
 uint64_t event_reader_skipped(const EventReader *r);
+/* Read on from the last `bytes` bytes of the current segment only (the
+ * first, partial line skipped): the latest records, without reading the
+ * whole record. */
+int event_reader_seek_tail(EventReader *r, uint64_t bytes);
 EventReader *event_reader_close(EventReader *r);
