@@ -354,6 +354,8 @@ static int cb_sb_pushline(int cols, const VTermScreenCell *cells, void *user) {
                 if (!o)
                         return 1;
                 t->hist_off = o;
+                if (t->cap_hist == 0)
+                        o[0] = 0; /* no line yet: hist_reset() never ran */
                 bool *s = realloc(t->hist_same, cap * sizeof(*s));
                 if (!s)
                         return 1;
@@ -806,6 +808,22 @@ int tui_render(Tui *t, uint64_t now) {
         return r;
 }
 
+/* libvterm 0.1.4 does not fit all of its state to a smaller size: the
+ * scroll region's top, the left margin and the saved cursor stay where they
+ * were (off the screen, where the next scroll moves a negative number of
+ * lines and DECRC puts the cursor), and a screen made shorter with the
+ * cursor above its last line of text leaves the cursor on a negative row.
+ * The margins reset, the cursor back on the screen and saved there. */
+static void emulator_resized(Tui *t) {
+        VTermPos pos;
+        vterm_state_get_cursorpos(vterm_obtain_state(t->vt), &pos);
+        int row = pos.row < 0 ? 0 : MIN(pos.row, t->vrows - 1);
+        int col = pos.col < 0 ? 0 : MIN(pos.col, t->cols - 1);
+        char b[48];
+        int n = snprintf(b, sizeof(b), "\033[r\033[s\033[%d;%dH\0337", row + 1, col + 1);
+        (void) vterm_input_write(t->vt, b, (size_t) n);
+}
+
 void tui_resize(Tui *t, unsigned rows, unsigned columns) {
         if (rows < 2 || columns < 2 || rows > 10000 || columns > 10000)
                 return;
@@ -823,6 +841,7 @@ void tui_resize(Tui *t, unsigned rows, unsigned columns) {
                 return;
         }
         vterm_set_size(t->vt, t->vrows, t->cols);
+        emulator_resized(t);
         strbuf_puts(&t->out, "\033[r\033[0m\033[?7l");
         t->pen = (Pen){ .valid = true };
         t->pen.fg.type = VTERM_COLOR_DEFAULT_FG;

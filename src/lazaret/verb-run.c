@@ -278,7 +278,12 @@ static void prompt_begin(Relay *r, const CtlMessage *m) {
 }
 
 static void relay_leave(Relay *r) {
-        r->overlay = overlay_close(r->overlay);
+        if (r->overlay) {
+                /* The sandbox's last screen, not the overlay, stays. */
+                r->overlay = overlay_close(r->overlay);
+                tui_overlay_end(r->tui);
+                (void) tui_render(r->tui, UINT64_MAX / 2);
+        }
         prompt_end(r, true);
         r->tui = tui_free(r->tui);
         restore_terminal();
@@ -490,9 +495,10 @@ static int relay(Relay *r) {
                         uint64_t now = mono_usec();
                         timeout = tui_wants(r->tui, now);
                         if (timeout == 0) {
-                                if (tui_render(r->tui, now) < 0) {
+                                int e = tui_render(r->tui, now);
+                                if (e < 0) {
                                         relay_leave(r);
-                                        log_error("cannot write to the terminal");
+                                        log_error("cannot write to the terminal: %s", strerror(-e));
                                         return EXIT_LAZARET;
                                 }
                                 timeout = tui_wants(r->tui, mono_usec());

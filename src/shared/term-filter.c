@@ -18,6 +18,8 @@
 #define ESC_MAX        4 /* ESC, two intermediates, the final */
 #define CSI_MAX        256
 #define CSI_PARAMS_MAX 16 /* libvterm 0.1.4, for one, overruns its array on a 17th */
+#define CSI_DIGITS_MAX 9 /* digits of one parameter: more overflow libvterm 0.1.4's int */
+#define REP_MAX        10000 /* REP's repeats written out, for an emulator */
 #define OSC_HEAD_MAX   8 /* "ESC ] Ps ;" while Ps is read */
 #define OSC_TITLE_MAX  256 /* the text of OSC 0, 1, 2 */
 #define OSC_LINK_MAX   2048 /* all of OSC 8: "8;params;URI" */
@@ -63,6 +65,8 @@ struct TermFilter {
         State state;
         bool allow_clipboard;
         bool pass_queries; /* to an emulator, which answers them itself */
+        uint8_t last[4]; /* the last character written (for REP), last_len 0: none */
+        size_t last_len;
         bool string_esc; /* an ESC inside the OSC or ignored string */
         bool overflow; /* the sequence outgrew cap: drop it when it ends */
         bool osc_head; /* the OSC's number is being read (no ';' yet) */
@@ -133,6 +137,16 @@ static bool utf8_is_c1(const uint8_t *u) {
         return u[0] == 0xc2 && u[1] < 0xa0;
 }
 
+/* U+302A..U+302F and U+3099..U+309A: combining marks that libvterm 0.1.4
+ * counts 2 columns wide (its table of wide characters is read before its
+ * table of combining ones), so that a base character followed by a run of
+ * them is one glyph wider than the screen, written past the row's last cell
+ * (through a NULL cell at its end). */
+static bool utf8_is_wide_combining(const uint8_t *u) {
+        return u[0] == 0xe3 &&
+               ((u[1] == 0x80 && u[2] >= 0xaa && u[2] <= 0xaf) || (u[1] == 0x82 && (u[2] == 0x99 || u[2] == 0x9a)));
+}
+
 /* Valid UTF-8 without C0, DEL or C1: what a title or URI may hold. */
 static bool printable(const uint8_t *p, size_t n) {
         for (size_t i = 0; i < n;) {
@@ -196,6 +210,7 @@ static void seq_put(TermFilter *f, uint8_t c) {
  * (where the model executes it and the sequence goes on). BEL, BS, HT, LF,
  * VT, FF, CR, SO and SI are 0x07..0x0F. */
 static void control(TermFilter *f, uint8_t c, StrBuf *out) {
+        f->last_len = 0;
         if (c >= BEL && c <= SI)
                 emit(out, &c, 1);
         else
@@ -207,10 +222,13 @@ static void ground(TermFilter *f, uint8_t c, StrBuf *out) {
                 if (utf8_next_ok(f->utf8[0], f->utf8_len, c)) {
                         f->utf8[f->utf8_len++] = c;
                         if (f->utf8_len == utf8_length(f->utf8[0])) {
-                                if (utf8_is_c1(f->utf8))
+                                if (utf8_is_c1(f->utf8) || (f->pass_queries && utf8_is_wide_combining(f->utf8)))
                                         f->dropped++;
-                                else
+                                else {
                                         emit(out, f->utf8, f->utf8_len);
+                                        memcpy(f->last, f->utf8, f->utf8_len);
+                                        f->last_len = f->utf8_len;
+                                }
                                 f->utf8_len = 0;
                         }
                         return;
@@ -221,9 +239,11 @@ static void ground(TermFilter *f, uint8_t c, StrBuf *out) {
         }
         if (c < 0x20)
                 control(f, c, out);
-        else if (c < DEL)
+        else if (c < DEL) {
                 emit(out, &c, 1);
-        else if (utf8_length(c) > 1)
+                f->last[0] = c;
+                f->last_len = 1;
+        } else if (utf8_length(c) > 1)
                 f->utf8[f->utf8_len++] = c;
         else
                 f->dropped++; /* DEL, a stray continuation byte (0x80..0x9F among them), or no UTF-8 */
@@ -330,6 +350,26 @@ static void csi_dispatch(TermFilter *f, StrBuf *out, StrBuf *reply) {
 
         if (nsep >= CSI_PARAMS_MAX) {
                 f->dropped++;
+                return;
+        }
+        for (const uint8_t *q = params, *run = params; f->pass_queries && q <= params_end; q++)
+                if (q == params_end || *q == ';' || *q == ':') {
+                        if (q - run > CSI_DIGITS_MAX) {
+                                f->dropped++;
+                                return;
+                        }
+                        run = q + 1;
+                }
+        /* REP, to an emulator: libvterm 0.1.4 repeats its last glyph with no
+         * check (before any glyph it loops forever, the glyph's width being
+         * 0; a wide one at the last column is written through a NULL cell),
+         * so the repeats are written out as characters, at most REP_MAX. */
+        if (f->pass_queries && final == 'b' && prefix == 0 && ninter == 0) {
+                unsigned k = first == 0 ? 1 : first > REP_MAX ? REP_MAX : first;
+                for (unsigned i = 0; f->last_len > 0 && !semi && i < k; i++)
+                        emit(out, f->last, f->last_len);
+                if (f->last_len == 0 || semi)
+                        f->dropped++;
                 return;
         }
         if (!f->pass_queries && csi_is_query(prefix, params_end, ninter, final, first)) {
@@ -587,6 +627,8 @@ void term_filter_feed(TermFilter *f, const uint8_t *p, size_t n, StrBuf *out, St
                         while (j < n && p[j] >= 0x20 && p[j] < DEL)
                                 j++;
                         emit(out, p + i, j - i);
+                        f->last[0] = p[j - 1];
+                        f->last_len = 1;
                         i = j - 1;
                         continue;
                 }

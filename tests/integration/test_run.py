@@ -541,13 +541,16 @@ def _read_until(fd, needle, timeout=20):
 
 @contextlib.contextmanager
 def pty_session(dom, env=None):
-    """lazaret run -- /bin/sh on a real PTY; yields (pid, master fd). The
-    CLI is killed and the fd closed however the test ends."""
+    """lazaret run --tui=none -- /bin/sh on a real PTY (the output as the
+    sandbox wrote it, through the filter alone; test_tui.py has the status
+    line); yields (pid, master fd). The CLI is killed and the fd closed
+    however the test ends."""
     pid, fd = pty.fork()
     if pid == 0:
         try:
             os.chdir(dom.lz.work)
-            cmd = dom.lz.cmdline(["--config", dom.cfg, "run", "--", "/bin/sh"], {**dom.lz.env, **dom.env, **(env or {})})
+            cmd = dom.lz.cmdline(["--config", dom.cfg, "run", "--tui=none", "--", "/bin/sh"],
+                                 {**dom.lz.env, **dom.env, **(env or {})})
             os.execvp(cmd[0], cmd)
         finally:
             os._exit(127)

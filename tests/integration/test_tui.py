@@ -16,6 +16,7 @@ import pytest
 
 from test_config import domain_hash
 from test_egress import HOST4, gone, names  # noqa: F401  (fixture)
+from test_escalation import esc_domain
 from test_prompt import Pane
 from test_run import Domain, busybox_image, make_repo  # noqa: F401  (fixture)
 
@@ -300,3 +301,34 @@ def test_overlay_pause_and_resume(tdom, tpanes, lz):
     p.wait("AFTER7", dom=tdom)
     p.type("exit\n")
     p.wait("LZEXIT=0", dom=tdom)
+
+
+def test_an_escalation_waiting_in_another_terminal(lz, busybox_image, tpanes):
+    """Terminal b asks for a command on the host; while the prompt is up
+    there, a's status line counts it; once denied, no more. The prompt goes
+    over b's status line and gives it back."""
+    d = esc_domain(lz, busybox_image)
+    a = b = None
+    try:
+        a = shell(tpanes, d, "a")
+        b = shell(tpanes, d, "b")
+        wait_status(a, "sessions 2", d)
+        b.type("/run/lazaret/escalate --why 'a test asks' -- 'touch denied.txt'; echo RC=$?\n")
+        b.wait("[A] Approve", dom=d)
+        wait_status(a, "escalations 1", d)
+        assert "41m escalations 1" in colored(a).split("\n")[H - 1], colored(a)
+        b.keys("d")
+        b.wait("RC=126", dom=d)
+        wait_status(a, "escalations 0", d)
+        wait_status(b, "escalations 0", d)
+        for x in (a, b):
+            x.type("exit\n")
+            x.wait("LZEXIT=0", dom=d)
+    finally:
+        for x in (a, b):
+            if x:
+                x.close()
+        deadline = time.time() + 30
+        while time.time() < deadline and d.container_names():
+            time.sleep(0.2)
+        d.assert_clean()
