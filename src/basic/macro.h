@@ -17,6 +17,11 @@
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
 
+/* The smaller of two values (each evaluated twice). */
+#ifndef MIN
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#endif
+
 /* Hand ownership of a pointer or fd to someone else: the cleanup attribute on
  * the source then sees NULL / -EBADF and does nothing. */
 #define TAKE_PTR(p)                                                                                                    \

@@ -291,12 +291,18 @@ struct Coordinator {
         bool status_dirty;
         uint64_t status_last;
         uint64_t git_refused; /* the router's refusals under the git policy */
-        uint64_t esc_pending; /* escalation requests not decided yet */
+        /* The ids of the escalation requests not decided yet, one entry per
+         * "requested" (a repeated id twice: each "decided" takes one); a
+         * "decided" of no such id (a request refused before it was read)
+         * takes none. At most ESC_PENDING_MAX. */
+        char (*esc_pending)[37];
+        size_t n_esc_pending;
         bool paused, pause_busy;
         char pause_error[200];
 };
 
 #define STATUS_LINE_USEC (UINT64_C(1000000) / 5)
+#define ESC_PENDING_MAX  4096
 void co_status_touch(Coordinator *co);
 void co_status_line_send(Coordinator *co);
 void co_sandbox_pause(Coordinator *co, bool pause);

@@ -214,10 +214,18 @@ static int esc_audit(void *userdata, json_t *record) {
 
 static void esc_event(void *userdata, const char *kind, const char *session_id, json_t *data) {
         Coordinator *co = userdata;
-        if (streq(kind, "requested"))
-                co->esc_pending++;
-        else if (streq(kind, "decided") && co->esc_pending > 0)
-                co->esc_pending--;
+        const char *rid = json_string_value(json_object_get(data, "request_id"));
+        if (rid && strlen(rid) == 36 && streq(kind, "requested")) {
+                if (!co->esc_pending)
+                        co->esc_pending = calloc(ESC_PENDING_MAX, sizeof(*co->esc_pending));
+                if (co->esc_pending && co->n_esc_pending < ESC_PENDING_MAX)
+                        memcpy(co->esc_pending[co->n_esc_pending++], rid, 37);
+        } else if (rid && streq(kind, "decided"))
+                for (size_t i = 0; i < co->n_esc_pending; i++)
+                        if (streq(co->esc_pending[i], rid)) {
+                                memcpy(co->esc_pending[i], co->esc_pending[--co->n_esc_pending], 37);
+                                break;
+                        }
         co_status_touch(co);
         event_emit(co->events, "escalation", kind, session_id, data);
 }

@@ -920,7 +920,7 @@ static json_t *status_line_json(Coordinator *co) {
         json_t *j =
                 json_pack("{s:I, s:I, s:I, s:I, s:b, s:s, s:s}", "sessions", (json_int_t) sessions,
                           "refused_connections", (json_int_t) co->egress_refused, "refused_git",
-                          (json_int_t) co->git_refused, "escalations_pending", (json_int_t) co->esc_pending, "paused",
+                          (json_int_t) co->git_refused, "escalations_pending", (json_int_t) co->n_esc_pending, "paused",
                           co->paused, "network", network, "policy_digest", co->spec.netpolicy_digest ?: "");
         if (j && co->pause_error[0])
                 json_object_set_new(j, "pause_error", json_string(co->pause_error));

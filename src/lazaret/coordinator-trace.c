@@ -19,8 +19,6 @@
 #include "coordinator-internal.h"
 #include "trace-wire.h"
 
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
-
 #define TRACE_SOCKET       "sink.sock"
 #define TRACE_CONFIG       "trace.json"
 #define TRACE_HANDSHAKE_MS 5000

@@ -478,6 +478,8 @@ static void serve(Coordinator *co) {
  * on a partly made coordinator (every early return calls it, so the ASan
  * build's leak check sees a clean exit). */
 void co_release(Coordinator *co) {
+        co->esc_pending = mfree(co->esc_pending);
+        co->n_esc_pending = 0;
         /* Whatever remains is recorded, and the next coordinator removes
          * it: the watchdog has nothing to do. */
         if (co->watchdog_fd >= 0) {

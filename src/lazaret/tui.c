@@ -15,8 +15,6 @@
 #include "term-filter.h"
 #include "tui.h"
 
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
-
 #define FRAME_USEC  (UINT64_C(1000000) / 60) /* the sandbox's screen */
 #define STATUS_USEC (UINT64_C(1000000) / 5) /* the status line's own changes */
 #define MOVED_USEC  (UINT64_C(5000000)) /* a counter that moved stands out this long */
@@ -123,6 +121,13 @@ static void put_color(StrBuf *o, const VTermColor *c, bool fg) {
                 strbuf_printf(o, ";%u;2;%u;%u;%u", fg ? 38u : 48u, c->rgb.red, c->rgb.green, c->rgb.blue);
 }
 
+/* The terminal's pen is known to be the default one (after an SGR 0). */
+static void pen_known_default(Pen *pen) {
+        *pen = (Pen){ .valid = true };
+        pen->fg.type = VTERM_COLOR_DEFAULT_FG;
+        pen->bg.type = VTERM_COLOR_DEFAULT_BG;
+}
+
 /* Make the terminal's pen the cell's. */
 static void pen_set(StrBuf *o, Pen *pen, const VTermScreenCell *c) {
         if (pen->valid && attrs_eq(&pen->attrs, &c->attrs) && color_eq(&pen->fg, &c->fg) && color_eq(&pen->bg, &c->bg))
@@ -155,9 +160,7 @@ static void pen_reset(StrBuf *o, Pen *pen) {
             VTERM_COLOR_IS_DEFAULT_BG(&pen->bg))
                 return;
         strbuf_puts(o, "\033[0m");
-        *pen = (Pen){ .valid = true };
-        pen->fg.type = VTERM_COLOR_DEFAULT_FG;
-        pen->bg.type = VTERM_COLOR_DEFAULT_BG;
+        pen_known_default(pen);
 }
 
 static void put_utf8(StrBuf *o, uint32_t u) {
@@ -412,18 +415,30 @@ static const VTermScreenCallbacks screen_cbs = {
         .sb_pushline = cb_sb_pushline,
 };
 
-static int alloc_grid(Tui *t) {
-        size_t n = (size_t) t->vrows * (size_t) t->cols;
+/* What the terminal shows, for a terminal of rows x cols (every row not
+ * known yet). On failure nothing changed. */
+static int alloc_grid(Tui *t, int rows, int cols) {
+        int vrows = rows - 1;
+        VTermScreenCell *shown = calloc((size_t) vrows * (size_t) cols, sizeof(*shown));
+        bool *junk = calloc((size_t) vrows, sizeof(*junk));
+        VTermScreenCell *row = calloc((size_t) cols, sizeof(*row));
+        if (!shown || !junk || !row) {
+                free(shown);
+                free(junk);
+                free(row);
+                return -ENOMEM;
+        }
+        for (int r = 0; r < vrows; r++)
+                junk[r] = true;
         free(t->shown);
         free(t->junk);
         free(t->row);
-        t->shown = calloc(n, sizeof(*t->shown));
-        t->junk = calloc((size_t) t->vrows, sizeof(*t->junk));
-        t->row = calloc((size_t) t->cols, sizeof(*t->row));
-        if (!t->shown || !t->junk || !t->row)
-                return -ENOMEM;
-        for (int r = 0; r < t->vrows; r++)
-                t->junk[r] = true;
+        t->shown = shown;
+        t->junk = junk;
+        t->row = row;
+        t->rows = rows;
+        t->cols = cols;
+        t->vrows = vrows;
         return 0;
 }
 
@@ -436,16 +451,13 @@ int tui_new(const TuiOptions *opt, unsigned rows, unsigned columns, Tui **ret) {
         t->fd = opt->fd;
         t->color = opt->color;
         t->clipboard = opt->clipboard;
-        t->rows = (int) rows;
-        t->cols = (int) columns;
-        t->vrows = t->rows - 1;
         t->cursor_visible = true;
         t->cursor_shape = t->cursor_shape_shown = 0;
-        t->vt = vterm_new(t->vrows, t->cols);
+        t->vt = vterm_new((int) rows - 1, (int) columns);
         t->filter = term_filter_new(t->clipboard);
         if (t->filter)
                 term_filter_pass_queries(t->filter, true);
-        if (!t->vt || !t->filter || alloc_grid(t) < 0) {
+        if (!t->vt || !t->filter || alloc_grid(t, (int) rows, (int) columns) < 0) {
                 tui_free(t);
                 return -ENOMEM;
         }
@@ -467,9 +479,7 @@ int tui_new(const TuiOptions *opt, unsigned rows, unsigned columns, Tui **ret) {
         for (int i = 0; i < t->rows; i++)
                 strbuf_putc(o, '\n');
         strbuf_puts(o, "\033[0m\033[?7l");
-        t->pen = (Pen){ .valid = true };
-        t->pen.fg.type = VTERM_COLOR_DEFAULT_FG;
-        t->pen.bg.type = VTERM_COLOR_DEFAULT_BG;
+        pen_known_default(&t->pen);
         t->st_lost = t->dirty = true;
         *ret = t;
         return 0;
@@ -610,9 +620,7 @@ static void put_status(Tui *t, uint64_t now) {
         strbuf_puts(&text, "\033[0m");
         strbuf_putn(o, text.data ?: "", text.len);
         strbuf_done(&text);
-        t->pen = (Pen){ .valid = true };
-        t->pen.fg.type = VTERM_COLOR_DEFAULT_FG;
-        t->pen.bg.type = VTERM_COLOR_DEFAULT_BG;
+        pen_known_default(&t->pen);
         t->st_changed = t->st_lost = false;
         t->st_last = now;
 }
@@ -679,9 +687,7 @@ static void put_hist(Tui *t) {
                         put_cup(o, (int) j, 0);
                         strbuf_putn(o, t->hist.data + t->hist_off[i + j], t->hist_off[i + j + 1] - t->hist_off[i + j]);
                 }
-                t->pen = (Pen){ .valid = true };
-                t->pen.fg.type = VTERM_COLOR_DEFAULT_FG;
-                t->pen.bg.type = VTERM_COLOR_DEFAULT_BG;
+                pen_known_default(&t->pen);
                 put_cup(o, t->rows - 1, 0);
                 for (size_t j = 0; j < page; j++)
                         strbuf_putc(o, '\n');
@@ -829,23 +835,17 @@ void tui_resize(Tui *t, unsigned rows, unsigned columns) {
                 return;
         if ((int) rows == t->rows && (int) columns == t->cols)
                 return;
-        t->rows = (int) rows;
-        t->cols = (int) columns;
-        t->vrows = t->rows - 1;
+        /* Out of memory: the old size stays (drawn cut by the terminal). */
+        if (alloc_grid(t, (int) rows, (int) columns) < 0)
+                return;
         /* The screen is drawn again from the emulator's cells; lines
          * scrolled away and not drawn yet still go up, none of them shown. */
         for (size_t i = 0; i < t->n_hist; i++)
                 t->hist_same[i] = false;
-        if (alloc_grid(t) < 0) {
-                t->dirty = true;
-                return;
-        }
         vterm_set_size(t->vt, t->vrows, t->cols);
         emulator_resized(t);
         strbuf_puts(&t->out, "\033[r\033[0m\033[?7l");
-        t->pen = (Pen){ .valid = true };
-        t->pen.fg.type = VTERM_COLOR_DEFAULT_FG;
-        t->pen.bg.type = VTERM_COLOR_DEFAULT_BG;
+        pen_known_default(&t->pen);
         t->dirty = t->st_lost = true;
         t->last_frame = 0;
 }
@@ -872,9 +872,7 @@ int tui_overlay_draw(Tui *t, const TuiLine *lines, size_t n) {
                 t->junk[r] = true;
         }
         strbuf_puts(o, "\033[0m");
-        t->pen = (Pen){ .valid = true };
-        t->pen.fg.type = VTERM_COLOR_DEFAULT_FG;
-        t->pen.bg.type = VTERM_COLOR_DEFAULT_BG;
+        pen_known_default(&t->pen);
         strbuf_puts(o, "\033[?2026l");
         if (o->oom) {
                 o->oom = false;
@@ -904,9 +902,7 @@ void tui_resume(Tui *t) {
         t->modes_known = false;
         t->alt_shown = false; /* it left the terminal on its main screen */
         strbuf_puts(&t->out, "\033[r\033[0m\033[?7l");
-        t->pen = (Pen){ .valid = true };
-        t->pen.fg.type = VTERM_COLOR_DEFAULT_FG;
-        t->pen.bg.type = VTERM_COLOR_DEFAULT_BG;
+        pen_known_default(&t->pen);
         for (int r = 0; r < t->vrows; r++)
                 t->junk[r] = true;
         t->cursor_shape_shown = -1;

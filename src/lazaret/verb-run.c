@@ -39,8 +39,6 @@
 #include "verbs.h"
 
 #define TERMINFO_FILE_MAX CTL_TERMINFO_MAX
-#define MIN(a, b)         ((a) < (b) ? (a) : (b))
-
 /* The person ended the session at the escalation prompt ([Q]). */
 #define EXIT_ABORTED 130
 

@@ -16,9 +16,10 @@ import pytest
 
 from test_config import domain_hash
 from test_egress import HOST4, gone, names  # noqa: F401  (fixture)
-from test_escalation import esc_domain
+from test_escalation import attack, esc_domain, session_credentials  # noqa: F401  (fixture)
+from test_escalation import paths as esc_paths
 from test_prompt import Pane
-from test_run import Domain, busybox_image, make_repo  # noqa: F401  (fixture)
+from test_run import Domain, busybox_image, kill_cli, make_repo  # noqa: F401  (fixture)
 
 W, H = 120, 24
 
@@ -48,6 +49,11 @@ def colored(p):
     """The pane with its escape sequences (capture-pane -e)."""
     return subprocess.run(["tmux", "-S", p.sock, "capture-pane", "-p", "-e", "-t", "0"], capture_output=True,
                           text=True, check=True).stdout
+
+
+def title(p):
+    return subprocess.run(["tmux", "-S", p.sock, "display-message", "-p", "-t", "0", "#{pane_title}"],
+                          capture_output=True, text=True).stdout.strip()
 
 
 def buffers(p):
@@ -117,7 +123,7 @@ def test_status_line_counts_what_is_refused(tdom, tpanes, lz):
     for x in (q, p):
         x.type("exit\n")
         x.wait("LZEXIT=0", dom=tdom)
-    # Gone with the session: the status line, and the modes it set.
+    # Gone with the session: the status line is erased.
     assert "refused conn" not in p.screen(), p.screen()
 
 
@@ -164,6 +170,20 @@ def test_the_sandbox_cannot_draw_into_the_status_line(tdom, tpanes, lz):
         time.sleep(0.3)
         st = status(p)
         assert st.startswith(" lazaret shell") and "ATTACK" not in st, (a, p.screen())
+    # A title reaches the terminal as printable text; one with a control
+    # in it does not at all.
+    p.type("printf '\\033]2;lazaret-title-ok\\a'; echo T1X\n")
+    p.wait("T1X", dom=tdom)
+    deadline = time.time() + 10
+    while time.time() < deadline and title(p) != "lazaret-title-ok":
+        time.sleep(0.1)
+    assert title(p) == "lazaret-title-ok"
+    for bad in ("\\033]2;bad\\033[31mx\\a", "\\033]2;bad\\302\\233x\\a", "\\033]2;bad\\001x\\a"):
+        p.type(f"printf '{bad}'; echo; echo T2X\n")
+        p.wait("T2X", dom=tdom)
+        time.sleep(0.3)
+        assert title(p) == "lazaret-title-ok", (bad, title(p))
+        p.type("clear\n")
     # And it still works.
     p.type("clear; echo STILL$((2+3))\n")
     p.wait("STILL5", dom=tdom)
@@ -262,26 +282,53 @@ def test_vi_and_a_resize(tdom, tpanes, lz):
     p.wait("LZEXIT=0", dom=tdom)
 
 
+def close_overlay(p, dom):
+    p.keys("Escape")
+    deadline = time.time() + 10
+    while time.time() < deadline and "lazaret events" in p.screen():
+        time.sleep(0.1)
+    assert "lazaret events" not in p.screen(), p.screen()
+
+
 def test_overlay_pause_and_resume(tdom, tpanes, lz):
     p = shell(tpanes, tdom)
     wait_status(p, "sessions 1", tdom)
     p.type("wget -q -O - http://unlisted.example.test:8080/x; echo NET=$?\n")
     p.wait("NET=1", dom=tdom)
-    # A clock in the sandbox, written into the workspace.
-    p.type("(while :; do date +%s%N > /tmp/tick; cp /tmp/tick /workspace/tick.txt; sleep 0.1; done) & echo BG\n")
-    p.wait("BG", dom=tdom)
-    before = p.screen()
+    # A process whose arguments would clear the screen and set the
+    # clipboard, were they printed as they are.
+    p.type("/bin/echo \"$(printf '\\033]52;c;ZXZpbA==\\a\\033[2J')EVIL$((1+1))\" >/dev/null; clear\n")
+    time.sleep(1)
+    before = p.screen().split("\n")[:H - 1]
     p.keys("C-]")
     s = p.wait("lazaret events", dom=tdom)
     assert "network" in s and "unlisted.example.test" in s, s
-    # The filter: only escalations, of which there are none.
+    # Its record is there, escaped: nothing of it acted on the terminal.
+    s = p.wait('"/bin/echo","\\u001B]52;c;ZX', dom=tdom)
+    assert buffers(p) == "", buffers(p)
+    # The filter: the network's records only.
     p.type("f")
-    p.wait("filter [f]: network", dom=tdom)
+    s = p.wait("filter [f]: network", dom=tdom)
+    assert "/bin/echo" not in s and "unlisted.example.test" in s, s
+    close_overlay(p, tdom)
+    # The screen as it was.
+    deadline = time.time() + 10
+    while time.time() < deadline and p.screen().split("\n")[:H - 1] != before:
+        time.sleep(0.1)
+    assert p.screen().split("\n")[:H - 1] == before, p.screen()
+    # A clock in the sandbox, written into the workspace (branch mode: the
+    # agent's worktree).
+    p.type("(while :; do date +%s%N > /tmp/tick; cp /tmp/tick /workspace/tick.txt; sleep 0.1; done) & echo BG\n")
+    p.wait("BG", dom=tdom)
+    tick = os.path.join(tdom.data, "domains", domain_hash("shell", lz.work), "agent-shell", "tick.txt")
+    deadline = time.time() + 10
+    while time.time() < deadline and not os.path.exists(tick):
+        time.sleep(0.1)
+    p.keys("C-]")
+    p.wait("lazaret events", dom=tdom)
     p.type("p")
     wait_status(p, "PAUSED", tdom)
     p.wait("sandbox PAUSED", dom=tdom)
-    # Branch mode: /workspace is the agent's worktree.
-    tick = os.path.join(tdom.data, "domains", domain_hash("shell", lz.work), "agent-shell", "tick.txt")
     a = open(tick).read()
     time.sleep(1.5)
     assert open(tick).read() == a, "the sandbox ran on while paused"
@@ -291,24 +338,21 @@ def test_overlay_pause_and_resume(tdom, tpanes, lz):
     while time.time() < deadline and open(tick).read() == a:
         time.sleep(0.1)
     assert open(tick).read() != a, "the sandbox did not resume"
-    p.keys("Escape")
-    deadline = time.time() + 10
-    while time.time() < deadline and "lazaret events" in p.screen():
-        time.sleep(0.1)
-    assert p.screen() == before or "UP2" in p.screen(), p.screen()
-    assert "lazaret events" not in p.screen()
+    assert "PAUSED" not in status(p)
+    close_overlay(p, tdom)
     p.type("kill %1; echo AFTER$((3+4))\n")
     p.wait("AFTER7", dom=tdom)
     p.type("exit\n")
     p.wait("LZEXIT=0", dom=tdom)
 
 
-def test_an_escalation_waiting_in_another_terminal(lz, busybox_image, tpanes):
+def test_an_escalation_waiting_in_another_terminal(lz, busybox_image, tpanes, attack):
     """Terminal b asks for a command on the host; while the prompt is up
-    there, a's status line counts it; once denied, no more. The prompt goes
-    over b's status line and gives it back."""
+    there, a's status line counts it, and requests the sandbox could craft
+    that are refused before they are read do not take it away; once denied,
+    no more. The prompt goes over b's status line and gives it back."""
     d = esc_domain(lz, busybox_image)
-    a = b = None
+    a = b = other = None
     try:
         a = shell(tpanes, d, "a")
         b = shell(tpanes, d, "b")
@@ -317,6 +361,20 @@ def test_an_escalation_waiting_in_another_terminal(lz, busybox_image, tpanes):
         b.wait("[A] Approve", dom=d)
         wait_status(a, "escalations 1", d)
         assert "41m escalations 1" in colored(a).split("\n")[H - 1], colored(a)
+        # What a process in the sandbox could send: refused, each with a
+        # "decided" record of its own, none of them the waiting request.
+        other, sid, cred = session_credentials(d)
+        sock, certs = esc_paths(d, lz)
+        for mode in ("malformed", "extra", "badsig", "oversized"):
+            r = subprocess.run(["runuser", "-u", lz.user.pw_name, "--", attack, sock, certs, sid, cred, "shell", mode,
+                                "uname -a"], capture_output=True, text=True, timeout=60)
+            assert "approved=0" in r.stdout, (mode, r.stdout, r.stderr)
+        wait_status(a, "sessions 3", d)
+        time.sleep(1)
+        assert "escalations 1" in status(a), status(a)
+        kill_cli(other)
+        other.wait(timeout=30)
+        other = None
         b.keys("d")
         b.wait("RC=126", dom=d)
         wait_status(a, "escalations 0", d)
@@ -325,6 +383,9 @@ def test_an_escalation_waiting_in_another_terminal(lz, busybox_image, tpanes):
             x.type("exit\n")
             x.wait("LZEXIT=0", dom=d)
     finally:
+        if other:
+            kill_cli(other)
+            other.wait(timeout=30)
         for x in (a, b):
             if x:
                 x.close()
