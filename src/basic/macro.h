@@ -21,6 +21,10 @@
 #ifndef MIN
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #endif
+/* The larger of two values (each evaluated twice). */
+#ifndef MAX
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#endif
 
 /* Hand ownership of a pointer or fd to someone else: the cleanup attribute on
  * the source then sees NULL / -EBADF and does nothing. */

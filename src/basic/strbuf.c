@@ -38,6 +38,19 @@ void strbuf_putn(StrBuf *b, const char *s, size_t n) {
         b->data[b->len] = '\0';
 }
 
+char *strbuf_room(StrBuf *b, size_t n) {
+        if (!strbuf_reserve(b, n))
+                return NULL;
+        return b->data + b->len;
+}
+
+void strbuf_grew(StrBuf *b, size_t n) {
+        if (b->oom || !b->data)
+                return;
+        b->len += n;
+        b->data[b->len] = '\0';
+}
+
 void strbuf_puts(StrBuf *b, const char *s) {
         strbuf_putn(b, s, strlen(s));
 }

@@ -26,6 +26,12 @@ void strbuf_putc(StrBuf *b, char c);
 void strbuf_printf(StrBuf *b, const char *fmt, ...) _printf_(2, 3);
 void strbuf_vprintf(StrBuf *b, const char *fmt, va_list ap) _printf_(2, 0);
 
+/* Room for n more bytes at the end, for a caller that writes them itself
+ * and then says how many it wrote with strbuf_grew(). NULL when out of
+ * memory (oom set). */
+char *strbuf_room(StrBuf *b, size_t n);
+void strbuf_grew(StrBuf *b, size_t n);
+
 /* The contents as a C string ("" when empty); valid until the next append. */
 const char *strbuf_str(const StrBuf *b);
 

@@ -152,7 +152,7 @@ typedef struct Trace {
 
 typedef struct OutQueue {
         uint8_t *buf;
-        size_t len, off;
+        size_t len, off, cap; /* buf[off, len) waits to be written */
 } OutQueue;
 
 struct Session {

@@ -84,14 +84,26 @@ void co_lines_drain(Coordinator *co, LinePipe *p) {
         p->len = 0;
 }
 
+/* The queue's buffer holds what waits and what was written ahead of it;
+ * the written part goes once it is as large as what waits (so each byte
+ * moves at most once more), which keeps the buffer at about twice what
+ * waits however long a lagging reader streams. */
 static int queue_put(OutQueue *q, const uint8_t *data, size_t n) {
-        if (q->off > 0 && q->off == q->len)
-                q->off = q->len = 0;
-        uint8_t *b = realloc(q->buf, q->len + n);
-        if (!b)
-                return -ENOMEM;
-        memcpy(b + q->len, data, n);
-        q->buf = b;
+        size_t pending = q->len - q->off;
+        if (q->off > 0 && q->off >= pending) {
+                memmove(q->buf, q->buf + q->off, pending);
+                q->len = pending;
+                q->off = 0;
+        }
+        if (n > q->cap - q->len) {
+                size_t cap = MAX(MAX(q->cap * 2, q->len + n), (size_t) 4096);
+                uint8_t *b = realloc(q->buf, cap);
+                if (!b)
+                        return -ENOMEM;
+                q->buf = b;
+                q->cap = cap;
+        }
+        memcpy(q->buf + q->len, data, n);
         q->len += n;
         return 0;
 }

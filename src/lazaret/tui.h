@@ -5,7 +5,8 @@
  * never written to the person's terminal as it is. It is fed to a terminal
  * emulator of our own (libvterm) one row shorter than the real terminal,
  * and what reaches the terminal is drawn from that emulator's cells: every
- * cell is placed by an absolute cursor move, autowrap is off, and the only
+ * cell is placed by an absolute cursor move, nothing is written past the
+ * last column (nor anything there that could wrap), and the only
  * scrolling is ours (a line feed on the bottom row, which puts the lines
  * the sandbox scrolled away into the terminal's own scrollback). So no
  * sequence the sandbox prints can draw into the bottom row, where the status
@@ -19,7 +20,10 @@
  *
  * Drawing is done by tui_render(): the caller calls it when tui_wants()
  * says so (content at most 60 times a second, the status line's own
- * changes at most 5 times a second). */
+ * changes at most 5 times a second). With TuiOptions.writer a thread of
+ * its own writes each frame to the terminal while the caller goes on
+ * feeding; the next frame waits until that one is written (tui_fd() is
+ * readable then). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -41,6 +45,7 @@ typedef struct TuiOptions {
         int fd; /* the terminal: written to, and asked for its size */
         bool color; /* false: NO_COLOR (the status line without colours) */
         bool clipboard; /* OSC 52 writes reach the terminal */
+        bool writer; /* frames written by a thread (else before tui_render() returns) */
 } TuiOptions;
 
 /* Take over the terminal (already in raw mode) at rows x columns: what it
@@ -89,6 +94,17 @@ void tui_overlay_end(Tui *t);
 int tui_wants(const Tui *t, uint64_t now_usec);
 /* Draw what changed. -errno when the terminal cannot be written. */
 int tui_render(Tui *t, uint64_t now_usec);
+/* Draw everything pending now (the last frame), after the one being
+ * written. */
+int tui_render_now(Tui *t);
+
+/* With the writer: an fd readable when a frame was written (then call
+ * tui_written()); -1 without. */
+int tui_fd(const Tui *t);
+void tui_written(Tui *t);
+/* Lines scrolled away pile up faster than the terminal takes them: read
+ * no more of the sandbox's output until a frame is written. */
+bool tui_backlogged(const Tui *t);
 
 /* Counters for tests and status. */
 uint64_t tui_dropped(const Tui *t); /* sequences the terminal never saw */

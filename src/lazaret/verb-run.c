@@ -280,7 +280,7 @@ static void relay_leave(Relay *r) {
                 /* The sandbox's last screen, not the overlay, stays. */
                 r->overlay = overlay_close(r->overlay);
                 tui_overlay_end(r->tui);
-                (void) tui_render(r->tui, UINT64_MAX / 2);
+                (void) tui_render_now(r->tui);
         }
         prompt_end(r, true);
         r->tui = tui_free(r->tui);
@@ -433,10 +433,12 @@ static int relay(Relay *r) {
         const char *sid = r->sid;
         bool stdin_open = true;
         for (;;) {
-                /* Frames already buffered come first. */
+                /* Frames already buffered come first, unless the terminal
+                 * lags behind: then the sandbox waits (backpressure). */
+                bool hold = r->tui && tui_backlogged(r->tui);
                 const uint8_t *p;
                 size_t len;
-                int k = ctl_reader_next(r->rd, &p, &len);
+                int k = hold ? 0 : ctl_reader_next(r->rd, &p, &len);
                 if (k < 0) {
                         relay_leave(r);
                         log_error("the coordinator sent an invalid frame");
@@ -473,7 +475,7 @@ static int relay(Relay *r) {
                         } else if (m.type == CTL_SESSION_EXIT && streq(m.session_id, sid)) {
                                 int st = exit_status_of(&m);
                                 if (r->tui)
-                                        (void) tui_render(r->tui, UINT64_MAX / 2);
+                                        (void) tui_render_now(r->tui);
                                 relay_leave(r);
                                 if (m.message)
                                         fprintf(stderr, "%slazaret: %s\n", r->interactive ? "\r\n" : "", m.message);
@@ -512,13 +514,16 @@ static int relay(Relay *r) {
                                 timeout = timeout < 0 || w < timeout ? w : timeout;
                         }
                 }
-                struct pollfd pfd[3] = {
-                        { .fd = fd, .events = POLLIN },
+                struct pollfd pfd[4] = {
+                        { .fd = hold ? -1 : fd, .events = POLLIN },
                         { .fd = sfd, .events = POLLIN },
                         { .fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN },
+                        { .fd = r->tui ? tui_fd(r->tui) : -1, .events = POLLIN },
                 };
-                if (poll(pfd, 3, timeout) < 0 && errno != EINTR)
+                if (poll(pfd, 4, timeout) < 0 && errno != EINTR)
                         return EXIT_LAZARET;
+                if (pfd[3].revents & POLLIN)
+                        tui_written(r->tui); /* the next frame can go */
                 if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
                         uint8_t buf[65536];
                         size_t room = ctl_reader_room(r->rd);
@@ -701,7 +706,7 @@ static int relay_setup(Relay *r, const LaunchSpec *spec, const ConfigProfile *p,
                        unsigned columns) {
         if (want_tui) {
                 const char *nc = getenv("NO_COLOR");
-                TuiOptions o = { .fd = STDOUT_FILENO, .color = !nc || !*nc, .clipboard = p->clipboard };
+                TuiOptions o = { .fd = STDOUT_FILENO, .color = !nc || !*nc, .clipboard = p->clipboard, .writer = true };
                 int k = tui_new(&o, rows, columns, &r->tui);
                 if (k < 0 && k != -ERANGE) {
                         log_error("cannot start the status line: %s", strerror(-k));

@@ -289,6 +289,48 @@ def test_two_clis_share_one_sandbox(dom):
     dom.assert_clean()
 
 
+def test_a_lagging_reader_bounds_the_coordinator(lz, busybox_image):
+    """The sandbox prints 60 MB to a CLI whose reader takes it slowly: the
+    coordinator (on the host) holds at most its queue's bound of it, not the
+    output (its queue once grew by all it had written ahead of the reader,
+    so an agent could fill the host's memory by printing), and every byte
+    arrives."""
+    d = Domain(lz, busybox_image)
+    env = {}
+    if "ASAN_OPTIONS" in os.environ:
+        env["ASAN_OPTIONS"] = os.environ["ASAN_OPTIONS"] + ":quarantine_size_mb=8"
+    holder = d.popen("run", "--", "/bin/sh", "-c", "sleep 300", env=env)
+    try:
+        wait_sessions(d, 1, timeout=60)
+        pid = d.status()["coordinator_pid"]
+
+        def rss():
+            for line in open(f"/proc/{pid}/status"):
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        base = rss()
+        size = 60 * 1000 * 1000
+        p = d.popen("run", "--", "/bin/sh", "-c", f"yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c {size}",
+                    stdin=subprocess.DEVNULL)
+        got, peak, reads = 0, 0, 0
+        while True:
+            b = p.stdout.read1(16384)
+            if not b:
+                break
+            got += len(b)
+            reads += 1
+            if reads % 16 == 0:
+                peak = max(peak, rss() - base)
+            time.sleep(0.001)
+        p.wait(timeout=60)
+        assert p.returncode == 0, p.stderr.read()
+        assert got == size
+        assert peak < 48 * 1024, f"the coordinator grew by {peak} KiB behind a slow reader"
+    finally:
+        kill_cli(holder)
+    d.assert_clean()
+
+
 def test_eight_clis_one_coordinator(dom):
     procs = [dom.popen("run", "--", "/bin/sh", "-c", "sleep 2; echo ok", stdin=subprocess.DEVNULL,
                        env={"LAZARET_DEBUG": "1"})

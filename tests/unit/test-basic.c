@@ -44,6 +44,17 @@ static void test_strbuf(void **state) {
         s = strbuf_steal(&b);
         assert_string_equal(s, "");
         free(s);
+
+        /* Room written by the caller: only what it says it wrote counts. */
+        strbuf_puts(&b, "ab");
+        char *p = strbuf_room(&b, 5000);
+        assert_non_null(p);
+        memcpy(p, "cdefgh", 6);
+        strbuf_grew(&b, 3);
+        assert_string_equal(strbuf_str(&b), "abcde");
+        assert_int_equal(b.len, 5);
+        assert_true(b.cap >= 5002);
+        strbuf_done(&b);
 }
 
 static void test_path_has_dotdot(void **state) {

@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* The terminal layer's emulator against hostile output: what a sandboxed
- * program prints goes through tui_feed() (the filter, then libvterm 0.1.4)
- * and the real terminal's size changes through tui_resize(); after each
- * step the frame is drawn (tui_render(), which reads every cell) and every
- * cell and the cursor are read again here. The streams are pseudo-random
- * (a fixed seed), biased towards the sequences libvterm mishandles, and the
- * inputs that made it crash or hang, each cut down to what it takes.
+ * program prints goes through tui_feed() (the filter, then libvterm 0.1.4's
+ * state layer and tui.c's own screen) and the real terminal's size changes
+ * through tui_resize(); after each step the frame is drawn (tui_render(),
+ * which reads every cell), the cursor must be on the screen, and every cell
+ * must be what libvterm's own screen layer (the oracle, fed the same bytes
+ * and resized the same way) holds. The streams are pseudo-random (a fixed
+ * seed), biased towards the sequences libvterm mishandles, and the inputs
+ * that made it crash or hang, each cut down to what it takes.
  *
  * tui.c is compiled into this test (it is not in shared_dep) so that its
  * own libvterm set-up and resize handling are what is tested; write_all()
  * is stubbed. */
+#include <fcntl.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -24,12 +28,23 @@
 
 #include "../../src/lazaret/tui.c"
 
-/* The terminal: what tui_render() writes, counted and dropped. */
+/* The terminal: what tui_render() writes, counted and dropped; or, for
+ * test_writer, written to a pipe (fd >= 0), from the writer thread. */
 static uint64_t written;
 int write_all(int fd, const void *buf, size_t n) {
-        (void) fd;
-        (void) buf;
-        written += n;
+        if (fd < 0) {
+                written += n;
+                return 0;
+        }
+        for (const char *p = buf; n > 0;) {
+                ssize_t k = write(fd, p, n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                p += k;
+                n -= (size_t) k;
+        }
         return 0;
 }
 
@@ -44,6 +59,31 @@ static void on_alarm(int sig) {
 
 static uint64_t now;
 
+/* The oracle: libvterm's screen layer, at the sandbox's size. */
+typedef struct Oracle {
+        VTerm *vt;
+        VTermScreen *screen;
+} Oracle;
+
+static Oracle oracle;
+
+/* TUI_FUZZ_TRACE=1: every step of every screen, to replay a failure. */
+static bool trace;
+
+static void oracle_open(unsigned rows, unsigned cols) {
+        oracle.vt = vterm_new((int) rows - 1, (int) cols);
+        assert_non_null(oracle.vt);
+        vterm_set_utf8(oracle.vt, 1);
+        oracle.screen = vterm_obtain_screen(oracle.vt);
+        vterm_screen_enable_altscreen(oracle.screen, 1);
+        vterm_screen_reset(oracle.screen, 1);
+}
+
+static void oracle_close(void) {
+        vterm_free(oracle.vt);
+        oracle = (Oracle){};
+}
+
 static Tui *open_tui(unsigned rows, unsigned cols, bool clip) {
         TuiOptions o = { .fd = -1, .color = true, .clipboard = clip };
         Tui *t = NULL;
@@ -52,32 +92,137 @@ static Tui *open_tui(unsigned rows, unsigned cols, bool clip) {
                 .profile = "test", .domain = "0123456789ab", .network = "none", .digest = "abcdef01", .sessions = 1
         };
         tui_set_status(t, &s, now);
+        oracle_open(rows, cols);
+        if (trace)
+                fprintf(stderr, "OPEN(%u, %u)\n", rows, cols);
         return t;
 }
 
-/* Draw a frame, then read every cell and the cursor: all on the screen. */
+static void close_tui(Tui *t) {
+        tui_free(t);
+        oracle_close();
+}
+
+/* The step being checked, shown when a check fails. */
+static const char *step_what;
+static const char *step_data;
+static size_t step_len;
+
+static void show_bytes(const char *p, size_t n) {
+        fprintf(stderr, "\"");
+        for (size_t i = 0; i < n; i++) {
+                unsigned char c = (unsigned char) p[i];
+                if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+                        fputc(c, stderr);
+                else
+                        fprintf(stderr, "\\x%02x\"\"", c);
+        }
+        fprintf(stderr, "\"");
+}
+
+static void show_step(void) {
+        fprintf(stderr, "test-tui-fuzz: after %s", step_what ?: "the start");
+        if (step_data) {
+                fprintf(stderr, " ");
+                show_bytes(step_data, MIN(step_len, (size_t) 4000));
+        }
+        fprintf(stderr, "\n");
+}
+
+/* Every cell of tui.c's screen as the oracle has it. */
+static void compare(Tui *t) {
+        const Grid *g = &t->scr[t->cur];
+        int rows, cols;
+        vterm_get_size(oracle.vt, &rows, &cols);
+        assert_int_equal(g->rows, rows);
+        assert_int_equal(g->cols, cols);
+        assert_int_equal(g->rows, t->vrows);
+        assert_int_equal(g->cols, t->cols);
+        for (int r = 0; r < rows; r++)
+                for (int c = 0; c < cols; c++) {
+                        VTermScreenCell x;
+                        memset(&x, 0, sizeof(x));
+                        assert_int_equal(vterm_screen_get_cell(oracle.screen, (VTermPos){ .row = r, .col = c }, &x), 1);
+                        const Cell *m = &g->row[r]->c[c];
+                        bool same = true;
+                        for (int i = 0; i < VTERM_MAX_CHARS_PER_CELL; i++) {
+                                if (x.chars[i] != m->chars[i])
+                                        same = false;
+                                if (x.chars[i] == 0 || x.chars[0] == CH_WIDE_RIGHT)
+                                        break;
+                        }
+                        int width = c + 1 < cols && g->row[r]->c[c + 1].chars[0] == CH_WIDE_RIGHT ? 2 : 1;
+                        uint32_t flip = t->reverse ? A_REVERSE : 0;
+                        same = same && x.width == width && !!x.attrs.bold == !!(m->attrs & A_BOLD) &&
+                               !!x.attrs.underline == !!(m->attrs & A_UNDERLINE) &&
+                               !!x.attrs.italic == !!(m->attrs & A_ITALIC) &&
+                               !!x.attrs.blink == !!(m->attrs & A_BLINK) &&
+                               !!x.attrs.reverse == !!((m->attrs ^ flip) & A_REVERSE) &&
+                               !!x.attrs.strike == !!(m->attrs & A_STRIKE) && color_pack(&x.fg) == m->fg &&
+                               color_pack(&x.bg) == m->bg;
+                        if (!same)
+                                show_step();
+                        if (!same)
+                                fail_msg("cell (%d,%d) of %dx%d%s: U+%04X w%d attrs %x fg %08x bg %08x, the oracle's "
+                                         "U+%04X w%d b%d u%d i%d k%d r%d s%d fg %08x bg %08x (second characters "
+                                         "U+%04X, U+%04X)",
+                                         r, c, rows, cols, t->reverse ? " (DECSCNM)" : "", m->chars[0], width, m->attrs,
+                                         m->fg, m->bg, x.chars[0], x.width, x.attrs.bold, x.attrs.underline,
+                                         x.attrs.italic, x.attrs.blink, x.attrs.reverse, x.attrs.strike,
+                                         color_pack(&x.fg), color_pack(&x.bg), m->chars[1],
+                                         x.chars[0] ? x.chars[1] : 0);
+                }
+        /* Each row of both screens: from used on, every cell its tail. */
+        for (int i = 0; i < 2; i++)
+                for (int r = 0; r < t->scr[i].rows; r++) {
+                        const Row *row = t->scr[i].row[r];
+                        assert_true(row->used >= 0 && row->used <= t->scr[i].cols);
+                        for (int c = row->used; c < t->scr[i].cols; c++)
+                                if (!cell_same(&row->c[c], &row->tail))
+                                        show_step();
+                        for (int c = row->used; c < t->scr[i].cols; c++)
+                                if (!cell_same(&row->c[c], &row->tail))
+                                        fail_msg("screen %d row %d: cell %d past used %d is not its tail", i, r, c,
+                                                 row->used);
+                }
+        VTermPos a, b;
+        vterm_state_get_cursorpos(t->state, &a);
+        vterm_state_get_cursorpos(vterm_obtain_state(oracle.vt), &b);
+        if (a.row != b.row || a.col != b.col)
+                show_step();
+        if (a.row != b.row || a.col != b.col)
+                fail_msg("the cursor is at (%d,%d), the oracle's at (%d,%d)", a.row, a.col, b.row, b.col);
+}
+
+/* Draw a frame, then compare: the cursor on the screen, every cell the
+ * oracle's. */
 static void check(Tui *t) {
         now += 1000000;
         assert_true(tui_render(t, now) >= 0);
         size_t k;
         (void) tui_replies(t, &k);
         tui_replies_clear(t);
-        for (int r = 0; r < t->vrows; r++)
-                for (int c = 0; c < t->cols; c++) {
-                        VTermScreenCell x;
-                        memset(&x, 0, sizeof(x));
-                        assert_int_equal(vterm_screen_get_cell(t->screen, (VTermPos){ .row = r, .col = c }, &x), 1);
-                        assert_true(x.width == 1 || x.width == 2);
-                }
         VTermPos pos;
-        vterm_state_get_cursorpos(vterm_obtain_state(t->vt), &pos);
+        vterm_state_get_cursorpos(t->state, &pos);
         if (pos.row < 0 || pos.row >= t->vrows || pos.col < 0 || pos.col >= t->cols)
                 fail_msg("the cursor is at (%d,%d), off the %dx%d screen", pos.row, pos.col, t->vrows, t->cols);
+        compare(t);
 }
 
 static void feed(Tui *t, const void *p, size_t n) {
         alarm(10);
+        step_what = "feeding";
+        step_data = p;
+        step_len = n;
+        if (trace) {
+                fprintf(stderr, "FEED(");
+                show_bytes(p, n);
+                fprintf(stderr, "),\n");
+        }
         tui_feed(t, p, n);
+        /* The oracle takes what the emulator took: the filter's output. */
+        if (t->scan.len > 0)
+                (void) vterm_input_write(oracle.vt, t->scan.data, t->scan.len);
         check(t);
         alarm(0);
 }
@@ -88,7 +233,16 @@ static void feed_str(Tui *t, const char *s) {
 
 static void resize(Tui *t, unsigned rows, unsigned cols) {
         alarm(10);
+        step_what = "a resize";
+        step_data = NULL;
+        if (trace)
+                fprintf(stderr, "RESIZE(%u, %u),\n", rows, cols);
+        bool change = (int) rows != t->rows || (int) cols != t->cols;
         tui_resize(t, rows, cols);
+        if (change) {
+                vterm_set_size(oracle.vt, (int) rows - 1, (int) cols);
+                emulator_resized(oracle.vt, (int) rows - 1, (int) cols);
+        }
         check(t);
         alarm(0);
 }
@@ -184,10 +338,8 @@ static void test_crashers(void **state) {
                 }
                 /* The emulator still works: text after it all is drawn. */
                 feed_str(t, "\033[H\033[2Jok");
-                VTermScreenCell x;
-                assert_int_equal(vterm_screen_get_cell(t->screen, (VTermPos){ 0, 0 }, &x), 1);
-                assert_int_equal(x.chars[0], 'o');
-                tui_free(t);
+                assert_int_equal(t->scr[t->cur].row[0]->c[0].chars[0], 'o');
+                close_tui(t);
         }
 }
 
@@ -204,7 +356,8 @@ static bool chance(unsigned pct) {
 }
 
 static void put_cp(StrBuf *b, uint32_t u) {
-        put_utf8(b, u); /* tui.c's */
+        char c[4];
+        strbuf_putn(b, c, (size_t) (put_utf8_p(c, u) - c)); /* tui.c's */
 }
 
 static void gen_number(StrBuf *b) {
@@ -311,10 +464,13 @@ static void random_size(unsigned *rows, unsigned *cols) {
 
 static void test_random(void **state) {
         (void) state;
-        rng = 0x2545f4914f6cdd1dULL;
+        /* TUI_FUZZ_SEED and TUI_FUZZ_ROUNDS: longer runs by hand. */
+        const char *seed = getenv("TUI_FUZZ_SEED"), *rounds = getenv("TUI_FUZZ_ROUNDS");
+        rng = seed ? strtoull(seed, NULL, 0) | 1 : 0x2545f4914f6cdd1dULL;
+        int n_rounds = rounds ? atoi(rounds) : 1500;
         StrBuf chunk = STRBUF_INIT;
         uint64_t bytes = 0;
-        for (int i = 0; i < 1500; i++) {
+        for (int i = 0; i < n_rounds; i++) {
                 unsigned rows, cols;
                 random_size(&rows, &cols);
                 Tui *t = open_tui(rows, cols, chance(30));
@@ -331,18 +487,133 @@ static void test_random(void **state) {
                         feed(t, chunk.data, chunk.len);
                         bytes += chunk.len;
                 }
-                tui_free(t);
+                close_tui(t);
         }
         strbuf_done(&chunk);
-        assert_true(bytes > 2000000);
+        assert_true(bytes > (uint64_t) n_rounds * 1000);
         assert_true(written > bytes / 4);
+}
+
+typedef struct Drain {
+        int fd;
+        StrBuf *got;
+} Drain;
+
+static void *drain(void *arg) {
+        Drain *d = arg;
+        char b[65536];
+        ssize_t n;
+        while ((n = read(d->fd, b, sizeof(b))) > 0)
+                strbuf_putn(d->got, b, (size_t) n);
+        return NULL;
+}
+
+/* The writer thread against a slow terminal (a pipe read a little at a
+ * time, or not at all): the sandbox's output stops being taken (backlogged)
+ * rather than lines being lost, every line reaches the terminal once and
+ * in order, and tui_free() writes what is left and gives the terminal back
+ * last. */
+static void test_writer(void **state) {
+        (void) state;
+        int p[2];
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+        TuiOptions o = { .fd = p[1], .color = true, .writer = true };
+        Tui *t = NULL;
+        assert_int_equal(tui_new(&o, 25, 80, &t), 0);
+        StrBuf got = STRBUF_INIT;
+        char buf[65536];
+        uint64_t clock = 1;
+        unsigned line = 0;
+        bool was_backlogged = false;
+        /* 80000 lines of about 80 bytes: the terminal reads nothing while
+         * the first four rounds of 10000 go in (more than HIST_MAX / 2 of
+         * them wait), then 4 KiB between feeds. */
+        for (int round = 0; round < 8; round++) {
+                for (int k = 0; k < 10000; k++) {
+                        while (tui_backlogged(t)) {
+                                was_backlogged = true;
+                                /* The relay stops reading and waits for the
+                                 * terminal: this terminal reads now. */
+                                ssize_t n = read(p[0], buf, sizeof(buf));
+                                if (n > 0)
+                                        strbuf_putn(&got, buf, (size_t) n);
+                                int w = tui_wants(t, clock);
+                                if (w == 0)
+                                        assert_int_equal(tui_render(t, clock), 0);
+                                else
+                                        (void) poll(&(struct pollfd){ .fd = tui_fd(t), .events = POLLIN }, 1, 10);
+                                tui_written(t);
+                        }
+                        char l[160];
+                        int n = snprintf(l, sizeof(l),
+                                         "line %u of the sandbox's output, with some text to make it long\r\n", line++);
+                        tui_feed(t, (const uint8_t *) l, (size_t) n);
+                        clock += 100;
+                        if (tui_wants(t, clock) == 0)
+                                assert_int_equal(tui_render(t, clock), 0);
+                        if (round >= 4) {
+                                ssize_t r = read(p[0], buf, 4096);
+                                if (r > 0)
+                                        strbuf_putn(&got, buf, (size_t) r);
+                                tui_written(t);
+                        }
+                }
+        }
+        assert_true(was_backlogged);
+        /* The last frame, then the terminal back; read until the end. */
+        assert_int_equal(tui_render_now(t), 0);
+        int fl = fcntl(p[0], F_GETFL);
+        assert_int_equal(fcntl(p[0], F_SETFL, fl & ~O_NONBLOCK), 0);
+        pthread_t th;
+        Drain rd = { p[0], &got };
+        /* tui_free() blocks until the pipe takes it all: read meanwhile. */
+        assert_int_equal(pthread_create(&th, NULL, drain, &rd), 0);
+        t = tui_free(t);
+        close(p[1]);
+        pthread_join(th, NULL);
+        close(p[0]);
+        assert_false(got.oom);
+        /* Every line once, in order; the terminal given back last. (A
+         * scan by hand: strstr() and sscanf() measure the rest of the
+         * string on each call, and ASan's do too.) */
+        const char *s = strbuf_str(&got);
+        size_t len = got.len, last_line = 0;
+        unsigned want = 0;
+        for (size_t i = 0; i + 5 < len; i++) {
+                if (memcmp(s + i, "line ", 5) != 0)
+                        continue;
+                unsigned v = 0;
+                size_t j = i + 5;
+                while (j < len && s[j] >= '0' && s[j] <= '9')
+                        v = v * 10 + (unsigned) (s[j++] - '0');
+                if (j == i + 5 || j + 3 > len || memcmp(s + j, " of", 3) != 0)
+                        continue;
+                if (v != want)
+                        fail_msg("line %u reached the terminal where line %u should have", v, want);
+                want++;
+                last_line = i;
+        }
+        assert_int_equal(want, line);
+        static const char lost[] = "scrolled by too fast", leave[] = "\033[?7h\033[?25h";
+        size_t at_leave = 0;
+        for (size_t i = 0; i + sizeof(leave) - 1 <= len; i++) {
+                if (memcmp(s + i, lost, MIN(sizeof(lost) - 1, len - i)) == 0 && len - i >= sizeof(lost) - 1)
+                        fail_msg("lines were lost: %.60s", s + i);
+                if (memcmp(s + i, leave, sizeof(leave) - 1) == 0)
+                        at_leave = i;
+        }
+        assert_true(at_leave > last_line);
+        strbuf_done(&got);
 }
 
 int main(void) {
         signal(SIGALRM, on_alarm);
+        trace = getenv("TUI_FUZZ_TRACE") != NULL;
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_crashers),
                 cmocka_unit_test(test_random),
+                cmocka_unit_test(test_writer),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
