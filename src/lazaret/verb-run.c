@@ -549,6 +549,8 @@ static int relay(Relay *r) {
                                                 prompt_resize(r->ps.prompt);
                                         if (r->interactive)
                                                 (void) send_resize(r);
+                                        if (r->overlay)
+                                                r->overlay_next = 0; /* drawn again at the new size now */
                                         continue;
                                 case SIGINT:
                                         m.signal = CTL_SIGNAL_INTERRUPT;
