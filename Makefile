@@ -52,7 +52,7 @@ build: $(BUILD)/build.ninja
 	ln -f $(BUILD)/src/lazaret/lazaret $(BUILD)/src/lazaret/lazaret-init \
 		$(BUILD)/src/gitrouter/lazaret-gitrouter $(BUILD)/src/netd/lazaret-netd \
 		$(BUILD)/src/escalate/lazaret-escalate $(BUILD)/src/broker/lazaret-broker \
-		$(BUILD)/src/relay/lazaret-relay $(BUILD)/bin/
+		$(BUILD)/src/relay/lazaret-relay $(BUILD)/src/native/lazaret-native $(BUILD)/bin/
 
 build-clang: $(BUILD_CLANG)/build.ninja
 	ninja -C $(BUILD_CLANG)

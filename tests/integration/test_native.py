@@ -1,0 +1,1500 @@
+# SPDX-License-Identifier: MIT
+"""lazaret-native (the native backend, FULL mode) attacked from inside.
+
+Every test runs the real launcher as the unprivileged test user, with a
+command that tries to get out: write the host's files, read secrets that are
+masked or outside the workspace, follow symbolic links out, create
+namespaces and mounts, trace or signal host processes, reach the kernel's
+riskier interfaces, inject terminal input, and reach host sockets (abstract,
+pathname, TCP on loopback). Each attack asserts the errno it got AND that the
+host is unchanged (marker files, the victim process, the listener that must
+have accepted nothing). Where it is cheap, the same operation is first shown
+to succeed outside the sandbox, so a denial inside is the sandbox's doing.
+
+Raw system calls come from a small static C program compiled here
+(ATTACK_C) and copied into each workspace; file operations run in the host's
+/usr/bin/python3, which the sandbox sees read-only under /usr.
+
+Nothing here uses Podman or runsc; network traffic goes to loopback only.
+"""
+import contextlib
+import fcntl
+import json
+import os
+import pty
+import secrets
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import termios
+import time
+import tty
+
+import pytest
+
+from conftest import BUILD
+
+PYTHON = "/usr/bin/python3"
+EXIT_NATIVE = 125
+PREFIX = "lazaret-native: "
+DEVICES = {"null", "zero", "full", "random", "urandom", "tty"}
+
+# A static program that runs one system call per operation and prints
+# "<operation and its arguments>: OK" or ": <errno name>". The sandbox has
+# no compiler and maybe no libc of the same version, hence -static.
+ATTACK_C = r"""
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <linux/io_uring.h>
+#include <linux/perf_event.h>
+#include <linux/sched.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+
+static void report(int argc, char **argv, long r) {
+        for (int i = 0; i < argc; i++)
+                printf("%s%s", i ? " " : "", argv[i]);
+        if (r < 0)
+                printf(": %s\n", strerrorname_np(errno) ? strerrorname_np(errno) : "E?");
+        else
+                printf(": OK\n");
+        fflush(stdout);
+}
+
+static long sock_connect(int family, int type, const struct sockaddr *sa, socklen_t len) {
+        int fd = socket(family, type | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -1;
+        long r = connect(fd, sa, len);
+        int e = errno;
+        close(fd);
+        errno = e;
+        return r;
+}
+
+static socklen_t inet_addr_of(const char *host, int port, struct sockaddr_storage *ss) {
+        memset(ss, 0, sizeof(*ss));
+        struct sockaddr_in *in4 = (struct sockaddr_in *) ss;
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) ss;
+        if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+                in4->sin_family = AF_INET;
+                in4->sin_port = htons(port);
+                return sizeof(*in4);
+        }
+        if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+                in6->sin6_family = AF_INET6;
+                in6->sin6_port = htons(port);
+                return sizeof(*in6);
+        }
+        fprintf(stderr, "bad address %s\n", host);
+        exit(2);
+}
+
+static pid_t pid_of(const char *s) {
+        return strcmp(s, "self") ? (pid_t) atoi(s) : getpid();
+}
+
+/* One operation, argv[0] its name; returns how many words it used. */
+static int op(int argc, char **argv) {
+        const char *o = argv[0];
+        long r;
+        int n = 1;
+#define NEED(k) do { \
+                if (argc < (k) + 1) { fprintf(stderr, "%s needs %d args\n", o, k); exit(2); } \
+                n = (k) + 1; \
+        } while (0)
+        errno = 0;
+        if (!strcmp(o, "io_uring")) {
+                struct io_uring_params p;
+                memset(&p, 0, sizeof(p));
+                r = syscall(SYS_io_uring_setup, 4, &p);
+        } else if (!strcmp(o, "userfaultfd")) {
+                /* user-mode only: allowed to anyone unless something forbids it */
+                r = syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY);
+        } else if (!strcmp(o, "unshare-user")) {
+                r = unshare(CLONE_NEWUSER);
+        } else if (!strcmp(o, "unshare-mount")) {
+                r = unshare(CLONE_NEWNS);
+        } else if (!strcmp(o, "unshare-net")) {
+                r = unshare(CLONE_NEWNET);
+        } else if (!strcmp(o, "clone-newuser")) {
+                r = syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+                if (r == 0)
+                        _exit(0);
+                if (r > 0)
+                        waitpid(r, NULL, 0);
+        } else if (!strcmp(o, "clone3")) {
+                struct clone_args ca;
+                memset(&ca, 0, sizeof(ca));
+                ca.exit_signal = SIGCHLD;
+                r = syscall(SYS_clone3, &ca, sizeof(ca));
+                if (r == 0)
+                        _exit(0);
+                if (r > 0)
+                        waitpid(r, NULL, 0);
+        } else if (!strcmp(o, "mount-tmpfs")) {
+                NEED(1);
+                r = mount("none", argv[1], "tmpfs", 0, "");
+        } else if (!strcmp(o, "bind")) {
+                NEED(2);
+                r = mount(argv[1], argv[2], NULL, MS_BIND, NULL);
+        } else if (!strcmp(o, "umount")) {
+                NEED(1);
+                r = umount2(argv[1], MNT_DETACH);
+        } else if (!strcmp(o, "pivot_root")) {
+                r = syscall(SYS_pivot_root, ".", ".");
+        } else if (!strcmp(o, "setns")) {
+                int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+                r = fd < 0 ? -1 : setns(fd, 0);
+        } else if (!strcmp(o, "ptrace-attach")) {
+                NEED(1);
+                r = ptrace(PTRACE_ATTACH, pid_of(argv[1]), 0, 0);
+        } else if (!strcmp(o, "ptrace-seize")) {
+                NEED(1);
+                r = ptrace(PTRACE_SEIZE, pid_of(argv[1]), 0, 0);
+        } else if (!strcmp(o, "ptrace-traceme")) {
+                r = ptrace(PTRACE_TRACEME, 0, 0, 0);
+        } else if (!strcmp(o, "vmread")) {
+                /* PID ADDR (hex); "self" for this process or an address of its own */
+                NEED(2);
+                static char target[16] = "secret";
+                char buf[16];
+                void *addr = strcmp(argv[2], "self") ? (void *) strtoul(argv[2], NULL, 16) : (void *) target;
+                struct iovec l = { buf, sizeof(buf) }, rm = { addr, sizeof(buf) };
+                r = process_vm_readv(pid_of(argv[1]), &l, 1, &rm, 1, 0);
+        } else if (!strcmp(o, "vmwrite")) {
+                NEED(1);
+                static char target[16];
+                char buf[16] = "x";
+                struct iovec l = { buf, sizeof(buf) }, rm = { target, sizeof(buf) };
+                r = process_vm_writev(pid_of(argv[1]), &l, 1, &rm, 1, 0);
+        } else if (!strcmp(o, "pidfd_getfd")) {
+                int pfd = syscall(SYS_pidfd_open, getpid(), 0);
+                r = pfd < 0 ? -1 : syscall(SYS_pidfd_getfd, pfd, 1, 0);
+        } else if (!strcmp(o, "kcmp")) {
+                r = syscall(SYS_kcmp, getpid(), getpid(), 0 /* KCMP_FILE */, 1, 1);
+        } else if (!strcmp(o, "bpf")) {
+                union bpf_attr a;
+                memset(&a, 0, sizeof(a));
+                a.map_type = BPF_MAP_TYPE_ARRAY;
+                a.key_size = 4;
+                a.value_size = 4;
+                a.max_entries = 1;
+                r = syscall(SYS_bpf, BPF_MAP_CREATE, &a, sizeof(a));
+        } else if (!strcmp(o, "perf_event_open")) {
+                struct perf_event_attr a;
+                memset(&a, 0, sizeof(a));
+                a.size = sizeof(a);
+                a.type = PERF_TYPE_SOFTWARE;
+                a.config = PERF_COUNT_SW_TASK_CLOCK;
+                a.exclude_kernel = 1;
+                a.exclude_hv = 1;
+                r = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+        } else if (!strcmp(o, "keyctl")) {
+                r = syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3 /* session */, 0);
+        } else if (!strcmp(o, "add_key")) {
+                r = syscall(SYS_add_key, "user", "lazaret-test", "x", 1, -2 /* process */);
+        } else if (!strcmp(o, "request_key")) {
+                r = syscall(SYS_request_key, "user", "lazaret-test", NULL, 0);
+        } else if (!strcmp(o, "kexec_load")) {
+                r = syscall(SYS_kexec_load, 0, 0, NULL, 0);
+        } else if (!strcmp(o, "init_module")) {
+                r = syscall(SYS_init_module, "", 0, "");
+        } else if (!strcmp(o, "finit_module")) {
+                r = syscall(SYS_finit_module, -1, "", 0);
+        } else if (!strcmp(o, "delete_module")) {
+                r = syscall(SYS_delete_module, "lazaret_none", 0);
+        } else if (!strcmp(o, "tiocsti-fd")) {
+                /* FD: push "X" into the terminal's input */
+                NEED(1);
+                char c = 'X';
+                r = ioctl(atoi(argv[1]), TIOCSTI, &c);
+        } else if (!strcmp(o, "tiocsti-path")) {
+                NEED(1);
+                char c = 'X';
+                int fd = open(argv[1], O_RDWR | O_NOCTTY | O_CLOEXEC);
+                r = fd < 0 ? -1 : ioctl(fd, TIOCSTI, &c);
+        } else if (!strcmp(o, "tioclinux-fd")) {
+                NEED(1);
+                char sub = 6; /* TIOCL_GETSHIFTSTATE */
+                r = ioctl(atoi(argv[1]), TIOCLINUX, &sub);
+        } else if (!strcmp(o, "kill")) {
+                NEED(2);
+                r = kill(atoi(argv[1]), atoi(argv[2]));
+        } else if (!strcmp(o, "abstract")) {
+                NEED(1);
+                struct sockaddr_un sa = { .sun_family = AF_UNIX };
+                size_t l = strlen(argv[1]);
+                memcpy(sa.sun_path + 1, argv[1], l);
+                r = sock_connect(AF_UNIX, SOCK_STREAM, (struct sockaddr *) &sa,
+                                 offsetof(struct sockaddr_un, sun_path) + 1 + l);
+        } else if (!strcmp(o, "unix")) {
+                NEED(1);
+                struct sockaddr_un sa = { .sun_family = AF_UNIX };
+                snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", argv[1]);
+                r = sock_connect(AF_UNIX, SOCK_STREAM, (struct sockaddr *) &sa, sizeof(sa));
+        } else if (!strcmp(o, "tcp")) {
+                NEED(2);
+                struct sockaddr_storage ss;
+                socklen_t l = inet_addr_of(argv[1], atoi(argv[2]), &ss);
+                r = sock_connect(ss.ss_family, SOCK_STREAM, (struct sockaddr *) &ss, l);
+        } else if (!strcmp(o, "tcp-bind")) {
+                NEED(2);
+                struct sockaddr_storage ss;
+                socklen_t l = inet_addr_of(argv[1], atoi(argv[2]), &ss);
+                int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                r = fd < 0 ? -1 : bind(fd, (struct sockaddr *) &ss, l);
+        } else if (!strcmp(o, "udp")) {
+                NEED(2);
+                struct sockaddr_storage ss;
+                socklen_t l = inet_addr_of(argv[1], atoi(argv[2]), &ss);
+                int fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                r = fd < 0 ? -1 : sendto(fd, "lazaret", 7, 0, (struct sockaddr *) &ss, l);
+        } else {
+                fprintf(stderr, "unknown operation %s\n", o);
+                exit(2);
+        }
+        report(n, argv, r);
+        return n;
+}
+
+int main(int argc, char **argv) {
+        for (int i = 1; i < argc;)
+                i += op(argc - i, argv + i);
+        return 0;
+}
+"""
+
+# Prepended to every Python program run inside: t(f, ...) is f's result, or
+# "OK" for None, or the errno name of the OSError it raised; the program
+# fills R, which is printed as JSON on the last line.
+PRELUDE = r"""
+import errno, json, os, socket, sys
+def t(f, *a):
+    try:
+        r = f(*a)
+        return "OK" if r is None else r
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+def write(p, data="pwned by the sandbox\n", mode="w"):
+    with open(p, mode) as f:
+        f.write(data)
+def read(p):
+    with open(p, "rb") as f:
+        return "READ:" + f.read(4096).decode("utf-8", "replace")
+R = {}
+"""
+EPILOGUE = "\nprint(json.dumps(R))\n"
+
+# A listener run on the host as the test user: binds KIND ADDR, prints
+# "READY <port or ->", then for every line on stdin prints how many
+# connections (datagrams for udp) it has received so far.
+LISTENER = r"""
+import socket, sys
+kind, addr = sys.argv[1], sys.argv[2]
+if kind == "abstract":
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.bind("\0" + addr)
+elif kind == "unix":
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.bind(addr)
+elif kind == "tcp":
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM); s.bind((addr, 0))
+elif kind == "tcp6":
+    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM); s.bind((addr, 0))
+elif kind == "udp":
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((addr, 0))
+if kind != "udp":
+    s.listen(64)
+s.setblocking(False)
+port = s.getsockname()[1] if kind in ("tcp", "tcp6", "udp") else "-"
+print("READY", port, flush=True)
+n = 0
+for line in sys.stdin:
+    while True:
+        try:
+            if kind == "udp":
+                s.recv(100)
+            else:
+                c, _ = s.accept(); c.close()
+            n += 1
+        except BlockingIOError:
+            break
+    print(n, flush=True)
+"""
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def user_env(user, home=None):
+    return {"HOME": home or user.pw_dir, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def as_user(user):
+    """Popen arguments that run a program directly as the test user (no
+    runuser in between, so Popen.pid is the program's own pid)."""
+    return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": [], "cwd": "/"}
+
+
+def proc_uid(pid):
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def proc_cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def proc_state(pid):
+    """The one-letter state of pid, or None when it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def proc_ppid(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def alive(pid):
+    s = proc_state(pid)
+    return s is not None and s not in ("Z", "X")
+
+
+def all_pids():
+    return [int(x) for x in os.listdir("/proc") if x.isdigit()]
+
+
+def descendants(root):
+    """Every live descendant of root (not root itself)."""
+    children = {}
+    for p in all_pids():
+        pp = proc_ppid(p)
+        if pp is not None:
+            children.setdefault(pp, []).append(p)
+    out, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def procs_of_exe(uid, exe):
+    """Live processes of uid whose executable is the file exe."""
+    st = os.stat(exe)
+    found = []
+    for p in all_pids():
+        if proc_uid(p) != uid or not alive(p):
+            continue
+        try:
+            e = os.stat(f"/proc/{p}/exe")
+        except OSError:
+            continue
+        if (e.st_dev, e.st_ino) == (st.st_dev, st.st_ino):
+            found.append(p)
+    return found
+
+
+def wait_until(pred, timeout=5.0, step=0.05):
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() > end:
+            return v
+        time.sleep(step)
+
+
+def kill_ours(pids):
+    """SIGKILL processes this test started, by pid."""
+    for p in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
+
+
+def parse_attack(stdout):
+    """The helper's lines as {"op args": "OK" | "EXXX"}."""
+    out = {}
+    for line in stdout.splitlines():
+        if ": " in line:
+            k, v = line.rsplit(": ", 1)
+            out[k] = v
+    return out
+
+
+def snapshot(path):
+    """(mode, uid, size, content) of a file, or None when missing."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    data = b""
+    if os.path.isfile(path) and not os.path.islink(path):
+        with open(path, "rb") as f:
+            data = f.read()
+    return (st.st_mode, st.st_uid, st.st_size, data)
+
+
+def chown_user(path, user):
+    os.chown(path, user.pw_uid, user.pw_gid)
+
+
+def one_error_line(r):
+    """The launcher's own failure: status 125 and one line on stderr."""
+    lines = r.stderr.splitlines()
+    assert r.returncode == EXIT_NATIVE, f"status {r.returncode}, stderr {r.stderr!r}, stdout {r.stdout!r}"
+    assert len(lines) == 1 and lines[0].startswith(PREFIX), f"stderr is not one '{PREFIX}...' line: {r.stderr!r}"
+    return lines[0]
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def native_bin(world_dir):
+    """The launcher, copied where the test user can run it."""
+    src = os.path.join(BUILD, "src", "native", "lazaret-native")
+    if not os.access(src, os.X_OK):
+        pytest.fail(f"{src} is missing: build first (ninja -C {BUILD})", pytrace=False)
+    d = os.path.join(world_dir, "native")
+    os.makedirs(d, exist_ok=True)
+    os.chmod(d, 0o755)
+    dst = os.path.join(d, "lazaret-native")
+    shutil.copy2(src, dst)
+    os.chmod(dst, 0o755)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def attack_bin(world_dir):
+    """ATTACK_C, compiled statically."""
+    d = os.path.join(world_dir, "native-attack")
+    os.makedirs(d, exist_ok=True)
+    os.chmod(d, 0o755)
+    src = os.path.join(d, "attack.c")
+    with open(src, "w", encoding="utf-8") as f:
+        f.write(ATTACK_C)
+    dst = os.path.join(d, "attack")
+    r = subprocess.run(["cc", "-static", "-O1", "-Wall", "-o", dst, src], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, f"cannot compile the attack helper: {r.stderr}"
+    os.chmod(dst, 0o755)
+    return dst
+
+
+class Native:
+    """lazaret-native run as the test user.
+
+    base:  a 0755 directory of this test (below the session's world_dir)
+    work:  the workspace (owned by the test user)
+    home:  the HOME the launcher itself is given (owned by the test user);
+           the test user's real home is user.pw_dir
+    """
+
+    def __init__(self, binary, attack, user, base):
+        self.binary = binary
+        self.attack_src = attack
+        self.user = user
+        self.base = base
+        self.work = os.path.join(base, "work")
+        self.home = os.path.join(base, "home")
+        for d in (self.work, self.home):
+            os.makedirs(d)
+            chown_user(d, user)
+            os.chmod(d, 0o755)
+        self.env = {"HOME": self.home, "PATH": "/usr/bin:/bin"}
+        self.cleanup = []
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+            if k in os.environ:
+                self.env[k] = os.environ[k]
+
+    def write(self, path, text, mode=0o644):
+        """A file owned by the test user (path absolute, or relative to the workspace)."""
+        path = os.path.join(self.work, path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        chown_user(path, self.user)
+        os.chmod(path, mode)
+        return path
+
+    def mkdir(self, path, mode=0o755):
+        path = os.path.join(self.work, path)
+        os.makedirs(path, exist_ok=True)
+        chown_user(path, self.user)
+        os.chmod(path, mode)
+        return path
+
+    def outside_tmp_dir(self, name):
+        """A 0755 directory of the test user below /var/tmp (removed by the
+        fixture), for paths that must not be under the host's /tmp."""
+        d = os.path.join("/var/tmp", f"lazaret-native-{os.path.basename(self.base)}-{name}")
+        os.makedirs(d)
+        chown_user(d, self.user)
+        os.chmod(d, 0o755)
+        self.cleanup.append(d)
+        return d
+
+    @property
+    def attack(self):
+        """The attack helper inside the sandbox (copied into the workspace)."""
+        dst = os.path.join(self.work, ".attack")
+        if not os.path.exists(dst):
+            shutil.copy2(self.attack_src, dst)
+            chown_user(dst, self.user)
+            os.chmod(dst, 0o755)
+        return "/workspace/.attack"
+
+    def cmdline(self, args, env=None):
+        e = {**self.env, **(env or {})}
+        envv = [f"{k}={v}" for k, v in sorted(e.items()) if v is not None]
+        return ["runuser", "-u", self.user.pw_name, "--", "env", "-i"] + envv + [self.binary] + list(args)
+
+    def run(self, *args, env=None, input=None, timeout=60, **kw):
+        return subprocess.run(self.cmdline(args, env), cwd=self.base, input=input, capture_output=True,
+                              text=True, timeout=timeout, **kw)
+
+    def sandbox_args(self, cmd, ro=(), mask=(), setenv=(), shm=None, workspace=None):
+        a = ["--workspace", workspace or self.work]
+        for p in ro:
+            a += ["--ro", p]
+        for p in mask:
+            a += ["--mask", p]
+        for s in setenv:
+            a += ["--setenv", s]
+        if shm is not None:
+            a += ["--shm-size", str(shm)]
+        return a + ["--"] + list(cmd)
+
+    def sandbox(self, cmd, env=None, input=None, timeout=60, **kw):
+        return self.run(*self.sandbox_args(cmd, **kw), env=env, input=input, timeout=timeout)
+
+    def py(self, code, **kw):
+        """Run PRELUDE + code + EPILOGUE in the sandbox; R as a dict."""
+        r = self.sandbox([PYTHON, "-c", PRELUDE + code + EPILOGUE], **kw)
+        assert r.returncode == 0, f"status {r.returncode}, stderr {r.stderr!r}, stdout {r.stdout!r}"
+        lines = r.stdout.strip().splitlines()
+        assert lines, f"no output; stderr {r.stderr!r}"
+        return json.loads(lines[-1])
+
+    def attack_run(self, *ops, **kw):
+        """Run the helper's operations in the sandbox; {op: result}."""
+        r = self.sandbox([self.attack] + list(ops), **kw)
+        assert r.returncode == 0, f"status {r.returncode}, stderr {r.stderr!r}, stdout {r.stdout!r}"
+        return parse_attack(r.stdout)
+
+    def attack_host(self, *ops):
+        """The same operations run on the host as the test user, no sandbox:
+        the control that shows what a denial inside is worth."""
+        r = subprocess.run([self.attack_src] + list(ops), capture_output=True, text=True, timeout=30,
+                           env=user_env(self.user, self.home), **as_user(self.user))
+        assert r.returncode == 0, r.stderr
+        return parse_attack(r.stdout)
+
+
+@pytest.fixture
+def nat(native_bin, attack_bin, test_user, world_dir):
+    """A Native for one test; afterwards no process of the launcher may be
+    left (they are killed by pid and the test fails if there were any)."""
+    base = os.path.join(world_dir, "n-" + secrets.token_hex(4))
+    os.makedirs(base)
+    os.chmod(base, 0o755)
+    n = Native(native_bin, attack_bin, test_user, base)
+    yield n
+    left = wait_until(lambda: not procs_of_exe(test_user.pw_uid, native_bin), timeout=5)
+    stray = procs_of_exe(test_user.pw_uid, native_bin)
+    kill_ours(stray)
+    shutil.rmtree(base, ignore_errors=True)
+    for d in n.cleanup:
+        shutil.rmtree(d, ignore_errors=True)
+    assert left, f"processes of lazaret-native left behind: {stray}"
+
+
+@pytest.fixture
+def host_sleep(test_user):
+    """A `sleep 999` of the test user on the host: the victim process."""
+    p = subprocess.Popen(["/usr/bin/sleep", "999"], stdin=subprocess.DEVNULL, env=user_env(test_user),
+                         **as_user(test_user))
+    assert wait_until(lambda: proc_cmdline(p.pid) == b"/usr/bin/sleep\x00999\x00"), "the victim did not start"
+    yield p
+    p.kill()
+    p.wait()
+
+
+@contextlib.contextmanager
+def listener(user, kind, addr):
+    """LISTENER as the test user; yields (port, accepted) where accepted()
+    is the number of connections it has received so far."""
+    p = subprocess.Popen([PYTHON, "-c", LISTENER, kind, addr], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True, env=user_env(user), **as_user(user))
+    try:
+        line = p.stdout.readline().split()
+        assert line[:1] == ["READY"], f"listener {kind} {addr} did not start: {line}"
+        port = int(line[1]) if line[1] != "-" else None
+
+        def accepted():
+            time.sleep(0.2)
+            p.stdin.write("?\n")
+            p.stdin.flush()
+            return int(p.stdout.readline())
+
+        yield port, accepted
+    finally:
+        p.kill()
+        p.wait()
+
+
+def uniq(prefix="lazaret-native-"):
+    return prefix + secrets.token_hex(6)
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_check_reports_full(nat):
+    """--check names the mode and exits 0 on this machine (Landlock and user
+    namespaces are available), in one line."""
+    r = nat.run("--check")
+    assert r.returncode == 0, f"status {r.returncode}, stderr {r.stderr!r}"
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("native: FULL"), f"stdout {r.stdout!r}"
+    assert "Landlock ABI" in lines[0], f"stdout {r.stdout!r}"
+
+
+def test_workspace_is_writable_and_reaches_the_host(nat):
+    """The baseline the attacks are measured against: the command runs in
+    /workspace, as the same uid, and what it writes there lands in the host
+    directory, owned by the test user."""
+    res = nat.py("""
+R["cwd"] = os.getcwd()
+R["uid"] = os.getuid()
+R["write"] = t(write, "/workspace/made-inside", "hello\\n")
+""")
+    assert res["cwd"] == "/workspace", f"cwd inside: {res}"
+    assert res["uid"] == nat.user.pw_uid, f"uid inside: {res}"
+    assert res["write"] == "OK", f"writing the workspace: {res}"
+    p = os.path.join(nat.work, "made-inside")
+    assert snapshot(p) is not None and snapshot(p)[3] == b"hello\n", f"host file: {snapshot(p)}"
+    assert os.stat(p).st_uid == nat.user.pw_uid, f"owner on the host: {os.stat(p).st_uid}"
+
+
+def test_write_outside_workspace(nat):
+    """Attack 1: write outside the workspace -- into /usr, /etc, /, the
+    sandbox's /dev, a --ro path, the test user's real home and the launcher's
+    HOME (both writable by this uid on the host), and the host's /tmp. The
+    system paths fail (EROFS/EACCES), the homes are not there, /tmp is a
+    private empty tmpfs; on the host nothing changed."""
+    name = uniq()
+    host_tmp = f"/tmp/{name}"
+    with open(host_tmp, "w") as f:
+        f.write("host marker\n")
+    chown_user(host_tmp, nat.user)
+    os.chmod(host_tmp, 0o666)
+    home_marker = nat.write(os.path.join(nat.home, "marker"), "home marker\n")
+    real_home_new = os.path.join(nat.user.pw_dir, name)
+    # Outside /tmp: the sandbox has a /tmp of its own (see test_ro_paths).
+    ro = nat.outside_tmp_dir("ro")
+    ro_file = nat.write(os.path.join(ro, "file"), "read-only\n")
+    watched = [host_tmp, home_marker, ro_file, "/etc/passwd", "/etc/hostname"]
+    before = {p: snapshot(p) for p in watched}
+    try:
+        res = nat.py(f"""
+name = {name!r}
+R["tmp_before"] = t(read, "/tmp/" + name)
+R["tmp_list"] = t(os.listdir, "/tmp")
+for p in ["/usr/" + name, "/usr/bin/" + name, "/etc/" + name, "/" + name, "/lib/" + name,
+          "/dev/" + name, {nat.home + '/marker'!r}, {real_home_new!r},
+          {ro + '/file'!r}, {ro + '/' + name!r}]:
+    R["write " + p] = t(write, p)
+R["append /etc/passwd"] = t(write, "/etc/passwd", "evil::0:0::/:/bin/sh\\n", "a")
+R["mkdir /etc/x"] = t(os.mkdir, "/etc/" + name)
+R["unlink /etc/hostname"] = t(os.unlink, "/etc/hostname")
+R["rename ro file"] = t(os.rename, {ro_file!r}, {ro + '/renamed'!r})
+R["chmod ro file"] = t(os.chmod, {ro_file!r}, 0o777)
+R["truncate ro file"] = t(os.truncate, {ro_file!r}, 0)
+R["tmp_write"] = t(write, "/tmp/" + name)
+""", ro=[ro])
+    finally:
+        after = {p: snapshot(p) for p in watched}
+        real_home_made = os.path.lexists(real_home_new)
+        if real_home_made:
+            os.unlink(real_home_new)
+        os.unlink(host_tmp)
+    assert res["tmp_before"] == "ENOENT", f"the host's /tmp marker seen inside: {res['tmp_before']}"
+    assert res["tmp_list"] == [], f"/tmp inside is not empty: {res['tmp_list']}"
+    assert res["tmp_write"] == "OK", f"the private /tmp is not writable: {res['tmp_write']}"
+    denied = {"EROFS", "EACCES", "EPERM"}
+    for p in ["/usr/", "/usr/bin/", "/etc/", "/", "/lib/", "/dev/"]:
+        got = res["write " + p + name]
+        assert got in denied, f"write {p}{name}: expected one of {denied}, got {got}"
+    for p in [nat.home + "/marker", real_home_new]:
+        got = res["write " + p]
+        assert got in {"ENOENT", "EACCES"}, f"write to a host home {p}: expected ENOENT/EACCES, got {got}"
+    for k in [f"write {ro}/file", f"write {ro}/{name}", "append /etc/passwd", "mkdir /etc/x",
+              "unlink /etc/hostname", "rename ro file", "chmod ro file", "truncate ro file"]:
+        assert res[k] in denied, f"{k}: expected one of {denied}, got {res[k]}"
+    for p in watched:
+        assert after[p] == before[p], f"{p} changed on the host: {before[p]} -> {after[p]}"
+    assert not real_home_made, f"{real_home_new} was created in the test user's real home"
+    assert sorted(os.listdir(ro)) == ["file"], f"--ro directory on the host: {os.listdir(ro)}"
+
+
+def test_masked_file_and_directory(nat):
+    """Attack 2: read a --mask'ed secret file (empty or unreadable), list a
+    masked directory (empty), and try to get around the masks: through
+    /proc/self/cwd, by unmounting, renaming, unlinking or hard-linking the
+    masked file, and by writing into the masked directory. The host's
+    secrets are unchanged and not copied anywhere."""
+    secret = nat.write("secret.env", "API_KEY=hunter2-native\n", 0o600)
+    sdir = nat.mkdir("secrets")
+    key = nat.write("secrets/id_ed25519", "PRIVATE KEY native\n", 0o600)
+    before = {p: snapshot(p) for p in (secret, key)}
+    res = nat.py(r"""
+R["read"] = t(read, "/workspace/secret.env")
+R["read via cwd"] = t(read, "/proc/self/cwd/secret.env")
+R["list"] = t(os.listdir, "/workspace/secrets")
+R["read key"] = t(read, "/workspace/secrets/id_ed25519")
+R["write in dir"] = t(write, "/workspace/secrets/new")
+R["rename file"] = t(os.rename, "/workspace/secret.env", "/workspace/moved.env")
+R["unlink file"] = t(os.unlink, "/workspace/secret.env")
+R["link file"] = t(os.link, "/workspace/secret.env", "/workspace/hard.env")
+R["rename dir"] = t(os.rename, "/workspace/secrets", "/workspace/moved-secrets")
+R["list after"] = t(os.listdir, "/workspace")
+""", mask=[secret, sdir])
+    ops = nat.attack_run("umount", "/workspace/secret.env", "umount", "/workspace/secrets", mask=[secret, sdir])
+    assert res["read"] in ("READ:", "EACCES"), f"reading the masked file: {res['read']}"
+    assert res["read via cwd"] in ("READ:", "EACCES"), f"reading it through /proc/self/cwd: {res['read via cwd']}"
+    # An empty read-only tmpfs.
+    assert res["list"] == [], f"listing the masked directory: {res['list']}"
+    assert res["read key"] in ("ENOENT", "EACCES"), f"reading a file of the masked directory: {res['read key']}"
+    assert res["write in dir"] in ("EROFS", "EACCES"), f"writing into the masked directory: {res['write in dir']}"
+    for k in ("rename file", "unlink file", "link file", "rename dir"):
+        assert res[k] != "OK", f"{k} succeeded on a mask"
+    for k, v in ops.items():
+        assert v == "EPERM", f"{k}: expected EPERM, got {v}"
+    for p in (secret, key):
+        assert snapshot(p) == before[p], f"{p} changed on the host"
+    assert sorted(os.listdir(sdir)) == ["id_ed25519"], f"masked dir on the host: {os.listdir(sdir)}"
+    for d, _, files in os.walk(nat.work):
+        for f in files:
+            p = os.path.join(d, f)
+            if p in (secret, key) or os.path.islink(p):
+                continue
+            with open(p, "rb") as fh:
+                assert b"hunter2-native" not in fh.read(), f"the secret was copied to {p}"
+
+
+def test_ro_paths(nat):
+    """--ro PATH is visible read-only at the same path, wherever it is on
+    the host -- also below the host's /tmp (where the sandbox has a private
+    /tmp of its own): its files can be read, not written, renamed or
+    removed, and the host's copy is unchanged."""
+    ro_var = nat.outside_tmp_dir("ro")
+    ro_tmp = nat.mkdir(os.path.join(nat.base, "ro-in-tmp"))
+    files = [nat.write(os.path.join(d, "file"), f"content of {d}\n") for d in (ro_var, ro_tmp)]
+    before = {p: snapshot(p) for p in files}
+    res = nat.py(f"""
+for d in {[ro_var, ro_tmp]!r}:
+    R["read " + d] = t(read, d + "/file")
+    R["write " + d] = t(write, d + "/file")
+    R["create " + d] = t(write, d + "/new")
+    R["unlink " + d] = t(os.unlink, d + "/file")
+""", ro=[ro_var, ro_tmp])
+    for d in (ro_var, ro_tmp):
+        assert res["read " + d] == f"READ:content of {d}\n", f"reading {d}/file inside: {res['read ' + d]}"
+        for op in ("write", "create", "unlink"):
+            got = res[f"{op} {d}"]
+            assert got in ("EROFS", "EACCES"), f"{op} in --ro {d}: expected EROFS/EACCES, got {got}"
+    for p in files:
+        assert snapshot(p) == before[p], f"{p} changed on the host"
+
+
+def test_mask_survives_renaming_its_parent(nat):
+    """Attack 2b (a mask bypass that lasts): the masked file itself cannot be
+    moved (a mount point), but its parent directory can be renamed from
+    inside; the host's secret then sits at another name. A later run with
+    the same --mask must not show it: the launcher either refuses (the
+    masked path is gone) or the secret stays unreadable."""
+    sub = nat.mkdir("sub")
+    secret = nat.write("sub/secret.env", "API_KEY=hunter2-rename\n", 0o600)
+    r1 = nat.py(r"""
+R["read"] = t(read, "/workspace/sub/secret.env")
+R["mv"] = t(os.rename, "/workspace/sub", "/workspace/sub2")
+""", mask=[secret])
+    assert "hunter2" not in r1["read"], f"first run read the secret: {r1}"
+    r2 = nat.sandbox([PYTHON, "-c", PRELUDE + r"""
+for p in ["/workspace/sub/secret.env", "/workspace/sub2/secret.env"]:
+    R[p] = t(read, p)
+""" + EPILOGUE], mask=[secret])
+    leaked = r2.returncode == 0 and "hunter2" in r2.stdout
+    assert not leaked, (f"the renamed parent ({r1['mv']}) took the secret out of the mask: "
+                        f"second run printed {r2.stdout!r}")
+    if r2.returncode != 0:
+        one_error_line(r2)
+    print(f"rename of the parent: {r1['mv']}; second run: {r2.returncode} {r2.stdout!r} {r2.stderr!r}")
+
+
+@pytest.fixture
+def fake_ssh_key(test_user):
+    """~/.ssh/id_rsa in the test user's real home: a fake one made here if
+    there is none (and removed afterwards), else the existing one untouched."""
+    sshdir = os.path.join(test_user.pw_dir, ".ssh")
+    key = os.path.join(sshdir, "id_rsa")
+    made_dir = not os.path.exists(sshdir)
+    made_key = not os.path.lexists(key)
+    if made_dir:
+        os.mkdir(sshdir, 0o700)
+        chown_user(sshdir, test_user)
+    if made_key:
+        with open(key, "w") as f:
+            f.write("-----BEGIN OPENSSH PRIVATE KEY-----\nfake lazaret-native key\n")
+        chown_user(key, test_user)
+        os.chmod(key, 0o600)
+    yield key
+    if made_key:
+        os.unlink(key)
+    if made_dir:
+        os.rmdir(sshdir)
+
+
+def test_host_home_ssh_key(nat, fake_ssh_key):
+    """Attack 3: read the test user's ~/.ssh/id_rsa (readable by this uid on
+    the host) by its host path, and the same in the launcher's HOME: ENOENT
+    or EACCES. /home holds only the sandbox's own empty home, HOME points
+    at it."""
+    caller_key = nat.write(os.path.join(nat.home, ".ssh", "id_rsa"), "fake caller key\n", 0o600)
+    chown_user(os.path.dirname(caller_key), nat.user)
+    before = snapshot(fake_ssh_key)
+    res = nat.py(f"""
+R["real"] = t(read, {fake_ssh_key!r})
+R["real dir"] = t(os.listdir, {os.path.dirname(fake_ssh_key)!r})
+R["caller"] = t(read, {caller_key!r})
+R["in HOME"] = t(read, os.path.expanduser("~/.ssh/id_rsa"))
+R["HOME"] = os.environ.get("HOME")
+R["home list"] = t(os.listdir, os.environ.get("HOME", "/nonexistent"))
+R["/home"] = t(os.listdir, "/home")
+R["/root"] = t(os.listdir, "/root")
+""")
+    for k in ("real", "real dir", "caller", "in HOME"):
+        assert res[k] in ("ENOENT", "EACCES"), f"{k}: expected ENOENT/EACCES, got {res[k]}"
+    assert res["HOME"] == "/home/sandbox", f"HOME inside: {res['HOME']}"
+    assert res["home list"] == [], f"the sandbox's home is not empty: {res['home list']}"
+    assert res["/home"] == ["sandbox"], f"/home inside: {res['/home']}"
+    assert res["/root"] in ("ENOENT", "EACCES"), f"/root inside: {res['/root']}"
+    assert snapshot(fake_ssh_key) == before, "the key changed on the host"
+
+
+def test_symlink_out_of_workspace(nat, fake_ssh_key):
+    """Attack 4: symbolic links planted in the workspace that point outside
+    it -- to the real home's key (absolute and relative), the home directory,
+    the launcher's HOME, the host's /tmp -- are followed inside: reading and
+    writing through them fail with ENOENT or EACCES; the host's files are
+    unchanged."""
+    name = uniq()
+    host_tmp = f"/tmp/{name}"
+    with open(host_tmp, "w") as f:
+        f.write("host tmp file\n")
+    chown_user(host_tmp, nat.user)
+    caller_file = nat.write(os.path.join(nat.home, "notes"), "caller home\n")
+    links = {
+        "l-key": fake_ssh_key,
+        "l-key-rel": "../../../../.." + fake_ssh_key,
+        "l-home": nat.user.pw_dir,
+        "l-caller": caller_file,
+        "l-tmp": host_tmp,
+    }
+    for ln, target in links.items():
+        os.symlink(target, os.path.join(nat.work, ln))
+        os.lchown(os.path.join(nat.work, ln), nat.user.pw_uid, nat.user.pw_gid)
+    watched = [fake_ssh_key, caller_file, host_tmp]
+    before = {p: snapshot(p) for p in watched}
+    try:
+        res = nat.py(f"""
+for ln in {sorted(links)!r}:
+    R["read " + ln] = t(read, "/workspace/" + ln)
+    R["write " + ln] = t(write, "/workspace/" + ln)
+R["list l-home"] = t(os.listdir, "/workspace/l-home")
+R["key via dir"] = t(read, "/workspace/l-home/.ssh/id_rsa")
+""")
+    finally:
+        after = {p: snapshot(p) for p in watched}
+        os.unlink(host_tmp)
+    for ln in links:
+        assert res["read " + ln] in ("ENOENT", "EACCES"), f"reading through {ln}: {res['read ' + ln]}"
+    for k in ("list l-home", "key via dir"):
+        assert res[k] in ("ENOENT", "EACCES"), f"{k}: {res[k]}"
+    for ln in ("l-key", "l-key-rel", "l-home", "l-caller"):
+        assert res["write " + ln] in ("ENOENT", "EACCES"), f"writing through {ln}: {res['write ' + ln]}"
+    # l-tmp names the host's /tmp, which is the sandbox's private one: a write
+    # may create a file there, but never the host's.
+    for p in watched:
+        assert after[p] == before[p], f"{p} changed on the host: {before[p]} -> {after[p]}"
+
+
+def test_namespaces_and_mounts_denied(nat):
+    """Attack 5: after creating a file (allowed), try `unshare -U`, `mount -t
+    tmpfs`, and the raw calls: unshare and clone with CLONE_NEW*, mount,
+    bind mount, umount, pivot_root, setns -> EPERM; clone3 -> ENOSYS. On the
+    host, unprivileged user namespaces do work for this user (the control),
+    so the denial is the sandbox's. Nothing of the attempts reaches the
+    host."""
+    control = nat.attack_host("clone-newuser", "unshare-user")
+    r = nat.sandbox(["/bin/sh", "-c",
+                     "echo ok > /workspace/before && unshare -U true; echo unshare=$?; "
+                     "mount -t tmpfs none /tmp; echo mount=$?; echo done > /workspace/after"])
+    assert r.returncode == 0, f"status {r.returncode}, stderr {r.stderr!r}"
+    assert "unshare=0" not in r.stdout and "unshare=" in r.stdout, f"unshare -U: {r.stdout!r} {r.stderr!r}"
+    assert "mount=0" not in r.stdout and "mount=" in r.stdout, f"mount -t tmpfs: {r.stdout!r} {r.stderr!r}"
+    assert "Operation not permitted" in r.stderr, f"unshare/mount errors: {r.stderr!r}"
+    res = nat.attack_run("unshare-user", "unshare-mount", "unshare-net", "clone-newuser", "clone3",
+                         "mount-tmpfs", "/tmp", "bind", "/workspace", "/tmp", "umount", "/workspace",
+                         "umount", "/proc", "pivot_root", "setns")
+    expected = {k: "EPERM" for k in res}
+    expected["clone3"] = "ENOSYS"
+    assert res == expected, f"expected {expected}, got {res}"
+    assert sorted(x for x in os.listdir(nat.work) if x != ".attack") == ["after", "before"], \
+        f"workspace on the host: {os.listdir(nat.work)}"
+    if control.get("clone-newuser") != "OK" or control.get("unshare-user") != "OK":
+        print(f"note: user namespaces fail on the host too: {control}")
+
+
+def test_trace_and_read_host_process(nat, host_sleep):
+    """Attack 6: ptrace (attach, seize) and process_vm_readv of a host
+    process of the same uid (a sleep this test started) and of pytest
+    itself; also of the sandbox's own init and of itself, and
+    PTRACE_TRACEME. Each fails (EPERM, or ESRCH for pids the sandbox cannot
+    see); the victim is alive and untraced. The control: on the host the same
+    uid can read the victim's memory."""
+    victim = host_sleep.pid
+    with open(f"/proc/{victim}/maps") as f:
+        addr = f.readline().split("-")[0]
+    control = nat.attack_host("vmread", str(victim), addr)
+    me = str(os.getpid())
+    res = nat.attack_run("ptrace-attach", str(victim), "ptrace-seize", str(victim),
+                         "vmread", str(victim), addr, "ptrace-attach", me, "vmread", me, addr,
+                         "ptrace-attach", "1", "vmread", "1", addr, "vmread", "self", "self",
+                         "vmwrite", "self", "ptrace-traceme")
+    for k, v in res.items():
+        host = k.split()[1] in (str(victim), me) if len(k.split()) > 1 else False
+        ok = {"EPERM", "ESRCH"} if host else {"EPERM"}
+        assert v in ok, f"{k}: expected one of {ok}, got {v}"
+    assert len(res) == 10, f"not every operation ran: {res}"
+    assert alive(victim), "the victim died"
+    with open(f"/proc/{victim}/status") as f:
+        tracer = [ln for ln in f if ln.startswith("TracerPid:")]
+    assert tracer == ["TracerPid:\t0\n"], f"the victim is traced: {tracer}"
+    if control.get(f"vmread {victim} {addr}") != "OK":
+        print(f"note: the control read failed on the host too: {control}")
+
+
+def test_proc_of_init_is_closed(nat):
+    """Attack 6b: the sandbox's PID 1 (our init, outside Landlock and
+    seccomp) must not be a way out: its memory, environment, root, cwd and
+    open files are closed to the command, and /proc cannot be written. The
+    command itself has no capabilities, no_new_privs and a seccomp filter."""
+    res = nat.py(r"""
+R["mem r"] = t(read, "/proc/1/mem")
+R["mem w"] = t(lambda: open("/proc/1/mem", "r+b").close())
+R["environ"] = t(read, "/proc/1/environ")
+R["root"] = t(os.listdir, "/proc/1/root/")
+R["cwd"] = t(os.listdir, "/proc/1/cwd/")
+fds = t(os.listdir, "/proc/1/fd")
+R["fds"] = fds
+if isinstance(fds, list):
+    for fd in fds:
+        R["fd " + fd] = t(lambda: os.listdir("/proc/1/fd/" + fd) if os.path.isdir("/proc/1/fd/" + fd)
+                          else read("/proc/1/fd/" + fd))
+R["comm w"] = t(write, "/proc/self/comm", "x")
+R["oom w"] = t(write, "/proc/self/oom_score_adj", "500")
+R["sys w"] = t(write, "/proc/sys/kernel/hostname", "x")
+st = {}
+for ln in open("/proc/self/status"):
+    k, _, v = ln.partition(":")
+    st[k] = v.strip()
+R["status"] = {k: st.get(k) for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp")}
+R["uid_map"] = open("/proc/self/uid_map").read().split()
+""")
+    for k in ("mem r", "mem w", "environ", "root", "cwd"):
+        assert res[k] in ("EACCES", "EPERM"), f"/proc/1 {k}: expected EACCES/EPERM, got {res[k]}"
+    for k, v in res.items():
+        if k.startswith("fd "):
+            assert v in ("EACCES", "EPERM", "ENOENT"), f"/proc/1/{k.replace(' ', '/')}: got {v}"
+    for k in ("comm w", "oom w", "sys w"):
+        assert res[k] in ("EACCES", "EROFS", "EPERM"), f"{k}: expected EACCES/EROFS, got {res[k]}"
+    st = res["status"]
+    assert st["CapEff"] == "0000000000000000" and st["CapPrm"] == "0000000000000000" \
+        and st["CapAmb"] == "0000000000000000", f"capabilities of the command: {st}"
+    assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2", f"no_new_privs/seccomp: {st}"
+    uid = str(nat.user.pw_uid)
+    assert res["uid_map"] == [uid, uid, "1"], f"uid_map: {res['uid_map']}"
+
+
+def test_kernel_interfaces_denied(nat):
+    """Attack 7: io_uring_setup and userfaultfd (user-mode only, which the
+    host allows this user: the control) fail with EPERM, and so do bpf,
+    perf_event_open, the keyring calls, pidfd_getfd, kcmp, kexec and module
+    loading."""
+    ops = ["io_uring", "userfaultfd", "perf_event_open", "kcmp", "pidfd_getfd", "keyctl", "add_key"]
+    control = nat.attack_host(*ops)
+    res = nat.attack_run(*ops, "bpf", "request_key", "kexec_load", "init_module", "finit_module",
+                         "delete_module")
+    expected = {k: "EPERM" for k in ops + ["bpf", "request_key", "kexec_load", "init_module", "finit_module",
+                                           "delete_module"]}
+    assert res == expected, f"expected {expected}, got {res}"
+    if control.get("io_uring") != "OK" or control.get("userfaultfd") != "OK":
+        print(f"note: io_uring/userfaultfd fail on the host too: {control}")
+
+
+def _make_ctty(slave):
+    def pre():
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+    return pre
+
+
+def _pending(fd):
+    """Bytes waiting in a terminal's input queue (read without blocking)."""
+    out = b""
+    while select.select([fd], [], [], 0.2)[0]:
+        try:
+            b = os.read(fd, 1024)
+        except OSError:
+            break
+        if not b:
+            break
+        out += b
+    return out
+
+
+def test_tiocsti_denied(nat):
+    """Attack 8: with a pty as controlling terminal and stdin, TIOCSTI (push
+    input into the terminal: commands typed in the user's shell after the
+    agent exits) on fd 0 and on /dev/tty -> EPERM; TIOCLINUX -> EPERM (a
+    pty answers ENOTTY without the filter). The control: on the host the
+    same uid can inject. Nothing reaches the terminal's input queue."""
+    master, slave = pty.openpty()
+    try:
+        tty.setraw(slave)
+        os.chown(os.ttyname(slave), nat.user.pw_uid, -1)
+        attack = nat.attack
+        ctl = subprocess.run([nat.attack_src, "tiocsti-fd", "0"], stdin=slave, capture_output=True, text=True,
+                             timeout=30, env=user_env(nat.user), preexec_fn=_make_ctty(slave),
+                             user=nat.user.pw_uid, group=nat.user.pw_gid, extra_groups=[], cwd="/")
+        control = parse_attack(ctl.stdout)
+        injected_control = _pending(slave)
+        r = subprocess.run(nat.cmdline(nat.sandbox_args([attack, "tiocsti-fd", "0", "tiocsti-path", "/dev/tty",
+                                                        "tioclinux-fd", "0"])),
+                           stdin=slave, capture_output=True, text=True, timeout=60, cwd=nat.base,
+                           preexec_fn=_make_ctty(slave))
+        injected = _pending(slave)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert r.returncode == 0, f"status {r.returncode}, stderr {r.stderr!r}"
+    res = parse_attack(r.stdout)
+    assert res.get("tiocsti-fd 0") == "EPERM", f"TIOCSTI on fd 0: {res}"
+    assert res.get("tiocsti-path /dev/tty") in ("EPERM", "ENXIO"), f"TIOCSTI on /dev/tty: {res}"
+    assert res.get("tioclinux-fd 0") == "EPERM", f"TIOCLINUX on fd 0: {res}"
+    assert b"X" not in injected, f"input injected into the terminal: {injected!r}"
+    if control.get("tiocsti-fd 0") != "OK" or injected_control != b"X":
+        print(f"note: TIOCSTI fails on the host too: {control} {injected_control!r}")
+
+
+def test_kill_host_process(nat, host_sleep):
+    """Attack 9: kill() of a host process of the same uid (SIGKILL and the
+    probe signal 0), of pytest, and kill(-1, SIGKILL) (every process the
+    caller may signal) -> ESRCH or EPERM for the named pids; the victim
+    survives."""
+    victim = str(host_sleep.pid)
+    res = nat.attack_run("kill", victim, "0", "kill", victim, "9", "kill", str(os.getpid()), "0",
+                         "kill", "-1", "9")
+    for k in (f"kill {victim} 0", f"kill {victim} 9", f"kill {os.getpid()} 0"):
+        assert res.get(k) in ("ESRCH", "EPERM"), f"{k}: expected ESRCH/EPERM, got {res}"
+    time.sleep(0.3)
+    assert host_sleep.poll() is None and alive(host_sleep.pid), "the victim was killed"
+
+
+def test_abstract_socket_of_host(nat):
+    """Attack 10: connect to an abstract unix socket the test user listens on
+    in the host -> fails (ECONNREFUSED: another network namespace; EPERM:
+    Landlock's scope). The listener accepted nothing; the control connect
+    from the host is accepted."""
+    name = uniq()
+    with listener(nat.user, "abstract", name) as (_, accepted):
+        res = nat.attack_run("abstract", name)
+        got = accepted()
+        s = socket.socket(socket.AF_UNIX)
+        s.connect("\0" + name)
+        s.close()
+        control = accepted()
+    assert res.get("abstract " + name) in ("ECONNREFUSED", "EPERM"), f"connect: {res}"
+    assert got == 0, f"the host listener accepted {got} connections from the sandbox"
+    assert control == 1, f"the control connection was not accepted: {control}"
+
+
+def test_loopback_tcp_of_host(nat):
+    """Attack 11: connect to the host's loopback TCP listener (IPv4, and
+    IPv6 when the host has ::1), bind a TCP port, and send UDP to a host
+    listener. Connect -> ENETUNREACH/EACCES, bind -> EACCES (Landlock), UDP
+    -> ENETUNREACH; loopback is down inside; the listeners received nothing,
+    while a control connection from the host is accepted."""
+    with contextlib.ExitStack() as es:
+        port, acc = es.enter_context(listener(nat.user, "tcp", "127.0.0.1"))
+        uport, uacc = es.enter_context(listener(nat.user, "udp", "127.0.0.1"))
+        ops = ["tcp", "127.0.0.1", str(port), "tcp-bind", "127.0.0.1", "0", "udp", "127.0.0.1", str(uport)]
+        v6 = None
+        if socket.has_ipv6 and os.path.exists("/proc/net/if_inet6"):
+            with contextlib.suppress(OSError):
+                v6port, v6acc = es.enter_context(listener(nat.user, "tcp6", "::1"))
+                v6 = (v6port, v6acc)
+                ops += ["tcp", "::1", str(v6port)]
+        r = nat.sandbox([nat.attack] + ops)
+        ifs = nat.py(r"""
+import fcntl, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+R["ifs"] = [n for _, n in socket.if_nameindex()]
+flags = struct.unpack("16sH", fcntl.ioctl(s, 0x8913, struct.pack("16sH", b"lo", 0)))[1]
+R["lo up"] = bool(flags & 1)
+""")
+        got, ugot = acc(), uacc()
+        v6got = v6[1]() if v6 else 0
+        c = socket.create_connection(("127.0.0.1", port))
+        c.close()
+        control = acc()
+    assert r.returncode == 0, f"status {r.returncode}, stderr {r.stderr!r}"
+    res = parse_attack(r.stdout)
+    assert res.get(f"tcp 127.0.0.1 {port}") in ("ENETUNREACH", "EACCES"), f"TCP connect: {res}"
+    assert res.get("tcp-bind 127.0.0.1 0") == "EACCES", f"TCP bind: {res}"
+    assert res.get(f"udp 127.0.0.1 {uport}") in ("ENETUNREACH", "EACCES", "EPERM"), f"UDP send: {res}"
+    if v6:
+        assert res.get(f"tcp ::1 {v6[0]}") in ("ENETUNREACH", "EACCES", "EADDRNOTAVAIL"), f"TCP6: {res}"
+    assert ifs["ifs"] == ["lo"], f"interfaces inside: {ifs}"
+    assert ifs["lo up"] is False, f"loopback is up inside: {ifs}"
+    assert (got, ugot, v6got) == (0, 0, 0), f"host listeners received (tcp, udp, tcp6) = {(got, ugot, v6got)}"
+    assert control == 1, f"the control connection was not accepted: {control}"
+
+
+def test_pathname_sockets_of_host(nat):
+    """Attack 12: connect to pathname sockets the test user listens on in its
+    real home and in the host's /tmp -> ENOENT/EACCES/ECONNREFUSED, and to
+    the usual well-known sockets (the user's D-Bus, Docker, Podman, the
+    system bus): /run, /var, /run/user do not exist inside. The listeners
+    accepted nothing."""
+    name = uniq()
+    home_sock = os.path.join(nat.user.pw_dir, name + ".sock")
+    tmp_sock = f"/tmp/{name}.sock"
+    uid = nat.user.pw_uid
+    wellknown = [f"/run/user/{uid}/bus", "/var/run/docker.sock", "/run/docker.sock",
+                 f"/run/user/{uid}/podman/podman.sock", "/run/podman/podman.sock",
+                 "/run/dbus/system_bus_socket", "/var/run/dbus/system_bus_socket"]
+    try:
+        with listener(nat.user, "unix", home_sock) as (_, hacc), listener(nat.user, "unix", tmp_sock) as (_, tacc):
+            res = nat.attack_run(*sum((["unix", p] for p in [home_sock, tmp_sock] + wellknown), []))
+            paths = nat.py("""
+for p in ["/run", "/var", "/run/user", "/var/run", "/root", "/srv", "/opt", "/mnt", "/media"]:
+    R[p] = os.path.lexists(p)
+""")
+            got = (hacc(), tacc())
+    finally:
+        for p in (home_sock, tmp_sock):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
+    ok = {"ENOENT", "EACCES", "ECONNREFUSED"}
+    for p in [home_sock, tmp_sock] + wellknown:
+        assert res.get("unix " + p) in ok, f"connect {p}: expected one of {ok}, got {res.get('unix ' + p)}"
+    assert got == (0, 0), f"host listeners (home, /tmp) accepted {got}"
+    present = [p for p, v in paths.items() if v]
+    assert not present, f"host paths present inside: {present}"
+
+
+def _marker_cmd(nat):
+    return ["/bin/sh", "-c", "echo ran > /workspace/marker"]
+
+
+@pytest.mark.parametrize("abi", ["0", "bogus"])
+def test_no_landlock_refuses(nat, abi):
+    """Attack 13: a kernel without Landlock (simulated with
+    LAZARET_TEST_LANDLOCK_ABI=0; an unparsable value must count as none):
+    the launcher refuses with 125 and one line naming Landlock, and the
+    command never runs (its marker file is not created). --check says the
+    same. The same command without the variable creates the marker."""
+    r = nat.sandbox(_marker_cmd(nat), env={"LAZARET_TEST_LANDLOCK_ABI": abi})
+    line = one_error_line(r)
+    assert "landlock" in line.lower(), f"the error does not name Landlock: {line!r}"
+    assert not os.path.exists(os.path.join(nat.work, "marker")), "the command ran without Landlock"
+    c = nat.run("--check", env={"LAZARET_TEST_LANDLOCK_ABI": abi})
+    assert c.returncode == EXIT_NATIVE, f"--check: status {c.returncode}, stdout {c.stdout!r} stderr {c.stderr!r}"
+    assert "landlock" in (c.stdout + c.stderr).lower(), f"--check does not name Landlock: {c.stdout!r} {c.stderr!r}"
+    ok = nat.sandbox(_marker_cmd(nat))
+    assert ok.returncode == 0 and os.path.exists(os.path.join(nat.work, "marker")), \
+        f"the control run failed: {ok.returncode} {ok.stderr!r}"
+
+
+BAD_INPUTS = {
+    # id: (args builder, words the one line must contain (any of))
+    "no-workspace": (lambda n, cmd: ["--"] + cmd, ["--workspace", "workspace"]),
+    "missing-workspace": (lambda n, cmd: ["--workspace", os.path.join(n.base, "nope"), "--"] + cmd,
+                          ["nope"]),
+    "workspace-is-file": (lambda n, cmd: ["--workspace", n.write(os.path.join(n.base, "afile"), "x"), "--"] + cmd,
+                          ["afile"]),
+    "unknown-option": (lambda n, cmd: ["--bogus-option", "--workspace", n.work, "--"] + cmd, ["bogus-option"]),
+    "no-command": (lambda n, cmd: ["--workspace", n.work], ["command", "CMD"]),
+    "no-command-after-dashes": (lambda n, cmd: ["--workspace", n.work, "--"], ["command", "CMD"]),
+    "setenv-without-equals": (lambda n, cmd: ["--workspace", n.work, "--setenv", "NOEQUALS", "--"] + cmd,
+                              ["NOEQUALS", "setenv"]),
+    "bad-shm-size": (lambda n, cmd: ["--workspace", n.work, "--shm-size", "lots", "--"] + cmd,
+                     ["lots", "shm-size"]),
+    "missing-ro": (lambda n, cmd: ["--workspace", n.work, "--ro", os.path.join(n.base, "no-ro"), "--"] + cmd,
+                   ["no-ro"]),
+    "missing-mask": (lambda n, cmd: ["--workspace", n.work, "--mask", os.path.join(n.work, "no-such"), "--"] + cmd,
+                     ["no-such"]),
+    "mask-outside": (lambda n, cmd: ["--workspace", n.work, "--mask", "/etc/hostname", "--"] + cmd,
+                     ["/etc/hostname", "mask"]),
+    "mask-symlink-out": (lambda n, cmd: ["--workspace", n.work, "--mask", n.symlink_out, "--"] + cmd,
+                         ["mask"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input(nat, case):
+    """Attack 14: bad input -- no --workspace, a workspace that does not
+    exist or is a file, an unknown option, no command, malformed --setenv
+    and --shm-size, a missing --ro, a --mask outside the bound paths
+    (directly, or through a symbolic link in the workspace): 125, one line
+    'lazaret-native: ...' naming the cause, the command never ran, nothing
+    created, no process left."""
+    target = os.path.join(nat.user.pw_dir, ".bashrc")
+    nat.symlink_out = os.path.join(nat.work, "out-link")
+    os.symlink(target, nat.symlink_out)
+    os.lchown(nat.symlink_out, nat.user.pw_uid, nat.user.pw_gid)
+    host_marker = os.path.join(nat.base, "host-marker")
+    cmd = ["/bin/sh", "-c", f"echo ran > /workspace/marker; echo ran > {host_marker}"]
+    build, words = BAD_INPUTS[case]
+    args = build(nat, cmd)
+    before = sorted(os.listdir(nat.base))
+    r = nat.run(*args)
+    line = one_error_line(r)
+    assert any(w.lower() in line.lower() for w in words), f"the error does not name the cause ({words}): {line!r}"
+    assert not os.path.exists(os.path.join(nat.work, "marker")), "the command ran"
+    assert not os.path.exists(host_marker), "the command ran on the host"
+    assert sorted(os.listdir(nat.base)) == before, f"files created: {before} -> {sorted(os.listdir(nat.base))}"
+    assert r.stdout == "", f"stdout: {r.stdout!r}"
+
+
+@pytest.mark.parametrize("cmd,status", [
+    (["/bin/sh", "-c", "exit 7"], 7),
+    (["/bin/sh", "-c", "exit 0"], 0),
+    (["/bin/sh", "-c", "kill -KILL $$"], 128 + 9),
+    (["/bin/sh", "-c", "kill -TERM $$"], 128 + 15),
+    (["/workspace/not-there"], None),
+])
+def test_exit_status_passed_through(nat, cmd, status):
+    """Attack 15: the command's exit status is the launcher's (128+N for a
+    command killed by signal N); a command that cannot be executed is not
+    reported as success."""
+    r = nat.sandbox(cmd)
+    if status is None:
+        assert r.returncode not in (0,), f"a missing command exited {r.returncode}: {r.stderr!r}"
+        assert r.stderr.strip(), "no message for a missing command"
+    else:
+        assert r.returncode == status, f"{cmd}: expected {status}, got {r.returncode}, stderr {r.stderr!r}"
+
+
+def test_proc_shows_only_the_sandbox(nat):
+    """Attack 16: /proc lists only the sandbox's processes: PID 1 (init)
+    and the command (PID 2); no host process (pytest's pid) is there."""
+    me = os.getpid()
+    res = nat.py(f"""
+R["pids"] = sorted(int(x) for x in os.listdir("/proc") if x.isdigit())
+R["self"] = os.getpid()
+R["ppid"] = os.getppid()
+R["host pid"] = os.path.exists("/proc/{me}")
+R["init"] = t(read, "/proc/1/comm")
+""")
+    assert res["pids"] == [1, 2], f"pids in /proc: {res['pids']}"
+    assert res["self"] == 2 and res["ppid"] == 1, f"pid {res['self']}, ppid {res['ppid']}"
+    if me not in (1, 2):
+        assert res["host pid"] is False, f"/proc/{me} (pytest) is visible inside"
+
+
+def test_environment_is_clean(nat):
+    """The command gets only PATH, HOME, TERM, LANG and --setenv values:
+    nothing of the launcher's own environment (a token, SSH_AUTH_SOCK,
+    DBUS_SESSION_BUS_ADDRESS) leaks in."""
+    env = {"TERM": "xterm-lazaret", "LAZARET_SECRET_TOKEN": "tok-native", "SSH_AUTH_SOCK": "/tmp/agent.sock",
+           "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1/bus", "LANG": "de_DE.UTF-8"}
+    res = nat.py('R["env"] = dict(os.environ)', env=env, setenv=["FOO=bar baz", "EMPTY="])
+    e = res["env"]
+    expected = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/sandbox", "TERM": "xterm-lazaret", "LANG": "C.UTF-8",
+                "FOO": "bar baz", "EMPTY": ""}
+    assert e == expected, f"environment inside: expected {expected}, got {e}"
+
+
+def test_dev_and_shm(nat):
+    """/dev holds only null, zero, full, random, urandom and tty as devices
+    (no disk, no /dev/mem, no ptmx of the host), and /dev/shm is a private
+    tmpfs limited by --shm-size: writing past it fails with ENOSPC and the
+    host's /dev/shm is untouched."""
+    name = uniq()
+    res = nat.py(f"""
+import stat
+devs = {{}}
+for n in os.listdir("/dev"):
+    st = os.lstat("/dev/" + n)
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        devs[n] = [os.major(st.st_rdev), os.minor(st.st_rdev)]
+R["devs"] = devs
+R["dev"] = sorted(os.listdir("/dev"))
+R["shm list"] = t(os.listdir, "/dev/shm")
+R["shm small"] = t(write, "/dev/shm/{name}", "x" * 1000)
+R["shm big"] = t(write, "/dev/shm/{name}-big", "x" * (3 << 20))
+R["zero"] = t(lambda: len(open("/dev/zero", "rb").read(10)))
+R["null w"] = t(write, "/dev/null", "x")
+""", shm=1 << 20)
+    assert set(res["devs"]) == DEVICES, f"devices in /dev: {res['devs']} (all of /dev: {res['dev']})"
+    majors = {"null": [1, 3], "zero": [1, 5], "full": [1, 7], "random": [1, 8], "urandom": [1, 9], "tty": [5, 0]}
+    assert res["devs"] == majors, f"device numbers: {res['devs']}"
+    assert res["shm list"] == [], f"/dev/shm inside is not empty: {res['shm list']}"
+    assert res["shm small"] == "OK", f"/dev/shm write: {res['shm small']}"
+    assert res["shm big"] == "ENOSPC", f"writing 3 MiB into a 1 MiB /dev/shm: {res['shm big']}"
+    assert res["zero"] == 10 and res["null w"] == "OK", f"devices unusable: {res}"
+    assert not any(n.startswith(name) for n in os.listdir("/dev/shm")), "the host's /dev/shm was written"
+
+
+def _sleep_1000_pids(uid):
+    return {p for p in all_pids() if proc_uid(p) == uid and alive(p) and proc_cmdline(p) == b"sleep\x001000\x00"}
+
+
+def test_sigkill_of_launcher_ends_the_sandbox(nat):
+    """Attack 17 (escape by orphaning): `sleep 1000 & sleep 1000` runs in the
+    sandbox; the launcher is killed with SIGKILL; within 5 s every process of
+    the sandbox is gone -- no `sleep 1000` of the test user that this test
+    started remains, and neither the setup process nor init."""
+    uid = nat.user.pw_uid
+    preexisting = _sleep_1000_pids(uid)
+    p = subprocess.Popen(nat.cmdline(nat.sandbox_args(["/bin/sh", "-c", "sleep 1000 & sleep 1000"])),
+                         cwd=nat.base, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ours = []
+    try:
+        def launcher():
+            kids = [c for c in descendants(p.pid) if proc_ppid(c) == p.pid and proc_uid(c) == uid]
+            return kids[0] if kids else None
+        lpid = wait_until(launcher, timeout=10)
+        assert lpid, "the launcher did not start"
+
+        def sleeps():
+            s = [c for c in descendants(lpid) if proc_cmdline(c) == b"sleep\x001000\x00"]
+            return s if len(s) == 2 else None
+        found = wait_until(sleeps, timeout=10)
+        ours = descendants(lpid)
+        assert found, f"the two sleeps did not start; the tree: {[(c, proc_cmdline(c)) for c in ours]}"
+        assert set(found).isdisjoint(preexisting)
+        os.kill(lpid, signal.SIGKILL)
+        gone = wait_until(lambda: not any(alive(c) for c in ours), timeout=5)
+        left = [(c, proc_cmdline(c)) for c in ours if alive(c)]
+        new_sleeps = _sleep_1000_pids(uid) - preexisting
+        assert gone and not new_sleeps, f"left after SIGKILL of the launcher: {left}; sleeps {new_sleeps}"
+        p.wait(timeout=10)
+    finally:
+        kill_ours([c for c in ours if alive(c)])
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_background_processes_end_with_the_command(nat):
+    """Escape by daemonizing: the command starts `sleep 1000` in the
+    background (in a new session, detached from its terminal) and exits 3.
+    The launcher returns 3 promptly, and the sleep does not outlive the
+    sandbox."""
+    uid = nat.user.pw_uid
+    preexisting = _sleep_1000_pids(uid)
+    p = subprocess.Popen(nat.cmdline(nat.sandbox_args(
+        [PYTHON, "-c", "import os, sys\n"
+                       "if os.fork() == 0:\n"
+                       "    os.setsid()\n"
+                       "    if os.fork() == 0:\n"
+                       "        os.execv('/usr/bin/sleep', ['sleep', '1000'])\n"
+                       "    os._exit(0)\n"
+                       "os.wait()\n"
+                       "sys.exit(3)\n"])),
+        cwd=nat.base, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ours = []
+    try:
+        try:
+            _, err = p.communicate(timeout=20)
+            status = p.returncode
+        except subprocess.TimeoutExpired:
+            status, err = None, b""
+        ours = [q for q in _sleep_1000_pids(uid) - preexisting]
+        gone = wait_until(lambda: not (_sleep_1000_pids(uid) - preexisting), timeout=5)
+        assert status == 3, f"the launcher returned {status} (None: still running after 20 s), stderr {err!r}"
+        assert gone, f"a background sleep outlived the sandbox: {_sleep_1000_pids(uid) - preexisting}"
+    finally:
+        if p.poll() is None:
+            ours += [c for c in descendants(p.pid)]
+        kill_ours([c for c in ours if alive(c)])
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_sigterm_of_launcher_ends_the_command(nat):
+    """SIGTERM to the launcher (how a caller stops a sandbox) reaches the
+    command: the launcher exits 128+15 and nothing of the sandbox remains."""
+    uid = nat.user.pw_uid
+    p = subprocess.Popen(nat.cmdline(nat.sandbox_args(["/usr/bin/sleep", "1000"])), cwd=nat.base,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ours = []
+    try:
+        lpid = wait_until(lambda: next((c for c in descendants(p.pid)
+                                        if proc_ppid(c) == p.pid and proc_uid(c) == uid), None), timeout=10)
+        assert lpid, "the launcher did not start"
+        assert wait_until(lambda: any(proc_cmdline(c) == b"/usr/bin/sleep\x001000\x00" for c in descendants(lpid)),
+                          timeout=10), "the command did not start"
+        ours = descendants(lpid)
+        os.kill(lpid, signal.SIGTERM)
+        p.wait(timeout=10)
+        assert p.returncode == 128 + 15, f"status after SIGTERM: {p.returncode}, stderr {p.stderr.read()!r}"
+        assert wait_until(lambda: not any(alive(c) for c in ours), timeout=5), \
+            f"left after SIGTERM: {[(c, proc_cmdline(c)) for c in ours if alive(c)]}"
+    finally:
+        kill_ours([c for c in ours if alive(c)])
+        if p.poll() is None:
+            p.kill()
+            p.wait()
