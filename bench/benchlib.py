@@ -25,7 +25,7 @@ def runsc_path():
         sys.exit("runsc is not on PATH")
     return found
 BINARIES = ("lazaret", "lazaret-init", "lazaret-gitrouter", "lazaret-netd", "lazaret-escalate", "lazaret-broker",
-            "lazaret-relay")
+            "lazaret-relay", "lazaret-native")
 
 
 def make_tree(path, seed, dirs=50, files=2500, size=20 * 1024):

@@ -46,10 +46,11 @@ libssl-dev libjansson-dev liblmdb-dev libseccomp-dev libc-ares-dev libcmocka-dev
 dosfstools fusefat lmdb-utils tmux nftables
 podman runsc runc fuse-overlayfs fuse2fs e2fsprogs slirp4netns uidmap sudo busybox-static mmdebstrap git iproute2"
 
-# Only for `make check`: the report tests' independent oracles (the
-# JSON schemas' validator, GFM's own Markdown renderer, a browser).
+# Only for `make check` and `make bench`: the report tests' independent
+# oracles (the JSON schemas' validator, GFM's own Markdown renderer, a
+# browser), and bubblewrap, bench-native's baseline.
 if [ "$want_test_user" -eq 1 ]; then
-	PACKAGES="$PACKAGES python3-jsonschema cmark-gfm chromium"
+	PACKAGES="$PACKAGES python3-jsonschema cmark-gfm chromium bubblewrap"
 fi
 
 missing=
