@@ -269,6 +269,12 @@ static uint64_t rule_access(const LandlockRule *rule, uint64_t handled_fs) {
         case LANDLOCK_GRANT_READ_WRITE:
                 a = handled_fs;
                 break;
+        case LANDLOCK_GRANT_NAMES_READ_ONLY:
+                a = LANDLOCK_ACCESS_FS_READ_DIR;
+                break;
+        case LANDLOCK_GRANT_NAMES_READ_WRITE:
+                a = handled_fs & ~ACCESS_FS_FILE;
+                break;
         case _LANDLOCK_GRANT_MAX:
         case _LANDLOCK_GRANT_INVALID:
                 break;

@@ -32,6 +32,15 @@ typedef enum LandlockGrant {
          * rename across directories (refer, ABI 2), truncate (ABI 3) and
          * device ioctls (ABI 5). */
         LANDLOCK_GRANT_READ_WRITE,
+        /* The rights of READ_ONLY that act on names, not on file contents:
+         * list directories. Nothing beneath can be read or executed. */
+        LANDLOCK_GRANT_NAMES_READ_ONLY,
+        /* The rights of READ_WRITE that act on names, not on file contents:
+         * list directories, create, remove, rename and link entries (refer,
+         * ABI 2). No file beneath can be opened, executed or truncated, so
+         * this grant on a directory reveals no file's contents (the FS-ONLY
+         * mode's way around a --mask, which Landlock cannot subtract). */
+        LANDLOCK_GRANT_NAMES_READ_WRITE,
         _LANDLOCK_GRANT_MAX,
         _LANDLOCK_GRANT_INVALID = -EINVAL,
 } LandlockGrant;

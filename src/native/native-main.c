@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* lazaret-native: the native backend's boundary (issue 21), FULL mode: the
+/* lazaret-native: the native backend's boundary (issue 21).
+ *
+ * FULL mode (where unprivileged user namespaces work): the
  * command runs in new user, mount, IPC, network and PID namespaces, under
  * an init of ours as PID 1, in a root of its own (the host's system
  * directories read-only, the workspace writable, a private /tmp and home,
@@ -19,35 +21,93 @@
  * and the kernel ends every process of the namespace when B exits. Errors
  * of A, B and C before the command runs come back to P over a pipe, which
  * the command's execve closes: one line, exit status 125, and the command
- * never ran. */
+ * never ran.
+ *
+ * FS-ONLY mode (Landlock without user namespaces): no namespace at all. The
+ * command runs at the host's paths, in the workspace, with a private temp
+ * directory as TMPDIR and HOME, and Landlock alone draws the boundary: the
+ * system directories and --ro paths read-only, the workspace, the temp
+ * directory and six devices read-write, and nothing else of the host's file
+ * system. Landlock cannot subtract a --mask from the workspace's grant, so
+ * the workspace is granted piecewise around each mask (see walk_root).
+ * seccomp adds to FULL's list: no socket but AF_UNIX, no connect(2) at all
+ * (Landlock up to ABI 8 does not guard pathname sockets: the user's D-Bus,
+ * ssh-agent, Podman and Docker sockets would be one connect away), no
+ * datagram socket (sendto(2) names its peer by path), no System V IPC or
+ * POSIX message queue of the host's.
+ *   lazaret-native (P)                 walks the rules, makes the temp dir,
+ *   │                                  waits, forwards signals, then kills
+ *   │                                  the command's process group and
+ *   │                                  removes the temp dir
+ *   └─ the command (C)                  its own process group; Landlock,
+ *                                       seccomp, execve
+ * C dies with P (PR_SET_PDEATHSIG, checked after it is set); errors before
+ * the command runs come back over the same pipe as in FULL. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
+#include <seccomp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "landlock.h"
 #include "macro.h"
 #include "seccomp-filter.h"
+#include "string-util.h"
 
-#define EXIT_NATIVE 125
-#define ARGS_MAX    256 /* --ro, --mask and --setenv each */
-#define NEW_ROOT    "/tmp/.lazaret-root" /* on a tmpfs of the new mount namespace */
-#define HOME_DIR    "/home/sandbox"
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+#define EXIT_NATIVE  125
+#define ARGS_MAX     256 /* --ro, --mask and --setenv each */
+#define NEW_ROOT     "/tmp/.lazaret-root" /* on a tmpfs of the new mount namespace */
+#define HOME_DIR     "/home/sandbox"
+#define ENTRIES_MAX  4096 /* FS-ONLY: entries granted one by one around the masks */
+#define TMP_TEMPLATE "/tmp/lazaret-native.XXXXXX"
+/* For tests: "1" makes the user namespace probe fail, as on a host that
+ * forbids them (auto then picks FS-ONLY, --mode full fails). */
+#define NO_USERNS_TEST_ENV "LAZARET_TEST_NO_USERNS"
+
+typedef enum Mode {
+        MODE_AUTO, /* FULL where user namespaces work, else FS-ONLY */
+        MODE_FULL,
+        MODE_FS_ONLY,
+        _MODE_MAX,
+        _MODE_INVALID = -EINVAL,
+} Mode;
+
+static const char *const mode_names[_MODE_MAX] = {
+        [MODE_AUTO] = "auto",
+        [MODE_FULL] = "full",
+        [MODE_FS_ONLY] = "fs-only",
+};
+
+static Mode mode_from_string(const char *s) {
+        for (int m = 0; m < _MODE_MAX; m++)
+                if (streq(s, mode_names[m]))
+                        return (Mode) m;
+        return _MODE_INVALID;
+}
 
 static const char *const system_dirs[] = { "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc" };
 static const char *const devices[] = { "null", "zero", "full", "random", "urandom", "tty" };
@@ -76,6 +136,12 @@ static void spec_done(Spec *s) {
  * or stderr in P itself. */
 static int err_fd = STDERR_FILENO;
 
+/* FS-ONLY: P's temp directory, removed when P dies of an error (NULL in
+ * every other process). */
+static const char *tmp_dir;
+static int tmp_fd = -EBADF;
+static void remove_tmp_dir(void);
+
 _noreturn_ _printf_(1, 2) static void die(const char *fmt, ...) {
         char buf[1024];
         va_list ap;
@@ -86,6 +152,7 @@ _noreturn_ _printf_(1, 2) static void die(const char *fmt, ...) {
                 n = 0;
         n = MIN(n, (int) sizeof(buf) - 2);
         buf[n++] = '\n';
+        remove_tmp_dir();
         if (err_fd == STDERR_FILENO)
                 (void) !write(err_fd, "lazaret-native: ", 16);
         (void) !write(err_fd, buf, (size_t) n);
@@ -95,32 +162,45 @@ _noreturn_ _printf_(1, 2) static void die(const char *fmt, ...) {
 static void usage(void) {
         fprintf(stderr,
                 "usage: lazaret-native --workspace DIR [--ro PATH]... [--mask PATH]... [--setenv NAME=VALUE]...\n"
-                "                      [--shm-size BYTES] -- CMD [ARG]...\n"
-                "       lazaret-native --check\n");
+                "                      [--shm-size BYTES] [--mode full|fs-only|auto] -- CMD [ARG]...\n"
+                "       lazaret-native [--mode full|fs-only|auto] --check\n");
 }
 
 /* Everything P needs to know before it forks. */
+
+/* Whether this user may create a user namespace; if not, *why says what
+ * stops it. */
 static int probe_userns(char *why, size_t size) {
+        const char *e = getenv(NO_USERNS_TEST_ENV);
+        if (e && streq(e, "1")) {
+                snprintf(why, size, "%s=1 simulates a host without them", NO_USERNS_TEST_ENV);
+                return -EPERM;
+        }
         pid_t pid = fork();
         if (pid < 0) {
                 snprintf(why, size, "fork: %s", strerror(errno));
                 return -errno;
         }
         if (pid == 0)
-                _exit(unshare(CLONE_NEWUSER) < 0 ? 1 : 0);
+                _exit(unshare(CLONE_NEWUSER) < 0 ? MIN(errno, 255) : 0);
         int st = 0;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
                 ;
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
                 snprintf(why, size,
-                         "unprivileged user namespaces are not available (kernel.unprivileged_userns_clone or "
-                         "user.max_user_namespaces forbids them): allow them, or use the container backend");
+                         "unshare(CLONE_NEWUSER): %s; kernel.unprivileged_userns_clone, user.max_user_namespaces "
+                         "or a security module forbids them",
+                         WIFEXITED(st) ? strerror(WEXITSTATUS(st)) : "the probe died");
                 return -EPERM;
         }
         return 0;
 }
 
-static int preflight(int *ret_abi, char *why, size_t size) {
+/* The mode to run in (*ret_mode) for what was asked (want), and the
+ * kernel's Landlock ABI; for FS-ONLY, *why says why (shown by --check).
+ * Fails, with the cause and the fix in *why, when Landlock is missing or
+ * FULL was asked for where user namespaces are not available. */
+static int preflight(Mode want, Mode *ret_mode, int *ret_abi, char *why, size_t size) {
         int abi = landlock_abi();
         if (abi <= 0) {
                 snprintf(why, size,
@@ -129,7 +209,26 @@ static int preflight(int *ret_abi, char *why, size_t size) {
                 return -EOPNOTSUPP;
         }
         *ret_abi = abi;
-        return probe_userns(why, size);
+        if (want == MODE_FS_ONLY) {
+                snprintf(why, size, "--mode fs-only");
+                *ret_mode = MODE_FS_ONLY;
+                return 0;
+        }
+        char cause[384];
+        if (probe_userns(cause, sizeof(cause)) >= 0) {
+                *ret_mode = MODE_FULL;
+                return 0;
+        }
+        if (want == MODE_FULL) {
+                snprintf(why, size,
+                         "--mode full: unprivileged user namespaces are not available (%s): allow them, run with "
+                         "--mode fs-only (Landlock alone), or use the container backend",
+                         cause);
+                return -EPERM;
+        }
+        snprintf(why, size, "no user namespaces: %s", cause);
+        *ret_mode = MODE_FS_ONLY;
+        return 0;
 }
 
 /* ---- A: the namespaces ---------------------------------------------------- */
@@ -156,22 +255,30 @@ static void die_with_parent(int alive) {
                 _exit(EXIT_NATIVE);
 }
 
-static pid_t forward_to;
+/* 0 once the child is gone, so that its pid, free for reuse, is not hit. */
+static volatile sig_atomic_t forward_to;
 
 static void forward(int sig) {
         if (forward_to > 0)
-                (void) kill(forward_to, sig);
+                (void) kill((pid_t) forward_to, sig);
 }
 
-static void forward_signals(pid_t pid) {
+/* SIGTERM and SIGHUP go on to pid; so do SIGINT and SIGQUIT if interrupts,
+ * else they are ignored (the terminal sends Ctrl+C and Ctrl+\ to the
+ * command's process group as well). */
+static void forward_signals(pid_t pid, bool interrupts) {
         forward_to = pid;
         struct sigaction sa = { .sa_handler = forward };
         sigemptyset(&sa.sa_mask);
         (void) sigaction(SIGTERM, &sa, NULL);
         (void) sigaction(SIGHUP, &sa, NULL);
-        /* Ctrl+C and Ctrl+\ reach the command from the terminal itself. */
-        (void) signal(SIGINT, SIG_IGN);
-        (void) signal(SIGQUIT, SIG_IGN);
+        if (interrupts) {
+                (void) sigaction(SIGINT, &sa, NULL);
+                (void) sigaction(SIGQUIT, &sa, NULL);
+        } else {
+                (void) signal(SIGINT, SIG_IGN);
+                (void) signal(SIGQUIT, SIG_IGN);
+        }
 }
 
 /* The status to exit with for a child's wait status. */
@@ -187,8 +294,11 @@ static int wait_for(pid_t pid) {
         int st = 0;
         for (;;) {
                 pid_t r = waitpid(pid, &st, 0);
-                if (r == pid)
+                if (r == pid) {
+                        if (forward_to == pid)
+                                forward_to = 0;
                         return status_of(st);
+                }
                 if (r < 0 && errno != EINTR)
                         return EXIT_NATIVE;
         }
@@ -419,10 +529,17 @@ static void build_root(const Spec *s) {
 
 static char *envp[ARGS_MAX + 8];
 
-static void build_env(const Spec *s) {
+/* tmpdir: TMPDIR, if not NULL. */
+static void build_env(const Spec *s, const char *home, const char *tmpdir) {
+        static char home_var[PATH_MAX + 8], tmp_var[PATH_MAX + 8];
         size_t n = 0;
         envp[n++] = (char *) "PATH=/usr/local/bin:/usr/bin:/bin";
-        envp[n++] = (char *) "HOME=" HOME_DIR;
+        snprintf(home_var, sizeof(home_var), "HOME=%s", home);
+        envp[n++] = home_var;
+        if (tmpdir) {
+                snprintf(tmp_var, sizeof(tmp_var), "TMPDIR=%s", tmpdir);
+                envp[n++] = tmp_var;
+        }
         envp[n++] = (char *) "LANG=C.UTF-8";
         static char term[256];
         const char *t = getenv("TERM");
@@ -433,6 +550,13 @@ static void build_env(const Spec *s) {
         for (size_t i = 0; i < s->n_setenv; i++)
                 envp[n++] = s->setenv[i];
         envp[n] = NULL;
+}
+
+/* Nothing of the caller's descriptors but the standard streams reaches the
+ * command (a socket or directory the caller leaked would be a way out). */
+static void close_inherited(void) {
+        if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                die("close_range: %s", strerror(errno));
 }
 
 static void add_rule(LandlockRules *r, const char *path, LandlockGrant g) {
@@ -464,9 +588,10 @@ _noreturn_ static void run_command(const Spec *s) {
                 snprintf(d, sizeof(d), "/dev/%s", devices[i]);
                 add_rule(r, d, LANDLOCK_GRANT_READ_WRITE);
         }
-        build_env(s);
+        build_env(s, HOME_DIR, NULL);
         if (chdir("/workspace") < 0)
                 die("chdir /workspace: %s", strerror(errno));
+        close_inherited();
         const char *why = NULL;
         int k = landlock_apply(r, 1, &why);
         if (k < 0)
@@ -503,7 +628,7 @@ _noreturn_ static void init_main(const Spec *s, int alive) {
         /* What C reports goes to P on its own; B's copy goes now. */
         close(err_fd);
         err_fd = -1;
-        forward_signals(c);
+        forward_signals(c, false);
         /* Reap every orphan; when the command is gone, so is the rest. */
         int status = EXIT_NATIVE;
         for (;;) {
@@ -555,8 +680,493 @@ _noreturn_ static void setup_main(const Spec *s, int alive, uid_t uid, gid_t gid
         close(pipe_b[1]);
         close(err_fd);
         err_fd = -1;
-        forward_signals(b);
+        forward_signals(b, false);
         _exit(wait_for(b));
+}
+
+/* ---- FS-ONLY: the rules (in P) ------------------------------------------- */
+
+/* path is root or beneath it. */
+static bool path_at_or_below(const char *path, const char *root) {
+        size_t l = strlen(root);
+        if (streq(root, "/"))
+                return true;
+        return strncmp(path, root, l) == 0 && (path[l] == '/' || path[l] == '\0');
+}
+
+typedef struct Walk {
+        LandlockRules *rules;
+        char *const *mask;
+        size_t n_mask;
+        /* The directories from the root being walked down to its masks, the
+         * masks themselves excluded. */
+        char **chain;
+        size_t n_chain, cap_chain;
+        size_t n_entries; /* granted one by one, over every root */
+} Walk;
+
+static void walk_clear_chain(Walk *w) {
+        for (size_t i = 0; i < w->n_chain; i++)
+                free(w->chain[i]);
+        w->n_chain = 0;
+}
+
+static void walk_done(Walk *w) {
+        walk_clear_chain(w);
+        free(w->chain);
+        w->chain = NULL;
+        w->cap_chain = 0;
+}
+
+static bool in_chain(const Walk *w, const char *path) {
+        for (size_t i = 0; i < w->n_chain; i++)
+                if (streq(w->chain[i], path))
+                        return true;
+        return false;
+}
+
+static bool is_mask(const Walk *w, const char *path) {
+        for (size_t i = 0; i < w->n_mask; i++)
+                if (streq(w->mask[i], path))
+                        return true;
+        return false;
+}
+
+/* A mask inside another mask adds nothing; the outer one must never be a
+ * directory of a chain (its entries would be granted). */
+static bool mask_is_redundant(const Walk *w, const char *m) {
+        for (size_t i = 0; i < w->n_mask; i++)
+                if (!streq(w->mask[i], m) && path_at_or_below(m, w->mask[i]))
+                        return true;
+        return false;
+}
+
+static void chain_add(Walk *w, const char *path, size_t len) {
+        for (size_t i = 0; i < w->n_chain; i++)
+                if (strlen(w->chain[i]) == len && strncmp(w->chain[i], path, len) == 0)
+                        return;
+        if (w->n_chain == w->cap_chain) {
+                size_t cap = MAX(w->cap_chain * 2, (size_t) 16);
+                char **n = reallocarray(w->chain, cap, sizeof(*n));
+                if (!n)
+                        die("out of memory");
+                w->chain = n;
+                w->cap_chain = cap;
+        }
+        char *d = strndup(path, len);
+        if (!d)
+                die("out of memory");
+        w->chain[w->n_chain++] = d;
+}
+
+/* Grant g on every entry of the chain directory dir but the chain's next
+ * directories and the masks. */
+static void grant_entries(Walk *w, const char *dir, LandlockGrant g) {
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                die("--mask: cannot read %s, a directory on the way to a mask: %s", dir, strerror(errno));
+        DIR *d = fdopendir(fd);
+        if (!d)
+                die("--mask: cannot read %s: %s", dir, strerror(errno));
+        for (;;) {
+                errno = 0;
+                struct dirent *de = readdir(d);
+                if (!de) {
+                        if (errno != 0)
+                                die("--mask: cannot read %s: %s", dir, strerror(errno));
+                        break;
+                }
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                char path[PATH_MAX];
+                if ((size_t) snprintf(path, sizeof(path), "%s/%s", streq(dir, "/") ? "" : dir, de->d_name) >=
+                    sizeof(path))
+                        die("--mask: a path in %s is too long", dir);
+                if (in_chain(w, path) || is_mask(w, path))
+                        continue;
+                struct stat st;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        die("--mask: cannot inspect %s: %s", path, strerror(errno));
+                /* A rule opens what a link points to: that would grant the
+                 * target, anywhere. */
+                if (S_ISLNK(st.st_mode))
+                        die("--mask in FS-ONLY mode: %s is a symbolic link in a directory on the way to a mask, "
+                            "which Landlock would grant through; remove it, or run where user namespaces work "
+                            "(FULL mode)",
+                            path);
+                if (++w->n_entries > ENTRIES_MAX)
+                        die("--mask in FS-ONLY mode: more than %d entries to grant one by one in the directories "
+                            "on the way to the masks (at %s); move the masked paths up or into a smaller "
+                            "directory, or run where user namespaces work (FULL mode)",
+                            ENTRIES_MAX, path);
+                char *why = NULL;
+                int k = landlock_rules_add(w->rules, path, g, &why);
+                if (k < 0)
+                        die("Landlock: %s", why ?: strerror(-k));
+        }
+        closedir(d);
+}
+
+/* Grant g below root, but nothing that reveals what a mask beneath it
+ * holds. Landlock only adds rights downwards, so a root with a mask gets
+ * no rule of its own: each directory of the chain from the root down to a
+ * mask (a "chain directory") gets only the rights that act on names (list,
+ * create, remove, rename: LANDLOCK_GRANT_NAMES_*), and each of its other
+ * entries gets g. A mask gets no rule at all; what is created later right
+ * in a chain directory cannot be opened either. */
+static void walk_root(Walk *w, const char *root, LandlockGrant g) {
+        bool masked = false;
+        for (size_t i = 0; i < w->n_mask; i++) {
+                if (!path_at_or_below(w->mask[i], root))
+                        continue;
+                if (streq(w->mask[i], root))
+                        return; /* masked whole */
+                masked = true;
+        }
+        if (!masked) {
+                add_rule(w->rules, root, g);
+                return;
+        }
+        walk_clear_chain(w);
+        size_t rl = strlen(root);
+        for (size_t i = 0; i < w->n_mask; i++) {
+                const char *m = w->mask[i];
+                if (!path_at_or_below(m, root) || mask_is_redundant(w, m))
+                        continue;
+                chain_add(w, root, rl);
+                for (size_t k = streq(root, "/") ? 1 : rl + 1; m[k]; k++)
+                        if (m[k] == '/')
+                                chain_add(w, m, k);
+        }
+        LandlockGrant names =
+                g == LANDLOCK_GRANT_READ_ONLY ? LANDLOCK_GRANT_NAMES_READ_ONLY : LANDLOCK_GRANT_NAMES_READ_WRITE;
+        for (size_t i = 0; i < w->n_chain; i++) {
+                add_rule(w->rules, w->chain[i], names);
+                grant_entries(w, w->chain[i], g);
+        }
+}
+
+/* ---- FS-ONLY: the temp directory (in P) ------------------------------------ */
+
+#define RM_DEPTH_MAX  32
+#define RM_PASSES_MAX 4096
+
+/* Remove what the directory dfd holds, never following a symbolic link: a
+ * link is unlinked as itself, a directory opened with O_NOFOLLOW from its
+ * parent's descriptor. A directory deeper than RM_DEPTH_MAX is moved up
+ * into top and *again set, so that a later pass removes it with the
+ * descriptors in use bounded however deep the command nested them. */
+static int rm_contents(int dfd, int top, unsigned depth, bool *again) {
+        static unsigned moved;
+        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                int e = -errno;
+                close(fd);
+                return e;
+        }
+        int ret = 0;
+        for (;;) {
+                errno = 0;
+                struct dirent *de = readdir(d);
+                if (!de) {
+                        if (errno != 0)
+                                ret = -errno;
+                        break;
+                }
+                const char *n = de->d_name;
+                if (streq(n, ".") || streq(n, ".."))
+                        continue;
+                if (unlinkat(dfd, n, 0) == 0 || errno == ENOENT)
+                        continue;
+                if (errno != EISDIR) {
+                        ret = -errno;
+                        continue;
+                }
+                if (depth >= RM_DEPTH_MAX) {
+                        char up[64];
+                        int k;
+                        do {
+                                snprintf(up, sizeof(up), ".lazaret-deep-%u", moved++);
+                                k = renameat2(dfd, n, top, up, RENAME_NOREPLACE);
+                        } while (k < 0 && errno == EEXIST);
+                        if (k < 0)
+                                ret = -errno;
+                        else
+                                *again = true;
+                        continue;
+                }
+                int sub = openat(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (sub < 0 && errno == EACCES && fchmodat(dfd, n, 0700, AT_SYMLINK_NOFOLLOW) == 0)
+                        sub = openat(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (sub < 0) {
+                        ret = -errno;
+                        continue;
+                }
+                (void) fchmod(sub, 0700); /* whatever mode the command left it in */
+                int k = rm_contents(sub, top, depth + 1, again);
+                close(sub);
+                if (k < 0)
+                        ret = k;
+                else if (unlinkat(dfd, n, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                        ret = -errno;
+        }
+        closedir(d);
+        return ret;
+}
+
+static void remove_tmp_dir(void) {
+        if (!tmp_dir)
+                return;
+        const char *dir = tmp_dir;
+        tmp_dir = NULL;
+        int r = 0;
+        if (fchmod(tmp_fd, 0700) < 0)
+                r = -errno;
+        for (unsigned pass = 0; r >= 0; pass++) {
+                bool again = false;
+                r = rm_contents(tmp_fd, tmp_fd, 0, &again);
+                if (r >= 0 && !again)
+                        break;
+                if (pass == RM_PASSES_MAX)
+                        r = -ELOOP;
+        }
+        if (r >= 0 && rmdir(dir) < 0)
+                r = -errno;
+        if (r < 0)
+                fprintf(stderr, "lazaret-native: cannot remove the temporary directory %s: %s\n", dir, strerror(-r));
+        close(tmp_fd);
+        tmp_fd = -EBADF;
+}
+
+/* ---- FS-ONLY: the command (C) ----------------------------------------------- */
+
+static void seccomp_releasep(scmp_filter_ctx *ctx) {
+        if (*ctx)
+                seccomp_release(*ctx);
+}
+
+/* What FS-ONLY adds to native_seccomp_apply(NATIVE_SECCOMP_NO_NET), which
+ * leaves AF_UNIX sockets only. Without a mount namespace the host's
+ * pathname sockets are in reach, and Landlock (up to ABI 8) neither guards
+ * connect(2) nor path lookup: so no connect(2) at all, and no datagram
+ * socket (its sendto(2) and sendmsg(2) name the peer by path, which a
+ * filter cannot read); stream and seqpacket sockets ignore or refuse an
+ * address outside connect. Without an IPC namespace, the host's System V
+ * IPC objects and POSIX message queues are in reach: none of them either.
+ * Installed after that filter, so that its errors win for other families. */
+static int fs_only_seccomp_apply(void) {
+        static const int ipc_syscalls[] = {
+                SCMP_SYS(shmget),     SCMP_SYS(shmat),   SCMP_SYS(shmctl),    SCMP_SYS(msgget), SCMP_SYS(msgsnd),
+                SCMP_SYS(msgrcv),     SCMP_SYS(msgctl),  SCMP_SYS(semget),    SCMP_SYS(semop),  SCMP_SYS(semctl),
+                SCMP_SYS(semtimedop), SCMP_SYS(mq_open), SCMP_SYS(mq_unlink),
+        };
+        static const int socket_syscalls[] = { SCMP_SYS(socket), SCMP_SYS(socketpair) };
+        _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+        if (!ctx)
+                return -ENOMEM;
+        int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+        if (r < 0)
+                return r;
+#if defined(__x86_64__)
+        r = seccomp_arch_add(ctx, SCMP_ARCH_X86);
+        if (r < 0 && r != -EEXIST)
+                return r;
+#endif
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(connect), 0);
+        if (r < 0)
+                return r;
+        /* The kernel reads the type's low four bits (SOCK_TYPE_MASK); the
+         * flags above them are SOCK_NONBLOCK and SOCK_CLOEXEC. */
+        for (size_t i = 0; i < ELEMENTSOF(socket_syscalls); i++)
+                for (uint64_t t = 0; t <= 0xf; t++) {
+                        if (t == SOCK_STREAM || t == SOCK_SEQPACKET)
+                                continue;
+                        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), socket_syscalls[i], 2,
+                                             SCMP_A0(SCMP_CMP_EQ, AF_UNIX, 0), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, t));
+                        if (r < 0)
+                                return r;
+                }
+        for (size_t i = 0; i < ELEMENTSOF(ipc_syscalls); i++) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), ipc_syscalls[i], 0);
+                if (r < 0)
+                        return r;
+        }
+        return seccomp_load(ctx);
+}
+
+/* Give the terminal on stdin to the process group pgrp (as a shell does
+ * for its foreground job), from whichever group the caller is in. */
+static void give_terminal(pid_t pgrp) {
+        sigset_t ttou, old;
+        sigemptyset(&ttou);
+        sigaddset(&ttou, SIGTTOU);
+        (void) sigprocmask(SIG_BLOCK, &ttou, &old);
+        (void) tcsetpgrp(STDIN_FILENO, pgrp);
+        (void) sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+_noreturn_ static void fs_only_command(const Spec *s, const LandlockRules *r, int alive, bool foreground,
+                                       const struct rlimit *nofile, const sigset_t *mask) {
+        tmp_dir = NULL; /* P's to remove */
+        /* A group of its own, which P kills whole when the command exits. */
+        if (setpgid(0, 0) < 0)
+                die("setpgid: %s", strerror(errno));
+        die_with_parent(alive);
+        if (foreground)
+                give_terminal(getpid());
+        if (chdir(s->workspace) < 0)
+                die("chdir %s: %s", s->workspace, strerror(errno));
+        close_inherited();
+        const char *why = NULL;
+        int k = landlock_apply(r, 1, &why);
+        if (k < 0)
+                die("Landlock: %s", why ?: strerror(-k));
+        /* Only now: the ruleset's descriptor comes after the rules'. */
+        if (setrlimit(RLIMIT_NOFILE, nofile) < 0)
+                die("cannot restore the limit of open files: %s", strerror(errno));
+        k = native_seccomp_apply(NATIVE_SECCOMP_NO_NET);
+        if (k < 0)
+                die("seccomp: %s", strerror(-k));
+        k = fs_only_seccomp_apply();
+        if (k < 0)
+                die("seccomp (FS-ONLY): %s", strerror(-k));
+        if (setenv("PATH", envp[0] + 5, 1) < 0)
+                die("out of memory");
+        /* A signal P passed on meanwhile is delivered now. */
+        (void) sigprocmask(SIG_SETMASK, mask, NULL);
+        execvpe(s->argv[0], s->argv, envp);
+        die("cannot run %s: %s", s->argv[0], strerror(errno));
+}
+
+/* ---- FS-ONLY: P ---------------------------------------------------------------- */
+
+/* Wait for the command c to end, then end what it left in its process
+ * group; while it has the terminal (foreground), a stop of the command
+ * stops P too, for the shell to see, and P's continuation continues it. */
+static int fs_only_wait(pid_t c, bool foreground) {
+        for (;;) {
+                siginfo_t si = { 0 };
+                if (waitid(P_PID, (id_t) c, &si, WEXITED | WNOWAIT | (foreground ? WSTOPPED : 0)) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        break;
+                }
+                if (si.si_code != CLD_STOPPED)
+                        break;
+                (void) waitid(P_PID, (id_t) c, &si, WSTOPPED | WNOHANG); /* consume the report */
+                give_terminal(getpgrp());
+                (void) raise(SIGSTOP);
+                give_terminal(c);
+                (void) killpg(c, SIGCONT);
+        }
+        /* c is a zombie still, so its group's id cannot have been reused. */
+        forward_to = 0;
+        (void) killpg(c, SIGKILL);
+        int status = wait_for(c);
+        if (foreground)
+                give_terminal(getpgrp());
+        return status;
+}
+
+static int run_fs_only(const Spec *s, int abi) {
+        /* Every rule holds a descriptor until the command applies them. */
+        struct rlimit nofile, raised;
+        if (getrlimit(RLIMIT_NOFILE, &nofile) < 0)
+                die("getrlimit: %s", strerror(errno));
+        raised = nofile;
+        raised.rlim_cur = nofile.rlim_max;
+        (void) setrlimit(RLIMIT_NOFILE, &raised);
+
+        _cleanup_(landlock_rules_freep) LandlockRules *r = NULL;
+        if (landlock_rules_new(abi >= 4 ? LANDLOCK_DENY_TCP : 0, &r) < 0)
+                die("out of memory");
+        Walk w = { .rules = r, .mask = s->mask, .n_mask = s->n_mask };
+        for (size_t i = 0; i < ELEMENTSOF(system_dirs); i++) {
+                struct stat st;
+                if (lstat(system_dirs[i], &st) == 0 && S_ISDIR(st.st_mode))
+                        walk_root(&w, system_dirs[i], LANDLOCK_GRANT_READ_ONLY);
+        }
+        for (size_t i = 0; i < s->n_ro; i++)
+                walk_root(&w, s->ro[i], LANDLOCK_GRANT_READ_ONLY);
+        walk_root(&w, s->workspace, LANDLOCK_GRANT_READ_WRITE);
+        walk_done(&w);
+        for (size_t i = 0; i < ELEMENTSOF(devices); i++) {
+                char d[64];
+                snprintf(d, sizeof(d), "/dev/%s", devices[i]);
+                add_rule(r, d, LANDLOCK_GRANT_READ_WRITE);
+        }
+
+        /* From the temp directory on, the signals that would end P wait
+         * until P can pass them on (and still remove it). */
+        sigset_t fwd, mask;
+        sigemptyset(&fwd);
+        sigaddset(&fwd, SIGTERM);
+        sigaddset(&fwd, SIGHUP);
+        sigaddset(&fwd, SIGINT);
+        sigaddset(&fwd, SIGQUIT);
+        if (sigprocmask(SIG_BLOCK, &fwd, &mask) < 0)
+                die("sigprocmask: %s", strerror(errno));
+        static char tmp[] = TMP_TEMPLATE;
+        if (!mkdtemp(tmp))
+                die("cannot create a temporary directory in /tmp: %s", strerror(errno));
+        tmp_fd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (tmp_fd < 0) {
+                int e = errno;
+                (void) rmdir(tmp);
+                die("cannot open %s: %s", tmp, strerror(e));
+        }
+        tmp_dir = tmp;
+        add_rule(r, tmp, LANDLOCK_GRANT_READ_WRITE);
+        build_env(s, tmp, tmp);
+
+        int errp[2], alive[2];
+        if (pipe2(errp, O_CLOEXEC) < 0 || pipe2(alive, O_CLOEXEC) < 0)
+                die("pipe: %s", strerror(errno));
+        bool foreground = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+        pid_t c = fork();
+        if (c < 0)
+                die("fork: %s", strerror(errno));
+        if (c == 0) {
+                close(errp[0]);
+                close(alive[0]);
+                err_fd = errp[1];
+                fs_only_command(s, r, alive[1], foreground, &nofile, &mask);
+        }
+        close(errp[1]);
+        close(alive[1]);
+        (void) setpgid(c, c); /* as C does: whichever runs first */
+        forward_signals(c, !foreground);
+        (void) sigprocmask(SIG_SETMASK, &mask, NULL);
+        r = landlock_rules_free(r);
+
+        char msg[1024];
+        size_t n = 0;
+        for (;;) {
+                ssize_t k = read(errp[0], msg + n, sizeof(msg) - 1 - n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                n += (size_t) k;
+                if (n == sizeof(msg) - 1)
+                        break;
+        }
+        close(errp[0]);
+        int status = fs_only_wait(c, foreground);
+        close(alive[0]);
+        remove_tmp_dir();
+        if (n > 0) {
+                msg[n] = '\0';
+                char *nl = strchr(msg, '\n');
+                if (nl)
+                        *nl = '\0';
+                fprintf(stderr, "lazaret-native: %s\n", msg);
+                return EXIT_NATIVE;
+        }
+        return status;
 }
 
 /* ---- P ---------------------------------------------------------------------- */
@@ -585,12 +1195,14 @@ int main(int argc, char **argv) {
                 { "mask", required_argument, NULL, 'm' },
                 { "setenv", required_argument, NULL, 'e' },
                 { "shm-size", required_argument, NULL, 's' },
+                { "mode", required_argument, NULL, 'M' },
                 { "check", no_argument, NULL, 'c' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         _cleanup_(spec_done) Spec s = { .shm_size = 64ULL << 20 };
         bool check = false;
+        Mode want = MODE_AUTO;
         const char *workspace = NULL;
         int c;
         opterr = 0; /* our own messages: one line, named */
@@ -622,6 +1234,13 @@ int main(int argc, char **argv) {
                         }
                         break;
                 }
+                case 'M':
+                        want = mode_from_string(optarg);
+                        if (want < 0) {
+                                fprintf(stderr, "lazaret-native: --mode %s: full, fs-only or auto expected\n", optarg);
+                                return EXIT_NATIVE;
+                        }
+                        break;
                 case 'c':
                         check = true;
                         break;
@@ -631,21 +1250,25 @@ int main(int argc, char **argv) {
                 default:
                         if (optopt)
                                 fprintf(stderr, "lazaret-native: option -%c %s (see --help)\n", optopt,
-                                        strchr("wrmes", optopt) ? "needs a value" : "is unknown");
+                                        strchr("wrmesM", optopt) ? "needs a value" : "is unknown");
                         else
                                 fprintf(stderr, "lazaret-native: %s: unknown option or missing value (see --help)\n",
                                         argv[optind - 1]);
                         return EXIT_NATIVE;
                 }
         }
-        char why[512];
+        char why[1024];
         int abi = 0;
+        Mode mode = _MODE_INVALID;
         if (check) {
-                if (preflight(&abi, why, sizeof(why)) < 0) {
+                if (preflight(want, &mode, &abi, why, sizeof(why)) < 0) {
                         fprintf(stderr, "lazaret-native: %s\n", why);
                         return EXIT_NATIVE;
                 }
-                printf("native: FULL (Landlock ABI %d, user namespaces)\n", abi);
+                if (mode == MODE_FULL)
+                        printf("native: FULL (Landlock ABI %d, user namespaces)\n", abi);
+                else
+                        printf("native: FS-ONLY (Landlock ABI %d; %s)\n", abi, why);
                 return 0;
         }
         if (!workspace) {
@@ -679,10 +1302,12 @@ int main(int argc, char **argv) {
                 }
         }
         /* Fail closed before anything runs. */
-        if (preflight(&abi, why, sizeof(why)) < 0) {
+        if (preflight(want, &mode, &abi, why, sizeof(why)) < 0) {
                 fprintf(stderr, "lazaret-native: %s\n", why);
                 return EXIT_NATIVE;
         }
+        if (mode == MODE_FS_ONLY)
+                return run_fs_only(&s, abi);
 
         int errp[2], alive[2];
         if (pipe2(errp, O_CLOEXEC) < 0 || pipe2(alive, O_CLOEXEC) < 0) {
@@ -704,7 +1329,7 @@ int main(int argc, char **argv) {
         }
         close(errp[1]);
         close(alive[1]);
-        forward_signals(a);
+        forward_signals(a, false);
         /* Until the command runs (EOF: every copy closed by its execve or
          * by the processes before it), what went wrong. */
         char msg[1024];

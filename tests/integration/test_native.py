@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""lazaret-native (the native backend, FULL mode) attacked from inside.
+"""lazaret-native (the native backend, FULL and FS-ONLY modes) attacked from
+inside.
 
 Every test runs the real launcher as the unprivileged test user, with a
 command that tries to get out: write the host's files, read secrets that are
@@ -14,6 +15,10 @@ to succeed outside the sandbox, so a denial inside is the sandbox's doing.
 Raw system calls come from a small static C program compiled here
 (ATTACK_C) and copied into each workspace; file operations run in the host's
 /usr/bin/python3, which the sandbox sees read-only under /usr.
+
+The FS-ONLY tests (test_fs_only_*) force that mode with --mode fs-only, as
+this host has user namespaces; LAZARET_TEST_NO_USERNS=1 simulates a host
+without them.
 
 Nothing here uses Podman or runsc; network traffic goes to loopback only.
 """
@@ -53,6 +58,7 @@ ATTACK_C = r"""
 #include <linux/io_uring.h>
 #include <linux/perf_event.h>
 #include <linux/sched.h>
+#include <mqueue.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -61,8 +67,10 @@ ATTACK_C = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/ipc.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -268,6 +276,38 @@ static int op(int argc, char **argv) {
                 socklen_t l = inet_addr_of(argv[1], atoi(argv[2]), &ss);
                 int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
                 r = fd < 0 ? -1 : bind(fd, (struct sockaddr *) &ss, l);
+        } else if (!strcmp(o, "unix-dgram")) {
+                /* PATH: one datagram to a socket by its path, no connect */
+                NEED(1);
+                struct sockaddr_un sa = { .sun_family = AF_UNIX };
+                snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", argv[1]);
+                int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                r = fd < 0 ? -1 : sendto(fd, "lazaret", 7, 0, (struct sockaddr *) &sa, sizeof(sa));
+        } else if (!strcmp(o, "shm-create")) {
+                NEED(1);
+                r = shmget((key_t) strtol(argv[1], NULL, 0), 4096, IPC_CREAT | IPC_EXCL | 0600);
+        } else if (!strcmp(o, "shmget")) {
+                NEED(1);
+                r = shmget((key_t) strtol(argv[1], NULL, 0), 0, 0);
+        } else if (!strcmp(o, "shmat")) {
+                /* ID: attach the segment and read its first byte */
+                NEED(1);
+                void *a = shmat(atoi(argv[1]), NULL, SHM_RDONLY);
+                r = a == (void *) -1 ? -1 : 0;
+        } else if (!strcmp(o, "shm-rm")) {
+                NEED(1);
+                r = shmctl(atoi(argv[1]), IPC_RMID, NULL);
+        } else if (!strcmp(o, "mq-create")) {
+                NEED(1);
+                mqd_t q = mq_open(argv[1], O_CREAT | O_EXCL | O_RDWR, 0600, NULL);
+                r = q == (mqd_t) -1 ? -1 : 0;
+        } else if (!strcmp(o, "mq_open")) {
+                NEED(1);
+                mqd_t q = mq_open(argv[1], O_RDWR);
+                r = q == (mqd_t) -1 ? -1 : 0;
+        } else if (!strcmp(o, "mq-unlink")) {
+                NEED(1);
+                r = mq_unlink(argv[1]);
         } else if (!strcmp(o, "udp")) {
                 NEED(2);
                 struct sockaddr_storage ss;
@@ -320,13 +360,15 @@ if kind == "abstract":
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.bind("\0" + addr)
 elif kind == "unix":
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.bind(addr)
+elif kind == "unix-dgram":
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(addr)
 elif kind == "tcp":
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM); s.bind((addr, 0))
 elif kind == "tcp6":
     s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM); s.bind((addr, 0))
 elif kind == "udp":
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((addr, 0))
-if kind != "udp":
+if kind not in ("udp", "unix-dgram"):
     s.listen(64)
 s.setblocking(False)
 port = s.getsockname()[1] if kind in ("tcp", "tcp6", "udp") else "-"
@@ -335,7 +377,7 @@ n = 0
 for line in sys.stdin:
     while True:
         try:
-            if kind == "udp":
+            if kind in ("udp", "unix-dgram"):
                 s.recv(100)
             else:
                 c, _ = s.accept(); c.close()
@@ -573,12 +615,19 @@ class Native:
     @property
     def attack(self):
         """The attack helper inside the sandbox (copied into the workspace)."""
+        self.attack_fs
+        return "/workspace/.attack"
+
+    @property
+    def attack_fs(self):
+        """The attack helper in FS-ONLY mode, where the workspace is at its
+        host path."""
         dst = os.path.join(self.work, ".attack")
         if not os.path.exists(dst):
             shutil.copy2(self.attack_src, dst)
             chown_user(dst, self.user)
             os.chmod(dst, 0o755)
-        return "/workspace/.attack"
+        return dst
 
     def cmdline(self, args, env=None):
         e = {**self.env, **(env or {})}
@@ -589,8 +638,10 @@ class Native:
         return subprocess.run(self.cmdline(args, env), cwd=self.base, input=input, capture_output=True,
                               text=True, timeout=timeout, **kw)
 
-    def sandbox_args(self, cmd, ro=(), mask=(), setenv=(), shm=None, workspace=None):
+    def sandbox_args(self, cmd, ro=(), mask=(), setenv=(), shm=None, workspace=None, mode=None):
         a = ["--workspace", workspace or self.work]
+        if mode is not None:
+            a += ["--mode", mode]
         for p in ro:
             a += ["--ro", p]
         for p in mask:
@@ -614,7 +665,8 @@ class Native:
 
     def attack_run(self, *ops, **kw):
         """Run the helper's operations in the sandbox; {op: result}."""
-        r = self.sandbox([self.attack] + list(ops), **kw)
+        exe = self.attack_fs if kw.get("mode") == "fs-only" else self.attack
+        r = self.sandbox([exe] + list(ops), **kw)
         assert r.returncode == 0, f"status {r.returncode}, stderr {r.stderr!r}, stdout {r.stdout!r}"
         return parse_attack(r.stdout)
 
@@ -1243,21 +1295,24 @@ for p in ["/run", "/var", "/run/user", "/var/run", "/root", "/srv", "/opt", "/mn
 
 
 def _marker_cmd(nat):
-    return ["/bin/sh", "-c", "echo ran > /workspace/marker"]
+    # Relative: the working directory is the workspace in both modes.
+    return ["/bin/sh", "-c", "echo ran > marker"]
 
 
+@pytest.mark.parametrize("mode", ["auto", "fs-only"])
 @pytest.mark.parametrize("abi", ["0", "bogus"])
-def test_no_landlock_refuses(nat, abi):
+def test_no_landlock_refuses(nat, abi, mode):
     """Attack 13: a kernel without Landlock (simulated with
     LAZARET_TEST_LANDLOCK_ABI=0; an unparsable value must count as none):
     the launcher refuses with 125 and one line naming Landlock, and the
-    command never runs (its marker file is not created). --check says the
-    same. The same command without the variable creates the marker."""
-    r = nat.sandbox(_marker_cmd(nat), env={"LAZARET_TEST_LANDLOCK_ABI": abi})
+    command never runs (its marker file is not created) -- FS-ONLY, which
+    is Landlock alone, included. --check says the same. The same command
+    without the variable creates the marker."""
+    r = nat.sandbox(_marker_cmd(nat), env={"LAZARET_TEST_LANDLOCK_ABI": abi}, mode=mode)
     line = one_error_line(r)
     assert "landlock" in line.lower(), f"the error does not name Landlock: {line!r}"
     assert not os.path.exists(os.path.join(nat.work, "marker")), "the command ran without Landlock"
-    c = nat.run("--check", env={"LAZARET_TEST_LANDLOCK_ABI": abi})
+    c = nat.run("--mode", mode, "--check", env={"LAZARET_TEST_LANDLOCK_ABI": abi})
     assert c.returncode == EXIT_NATIVE, f"--check: status {c.returncode}, stdout {c.stdout!r} stderr {c.stderr!r}"
     assert "landlock" in (c.stdout + c.stderr).lower(), f"--check does not name Landlock: {c.stdout!r} {c.stderr!r}"
     ok = nat.sandbox(_marker_cmd(nat))
@@ -1287,6 +1342,9 @@ BAD_INPUTS = {
                      ["/etc/hostname", "mask"]),
     "mask-symlink-out": (lambda n, cmd: ["--workspace", n.work, "--mask", n.symlink_out, "--"] + cmd,
                          ["mask"]),
+    "bad-mode": (lambda n, cmd: ["--mode", "bogus", "--workspace", n.work, "--"] + cmd, ["bogus"]),
+    "fs-only-mask-outside": (lambda n, cmd: ["--mode", "fs-only", "--workspace", n.work, "--mask", "/etc/hostname",
+                                             "--"] + cmd, ["/etc/hostname"]),
 }
 
 
@@ -1498,3 +1556,557 @@ def test_sigterm_of_launcher_ends_the_command(nat):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+# ---------------------------------------------------------------- FS-ONLY
+
+FS = "fs-only"
+
+
+def _pids_of_cmdline(uid, cmdline):
+    return {p for p in all_pids() if proc_uid(p) == uid and alive(p) and proc_cmdline(p) == cmdline}
+
+
+def _env_of(pid):
+    """The environment of a process (pytest runs as root), as a dict."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    return dict(x.decode().split("=", 1) for x in raw.split(b"\0") if b"=" in x)
+
+
+def _landlock_abi(nat):
+    r = nat.run("--mode", FS, "--check")
+    assert r.returncode == 0, f"--check: {r.returncode} {r.stderr!r}"
+    return int(r.stdout.split("Landlock ABI ")[1].split(";")[0])
+
+
+def test_fs_only_workspace_and_masks(nat):
+    """FS-ONLY: the command runs at the workspace's host path as the same
+    uid, with HOME = TMPDIR a private 0700 directory below /tmp. The
+    workspace is writable; a --mask'ed file and the files of a --mask'ed
+    directory cannot be read or written (EACCES), while their siblings, at
+    every level of the way down to the masks, can be read and written.
+    Linking or moving a masked file or directory to where it could be read
+    fails (EXDEV: Landlock's refer check); the host's secrets are unchanged
+    and copied nowhere. A file created later right in a directory on the
+    way to a mask cannot be read back (the documented limit)."""
+    work = os.path.realpath(nat.work)
+    files = {
+        "README": nat.write("README", "top level\n"),
+        "sub/sibling.txt": nat.write("sub/sibling.txt", "sibling\n"),
+        "sub/deeper/file": nat.write("sub/deeper/file", "deeper\n"),
+        "other/file": nat.write("other/file", "other\n"),
+    }
+    secret = nat.write("sub/secret.env", "API_KEY=hunter2-fsonly\n", 0o600)
+    sdir = nat.mkdir("secrets")
+    key = nat.write("secrets/id_ed25519", "PRIVATE KEY hunter2-fsonly\n", 0o600)
+    for d in ("sub", "sub/deeper", "other"):
+        chown_user(os.path.join(nat.work, d), nat.user)
+    before = {p: snapshot(p) for p in (secret, key)}
+    r = nat.sandbox([PYTHON, "-c", PRELUDE + f"""
+import stat
+w = {work!r}
+R["cwd"] = os.getcwd()
+R["uid"] = os.getuid()
+R["HOME"] = os.environ.get("HOME")
+R["TMPDIR"] = os.environ.get("TMPDIR")
+st = os.stat(os.environ["TMPDIR"])
+R["tmp mode"] = stat.S_IMODE(st.st_mode)
+R["tmp owner"] = st.st_uid
+R["tmp write"] = t(write, os.environ["TMPDIR"] + "/f", "tmp\\n")
+R["tmp read"] = t(read, os.environ["TMPDIR"] + "/f")
+R["read secret"] = t(read, w + "/sub/secret.env")
+R["read secret rel"] = t(read, "sub/secret.env")
+R["write secret"] = t(write, w + "/sub/secret.env", "x", "a")
+R["read key"] = t(read, w + "/secrets/id_ed25519")
+R["write key"] = t(write, w + "/secrets/id_ed25519", "x", "a")
+for p in {sorted(files)!r}:
+    R["read " + p] = t(read, w + "/" + p)
+    R["append " + p] = t(write, w + "/" + p, "more\\n", "a")
+R["new in deeper"] = t(write, w + "/sub/deeper/new", "new\\n")
+R["read new in deeper"] = t(read, w + "/sub/deeper/new")
+R["new dirs in other"] = t(os.makedirs, w + "/other/a/b")
+R["new in chain dir"] = t(write, w + "/sub/made-later", "later\\n")
+R["read new in chain dir"] = t(read, w + "/sub/made-later")
+R["link secret"] = t(os.link, w + "/sub/secret.env", w + "/sub/deeper/hard.env")
+R["rename secret"] = t(os.rename, w + "/sub/secret.env", w + "/sub/deeper/moved.env")
+R["rename key dir"] = t(os.rename, w + "/secrets", w + "/other/secrets")
+R["link key"] = t(os.link, w + "/secrets/id_ed25519", w + "/other/key")
+""" + EPILOGUE], mask=[secret, sdir], mode=FS)
+    assert r.returncode == 0, f"status {r.returncode}, stderr {r.stderr!r}"
+    assert "hunter2" not in r.stdout + r.stderr, f"the secret was printed: {r.stdout!r}"
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["cwd"] == work, f"cwd inside: {res['cwd']} (expected the workspace's host path {work})"
+    assert res["uid"] == nat.user.pw_uid, f"uid inside: {res}"
+    tmp = res["TMPDIR"]
+    assert tmp and tmp.startswith("/tmp/lazaret-native.") and res["HOME"] == tmp, f"HOME/TMPDIR: {res}"
+    assert res["tmp mode"] == 0o700 and res["tmp owner"] == nat.user.pw_uid, f"the temp dir: {res}"
+    assert (res["tmp write"], res["tmp read"]) == ("OK", "READ:tmp\n"), f"the temp dir is not usable: {res}"
+    for k in ("read secret", "read secret rel", "write secret", "read key", "write key"):
+        assert res[k] == "EACCES", f"{k}: expected EACCES, got {res[k]}"
+    for p, host in files.items():
+        assert res["read " + p].startswith("READ:"), f"reading {p}, a sibling of the masks: {res['read ' + p]}"
+        assert res["append " + p] == "OK", f"writing {p}: {res['append ' + p]}"
+        with open(host) as f:
+            assert f.read().endswith("more\n"), f"the write to {p} did not land on the host"
+    assert (res["new in deeper"], res["read new in deeper"]) == ("OK", "READ:new\n"), f"new file: {res}"
+    assert res["new dirs in other"] == "OK", f"mkdir in the workspace: {res}"
+    assert os.stat(os.path.join(nat.work, "sub/deeper/new")).st_uid == nat.user.pw_uid
+    assert res["read new in chain dir"] == "EACCES", f"the documented limit changed: {res}"
+    for k in ("link secret", "rename secret", "rename key dir", "link key"):
+        assert res[k] in ("EXDEV", "EACCES"), f"{k}: expected EXDEV/EACCES, got {res[k]}"
+    for p in (secret, key):
+        assert snapshot(p) == before[p], f"{p} changed on the host"
+    assert sorted(os.listdir(sdir)) == ["id_ed25519"], f"masked dir on the host: {os.listdir(sdir)}"
+    for d, _, names in os.walk(nat.work):
+        for f in names:
+            p = os.path.join(d, f)
+            if p in (secret, key) or os.path.islink(p):
+                continue
+            with open(p, "rb") as fh:
+                assert b"hunter2" not in fh.read(), f"the secret was copied to {p}"
+
+
+def test_fs_only_outside_is_denied(nat, fake_ssh_key):
+    """FS-ONLY: nothing of the host outside the rules can be read or
+    written, though the uid may on the host: the test user's real home (its
+    key, a listing, a new file), the launcher's HOME, 0666 markers of the
+    test user's in /var/tmp and in the host's /tmp (and new files there),
+    /proc; /etc and /usr cannot be written, a --ro directory only read. The
+    host is unchanged."""
+    name = uniq()
+    vt = nat.outside_tmp_dir("outside")
+    vmark = nat.write(os.path.join(vt, "marker"), "var tmp marker\n", 0o666)
+    host_tmp = f"/tmp/{name}"
+    with open(host_tmp, "w") as f:
+        f.write("host marker\n")
+    chown_user(host_tmp, nat.user)
+    os.chmod(host_tmp, 0o666)
+    home_marker = nat.write(os.path.join(nat.home, "marker"), "home marker\n")
+    real_home_new = os.path.join(nat.user.pw_dir, name)
+    ro = nat.outside_tmp_dir("ro")
+    ro_file = nat.write(os.path.join(ro, "file"), "read-only\n")
+    watched = [fake_ssh_key, vmark, host_tmp, home_marker, ro_file, "/etc/passwd"]
+    before = {p: snapshot(p) for p in watched}
+    listings = {d: sorted(os.listdir(d)) for d in (vt, ro, nat.home, nat.user.pw_dir)}
+    try:
+        res = nat.py(f"""
+for p in {[fake_ssh_key, vmark, host_tmp, home_marker]!r}:
+    R["read " + p] = t(read, p)
+    R["write " + p] = t(write, p, "pwned\\n", "a")
+R["list home"] = t(os.listdir, {nat.user.pw_dir!r})
+R["create in home"] = t(write, {real_home_new!r})
+R["list /var/tmp dir"] = t(os.listdir, {vt!r})
+R["create in /var/tmp dir"] = t(write, {vt + '/new'!r})
+R["list /tmp"] = t(os.listdir, "/tmp")
+R["create in /tmp"] = t(write, {host_tmp + '-new'!r})
+R["proc"] = t(read, "/proc/self/status")
+R["etc read"] = t(read, "/etc/passwd")
+R["etc write"] = t(write, "/etc/{name}")
+R["etc append"] = t(write, "/etc/passwd", "evil::0:0::/:/bin/sh\\n", "a")
+R["usr write"] = t(write, "/usr/{name}")
+R["ro read"] = t(read, {ro_file!r})
+R["ro write"] = t(write, {ro_file!r}, "x", "a")
+R["ro create"] = t(write, {ro + '/new'!r})
+""", ro=[ro], mode=FS)
+    finally:
+        after = {p: snapshot(p) for p in watched}
+        made = [p for p in (real_home_new, host_tmp + "-new") if os.path.lexists(p)]
+        for p in made + [host_tmp]:
+            os.unlink(p)
+    for p in (fake_ssh_key, vmark, host_tmp, home_marker):
+        for op in ("read", "write"):
+            assert res[f"{op} {p}"] == "EACCES", f"{op} {p}: expected EACCES, got {res[f'{op} {p}']}"
+    for k in ("list home", "create in home", "list /var/tmp dir", "create in /var/tmp dir", "list /tmp",
+              "create in /tmp", "proc", "etc write", "etc append", "usr write", "ro write", "ro create"):
+        assert res[k] == "EACCES", f"{k}: expected EACCES, got {res[k]}"
+    assert res["etc read"].startswith("READ:root:"), f"/etc is not readable: {res['etc read']}"
+    assert res["ro read"] == "READ:read-only\n", f"--ro is not readable: {res['ro read']}"
+    assert not made, f"files created on the host: {made}"
+    for p in watched:
+        assert after[p] == before[p], f"{p} changed on the host"
+    for d, names in listings.items():
+        assert sorted(os.listdir(d)) == names, f"{d} changed on the host"
+
+
+def test_fs_only_network_sockets(nat):
+    """FS-ONLY has no network namespace: seccomp refuses every socket family
+    but AF_UNIX with EAFNOSUPPORT -- TCP connect and bind, UDP, IPv6,
+    netlink, packet -- while an AF_UNIX socketpair works. The host's
+    loopback listeners receive nothing; a control connection from the host
+    is accepted."""
+    with contextlib.ExitStack() as es:
+        port, acc = es.enter_context(listener(nat.user, "tcp", "127.0.0.1"))
+        uport, uacc = es.enter_context(listener(nat.user, "udp", "127.0.0.1"))
+        res = nat.attack_run("tcp", "127.0.0.1", str(port), "tcp-bind", "127.0.0.1", "0", "udp", "127.0.0.1",
+                             str(uport), "tcp", "::1", str(port), mode=FS)
+        py = nat.py("""
+for n, fam, typ in [("inet6", socket.AF_INET6, socket.SOCK_STREAM), ("netlink", socket.AF_NETLINK, socket.SOCK_RAW),
+                    ("packet", socket.AF_PACKET, socket.SOCK_RAW), ("inet dgram", socket.AF_INET, socket.SOCK_DGRAM)]:
+    R[n] = t(lambda: socket.socket(fam, typ).close())
+a, b = socket.socketpair()
+a.sendall(b"ping")
+R["pair"] = b.recv(4).decode()
+R["unix stream"] = t(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close())
+""", mode=FS)
+        got = (acc(), uacc())
+        socket.create_connection(("127.0.0.1", port)).close()
+        control = acc()
+    for k, v in res.items():
+        assert v == "EAFNOSUPPORT", f"{k}: expected EAFNOSUPPORT, got {v}"
+    assert len(res) == 4, f"not every operation ran: {res}"
+    for k in ("inet6", "netlink", "packet", "inet dgram"):
+        assert py[k] == "EAFNOSUPPORT", f"{k} socket: expected EAFNOSUPPORT, got {py[k]}"
+    assert (py["pair"], py["unix stream"]) == ("ping", "OK"), f"AF_UNIX: {py}"
+    assert got == (0, 0), f"host listeners (tcp, udp) received {got}"
+    assert control == 1, f"the control connection was not accepted: {control}"
+
+
+def test_fs_only_pathname_sockets_of_host(nat):
+    """FS-ONLY, the pathname socket finding. Landlock (ABI 7 here; a right
+    for it comes with ABI 9) guards neither the lookup of a path nor
+    connect(2) to a Unix socket: without the seccomp rule the sandbox
+    reached these listeners, as the control from the host does. So
+    FS-ONLY refuses connect(2) (EACCES) and datagram Unix sockets (their
+    sendto(2) names a path) outright: the test user's stream sockets in
+    /tmp and in its home and a datagram socket in /tmp receive nothing, the
+    well-known sockets fail, and -- the price -- a socket the command binds
+    in its own TMPDIR cannot be connected to either. An address given to a
+    stream socketpair is refused by the kernel."""
+    name = uniq()
+    home_sock = os.path.join(nat.user.pw_dir, name + ".sock")
+    tmp_sock = f"/tmp/{name}.sock"
+    dgram_sock = f"/tmp/{name}.dgram"
+    uid = nat.user.pw_uid
+    wellknown = [f"/run/user/{uid}/bus", "/var/run/docker.sock", "/run/docker.sock",
+                 f"/run/user/{uid}/podman/podman.sock", "/run/dbus/system_bus_socket"]
+    ops = ["unix", home_sock, "unix", tmp_sock, "unix-dgram", dgram_sock] + sum((["unix", p] for p in wellknown), [])
+    try:
+        with contextlib.ExitStack() as es:
+            _, hacc = es.enter_context(listener(nat.user, "unix", home_sock))
+            _, tacc = es.enter_context(listener(nat.user, "unix", tmp_sock))
+            _, dacc = es.enter_context(listener(nat.user, "unix-dgram", dgram_sock))
+            res = nat.attack_run(*ops, mode=FS)
+            py = nat.py(f"""
+import stat
+for p in {[home_sock, tmp_sock]!r}:
+    R["stat " + p] = t(lambda: stat.S_ISSOCK(os.stat(p).st_mode))
+R["dgram socket"] = t(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).close())
+R["dgram pair"] = t(lambda: [s.close() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)] and None)
+R["seqpacket pair"] = t(lambda: [s.close() for s in socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)]
+                        and None)
+a, b = socket.socketpair()
+R["sendto via stream pair"] = t(a.sendto, b"x", {dgram_sock!r})
+own = os.environ["TMPDIR"] + "/own.sock"
+srv = socket.socket(socket.AF_UNIX)
+R["own bind"] = t(srv.bind, own)
+R["own listen"] = t(srv.listen, 1)
+R["own connect"] = t(socket.socket(socket.AF_UNIX).connect, own)
+""", mode=FS)
+            got = (hacc(), tacc(), dacc())
+            control = nat.attack_host("unix", home_sock, "unix", tmp_sock, "unix-dgram", dgram_sock)
+            got_control = (hacc(), tacc(), dacc())
+    finally:
+        for p in (home_sock, tmp_sock, dgram_sock):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
+    for k, v in res.items():
+        assert v == "EACCES", f"{k}: expected EACCES, got {v}"
+    assert len(res) == 3 + len(wellknown), f"not every operation ran: {res}"
+    assert got == (0, 0, 0), f"host listeners (home, /tmp, datagram) received {got}"
+    assert control == {f"unix {home_sock}": "OK", f"unix {tmp_sock}": "OK", f"unix-dgram {dgram_sock}": "OK"}, \
+        f"the control from the host failed: {control}"
+    assert got_control == (1, 1, 1), f"the control did not arrive: {got_control}"
+    for k in ("dgram socket", "dgram pair", "own connect"):
+        assert py[k] == "EACCES", f"{k}: expected EACCES, got {py[k]}"
+    assert py["seqpacket pair"] == "OK", f"a seqpacket socketpair: {py}"
+    assert py["sendto via stream pair"] in ("EISCONN", "EOPNOTSUPP"), f"sendto with an address: {py}"
+    assert (py["own bind"], py["own listen"]) == ("OK", "OK"), f"bind/listen in TMPDIR: {py}"
+    # The premise of the seccomp rule: the sockets' paths resolve inside,
+    # although neither /tmp nor the home is granted.
+    print(f"stat of the host's sockets inside: {[py['stat ' + p] for p in (home_sock, tmp_sock)]}")
+
+
+def test_fs_only_host_ipc_denied(nat):
+    """FS-ONLY has no IPC namespace: a System V shared memory segment and a
+    POSIX message queue the test user made on the host are out of reach
+    (shmget by key, shmat by id, mq_open by name -> EPERM), while the host
+    (the control, same uid) reaches both."""
+    key = str(0x4c5a0000 + secrets.randbelow(1 << 16))
+    mq = "/" + uniq()
+    made = nat.attack_host("shm-create", key, "mq-create", mq)
+    shmid = None
+    try:
+        assert made == {f"shm-create {key}": "OK", f"mq-create {mq}": "OK"}, f"cannot make the objects: {made}"
+        with open("/proc/sysvipc/shm") as f:
+            for ln in f.readlines()[1:]:
+                cols = ln.split()
+                if int(cols[0]) == int(key):
+                    shmid = cols[1]
+        assert shmid is not None, "the segment is not in /proc/sysvipc/shm"
+        ops = ["shmget", key, "shmat", shmid, "mq_open", mq]
+        res = nat.attack_run(*ops, mode=FS)
+        control = nat.attack_host(*ops)
+    finally:
+        cleanup = ["mq-unlink", mq] + (["shm-rm", shmid] if shmid else [])
+        nat.attack_host(*cleanup)
+    assert res == {f"shmget {key}": "EPERM", f"shmat {shmid}": "EPERM", f"mq_open {mq}": "EPERM"}, f"inside: {res}"
+    assert set(control.values()) == {"OK"}, f"the control failed: {control}"
+
+
+def test_fs_only_processes_and_kernel(nat, host_sleep):
+    """FS-ONLY shares the host's PID namespace: a process of the test user's
+    is in sight, yet cannot be traced or read (EPERM), nor signalled
+    (EPERM: Landlock's signal scope, ABI 6); namespaces, mounts and io_uring
+    are refused as in FULL (EPERM). The victim lives, untraced."""
+    victim = str(host_sleep.pid)
+    with open(f"/proc/{victim}/maps") as f:
+        addr = f.readline().split("-")[0]
+    res = nat.attack_run("ptrace-attach", victim, "vmread", victim, addr, "kill", victim, "0", "kill", victim, "9",
+                         "unshare-user", "clone-newuser", "mount-tmpfs", "/tmp", "io_uring", "userfaultfd", "bpf",
+                         mode=FS)
+    abi = _landlock_abi(nat)
+    for k, v in res.items():
+        if k.startswith("kill ") and abi < 6:
+            continue
+        assert v == "EPERM", f"{k}: expected EPERM, got {v}"
+    assert len(res) == 10, f"not every operation ran: {res}"
+    time.sleep(0.2)
+    assert host_sleep.poll() is None and alive(host_sleep.pid), "the victim was killed"
+    with open(f"/proc/{victim}/status") as f:
+        assert "TracerPid:\t0\n" in f.readlines(), "the victim is traced"
+    if abi < 6:
+        print(f"note: Landlock ABI {abi} cannot scope signals: {res}")
+
+
+def test_fs_only_when_user_namespaces_are_missing(nat):
+    """LAZARET_TEST_NO_USERNS=1 (a host without user namespaces): --check
+    reports FS-ONLY with the Landlock ABI and the reason, and the default
+    mode (auto) runs the command in FS-ONLY (at the workspace's host path,
+    HOME a private temp dir); --mode full fails closed with 125 and one line
+    naming user namespaces, the command never run, and so does its --check.
+    Without the variable, auto is FULL (/workspace)."""
+    env = {"LAZARET_TEST_NO_USERNS": "1"}
+    c = nat.run("--check", env=env)
+    assert c.returncode == 0, f"--check: {c.returncode} {c.stderr!r}"
+    lines = c.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("native: FS-ONLY (Landlock ABI ") \
+        and "; no user namespaces: " in lines[0] and lines[0].endswith(")"), f"--check: {c.stdout!r}"
+    code = 'R["cwd"] = os.getcwd(); R["HOME"] = os.environ["HOME"]'
+    auto = nat.py(code, env=env)
+    assert auto["cwd"] == os.path.realpath(nat.work), f"auto without user namespaces: {auto}"
+    assert auto["HOME"].startswith("/tmp/lazaret-native."), f"auto without user namespaces: {auto}"
+    full = nat.sandbox(_marker_cmd(nat), env=env, mode="full")
+    line = one_error_line(full)
+    assert "user namespaces" in line, f"--mode full does not name user namespaces: {line!r}"
+    assert not os.path.exists(os.path.join(nat.work, "marker")), "--mode full ran the command"
+    cf = nat.run("--mode", "full", "--check", env=env)
+    assert cf.returncode == EXIT_NATIVE and "user namespaces" in cf.stderr, f"--mode full --check: {cf!r}"
+    assert nat.py(code)["cwd"] == "/workspace", "auto with user namespaces is not FULL"
+    forced = nat.run("--mode", FS, "--check")
+    assert forced.returncode == 0 and forced.stdout.startswith("native: FS-ONLY (Landlock ABI "), \
+        f"--mode fs-only --check: {forced!r}"
+
+
+def test_fs_only_mask_entry_budget(nat):
+    """FS-ONLY grants the entries of a directory on the way to a mask one by
+    one, at most 4096 of them: 4096 run (the marker is written), 4097 fail
+    closed with 125 and one line naming the limit, the command never run."""
+    big = nat.mkdir("big")
+    nat.mkdir("out")
+    secret = nat.write("big/secret.env", "API_KEY=hunter2-budget\n", 0o600)
+    for i in range(4095):  # + "out" in the workspace: 4096 entries
+        with open(os.path.join(big, f"f{i:04d}"), "w"):
+            pass
+    cmd = ["/bin/sh", "-c", "echo ran > out/marker"]
+    marker = os.path.join(nat.work, "out", "marker")
+    ok = nat.sandbox(cmd, mask=[secret], mode=FS)
+    assert ok.returncode == 0 and os.path.exists(marker), f"4096 entries: {ok.returncode} {ok.stderr!r}"
+    os.unlink(marker)
+    with open(os.path.join(big, "one-more"), "w"):
+        pass
+    r = nat.sandbox(cmd, mask=[secret], mode=FS)
+    line = one_error_line(r)
+    assert "4096" in line, f"the error does not name the limit: {line!r}"
+    assert not os.path.exists(marker), "the command ran past the limit"
+
+
+def test_fs_only_symlink_in_chain_refused(nat, fake_ssh_key):
+    """FS-ONLY: a symbolic link among the entries of a directory on the way
+    to a mask (here to the test user's ~/.ssh, next to the masked file)
+    would be granted through to its target: the launcher fails closed with
+    125 and one line naming the link, and the command never ran. The same
+    link off the way is harmless (it leads to what no rule grants:
+    EACCES)."""
+    sub = nat.mkdir("sub")
+    nat.mkdir("other")
+    secret = nat.write("sub/secret.env", "API_KEY=hunter2-link\n", 0o600)
+    link = os.path.join(sub, "ssh-link")
+    os.symlink(os.path.dirname(fake_ssh_key), link)
+    os.lchown(link, nat.user.pw_uid, nat.user.pw_gid)
+    cmd = ["/bin/sh", "-c", "echo ran > other/marker"]
+    r = nat.sandbox(cmd, mask=[secret], mode=FS)
+    line = one_error_line(r)
+    assert os.path.realpath(sub) + "/ssh-link" in line, f"the error does not name the link: {line!r}"
+    assert not os.path.exists(os.path.join(nat.work, "other", "marker")), "the command ran"
+    moved = os.path.join(nat.work, "other", "ssh-link")
+    os.rename(link, moved)
+    res = nat.py(f'R["key"] = t(read, {moved + "/id_rsa"!r})', mask=[secret], mode=FS)
+    assert res["key"] == "EACCES", f"reading the key through the link off the way: {res}"
+
+
+def test_fs_only_sigkill_of_launcher_ends_the_command(nat):
+    """FS-ONLY: the command dies with the launcher (PR_SET_PDEATHSIG): when
+    the launcher is killed with SIGKILL, the command (`sleep 1000`) is gone
+    within 5 s. (Its temp dir stays behind: nobody is left to remove it.)"""
+    uid = nat.user.pw_uid
+    want = b"/usr/bin/sleep\x001000\x00"
+    preexisting = _pids_of_cmdline(uid, want)
+    p = subprocess.Popen(nat.cmdline(nat.sandbox_args(["/usr/bin/sleep", "1000"], mode=FS)), cwd=nat.base,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ours, tmp = [], None
+    try:
+        lpid = wait_until(lambda: next((c for c in descendants(p.pid)
+                                        if proc_ppid(c) == p.pid and proc_uid(c) == uid), None), timeout=10)
+        assert lpid, "the launcher did not start"
+        cmd = wait_until(lambda: next((c for c in descendants(lpid) if proc_cmdline(c) == want), None), timeout=10)
+        assert cmd and cmd not in preexisting, "the command did not start"
+        ours = descendants(lpid)
+        tmp = _env_of(cmd).get("TMPDIR")
+        os.kill(lpid, signal.SIGKILL)
+        gone = wait_until(lambda: not alive(cmd), timeout=5)
+        assert gone, f"the command outlived the launcher: {cmd} {proc_cmdline(cmd)}"
+        p.wait(timeout=10)
+    finally:
+        kill_ours([c for c in ours if alive(c)])
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if tmp and tmp.startswith("/tmp/lazaret-native."):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_fs_only_temp_dir_removed_without_following_links(nat):
+    """FS-ONLY: the private temp dir is removed when the command ends,
+    whatever the command left in it -- symbolic links to a host file and a
+    host directory (also deep down), a tree 80 levels deep, a directory of
+    mode 0 and one of 0500, the temp dir itself made 0500 -- and the links
+    are not followed: the host file and directory they point to are intact."""
+    victim_dir = nat.outside_tmp_dir("victim")
+    victim = nat.write(os.path.join(victim_dir, "keep.txt"), "keep me\n")
+    host_file = nat.write(os.path.join(nat.base, "host-file"), "host file\n")
+    watched = [victim, host_file]
+    before = {p: snapshot(p) for p in watched}
+    res = nat.py(f"""
+d = os.environ["TMPDIR"]
+R["tmp"] = d
+os.symlink({host_file!r}, d + "/link-file")
+os.symlink({victim_dir!r}, d + "/link-dir")
+p = d
+for i in range(80):
+    p += "/n"
+    os.mkdir(p)
+write(p + "/deep", "x")
+os.symlink({victim_dir!r}, p + "/deep-link")
+os.mkdir(d + "/locked")
+write(d + "/locked/f")
+os.symlink({victim!r}, d + "/locked/l")
+os.chmod(d + "/locked", 0)
+os.mkdir(d + "/ro")
+write(d + "/ro/f")
+os.chmod(d + "/ro", 0o500)
+os.chmod(d, 0o500)
+R["made"] = True
+""", mode=FS)
+    tmp = res["tmp"]
+    assert res.get("made") is True and tmp.startswith("/tmp/lazaret-native."), f"inside: {res}"
+    left = os.path.lexists(tmp)
+    if left:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert not left, f"the temp dir {tmp} was not removed"
+    for p in watched:
+        assert snapshot(p) == before[p], f"{p} changed on the host (a link was followed)"
+    assert sorted(os.listdir(victim_dir)) == ["keep.txt"], f"the linked directory: {os.listdir(victim_dir)}"
+
+
+def test_fs_only_process_group_ends_with_the_command(nat):
+    """FS-ONLY: what the command started in its process group (`sleep 1000
+    &`) is killed when the command exits 3: the launcher returns 3
+    promptly and no such sleep remains."""
+    uid = nat.user.pw_uid
+    want = b"sleep\x001000\x00"
+    preexisting = _pids_of_cmdline(uid, want)
+    p = subprocess.Popen(nat.cmdline(nat.sandbox_args(["/bin/sh", "-c", "sleep 1000 & sleep 0.3; exit 3"], mode=FS)),
+                         cwd=nat.base, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        try:
+            _, err = p.communicate(timeout=20)
+            status = p.returncode
+        except subprocess.TimeoutExpired:
+            status, err = None, b""
+        gone = wait_until(lambda: not (_pids_of_cmdline(uid, want) - preexisting), timeout=5)
+        assert status == 3, f"the launcher returned {status} (None: still running after 20 s), stderr {err!r}"
+        assert gone, f"a background sleep outlived the command: {_pids_of_cmdline(uid, want) - preexisting}"
+    finally:
+        kill_ours(_pids_of_cmdline(uid, want) - preexisting)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_fs_only_sigterm_of_launcher_ends_the_command(nat):
+    """FS-ONLY: SIGTERM to the launcher reaches the command: the launcher
+    exits 128+15, the command is gone, and so is its temp dir."""
+    uid = nat.user.pw_uid
+    want = b"/usr/bin/sleep\x001000\x00"
+    p = subprocess.Popen(nat.cmdline(nat.sandbox_args(["/usr/bin/sleep", "1000"], mode=FS)), cwd=nat.base,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ours, tmp = [], None
+    try:
+        lpid = wait_until(lambda: next((c for c in descendants(p.pid)
+                                        if proc_ppid(c) == p.pid and proc_uid(c) == uid), None), timeout=10)
+        assert lpid, "the launcher did not start"
+        cmd = wait_until(lambda: next((c for c in descendants(lpid) if proc_cmdline(c) == want), None), timeout=10)
+        assert cmd, "the command did not start"
+        ours = descendants(lpid)
+        tmp = _env_of(cmd).get("TMPDIR")
+        assert tmp and os.path.isdir(tmp), f"the temp dir of the command: {tmp}"
+        os.kill(lpid, signal.SIGTERM)
+        p.wait(timeout=10)
+        assert p.returncode == 128 + 15, f"status after SIGTERM: {p.returncode}, stderr {p.stderr.read()!r}"
+        assert wait_until(lambda: not any(alive(c) for c in ours), timeout=5), \
+            f"left after SIGTERM: {[(c, proc_cmdline(c)) for c in ours if alive(c)]}"
+        assert not os.path.lexists(tmp), f"the temp dir {tmp} was not removed"
+    finally:
+        kill_ours([c for c in ours if alive(c)])
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if tmp and tmp.startswith("/tmp/lazaret-native."):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.parametrize("mode", ["full", FS])
+def test_inherited_descriptor_is_closed(nat, mode):
+    """A descriptor the caller leaves open -- here /etc/shadow, opened by
+    root, which the test user may not open -- does not reach the command:
+    reading it inside fails with EBADF. The control: the same descriptor,
+    passed the same way to a plain command of the test user, is readable."""
+    fd = os.open("/etc/shadow", os.O_RDONLY)
+    try:
+        os.set_inheritable(fd, True)
+        code = PRELUDE + f'R["read"] = t(lambda: os.read({fd}, 5).decode())' + EPILOGUE
+        r = subprocess.run(nat.cmdline(nat.sandbox_args([PYTHON, "-c", code], mode=mode)), pass_fds=[fd],
+                           cwd=nat.base, capture_output=True, text=True, timeout=60)
+        os.lseek(fd, 0, os.SEEK_SET)
+        ctl = subprocess.run(["runuser", "-u", nat.user.pw_name, "--", "env", "-i", PYTHON, "-c", code],
+                             pass_fds=[fd], cwd=nat.base, capture_output=True, text=True, timeout=60)
+    finally:
+        os.close(fd)
+    assert r.returncode == 0, f"status {r.returncode}, stderr {r.stderr!r}"
+    assert json.loads(r.stdout.splitlines()[-1])["read"] == "EBADF", f"the caller's descriptor inside: {r.stdout!r}"
+    assert json.loads(ctl.stdout.splitlines()[-1])["read"] not in ("EBADF", "EACCES"), \
+        f"the control could not read the descriptor: {ctl.stdout!r} {ctl.stderr!r}"
