@@ -231,6 +231,29 @@ static int preflight(Mode want, Mode *ret_mode, int *ret_abi, char *why, size_t 
         return 0;
 }
 
+/* What the processes before the command wrote to the error pipe, read to
+ * its end (every copy closed: by the command's execve, or by their exit):
+ * its first line in msg, its length 0 when the command ran. Closes fd. */
+static size_t read_error(int fd, char *msg, size_t size) {
+        size_t n = 0;
+        for (;;) {
+                ssize_t k = read(fd, msg + n, size - 1 - n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                n += (size_t) k;
+                if (n == size - 1)
+                        break;
+        }
+        close(fd);
+        msg[n] = '\0';
+        char *nl = strchr(msg, '\n');
+        if (nl)
+                *nl = '\0';
+        return n;
+}
+
 /* ---- A: the namespaces ---------------------------------------------------- */
 
 static void write_file(const char *path, const char *s) {
@@ -1143,26 +1166,11 @@ static int run_fs_only(const Spec *s, int abi) {
         r = landlock_rules_free(r);
 
         char msg[1024];
-        size_t n = 0;
-        for (;;) {
-                ssize_t k = read(errp[0], msg + n, sizeof(msg) - 1 - n);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        break;
-                n += (size_t) k;
-                if (n == sizeof(msg) - 1)
-                        break;
-        }
-        close(errp[0]);
+        size_t n = read_error(errp[0], msg, sizeof(msg));
         int status = fs_only_wait(c, foreground);
         close(alive[0]);
         remove_tmp_dir();
         if (n > 0) {
-                msg[n] = '\0';
-                char *nl = strchr(msg, '\n');
-                if (nl)
-                        *nl = '\0';
                 fprintf(stderr, "lazaret-native: %s\n", msg);
                 return EXIT_NATIVE;
         }
@@ -1333,25 +1341,10 @@ int main(int argc, char **argv) {
         /* Until the command runs (EOF: every copy closed by its execve or
          * by the processes before it), what went wrong. */
         char msg[1024];
-        size_t n = 0;
-        for (;;) {
-                ssize_t k = read(errp[0], msg + n, sizeof(msg) - 1 - n);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        break;
-                n += (size_t) k;
-                if (n == sizeof(msg) - 1)
-                        break;
-        }
-        close(errp[0]);
+        size_t n = read_error(errp[0], msg, sizeof(msg));
         int status = wait_for(a);
         close(alive[0]);
         if (n > 0) {
-                msg[n] = '\0';
-                char *nl = strchr(msg, '\n');
-                if (nl)
-                        *nl = '\0';
                 fprintf(stderr, "lazaret-native: %s\n", msg);
                 return EXIT_NATIVE;
         }
