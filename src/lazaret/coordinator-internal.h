@@ -51,6 +51,7 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "log.h"
+#include "native-run.h"
 #include "path-util.h"
 #include "router-run.h"
 #include "state-anchor.h"
@@ -230,6 +231,10 @@ struct Coordinator {
         char coordinator_id[37];
         char *container_name;
         SandboxInfo sandbox;
+        NativeRun native; /* backend = "native": the holder of its sandbox */
+        /* backend = "native" in branch mode: .git is bound read-only (no
+         * git router in the sandbox yet), so commits are refused. */
+        bool git_read_only;
         RouterRun router;
         Part p_router;
         LinePipe router_lines; /* its refusals */

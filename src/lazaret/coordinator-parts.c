@@ -95,8 +95,15 @@ static int router_release(void *ctx, void *obj, json_t *own, uint64_t generation
         if (process_identity_from_json(json_object_get(own, "daemon"), &pi) >= 0 && process_identity_alive(&pi))
                 (void) kill(pi.pid, SIGKILL);
         const char *mp = json_string_value(json_object_get(own, "mountpoint"));
-        if (mp)
-                fuse_mount_detach(&co->spec, mp);
+        /* Where it was mounted: the native backend's router in the host's
+         * mount namespace, whatever this coordinator's backend is. */
+        LaunchSpec where = co->spec;
+        if (json_is_true(json_object_get(own, "host_namespace")))
+                where.backend = BACKEND_NATIVE;
+        else if (where.backend == BACKEND_NATIVE)
+                where.backend = BACKEND_GVISOR;
+        if (mp && (where.backend == BACKEND_NATIVE || where.podman))
+                fuse_mount_detach(&where, mp);
         return 0;
 }
 
@@ -133,8 +140,9 @@ int start_router(Coordinator *co, char **ret_error) {
         if (!mnt || !iso)
                 return -ENOMEM;
         return part_begin(&co->ps, co->generation, &kind_router,
-                          json_pack("{s:s, s:s, s:s}", "mountpoint", mnt, "host_root",
-                                    co->spec.branch ? co->spec.git_dir : co->spec.workspace, "isolated_root", iso),
+                          json_pack("{s:s, s:s, s:s, s:b}", "mountpoint", mnt, "host_root",
+                                    co->spec.branch ? co->spec.git_dir : co->spec.workspace, "isolated_root", iso,
+                                    "host_namespace", co->spec.backend == BACKEND_NATIVE),
                           co, &co->router, &co->p_router, ret_error);
 }
 
@@ -516,6 +524,34 @@ static int sandbox_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_co
         Coordinator *co = ctx;
         (void) obj;
         (void) intent;
+        if (co->spec.backend == BACKEND_NATIVE) {
+                /* Direct mode: the workspace router's mount is the
+                 * workspace; branch mode: the worktree, with .git
+                 * read-only at its own path. */
+                const char *ws = co->worktree                             ? co->worktree
+                                 : co->router.pid > 0 && !co->spec.branch ? co->router.mountpoint
+                                                                          : co->spec.workspace;
+                if (!co->spec.branch && co->router.pid <= 0) {
+                        *ret_error = strdup("direct mode needs the workspace router, which did not start");
+                        return -EIO;
+                }
+                co->git_read_only = co->spec.branch && co->spec.git_dir;
+                int r = native_run_start(&co->spec, ws, co->git_read_only ? co->spec.git_dir : NULL, co->terminfo_dir,
+                                         &co->native, ret_error);
+                if (r < 0)
+                        return r;
+                if (!(co->sandbox.id = strdup(co->container_name))) {
+                        native_run_stop(&co->native);
+                        return -ENOMEM;
+                }
+                co->sandbox.conmon_pid = co->native.pid;
+                snprintf(co->trace.why, sizeof(co->trace.why),
+                         "the native backend has no trace points (gVisor's); sessions and files are recorded");
+                *ret_commit =
+                        json_pack("{s:s, s:o, s:i}", "backend", "native", "holder",
+                                  process_identity_to_json(&co->native.ident), "init_pid", (int) co->native.init_pid);
+                return 0;
+        }
         /* The processes inside, when they can be observed: losing them
          * weakens nothing, so the start goes on without them. */
         _cleanup_free_ char *trace_config = NULL;
@@ -541,6 +577,18 @@ static int sandbox_release(void *ctx, void *obj, json_t *own, uint64_t generatio
         Coordinator *co = ctx;
         (void) obj;
         (void) generation;
+        if (streq_ptr(json_string_value(json_object_get(own, "backend")), "native")) {
+                if (obj && co->native.pid > 0) {
+                        native_run_stop(&co->native);
+                        return 0;
+                }
+                /* A dead coordinator's (it died with it, unless it was
+                 * killed before --die-with-parent took hold). */
+                ProcessIdentity pi;
+                if (process_identity_from_json(json_object_get(own, "holder"), &pi) >= 0)
+                        native_run_kill_leftover(&pi);
+                return 0;
+        }
         const char *name = json_string_value(json_object_get(own, "container_name"));
         _cleanup_free_ char *err = NULL;
         if (name && container_remove(&co->spec, name, &err) < 0) {
@@ -623,6 +671,11 @@ static void job_pause_done(int result, void *userdata) {
 
 void co_sandbox_pause(Coordinator *co, bool pause) {
         co_status_touch(co);
+        if (co->spec.backend == BACKEND_NATIVE) {
+                snprintf(co->pause_error, sizeof(co->pause_error),
+                         "pause needs the gVisor backend (the native one has no freezer of its own)");
+                return;
+        }
         if (co->pause_busy || co->paused == pause || co->stopping || !co->slow || !co->sandbox.id)
                 return;
         PauseJob *j = calloc(1, sizeof(*j));

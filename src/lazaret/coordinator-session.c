@@ -427,7 +427,9 @@ static const char *const egress_env[] = {
         "NODE_USE_ENV_PROXY=1",       "GIT_SSH_COMMAND=ssh -o ProxyCommand='/run/lazaret/relay --connect %h %p'",
 };
 
-static int write_process_file(const Coordinator *co, const Session *s, const CtlMessage *m, int *ret_fd) {
+/* A session's environment: the container's own (image ENV and Podman's),
+ * then what the profile allows from this CLI, then ours. */
+static json_t *session_env(const Coordinator *co, const Session *s, const CtlMessage *m) {
         json_t *env = json_array();
         /* The container's own environment (image ENV and Podman's), then
          * what the profile allows from this CLI, then ours. */
@@ -483,6 +485,11 @@ static int write_process_file(const Coordinator *co, const Session *s, const Ctl
                         json_array_append_new(env, json_string(t));
                 free(t);
         }
+        return env;
+}
+
+static int write_process_file(const Coordinator *co, const Session *s, const CtlMessage *m, int *ret_fd) {
+        json_t *env = session_env(co, s, m);
         json_t *args = json_array();
         char **argv = m->argv;
         for (size_t i = 0; args && argv[i]; i++)
@@ -495,6 +502,40 @@ static int write_process_file(const Coordinator *co, const Session *s, const Ctl
                 json_object_set_new(proc, "consoleSize",
                                     json_pack("{s:i, s:i}", "height", (int) m->rows, "width", (int) m->columns));
         return co_json_memfd("lazaret-process", proc, ret_fd);
+}
+
+/* The native backend's joiner reads the environment from a descriptor
+ * (--env-fd): NUL-separated NAME=VALUE entries. Never on a command line,
+ * which every user of the host can read in /proc. */
+static int write_env_file(const Coordinator *co, const Session *s, const CtlMessage *m, int *ret_fd) {
+        json_t *env = session_env(co, s, m);
+        if (!env)
+                return -ENOMEM;
+        int fd = memfd_create("lazaret-env", MFD_CLOEXEC);
+        if (fd < 0) {
+                json_decref(env);
+                return negative_errno();
+        }
+        size_t i;
+        json_t *e;
+        int r = 0;
+        json_array_foreach(env, i, e) {
+                const char *v = json_string_value(e);
+                size_t n = v ? strlen(v) + 1 : 0;
+                if (v && write(fd, v, n) != (ssize_t) n) {
+                        r = -EIO;
+                        break;
+                }
+        }
+        json_decref(env);
+        if (r >= 0 && lseek(fd, 0, SEEK_SET) < 0)
+                r = negative_errno();
+        if (r < 0) {
+                safe_close(fd);
+                return r;
+        }
+        *ret_fd = fd;
+        return 0;
 }
 
 int co_json_memfd(const char *name, json_t *j, int *ret_fd) {
@@ -553,7 +594,9 @@ static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
         int pipes[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
         /* runsc reads the process description from the memfd at its fd 3. */
         static const char procpath[] = "/proc/self/fd/3";
-        int r = write_process_file(co, s, m, &proc_fd);
+        bool native = co->spec.backend == BACKEND_NATIVE;
+        /* The native backend's joiner reads the environment at its fd 3. */
+        int r = native ? write_env_file(co, s, m, &proc_fd) : write_process_file(co, s, m, &proc_fd);
         if (r < 0)
                 return r;
 
@@ -580,8 +623,9 @@ static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
                         }
         }
 
-        pidfile = trace_pid_file(co, s);
-        argv = sandbox_exec_argv(&co->spec, &co->sandbox, procpath, pidfile);
+        pidfile = native ? NULL : trace_pid_file(co, s);
+        argv = native ? native_join_argv(&co->spec, &co->native, s->cwd, m->argv)
+                      : sandbox_exec_argv(&co->spec, &co->sandbox, procpath, pidfile);
         if (!argv) {
                 r = -ENOMEM;
                 goto fail_pipes;
@@ -601,7 +645,7 @@ static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
                 fds[2] = (SpawnFd){ pipes[2][1], 2 };
         }
         fds[3] = (SpawnFd){ proc_fd, 3 };
-        SpawnSpec sp = SPAWN_SPEC_INIT(co->spec.runsc, argv);
+        SpawnSpec sp = SPAWN_SPEC_INIT(native ? co->spec.native : co->spec.runsc, argv);
         sp.fds = fds;
         sp.n_fds = ELEMENTSOF(fds);
         sp.new_session = true;
@@ -612,6 +656,9 @@ static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
                 goto fail_pipes;
         s->pid = pid;
         (void) process_identity_of(pid, &s->ident);
+        /* cpu_limit: the joiner and what it starts (inherited). */
+        if (native && co->cpus[0])
+                (void) limits_cpu_apply(pid, true, (unsigned) co->spec.cpu_limit, SANDBOX_NICE, (char[64]){}, 64);
         if (!m->interactive) {
                 s->in_fd = pipes[0][1];
                 s->out_fd = pipes[1][0];
@@ -843,12 +890,15 @@ static json_t *status_json(Coordinator *co) {
                                               "the CPU affinity and nice value of every host thread of the sandbox")
                                   : json_pack("{s:I, s:b, s:s}", "limit", (json_int_t) co->spec.cpu_limit, "enforced",
                                               0, "enforced_by", co->cpu_unset);
+        bool native = co->spec.backend == BACKEND_NATIVE;
         json_t *limits = json_pack(
-                "{s:{s:I, s:s}, s:{s:I, s:o*, s:b, s:s}, s:o*, s:{s:I, s:b, s:s}}", "pids", "limit",
-                (json_int_t) co->spec.nproc, "enforced_by",
-                co->spec.rootless ? "gVisor (RLIMIT_NPROC for every task of the sandbox)"
-                                  : "gVisor (RLIMIT_NPROC for every task of the sandbox), and a pids cgroup for "
-                                    "runsc's host threads",
+                "{s:{s:I, s:b, s:s}, s:{s:I, s:o*, s:b, s:s}, s:o*, s:{s:I, s:b, s:s}}", "pids", "limit",
+                (json_int_t) co->spec.nproc, "enforced", !native, "enforced_by",
+                native              ? "nothing yet: the native backend makes no pids cgroup of its own (RLIMIT_NPROC "
+                                      "would count every process of the user on the host)"
+                : co->spec.rootless ? "gVisor (RLIMIT_NPROC for every task of the sandbox)"
+                                    : "gVisor (RLIMIT_NPROC for every task of the sandbox), and a pids cgroup for "
+                                      "runsc's host threads",
                 "memory", "limit_mib", (json_int_t) co->spec.memory_limit_mib, "used_mib",
                 co->mem_fd >= 0 ? json_integer((json_int_t) (co->mem_used >> 20)) : NULL, "enforced", co->mem_fd >= 0,
                 "enforced_by",
@@ -857,12 +907,14 @@ static json_t *status_json(Coordinator *co) {
                                     : "the coordinator, which stops the sandbox at the limit, and a memory cgroup "
                                       "above it",
                 "cpu", cpu, "disk", "limit_mib", (json_int_t) co->spec.disk_limit_mib, "enforced", 1, "enforced_by",
-                co->anchor.n_layers > 0 ? "gVisor's overlay of the sandbox's own root file system, and an ext4 image "
-                                          "of that size for each persistent directory's changes (ENOSPC inside); "
-                                          "the work files' growth by the coordinator, which stops the sandbox past it"
-                                        : "gVisor's overlay of the sandbox's own root file system (ENOSPC inside); "
-                                          "the work files' growth by the coordinator, which stops the sandbox past "
-                                          "it");
+                native                    ? "the work files' growth by the coordinator, which stops the sandbox past "
+                                            "it (the native sandbox's system directories are the host's, read-only)"
+                : co->anchor.n_layers > 0 ? "gVisor's overlay of the sandbox's own root file system, and an ext4 image "
+                                            "of that size for each persistent directory's changes (ENOSPC inside); "
+                                            "the work files' growth by the coordinator, which stops the sandbox past it"
+                                          : "gVisor's overlay of the sandbox's own root file system (ENOSPC inside); "
+                                            "the work files' growth by the coordinator, which stops the sandbox past "
+                                            "it");
         json_t *disk = json_object_get(limits, "disk");
         if (disk) {
                 json_t *layers = json_array();
@@ -891,6 +943,23 @@ static json_t *status_json(Coordinator *co) {
                 (json_int_t) co->refs, "coordinator_id", co->coordinator_id);
         if (st && limits)
                 json_object_set(st, "limits", limits);
+        /* The boundary: which backend draws it, and for the native one
+         * what .git is in the sandbox. */
+        json_t *sb = json_object_get(st, "sandbox");
+        if (sb) {
+                (void) json_object_set_new(sb, "backend", json_string(backend_to_string(co->spec.backend)));
+                if (native) {
+                        (void) json_object_set_new(
+                                sb, "boundary",
+                                json_string("Landlock, user, mount, IPC, network and PID namespaces, seccomp "
+                                            "(lazaret-native, FULL mode)"));
+                        (void) json_object_set_new(sb, "init_pid", json_integer(co->native.init_pid));
+                        if (co->git_read_only)
+                                (void) json_object_set_new(sb, "git",
+                                                           json_string("read-only: commits are refused (the native "
+                                                                       "backend does not mount the git router yet)"));
+                }
+        }
         EventCounts ec;
         event_log_counts(co->events, &ec);
         if (st)
@@ -978,6 +1047,18 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
                         break;
                 }
                 c->cli_pid = m.cli_pid;
+                /* Never a silent switch of the boundary: a CLI that asked
+                 * for another backend does not join this one. */
+                if (m.backend && !streq(m.backend, backend_to_string(co->spec.backend))) {
+                        _cleanup_free_ char *msg = NULL;
+                        if (asprintf(&msg,
+                                     "this Domain's sandbox runs with backend \"%s\", and this lazaret asked for "
+                                     "\"%s\": run 'lazaret stop' first to start it with the other, or use the same",
+                                     backend_to_string(co->spec.backend), m.backend) < 0)
+                                msg = NULL;
+                        conn_send_error(c, msg ?: "the sandbox runs with another backend");
+                        break;
+                }
                 /* Hello takes the reference: the sandbox stays up while
                  * this client is connected (and while its policy is being
                  * applied). */

@@ -773,7 +773,11 @@ int coordinator_main(void) {
         /* Branch mode guards the repository's .git; direct mode serves the
          * whole working tree through the router (protected host-run files,
          * masked secrets, and .git under the same policy). */
-        if (co.spec.git_dir || !co.spec.branch) {
+        bool native = co.spec.backend == BACKEND_NATIVE;
+        /* The native backend in branch mode binds .git read-only instead
+         * (status says so): the router's mount is not in its sandbox
+         * yet. */
+        if (!co.spec.branch || (co.spec.git_dir && !native)) {
                 r = start_router(&co, &err);
                 if (r < 0) {
                         status_report(&co, "error: cannot guard the %s: %s",
@@ -803,7 +807,7 @@ int coordinator_main(void) {
                 status_report(&co, "error: cannot enforce the network policy: %s", err ? err : strerror(-r));
                 return start_failed(&co);
         }
-        if (co.spec.runsc_network == RUNSC_NETWORK_HOST) {
+        if (!native && co.spec.runsc_network == RUNSC_NETWORK_HOST) {
                 r = prove_network(&co, co.readiness_fingerprint, &err);
                 if (r < 0) {
                         status_report(&co, "error: %s", err ? err : strerror(-r));
@@ -828,15 +832,15 @@ int coordinator_main(void) {
                 return start_failed(&co);
         }
         r = part_begin(&co.ps, co.generation, &kind_sandbox,
-                       json_pack("{s:s, s:n, s:o}", "container_name", co.container_name, "container_id",
-                                 "host_coordinator", co_self_identity()),
+                       json_pack("{s:s, s:n, s:o, s:s}", "container_name", co.container_name, "container_id",
+                                 "host_coordinator", co_self_identity(), "backend", backend_to_string(co.spec.backend)),
                        &co, &co, &co.p_sandbox, &err);
         if (r < 0) {
                 status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image,
                               err ? err : strerror(-r));
                 return start_failed(&co);
         }
-        if (co.spec.runsc_network == RUNSC_NETWORK_SANDBOX) {
+        if (!native && co.spec.runsc_network == RUNSC_NETWORK_SANDBOX) {
                 r = prove_network(&co, co.readiness_fingerprint, &err);
                 if (r < 0) {
                         status_report(&co, "error: %s", err ? err : strerror(-r));
@@ -883,8 +887,8 @@ int coordinator_main(void) {
                         r = co_epoll_add(&co, store_worker_fd(co.worker), EPOLLIN, &co.w_store);
                 if (r >= 0)
                         r = co_epoll_add(&co, store_worker_fd(co.slow), EPOLLIN, &co.w_slow);
-                int t = limits_cpu_apply(co.sandbox.conmon_pid, (unsigned) co.spec.cpu_limit, SANDBOX_NICE, co.cpus,
-                                         sizeof(co.cpus));
+                int t = limits_cpu_apply(co.sandbox.conmon_pid, false, (unsigned) co.spec.cpu_limit, SANDBOX_NICE,
+                                         co.cpus, sizeof(co.cpus));
                 if (t <= 0) {
                         snprintf(co.cpu_unset, sizeof(co.cpu_unset), "the sandbox's host threads cannot be set: %s",
                                  t < 0 ? strerror(-t) : "none found");
@@ -895,8 +899,15 @@ int coordinator_main(void) {
                         status_warn(&co, w);
                 } else
                         log_info("the sandbox's %d host threads run on CPUs %s at nice %d", t, co.cpus, SANDBOX_NICE);
-                int k = limits_memory_open(co.sandbox.conmon_pid, &co.mem_fd);
-                if (k < 0) {
+                int k = native ? -EOPNOTSUPP : limits_memory_open(co.sandbox.conmon_pid, &co.mem_fd);
+                if (native) {
+                        /* Said at every start, never silent. */
+                        snprintf(co.mem_unwatched, sizeof(co.mem_unwatched),
+                                 "the native backend makes no memory cgroup of its own yet");
+                        log_warning("memory_limit and pids_limit are not enforced: %s", co.mem_unwatched);
+                        status_warn(&co, "memory_limit and pids_limit are not enforced: the native backend makes no "
+                                         "cgroup of its own yet ('lazaret status' shows what is)");
+                } else if (k < 0) {
                         snprintf(co.mem_unwatched, sizeof(co.mem_unwatched),
                                  "gVisor's memory file of the sandbox cannot be read: %s", strerror(-k));
                         log_warning("memory_limit is not enforced: %s", co.mem_unwatched);

@@ -35,6 +35,7 @@ void launch_spec_done(LaunchSpec *s) {
         free(s->workspace);
         free(s->domain_dir);
         free(s->image);
+        free(s->native);
         strv_free(s->command);
         strv_free(s->env_names);
         for (size_t i = 0; i < s->n_volumes; i++) {
@@ -109,7 +110,7 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                                                       s->volumes[i].container, "read_only", s->volumes[i].read_only,
                                                       "relabel", relabel));
         }
-        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:o*, s:s?, s:s, s:s, s:s, s:s, s:s, s:s, "
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:o*, s:s?, s:s, s:s, s:s, s:s?, s:s?, s:s, "
                               "s:b, s:b, s:I, s:I}",
                               "domain_hash", s->domain_hash, "profile", s->profile, "workspace", s->workspace,
                               "domain_dir", s->domain_dir, "image", s->image, "runsc_network",
@@ -147,6 +148,11 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                                        strv_json(s->broker_resolvers), "check_server_name", s->check_server_name,
                                        "broker_connections", (json_int_t) s->broker_connections, "broker", s->broker,
                                        "relay", s->relay)) < 0)) {
+                json_decref(j);
+                return NULL;
+        }
+        if (j && json_object_update_new(j, json_pack("{s:s, s:s?}", "backend", backend_to_string(s->backend), "native",
+                                                     s->native)) < 0) {
                 json_decref(j);
                 return NULL;
         }
@@ -236,10 +242,11 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         LaunchSpec s = {};
         int r = 0;
         const char *net = json_string_value(json_object_get(j, "runsc_network"));
+        Backend backend = backend_from_string(json_string_value(json_object_get(j, "backend")));
         const char *fp = json_string_value(json_object_get(j, "fingerprint"));
         json_t *vols = json_object_get(j, "volumes");
 
-        if (!net || !fp || strlen(fp) != 64 || !json_is_array(vols) ||
+        if (!net || backend < 0 || !fp || strlen(fp) != 64 || !json_is_array(vols) ||
             !json_is_boolean(json_object_get(j, "rootless")) || !json_is_integer(json_object_get(j, "nofile")) ||
             !json_is_integer(json_object_get(j, "nproc")) || !json_is_integer(json_object_get(j, "memory_limit_mib")) ||
             !json_is_integer(json_object_get(j, "cpu_limit")) || !json_is_integer(json_object_get(j, "disk_limit_mib")))
@@ -267,9 +274,11 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         if (r >= 0)
                 r = get_str(j, "socket_path", &s.socket_path);
         if (r >= 0)
-                r = get_str(j, "podman", &s.podman);
+                r = get_opt_str(j, "podman", &s.podman);
         if (r >= 0)
-                r = get_str(j, "runsc", &s.runsc);
+                r = get_opt_str(j, "runsc", &s.runsc);
+        if (r >= 0)
+                r = get_opt_str(j, "native", &s.native);
         if (r >= 0)
                 r = get_str(j, "init", &s.init);
         if (r >= 0)
@@ -328,6 +337,12 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 return r;
         }
         s.runsc_network = streq(net, "host") ? RUNSC_NETWORK_HOST : RUNSC_NETWORK_SANDBOX;
+        s.backend = backend;
+        /* Each backend's own programs. */
+        if (backend == BACKEND_NATIVE ? !s.native : !s.podman || !s.runsc) {
+                launch_spec_done(&s);
+                return -EBADMSG;
+        }
         s.rootless = json_boolean_value(json_object_get(j, "rootless"));
         s.branch = json_boolean_value(json_object_get(j, "branch"));
         s.nofile = (uint64_t) json_integer_value(json_object_get(j, "nofile"));
@@ -411,6 +426,8 @@ static int self_dir(char **ret) {
         *ret = d;
         return 0;
 }
+
+#define NATIVE_CHECK_USEC (UINT64_C(10) * 1000000)
 
 static int fail(char **ret_error, const char *fmt, ...) _printf_(2, 3);
 static int fail(char **ret_error, const char *fmt, ...) {
@@ -537,7 +554,66 @@ static int protect_own_paths(const Config *cfg, char ***list, char ***mask) {
         return 0;
 }
 
-int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret, char **ret_error) {
+/* The native backend (issue 21): what it cannot provide fails closed here,
+ * before anything starts, naming what is missing and the way out; never a
+ * silent fallback to something weaker. lazaret-native's own --check proves
+ * Landlock and user namespaces on this host. */
+static int native_preflight(const Config *cfg, const ConfigProfile *p, LaunchSpec *s, const char *dir,
+                            char **ret_error) {
+        if (geteuid() == 0)
+                return fail(ret_error,
+                            "profile '%s' uses backend = \"native\", which runs the agent as the user who starts it "
+                            "and refuses root (its files would be root's on the host): run lazaret as your own user, "
+                            "or use backend = \"gvisor\"",
+                            p->name);
+        if (!netpolicy_permits_nothing(&p->net))
+                return fail(ret_error,
+                            "profile '%s' uses backend = \"native\", which cannot enforce address rules "
+                            "(allow_egress): they need the gVisor backend's network sidecar. Remove them from "
+                            "[profiles.%s] and [network], or use backend = \"gvisor\"",
+                            p->name, p->name);
+        if (p->n_domains > 0)
+                return fail(ret_error,
+                            "profile '%s' uses backend = \"native\", which does not reach names through the broker "
+                            "yet (allow_domains, [network] default_domains): use backend = \"gvisor\" for them",
+                            p->name);
+        if (p->n_persistent_dirs > 0)
+                return fail(ret_error,
+                            "profile '%s' uses backend = \"native\", which runs the host's own system directories "
+                            "read-only and keeps no image layers: persistent_dirs need backend = \"gvisor\"",
+                            p->name);
+        if (cfg->escalation_enabled)
+                return fail(ret_error,
+                            "profile '%s' uses backend = \"native\", which has no escalation channel yet: set "
+                            "[escalation] enabled = false, or use backend = \"gvisor\"",
+                            p->name);
+        if (p->n_volumes > 0)
+                return fail(ret_error,
+                            "profile '%s' uses backend = \"native\", which does not mount volumes yet: remove "
+                            "volumes from [profiles.%s], or use backend = \"gvisor\"",
+                            p->name, p->name);
+        s->native = path_join(dir, "lazaret-native");
+        if (!s->native)
+                return -ENOMEM;
+        if (access(s->native, X_OK) < 0)
+                return fail(ret_error, "%s is missing: lazaret-native must be installed next to lazaret", s->native);
+        _cleanup_(exec_result_done) ExecResult res = {};
+        int r = exec_capture(s->native, (const char *const[]){ "lazaret-native", "--mode", "full", "--check", NULL },
+                             NATIVE_CHECK_USEC, &res);
+        if (r < 0)
+                return fail(ret_error, "cannot run %s --check: %s", s->native, strerror(-r));
+        if (exec_result_failed(&res)) {
+                const char *why = res.err ? res.err : "";
+                if (startswith(why, "lazaret-native: "))
+                        why += strlen("lazaret-native: ");
+                size_t n = strcspn(why, "\n");
+                return fail(ret_error, "profile '%s' uses backend = \"native\", which cannot work on this host: %.*s",
+                            p->name, (int) n, *why ? why : "lazaret-native --check failed");
+        }
+        return 0;
+}
+
+int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend, LaunchSpec *ret, char **ret_error) {
         _cleanup_(launch_spec_done) LaunchSpec s = {};
         const char *search = getenv("PATH");
         const char *why = NULL;
@@ -545,9 +621,16 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
 
         if (!search || !*search)
                 search = DEFAULT_SEARCH_PATH;
+        s.backend = backend >= 0 ? backend : p->backend;
+        bool native = s.backend == BACKEND_NATIVE;
 
+        /* The native backend needs neither (status and stop still use
+         * Podman for what an earlier gVisor generation left, when it is
+         * there). */
         r = exec_find_program(search, "podman", &s.podman);
-        if (r == -ENOENT)
+        if (r == -ENOENT && native)
+                r = 0;
+        else if (r == -ENOENT)
                 return fail(ret_error,
                             "podman is not installed or not in PATH; install it: sudo apt-get install podman");
         if (r < 0)
@@ -559,7 +642,9 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
                 r = s.runsc ? 0 : -ENOMEM;
         } else
                 r = exec_find_program(search, "runsc", &s.runsc);
-        if (r == -ENOENT)
+        if (r == -ENOENT && native)
+                r = 0;
+        else if (r == -ENOENT)
                 return fail(ret_error,
                             "runsc (gVisor) is not installed or not in PATH; install it: sudo apt-get install "
                             "runsc");
@@ -568,7 +653,7 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
 
         /* Decision 6: never fall back silently. When gVisor's own network
          * stack cannot work here, say why and how to choose. */
-        if (p->runsc_network == RUNSC_NETWORK_SANDBOX) {
+        if (!native && p->runsc_network == RUNSC_NETWORK_SANDBOX) {
                 static const char *const only[] = { "runsc", "runsc-network", NULL };
                 DoctorOptions o = { .only = only, .runsc = cfg->runsc };
                 _cleanup_(doctor_report_freep) DoctorReport *rep = NULL;
@@ -881,6 +966,12 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret
         s.memory_limit_mib = p->memory_limit_mib;
         s.cpu_limit = p->cpu_limit;
         s.disk_limit_mib = p->disk_limit_mib;
+
+        if (native) {
+                r = native_preflight(cfg, p, &s, dir, ret_error);
+                if (r < 0)
+                        return r;
+        }
 
         r = launch_spec_fingerprint(&s);
         if (r < 0)

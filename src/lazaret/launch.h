@@ -25,8 +25,13 @@ typedef struct LaunchSpec {
         char *profile;
         char *workspace; /* canonical host directory, mounted at /workspace */
         char *domain_dir; /* Domain Root */
-        char *image;
+        char *image; /* gVisor backend only */
         RunscNetwork runsc_network;
+        /* The boundary (issue 21). The native backend runs lazaret-native
+         * (its path in native) instead of Podman and runsc, which it does
+         * not need: podman and runsc are NULL there when not installed. */
+        Backend backend;
+        char *native;
         char **command; /* default session command, NULL-terminated */
         char **env_names; /* variables sessions may set (the profile's env), NULL-terminated */
         LaunchVolume *volumes;
@@ -44,7 +49,7 @@ typedef struct LaunchSpec {
         char *runtime_dir;
         char *lock_path;
         char *socket_path;
-        char *podman; /* absolute paths of the tools */
+        char *podman; /* absolute paths of the tools (NULL with the native backend when missing) */
         char *runsc;
         char *init; /* lazaret-init on the host */
         bool rootless;
@@ -102,9 +107,10 @@ int launch_spec_fingerprint(LaunchSpec *s);
 char *launch_agent_branch(const LaunchSpec *s); /* "lazaret/agent-<profile>" */
 char *launch_agent_worktree(const LaunchSpec *s); /* "<domain_dir>/agent-<profile>" */
 
-/* Build the spec for profile p of cfg. Paths of tools come from PATH. On a
+/* Build the spec for profile p of cfg, with the backend p names or, when
+ * backend >= 0, that one (`lazaret run --backend`). Paths of tools come from PATH. On a
  * missing prerequisite returns -ENOENT with *ret_error set to one line naming
  * the cause and the fix (caller frees). */
-int launch_spec_build(const Config *cfg, const ConfigProfile *p, LaunchSpec *ret, char **ret_error);
+int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend, LaunchSpec *ret, char **ret_error);
 
 bool launch_spec_env_allowed(const LaunchSpec *s, const char *assignment);

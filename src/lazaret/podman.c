@@ -88,7 +88,9 @@ int podman_pause_pid(const LaunchSpec *s, pid_t *ret) {
 
 int podman_ns_fd(const LaunchSpec *s, const char *ns, int *ret) {
         *ret = -EBADF;
-        if (!s->rootless)
+        /* Rootful Podman and the native backend (whose sandbox binds what
+         * the host's mount namespace holds) use the host's. */
+        if (!s->rootless || s->backend == BACKEND_NATIVE)
                 return 0;
         pid_t pp;
         int r = podman_pause_pid(s, &pp);

@@ -131,7 +131,7 @@ static int cpu_apply_tree(pid_t pid, const cpu_set_t *set, int nice, unsigned de
         return n;
 }
 
-int limits_cpu_apply(pid_t conmon_pid, unsigned n_cpus, int nice, char *ret_cpus, size_t size) {
+int limits_cpu_apply(pid_t conmon_pid, bool with_root, unsigned n_cpus, int nice, char *ret_cpus, size_t size) {
         cpu_set_t have, set;
         if (sched_getaffinity(0, sizeof(have), &have) < 0)
                 return negative_errno();
@@ -150,6 +150,8 @@ int limits_cpu_apply(pid_t conmon_pid, unsigned n_cpus, int nice, char *ret_cpus
         for (int c = 0; c < CPU_SETSIZE && off + 8 < size; c++)
                 if (CPU_ISSET(c, &set))
                         off += (size_t) snprintf(ret_cpus + off, size - off, "%s%d", off ? "," : "", c);
+        if (with_root)
+                return cpu_apply_tree(conmon_pid, &set, nice, 0);
         /* conmon itself stays as it is; what runs under it does not. */
         _cleanup_free_ pid_t *kids = NULL;
         size_t n_kids = 0;

@@ -6,6 +6,7 @@
  * the runsc-sandbox process; the blocks it has allocated are their memory.
  * The coordinator holds that file open and looks at it once a second. */
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -22,5 +23,7 @@ int limits_memory_used(int fd, uint64_t *ret_bytes);
  * the last n_cpus CPUs this process may use (0: all of them) and the nice
  * value nice; threads made later inherit both. Rootless this needs no
  * privilege: they are the user's own. Returns how many threads it set, or
- * -errno; *ret_cpus says which CPUs ("0-1"). */
-int limits_cpu_apply(pid_t conmon_pid, unsigned n_cpus, int nice, char *ret_cpus, size_t size);
+ * -errno; *ret_cpus says which CPUs ("0-1"). with_root: conmon_pid's own
+ * threads as well (the native backend's joiner, whose command it starts
+ * next). */
+int limits_cpu_apply(pid_t conmon_pid, bool with_root, unsigned n_cpus, int nice, char *ret_cpus, size_t size);

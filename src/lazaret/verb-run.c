@@ -756,16 +756,41 @@ int verb_run(int argc, char **argv, const Globals *g) {
                         argc--;
                         i--;
                 }
+        /* --backend gvisor|native: the profile's backend key for this
+         * launch (the person's own choice on the command line). */
+        Backend backend = _BACKEND_INVALID;
+        for (int i = 1; i < argc && !streq(argv[i], "--"); i++) {
+                const char *v = NULL;
+                int eat = 1;
+                if (startswith(argv[i], "--backend="))
+                        v = argv[i] + strlen("--backend=");
+                else if (streq(argv[i], "--backend")) {
+                        v = i + 1 < argc ? argv[i + 1] : "";
+                        eat = i + 1 < argc ? 2 : 1;
+                } else
+                        continue;
+                backend = backend_from_string(v);
+                if (backend < 0) {
+                        log_error("--backend %s: the backend is 'gvisor' (Podman and gVisor) or 'native' (Landlock, "
+                                  "namespaces and seccomp)",
+                                  v);
+                        return EXIT_LAZARET;
+                }
+                memmove(argv + i, argv + i + eat, (size_t) (argc - i - eat + 1) * sizeof(*argv));
+                argc -= eat;
+                i--;
+        }
         for (int i = 1; i < argc && !streq(argv[i], "--"); i++)
                 if (streq(argv[i], "-h") || streq(argv[i], "--help")) {
-                        printf("Usage: lazaret run [PROFILE] [--tui=status|none] [--workspace DIR] [-- CMD "
-                               "[ARG...]]\n\n"
+                        printf("Usage: lazaret run [PROFILE] [--tui=status|none] [--backend gvisor|native]\n"
+                               "                   [--workspace DIR] [-- CMD [ARG...]]\n\n"
                                "Run CMD (default: the profile's command) in the profile's sandbox for the\n"
                                "workspace, starting the sandbox if it is not running. Several terminals share\n"
                                "one sandbox; it stops when the last one leaves. Requests from the sandbox\n"
                                "to run a command on this computer that need you are asked on this terminal.\n"
                                "On a terminal the bottom row is a status line (--tui=none, or the profile's\n"
                                "status_line = false, turns it off); Ctrl+] shows the latest events.\n"
+                               "--backend replaces the profile's backend for this launch.\n"
                                "Exit status: CMD's; 130 when you ended the session at that prompt ([Q]);\n"
                                "125 when Lazaret fails.\n");
                         return 0;
@@ -814,7 +839,7 @@ int verb_run(int argc, char **argv, const Globals *g) {
 
         _cleanup_(launch_spec_done) LaunchSpec spec = {};
         _cleanup_free_ char *err = NULL;
-        r = launch_spec_build(cfg, p, &spec, &err);
+        r = launch_spec_build(cfg, p, backend, &spec, &err);
         if (r < 0) {
                 strv_free_n(envv, n_env);
                 if (err)
@@ -888,7 +913,8 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 CtlMessage hello = { .type = CTL_HELLO,
                                      .version = CTL_PROTOCOL_VERSION,
                                      .cli_pid = (int) getpid(),
-                                     .netpolicy = spec.netpolicy };
+                                     .netpolicy = spec.netpolicy,
+                                     .backend = (char *) backend_to_string(spec.backend) };
                 struct winsize ws = { .ws_row = 24, .ws_col = 80 };
                 if (interactive)
                         (void) ioctl(STDIN_FILENO, TIOCGWINSZ, &ws);

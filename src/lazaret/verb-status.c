@@ -382,8 +382,14 @@ int verb_status(int argc, char **argv, const Globals *g) {
                 printf("  workspace   %s\n", json_string_value(json_object_get(st, "workspace")));
                 printf("  domain      %s\n", json_string_value(json_object_get(st, "domain_hash")));
                 printf("  generation  %lld\n", (long long) json_integer_value(json_object_get(st, "generation")));
-                printf("  sandbox     %s (%s)\n", json_string_value(json_object_get(sb, "name")),
-                       json_string_value(json_object_get(sb, "image")));
+                if (json_string_value(json_object_get(sb, "boundary")))
+                        printf("  sandbox     %s (native: %s)\n", json_string_value(json_object_get(sb, "name")),
+                               json_string_value(json_object_get(sb, "boundary")));
+                else
+                        printf("  sandbox     %s (%s)\n", json_string_value(json_object_get(sb, "name")),
+                               json_string_value(json_object_get(sb, "image")));
+                if (json_string_value(json_object_get(sb, "git")))
+                        printf("  .git        %s\n", json_string_value(json_object_get(sb, "git")));
                 json_t *net = json_object_get(st, "network");
                 const char *side = json_string_value(json_object_get(net, "sidecar"));
                 printf("  network     %s, policy %.12s%s\n", side ? side : "loopback only",
@@ -419,7 +425,11 @@ int verb_status(int argc, char **argv, const Globals *g) {
                                json_string_value(json_object_get(pr, "why")) ?: "?");
                 json_t *lim = json_object_get(st, "limits"), *lp = json_object_get(lim, "pids"),
                        *lm = json_object_get(lim, "memory");
-                if (lp)
+                if (lp && json_is_false(json_object_get(lp, "enforced")))
+                        printf("  pids        %lld tasks, NOT ENFORCED: %s\n",
+                               (long long) json_integer_value(json_object_get(lp, "limit")),
+                               json_string_value(json_object_get(lp, "enforced_by")));
+                else if (lp)
                         printf("  pids        at most %lld tasks: %s\n",
                                (long long) json_integer_value(json_object_get(lp, "limit")),
                                json_string_value(json_object_get(lp, "enforced_by")));

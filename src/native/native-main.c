@@ -23,6 +23,33 @@
  * the command's execve closes: one line, exit status 125, and the command
  * never ran.
  *
+ * HOLD and JOIN (FULL only): --hold builds the same sandbox and keeps it
+ * running without a command, for commands that --join it later (a
+ * sandbox started once, then entered as often as needed, as with podman
+ * exec). B runs nothing; it is PID 1 and reaps until SIGTERM or SIGHUP
+ * reaches it through P and A, then ends every process of the namespace.
+ * Once the root is built, P prints "ready PID", PID being B's.
+ *   lazaret-native --hold (P)          prints "ready PID" once B is ready,
+ *   │                                  waits, forwards SIGTERM and SIGHUP
+ *   └─ setup (A)                       as in FULL; passes B's pid on to P
+ *      └─ init (B), PID 1              builds the root, says it is ready,
+ *                                      reaps every orphan until SIGTERM or
+ *                                      SIGHUP, then ends the tree
+ *   lazaret-native --join PID (J)      checks that PID is such a B of this
+ *   │                                  user's, enters its namespaces
+ *   │                                  (setns), waits, forwards SIGTERM and
+ *   │                                  SIGHUP, exits with the command's
+ *   │                                  status
+ *   └─ the command (C)                 in the sandbox's PID namespace, dies
+ *                                      with J; Landlock and seccomp as in
+ *                                      FULL, execve
+ * What the joined commands leave running is orphaned to B and lives until
+ * the sandbox ends. Each joined command gets a Landlock domain of its own:
+ * they share the sandbox's files (/tmp, the home, /dev/shm, pathname
+ * sockets among them), its IPC namespace and its /proc, but where Landlock
+ * scopes signals and abstract sockets (ABI 6) one cannot signal another's
+ * processes, nor B, nor reach another's abstract sockets.
+ *
  * FS-ONLY mode (Landlock without user namespaces): no namespace at all. The
  * command runs at the host's paths, in the workspace, with a private temp
  * directory as TMPDIR and HOME, and Landlock alone draws the boundary: the
@@ -48,6 +75,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -78,12 +106,15 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-#define EXIT_NATIVE  125
-#define ARGS_MAX     256 /* --ro, --mask and --setenv each */
-#define NEW_ROOT     "/tmp/.lazaret-root" /* on a tmpfs of the new mount namespace */
-#define HOME_DIR     "/home/sandbox"
-#define ENTRIES_MAX  4096 /* FS-ONLY: entries granted one by one around the masks */
-#define TMP_TEMPLATE "/tmp/lazaret-native.XXXXXX"
+#define EXIT_NATIVE 125
+#define ARGS_MAX    256 /* --ro, --mask and --setenv each */
+/* --env-fd: what a caller may pass, in all and in entries. */
+#define ENV_FD_BYTES_MAX   (1024 * 1024)
+#define ENV_FD_ENTRIES_MAX 4096
+#define NEW_ROOT           "/tmp/.lazaret-root" /* on a tmpfs of the new mount namespace */
+#define HOME_DIR           "/home/sandbox"
+#define ENTRIES_MAX        4096 /* FS-ONLY: entries granted one by one around the masks */
+#define TMP_TEMPLATE       "/tmp/lazaret-native.XXXXXX"
 /* For tests: "1" makes the user namespace probe fail, as on a host that
  * forbids them (auto then picks FS-ONLY, --mode full fails). */
 #define NO_USERNS_TEST_ENV "LAZARET_TEST_NO_USERNS"
@@ -116,11 +147,21 @@ typedef struct Spec {
         char *workspace; /* resolved */
         char *ro[ARGS_MAX];
         size_t n_ro;
+        /* --ro-bind SRC:DST: SRC (resolved) read-only at DST. */
+        char *ro_src[ARGS_MAX];
+        const char *ro_dst[ARGS_MAX];
+        size_t n_ro_bind;
+        unsigned long long tmp_size; /* of /tmp and the home each; 0: the kernel's default */
         char *mask[ARGS_MAX];
         size_t n_mask;
         char *setenv[ARGS_MAX];
         size_t n_setenv;
+        /* --join: the entries read from --env-fd, in one buffer. */
+        char *fd_env_buf;
+        char **fd_env;
+        size_t n_fd_env;
         unsigned long long shm_size;
+        bool hold;
         char **argv;
 } Spec;
 
@@ -128,8 +169,12 @@ static void spec_done(Spec *s) {
         free(s->workspace);
         for (size_t i = 0; i < s->n_ro; i++)
                 free(s->ro[i]);
+        for (size_t i = 0; i < s->n_ro_bind; i++)
+                free(s->ro_src[i]);
         for (size_t i = 0; i < s->n_mask; i++)
                 free(s->mask[i]);
+        free(s->fd_env);
+        free(s->fd_env_buf);
 }
 
 /* Where the error of a process before the command ran goes: the pipe to P,
@@ -161,8 +206,13 @@ _noreturn_ _printf_(1, 2) static void die(const char *fmt, ...) {
 
 static void usage(void) {
         fprintf(stderr,
-                "usage: lazaret-native --workspace DIR [--ro PATH]... [--mask PATH]... [--setenv NAME=VALUE]...\n"
-                "                      [--shm-size BYTES] [--mode full|fs-only|auto] -- CMD [ARG]...\n"
+                "usage: lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--mask PATH]...\n"
+                "                      [--setenv NAME=VALUE]... [--shm-size BYTES] [--tmp-size BYTES]\n"
+                "                      [--mode full|fs-only|auto] -- CMD [ARG]...\n"
+                "       lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--mask PATH]...\n"
+                "                      [--shm-size BYTES] [--tmp-size BYTES] [--mode full|auto] [--die-with-parent]\n"
+                "                      --hold\n"
+                "       lazaret-native --join PID [--cwd REL] [--env-fd N] [--setenv NAME=VALUE]... -- CMD [ARG]...\n"
                 "       lazaret-native [--mode full|fs-only|auto] --check\n");
 }
 
@@ -453,6 +503,8 @@ static void build_root(const Spec *s) {
         }
         for (size_t i = 0; i < s->n_ro; i++)
                 plan_bind(s->ro[i], s->ro[i], false);
+        for (size_t i = 0; i < s->n_ro_bind; i++)
+                plan_bind(s->ro_src[i], s->ro_dst[i], false);
         plan_bind(s->workspace, "/workspace", true);
         for (size_t i = 0; i < ELEMENTSOF(devices); i++) {
                 char d[64];
@@ -486,8 +538,12 @@ static void build_root(const Spec *s) {
         }
         /* The private directories first, so that a --ro path below one
          * of them is bound into it rather than hidden by it. */
-        mount_tmpfs("/tmp", "mode=1777", 0);
-        mount_tmpfs(HOME_DIR, "mode=0700", 0);
+        /* Memory they are: --tmp-size caps each. */
+        char tmp_opts[64], home_opts[64];
+        snprintf(tmp_opts, sizeof(tmp_opts), s->tmp_size ? "mode=1777,size=%llu" : "mode=1777", s->tmp_size);
+        snprintf(home_opts, sizeof(home_opts), s->tmp_size ? "mode=0700,size=%llu" : "mode=0700", s->tmp_size);
+        mount_tmpfs("/tmp", tmp_opts, 0);
+        mount_tmpfs(HOME_DIR, home_opts, 0);
         mount_tmpfs("/dev", "mode=0755", MS_NOEXEC);
         for (size_t i = 0; i < n_binds; i++)
                 do_bind(&binds[i]);
@@ -550,29 +606,59 @@ static void build_root(const Spec *s) {
 
 /* ---- C: the command ------------------------------------------------------- */
 
-static char *envp[ARGS_MAX + 8];
+/* The command's environment, NULL-terminated. A later entry replaces an
+ * earlier one of the same name: --env-fd and --setenv values win over the
+ * defaults, --setenv over --env-fd. */
+static char **envp;
+static size_t n_envp, cap_envp;
+
+static void env_put(const char *entry) {
+        size_t l = strcspn(entry, "=") + 1; /* the name and its '=' */
+        for (size_t i = 0; i < n_envp; i++)
+                if (strncmp(envp[i], entry, l) == 0) {
+                        envp[i] = (char *) entry;
+                        return;
+                }
+        if (n_envp + 1 >= cap_envp) {
+                size_t cap = MAX(cap_envp * 2, (size_t) 16);
+                char **n = reallocarray(envp, cap, sizeof(*n));
+                if (!n)
+                        die("out of memory");
+                envp = n;
+                cap_envp = cap;
+        }
+        envp[n_envp++] = (char *) entry;
+        envp[n_envp] = NULL;
+}
+
+/* PATH of the command's environment (there always is one): execvpe()
+ * looks the command up in the caller's own, so it is set there too. */
+static void use_env_path(void) {
+        for (size_t i = 0; i < n_envp; i++)
+                if (startswith(envp[i], "PATH=") && setenv("PATH", envp[i] + 5, 1) < 0)
+                        die("out of memory");
+}
 
 /* tmpdir: TMPDIR, if not NULL. */
 static void build_env(const Spec *s, const char *home, const char *tmpdir) {
-        static char home_var[PATH_MAX + 8], tmp_var[PATH_MAX + 8];
-        size_t n = 0;
-        envp[n++] = (char *) "PATH=/usr/local/bin:/usr/bin:/bin";
+        static char home_var[PATH_MAX + 8], tmp_var[PATH_MAX + 8], term[256];
+        env_put("PATH=/usr/local/bin:/usr/bin:/bin");
         snprintf(home_var, sizeof(home_var), "HOME=%s", home);
-        envp[n++] = home_var;
+        env_put(home_var);
         if (tmpdir) {
                 snprintf(tmp_var, sizeof(tmp_var), "TMPDIR=%s", tmpdir);
-                envp[n++] = tmp_var;
+                env_put(tmp_var);
         }
-        envp[n++] = (char *) "LANG=C.UTF-8";
-        static char term[256];
+        env_put("LANG=C.UTF-8");
         const char *t = getenv("TERM");
         if (t && strlen(t) < sizeof(term) - 6) {
                 snprintf(term, sizeof(term), "TERM=%s", t);
-                envp[n++] = term;
+                env_put(term);
         }
+        for (size_t i = 0; i < s->n_fd_env; i++)
+                env_put(s->fd_env[i]);
         for (size_t i = 0; i < s->n_setenv; i++)
-                envp[n++] = s->setenv[i];
-        envp[n] = NULL;
+                env_put(s->setenv[i]);
 }
 
 /* Nothing of the caller's descriptors but the standard streams reaches the
@@ -591,8 +677,9 @@ static void add_rule(LandlockRules *r, const char *path, LandlockGrant g) {
                 die("Landlock: %s", why ?: strerror(-k));
 }
 
-_noreturn_ static void run_command(const Spec *s) {
-        _cleanup_(landlock_rules_freep) LandlockRules *r = NULL;
+/* FULL's Landlock rules, for the command and for every joined one alike. */
+static LandlockRules *full_rules(void) {
+        LandlockRules *r = NULL;
         /* The network namespace has no interface up; Landlock refuses TCP
          * as well where it can (ABI 4). */
         if (landlock_rules_new(landlock_abi() >= 4 ? LANDLOCK_DENY_TCP : 0, &r) < 0)
@@ -611,9 +698,13 @@ _noreturn_ static void run_command(const Spec *s) {
                 snprintf(d, sizeof(d), "/dev/%s", devices[i]);
                 add_rule(r, d, LANDLOCK_GRANT_READ_WRITE);
         }
-        build_env(s, HOME_DIR, NULL);
-        if (chdir("/workspace") < 0)
-                die("chdir /workspace: %s", strerror(errno));
+        return r;
+}
+
+/* FULL and JOIN: the command, in the sandbox's root and its working
+ * directory already, with envp built; confined, then executed. */
+_noreturn_ static void exec_confined(char *const *argv) {
+        _cleanup_(landlock_rules_freep) LandlockRules *r = full_rules();
         close_inherited();
         const char *why = NULL;
         int k = landlock_apply(r, 1, &why);
@@ -622,20 +713,87 @@ _noreturn_ static void run_command(const Spec *s) {
         k = native_seccomp_apply(0);
         if (k < 0)
                 die("seccomp: %s", strerror(-k));
-        /* PATH is the sandbox's: execvpe() looks the command up in the
-         * caller's own. */
-        if (setenv("PATH", envp[0] + 5, 1) < 0)
-                die("out of memory");
-        execvpe(s->argv[0], s->argv, envp);
-        die("cannot run %s: %s", s->argv[0], strerror(errno));
+        use_env_path();
+        execvpe(argv[0], argv, envp);
+        die("cannot run %s: %s", argv[0], strerror(errno));
+}
+
+_noreturn_ static void run_command(const Spec *s) {
+        build_env(s, HOME_DIR, NULL);
+        if (chdir("/workspace") < 0)
+                die("chdir /workspace: %s", strerror(errno));
+        exec_confined(s->argv);
 }
 
 /* ---- B: init --------------------------------------------------------------- */
 
+/* The caller's signal mask, which A changes for B (see setup_main) and the
+ * command gets back. */
+static sigset_t caller_mask;
+
+static void ignore_signal(int sig) {
+        (void) sig;
+}
+
+/* HOLD: B runs no command. It is PID 1 for the commands that join the
+ * sandbox and reaps what they leave behind, until SIGTERM or SIGHUP says
+ * to end it all. ready: the pipe to A, written once the root is built. */
+_noreturn_ static void hold_main(int ready) {
+        /* SIGTERM and SIGHUP have been blocked since A forked B, SIGCHLD is
+         * now: sigwaitinfo() takes each, with none of the races of a
+         * handler and a blocking wait. A blocked signal is queued even for
+         * a namespace's init; the handlers are a second guard, as the
+         * kernel drops a signal from outside the namespace that its init
+         * would take with SIG_DFL. */
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGHUP);
+        sigaddset(&set, SIGCHLD);
+        if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+                die("sigprocmask: %s", strerror(errno));
+        struct sigaction sa = { .sa_handler = ignore_signal };
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGHUP, &sa, NULL) < 0)
+                die("sigaction: %s", strerror(errno));
+        /* Nothing of the caller's stays open in an init that lasts as long
+         * as the sandbox: the standard streams become /dev/null, and after
+         * the byte that says "ready" every other descriptor goes, the
+         * error pipe to P with them. */
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null < 0)
+                die("cannot open /dev/null: %s", strerror(errno));
+        for (int fd = 0; fd < 3; fd++)
+                if (dup2(null, fd) < 0)
+                        die("dup2: %s", strerror(errno));
+        if (write(ready, "R", 1) != 1)
+                die("cannot report the sandbox ready: %s", strerror(errno));
+        (void) syscall(SYS_close_range, 3U, ~0U, 0U);
+        err_fd = -1;
+        for (;;) {
+                int sig = sigwaitinfo(&set, NULL);
+                if (sig == SIGTERM || sig == SIGHUP)
+                        break;
+                if (sig == SIGCHLD)
+                        while (waitpid(-1, NULL, WNOHANG) > 0)
+                                ;
+        }
+        /* The joined commands are J's children: B cannot reap them, but
+         * its exit waits until J has (the kernel's end of a PID
+         * namespace). */
+        (void) kill(-1, SIGKILL);
+        while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+                ;
+        _exit(0);
+}
+
 _noreturn_ static void init_main(const Spec *s, int alive) {
         die_with_parent(alive);
-        close(alive);
+        if (!s->hold)
+                close(alive);
         build_root(s);
+        if (s->hold)
+                hold_main(alive);
         int pipe_c[2];
         if (pipe2(pipe_c, O_CLOEXEC) < 0)
                 die("pipe: %s", strerror(errno));
@@ -644,6 +802,7 @@ _noreturn_ static void init_main(const Spec *s, int alive) {
                 die("fork: %s", strerror(errno));
         if (c == 0) {
                 close(pipe_c[0]);
+                (void) sigprocmask(SIG_SETMASK, &caller_mask, NULL);
                 die_with_parent(pipe_c[1]); /* the read end is B's */
                 run_command(s);
         }
@@ -652,6 +811,8 @@ _noreturn_ static void init_main(const Spec *s, int alive) {
         close(err_fd);
         err_fd = -1;
         forward_signals(c, false);
+        /* A SIGTERM or SIGHUP held back meanwhile goes on to C now. */
+        (void) sigprocmask(SIG_SETMASK, &caller_mask, NULL);
         /* Reap every orphan; when the command is gone, so is the rest. */
         int status = EXIT_NATIVE;
         for (;;) {
@@ -675,7 +836,9 @@ _noreturn_ static void init_main(const Spec *s, int alive) {
 
 /* ---- A: setup -------------------------------------------------------------- */
 
-_noreturn_ static void setup_main(const Spec *s, int alive, uid_t uid, gid_t gid) {
+/* ready: HOLD, the pipe to P that gets B's pid once B built the root (-1
+ * otherwise). */
+_noreturn_ static void setup_main(const Spec *s, int alive, int ready, uid_t uid, gid_t gid) {
         die_with_parent(alive);
         close(alive);
         if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET) < 0)
@@ -690,6 +853,15 @@ _noreturn_ static void setup_main(const Spec *s, int alive, uid_t uid, gid_t gid
                 die("cannot make the mounts private: %s", strerror(errno));
         if (unshare(CLONE_NEWPID) < 0)
                 die("cannot create the PID namespace: %s", strerror(errno));
+        /* B is the init of the new PID namespace, which drops a signal from
+         * outside that it has no handler for yet: SIGTERM and SIGHUP wait,
+         * blocked, until it has (A's pending ones are passed on then). */
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGHUP);
+        if (sigprocmask(SIG_BLOCK, &stop, &caller_mask) < 0)
+                die("sigprocmask: %s", strerror(errno));
         int pipe_b[2];
         if (pipe2(pipe_b, O_CLOEXEC) < 0)
                 die("pipe: %s", strerror(errno));
@@ -698,12 +870,30 @@ _noreturn_ static void setup_main(const Spec *s, int alive, uid_t uid, gid_t gid
                 die("fork: %s", strerror(errno));
         if (b == 0) {
                 close(pipe_b[0]);
+                if (ready >= 0)
+                        close(ready);
                 init_main(s, pipe_b[1]);
         }
         close(pipe_b[1]);
         close(err_fd);
         err_fd = -1;
         forward_signals(b, false);
+        (void) sigprocmask(SIG_SETMASK, &caller_mask, NULL);
+        if (ready >= 0) {
+                /* A byte once the root is built; the end of the pipe if B
+                 * died first (its error went to P). */
+                char c;
+                ssize_t k;
+                do
+                        k = read(pipe_b[0], &c, 1);
+                while (k < 0 && errno == EINTR);
+                char line[32];
+                int n = snprintf(line, sizeof(line), "%d\n", (int) b);
+                /* Unless P knows of B, B must not stay. */
+                if (k != 1 || write(ready, line, (size_t) n) != n)
+                        (void) kill(b, SIGKILL);
+                close(ready);
+        }
         _exit(wait_for(b));
 }
 
@@ -1056,8 +1246,7 @@ _noreturn_ static void fs_only_command(const Spec *s, const LandlockRules *r, in
         k = fs_only_seccomp_apply();
         if (k < 0)
                 die("seccomp (FS-ONLY): %s", strerror(-k));
-        if (setenv("PATH", envp[0] + 5, 1) < 0)
-                die("out of memory");
+        use_env_path();
         /* A signal P passed on meanwhile is delivered now. */
         (void) sigprocmask(SIG_SETMASK, mask, NULL);
         execvpe(s->argv[0], s->argv, envp);
@@ -1177,7 +1366,309 @@ static int run_fs_only(const Spec *s, int abi) {
         return status;
 }
 
+/* ---- JOIN: J and its command ----------------------------------------------- */
+
+/* --cwd: relative, without "." or ".." (a symbolic link on the way is
+ * refused where it is opened, in join_command). */
+static bool cwd_is_valid(const char *p) {
+        if (p[0] == '\0' || p[0] == '/')
+                return false;
+        for (const char *q = p; *q;) {
+                size_t l = strcspn(q, "/");
+                if ((l == 1 && q[0] == '.') || (l == 2 && q[0] == '.' && q[1] == '.'))
+                        return false;
+                q += l;
+                q += strspn(q, "/");
+        }
+        return true;
+}
+
+/* Whether an entry without '=' looks like a variable's name, and may be
+ * shown in an error: anything else may be a value, a secret passed by
+ * mistake, and is not. */
+static bool looks_like_name(const char *e) {
+        size_t l = strlen(e);
+        if (l == 0 || l > 64)
+                return false;
+        for (size_t i = 0; i < l; i++)
+                if (!(e[i] == '_' || (e[i] >= 'A' && e[i] <= 'Z') || (e[i] >= 'a' && e[i] <= 'z') ||
+                      (i > 0 && e[i] >= '0' && e[i] <= '9')))
+                        return false;
+        return true;
+}
+
+/* --env-fd: NUL-separated NAME=VALUE entries (the last NUL may be left
+ * out), read to the end, then the descriptor closed. Secrets come this way,
+ * not on a command line that every user can read in /proc. */
+static void read_env_fd(Spec *s, int fd) {
+        /* A byte more than allowed tells a full buffer from too much. */
+        char *buf = malloc(ENV_FD_BYTES_MAX + 2);
+        if (!buf)
+                die("out of memory");
+        s->fd_env_buf = buf;
+        size_t n = 0;
+        for (;;) {
+                ssize_t k = read(fd, buf + n, ENV_FD_BYTES_MAX + 1 - n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        die("--env-fd %d: cannot read it: %s", fd, strerror(errno));
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+                if (n > ENV_FD_BYTES_MAX)
+                        die("--env-fd %d: more than %d bytes of environment; pass less", fd, ENV_FD_BYTES_MAX);
+        }
+        close(fd);
+        buf[n] = '\0';
+        s->fd_env = calloc(ENV_FD_ENTRIES_MAX, sizeof(char *));
+        if (!s->fd_env)
+                die("out of memory");
+        for (size_t i = 0; i < n;) {
+                char *e = buf + i;
+                size_t idx = s->n_fd_env + 1;
+                if (s->n_fd_env == ENV_FD_ENTRIES_MAX)
+                        die("--env-fd %d: more than %d entries; pass fewer", fd, ENV_FD_ENTRIES_MAX);
+                if (e[0] == '\0')
+                        die("--env-fd %d: entry %zu is empty (NAME=VALUE expected, each ended by a NUL)", fd, idx);
+                if (e[0] == '=')
+                        die("--env-fd %d: entry %zu has an empty name (NAME=VALUE expected)", fd, idx);
+                if (!strchr(e, '=')) {
+                        if (looks_like_name(e))
+                                die("--env-fd %d: entry %zu, %s, has no '=' (NAME=VALUE expected)", fd, idx, e);
+                        die("--env-fd %d: entry %zu has no '=' (NAME=VALUE expected; not shown, it may be a value)", fd,
+                            idx);
+                }
+                s->fd_env[s->n_fd_env++] = e;
+                i += strlen(e) + 1;
+        }
+}
+
+/* The namespaces a join enters: every one FULL makes. */
+static const struct {
+        const char *name; /* in /proc/PID/ns */
+        int flag;
+} join_ns[] = {
+        { "user", CLONE_NEWUSER }, { "mnt", CLONE_NEWNS },  { "ipc", CLONE_NEWIPC },
+        { "net", CLONE_NEWNET },   { "pid", CLONE_NEWPID },
+};
+
+/* Whether pid is the init (B) of a sandbox this user holds: a process of
+ * this uid, running this very program, PID 1 of its PID namespace, in
+ * namespaces other than ours; else die naming what is not. What /proc/PID
+ * says is about the process of the pidfd only while it lives: the caller
+ * checks that afterwards. */
+static void check_join_target(pid_t pid) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d", (int) pid);
+        /* Every file is read through this one directory: it stays the
+         * process it was opened for (once that is gone, reads fail). */
+        int dfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                die("--join %d: cannot inspect the process: %s", (int) pid, strerror(errno));
+        int fd = openat(dfd, "status", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                die("--join %d: cannot read its status: %s", (int) pid, strerror(errno));
+        char st[8192];
+        size_t n = 0;
+        for (;;) {
+                ssize_t k = read(fd, st + n, sizeof(st) - 1 - n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        die("--join %d: cannot read its status: %s", (int) pid, strerror(errno));
+                if (k == 0 || (n += (size_t) k) == sizeof(st) - 1)
+                        break;
+        }
+        close(fd);
+        st[n] = '\0';
+        unsigned u[4];
+        const char *l = strstr(st, "\nUid:");
+        uid_t me = getuid();
+        if (!l || sscanf(l, "\nUid: %u %u %u %u", &u[0], &u[1], &u[2], &u[3]) != 4)
+                die("--join %d: no Uid in its /proc status", (int) pid);
+        for (size_t i = 0; i < ELEMENTSOF(u); i++)
+                if (u[i] != me)
+                        die("--join %d: the process is not this user's (uid %u), so it is no sandbox of ours",
+                            (int) pid, u[i]);
+
+        struct stat mine, its;
+        if (stat("/proc/self/exe", &mine) < 0)
+                die("cannot inspect /proc/self/exe: %s", strerror(errno));
+        if (fstatat(dfd, "exe", &its, 0) < 0)
+                die("--join %d: cannot inspect its program: %s", (int) pid, strerror(errno));
+        if (mine.st_dev != its.st_dev || mine.st_ino != its.st_ino)
+                die("--join %d: the process does not run this lazaret-native (another program, or another build "
+                    "of it): pass the PID that --hold printed as \"ready PID\"",
+                    (int) pid);
+
+        /* NSpid: its pid in each PID namespace from ours down to its own. */
+        l = strstr(st, "\nNSpid:");
+        if (!l)
+                die("--join %d: no NSpid in its /proc status (Linux 4.1 or newer needed)", (int) pid);
+        long last = -1;
+        for (const char *p = l + strlen("\nNSpid:"); *p != '\n' && *p != '\0';) {
+                char *e;
+                long v = strtol(p, &e, 10);
+                if (e == p)
+                        break;
+                last = v;
+                p = e;
+        }
+        if (last != 1)
+                die("--join %d: not PID 1 of a sandbox (another process of lazaret-native's): pass the PID that --hold "
+                    "printed as \"ready PID\"",
+                    (int) pid);
+
+        for (size_t i = 0; i < ELEMENTSOF(join_ns); i++) {
+                char self_ns[64], its_ns[64];
+                snprintf(self_ns, sizeof(self_ns), "/proc/self/ns/%s", join_ns[i].name);
+                snprintf(its_ns, sizeof(its_ns), "ns/%s", join_ns[i].name);
+                if (stat(self_ns, &mine) < 0)
+                        die("cannot inspect %s: %s", self_ns, strerror(errno));
+                if (fstatat(dfd, its_ns, &its, 0) < 0)
+                        die("--join %d: cannot inspect its %s namespace: %s", (int) pid, join_ns[i].name,
+                            strerror(errno));
+                if (mine.st_dev == its.st_dev && mine.st_ino == its.st_ino)
+                        die("--join %d: the process shares our %s namespace, so it is no sandbox", (int) pid,
+                            join_ns[i].name);
+        }
+        close(dfd);
+}
+
+/* JOIN, C: in the sandbox's namespaces and root (J entered them), with
+ * envp built. */
+_noreturn_ static void join_command(const char *cwd, char *const *argv) {
+        int ws = open("/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (ws < 0)
+                die("the sandbox has no /workspace: %s", strerror(errno));
+        int dir = ws;
+        if (cwd) {
+                /* Opened in the sandbox, whose processes may have made any
+                 * name there a link: none is followed, nothing leads out. */
+                struct open_how how = {
+                        .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+                };
+                dir = (int) syscall(SYS_openat2, ws, cwd, &how, sizeof(how));
+                if (dir < 0) {
+                        if (errno == ELOOP)
+                                die("--cwd %s: a symbolic link is on the way, which is not followed (it could lead "
+                                    "out of the workspace): give the directory's real path in the workspace",
+                                    cwd);
+                        die("--cwd %s: %s in the workspace", cwd,
+                            errno == ENOENT ? "no such directory" : strerror(errno));
+                }
+        }
+        if (fchdir(dir) < 0)
+                die("cannot change to /workspace/%s: %s", cwd ?: "", strerror(errno));
+        exec_confined(argv);
+}
+
+/* JOIN, J: enter the namespaces of pid, the init of a held sandbox, and
+ * run the command there as its child; its status is ours. */
+static int join_main(const Spec *s, pid_t pid, const char *cwd) {
+        int pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0)
+                die("--join %d: %s", (int) pid,
+                    errno == ESRCH ? "no such process (the sandbox ended, or the PID is wrong)" : strerror(errno));
+        check_join_target(pid);
+        /* If the process of the pidfd still lives, its pid was neither
+         * free nor another's while /proc/PID was read. */
+        if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+                die("--join %d: the process ended while it was checked", (int) pid);
+        /* Inside, no process of the sandbox may trace J or read its memory
+         * or /proc files (the kernel refuses them a non-dumpable process of
+         * the host's user namespace); C keeps this until its execve. */
+        if (prctl(PR_SET_DUMPABLE, 0) < 0)
+                die("prctl(PR_SET_DUMPABLE): %s", strerror(errno));
+        int flags = 0;
+        for (size_t i = 0; i < ELEMENTSOF(join_ns); i++)
+                flags |= join_ns[i].flag;
+        if (setns(pidfd, flags) < 0)
+                die("--join %d: cannot enter its namespaces: %s%s", (int) pid, strerror(errno),
+                    errno == EINVAL ? " (Linux 5.8 or newer needed)" : "");
+        close(pidfd);
+        build_env(s, HOME_DIR, NULL);
+
+        int errp[2], alive[2];
+        if (pipe2(errp, O_CLOEXEC) < 0 || pipe2(alive, O_CLOEXEC) < 0)
+                die("pipe: %s", strerror(errno));
+        pid_t c = fork();
+        if (c < 0)
+                die("cannot start the command in the sandbox: %s", errno == ENOMEM ? "it has ended" : strerror(errno));
+        if (c == 0) {
+                close(errp[0]);
+                close(alive[0]);
+                err_fd = errp[1];
+                die_with_parent(alive[1]);
+                join_command(cwd, s->argv);
+        }
+        close(errp[1]);
+        close(alive[1]);
+        /* C stays in J's process group: what the terminal sends it (Ctrl+C,
+         * Ctrl+\) it gets itself, J ignores. */
+        forward_signals(c, false);
+        char msg[1024];
+        size_t n = read_error(errp[0], msg, sizeof(msg));
+        int status = wait_for(c);
+        close(alive[0]);
+        if (n > 0) {
+                fprintf(stderr, "lazaret-native: %s\n", msg);
+                return EXIT_NATIVE;
+        }
+        return status;
+}
+
+/* ---- HOLD: P ------------------------------------------------------------------ */
+
+/* Print "ready PID" once A passed on B's pid (ready: the pipe from A), then
+ * wait for the sandbox to end; or report why it never was ready (errp: the
+ * error pipe). */
+static int hold_wait(pid_t a, int errp, int ready) {
+        char line[32], msg[1024];
+        if (read_error(ready, line, sizeof(line)) > 0) {
+                close(errp);
+                char out[64];
+                int k = snprintf(out, sizeof(out), "ready %s\n", line);
+                if (write(STDOUT_FILENO, out, (size_t) k) != k) {
+                        int e = errno;
+                        (void) kill(a, SIGTERM);
+                        (void) wait_for(a);
+                        die("cannot write the ready line to standard output: %s", strerror(e));
+                }
+                return wait_for(a);
+        }
+        size_t n = read_error(errp, msg, sizeof(msg));
+        int status = wait_for(a);
+        if (n > 0)
+                die("%s", msg);
+        die("the sandbox ended before it was ready (status %d)", status);
+}
+
 /* ---- P ---------------------------------------------------------------------- */
+
+/* A --ro-bind destination: absolute, no empty, "." or ".." segment, and
+ * not where the sandbox's own mounts are. */
+static bool dst_is_valid(const char *dst) {
+        if (dst[0] != '/' || strlen(dst) >= PATH_MAX - sizeof(NEW_ROOT))
+                return false;
+        for (const char *p = dst + 1;;) {
+                size_t n = strcspn(p, "/");
+                if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+                        return false;
+                if (!p[n])
+                        break;
+                p += n + 1;
+        }
+        static const char *const reserved[] = { "/proc", "/dev", "/tmp", "/workspace", HOME_DIR };
+        for (size_t i = 0; i < ELEMENTSOF(reserved); i++) {
+                size_t l = strlen(reserved[i]);
+                if (strncmp(dst, reserved[i], l) == 0 && (dst[l] == '\0' || dst[l] == '/'))
+                        return false;
+        }
+        return true;
+}
 
 static char *resolve(const char *what, const char *path) {
         char *r = realpath(path, NULL);
@@ -1186,6 +1677,16 @@ static char *resolve(const char *what, const char *path) {
                 exit(EXIT_NATIVE);
         }
         return r;
+}
+
+/* A decimal int >= 0, or -1. */
+static int parse_int(const char *s) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (errno || end == s || *end || v < 0 || v > INT_MAX)
+                return -1;
+        return (int) v;
 }
 
 static void add_arg(char **list, size_t *n, char *v, const char *opt) {
@@ -1197,21 +1698,32 @@ static void add_arg(char **list, size_t *n, char *v, const char *opt) {
 }
 
 int main(int argc, char **argv) {
+        /* --die-with-parent: read first, as near as can be to the start. */
+        pid_t parent = getppid();
         static const struct option opts[] = {
                 { "workspace", required_argument, NULL, 'w' },
                 { "ro", required_argument, NULL, 'r' },
+                { "ro-bind", required_argument, NULL, 'B' },
+                { "tmp-size", required_argument, NULL, 'T' },
                 { "mask", required_argument, NULL, 'm' },
                 { "setenv", required_argument, NULL, 'e' },
                 { "shm-size", required_argument, NULL, 's' },
                 { "mode", required_argument, NULL, 'M' },
                 { "check", no_argument, NULL, 'c' },
+                { "hold", no_argument, NULL, 'H' },
+                { "die-with-parent", no_argument, NULL, 'D' },
+                { "join", required_argument, NULL, 'j' },
+                { "cwd", required_argument, NULL, 'C' },
+                { "env-fd", required_argument, NULL, 'E' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         _cleanup_(spec_done) Spec s = { .shm_size = 64ULL << 20 };
-        bool check = false;
+        bool check = false, die_with_caller = false, shm_given = false, mode_given = false, tmp_given = false;
         Mode want = MODE_AUTO;
-        const char *workspace = NULL;
+        const char *workspace = NULL, *cwd = NULL;
+        pid_t join = 0;
+        int env_fd = -1;
         int c;
         opterr = 0; /* our own messages: one line, named */
         while ((c = getopt_long(argc, argv, "+", opts, NULL)) >= 0) {
@@ -1222,6 +1734,41 @@ int main(int argc, char **argv) {
                 case 'r':
                         add_arg(s.ro, &s.n_ro, resolve("--ro", optarg), "--ro");
                         break;
+                case 'B': {
+                        /* SRC:DST, split at the last colon (DST is ours,
+                         * SRC any host path). */
+                        char *colon = strrchr(optarg, ':');
+                        const char *dst = colon ? colon + 1 : NULL;
+                        if (!dst || colon == optarg || !dst_is_valid(dst)) {
+                                fprintf(stderr,
+                                        "lazaret-native: --ro-bind %s: SRC:DST expected, DST absolute without \".\" or "
+                                        "\"..\" segments and not /, /proc, /dev, /tmp or /workspace or below them\n",
+                                        optarg);
+                                return EXIT_NATIVE;
+                        }
+                        *colon = '\0';
+                        char *src = resolve("--ro-bind", optarg);
+                        *colon = ':';
+                        if (s.n_ro_bind >= ARGS_MAX) {
+                                free(src);
+                                fprintf(stderr, "lazaret-native: more than %d --ro-bind options\n", ARGS_MAX);
+                                return EXIT_NATIVE;
+                        }
+                        s.ro_src[s.n_ro_bind] = src;
+                        s.ro_dst[s.n_ro_bind++] = dst;
+                        break;
+                }
+                case 'T': {
+                        char *end;
+                        errno = 0;
+                        s.tmp_size = strtoull(optarg, &end, 10);
+                        if (errno || *end || s.tmp_size == 0) {
+                                fprintf(stderr, "lazaret-native: --tmp-size %s: a number of bytes expected\n", optarg);
+                                return EXIT_NATIVE;
+                        }
+                        tmp_given = true;
+                        break;
+                }
                 case 'm':
                         add_arg(s.mask, &s.n_mask, resolve("--mask", optarg), "--mask");
                         break;
@@ -1240,6 +1787,7 @@ int main(int argc, char **argv) {
                                 fprintf(stderr, "lazaret-native: --shm-size %s: a number of bytes expected\n", optarg);
                                 return EXIT_NATIVE;
                         }
+                        shm_given = true;
                         break;
                 }
                 case 'M':
@@ -1248,9 +1796,32 @@ int main(int argc, char **argv) {
                                 fprintf(stderr, "lazaret-native: --mode %s: full, fs-only or auto expected\n", optarg);
                                 return EXIT_NATIVE;
                         }
+                        mode_given = true;
                         break;
                 case 'c':
                         check = true;
+                        break;
+                case 'H':
+                        s.hold = true;
+                        break;
+                case 'D':
+                        die_with_caller = true;
+                        break;
+                case 'j': {
+                        int v = parse_int(optarg);
+                        if (v <= 0)
+                                die("--join %s: a process id expected (what --hold printed as \"ready PID\")", optarg);
+                        join = (pid_t) v;
+                        break;
+                }
+                case 'E':
+                        env_fd = parse_int(optarg);
+                        if (env_fd < 3)
+                                die("--env-fd %s: a descriptor number above 2 expected (0, 1 and 2 are the command's)",
+                                    optarg);
+                        break;
+                case 'C':
+                        cwd = optarg;
                         break;
                 case 'h':
                         usage();
@@ -1258,7 +1829,7 @@ int main(int argc, char **argv) {
                 default:
                         if (optopt)
                                 fprintf(stderr, "lazaret-native: option -%c %s (see --help)\n", optopt,
-                                        strchr("wrmesM", optopt) ? "needs a value" : "is unknown");
+                                        strchr("wrmesMjCE", optopt) ? "needs a value" : "is unknown");
                         else
                                 fprintf(stderr, "lazaret-native: %s: unknown option or missing value (see --help)\n",
                                         argv[optind - 1]);
@@ -1268,6 +1839,60 @@ int main(int argc, char **argv) {
         char why[1024];
         int abi = 0;
         Mode mode = _MODE_INVALID;
+        if (check && (s.hold || join > 0))
+                die("--check cannot be combined with %s", s.hold ? "--hold" : "--join");
+        if (join > 0) {
+                const char *clash = workspace         ? "--workspace"
+                                    : s.n_ro          ? "--ro"
+                                    : s.n_ro_bind     ? "--ro-bind"
+                                    : tmp_given       ? "--tmp-size"
+                                    : s.n_mask        ? "--mask"
+                                    : shm_given       ? "--shm-size"
+                                    : mode_given      ? "--mode"
+                                    : s.hold          ? "--hold"
+                                    : die_with_caller ? "--die-with-parent"
+                                                      : NULL;
+                if (clash)
+                        die("--join cannot be combined with %s: the sandbox it joins was built by --hold", clash);
+                if (cwd && !cwd_is_valid(cwd))
+                        die("--cwd %s: a path relative to the workspace without \".\" or \"..\" expected", cwd);
+                if (optind >= argc)
+                        die("no command given (-- CMD [ARG]...)");
+                s.argv = argv + optind;
+                /* Nothing of the caller's but the standard streams and the
+                 * environment's descriptor (read, then closed) stays. */
+                if (env_fd >= 0)
+                        read_env_fd(&s, env_fd);
+                if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+                        die("close_range: %s", strerror(errno));
+                return join_main(&s, join, cwd);
+        }
+        if (cwd)
+                die("--cwd is only for --join");
+        if (env_fd >= 0)
+                die("--env-fd is only for --join");
+        if (die_with_caller && !s.hold)
+                die("--die-with-parent is only for --hold");
+        if (s.hold) {
+                if (optind < argc)
+                        die("--hold runs no command (%s given): start it alone, then run commands with --join PID",
+                            argv[optind]);
+                if (s.n_setenv > 0)
+                        die("--setenv is meaningless with --hold, which runs no command: give it to each --join");
+                if (want == MODE_FS_ONLY)
+                        die("--hold needs FULL mode, whose namespaces the commands join: --mode fs-only makes none");
+                if (die_with_caller) {
+                        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                                die("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
+                        /* The parent went before the signal was asked for. */
+                        if (getppid() != parent)
+                                die("--die-with-parent: the parent process has already ended");
+                }
+                /* Nothing of the caller's but the standard streams stays
+                 * open in processes that last as long as the sandbox. */
+                if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+                        die("close_range: %s", strerror(errno));
+        }
         if (check) {
                 if (preflight(want, &mode, &abi, why, sizeof(why)) < 0) {
                         fprintf(stderr, "lazaret-native: %s\n", why);
@@ -1283,7 +1908,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "lazaret-native: --workspace DIR is required\n");
                 return EXIT_NATIVE;
         }
-        if (optind >= argc) {
+        if (!s.hold && optind >= argc) {
                 fprintf(stderr, "lazaret-native: no command given (-- CMD [ARG]...)\n");
                 return EXIT_NATIVE;
         }
@@ -1309,16 +1934,24 @@ int main(int argc, char **argv) {
                         return EXIT_NATIVE;
                 }
         }
-        /* Fail closed before anything runs. */
-        if (preflight(want, &mode, &abi, why, sizeof(why)) < 0) {
+        /* Fail closed before anything runs. --hold asks for auto, so that
+         * a host without user namespaces gets its own message. */
+        if (preflight(s.hold ? MODE_AUTO : want, &mode, &abi, why, sizeof(why)) < 0) {
                 fprintf(stderr, "lazaret-native: %s\n", why);
                 return EXIT_NATIVE;
         }
+        if (s.hold && mode != MODE_FULL)
+                die("--hold needs FULL mode, whose namespaces the commands join, and there are %s: allow unprivileged "
+                    "user namespaces, or use the container backend",
+                    why);
+        if (mode == MODE_FS_ONLY && (s.n_ro_bind || tmp_given))
+                die("%s needs FULL mode (FS-ONLY has no mount namespace of its own to bind or mount in)",
+                    s.n_ro_bind ? "--ro-bind" : "--tmp-size");
         if (mode == MODE_FS_ONLY)
                 return run_fs_only(&s, abi);
 
-        int errp[2], alive[2];
-        if (pipe2(errp, O_CLOEXEC) < 0 || pipe2(alive, O_CLOEXEC) < 0) {
+        int errp[2], alive[2], ready[2] = { -1, -1 };
+        if (pipe2(errp, O_CLOEXEC) < 0 || pipe2(alive, O_CLOEXEC) < 0 || (s.hold && pipe2(ready, O_CLOEXEC) < 0)) {
                 fprintf(stderr, "lazaret-native: pipe: %s\n", strerror(errno));
                 return EXIT_NATIVE;
         }
@@ -1332,12 +1965,18 @@ int main(int argc, char **argv) {
         if (a == 0) {
                 close(errp[0]);
                 close(alive[0]);
+                if (s.hold)
+                        close(ready[0]);
                 err_fd = errp[1];
-                setup_main(&s, alive[1], uid, gid);
+                setup_main(&s, alive[1], ready[1], uid, gid);
         }
         close(errp[1]);
         close(alive[1]);
         forward_signals(a, false);
+        if (s.hold) {
+                close(ready[1]);
+                return hold_wait(a, errp[0], ready[0]);
+        }
         /* Until the command runs (EOF: every copy closed by its execve or
          * by the processes before it), what went wrong. */
         char msg[1024];

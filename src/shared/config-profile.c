@@ -723,6 +723,22 @@ const char *runsc_network_to_string(RunscNetwork n) {
         return NULL;
 }
 
+static const char *const backend_names[_BACKEND_MAX] = {
+        [BACKEND_GVISOR] = "gvisor",
+        [BACKEND_NATIVE] = "native",
+};
+
+const char *backend_to_string(Backend b) {
+        return b >= 0 && b < _BACKEND_MAX ? backend_names[b] : NULL;
+}
+
+Backend backend_from_string(const char *s) {
+        for (int b = 0; s && b < _BACKEND_MAX; b++)
+                if (streq(s, backend_names[b]))
+                        return (Backend) b;
+        return _BACKEND_INVALID;
+}
+
 static int validate_command(Validator *v, ConfigProfile *p, const ConfigNode *n, const char *pname) {
         _cleanup_free_ char *nn = config_key_path(pname, "command");
         bool ok = true;
@@ -925,6 +941,23 @@ int config_validate_profile(Validator *v, const ConfigNode *t) {
                                          nn, q ?: "?");
                         }
                         p->runsc_network_where = config_where_of(n);
+                }
+        }
+
+        n = config_node_get(t, "backend");
+        if (n) {
+                _cleanup_free_ char *nn = config_key_path(pname, "backend");
+                if (config_want_type(v, n, nn ?: "backend", TOML_STRING)) {
+                        Backend b = backend_from_string(n->value->str.s);
+                        if (b >= 0 && strlen(n->value->str.s) == n->value->str.len)
+                                p->backend = b;
+                        else {
+                                _cleanup_free_ char *q = config_quoted(n->value->str.s, n->value->str.len);
+                                NODE_ERR(v, n,
+                                         "%s: %s is not one of \"gvisor\" (Podman and gVisor, the default) or "
+                                         "\"native\" (Landlock, namespaces and seccomp on the host's kernel)",
+                                         nn, q ?: "?");
+                        }
                 }
         }
 

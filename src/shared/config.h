@@ -140,6 +140,17 @@ typedef enum RunscNetwork {
 
 const char *runsc_network_to_string(RunscNetwork n);
 
+/* What draws the boundary (issue 21). */
+typedef enum Backend {
+        BACKEND_GVISOR, /* rootless Podman with gVisor (runsc): the default */
+        BACKEND_NATIVE, /* lazaret-native: Landlock, namespaces and seccomp on the host's kernel */
+        _BACKEND_MAX,
+        _BACKEND_INVALID = -EINVAL,
+} Backend;
+
+const char *backend_to_string(Backend b);
+Backend backend_from_string(const char *s);
+
 /* A destination the launch probes and must find reachable. */
 typedef struct ConfigProbe {
         NetAddr addr;
@@ -153,6 +164,7 @@ typedef struct ConfigProfile {
         size_t n_command;
         RunscNetwork runsc_network;
         ConfigWhere runsc_network_where; /* file 0 when defaulted */
+        Backend backend; /* default gvisor; `lazaret run --backend` overrides it */
         bool workspace_branch; /* workspace_mode: "branch" (default) or "direct" */
         uint64_t pids_limit; /* tasks inside the sandbox */
         uint64_t memory_limit_mib;

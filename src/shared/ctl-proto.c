@@ -357,6 +357,7 @@ static const Field hello_fields[] = {
         FIELD("version", FIELD_UNSIGNED, PRESENCE_REQUIRED, 0, INT_MAX, version),
         FIELD("cli_pid", FIELD_INT, PRESENCE_REQUIRED, 1, INT_MAX, cli_pid),
         FIELD("netpolicy", FIELD_STRING, PRESENCE_OPTIONAL, 1, CTL_FRAME_MAX, netpolicy),
+        FIELD("backend", FIELD_STRING, PRESENCE_OPTIONAL, 1, 16, backend),
 };
 
 static const Field session_open_fields[] = {
@@ -676,6 +677,7 @@ void ctl_message_done(CtlMessage *m) {
         free(m->bytes);
         free(m->message);
         free(m->netpolicy);
+        free(m->backend);
         free(m->anchor);
         free(m->profile);
         free(m->command);

@@ -11,9 +11,11 @@
  * (terminal data, terminfo) travel base64-encoded (RFC 4648, with padding).
  *
  * Messages, CLI -> coordinator:
- *   Hello           {type, version, cli_pid, netpolicy?}  first frame, always; netpolicy: the
- *                                                         joining CLI's Derived Network Policy
- *                                                         (canonical form)
+ *   Hello           {type, version, cli_pid, netpolicy?, backend?}  first frame, always;
+ *                                                         netpolicy: the joining CLI's Derived
+ *                                                         Network Policy (canonical form);
+ *                                                         backend: the one it launched with (a
+ *                                                         different running one refuses it)
  *   SessionOpen     {type, argv[], env[], interactive, rows, columns,
  *                    term?, terminfo?, anchor?, credential?, cwd?}  start a command;
  *                                                         anchor: the CLI's Session Anchor
@@ -130,6 +132,7 @@ typedef struct CtlMessage {
         unsigned version;
         int cli_pid;
         char *netpolicy; /* may be NULL */
+        char *backend; /* "gvisor" or "native"; may be NULL */
 
         /* SessionOpen */
         char **argv; /* NULL-terminated; n_argv >= 1 */

@@ -79,7 +79,8 @@ def lazaret_bin(world_dir):
     shutil.copy2(esc, os.path.join(bindir, "lazaret-escalate"))
     os.chmod(os.path.join(bindir, "lazaret-escalate"), 0o755)
     # Egress by name: the broker (host) and the relay (mounted in sandboxes).
-    for sub, name in (("broker", "lazaret-broker"), ("relay", "lazaret-relay")):
+    # ... and the native backend's boundary (issue 21).
+    for sub, name in (("broker", "lazaret-broker"), ("relay", "lazaret-relay"), ("native", "lazaret-native")):
         path = os.path.join(BUILD, "src", sub, name)
         if not os.access(path, os.X_OK):
             pytest.fail(f"{path} is missing: build first (make check does)", pytrace=False)

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "argv-util.h"
+#include "exec-util.h"
+#include "fd-util.h"
+#include "log.h"
+#include "macro.h"
+#include "native-run.h"
+#include "path-util.h"
+#include "spawn-util.h"
+#include "strbuf.h"
+#include "string-util.h"
+
+#define READY_USEC (UINT64_C(10) * 1000000)
+#define STOP_USEC  (UINT64_C(5) * 1000000)
+
+static bool reap(pid_t pid, uint64_t timeout_usec) {
+        uint64_t deadline = now_usec() + timeout_usec;
+        for (;;) {
+                pid_t r = waitpid(pid, NULL, WNOHANG);
+                if (r == pid || (r < 0 && errno == ECHILD))
+                        return true;
+                if (now_usec() >= deadline)
+                        return false;
+                usleep(5000);
+        }
+}
+
+void native_run_stop(NativeRun *n) {
+        if (n->pid <= 0)
+                return;
+        (void) kill(n->pid, SIGTERM);
+        if (!reap(n->pid, STOP_USEC)) {
+                log_warning("the native sandbox's holder (pid %d) did not end within 5 s; killing it", (int) n->pid);
+                (void) kill(n->pid, SIGKILL);
+                (void) reap(n->pid, UINT64_MAX / 2);
+        }
+        n->pid = 0;
+        n->init_pid = 0;
+}
+
+void native_run_kill_leftover(const ProcessIdentity *holder) {
+        /* Its init and every process of the sandbox die with it (each
+         * level has PR_SET_PDEATHSIG). */
+        if (holder->pid > 0 && process_identity_alive(holder))
+                (void) kill(holder->pid, SIGKILL);
+}
+
+/* The holder's stdout and stderr until its "ready PID" line, its exit, or
+ * the time limit. */
+static int wait_ready(NativeRun *n, int out, int err, char **ret_error) {
+        char obuf[128] = "", ebuf[1024] = "";
+        size_t on = 0, en = 0;
+        bool out_open = true, err_open = true;
+        uint64_t deadline = now_usec() + READY_USEC;
+        for (;;) {
+                char *nl = memchr(obuf, '\n', on);
+                if (nl) {
+                        *nl = '\0';
+                        char *end = NULL;
+                        long pid = startswith(obuf, "ready ") ? strtol(obuf + 6, &end, 10) : 0;
+                        if (pid <= 0 || !end || *end) {
+                                *ret_error = strdup("lazaret-native --hold said something else than \"ready PID\"");
+                                return -EBADMSG;
+                        }
+                        n->init_pid = (pid_t) pid;
+                        return 0;
+                }
+                if (!out_open) {
+                        /* Its stderr has the cause: read it to its end. */
+                        while (err_open && en < sizeof(ebuf) - 1) {
+                                struct pollfd p = { .fd = err, .events = POLLIN };
+                                uint64_t now = now_usec();
+                                if (now >= deadline || poll(&p, 1, (int) ((deadline - now) / 1000) + 1) <= 0)
+                                        break;
+                                ssize_t k = read(err, ebuf + en, sizeof(ebuf) - 1 - en);
+                                if (k <= 0)
+                                        break;
+                                en += (size_t) k;
+                        }
+                        ebuf[en] = '\0';
+                        const char *why = ebuf;
+                        if (startswith(why, "lazaret-native: "))
+                                why += strlen("lazaret-native: ");
+                        size_t l = strcspn(why, "\n");
+                        if (asprintf(ret_error, "the native sandbox did not start: %.*s", (int) l,
+                                     l ? why : "lazaret-native ended without saying why") < 0)
+                                *ret_error = NULL;
+                        return -EIO;
+                }
+                uint64_t now = now_usec();
+                if (now >= deadline) {
+                        *ret_error = strdup("the native sandbox was not ready within 10 s");
+                        return -ETIMEDOUT;
+                }
+                struct pollfd p[2] = { { .fd = out, .events = POLLIN },
+                                       { .fd = err_open ? err : -1, .events = POLLIN } };
+                int k = poll(p, 2, (int) ((deadline - now) / 1000) + 1);
+                if (k < 0 && errno != EINTR)
+                        return negative_errno();
+                if (p[0].revents) {
+                        ssize_t r = read(out, obuf + on, sizeof(obuf) - 1 - on);
+                        if (r <= 0)
+                                out_open = false;
+                        else
+                                on += (size_t) r;
+                        if (on == sizeof(obuf) - 1 && !memchr(obuf, '\n', on)) {
+                                *ret_error = strdup("lazaret-native --hold said something else than \"ready PID\"");
+                                return -EBADMSG;
+                        }
+                }
+                if (p[1].revents) {
+                        ssize_t r = en < sizeof(ebuf) - 1 ? read(err, ebuf + en, sizeof(ebuf) - 1 - en) : 0;
+                        if (r <= 0)
+                                err_open = false;
+                        else
+                                en += (size_t) r;
+                }
+        }
+}
+
+int native_run_start(const LaunchSpec *s, const char *workspace, const char *git_ro, const char *terminfo_dir,
+                     NativeRun *ret, char **ret_error) {
+        Argv a = {};
+        argv_add(&a, "lazaret-native");
+        argv_add(&a, "--mode");
+        argv_add(&a, "full");
+        argv_add(&a, "--die-with-parent");
+        argv_add(&a, "--workspace");
+        argv_add(&a, workspace);
+        if (git_ro) {
+                argv_add(&a, "--ro");
+                argv_add(&a, git_ro);
+        }
+        argv_add(&a, "--ro-bind");
+        argv_addf(&a, "%s:/run/lazaret/terminfo", terminfo_dir);
+        /* /tmp and the home are memory: memory_limit caps each. */
+        argv_add(&a, "--tmp-size");
+        argv_addf(&a, "%" PRIu64, s->memory_limit_mib << 20);
+        /* Editor settings, as under gVisor: hidden where they exist. */
+        for (const char *const *m = (const char *const[]){ ".vscode", ".idea", NULL }; *m; m++) {
+                _cleanup_free_ char *hp = path_join(workspace, *m);
+                struct stat st;
+                if (hp && lstat(hp, &st) == 0 && S_ISDIR(st.st_mode)) {
+                        argv_add(&a, "--mask");
+                        argv_add(&a, hp);
+                }
+        }
+        argv_add(&a, "--hold");
+        if (a.oom) {
+                argv_done(&a);
+                return -ENOMEM;
+        }
+        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
+        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+                int r = negative_errno();
+                safe_close(out[0]);
+                safe_close(out[1]);
+                argv_done(&a);
+                return r;
+        }
+        SpawnFd fds[] = { { out[1], 1 }, { err[1], 2 } };
+        SpawnSpec sp = SPAWN_SPEC_INIT(s->native, a.v);
+        sp.fds = fds;
+        sp.n_fds = ELEMENTSOF(fds);
+        sp.cwd = "/";
+        /* Its own process group: a signal for the coordinator's group is
+         * not the sandbox's. */
+        sp.new_pgroup = true;
+        NativeRun n = {};
+        int r = spawn(&sp, &n.pid);
+        argv_done(&a);
+        safe_close(out[1]);
+        safe_close(err[1]);
+        if (r < 0) {
+                safe_close(out[0]);
+                safe_close(err[0]);
+                if (asprintf(ret_error, "cannot start %s: %s", s->native, strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        (void) process_identity_of(n.pid, &n.ident);
+        r = wait_ready(&n, out[0], err[0], ret_error);
+        safe_close(out[0]);
+        safe_close(err[0]);
+        if (r < 0) {
+                native_run_stop(&n);
+                return r;
+        }
+        log_info("native sandbox held by %d, its init is %d", (int) n.pid, (int) n.init_pid);
+        *ret = n;
+        return 0;
+}
+
+char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd, char *const *argv) {
+        (void) s;
+        Argv a = {};
+        argv_add(&a, "lazaret-native");
+        argv_add(&a, "--join");
+        argv_addf(&a, "%d", (int) n->init_pid);
+        const char *sub = cwd ? path_under(cwd, "/workspace") : NULL;
+        if (sub && *sub) {
+                argv_add(&a, "--cwd");
+                argv_add(&a, sub);
+        }
+        argv_add(&a, "--env-fd");
+        argv_add(&a, "3");
+        argv_add(&a, "--");
+        for (char *const *p = argv; p && *p; p++)
+                argv_add(&a, *p);
+        if (a.oom) {
+                argv_done(&a);
+                return NULL;
+        }
+        return a.v;
+}

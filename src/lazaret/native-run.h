@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The native backend's sandbox (issue 21): `lazaret-native --hold` as the
+ * coordinator's child holds the namespaces and the root (its PID 1, the
+ * init, reaps and ends with it), and each session joins it with
+ * `lazaret-native --join`, which enters those namespaces and applies the
+ * same Landlock rules and seccomp filter before it runs the command. The
+ * holder dies with the coordinator (--die-with-parent), and the kernel
+ * ends every process of the sandbox with its init. */
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "launch.h"
+#include "store.h"
+
+typedef struct NativeRun {
+        pid_t pid; /* the holder, our child */
+        ProcessIdentity ident;
+        pid_t init_pid; /* the sandbox's PID 1, as the host sees it */
+} NativeRun;
+
+/* Start the sandbox: workspace at /workspace; git_ro (or NULL) a .git
+ * bound read-only at its own path (branch mode without the router);
+ * terminfo_dir read-only at /run/lazaret/terminfo; /tmp and the home
+ * tmpfs of memory_limit each. Waits (10 s at most) for the
+ * holder's "ready". On failure returns -errno with *ret_error (one line,
+ * caller frees) and leaves nothing running. */
+int native_run_start(const LaunchSpec *s, const char *workspace, const char *git_ro, const char *terminfo_dir,
+                     NativeRun *ret, char **ret_error);
+
+/* Stop it: SIGTERM to the holder (it ends the sandbox's processes), SIGKILL
+ * after 5 s, reaped. Safe to call twice. */
+void native_run_stop(NativeRun *n);
+
+/* A holder a dead coordinator left (by pid and start time): killed. */
+void native_run_kill_leftover(const ProcessIdentity *holder);
+
+/* The argument vector of a session's joiner: `lazaret-native --join PID
+ * [--cwd REL] --env-fd 3 -- argv...` (cwd: "/workspace" or below it).
+ * NULL on OOM. */
+char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd, char *const *argv);

@@ -1,0 +1,354 @@
+# SPDX-License-Identifier: MIT
+"""lazaret run with the native backend (issue 21): the coordinator starts a
+sandbox of lazaret-native (--hold) instead of a Podman container, and each
+session joins it (--join): one sandbox per Domain, shared by every terminal,
+torn down with the last one, gone with its coordinator. The same profile,
+workspace trust, masks and protected names (direct mode's workspace
+router), branch mode's worktree (its .git read-only for now: status says
+so) and the event record apply; what the native backend cannot provide
+fails closed before anything starts, naming it.
+
+The attacks run from inside a session as the agent would: write the host's
+files, read the host user's secrets and masked files, reach the host's
+sockets (the coordinator's own control socket among them), create
+namespaces and mounts. Each asserts the failure AND that the host is
+unchanged.
+
+Nothing here uses Podman or runsc; network traffic goes to loopback only.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import TEST_USER  # noqa: F401 (the harness's user)
+from test_run import Domain, git_as, kill_cli
+
+PYTHON = "/usr/bin/python3"
+# The native backend runs no image; the profile still names one.
+IMAGE = "localhost/lazaret/unused:1"
+
+
+def native(lz, extra="", network='default_allow = []\ndefault_deny = []\n'):
+    return Domain(lz, IMAGE, extra='backend = "native"\n' + extra, network=network)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is gone for our purpose.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pid, seconds=10):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def domain_processes(d):
+    """The processes of d's Domain: by their arguments (the holder, the
+    router, the CLI) or by their log (the coordinator and its watchdog
+    write coordinator.log in the Domain Root)."""
+    out = subprocess.run(["ps", "-u", d.lz.user.pw_name, "-o", "pid=,args="], capture_output=True,
+                         text=True).stdout
+    found = []
+    for line in out.splitlines():
+        pid, _, args = line.strip().partition(" ")
+        try:
+            log = os.readlink(f"/proc/{pid}/fd/2")
+        except OSError:
+            log = ""
+        if d.data in args or log.startswith(d.data + "/"):
+            found.append(line)
+    return found
+
+
+def wait_status(d, seconds=20):
+    """The running sandbox's status (a session must be up)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        r = d.run("status", "--json")
+        if r.returncode == 0:
+            st = json.loads(r.stdout)
+            if st.get("running") and st.get("sessions"):
+                return st
+        time.sleep(0.1)
+    raise AssertionError("no running native sandbox with a session: " + d.log())
+
+
+def test_native_run_direct_mode(lz):
+    """A workspace outside git: the workspace router serves it at
+    /workspace (masked names read empty, protected ones read-only); the
+    command runs as the user in its own namespaces, sees no host home and
+    no process of the host; what it writes in the workspace lands on the
+    host."""
+    lz.write("work/hello.txt", "from the host\n")
+    lz.write("work/.env", "SECRET=host-secret\n")
+    lz.write("work/.envrc", "export A=1\n")
+    d = native(lz)
+    script = r"""
+set -u
+pwd
+cat hello.txt
+echo written > out.txt
+printf 'env:[%s]\n' "$(cat .env)"
+echo x >> .envrc 2>/dev/null && echo ENVRC-CHANGED || echo envrc-refused
+id -u
+ls /home
+ls /proc | grep -c '^[0-9]' > /tmp/n; echo "pids:$(cat /tmp/n)"
+"""
+    r = d.run("run", "--backend", "native", "--tui=none", "--", "/bin/sh", "-c", script)
+    assert r.returncode == 0, r.stderr + d.log()
+    lines = r.stdout.splitlines()
+    assert lines[0] == "/workspace", r.stdout
+    assert lines[1] == "from the host"
+    assert lines[2] == "env:[]", "a masked file must read as empty: " + r.stdout
+    assert lines[3] == "envrc-refused", r.stdout
+    assert lines[4] == str(lz.user.pw_uid)
+    assert lines[5] == "sandbox", "only the sandbox's own home: " + r.stdout
+    # Its own PID namespace: a handful of processes, not the host's.
+    assert int(lines[6].split(":")[1]) < 10, r.stdout
+    assert open(os.path.join(lz.work, "out.txt")).read() == "written\n"
+    assert open(os.path.join(lz.work, ".env")).read() == "SECRET=host-secret\n"
+    assert open(os.path.join(lz.work, ".envrc")).read() == "export A=1\n"
+    # Torn down with its last session: no holder, no runtime socket.
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (domain_processes(d) or d.runtime_leftovers()):
+        time.sleep(0.1)
+    assert not domain_processes(d), d.log()
+    assert not d.runtime_leftovers()
+    assert "native sandbox held by" in d.log()
+
+
+def test_native_run_branch_mode(lz):
+    """Branch mode: the agent's worktree at /workspace, the repository's .git
+    read-only at its own path (commits refused; status says so), the
+    host's tree unchanged."""
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/a.txt", "a\n")
+    git_as(lz, "add", "-A")
+    git_as(lz, "commit", "-q", "-m", "first")
+    head = git_as(lz, "rev-parse", "HEAD").strip()
+    d = native(lz)
+    p = d.popen("run", "--backend", "native", "--tui=none", "--", "/bin/sh", "-c",
+                "echo agent > b.txt; cat a.txt; sleep 30")
+    try:
+        st = wait_status(d)
+        sb = st["sandbox"]
+        assert sb["backend"] == "native", sb
+        assert "read-only" in sb["git"], sb
+        assert st["limits"]["pids"]["enforced"] is False
+        assert st["limits"]["memory"]["enforced"] is False
+        text = d.run("status")
+        assert text.returncode == 0, text.stderr
+        assert "native:" in text.stdout and ".git        read-only" in text.stdout, text.stdout
+        assert "NOT ENFORCED" in text.stdout, text.stdout
+        script = r"""
+export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a
+cat b.txt
+git add -A 2>&1 && echo ADDED || echo add-refused
+echo '[core]' >> "$(git rev-parse --git-common-dir)/config" 2>/dev/null && echo CONFIG-CHANGED || echo config-refused
+"""
+        r = d.run("run", "--backend", "native", "--tui=none", "--", "/bin/sh", "-c", script)
+        assert r.returncode == 0, r.stderr + d.log()
+        assert r.stdout.splitlines()[0] == "agent", r.stdout
+        assert "add-refused" in r.stdout and "ADDED" not in r.stdout, r.stdout
+        assert "config-refused" in r.stdout, r.stdout
+    finally:
+        kill_cli(p)
+        p.wait()
+    assert not os.path.exists(os.path.join(lz.work, "b.txt"))
+    assert git_as(lz, "rev-parse", "HEAD").strip() == head
+    assert git_as(lz, "status", "--porcelain") == ""
+
+
+def test_native_sessions_share_one_sandbox(lz):
+    """Two terminals, one sandbox: the second sees the first's /tmp and its
+    processes; the host's /tmp has neither. Leaving ends it all."""
+    d = native(lz)
+    marker = f"shared-{os.getpid()}"
+    p = d.popen("run", "--backend", "native", "--tui=none", "--", "/bin/sh", "-c",
+                f"echo {marker} > /tmp/shared; exec sleep 300")
+    try:
+        st = wait_status(d)
+        init = st["sandbox"]["init_pid"]
+        assert alive(init)
+        r = d.run("run", "--backend", "native", "--tui=none", "--", "/bin/sh", "-c",
+                  "cat /tmp/shared; for p in /proc/[0-9]*; do cat $p/comm; done")
+        assert r.returncode == 0, r.stderr + d.log()
+        out = r.stdout.split()
+        assert out[0] == marker, r.stdout
+        assert "sleep" in out, "the first session's process is in the same PID namespace: " + r.stdout
+        assert not os.path.exists("/tmp/shared") or marker not in open("/tmp/shared").read()
+        assert len(d.status()["sessions"]) == 1  # the second has ended
+    finally:
+        kill_cli(p)
+        p.wait()
+    assert wait_gone(init, 15), "the sandbox outlived its last session: " + d.log()
+
+
+def test_native_attacks_from_a_session(lz):
+    """From inside a session: the host's files, the host user's secrets and
+    sockets, namespaces and mounts. Each fails; the host is unchanged."""
+    secret_dir = os.path.join(lz.user.pw_dir, ".ssh")
+    os.makedirs(secret_dir, exist_ok=True)
+    key = os.path.join(secret_dir, f"id_native_{os.getpid()}")
+    with open(key, "w") as f:
+        f.write("PRIVATE\n")
+    os.chown(key, lz.user.pw_uid, lz.user.pw_gid)
+    # A pathname socket of the host user's, like ssh-agent's or D-Bus's.
+    sock_path = os.path.join(lz.base, "agent.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock_path)
+    os.chmod(sock_path, 0o777)
+    srv.listen(4)
+    srv.setblocking(False)
+    # Outside the workspace and not below /tmp (the sandbox's own /tmp
+    # is private, so writing there proves nothing): the user's home.
+    outside = os.path.join(lz.user.pw_dir, f"outside-native-{os.getpid()}.txt")
+    d = native(lz)
+    attack = f"""
+import ctypes, errno, os, socket
+def tryit(name, f):
+    try:
+        f()
+        print(name, "OK")
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+tryit("write-outside", lambda: open({outside!r}, "w").write("x"))
+tryit("write-usr", lambda: open("/usr/lazaret-native-test", "w").write("x"))
+tryit("read-key", lambda: open({key!r}).read())
+def agent():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect({sock_path!r})
+tryit("connect-agent", agent)
+def coord():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect("/tmp/lazaret-{lz.user.pw_uid}/x")
+tryit("runtime-dir", coord)
+libc = ctypes.CDLL(None, use_errno=True)
+def unshare():
+    if libc.unshare(0x10000000) != 0:
+        raise OSError(ctypes.get_errno(), "unshare")
+tryit("unshare-user", unshare)
+def mount():
+    if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0, None) != 0:
+        raise OSError(ctypes.get_errno(), "mount")
+tryit("mount", mount)
+def tcp():
+    s = socket.socket()
+    s.settimeout(2)
+    s.connect(("127.0.0.1", {{srv_port}}))
+tryit("tcp-host-loopback", tcp)
+"""
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(4)
+    tcp.setblocking(False)
+    attack = attack.replace("{srv_port}", str(tcp.getsockname()[1]))
+    lz.write("work/attack.py", attack)
+    try:
+        r = d.run("run", "--backend", "native", "--tui=none", "--", PYTHON, "attack.py")
+        assert r.returncode == 0, r.stderr + d.log()
+        got = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+        assert got["write-outside"] in ("ENOENT", "EACCES"), got
+        assert got["write-usr"] in ("EROFS", "EACCES"), got
+        assert got["read-key"] in ("ENOENT", "EACCES"), got
+        # The host's /tmp and the socket's directory are not in its root.
+        assert got["connect-agent"] in ("ENOENT", "EACCES"), got
+        assert got["runtime-dir"] == "ENOENT", got
+        assert got["unshare-user"] == "EPERM", got
+        assert got["mount"] == "EPERM", got
+        # No interface but its own loopback: the host's is another.
+        assert got["tcp-host-loopback"] in ("ECONNREFUSED", "ENETUNREACH", "EACCES"), got
+        with pytest.raises(BlockingIOError):
+            srv.accept()
+        with pytest.raises(BlockingIOError):
+            tcp.accept()
+        assert not os.path.exists(outside)
+        assert not os.path.exists("/usr/lazaret-native-test")
+        # TERMINFO's directory, read-only where gVisor's sandbox has it.
+        r = d.run("run", "--tui=none", "--", "/bin/sh", "-c",
+                  "test -d /run/lazaret/terminfo && ! touch /run/lazaret/terminfo/x 2>/dev/null && echo RO")
+        assert r.stdout == "RO\n", r.stdout + r.stderr
+        assert open(key).read() == "PRIVATE\n"
+    finally:
+        srv.close()
+        tcp.close()
+        os.unlink(key)
+
+
+@pytest.mark.parametrize("case,extra,network,env,want", [
+    ("landlock-missing", "", None, {"LAZARET_TEST_LANDLOCK_ABI": "0"}, "Landlock is not available"),
+    ("allow-egress", 'allow_egress = ["192.0.2.0/24"]\n', None, {}, "cannot enforce address rules"),
+    ("allow-domains", 'allow_domains = ["example.org"]\n', None, {}, "does not reach names through the broker"),
+    ("persistent-dirs", 'persistent_dirs = ["/usr/local"]\n', None, {}, "persistent_dirs need"),
+])
+def test_native_preflight_fails_closed(lz, case, extra, network, env, want):
+    """What the native backend cannot provide is refused before anything
+    starts: one line naming it and the way out, exit 125, and no
+    coordinator, holder, socket or Domain left behind."""
+    kw = {"network": network} if network else {}
+    d = native(lz, extra=extra, **kw)
+    r = d.run("run", "--tui=none", "--", "/bin/true", env=env)
+    assert r.returncode == 125, (r.returncode, r.stdout, r.stderr)
+    errs = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(errs) == 1 and want in errs[0] and 'backend = "native"' in errs[0], r.stderr
+    # Nothing of this Domain runs (other tests' sandboxes may).
+    assert not domain_processes(d)
+    assert not d.runtime_leftovers()
+    assert not d.domain_dirs() or not os.path.exists(os.path.join(d.domain_dirs()[0], "data.mdb"))
+
+
+def test_native_backend_flag_and_mismatch(lz):
+    """--backend native overrides the profile's gvisor; a CLI asking for the
+    other backend is refused by the running sandbox, naming both, and never
+    silently joins it."""
+    d = Domain(lz, IMAGE)  # the profile says nothing: gvisor
+    p = d.popen("run", "--backend", "native", "--tui=none", "--", "/bin/sh", "-c", "exec sleep 300")
+    try:
+        st = wait_status(d)
+        assert st["sandbox"]["backend"] == "native"
+        r = d.run("run", "--tui=none", "--", "/bin/true")
+        assert r.returncode == 125, (r.stdout, r.stderr)
+        assert 'runs with backend "native"' in r.stderr and '"gvisor"' in r.stderr, r.stderr
+        bad = d.run("run", "--backend", "docker", "--", "/bin/true")
+        assert bad.returncode == 125 and "--backend docker" in bad.stderr, bad.stderr
+    finally:
+        kill_cli(p)
+        p.wait()
+
+
+def test_native_coordinator_killed_takes_the_sandbox(lz):
+    """SIGKILL of the coordinator: the holder and the sandbox's init die
+    with it (PR_SET_PDEATHSIG at each level), and the next run starts
+    clean."""
+    d = native(lz)
+    p = d.popen("run", "--tui=none", "--", "/bin/sh", "-c", "exec sleep 300")
+    try:
+        st = wait_status(d)
+        init, coord = st["sandbox"]["init_pid"], st["coordinator_pid"]
+        subprocess.run(["kill", "-KILL", str(coord)], check=True)
+        assert wait_gone(init, 10), "the sandbox outlived its coordinator"
+    finally:
+        kill_cli(p)
+        p.wait()
+    # The watchdog cleans up; then a new run works.
+    r = d.run("run", "--tui=none", "--", "/bin/echo", "again", timeout=120)
+    assert r.returncode == 0 and r.stdout == "again\n", r.stderr + d.log()
