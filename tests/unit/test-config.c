@@ -558,17 +558,18 @@ static void test_key_rules(void **state) {
         assert_string_equal(k[0], "storage");
         assert_string_equal(k[3], "profiles");
         assert_string_equal(k[4], "runtime");
-        assert_int_equal(config_key_children("profiles.*", k, 32), 16);
-        assert_string_equal(k[5], "pids_limit");
-        assert_string_equal(k[6], "memory_limit");
-        assert_string_equal(k[7], "cpu_limit");
-        assert_string_equal(k[8], "disk_limit");
-        assert_string_equal(k[10], "allow_domains");
-        assert_string_equal(k[11], "check_server_name");
-        assert_string_equal(k[12], "status_line");
-        assert_string_equal(k[13], "clipboard");
-        assert_string_equal(k[15], "volumes");
-        assert_null(k[16]);
+        assert_int_equal(config_key_children("profiles.*", k, 32), 17);
+        assert_string_equal(k[3], "backend");
+        assert_string_equal(k[6], "pids_limit");
+        assert_string_equal(k[7], "memory_limit");
+        assert_string_equal(k[8], "cpu_limit");
+        assert_string_equal(k[9], "disk_limit");
+        assert_string_equal(k[11], "allow_domains");
+        assert_string_equal(k[12], "check_server_name");
+        assert_string_equal(k[13], "status_line");
+        assert_string_equal(k[14], "clipboard");
+        assert_string_equal(k[16], "volumes");
+        assert_null(k[17]);
         assert_int_equal(config_key_children("profiles", k, 32), 0);
 }
 

@@ -225,6 +225,10 @@ static void test_roundtrip_hello(void **state) {
         roundtrip_expect(&m, "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":4242}");
         m.cli_pid = INT32_MAX;
         roundtrip_only(&m);
+        /* The backend the CLI launched with (issue 21). */
+        m.cli_pid = 7;
+        m.backend = (char *) "native";
+        roundtrip_expect(&m, "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":7,\"backend\":\"native\"}");
 }
 
 static void test_roundtrip_session_open(void **state) {
@@ -781,6 +785,12 @@ static void test_decode_limits(void **state) {
         (void) state;
         StrBuf b = STRBUF_INIT;
         char *s;
+
+        /* Hello's backend: 16 bytes at most. */
+        assert_rejected(
+                (const uint8_t *) "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":7,\"backend\":\"native-and-more-x\"}",
+                strlen("{\"type\":\"Hello\",\"version\":1,\"cli_pid\":7,\"backend\":\"native-and-more-x\"}"),
+                "backend: too long");
 
         /* term: 256 characters pass, 257 do not. */
         s = repeat('x', 256);
