@@ -1567,7 +1567,7 @@ _noreturn_ static void join_command(const char *cwd, char *const *argv) {
 
 /* JOIN, J: enter the namespaces of pid, the init of a held sandbox, and
  * run the command there as its child; its status is ours. */
-static int join_main(const Spec *s, pid_t pid, const char *cwd) {
+_noreturn_ static void join_main(const Spec *s, pid_t pid, const char *cwd) {
         int pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
         if (pidfd < 0)
                 die("--join %d: %s", (int) pid,
@@ -1615,9 +1615,13 @@ static int join_main(const Spec *s, pid_t pid, const char *cwd) {
         close(alive[0]);
         if (n > 0) {
                 fprintf(stderr, "lazaret-native: %s\n", msg);
-                return EXIT_NATIVE;
+                status = EXIT_NATIVE;
         }
-        return status;
+        /* _exit: J's /proc is the sandbox's now, where J itself is not;
+         * nothing that runs at exit() may need it (a sanitizer's leak
+         * check walks /proc/self/task, and waits forever). */
+        fflush(stderr);
+        _exit(status);
 }
 
 /* ---- HOLD: P ------------------------------------------------------------------ */
@@ -1865,7 +1869,7 @@ int main(int argc, char **argv) {
                         read_env_fd(&s, env_fd);
                 if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
                         die("close_range: %s", strerror(errno));
-                return join_main(&s, join, cwd);
+                join_main(&s, join, cwd);
         }
         if (cwd)
                 die("--cwd is only for --join");

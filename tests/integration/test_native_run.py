@@ -79,6 +79,17 @@ def domain_processes(d):
     return found
 
 
+def end_cli(p):
+    """End a lazaret run started with popen (the CLI itself, not runuser),
+    unless it has ended by itself."""
+    if p.poll() is None:
+        try:
+            kill_cli(p)
+        except AssertionError:
+            pass  # it ended meanwhile
+    p.wait(timeout=30)
+
+
 def wait_status(d, seconds=20):
     """The running sandbox's status (a session must be up)."""
     end = time.monotonic() + seconds
@@ -171,8 +182,7 @@ echo '[core]' >> "$(git rev-parse --git-common-dir)/config" 2>/dev/null && echo 
         assert "add-refused" in r.stdout and "ADDED" not in r.stdout, r.stdout
         assert "config-refused" in r.stdout, r.stdout
     finally:
-        kill_cli(p)
-        p.wait()
+        end_cli(p)
     assert not os.path.exists(os.path.join(lz.work, "b.txt"))
     assert git_as(lz, "rev-parse", "HEAD").strip() == head
     assert git_as(lz, "status", "--porcelain") == ""
@@ -198,8 +208,7 @@ def test_native_sessions_share_one_sandbox(lz):
         assert not os.path.exists("/tmp/shared") or marker not in open("/tmp/shared").read()
         assert len(d.status()["sessions"]) == 1  # the second has ended
     finally:
-        kill_cli(p)
-        p.wait()
+        end_cli(p)
     assert wait_gone(init, 15), "the sandbox outlived its last session: " + d.log()
 
 
@@ -331,8 +340,7 @@ def test_native_backend_flag_and_mismatch(lz):
         bad = d.run("run", "--backend", "docker", "--", "/bin/true")
         assert bad.returncode == 125 and "--backend docker" in bad.stderr, bad.stderr
     finally:
-        kill_cli(p)
-        p.wait()
+        end_cli(p)
 
 
 def test_native_coordinator_killed_takes_the_sandbox(lz):
@@ -347,8 +355,7 @@ def test_native_coordinator_killed_takes_the_sandbox(lz):
         subprocess.run(["kill", "-KILL", str(coord)], check=True)
         assert wait_gone(init, 10), "the sandbox outlived its coordinator"
     finally:
-        kill_cli(p)
-        p.wait()
+        end_cli(p)
     # The watchdog cleans up; then a new run works.
     r = d.run("run", "--tui=none", "--", "/bin/echo", "again", timeout=120)
     assert r.returncode == 0 and r.stdout == "again\n", r.stderr + d.log()
