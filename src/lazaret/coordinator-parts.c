@@ -535,9 +535,11 @@ static int sandbox_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_co
                         *ret_error = strdup("direct mode needs the workspace router, which did not start");
                         return -EIO;
                 }
-                co->git_read_only = co->spec.branch && co->spec.git_dir;
-                int r = native_run_start(&co->spec, ws, co->git_read_only ? co->spec.git_dir : NULL, co->terminfo_dir,
-                                         &co->native, ret_error);
+                bool routed = co->spec.branch && co->spec.git_dir && co->router.pid > 0;
+                co->git_read_only = co->spec.branch && co->spec.git_dir && !routed;
+                int r = native_run_start(&co->spec, ws, routed ? co->router.mountpoint : NULL, co->terminfo_dir,
+                                         co->esc ? escalation_certs_dir(co->esc) : NULL,
+                                         co->esc ? escalation_socket_dir(co->esc) : NULL, &co->native, ret_error);
                 if (r < 0)
                         return r;
                 if (!(co->sandbox.id = strdup(co->container_name))) {

@@ -955,9 +955,10 @@ static json_t *status_json(Coordinator *co) {
                                             "(lazaret-native, FULL mode)"));
                         (void) json_object_set_new(sb, "init_pid", json_integer(co->native.init_pid));
                         if (co->git_read_only)
-                                (void) json_object_set_new(sb, "git",
-                                                           json_string("read-only: commits are refused (the native "
-                                                                       "backend does not mount the git router yet)"));
+                                (void) json_object_set_new(
+                                        sb, "git",
+                                        json_string("read-only: commits are refused (the git "
+                                                    "router could not run; see the coordinator log)"));
                 }
         }
         EventCounts ec;

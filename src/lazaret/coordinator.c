@@ -774,11 +774,17 @@ int coordinator_main(void) {
          * whole working tree through the router (protected host-run files,
          * masked secrets, and .git under the same policy). */
         bool native = co.spec.backend == BACKEND_NATIVE;
-        /* The native backend in branch mode binds .git read-only instead
-         * (status says so): the router's mount is not in its sandbox
-         * yet. */
-        if (!co.spec.branch || (co.spec.git_dir && !native)) {
+        if (!co.spec.branch || co.spec.git_dir) {
                 r = start_router(&co, &err);
+                /* The native backend's branch mode can do without: .git
+                 * read-only, commits refused, and said so. */
+                if (r < 0 && native && co.spec.branch) {
+                        log_warning("no git router (%s): .git is read-only in the sandbox", err ?: strerror(-r));
+                        status_warn(&co, "the repository's .git is read-only in the sandbox (commits are refused): "
+                                         "the git router cannot run here ('lazaret status' says why)");
+                        err = mfree(err);
+                        r = 0;
+                }
                 if (r < 0) {
                         status_report(&co, "error: cannot guard the %s: %s",
                                       co.spec.branch ? "repository's .git" : "workspace", err ? err : strerror(-r));

@@ -558,8 +558,7 @@ static int protect_own_paths(const Config *cfg, char ***list, char ***mask) {
  * before anything starts, naming what is missing and the way out; never a
  * silent fallback to something weaker. lazaret-native's own --check proves
  * Landlock and user namespaces on this host. */
-static int native_preflight(const Config *cfg, const ConfigProfile *p, LaunchSpec *s, const char *dir,
-                            char **ret_error) {
+static int native_preflight(const ConfigProfile *p, LaunchSpec *s, const char *dir, char **ret_error) {
         if (geteuid() == 0)
                 return fail(ret_error,
                             "profile '%s' uses backend = \"native\", which runs the agent as the user who starts it "
@@ -581,11 +580,6 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, LaunchSpe
                 return fail(ret_error,
                             "profile '%s' uses backend = \"native\", which runs the host's own system directories "
                             "read-only and keeps no image layers: persistent_dirs need backend = \"gvisor\"",
-                            p->name);
-        if (cfg->escalation_enabled)
-                return fail(ret_error,
-                            "profile '%s' uses backend = \"native\", which has no escalation channel yet: set "
-                            "[escalation] enabled = false, or use backend = \"gvisor\"",
                             p->name);
         if (p->n_volumes > 0)
                 return fail(ret_error,
@@ -968,7 +962,7 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
         s.disk_limit_mib = p->disk_limit_mib;
 
         if (native) {
-                r = native_preflight(cfg, p, &s, dir, ret_error);
+                r = native_preflight(p, &s, dir, ret_error);
                 if (r < 0)
                         return r;
         }

@@ -130,8 +130,8 @@ static int wait_ready(NativeRun *n, int out, int err, char **ret_error) {
         }
 }
 
-int native_run_start(const LaunchSpec *s, const char *workspace, const char *git_ro, const char *terminfo_dir,
-                     NativeRun *ret, char **ret_error) {
+int native_run_start(const LaunchSpec *s, const char *workspace, const char *git_mnt, const char *terminfo_dir,
+                     const char *certs_dir, const char *socket_dir, NativeRun *ret, char **ret_error) {
         Argv a = {};
         argv_add(&a, "lazaret-native");
         argv_add(&a, "--mode");
@@ -139,12 +139,29 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
         argv_add(&a, "--die-with-parent");
         argv_add(&a, "--workspace");
         argv_add(&a, workspace);
-        if (git_ro) {
+        /* Branch mode: the repository's .git where the worktree's
+         * "gitdir:" line points, through the git router when it runs. */
+        bool routed = s->branch && s->git_dir && git_mnt;
+        if (routed) {
+                argv_add(&a, "--bind");
+                argv_addf(&a, "%s:%s", git_mnt, s->git_dir);
+        } else if (s->branch && s->git_dir) {
                 argv_add(&a, "--ro");
-                argv_add(&a, git_ro);
+                argv_add(&a, s->git_dir);
         }
         argv_add(&a, "--ro-bind");
         argv_addf(&a, "%s:/run/lazaret/terminfo", terminfo_dir);
+        /* Host escalation: the client, the sandbox's certificates and the
+         * socket's directory where gVisor's sandbox has them, read-only (a
+         * socket in it can still be connected to). */
+        if (certs_dir && socket_dir && s->escalate) {
+                argv_add(&a, "--ro-bind");
+                argv_addf(&a, "%s:/run/lazaret/escalate", s->escalate);
+                argv_add(&a, "--ro-bind");
+                argv_addf(&a, "%s:/run/lazaret/certs", certs_dir);
+                argv_add(&a, "--ro-bind");
+                argv_addf(&a, "%s:/run/lazaret/sock", socket_dir);
+        }
         /* /tmp and the home are memory: memory_limit caps each. */
         argv_add(&a, "--tmp-size");
         argv_addf(&a, "%" PRIu64, s->memory_limit_mib << 20);
@@ -178,7 +195,7 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
         /* Its own process group: a signal for the coordinator's group is
          * not the sandbox's. */
         sp.new_pgroup = true;
-        NativeRun n = {};
+        NativeRun n = { .git_routed = routed };
         int r = spawn(&sp, &n.pid);
         argv_done(&a);
         safe_close(out[1]);
@@ -204,7 +221,6 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
 }
 
 char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd, char *const *argv) {
-        (void) s;
         Argv a = {};
         argv_add(&a, "lazaret-native");
         argv_add(&a, "--join");
@@ -216,6 +232,10 @@ char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd
         }
         argv_add(&a, "--env-fd");
         argv_add(&a, "3");
+        if (n->git_routed) {
+                argv_add(&a, "--rw");
+                argv_add(&a, s->git_dir);
+        }
         argv_add(&a, "--");
         for (char *const *p = argv; p && *p; p++)
                 argv_add(&a, *p);

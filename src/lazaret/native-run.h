@@ -19,16 +19,20 @@ typedef struct NativeRun {
         pid_t pid; /* the holder, our child */
         ProcessIdentity ident;
         pid_t init_pid; /* the sandbox's PID 1, as the host sees it */
+        bool git_routed; /* the git router's mount is the repository's .git (each join gets --rw for it) */
 } NativeRun;
 
-/* Start the sandbox: workspace at /workspace; git_ro (or NULL) a .git
- * bound read-only at its own path (branch mode without the router);
+/* Start the sandbox: workspace at /workspace; in branch mode the
+ * repository's .git at its own path: git_mnt (the git router's mount)
+ * read-write, or without it (NULL) read-only;
  * terminfo_dir read-only at /run/lazaret/terminfo; /tmp and the home
- * tmpfs of memory_limit each. Waits (10 s at most) for the
+ * tmpfs of memory_limit each; with escalation (certs_dir and socket_dir
+ * not NULL) its client, certificates and socket directory read-only at
+ * /run/lazaret/escalate, certs and sock, as under gVisor. Waits (10 s at most) for the
  * holder's "ready". On failure returns -errno with *ret_error (one line,
  * caller frees) and leaves nothing running. */
-int native_run_start(const LaunchSpec *s, const char *workspace, const char *git_ro, const char *terminfo_dir,
-                     NativeRun *ret, char **ret_error);
+int native_run_start(const LaunchSpec *s, const char *workspace, const char *git_mnt, const char *terminfo_dir,
+                     const char *certs_dir, const char *socket_dir, NativeRun *ret, char **ret_error);
 
 /* Stop it: SIGTERM to the holder (it ends the sandbox's processes), SIGKILL
  * after 5 s, reaped. Safe to call twice. */

@@ -151,6 +151,10 @@ typedef struct Spec {
         char *ro_src[ARGS_MAX];
         const char *ro_dst[ARGS_MAX];
         size_t n_ro_bind;
+        /* --bind SRC:DST: SRC (resolved) read-write at DST. */
+        char *rw_src[ARGS_MAX];
+        const char *rw_dst[ARGS_MAX];
+        size_t n_rw_bind;
         unsigned long long tmp_size; /* of /tmp and the home each; 0: the kernel's default */
         char *mask[ARGS_MAX];
         size_t n_mask;
@@ -171,6 +175,8 @@ static void spec_done(Spec *s) {
                 free(s->ro[i]);
         for (size_t i = 0; i < s->n_ro_bind; i++)
                 free(s->ro_src[i]);
+        for (size_t i = 0; i < s->n_rw_bind; i++)
+                free(s->rw_src[i]);
         for (size_t i = 0; i < s->n_mask; i++)
                 free(s->mask[i]);
         free(s->fd_env);
@@ -206,13 +212,16 @@ _noreturn_ _printf_(1, 2) static void die(const char *fmt, ...) {
 
 static void usage(void) {
         fprintf(stderr,
-                "usage: lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--mask PATH]...\n"
-                "                      [--setenv NAME=VALUE]... [--shm-size BYTES] [--tmp-size BYTES]\n"
+                "usage: lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--bind SRC:DST]...\n"
+                "                      [--mask PATH]... [--setenv NAME=VALUE]... [--shm-size BYTES] [--tmp-size "
+                "BYTES]\n"
                 "                      [--mode full|fs-only|auto] -- CMD [ARG]...\n"
-                "       lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--mask PATH]...\n"
-                "                      [--shm-size BYTES] [--tmp-size BYTES] [--mode full|auto] [--die-with-parent]\n"
+                "       lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--bind SRC:DST]...\n"
+                "                      [--mask PATH]... [--shm-size BYTES] [--tmp-size BYTES] [--mode full|auto] "
+                "[--die-with-parent]\n"
                 "                      --hold\n"
-                "       lazaret-native --join PID [--cwd REL] [--env-fd N] [--setenv NAME=VALUE]... -- CMD [ARG]...\n"
+                "       lazaret-native --join PID [--cwd REL] [--env-fd N] [--rw DST]... [--setenv NAME=VALUE]...\n"
+                "                      -- CMD [ARG]...\n"
                 "       lazaret-native [--mode full|fs-only|auto] --check\n");
 }
 
@@ -505,6 +514,8 @@ static void build_root(const Spec *s) {
                 plan_bind(s->ro[i], s->ro[i], false);
         for (size_t i = 0; i < s->n_ro_bind; i++)
                 plan_bind(s->ro_src[i], s->ro_dst[i], false);
+        for (size_t i = 0; i < s->n_rw_bind; i++)
+                plan_bind(s->rw_src[i], s->rw_dst[i], true);
         plan_bind(s->workspace, "/workspace", true);
         for (size_t i = 0; i < ELEMENTSOF(devices); i++) {
                 char d[64];
@@ -678,6 +689,11 @@ static void add_rule(LandlockRules *r, const char *path, LandlockGrant g) {
 }
 
 /* FULL's Landlock rules, for the command and for every joined one alike. */
+/* FULL, HOLD and JOIN: what Landlock lets be written besides the fixed
+ * places: --bind's destinations (a join is told them with --rw). */
+static const char *rw_paths[ARGS_MAX];
+static size_t n_rw_paths;
+
 static LandlockRules *full_rules(void) {
         LandlockRules *r = NULL;
         /* The network namespace has no interface up; Landlock refuses TCP
@@ -698,6 +714,8 @@ static LandlockRules *full_rules(void) {
                 snprintf(d, sizeof(d), "/dev/%s", devices[i]);
                 add_rule(r, d, LANDLOCK_GRANT_READ_WRITE);
         }
+        for (size_t i = 0; i < n_rw_paths; i++)
+                add_rule(r, rw_paths[i], LANDLOCK_GRANT_READ_WRITE);
         return r;
 }
 
@@ -1665,13 +1683,15 @@ static bool dst_is_valid(const char *dst) {
                         break;
                 p += n + 1;
         }
-        static const char *const reserved[] = { "/proc", "/dev", "/tmp", "/workspace", HOME_DIR };
+        /* Below /tmp and the home is fine (a repository's .git under the
+         * host's /tmp goes to the same path in the sandbox's own /tmp). */
+        static const char *const reserved[] = { "/proc", "/dev", "/workspace" };
         for (size_t i = 0; i < ELEMENTSOF(reserved); i++) {
                 size_t l = strlen(reserved[i]);
                 if (strncmp(dst, reserved[i], l) == 0 && (dst[l] == '\0' || dst[l] == '/'))
                         return false;
         }
-        return true;
+        return !streq(dst, "/tmp") && !streq(dst, "/home") && !streq(dst, HOME_DIR);
 }
 
 static char *resolve(const char *what, const char *path) {
@@ -1708,6 +1728,8 @@ int main(int argc, char **argv) {
                 { "workspace", required_argument, NULL, 'w' },
                 { "ro", required_argument, NULL, 'r' },
                 { "ro-bind", required_argument, NULL, 'B' },
+                { "bind", required_argument, NULL, 'b' },
+                { "rw", required_argument, NULL, 'W' },
                 { "tmp-size", required_argument, NULL, 'T' },
                 { "mask", required_argument, NULL, 'm' },
                 { "setenv", required_argument, NULL, 'e' },
@@ -1723,7 +1745,8 @@ int main(int argc, char **argv) {
                 {},
         };
         _cleanup_(spec_done) Spec s = { .shm_size = 64ULL << 20 };
-        bool check = false, die_with_caller = false, shm_given = false, mode_given = false, tmp_given = false;
+        bool check = false, die_with_caller = false, shm_given = false, mode_given = false, tmp_given = false,
+             rw_given = false;
         Mode want = MODE_AUTO;
         const char *workspace = NULL, *cwd = NULL;
         pid_t join = 0;
@@ -1738,30 +1761,50 @@ int main(int argc, char **argv) {
                 case 'r':
                         add_arg(s.ro, &s.n_ro, resolve("--ro", optarg), "--ro");
                         break;
-                case 'B': {
+                case 'B':
+                case 'b': {
                         /* SRC:DST, split at the last colon (DST is ours,
                          * SRC any host path). */
+                        const char *opt = c == 'B' ? "--ro-bind" : "--bind";
                         char *colon = strrchr(optarg, ':');
                         const char *dst = colon ? colon + 1 : NULL;
                         if (!dst || colon == optarg || !dst_is_valid(dst)) {
                                 fprintf(stderr,
-                                        "lazaret-native: --ro-bind %s: SRC:DST expected, DST absolute without \".\" or "
-                                        "\"..\" segments and not /, /proc, /dev, /tmp or /workspace or below them\n",
-                                        optarg);
+                                        "lazaret-native: %s %s: SRC:DST expected, DST absolute without \".\" or \"..\" "
+                                        "segments, not /, /tmp or the home, and not /proc, /dev or /workspace or below "
+                                        "them\n",
+                                        opt, optarg);
                                 return EXIT_NATIVE;
                         }
                         *colon = '\0';
-                        char *src = resolve("--ro-bind", optarg);
+                        char *src = resolve(opt, optarg);
                         *colon = ':';
-                        if (s.n_ro_bind >= ARGS_MAX) {
+                        size_t *n = c == 'B' ? &s.n_ro_bind : &s.n_rw_bind;
+                        if (*n >= ARGS_MAX) {
                                 free(src);
-                                fprintf(stderr, "lazaret-native: more than %d --ro-bind options\n", ARGS_MAX);
+                                fprintf(stderr, "lazaret-native: more than %d %s options\n", ARGS_MAX, opt);
                                 return EXIT_NATIVE;
                         }
-                        s.ro_src[s.n_ro_bind] = src;
-                        s.ro_dst[s.n_ro_bind++] = dst;
+                        (c == 'B' ? s.ro_src : s.rw_src)[*n] = src;
+                        (c == 'B' ? s.ro_dst : s.rw_dst)[(*n)++] = dst;
+                        if (c == 'b')
+                                rw_paths[n_rw_paths++] = dst;
                         break;
                 }
+                case 'W':
+                        /* --join: a --bind destination of the hold. */
+                        if (!dst_is_valid(optarg)) {
+                                fprintf(stderr, "lazaret-native: --rw %s: an absolute destination of --bind expected\n",
+                                        optarg);
+                                return EXIT_NATIVE;
+                        }
+                        if (n_rw_paths >= ARGS_MAX) {
+                                fprintf(stderr, "lazaret-native: more than %d --bind and --rw options\n", ARGS_MAX);
+                                return EXIT_NATIVE;
+                        }
+                        rw_paths[n_rw_paths++] = optarg;
+                        rw_given = true;
+                        break;
                 case 'T': {
                         char *end;
                         errno = 0;
@@ -1849,6 +1892,7 @@ int main(int argc, char **argv) {
                 const char *clash = workspace         ? "--workspace"
                                     : s.n_ro          ? "--ro"
                                     : s.n_ro_bind     ? "--ro-bind"
+                                    : s.n_rw_bind     ? "--bind"
                                     : tmp_given       ? "--tmp-size"
                                     : s.n_mask        ? "--mask"
                                     : shm_given       ? "--shm-size"
@@ -1875,6 +1919,8 @@ int main(int argc, char **argv) {
                 die("--cwd is only for --join");
         if (env_fd >= 0)
                 die("--env-fd is only for --join");
+        if (rw_given)
+                die("--rw is only for --join (a sandbox of its own makes --bind's destinations writable)");
         if (die_with_caller && !s.hold)
                 die("--die-with-parent is only for --hold");
         if (s.hold) {
@@ -1948,9 +1994,11 @@ int main(int argc, char **argv) {
                 die("--hold needs FULL mode, whose namespaces the commands join, and there are %s: allow unprivileged "
                     "user namespaces, or use the container backend",
                     why);
-        if (mode == MODE_FS_ONLY && (s.n_ro_bind || tmp_given))
+        if (mode == MODE_FS_ONLY && (s.n_ro_bind || s.n_rw_bind || tmp_given))
                 die("%s needs FULL mode (FS-ONLY has no mount namespace of its own to bind or mount in)",
-                    s.n_ro_bind ? "--ro-bind" : "--tmp-size");
+                    s.n_ro_bind   ? "--ro-bind"
+                    : s.n_rw_bind ? "--bind"
+                                  : "--tmp-size");
         if (mode == MODE_FS_ONLY)
                 return run_fs_only(&s, abi);
 

@@ -2774,7 +2774,7 @@ R["host-path"] = t(read, %r)
     assert snapshot(f) == before
 
 
-@pytest.mark.parametrize("dst", ["relative", "/", "/tmp/x", "/workspace/x", "/proc/x", "/dev", "/home/sandbox/x",
+@pytest.mark.parametrize("dst", ["relative", "/", "/tmp", "/workspace/x", "/proc/x", "/dev", "/home/sandbox", "/home",
                                  "/run/../etc", "/run//x", "/run/./x", ""])
 def test_ro_bind_bad_destination(nat, dst):
     """A destination that is not absolute and plain, or that would cover the

@@ -149,13 +149,15 @@ ls /proc | grep -c '^[0-9]' > /tmp/n; echo "pids:$(cat /tmp/n)"
 
 def test_native_run_branch_mode(lz):
     """Branch mode: the agent's worktree at /workspace, the repository's .git
-    read-only at its own path (commits refused; status says so), the
-    host's tree unchanged."""
+    through the git router at its own path: the agent commits on its
+    branch; .git's config and hooks stay the host's; the host's tree and
+    HEAD are unchanged."""
     git_as(lz, "init", "-q", "-b", "main")
     lz.write("work/a.txt", "a\n")
     git_as(lz, "add", "-A")
     git_as(lz, "commit", "-q", "-m", "first")
     head = git_as(lz, "rev-parse", "HEAD").strip()
+    config = open(os.path.join(lz.work, ".git", "config")).read()
     d = native(lz)
     p = d.popen("run", "--backend", "native", "--tui=none", "--", "/bin/sh", "-c",
                 "echo agent > b.txt; cat a.txt; sleep 30")
@@ -163,29 +165,34 @@ def test_native_run_branch_mode(lz):
         st = wait_status(d)
         sb = st["sandbox"]
         assert sb["backend"] == "native", sb
-        assert "read-only" in sb["git"], sb
+        assert "git" not in sb, "routed, not read-only: " + json.dumps(sb)
         assert st["limits"]["pids"]["enforced"] is False
         assert st["limits"]["memory"]["enforced"] is False
         text = d.run("status")
         assert text.returncode == 0, text.stderr
-        assert "native:" in text.stdout and ".git        read-only" in text.stdout, text.stdout
-        assert "NOT ENFORCED" in text.stdout, text.stdout
+        assert "native:" in text.stdout and "NOT ENFORCED" in text.stdout, text.stdout
         script = r"""
 export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a
 cat b.txt
-git add -A 2>&1 && echo ADDED || echo add-refused
-echo '[core]' >> "$(git rev-parse --git-common-dir)/config" 2>/dev/null && echo CONFIG-CHANGED || echo config-refused
+git add -A && git commit -qm 'agent commit' && echo COMMITTED
+gd="$(git rev-parse --git-common-dir)"
+echo '[core]' >> "$gd/config" 2>/dev/null && echo CONFIG-CHANGED || echo config-refused
+printf '#!/bin/sh\ntouch /tmp/pwned\n' > "$gd/hooks/post-checkout" 2>/dev/null; echo hook-tried
 """
         r = d.run("run", "--backend", "native", "--tui=none", "--", "/bin/sh", "-c", script)
         assert r.returncode == 0, r.stderr + d.log()
-        assert r.stdout.splitlines()[0] == "agent", r.stdout
-        assert "add-refused" in r.stdout and "ADDED" not in r.stdout, r.stdout
-        assert "config-refused" in r.stdout, r.stdout
+        out = r.stdout.splitlines()
+        assert out[0] == "agent", r.stdout
+        assert "COMMITTED" in out, r.stdout + r.stderr
+        assert "config-refused" in out, r.stdout
     finally:
         end_cli(p)
     assert not os.path.exists(os.path.join(lz.work, "b.txt"))
     assert git_as(lz, "rev-parse", "HEAD").strip() == head
     assert git_as(lz, "status", "--porcelain") == ""
+    assert git_as(lz, "log", "-1", "--format=%s", "lazaret/agent-shell").strip() == "agent commit"
+    assert open(os.path.join(lz.work, ".git", "config")).read() == config
+    assert not os.path.exists(os.path.join(lz.work, ".git", "hooks", "post-checkout"))
 
 
 def test_native_sessions_share_one_sandbox(lz):
@@ -359,3 +366,37 @@ def test_native_coordinator_killed_takes_the_sandbox(lz):
     # The watchdog cleans up; then a new run works.
     r = d.run("run", "--tui=none", "--", "/bin/echo", "again", timeout=120)
     assert r.returncode == 0 and r.stdout == "again\n", r.stderr + d.log()
+
+
+def test_native_escalation(lz):
+    """The one door back to the host works the same through the native
+    sandbox: lazaret-escalate at /run/lazaret/escalate, the sandbox's
+    certificates and the socket's directory read-only beside it; an
+    auto-approved command runs on the host, in the workspace, and the audit
+    trail has it. The socket's directory cannot be changed from inside."""
+    sock = os.path.join(lz.base, "sock")
+    os.makedirs(sock, mode=0o700, exist_ok=True)
+    os.chown(sock, lz.user.pw_uid, lz.user.pw_gid)
+    d = native(lz)
+    text = open(d.cfg).read().replace("[escalation]\nenabled = false\n",
+                                      '[escalation]\nenabled = true\nauto_approve = ["uname -a", "pwd"]\n')
+    lz.write("cfg.toml", text)
+    host = subprocess.run(["uname", "-a"], capture_output=True, text=True).stdout
+    r = d.run("run", "--tui=none", "--", "/run/lazaret/escalate", "uname", "-a")
+    assert (r.returncode, r.stdout) == (0, host), r.stderr + d.log()
+    r = d.run("run", "--tui=none", "--", "/run/lazaret/escalate", "pwd")
+    assert (r.returncode, r.stdout) == (0, lz.work + "\n"), r.stderr
+    r = d.run("run", "--tui=none", "--", "/bin/sh", "-c",
+              "ls /run/lazaret/sock; rm -f /run/lazaret/sock/* 2>/dev/null; mkdir /run/lazaret/sock/x 2>/dev/null;"
+              " ls /run/lazaret/sock; touch /run/lazaret/certs/x 2>/dev/null || echo certs-ro")
+    assert r.returncode == 0, r.stderr
+    listed = r.stdout.split()
+    assert listed[0] == "escalate.sock" and listed[1] == "escalate.sock" and listed[2] == "certs-ro", r.stdout
+    a = d.run("audit", "--json")
+    assert a.returncode == 0, a.stderr
+    assert a.stdout.count("uname -a") >= 1 and a.stdout.count("pwd") >= 1, a.stdout
+    # Gone with the sandbox.
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and os.listdir(sock):
+        time.sleep(0.1)
+    assert os.listdir(sock) == []
