@@ -266,6 +266,8 @@ json_t *co_broker_status(const Coordinator *co) {
 
 /* One probe through the relay in the sandbox: its one line of output. */
 static int egress_probe(Coordinator *co, const char *name, const char *port, char **ret_line) {
+        if (co->spec.backend == BACKEND_NATIVE)
+                return native_run_probe(&co->spec, &co->native, name, port, EGRESS_PROBE_USEC, ret_line);
         Argv a = {};
         argv_add(&a, "runsc");
         argv_addf(&a, "--root=%s", co->sandbox.runsc_root);

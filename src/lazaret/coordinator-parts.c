@@ -539,7 +539,8 @@ static int sandbox_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_co
                 co->git_read_only = co->spec.branch && co->spec.git_dir && !routed;
                 int r = native_run_start(&co->spec, ws, routed ? co->router.mountpoint : NULL, co->terminfo_dir,
                                          co->esc ? escalation_certs_dir(co->esc) : NULL,
-                                         co->esc ? escalation_socket_dir(co->esc) : NULL, &co->native, ret_error);
+                                         co->esc ? escalation_socket_dir(co->esc) : NULL,
+                                         co->p_broker.id ? co->broker_dir : NULL, &co->native, ret_error);
                 if (r < 0)
                         return r;
                 if (!(co->sandbox.id = strdup(co->container_name))) {

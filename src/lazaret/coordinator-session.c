@@ -624,7 +624,7 @@ static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
         }
 
         pidfile = native ? NULL : trace_pid_file(co, s);
-        argv = native ? native_join_argv(&co->spec, &co->native, s->cwd, m->argv)
+        argv = native ? native_join_argv(&co->spec, &co->native, s->cwd, true, m->argv)
                       : sandbox_exec_argv(&co->spec, &co->sandbox, procpath, pidfile);
         if (!argv) {
                 r = -ENOMEM;

@@ -113,6 +113,15 @@ static void reap_children(Coordinator *co) {
         }
         escalation_reap(co->esc);
         co_broker_reap(co);
+        if (reaped(co->native.relay_pid, &st)) {
+                /* Names would stop resolving for the agent, silently:
+                 * stop instead. */
+                co->native.relay_pid = 0;
+                if (!co->stopping) {
+                        log_error("the relay of egress by name stopped unexpectedly");
+                        co_begin_stop(co, "the relay of egress by name stopped unexpectedly");
+                }
+        }
         if (reaped(co->disk.pid, &st))
                 co->disk.pid = 0; /* its pipe's end says the rest */
         for (size_t i = 0; i < co->anchor.n_layers; i++) {

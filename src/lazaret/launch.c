@@ -571,21 +571,27 @@ static int native_preflight(const ConfigProfile *p, LaunchSpec *s, const char *d
                             "(allow_egress): they need the gVisor backend's network sidecar. Remove them from "
                             "[profiles.%s] and [network], or use backend = \"gvisor\"",
                             p->name, p->name);
-        if (p->n_domains > 0)
-                return fail(ret_error,
-                            "profile '%s' uses backend = \"native\", which does not reach names through the broker "
-                            "yet (allow_domains, [network] default_domains): use backend = \"gvisor\" for them",
-                            p->name);
         if (p->n_persistent_dirs > 0)
                 return fail(ret_error,
                             "profile '%s' uses backend = \"native\", which runs the host's own system directories "
                             "read-only and keeps no image layers: persistent_dirs need backend = \"gvisor\"",
                             p->name);
-        if (p->n_volumes > 0)
-                return fail(ret_error,
-                            "profile '%s' uses backend = \"native\", which does not mount volumes yet: remove "
-                            "volumes from [profiles.%s], or use backend = \"gvisor\"",
-                            p->name, p->name);
+        /* Volumes are bound where they say, but not over the sandbox's own
+         * mounts (lazaret-native refuses those destinations too). */
+        for (size_t i = 0; i < p->n_volumes; i++) {
+                const char *c = p->volumes[i].container;
+                static const char *const below[] = { "/proc", "/dev", "/workspace", "/run/lazaret" };
+                bool bad = streq(c, "/") || streq(c, "/tmp") || streq(c, "/home") || streq(c, "/home/sandbox");
+                for (size_t k = 0; !bad && k < ELEMENTSOF(below); k++)
+                        bad = path_below(c, below[k]);
+                if (bad)
+                        return fail(ret_error,
+                                    "profile '%s' uses backend = \"native\", whose sandbox cannot take volume %s there "
+                                    "(%s:%u:%u): not /, /tmp or the home, and not /proc, /dev, /workspace or "
+                                    "/run/lazaret or below them; choose another container path",
+                                    p->name, c, p->volumes[i].where.file, p->volumes[i].where.pos.line,
+                                    p->volumes[i].where.pos.col);
+        }
         s->native = path_join(dir, "lazaret-native");
         if (!s->native)
                 return -ENOMEM;

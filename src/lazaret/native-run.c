@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "argv-util.h"
+#include "broker-proto.h"
 #include "exec-util.h"
 #include "fd-util.h"
 #include "log.h"
@@ -38,16 +39,45 @@ static bool reap(pid_t pid, uint64_t timeout_usec) {
 }
 
 void native_run_stop(NativeRun *n) {
-        if (n->pid <= 0)
+        if (n->pid <= 0) {
+                n->relay_pid = 0;
                 return;
+        }
         (void) kill(n->pid, SIGTERM);
         if (!reap(n->pid, STOP_USEC)) {
                 log_warning("the native sandbox's holder (pid %d) did not end within 5 s; killing it", (int) n->pid);
                 (void) kill(n->pid, SIGKILL);
                 (void) reap(n->pid, UINT64_MAX / 2);
         }
+        /* The relay's joiner ends with the sandbox's processes. */
+        if (n->relay_pid > 0 && !reap(n->relay_pid, STOP_USEC)) {
+                (void) kill(n->relay_pid, SIGKILL);
+                (void) reap(n->relay_pid, UINT64_MAX / 2);
+        }
+        n->relay_pid = 0;
         n->pid = 0;
         n->init_pid = 0;
+}
+
+int native_run_probe(const LaunchSpec *s, const NativeRun *n, const char *name, const char *port, uint64_t timeout_usec,
+                     char **ret_line) {
+        char *const probe[] = { (char *) "/run/lazaret/relay",
+                                (char *) "--listening",
+                                (char *) "--probe",
+                                (char *) name,
+                                (char *) port,
+                                NULL };
+        Argv a = { .v = native_join_argv(s, n, NULL, false, probe) };
+        if (!a.v)
+                return -ENOMEM;
+        _cleanup_(exec_result_done) ExecResult res = {};
+        int r = exec_capture(s->native, (const char *const *) a.v, timeout_usec, &res);
+        argv_done(&a);
+        if (r < 0)
+                return r;
+        const char *out = res.out && *res.out ? res.out : res.err ? res.err : "";
+        *ret_line = strndup(out, strcspn(out, "\n"));
+        return *ret_line ? 0 : -ENOMEM;
 }
 
 void native_run_kill_leftover(const ProcessIdentity *holder) {
@@ -131,7 +161,8 @@ static int wait_ready(NativeRun *n, int out, int err, char **ret_error) {
 }
 
 int native_run_start(const LaunchSpec *s, const char *workspace, const char *git_mnt, const char *terminfo_dir,
-                     const char *certs_dir, const char *socket_dir, NativeRun *ret, char **ret_error) {
+                     const char *certs_dir, const char *socket_dir, const char *broker_dir, NativeRun *ret,
+                     char **ret_error) {
         Argv a = {};
         argv_add(&a, "lazaret-native");
         argv_add(&a, "--mode");
@@ -151,6 +182,12 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
         }
         argv_add(&a, "--ro-bind");
         argv_addf(&a, "%s:/run/lazaret/terminfo", terminfo_dir);
+        /* Volumes where they say: read-only, or read-write (each join gets
+         * --rw for those). */
+        for (size_t i = 0; i < s->n_volumes; i++) {
+                argv_add(&a, s->volumes[i].read_only ? "--ro-bind" : "--bind");
+                argv_addf(&a, "%s:%s", s->volumes[i].host, s->volumes[i].container);
+        }
         /* Host escalation: the client, the sandbox's certificates and the
          * socket's directory where gVisor's sandbox has them, read-only (a
          * socket in it can still be connected to). */
@@ -161,6 +198,19 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
                 argv_addf(&a, "%s:/run/lazaret/certs", certs_dir);
                 argv_add(&a, "--ro-bind");
                 argv_addf(&a, "%s:/run/lazaret/sock", socket_dir);
+        }
+        /* Egress by name: the relay listens on the sandbox's own loopback
+         * and hands each request to the broker's socket; lazaret-init
+         * keeps it running, as in gVisor's sandbox. */
+        bool names = broker_dir && s->relay;
+        if (names) {
+                argv_add(&a, "--loopback");
+                argv_add(&a, "--ro-bind");
+                argv_addf(&a, "%s:%s", broker_dir, BROKER_SOCKET_DIR);
+                argv_add(&a, "--ro-bind");
+                argv_addf(&a, "%s:/run/lazaret/relay", s->relay);
+                argv_add(&a, "--ro-bind");
+                argv_addf(&a, "%s:/run/lazaret/init", s->init);
         }
         /* /tmp and the home are memory: memory_limit caps each. */
         argv_add(&a, "--tmp-size");
@@ -195,7 +245,7 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
         /* Its own process group: a signal for the coordinator's group is
          * not the sandbox's. */
         sp.new_pgroup = true;
-        NativeRun n = { .git_routed = routed };
+        NativeRun n = { .git_routed = routed, .loopback = names };
         int r = spawn(&sp, &n.pid);
         argv_done(&a);
         safe_close(out[1]);
@@ -216,11 +266,34 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
                 return r;
         }
         log_info("native sandbox held by %d, its init is %d", (int) n.pid, (int) n.init_pid);
+        if (names) {
+                char *const relay[] = { (char *) "/run/lazaret/init", (char *) "--relay", (char *) "/run/lazaret/relay",
+                                        NULL };
+                Argv argv = { .v = native_join_argv(s, &n, NULL, false, relay) };
+                if (!argv.v) {
+                        native_run_stop(&n);
+                        return -ENOMEM;
+                }
+                /* Its output goes to our log (stderr); nothing of ours
+                 * else. */
+                SpawnSpec rp = SPAWN_SPEC_INIT(s->native, argv.v);
+                rp.cwd = "/";
+                rp.new_pgroup = true;
+                r = spawn(&rp, &n.relay_pid);
+                argv_done(&argv);
+                if (r < 0) {
+                        if (asprintf(ret_error, "cannot start the relay of egress by name: %s", strerror(-r)) < 0)
+                                *ret_error = NULL;
+                        native_run_stop(&n);
+                        return r;
+                }
+                log_info("relay of egress by name: lazaret-init --relay joined by %d", (int) n.relay_pid);
+        }
         *ret = n;
         return 0;
 }
 
-char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd, char *const *argv) {
+char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd, bool env_fd, char *const *argv) {
         Argv a = {};
         argv_add(&a, "lazaret-native");
         argv_add(&a, "--join");
@@ -230,12 +303,21 @@ char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd
                 argv_add(&a, "--cwd");
                 argv_add(&a, sub);
         }
-        argv_add(&a, "--env-fd");
-        argv_add(&a, "3");
+        if (env_fd) {
+                argv_add(&a, "--env-fd");
+                argv_add(&a, "3");
+        }
         if (n->git_routed) {
                 argv_add(&a, "--rw");
                 argv_add(&a, s->git_dir);
         }
+        if (n->loopback)
+                argv_add(&a, "--loopback");
+        for (size_t i = 0; i < s->n_volumes; i++)
+                if (!s->volumes[i].read_only) {
+                        argv_add(&a, "--rw");
+                        argv_add(&a, s->volumes[i].container);
+                }
         argv_add(&a, "--");
         for (char *const *p = argv; p && *p; p++)
                 argv_add(&a, *p);

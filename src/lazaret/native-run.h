@@ -10,6 +10,7 @@
  * ends every process of the sandbox with its init. */
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "launch.h"
@@ -20,6 +21,8 @@ typedef struct NativeRun {
         ProcessIdentity ident;
         pid_t init_pid; /* the sandbox's PID 1, as the host sees it */
         bool git_routed; /* the git router's mount is the repository's .git (each join gets --rw for it) */
+        bool loopback; /* egress by name: the loopback is up, the relay listens there (each join: --loopback) */
+        pid_t relay_pid; /* the joiner of lazaret-init --relay, our child; 0 without names */
 } NativeRun;
 
 /* Start the sandbox: workspace at /workspace; in branch mode the
@@ -28,20 +31,30 @@ typedef struct NativeRun {
  * terminfo_dir read-only at /run/lazaret/terminfo; /tmp and the home
  * tmpfs of memory_limit each; with escalation (certs_dir and socket_dir
  * not NULL) its client, certificates and socket directory read-only at
- * /run/lazaret/escalate, certs and sock, as under gVisor. Waits (10 s at most) for the
+ * /run/lazaret/escalate, certs and sock, as under gVisor; with egress by
+ * name (broker_dir not NULL) the loopback up, the broker's socket
+ * directory, the relay and lazaret-init bound read-only, and lazaret-init
+ * --relay joined in to keep the relay running (relay_pid). Waits (10 s at most) for the
  * holder's "ready". On failure returns -errno with *ret_error (one line,
  * caller frees) and leaves nothing running. */
 int native_run_start(const LaunchSpec *s, const char *workspace, const char *git_mnt, const char *terminfo_dir,
-                     const char *certs_dir, const char *socket_dir, NativeRun *ret, char **ret_error);
+                     const char *certs_dir, const char *socket_dir, const char *broker_dir, NativeRun *ret,
+                     char **ret_error);
 
 /* Stop it: SIGTERM to the holder (it ends the sandbox's processes), SIGKILL
  * after 5 s, reaped. Safe to call twice. */
 void native_run_stop(NativeRun *n);
 
+/* One probe of egress by name from inside: `lazaret-relay --listening
+ * --probe NAME PORT` joined in; its one line of output in *ret_line. */
+int native_run_probe(const LaunchSpec *s, const NativeRun *n, const char *name, const char *port, uint64_t timeout_usec,
+                     char **ret_line);
+
 /* A holder a dead coordinator left (by pid and start time): killed. */
 void native_run_kill_leftover(const ProcessIdentity *holder);
 
-/* The argument vector of a session's joiner: `lazaret-native --join PID
- * [--cwd REL] --env-fd 3 -- argv...` (cwd: "/workspace" or below it).
- * NULL on OOM. */
-char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd, char *const *argv);
+/* The argument vector of a joiner: `lazaret-native --join PID [--cwd REL]
+ * [--env-fd 3] [--rw ...] [--loopback] -- argv...` (cwd: "/workspace" or
+ * below it, or NULL; env_fd: a session's environment at fd 3). NULL on
+ * OOM. */
+char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd, bool env_fd, char *const *argv);

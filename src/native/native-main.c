@@ -86,6 +86,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -213,15 +215,13 @@ _noreturn_ _printf_(1, 2) static void die(const char *fmt, ...) {
 static void usage(void) {
         fprintf(stderr,
                 "usage: lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--bind SRC:DST]...\n"
-                "                      [--mask PATH]... [--setenv NAME=VALUE]... [--shm-size BYTES] [--tmp-size "
-                "BYTES]\n"
-                "                      [--mode full|fs-only|auto] -- CMD [ARG]...\n"
+                "                      [--mask PATH]... [--setenv NAME=VALUE]... [--shm-size BYTES]\n"
+                "                      [--tmp-size BYTES] [--loopback] [--mode full|fs-only|auto] -- CMD [ARG]...\n"
                 "       lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--bind SRC:DST]...\n"
-                "                      [--mask PATH]... [--shm-size BYTES] [--tmp-size BYTES] [--mode full|auto] "
-                "[--die-with-parent]\n"
-                "                      --hold\n"
-                "       lazaret-native --join PID [--cwd REL] [--env-fd N] [--rw DST]... [--setenv NAME=VALUE]...\n"
-                "                      -- CMD [ARG]...\n"
+                "                      [--mask PATH]... [--shm-size BYTES] [--tmp-size BYTES] [--loopback]\n"
+                "                      [--mode full|auto] [--die-with-parent] --hold\n"
+                "       lazaret-native --join PID [--cwd REL] [--env-fd N] [--rw DST]... [--loopback]\n"
+                "                      [--setenv NAME=VALUE]... -- CMD [ARG]...\n"
                 "       lazaret-native [--mode full|fs-only|auto] --check\n");
 }
 
@@ -314,6 +314,22 @@ static size_t read_error(int fd, char *msg, size_t size) {
 }
 
 /* ---- A: the namespaces ---------------------------------------------------- */
+
+/* The new network namespace's loopback up (A has CAP_NET_ADMIN in the
+ * user namespace that owns it). */
+static void loopback_up(void) {
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                die("--loopback: socket: %s", strerror(errno));
+        struct ifreq ifr = {};
+        snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+        if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+                die("--loopback: cannot read lo's flags: %s", strerror(errno));
+        ifr.ifr_flags |= IFF_UP;
+        if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+                die("--loopback: cannot bring lo up: %s", strerror(errno));
+        close(fd);
+}
 
 static void write_file(const char *path, const char *s) {
         int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -694,11 +710,16 @@ static void add_rule(LandlockRules *r, const char *path, LandlockGrant g) {
 static const char *rw_paths[ARGS_MAX];
 static size_t n_rw_paths;
 
+/* --loopback: the namespace's loopback is up (the relay of egress by name
+ * listens there), and TCP is not refused by Landlock: a network namespace
+ * of its own with nothing but that loopback reaches nothing else. */
+static bool loopback;
+
 static LandlockRules *full_rules(void) {
         LandlockRules *r = NULL;
-        /* The network namespace has no interface up; Landlock refuses TCP
-         * as well where it can (ABI 4). */
-        if (landlock_rules_new(landlock_abi() >= 4 ? LANDLOCK_DENY_TCP : 0, &r) < 0)
+        /* Without --loopback the network namespace has no interface up;
+         * Landlock refuses TCP as well where it can (ABI 4). */
+        if (landlock_rules_new(!loopback && landlock_abi() >= 4 ? LANDLOCK_DENY_TCP : 0, &r) < 0)
                 die("out of memory");
         /* The new root holds nothing but what was put there (the system
          * directories and --ro paths read-only anyway, masks, /proc of the
@@ -869,6 +890,8 @@ _noreturn_ static void setup_main(const Spec *s, int alive, int ready, uid_t uid
         write_file("/proc/self/gid_map", map);
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 die("cannot make the mounts private: %s", strerror(errno));
+        if (loopback)
+                loopback_up();
         if (unshare(CLONE_NEWPID) < 0)
                 die("cannot create the PID namespace: %s", strerror(errno));
         /* B is the init of the new PID namespace, which drops a signal from
@@ -1730,6 +1753,7 @@ int main(int argc, char **argv) {
                 { "ro-bind", required_argument, NULL, 'B' },
                 { "bind", required_argument, NULL, 'b' },
                 { "rw", required_argument, NULL, 'W' },
+                { "loopback", no_argument, NULL, 'L' },
                 { "tmp-size", required_argument, NULL, 'T' },
                 { "mask", required_argument, NULL, 'm' },
                 { "setenv", required_argument, NULL, 'e' },
@@ -1791,6 +1815,9 @@ int main(int argc, char **argv) {
                                 rw_paths[n_rw_paths++] = dst;
                         break;
                 }
+                case 'L':
+                        loopback = true;
+                        break;
                 case 'W':
                         /* --join: a --bind destination of the hold. */
                         if (!dst_is_valid(optarg)) {
@@ -1994,11 +2021,12 @@ int main(int argc, char **argv) {
                 die("--hold needs FULL mode, whose namespaces the commands join, and there are %s: allow unprivileged "
                     "user namespaces, or use the container backend",
                     why);
-        if (mode == MODE_FS_ONLY && (s.n_ro_bind || s.n_rw_bind || tmp_given))
-                die("%s needs FULL mode (FS-ONLY has no mount namespace of its own to bind or mount in)",
+        if (mode == MODE_FS_ONLY && (s.n_ro_bind || s.n_rw_bind || tmp_given || loopback))
+                die("%s needs FULL mode (FS-ONLY has no mount or network namespace of its own)",
                     s.n_ro_bind   ? "--ro-bind"
                     : s.n_rw_bind ? "--bind"
-                                  : "--tmp-size");
+                    : tmp_given   ? "--tmp-size"
+                                  : "--loopback");
         if (mode == MODE_FS_ONLY)
                 return run_fs_only(&s, abi);
 

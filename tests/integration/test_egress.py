@@ -353,3 +353,54 @@ def test_narrower_policy_reaches_the_broker(namedom, names):
     finally:
         kill_cli(holder)
         holder.wait()
+
+
+def test_native_backend_names(lz, names):
+    """The native backend (issue 21) reaches names the same way: the relay
+    on the sandbox's own loopback (kept running by lazaret-init, joined in
+    by the coordinator) hands each request to the broker's socket; a listed
+    name answers, an unlisted one and a direct connection do not; the agent
+    cannot kill the relay (another Landlock domain: signals scoped)."""
+    rules = json.dumps(RULES)
+    d = Domain(lz, "localhost/lazaret/unused:1",
+               network=f'default_allow = []\ndefault_deny = []\nipv6 = "disabled"\nresolvers = ["{HOST4}"]\n'
+                       f'probe_domains = ["ok.example.test:8080"]\n',
+               extra=f'backend = "native"\nallow_domains = {rules}\n')
+    lz.write("work/get.py", f"""
+import os, signal, socket, urllib.request
+def get(url):
+    try:
+        return urllib.request.urlopen(url, timeout=20).read().decode()
+    except Exception as e:
+        return "ERR " + type(e).__name__
+print("proxy", os.environ.get("http_proxy"))
+print("ok", get("http://ok.example.test:8080/hello.txt").strip())
+print("unlisted", get("http://unlisted.example.test:8080/hello.txt").strip())
+s = socket.socket()
+s.settimeout(3)
+try:
+    s.connect(("{HOST4}", 8080))
+    print("direct OK")
+except OSError as e:
+    print("direct", e.errno)
+relay = [p for p in os.listdir("/proc") if p.isdigit() and open(f"/proc/{{p}}/comm").read().strip() == "relay"]
+try:
+    os.kill(int(relay[0]), signal.SIGKILL)
+    print("kill OK")
+except OSError as e:
+    print("kill", e.errno)
+""")
+    before = len(accepts(names))
+    r = d.run("run", "--tui=none", "--", "/usr/bin/python3", "get.py", timeout=120)
+    assert r.returncode == 0, r.stderr + d.log()
+    out = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+    assert out["proxy"] == "http://127.0.0.1:3128", out
+    assert out["ok"] == "hello by name", out
+    assert out["unlisted"].startswith("ERR"), out
+    assert out["direct"] != "OK", out
+    assert out["kill"] == "1", "the agent must not kill the relay (EPERM): " + r.stdout
+    got = accepts(names)[before:]
+    assert len(got) == 0, got  # HTTP only: the echo server saw nothing
+    assert "egress by name proved" in d.log(), d.log()
+    st = d.run("run", "--tui=none", "--", "/bin/true")
+    assert st.returncode == 0, st.stderr

@@ -2815,3 +2815,69 @@ def test_ro_bind_and_tmp_size_need_full(nat):
     for extra in (["--ro-bind", f"{nat.work}:/run/x"], ["--tmp-size", "1048576"]):
         r = nat.run("--mode", "fs-only", "--workspace", nat.work, *extra, "--", "/bin/true")
         assert "needs FULL mode" in one_error_line(r), extra
+
+
+def test_bind_read_write_and_rw_of_a_join(nat):
+    """--bind SRC:DST: writable at DST by the command of a sandbox of its
+    own; in a hold, by a join told --rw DST, and by no other join
+    (Landlock's rules are each join's own); SRC's host copy gets what was
+    written. --rw outside --join is refused."""
+    src = nat.outside_tmp_dir("rwbind")
+    code = """
+R["write"] = t(write, "/run/lazaret/rw/%s", "from inside\\n")
+"""
+    r = nat.run("--workspace", nat.work, "--bind", f"{src}:/run/lazaret/rw", "--", PYTHON, "-c",
+                PRELUDE + code % "run" + EPILOGUE)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"write": "OK"}
+    assert open(os.path.join(src, "run")).read() == "from inside\n"
+    h = nat.hold(extra=["--bind", f"{src}:/run/lazaret/rw"])
+    r = nat.join(h.init, [PYTHON, "-c", PRELUDE + code % "without" + EPILOGUE])
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["write"] == "EACCES"
+    assert not os.path.exists(os.path.join(src, "without"))
+    r = nat.run("--join", str(h.init), "--rw", "/run/lazaret/rw", "--", PYTHON, "-c",
+                PRELUDE + code % "with" + EPILOGUE)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"write": "OK"}
+    assert open(os.path.join(src, "with")).read() == "from inside\n"
+    bad = nat.run("--workspace", nat.work, "--rw", "/run/lazaret/rw", "--", "/bin/true")
+    assert "--rw is only for --join" in one_error_line(bad)
+
+
+def test_loopback_is_the_sandboxs_own(nat):
+    """--loopback (egress by name's relay listens there): the sandbox's own
+    loopback is up and TCP works on it (a server and a client inside); the
+    host's loopback listener still receives nothing (ECONNREFUSED: the
+    sandbox's 127.0.0.1 is its own); a join without --loopback keeps
+    Landlock's TCP refusal; FS-ONLY refuses it."""
+    code = r"""
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(1)
+c = socket.create_connection(srv.getsockname(), timeout=5)
+a, _ = srv.accept()
+c.sendall(b"inside")
+R["own"] = a.recv(16).decode()
+def host():
+    s = socket.socket()
+    s.settimeout(3)
+    s.connect(("127.0.0.1", %d))
+R["host"] = t(host)
+"""
+    with listener(nat.user, "tcp", "127.0.0.1") as (port, acc):
+        r = nat.run("--workspace", nat.work, "--loopback", "--", PYTHON, "-c", PRELUDE + code % port + EPILOGUE)
+        assert r.returncode == 0, r.stderr
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        assert res == {"own": "inside", "host": "ECONNREFUSED"}, res
+        h = nat.hold(extra=["--loopback"])
+        with_lo = nat.run("--join", str(h.init), "--loopback", "--", PYTHON, "-c",
+                          PRELUDE + code % port + EPILOGUE)
+        assert with_lo.returncode == 0, with_lo.stderr
+        assert json.loads(with_lo.stdout.strip().splitlines()[-1]) == {"own": "inside", "host": "ECONNREFUSED"}
+        without = nat.join(h.init, [PYTHON, "-c", PRELUDE + 'R["bind"] = t(socket.socket().bind, ("127.0.0.1", 0))'
+                                    + EPILOGUE])
+        assert json.loads(without.stdout.strip().splitlines()[-1]) == {"bind": "EACCES"}, without.stdout
+        assert acc() == 0
+    bad = nat.run("--mode", "fs-only", "--workspace", nat.work, "--loopback", "--", "/bin/true")
+    assert "needs FULL mode" in one_error_line(bad)

@@ -313,7 +313,6 @@ tryit("tcp-host-loopback", tcp)
 @pytest.mark.parametrize("case,extra,network,env,want", [
     ("landlock-missing", "", None, {"LAZARET_TEST_LANDLOCK_ABI": "0"}, "Landlock is not available"),
     ("allow-egress", 'allow_egress = ["192.0.2.0/24"]\n', None, {}, "cannot enforce address rules"),
-    ("allow-domains", 'allow_domains = ["example.org"]\n', None, {}, "does not reach names through the broker"),
     ("persistent-dirs", 'persistent_dirs = ["/usr/local"]\n', None, {}, "persistent_dirs need"),
 ])
 def test_native_preflight_fails_closed(lz, case, extra, network, env, want):
@@ -400,3 +399,27 @@ def test_native_escalation(lz):
     while time.monotonic() < deadline and os.listdir(sock):
         time.sleep(0.1)
     assert os.listdir(sock) == []
+
+
+def test_native_volumes(lz):
+    """Volumes where they say: a read-only one read, not written; a
+    read-write one written by every session (each join may write it), the
+    host's directory getting it. One over the sandbox's own mounts is
+    refused before anything starts, naming it."""
+    ro, rw = os.path.join(lz.base, "ro-vol"), os.path.join(lz.base, "rw-vol")
+    for p in (ro, rw):
+        os.makedirs(p, exist_ok=True)
+        os.chown(p, lz.user.pw_uid, lz.user.pw_gid)
+    lz.write("ro-vol/f", "read only\n")
+    vols = (f'volumes = [{{ host = "{ro}", container = "/data/ro", mode = "ro" }}, '
+            f'{{ host = "{rw}", container = "/data/rw", mode = "rw" }}]\n')
+    d = native(lz, extra=vols)
+    r = d.run("run", "--tui=none", "--", "/bin/sh", "-c",
+              "cat /data/ro/f; echo x > /data/ro/g 2>/dev/null || echo ro-refused; echo one > /data/rw/a && echo rw-ok")
+    assert r.returncode == 0, r.stderr + d.log()
+    assert r.stdout.splitlines() == ["read only", "ro-refused", "rw-ok"], r.stdout
+    assert open(os.path.join(rw, "a")).read() == "one\n"
+    assert not os.path.exists(os.path.join(ro, "g"))
+    bad = native(lz, extra='volumes = [{ host = "' + rw + '", container = "/workspace/v", mode = "rw" }]\n')
+    r = bad.run("run", "--tui=none", "--", "/bin/true")
+    assert r.returncode == 125 and "cannot take volume /workspace/v" in r.stderr, r.stderr
