@@ -893,9 +893,9 @@ static json_t *status_json(Coordinator *co) {
         bool native = co->spec.backend == BACKEND_NATIVE;
         json_t *limits = json_pack(
                 "{s:{s:I, s:b, s:s}, s:{s:I, s:o*, s:b, s:s}, s:o*, s:{s:I, s:b, s:s}}", "pids", "limit",
-                (json_int_t) co->spec.nproc, "enforced", !native, "enforced_by",
-                native              ? "nothing yet: the native backend makes no pids cgroup of its own (RLIMIT_NPROC "
-                                      "would count every process of the user on the host)"
+                (json_int_t) co->spec.nproc, "enforced", 1, "enforced_by",
+                native              ? "RLIMIT_NPROC of every process of the sandbox, which Linux counts in the "
+                                      "sandbox's own user namespace: its tasks, not the user's on the host"
                 : co->spec.rootless ? "gVisor (RLIMIT_NPROC for every task of the sandbox)"
                                     : "gVisor (RLIMIT_NPROC for every task of the sandbox), and a pids cgroup for "
                                       "runsc's host threads",

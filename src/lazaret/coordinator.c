@@ -918,10 +918,11 @@ int coordinator_main(void) {
                 if (native) {
                         /* Said at every start, never silent. */
                         snprintf(co.mem_unwatched, sizeof(co.mem_unwatched),
-                                 "the native backend makes no memory cgroup of its own yet");
-                        log_warning("memory_limit and pids_limit are not enforced: %s", co.mem_unwatched);
-                        status_warn(&co, "memory_limit and pids_limit are not enforced: the native backend makes no "
-                                         "cgroup of its own yet ('lazaret status' shows what is)");
+                                 "the native backend makes no memory cgroup of its own yet (its /tmp and home are "
+                                 "capped at the limit each)");
+                        log_warning("memory_limit is not enforced: %s", co.mem_unwatched);
+                        status_warn(&co, "memory_limit is not enforced: the native backend makes no cgroup of its own "
+                                         "yet ('lazaret status' shows what is)");
                 } else if (k < 0) {
                         snprintf(co.mem_unwatched, sizeof(co.mem_unwatched),
                                  "gVisor's memory file of the sandbox cannot be read: %s", strerror(-k));

@@ -212,6 +212,10 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
                 argv_add(&a, "--ro-bind");
                 argv_addf(&a, "%s:/run/lazaret/init", s->init);
         }
+        /* pids_limit: RLIMIT_NPROC, counted in the sandbox's own user
+         * namespace (each join sets it too). */
+        argv_add(&a, "--nproc");
+        argv_addf(&a, "%" PRIu64, s->nproc);
         /* /tmp and the home are memory: memory_limit caps each. */
         argv_add(&a, "--tmp-size");
         argv_addf(&a, "%" PRIu64, s->memory_limit_mib << 20);
@@ -313,6 +317,8 @@ char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd
         }
         if (n->loopback)
                 argv_add(&a, "--loopback");
+        argv_add(&a, "--nproc");
+        argv_addf(&a, "%" PRIu64, s->nproc);
         for (size_t i = 0; i < s->n_volumes; i++)
                 if (!s->volumes[i].read_only) {
                         argv_add(&a, "--rw");

@@ -216,11 +216,12 @@ static void usage(void) {
         fprintf(stderr,
                 "usage: lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--bind SRC:DST]...\n"
                 "                      [--mask PATH]... [--setenv NAME=VALUE]... [--shm-size BYTES]\n"
-                "                      [--tmp-size BYTES] [--loopback] [--mode full|fs-only|auto] -- CMD [ARG]...\n"
+                "                      [--tmp-size BYTES] [--loopback] [--nproc N] [--mode full|fs-only|auto]\n"
+                "                      -- CMD [ARG]...\n"
                 "       lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--bind SRC:DST]...\n"
                 "                      [--mask PATH]... [--shm-size BYTES] [--tmp-size BYTES] [--loopback]\n"
-                "                      [--mode full|auto] [--die-with-parent] --hold\n"
-                "       lazaret-native --join PID [--cwd REL] [--env-fd N] [--rw DST]... [--loopback]\n"
+                "                      [--nproc N] [--mode full|auto] [--die-with-parent] --hold\n"
+                "       lazaret-native --join PID [--cwd REL] [--env-fd N] [--rw DST]... [--loopback] [--nproc N]\n"
                 "                      [--setenv NAME=VALUE]... -- CMD [ARG]...\n"
                 "       lazaret-native [--mode full|fs-only|auto] --check\n");
 }
@@ -710,6 +711,29 @@ static void add_rule(LandlockRules *r, const char *path, LandlockGrant g) {
 static const char *rw_paths[ARGS_MAX];
 static size_t n_rw_paths;
 
+/* --nproc: RLIMIT_NPROC of every process of the sandbox. Linux counts it
+ * per user namespace and user (since 5.14), so in the sandbox's own
+ * namespace it counts the sandbox's tasks (threads too), not the user's
+ * processes on the host; none of them has the capabilities that pass it. 0:
+ * left as it is. */
+static unsigned long long nproc_limit;
+
+static void apply_nproc(void) {
+        if (nproc_limit == 0)
+                return;
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NPROC, &rl) < 0)
+                die("getrlimit(RLIMIT_NPROC): %s", strerror(errno));
+        /* Never above the hard limit the caller has (raising it takes a
+         * privilege the sandbox must not have). */
+        rlim_t n = (rlim_t) nproc_limit;
+        if (rl.rlim_max != RLIM_INFINITY && n > rl.rlim_max)
+                n = rl.rlim_max;
+        rl.rlim_cur = rl.rlim_max = n;
+        if (setrlimit(RLIMIT_NPROC, &rl) < 0)
+                die("--nproc %llu: setrlimit: %s", nproc_limit, strerror(errno));
+}
+
 /* --loopback: the namespace's loopback is up (the relay of egress by name
  * listens there), and TCP is not refused by Landlock: a network namespace
  * of its own with nothing but that loopback reaches nothing else. */
@@ -744,6 +768,7 @@ static LandlockRules *full_rules(void) {
  * directory already, with envp built; confined, then executed. */
 _noreturn_ static void exec_confined(char *const *argv) {
         _cleanup_(landlock_rules_freep) LandlockRules *r = full_rules();
+        apply_nproc();
         close_inherited();
         const char *why = NULL;
         int k = landlock_apply(r, 1, &why);
@@ -892,6 +917,9 @@ _noreturn_ static void setup_main(const Spec *s, int alive, int ready, uid_t uid
                 die("cannot make the mounts private: %s", strerror(errno));
         if (loopback)
                 loopback_up();
+        /* In the new user namespace: B and all below it inherit it, and
+         * are counted there. */
+        apply_nproc();
         if (unshare(CLONE_NEWPID) < 0)
                 die("cannot create the PID namespace: %s", strerror(errno));
         /* B is the init of the new PID namespace, which drops a signal from
@@ -1754,6 +1782,7 @@ int main(int argc, char **argv) {
                 { "bind", required_argument, NULL, 'b' },
                 { "rw", required_argument, NULL, 'W' },
                 { "loopback", no_argument, NULL, 'L' },
+                { "nproc", required_argument, NULL, 'P' },
                 { "tmp-size", required_argument, NULL, 'T' },
                 { "mask", required_argument, NULL, 'm' },
                 { "setenv", required_argument, NULL, 'e' },
@@ -1818,6 +1847,16 @@ int main(int argc, char **argv) {
                 case 'L':
                         loopback = true;
                         break;
+                case 'P': {
+                        char *end;
+                        errno = 0;
+                        nproc_limit = strtoull(optarg, &end, 10);
+                        if (errno || *end || nproc_limit == 0 || !strchr("0123456789", optarg[0])) {
+                                fprintf(stderr, "lazaret-native: --nproc %s: a number of tasks expected\n", optarg);
+                                return EXIT_NATIVE;
+                        }
+                        break;
+                }
                 case 'W':
                         /* --join: a --bind destination of the hold. */
                         if (!dst_is_valid(optarg)) {
@@ -1836,7 +1875,7 @@ int main(int argc, char **argv) {
                         char *end;
                         errno = 0;
                         s.tmp_size = strtoull(optarg, &end, 10);
-                        if (errno || *end || s.tmp_size == 0) {
+                        if (errno || *end || s.tmp_size == 0 || !strchr("0123456789", optarg[0])) {
                                 fprintf(stderr, "lazaret-native: --tmp-size %s: a number of bytes expected\n", optarg);
                                 return EXIT_NATIVE;
                         }
@@ -1857,7 +1896,7 @@ int main(int argc, char **argv) {
                         char *end;
                         errno = 0;
                         s.shm_size = strtoull(optarg, &end, 10);
-                        if (errno || *end || s.shm_size == 0) {
+                        if (errno || *end || s.shm_size == 0 || !strchr("0123456789", optarg[0])) {
                                 fprintf(stderr, "lazaret-native: --shm-size %s: a number of bytes expected\n", optarg);
                                 return EXIT_NATIVE;
                         }
@@ -2021,12 +2060,13 @@ int main(int argc, char **argv) {
                 die("--hold needs FULL mode, whose namespaces the commands join, and there are %s: allow unprivileged "
                     "user namespaces, or use the container backend",
                     why);
-        if (mode == MODE_FS_ONLY && (s.n_ro_bind || s.n_rw_bind || tmp_given || loopback))
+        if (mode == MODE_FS_ONLY && (s.n_ro_bind || s.n_rw_bind || tmp_given || loopback || nproc_limit))
                 die("%s needs FULL mode (FS-ONLY has no mount or network namespace of its own)",
                     s.n_ro_bind   ? "--ro-bind"
                     : s.n_rw_bind ? "--bind"
                     : tmp_given   ? "--tmp-size"
-                                  : "--loopback");
+                    : loopback    ? "--loopback"
+                                  : "--nproc");
         if (mode == MODE_FS_ONLY)
                 return run_fs_only(&s, abi);
 

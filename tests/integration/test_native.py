@@ -2881,3 +2881,21 @@ R["host"] = t(host)
         assert acc() == 0
     bad = nat.run("--mode", "fs-only", "--workspace", nat.work, "--loopback", "--", "/bin/true")
     assert "needs FULL mode" in one_error_line(bad)
+
+
+def test_nproc_sets_the_limit_in_run_hold_and_join(nat):
+    """--nproc N: every process of the sandbox has RLIMIT_NPROC N (the
+    coordinator's pids_limit; counted in the sandbox's own user namespace,
+    test_native_run.py shows the count); bad values and FS-ONLY refused."""
+    code = 'R["limit"] = [line.split()[2] for line in open("/proc/self/limits") if line.startswith("Max processes")][0]'
+    r = nat.run("--workspace", nat.work, "--nproc", "77", "--", PYTHON, "-c", PRELUDE + code + EPILOGUE)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"limit": "77"}
+    h = nat.hold(extra=["--nproc", "66"])
+    r = nat.run("--join", str(h.init), "--nproc", "55", "--", PYTHON, "-c", PRELUDE + code + EPILOGUE)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"limit": "55"}
+    for bad in ("0", "many", "-1"):
+        assert "--nproc" in one_error_line(nat.run("--workspace", nat.work, "--nproc", bad, "--", "/bin/true"))
+    r = nat.run("--mode", "fs-only", "--workspace", nat.work, "--nproc", "10", "--", "/bin/true")
+    assert "needs FULL mode" in one_error_line(r)

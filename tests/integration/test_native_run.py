@@ -166,7 +166,7 @@ def test_native_run_branch_mode(lz):
         sb = st["sandbox"]
         assert sb["backend"] == "native", sb
         assert "git" not in sb, "routed, not read-only: " + json.dumps(sb)
-        assert st["limits"]["pids"]["enforced"] is False
+        assert st["limits"]["pids"]["enforced"] is True, st["limits"]
         assert st["limits"]["memory"]["enforced"] is False
         text = d.run("status")
         assert text.returncode == 0, text.stderr
@@ -423,3 +423,30 @@ def test_native_volumes(lz):
     bad = native(lz, extra='volumes = [{ host = "' + rw + '", container = "/workspace/v", mode = "rw" }]\n')
     r = bad.run("run", "--tui=none", "--", "/bin/true")
     assert r.returncode == 125 and "cannot take volume /workspace/v" in r.stderr, r.stderr
+
+
+def test_native_pids_limit(lz):
+    """pids_limit in the native sandbox: RLIMIT_NPROC, counted in its own
+    user namespace. With 40 processes of the same user already running on
+    the host, a loop of sleepers inside still starts a dozen (the host's do
+    not count), and fails at the limit (16) with EAGAIN; nothing of it is
+    left."""
+    host = [subprocess.Popen(["runuser", "-u", lz.user.pw_name, "--", "sleep", "60"]) for _ in range(40)]
+    try:
+        d = native(lz, extra="pids_limit = 16\n")
+        r = d.run("run", "--tui=none", "--", "/bin/sh", "-c",
+                  "n=0; while [ $n -lt 100 ]; do sleep 30 & n=$((n+1)); echo $n; done", timeout=120)
+        out = r.stdout + r.stderr
+        started = int(r.stdout.split()[-1])
+        assert 5 < started < 16, out
+        assert "Cannot fork" in r.stderr, out  # dash's words for EAGAIN from fork()
+        st = d.run("run", "--tui=none", "--", "/bin/true")
+        assert st.returncode == 0, st.stderr
+    finally:
+        for p in host:
+            p.kill()
+            p.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and domain_processes(d):
+        time.sleep(0.1)
+    assert not domain_processes(d)
