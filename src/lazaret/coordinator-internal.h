@@ -263,6 +263,7 @@ struct Coordinator {
         /* The memory limit (issue 16): gVisor's memory file, looked at
          * once a second; why it is not watched when it is not. */
         int mem_fd;
+        bool mem_native; /* the native backend's memory is watched (native_memory_used), not a file's */
         uint64_t mem_next_check, mem_used;
         char mem_unwatched[160];
         char cpus[64], cpu_unset[160]; /* the CPUs the sandbox runs on, or why it runs anywhere */

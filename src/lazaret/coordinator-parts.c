@@ -10,7 +10,8 @@
 void co_check_memory(Coordinator *co) {
         uint64_t used = 0, limit = co->spec.memory_limit_mib << 20;
         co->mem_next_check = now_usec() + MEMORY_CHECK_USEC;
-        if (limits_memory_used(co->mem_fd, &used) < 0)
+        if (co->spec.backend == BACKEND_NATIVE ? native_memory_used(&co->native, &used) < 0
+                                               : limits_memory_used(co->mem_fd, &used) < 0)
                 return;
         co->mem_used = used;
         if (used <= limit || co->stopping)

@@ -900,9 +900,11 @@ static json_t *status_json(Coordinator *co) {
                                     : "gVisor (RLIMIT_NPROC for every task of the sandbox), and a pids cgroup for "
                                       "runsc's host threads",
                 "memory", "limit_mib", (json_int_t) co->spec.memory_limit_mib, "used_mib",
-                co->mem_fd >= 0 ? json_integer((json_int_t) (co->mem_used >> 20)) : NULL, "enforced", co->mem_fd >= 0,
-                "enforced_by",
-                co->mem_fd < 0      ? co->mem_unwatched
+                co->mem_fd >= 0 || co->mem_native ? json_integer((json_int_t) (co->mem_used >> 20)) : NULL, "enforced",
+                co->mem_fd >= 0 || co->mem_native, "enforced_by",
+                co->mem_native      ? "the coordinator: the proportional set size of the sandbox's processes and "
+                                      "what its tmpfs mounts hold, once a second; at the limit it stops the sandbox"
+                : co->mem_fd < 0    ? co->mem_unwatched
                 : co->spec.rootless ? "the coordinator, which stops the sandbox at the limit"
                                     : "the coordinator, which stops the sandbox at the limit, and a memory cgroup "
                                       "above it",

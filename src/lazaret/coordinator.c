@@ -312,7 +312,7 @@ static uint64_t next_deadline(Coordinator *co) {
                         d = c->linger_deadline;
         if (!co->ever_had_session && co->started_usec + IDLE_USEC < d)
                 d = co->started_usec + IDLE_USEC;
-        if (co->mem_fd >= 0 && !co->stopping && co->mem_next_check < d)
+        if ((co->mem_fd >= 0 || co->mem_native) && !co->stopping && co->mem_next_check < d)
                 d = co->mem_next_check;
         if (co->status_dirty && co->status_last + STATUS_LINE_USEC < d)
                 d = co->status_last + STATUS_LINE_USEC;
@@ -321,7 +321,7 @@ static uint64_t next_deadline(Coordinator *co) {
 
 static void run_timers(Coordinator *co) {
         uint64_t now = now_usec();
-        if (co->mem_fd >= 0 && !co->stopping && now >= co->mem_next_check)
+        if ((co->mem_fd >= 0 || co->mem_native) && !co->stopping && now >= co->mem_next_check)
                 co_check_memory(co);
         if (co->status_dirty && now >= co->status_last + STATUS_LINE_USEC)
                 co_status_line_send(co);
@@ -914,15 +914,12 @@ int coordinator_main(void) {
                         status_warn(&co, w);
                 } else
                         log_info("the sandbox's %d host threads run on CPUs %s at nice %d", t, co.cpus, SANDBOX_NICE);
-                int k = native ? -EOPNOTSUPP : limits_memory_open(co.sandbox.conmon_pid, &co.mem_fd);
+                int k = native ? 0 : limits_memory_open(co.sandbox.conmon_pid, &co.mem_fd);
                 if (native) {
-                        /* Said at every start, never silent. */
-                        snprintf(co.mem_unwatched, sizeof(co.mem_unwatched),
-                                 "the native backend makes no memory cgroup of its own yet (its /tmp and home are "
-                                 "capped at the limit each)");
-                        log_warning("memory_limit is not enforced: %s", co.mem_unwatched);
-                        status_warn(&co, "memory_limit is not enforced: the native backend makes no cgroup of its own "
-                                         "yet ('lazaret status' shows what is)");
+                        /* Its processes and tmpfs mounts, looked at once a
+                         * second like gVisor's memory file. */
+                        co.mem_native = true;
+                        co_check_memory(&co);
                 } else if (k < 0) {
                         snprintf(co.mem_unwatched, sizeof(co.mem_unwatched),
                                  "gVisor's memory file of the sandbox cannot be read: %s", strerror(-k));

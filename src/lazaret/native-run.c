@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,6 +80,68 @@ int native_run_probe(const LaunchSpec *s, const NativeRun *n, const char *name, 
         const char *out = res.out && *res.out ? res.out : res.err ? res.err : "";
         *ret_line = strndup(out, strcspn(out, "\n"));
         return *ret_line ? 0 : -ENOMEM;
+}
+
+/* The first "Pss:" of smaps_rollup, or the resident set of statm, in
+ * bytes; 0 when neither can be read (the process ended). */
+static uint64_t process_memory(int proc_dir) {
+        char buf[4096];
+        int fd = openat(proc_dir, "smaps_rollup", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+                ssize_t k = read(fd, buf, sizeof(buf) - 1);
+                close(fd);
+                if (k > 0) {
+                        buf[k] = '\0';
+                        const char *p = strstr(buf, "\nPss:");
+                        if (p)
+                                return strtoull(p + 5, NULL, 10) << 10;
+                }
+        }
+        fd = openat(proc_dir, "statm", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        ssize_t k = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (k <= 0)
+                return 0;
+        buf[k] = '\0';
+        unsigned long long size = 0, resident = 0;
+        if (sscanf(buf, "%llu %llu", &size, &resident) != 2)
+                return 0;
+        return (uint64_t) resident * (uint64_t) sysconf(_SC_PAGESIZE);
+}
+
+int native_memory_used(const NativeRun *n, uint64_t *ret_bytes) {
+        if (n->init_pid <= 0)
+                return -ESRCH;
+        DIR *d = opendir("/proc");
+        if (!d)
+                return negative_errno();
+        uint64_t total = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] < '1' || de->d_name[0] > '9')
+                        continue;
+                int pd = openat(dirfd(d), de->d_name, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (pd < 0)
+                        continue;
+                struct stat st;
+                if (fstatat(pd, "ns/pid", &st, 0) == 0 && st.st_dev == n->pidns_dev && st.st_ino == n->pidns_ino)
+                        total += process_memory(pd);
+                close(pd);
+        }
+        closedir(d);
+        /* Files in its tmpfs mounts are memory no process maps. */
+        static const char *const tmpfs[] = { "tmp", "home/sandbox", "dev/shm" };
+        for (size_t i = 0; i < ELEMENTSOF(tmpfs); i++) {
+                char p[96];
+                struct statfs sf;
+                snprintf(p, sizeof(p), "/proc/%d/root/%s", (int) n->init_pid, tmpfs[i]);
+                if (statfs(p, &sf) == 0)
+                        total += (uint64_t) (sf.f_blocks - sf.f_bfree) * (uint64_t) sf.f_bsize;
+        }
+        *ret_bytes = total;
+        return 0;
 }
 
 void native_run_kill_leftover(const ProcessIdentity *holder) {
@@ -270,6 +334,19 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
                 return r;
         }
         log_info("native sandbox held by %d, its init is %d", (int) n.pid, (int) n.init_pid);
+        /* Its PID namespace, by which its processes are found (memory). */
+        char nsp[64];
+        struct stat nst;
+        snprintf(nsp, sizeof(nsp), "/proc/%d/ns/pid", (int) n.init_pid);
+        if (stat(nsp, &nst) < 0) {
+                r = negative_errno();
+                if (asprintf(ret_error, "cannot examine the native sandbox's PID namespace: %s", strerror(-r)) < 0)
+                        *ret_error = NULL;
+                native_run_stop(&n);
+                return r;
+        }
+        n.pidns_dev = nst.st_dev;
+        n.pidns_ino = nst.st_ino;
         if (names) {
                 char *const relay[] = { (char *) "/run/lazaret/init", (char *) "--relay", (char *) "/run/lazaret/relay",
                                         NULL };

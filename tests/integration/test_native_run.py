@@ -167,10 +167,11 @@ def test_native_run_branch_mode(lz):
         assert sb["backend"] == "native", sb
         assert "git" not in sb, "routed, not read-only: " + json.dumps(sb)
         assert st["limits"]["pids"]["enforced"] is True, st["limits"]
-        assert st["limits"]["memory"]["enforced"] is False
+        assert st["limits"]["memory"]["enforced"] is True, st["limits"]
+        assert st["limits"]["memory"]["used_mib"] < 200, st["limits"]
         text = d.run("status")
         assert text.returncode == 0, text.stderr
-        assert "native:" in text.stdout and "NOT ENFORCED" in text.stdout, text.stdout
+        assert "native:" in text.stdout and "NOT ENFORCED" not in text.stdout, text.stdout
         script = r"""
 export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a
 cat b.txt
@@ -450,3 +451,30 @@ def test_native_pids_limit(lz):
     while time.monotonic() < deadline and domain_processes(d):
         time.sleep(0.1)
     assert not domain_processes(d)
+
+
+@pytest.mark.parametrize("how", ["process", "tmpfs"])
+def test_native_memory_limit_stops_the_sandbox(lz, how):
+    """Memory the sandbox holds over memory_limit, in a process (dd's 200 MB
+    buffer held while the pipe's reader sleeps) or in its /tmp (a tmpfs of
+    memory_limit, filled, with a process beside it): the coordinator, which
+    looks once a second, stops the sandbox and the terminal is told why;
+    nothing is left. Under the limit the same program runs to its end."""
+    d = native(lz, extra="memory_limit = 128\n")
+    cmd = {"process": "dd if=/dev/zero bs=200M count=1 2>/dev/null | sleep 30; echo slept",
+           "tmpfs": "dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>/dev/null; "
+                    "dd if=/dev/zero bs=32M count=1 2>/dev/null | sleep 30; echo slept"}[how]
+    start = time.monotonic()
+    r = d.run("run", "--tui=none", "--", "/bin/sh", "-c", cmd, timeout=120)
+    assert r.returncode == 125, r.stdout + r.stderr + d.log()
+    assert "the sandbox reached its memory limit" in r.stderr and "memory_limit = 128 MiB" in r.stderr, r.stderr
+    assert time.monotonic() - start < 25, "stopped, not the sleep's end"
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and domain_processes(d):
+        time.sleep(0.1)
+    assert not domain_processes(d)
+    if how == "process":
+        d2 = native(lz, extra="memory_limit = 1024\n")
+        r = d2.run("run", "--tui=none", "--", "/bin/sh", "-c",
+                   "dd if=/dev/zero bs=200M count=1 of=/dev/null 2>/dev/null; echo done", timeout=120)
+        assert (r.returncode, r.stdout) == (0, "done\n"), r.stderr
