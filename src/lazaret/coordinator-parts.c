@@ -527,8 +527,9 @@ static int sandbox_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_co
         (void) intent;
         if (co->spec.backend == BACKEND_NATIVE) {
                 /* Direct mode: the workspace router's mount is the
-                 * workspace; branch mode: the worktree, with .git
-                 * read-only at its own path. */
+                 * workspace; branch mode: the worktree, with the git
+                 * router's mount at .git's own path (or, without the
+                 * router, .git read-only). */
                 const char *ws = co->worktree                             ? co->worktree
                                  : co->router.pid > 0 && !co->spec.branch ? co->router.mountpoint
                                                                           : co->spec.workspace;

@@ -851,8 +851,11 @@ int coordinator_main(void) {
                                  "host_coordinator", co_self_identity(), "backend", backend_to_string(co.spec.backend)),
                        &co, &co, &co.p_sandbox, &err);
         if (r < 0) {
-                status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image,
-                              err ? err : strerror(-r));
+                if (native)
+                        status_report(&co, "error: cannot start the native sandbox: %s", err ? err : strerror(-r));
+                else
+                        status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image,
+                                      err ? err : strerror(-r));
                 return start_failed(&co);
         }
         if (!native && co.spec.runsc_network == RUNSC_NETWORK_SANDBOX) {

@@ -188,7 +188,8 @@ static int wait_ready(NativeRun *n, int out, int err, char **ret_error) {
                         if (startswith(why, "lazaret-native: "))
                                 why += strlen("lazaret-native: ");
                         size_t l = strcspn(why, "\n");
-                        if (asprintf(ret_error, "the native sandbox did not start: %.*s", (int) l,
+                        if (asprintf(ret_error, "%.*s",
+                                     (int) (l ? l : strlen("lazaret-native ended without saying why")),
                                      l ? why : "lazaret-native ended without saying why") < 0)
                                 *ret_error = NULL;
                         return -EIO;
