@@ -48,7 +48,7 @@ def main():
         while time.time() < deadline:
             r = subprocess.run(["pgrep", "-u", st.pw.pw_name, "-f", f"lazaret-native .*{st.data}"],
                                capture_output=True)
-            if r.returncode != 0 and run([lz, "--config", cfg, "status"], check=False).returncode != 0:
+            if r.returncode != 0 and ": not running" in run([lz, "--config", cfg, "status"], check=False).stdout:
                 return
             time.sleep(0.02)
         sys.exit("bench-native-run: a native sandbox did not finish its teardown")
@@ -78,7 +78,7 @@ def main():
              "/bin/sleep", "1000"])
         try:
             deadline = time.time() + 30
-            while run([lz, "--config", cfg, "status"], check=False).returncode != 0:
+            while ": running" not in run([lz, "--config", cfg, "status"], check=False).stdout:
                 if time.time() > deadline:
                     sys.exit("bench-native-run: the holding session did not start")
                 time.sleep(0.05)
