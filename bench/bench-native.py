@@ -6,8 +6,8 @@ true` (Debian's bubblewrap), as the test user, alternating, ten of each per
 round. Prints the medians of a run and their ratio; exits 1 when
 lazaret-native takes more than twice as long.
 
-This is the launcher alone; the issue's figure is for `lazaret run --backend
-native`, which needs the coordinator's side (not there yet).
+This is the launcher alone; bench-native-run.py measures the issue's figures
+for `lazaret run --backend native`.
 
   sudo bench/bench-native.py [--user lazaret-test] [--rounds 20] [--build build]
 """
