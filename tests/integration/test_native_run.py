@@ -18,6 +18,7 @@ Nothing here uses Podman or runsc; network traffic goes to loopback only.
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -478,3 +479,37 @@ def test_native_memory_limit_stops_the_sandbox(lz, how):
         r = d2.run("run", "--tui=none", "--", "/bin/sh", "-c",
                    "dd if=/dev/zero bs=200M count=1 of=/dev/null 2>/dev/null; echo done", timeout=120)
         assert (r.returncode, r.stdout) == (0, "done\n"), r.stderr
+
+
+def test_native_branch_mode_without_the_git_router(lz):
+    """Where the git router cannot run (here: it is not installed beside
+    lazaret), branch mode goes on with the repository's .git read-only: the
+    start warns, status says commits are refused, a commit and a hook fail,
+    and the host's .git is unchanged. Never a writable .git unguarded."""
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/a.txt", "a\n")
+    git_as(lz, "add", "-A")
+    git_as(lz, "commit", "-q", "-m", "first")
+    head = git_as(lz, "rev-parse", "HEAD").strip()
+    bindir = os.path.join(lz.base, "bin-no-router")
+    os.makedirs(bindir)
+    os.chmod(bindir, 0o755)
+    src = os.path.dirname(lz.binary)
+    for name in os.listdir(src):
+        if name != "lazaret-gitrouter":
+            shutil.copy2(os.path.join(src, name), os.path.join(bindir, name))
+    d = native(lz)
+    env = {**lz.env, **d.env}
+    cmd = [c if c != lz.binary else os.path.join(bindir, "lazaret") for c in
+           lz.cmdline(["--config", d.cfg, "run", "--tui=none", "--", "/bin/sh", "-c",
+                       "export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a; "
+                       "echo x > b.txt; git add -A 2>/dev/null && git commit -qm agent 2>/dev/null && echo COMMITTED; "
+                       "echo '#!/bin/sh' > \"$(git rev-parse --git-common-dir)/hooks/post-checkout\" 2>/dev/null "
+                       "|| echo hook-refused; echo done"], env)]
+    r = subprocess.run(cmd, cwd=lz.work, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr + d.log()
+    assert "COMMITTED" not in r.stdout and "hook-refused" in r.stdout and "done" in r.stdout, r.stdout
+    assert ".git is read-only in the sandbox (commits are refused)" in r.stderr, r.stderr
+    assert "no git router" in d.log()
+    assert git_as(lz, "rev-parse", "HEAD").strip() == head
+    assert not os.path.exists(os.path.join(lz.work, ".git", "hooks", "post-checkout"))
