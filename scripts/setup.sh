@@ -6,16 +6,32 @@
 #
 #   scripts/setup.sh              packages and host preparation for `make run`
 #   scripts/setup.sh --test-user  also the unprivileged test user for `make check`
+#   scripts/setup.sh --memory-cgroup USER
+#                                 a cgroup v1 memory directory USER may make
+#                                 cgroups in (runtime.memory_cgroup: the
+#                                 native backend's memory_limit in the kernel)
 set -eu
 
 TEST_USER=${LAZARET_TEST_USER:-lazaret-test}
 want_test_user=0
+cgroup_users=
+next_is_user=0
 for a in "$@"; do
+	if [ "$next_is_user" -eq 1 ]; then
+		cgroup_users="$cgroup_users $a"
+		next_is_user=0
+		continue
+	fi
 	case "$a" in
 	--test-user) want_test_user=1 ;;
+	--memory-cgroup) next_is_user=1 ;;
 	*) echo "setup: unknown option $a" >&2; exit 64 ;;
 	esac
 done
+if [ "$next_is_user" -eq 1 ]; then
+	echo "setup: --memory-cgroup needs a user name" >&2
+	exit 64
+fi
 
 if [ "$(id -u)" -eq 0 ]; then
 	SUDO=
@@ -178,10 +194,39 @@ give_overlay() {
 	fi
 }
 
+# The native backend's memory_limit, enforced by the kernel: a directory of
+# the cgroup v1 memory hierarchy the user owns, where each sandbox gets a
+# cgroup of its own (runtime.memory_cgroup names it). cgroup v2 is not
+# supported yet; there, and without the hierarchy, the coordinator watches.
+# The directory lives in memory: a reboot removes it, and this makes it
+# again.
+MEMCG=/sys/fs/cgroup/memory
+give_memory_cgroup() {
+	u=$1
+	if [ ! -f "$MEMCG/memory.limit_in_bytes" ]; then
+		say "no cgroup v1 memory hierarchy at $MEMCG: the native backend's memory_limit stays watched for $u"
+		return 0
+	fi
+	d="$MEMCG/lazaret-$u"
+	if [ ! -d "$d" ]; then
+		say "making the memory cgroup $d for $u"
+		$SUDO mkdir "$d"
+	fi
+	$SUDO chown "$u:" "$d"
+	$SUDO chmod 0755 "$d"
+	say "runtime.memory_cgroup = \"$d\" in $u's config gives the native backend's memory_limit to the kernel"
+}
+
+for u in $cgroup_users; do
+	id "$u" >/dev/null 2>&1 || { echo "setup: --memory-cgroup $u: no such user" >&2; exit 1; }
+	give_memory_cgroup "$u"
+done
+
 invoking=${SUDO_USER:-$(id -un)}
 if [ "$invoking" != root ]; then
 	add_subids "$invoking"
 	give_overlay "$invoking"
+	give_memory_cgroup "$invoking"
 fi
 
 if [ "$want_test_user" -eq 1 ]; then
@@ -190,6 +235,7 @@ if [ "$want_test_user" -eq 1 ]; then
 		$SUDO useradd --create-home --shell /bin/sh --comment "Lazaret integration tests" "$TEST_USER"
 	fi
 	add_subids "$TEST_USER"
+	give_memory_cgroup "$TEST_USER"
 	# Rootless Podman falls back to vfs here (a full image copy per
 	# container); the test user gets native rootless overlay, as lazaret
 	# doctor advises every user.

@@ -14,12 +14,22 @@ void co_check_memory(Coordinator *co) {
                                                : limits_memory_used(co->mem_fd, &used) < 0)
                 return;
         co->mem_used = used;
-        if (used <= limit || co->stopping)
+        /* In a memory cgroup the kernel keeps it under the limit: ending a
+         * process there for want of memory is reaching it. */
+        uint64_t kills = 0;
+        bool killed = co->spec.backend == BACKEND_NATIVE && native_memory_killed(&co->native, &kills) == 0 && kills > 0;
+        if ((used <= limit && !killed) || co->stopping)
                 return;
-        snprintf(co->limit_reason, sizeof(co->limit_reason),
-                 "the sandbox reached its memory limit (%" PRIu64 " MiB held; memory_limit = %" PRIu64
-                 " MiB in the profile)",
-                 used >> 20, co->spec.memory_limit_mib);
+        if (killed)
+                snprintf(co->limit_reason, sizeof(co->limit_reason),
+                         "the sandbox reached its memory limit: the kernel ended a process in it that would have held "
+                         "more (memory_limit = %" PRIu64 " MiB in the profile)",
+                         co->spec.memory_limit_mib);
+        else
+                snprintf(co->limit_reason, sizeof(co->limit_reason),
+                         "the sandbox reached its memory limit (%" PRIu64 " MiB held; memory_limit = %" PRIu64
+                         " MiB in the profile)",
+                         used >> 20, co->spec.memory_limit_mib);
         log_error("%s", co->limit_reason);
         co->runtime_lost = true;
         co_begin_stop(co, co->limit_reason);

@@ -342,8 +342,13 @@ void session_finish(Session *s) {
         Coordinator *co = s->co;
         if (s->finished)
                 return;
-        if (!co->stopping && (WIFSIGNALED(s->wstatus) || (WIFEXITED(s->wstatus) && WEXITSTATUS(s->wstatus) >= 126)))
+        bool abnormal = WIFSIGNALED(s->wstatus) || (WIFEXITED(s->wstatus) && WEXITSTATUS(s->wstatus) >= 126);
+        if (!co->stopping && abnormal)
                 co_check_runtime(co, 1000);
+        /* The kernel may have ended it at the memory cgroup's limit: that
+         * is the sandbox's end, and the terminal is told so. */
+        if (!co->stopping && abnormal && co->mem_native && co->native.cgroup)
+                co_check_memory(co);
         /* Whatever is still buffered goes out before the exit. */
         if (s->pty >= 0)
                 (void) session_pump(s, s->pty, 1);
@@ -902,8 +907,13 @@ static json_t *status_json(Coordinator *co) {
                 "memory", "limit_mib", (json_int_t) co->spec.memory_limit_mib, "used_mib",
                 co->mem_fd >= 0 || co->mem_native ? json_integer((json_int_t) (co->mem_used >> 20)) : NULL, "enforced",
                 co->mem_fd >= 0 || co->mem_native, "enforced_by",
-                co->mem_native      ? "the coordinator: the proportional set size of the sandbox's processes and "
-                                      "what its tmpfs mounts hold, once a second; at the limit it stops the sandbox"
+                co->mem_native && co->native.cgroup
+                        ? "the kernel: the sandbox's own memory cgroup (runtime.memory_cgroup), swap included, where "
+                          "a process that would pass the limit is ended; the coordinator then stops the sandbox"
+                : co->mem_native    ? "the coordinator: the proportional set size of the sandbox's processes and what "
+                                      "its tmpfs mounts hold, once a second; at the limit it stops the sandbox. Shared "
+                                      "memory no process maps any more escapes it: set runtime.memory_cgroup for the "
+                                      "kernel's limit"
                 : co->mem_fd < 0    ? co->mem_unwatched
                 : co->spec.rootless ? "the coordinator, which stops the sandbox at the limit"
                                     : "the coordinator, which stops the sandbox at the limit, and a memory cgroup "
@@ -943,6 +953,8 @@ static json_t *status_json(Coordinator *co) {
                 sessions, "network", network, "workspace_guard", guard, "uptime_seconds",
                 (json_int_t) ((now - co->started_usec) / 1000000), "coordinator_pid", (int) getpid(), "clients",
                 (json_int_t) co->refs, "coordinator_id", co->coordinator_id);
+        if (limits && co->native.cgroup)
+                (void) json_object_set_new(json_object_get(limits, "memory"), "cgroup", json_string(co->native.cgroup));
         if (st && limits)
                 json_object_set(st, "limits", limits);
         /* The boundary: which backend draws it, and for the native one

@@ -36,6 +36,7 @@ void launch_spec_done(LaunchSpec *s) {
         free(s->domain_dir);
         free(s->image);
         free(s->native);
+        free(s->memory_cgroup);
         strv_free(s->command);
         strv_free(s->env_names);
         for (size_t i = 0; i < s->n_volumes; i++) {
@@ -151,8 +152,8 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                 json_decref(j);
                 return NULL;
         }
-        if (j && json_object_update_new(j, json_pack("{s:s, s:s?}", "backend", backend_to_string(s->backend), "native",
-                                                     s->native)) < 0) {
+        if (j && json_object_update_new(j, json_pack("{s:s, s:s?, s:s?}", "backend", backend_to_string(s->backend),
+                                                     "native", s->native, "memory_cgroup", s->memory_cgroup)) < 0) {
                 json_decref(j);
                 return NULL;
         }
@@ -279,6 +280,8 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_opt_str(j, "runsc", &s.runsc);
         if (r >= 0)
                 r = get_opt_str(j, "native", &s.native);
+        if (r >= 0)
+                r = get_opt_str(j, "memory_cgroup", &s.memory_cgroup);
         if (r >= 0)
                 r = get_str(j, "init", &s.init);
         if (r >= 0)
@@ -971,6 +974,8 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                 r = native_preflight(p, &s, dir, ret_error);
                 if (r < 0)
                         return r;
+                if (cfg->memory_cgroup && !(s.memory_cgroup = strdup(cfg->memory_cgroup)))
+                        return -ENOMEM;
         }
 
         r = launch_spec_fingerprint(&s);

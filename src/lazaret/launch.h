@@ -32,6 +32,7 @@ typedef struct LaunchSpec {
          * not need: podman and runsc are NULL there when not installed. */
         Backend backend;
         char *native;
+        char *memory_cgroup; /* native: runtime.memory_cgroup, where its memory cgroup is made; NULL: watched */
         char **command; /* default session command, NULL-terminated */
         char **env_names; /* variables sessions may set (the profile's env), NULL-terminated */
         LaunchVolume *volumes;

@@ -16,6 +16,7 @@
 #include "argv-util.h"
 #include "broker-proto.h"
 #include "exec-util.h"
+#include "fileio.h"
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
@@ -40,9 +41,118 @@ static bool reap(pid_t pid, uint64_t timeout_usec) {
         }
 }
 
+/* ---- the memory cgroup ----------------------------------------------------
+ * With runtime.memory_cgroup, each sandbox gets a cgroup of its own in it,
+ * named after the coordinator, limited to memory_limit (and as much again
+ * of nothing: swap is held to the same figure); the holder and every joiner
+ * move into it first thing (lazaret-native --cgroup), so the kernel charges
+ * all the sandbox holds there, shared memory and kernel buffers included. */
+
+#define CGROUP_PREFIX "lazaret-"
+
+static int write_text(const char *dir, const char *file, const char *text) {
+        _cleanup_free_ char *p = path_join(dir, file);
+        if (!p)
+                return -ENOMEM;
+        _cleanup_close_ int fd = open(p, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        size_t l = strlen(text);
+        ssize_t k = write(fd, text, l);
+        return k == (ssize_t) l ? 0 : k < 0 ? negative_errno() : -EIO;
+}
+
+/* The cgroups coordinators that are gone left behind (killed, or their
+ * removal raced their last processes): removed where empty. A live
+ * coordinator's is left alone, even empty (its holder may be about to
+ * move in). */
+static void cgroup_sweep(const char *parent) {
+        DIR *d = opendir(parent);
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_type != DT_DIR || !startswith(de->d_name, CGROUP_PREFIX))
+                        continue;
+                /* lazaret-PID-START: the coordinator's identity. */
+                int pid = 0;
+                unsigned long long start = 0;
+                int used = 0;
+                if (sscanf(de->d_name + strlen(CGROUP_PREFIX), "%d-%llu%n", &pid, &start, &used) != 2 ||
+                    de->d_name[strlen(CGROUP_PREFIX) + (size_t) used] != '\0' || pid <= 0)
+                        continue;
+                ProcessIdentity who = { .pid = pid, .start_time = start };
+                if (process_identity_alive(&who))
+                        continue;
+                (void) unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+        }
+        closedir(d);
+}
+
+static int cgroup_make(const LaunchSpec *s, char **ret_path, char **ret_error) {
+        cgroup_sweep(s->memory_cgroup);
+        ProcessIdentity self = {};
+        int r = process_identity_of(getpid(), &self);
+        if (r < 0)
+                return r;
+        char name[64];
+        snprintf(name, sizeof(name), CGROUP_PREFIX "%d-%" PRIu64, (int) self.pid, self.start_time);
+        _cleanup_free_ char *p = path_join(s->memory_cgroup, name);
+        if (!p)
+                return -ENOMEM;
+        if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+                r = negative_errno();
+                if (asprintf(ret_error, "cannot make the sandbox's memory cgroup %s: %s (runtime.memory_cgroup)", p,
+                             strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        char limit[32];
+        snprintf(limit, sizeof(limit), "%" PRIu64 "\n", s->memory_limit_mib << 20);
+        r = write_text(p, "memory.limit_in_bytes", limit);
+        /* Without swap accounting there is no memsw file, and nothing to
+         * hold to the limit. */
+        if (r >= 0) {
+                r = write_text(p, "memory.memsw.limit_in_bytes", limit);
+                if (r == -ENOENT)
+                        r = 0;
+        }
+        if (r < 0) {
+                if (asprintf(ret_error, "cannot limit the sandbox's memory cgroup %s to memory_limit: %s", p,
+                             strerror(-r)) < 0)
+                        *ret_error = NULL;
+                (void) rmdir(p);
+                return r;
+        }
+        *ret_path = TAKE_PTR(p);
+        return 0;
+}
+
+/* Its processes are gone (the holder reaped): the cgroup goes too. A joiner
+ * our loop has not reaped yet keeps it busy a moment. */
+static void cgroup_remove(char **path) {
+        if (!*path)
+                return;
+        for (int i = 0; i < 100; i++) {
+                if (rmdir(*path) == 0 || errno == ENOENT)
+                        break;
+                if (errno != EBUSY) {
+                        log_warning("cannot remove the sandbox's memory cgroup %s: %s", *path, strerror(errno));
+                        break;
+                }
+                if (i == 99)
+                        log_warning("the sandbox's memory cgroup %s still has processes; the next start removes it",
+                                    *path);
+                usleep(10000);
+        }
+        free(*path);
+        *path = NULL;
+}
+
 void native_run_stop(NativeRun *n) {
         if (n->pid <= 0) {
                 n->relay_pid = 0;
+                cgroup_remove(&n->cgroup);
                 return;
         }
         (void) kill(n->pid, SIGTERM);
@@ -59,6 +169,7 @@ void native_run_stop(NativeRun *n) {
         n->relay_pid = 0;
         n->pid = 0;
         n->init_pid = 0;
+        cgroup_remove(&n->cgroup);
 }
 
 int native_run_probe(const LaunchSpec *s, const NativeRun *n, const char *name, const char *port, uint64_t timeout_usec,
@@ -111,9 +222,54 @@ static uint64_t process_memory(int proc_dir) {
         return (uint64_t) resident * (uint64_t) sysconf(_SC_PAGESIZE);
 }
 
+/* A "NAME VALUE" line's value in the text of a cgroup file. */
+static bool stat_value(const char *text, const char *name, uint64_t *ret) {
+        size_t l = strlen(name);
+        for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+                if (strncmp(p, name, l) == 0 && p[l] == ' ') {
+                        *ret = strtoull(p + l + 1, NULL, 10);
+                        return true;
+                }
+        return false;
+}
+
+static int cgroup_read(const NativeRun *n, const char *file, char **ret) {
+        _cleanup_free_ char *p = path_join(n->cgroup, file);
+        if (!p)
+                return -ENOMEM;
+        return read_file_capped(p, 64 * 1024, ret, NULL);
+}
+
+int native_memory_killed(const NativeRun *n, uint64_t *ret_kills) {
+        if (!n->cgroup)
+                return -ENODATA;
+        _cleanup_free_ char *t = NULL;
+        int r = cgroup_read(n, "memory.oom_control", &t);
+        if (r < 0)
+                return r;
+        return stat_value(t, "oom_kill", ret_kills) ? 0 : -EBADMSG;
+}
+
 int native_memory_used(const NativeRun *n, uint64_t *ret_bytes) {
         if (n->init_pid <= 0)
                 return -ESRCH;
+        if (n->cgroup) {
+                /* What it is charged, but for file contents cached from disk
+                 * (the kernel drops those before it refuses memory); tmpfs
+                 * and shared memory are "shmem" in the cache. */
+                _cleanup_free_ char *u = NULL, *st = NULL;
+                int r = cgroup_read(n, "memory.usage_in_bytes", &u);
+                if (r >= 0)
+                        r = cgroup_read(n, "memory.stat", &st);
+                if (r < 0)
+                        return r;
+                uint64_t used = strtoull(u, NULL, 10), cache = 0, shmem = 0;
+                if (!stat_value(st, "total_cache", &cache) || !stat_value(st, "total_shmem", &shmem))
+                        return -EBADMSG;
+                uint64_t files = cache > shmem ? cache - shmem : 0;
+                *ret_bytes = used > files ? used - files : 0;
+                return 0;
+        }
         DIR *d = opendir("/proc");
         if (!d)
                 return negative_errno();
@@ -293,9 +449,20 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
                         argv_add(&a, hp);
                 }
         }
+        NativeRun n = { .loopback = names };
+        if (s->memory_cgroup) {
+                int r = cgroup_make(s, &n.cgroup, ret_error);
+                if (r < 0) {
+                        argv_done(&a);
+                        return r;
+                }
+                argv_add(&a, "--cgroup");
+                argv_add(&a, n.cgroup);
+        }
         argv_add(&a, "--hold");
         if (a.oom) {
                 argv_done(&a);
+                cgroup_remove(&n.cgroup);
                 return -ENOMEM;
         }
         int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
@@ -304,6 +471,7 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
                 safe_close(out[0]);
                 safe_close(out[1]);
                 argv_done(&a);
+                cgroup_remove(&n.cgroup);
                 return r;
         }
         SpawnFd fds[] = { { out[1], 1 }, { err[1], 2 } };
@@ -314,7 +482,7 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
         /* Its own process group: a signal for the coordinator's group is
          * not the sandbox's. */
         sp.new_pgroup = true;
-        NativeRun n = { .git_routed = routed, .loopback = names };
+        n.git_routed = routed;
         int r = spawn(&sp, &n.pid);
         argv_done(&a);
         safe_close(out[1]);
@@ -324,6 +492,7 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
                 safe_close(err[0]);
                 if (asprintf(ret_error, "cannot start %s: %s", s->native, strerror(-r)) < 0)
                         *ret_error = NULL;
+                cgroup_remove(&n.cgroup);
                 return r;
         }
         (void) process_identity_of(n.pid, &n.ident);
@@ -395,6 +564,10 @@ char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd
         }
         if (n->loopback)
                 argv_add(&a, "--loopback");
+        if (n->cgroup) {
+                argv_add(&a, "--cgroup");
+                argv_add(&a, n->cgroup);
+        }
         argv_add(&a, "--nproc");
         argv_addf(&a, "%" PRIu64, s->nproc);
         for (size_t i = 0; i < s->n_volumes; i++)

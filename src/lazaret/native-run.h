@@ -23,6 +23,7 @@ typedef struct NativeRun {
         bool git_routed; /* the git router's mount is the repository's .git (each join gets --rw for it) */
         bool loopback; /* egress by name: the loopback is up, the relay listens there (each join: --loopback) */
         pid_t relay_pid; /* the joiner of lazaret-init --relay, our child; 0 without names */
+        char *cgroup; /* its memory cgroup (runtime.memory_cgroup), ours, removed by native_run_stop; NULL: watched */
         dev_t pidns_dev; /* the sandbox's PID namespace: its processes are those in it */
         ino_t pidns_ino;
 } NativeRun;
@@ -52,11 +53,17 @@ void native_run_stop(NativeRun *n);
 int native_run_probe(const LaunchSpec *s, const NativeRun *n, const char *name, const char *port, uint64_t timeout_usec,
                      char **ret_line);
 
-/* The memory the sandbox holds, as the host pays it: the proportional set
- * size of every process in its PID namespace (the resident set where
- * smaps_rollup cannot be read) and what its tmpfs mounts (/tmp, the home,
- * /dev/shm) hold. */
+/* The memory the sandbox holds, as the host pays it. In its memory cgroup:
+ * what the kernel charges it, less file contents cached from disk. Without
+ * one, the coordinator's watch: the proportional set size of every process
+ * in its PID namespace (the resident set where smaps_rollup cannot be read)
+ * and what its tmpfs mounts (/tmp, the home, /dev/shm) hold; shared memory
+ * no process maps any more is not seen. */
 int native_memory_used(const NativeRun *n, uint64_t *ret_bytes);
+
+/* How many processes the kernel ended in its memory cgroup for want of
+ * memory (-ENODATA without one). */
+int native_memory_killed(const NativeRun *n, uint64_t *ret_kills);
 
 /* A holder a dead coordinator left (by pid and start time): killed. */
 void native_run_kill_leftover(const ProcessIdentity *holder);

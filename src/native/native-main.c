@@ -75,6 +75,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
@@ -93,6 +94,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -220,8 +222,9 @@ static void usage(void) {
                 "                      -- CMD [ARG]...\n"
                 "       lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--bind SRC:DST]...\n"
                 "                      [--mask PATH]... [--shm-size BYTES] [--tmp-size BYTES] [--loopback]\n"
-                "                      [--nproc N] [--mode full|auto] [--die-with-parent] --hold\n"
+                "                      [--nproc N] [--mode full|auto] [--cgroup DIR] [--die-with-parent] --hold\n"
                 "       lazaret-native --join PID [--cwd REL] [--env-fd N] [--rw DST]... [--loopback] [--nproc N]\n"
+                "                      [--cgroup DIR]\n"
                 "                      [--setenv NAME=VALUE]... -- CMD [ARG]...\n"
                 "       lazaret-native [--mode full|fs-only|auto] --check\n");
 }
@@ -1755,6 +1758,29 @@ static char *resolve(const char *what, const char *path) {
 }
 
 /* A decimal int >= 0, or -1. */
+/* --cgroup DIR: this process moves into that cgroup (a memory cgroup
+ * the coordinator made and limited), and so does every process it starts.
+ * Fails closed: a limit that is not in force would be a claim only. */
+static void enter_cgroup(const char *dir) {
+        int d = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (d < 0)
+                die("--cgroup %s: %s", dir, strerror(errno));
+        struct statfs sf;
+        if (fstatfs(d, &sf) < 0)
+                die("--cgroup %s: %s", dir, strerror(errno));
+        if (sf.f_type != CGROUP_SUPER_MAGIC && sf.f_type != CGROUP2_SUPER_MAGIC)
+                die("--cgroup %s: not a directory of a cgroup file system", dir);
+        int fd = openat(d, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+        close(d);
+        if (fd < 0)
+                die("--cgroup %s: cannot open its cgroup.procs: %s", dir, strerror(errno));
+        char line[32];
+        int n = snprintf(line, sizeof(line), "%d\n", (int) getpid());
+        if (write(fd, line, (size_t) n) != n)
+                die("--cgroup %s: cannot move into it: %s", dir, strerror(errno));
+        close(fd);
+}
+
 static int parse_int(const char *s) {
         char *end;
         errno = 0;
@@ -1794,6 +1820,7 @@ int main(int argc, char **argv) {
                 { "join", required_argument, NULL, 'j' },
                 { "cwd", required_argument, NULL, 'C' },
                 { "env-fd", required_argument, NULL, 'E' },
+                { "cgroup", required_argument, NULL, 'G' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -1801,7 +1828,7 @@ int main(int argc, char **argv) {
         bool check = false, die_with_caller = false, shm_given = false, mode_given = false, tmp_given = false,
              rw_given = false;
         Mode want = MODE_AUTO;
-        const char *workspace = NULL, *cwd = NULL;
+        const char *workspace = NULL, *cwd = NULL, *cgroup = NULL;
         pid_t join = 0;
         int env_fd = -1;
         int c;
@@ -1936,13 +1963,16 @@ int main(int argc, char **argv) {
                 case 'C':
                         cwd = optarg;
                         break;
+                case 'G':
+                        cgroup = optarg;
+                        break;
                 case 'h':
                         usage();
                         return 0;
                 default:
                         if (optopt)
                                 fprintf(stderr, "lazaret-native: option -%c %s (see --help)\n", optopt,
-                                        strchr("wrmesMjCE", optopt) ? "needs a value" : "is unknown");
+                                        strchr("wrmesMjCEG", optopt) ? "needs a value" : "is unknown");
                         else
                                 fprintf(stderr, "lazaret-native: %s: unknown option or missing value (see --help)\n",
                                         argv[optind - 1]);
@@ -1954,6 +1984,12 @@ int main(int argc, char **argv) {
         Mode mode = _MODE_INVALID;
         if (check && (s.hold || join > 0))
                 die("--check cannot be combined with %s", s.hold ? "--hold" : "--join");
+        if (check && cgroup)
+                die("--check cannot be combined with --cgroup");
+        /* First of all: what this process and every one it starts hold is
+         * charged there, and none of them can leave it. */
+        if (cgroup)
+                enter_cgroup(cgroup);
         if (join > 0) {
                 const char *clash = workspace         ? "--workspace"
                                     : s.n_ro          ? "--ro"

@@ -86,6 +86,8 @@ const ConfigKeyRule config_key_rules[] = {
         { "runtime", CONFIG_KEY_TABLE, .why = "a table" },
         { "runtime.runsc", CONFIG_KEY_AUTHORITY,
           .why = "a host program: the gVisor runtime every sandbox runs under, run as the user" },
+        { "runtime.memory_cgroup", CONFIG_KEY_AUTHORITY,
+          .why = "a host cgroup directory: where the native backend makes each sandbox's memory cgroup" },
 
         { "workspace", CONFIG_KEY_TABLE, .why = "a table" },
         { "workspace.protect", CONFIG_KEY_UNION,

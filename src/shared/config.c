@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#include <linux/magic.h>
+#include <sys/statfs.h>
+
 #include "config-internal.h"
 
 /* ---- diagnostics -------------------------------------------------------- */
@@ -656,12 +659,54 @@ static void validate_storage(Validator *v, const ConfigNode *t, const char *top_
                 v->data_root_ok = true;
 }
 
+/* runtime.memory_cgroup: a directory of the cgroup v1 memory hierarchy
+ * the user may make cgroups in (the native backend makes each sandbox's
+ * there and limits it to memory_limit). */
+static void validate_memory_cgroup(Validator *v, const ConfigNode *t) {
+        const ConfigNode *n = config_node_get(t, "memory_cgroup");
+        if (!n || !config_string_ok(v, n, "runtime.memory_cgroup"))
+                return;
+        ExpandContext ctx = { .home = v->c->home };
+        _cleanup_free_ char *path = NULL, *q = NULL;
+        if (config_host_path(v, n->src->path, n->value->pos, "runtime.memory_cgroup", n->value->str.s, &ctx, &path) < 0)
+                return;
+        q = config_quoted(path, strlen(path));
+        struct statfs sf;
+        _cleanup_free_ char *limit = path_join(path, "memory.limit_in_bytes");
+        if (!limit)
+                return;
+        if (statfs(path, &sf) < 0 || (sf.f_type != CGROUP_SUPER_MAGIC && sf.f_type != CGROUP2_SUPER_MAGIC)) {
+                ERR(v->d, n->src->path, n->value->pos,
+                    "runtime.memory_cgroup: %s is not a directory of a cgroup file system; name a directory of the "
+                    "memory hierarchy you may write (scripts/setup.sh --memory-cgroup USER makes one) or remove the "
+                    "key",
+                    q ?: "?");
+                return;
+        }
+        if (sf.f_type == CGROUP2_SUPER_MAGIC || access(limit, F_OK) < 0) {
+                ERR(v->d, n->src->path, n->value->pos,
+                    "runtime.memory_cgroup: %s is not in a cgroup v1 memory hierarchy (no memory.limit_in_bytes); "
+                    "cgroup v2 is not supported yet: remove the key (memory_limit is then watched by the coordinator)",
+                    q ?: "?");
+                return;
+        }
+        if (access(path, W_OK | X_OK) < 0) {
+                ERR(v->d, n->src->path, n->value->pos,
+                    "runtime.memory_cgroup: %s: you may not make cgroups in it (%s); have root give it to you "
+                    "(scripts/setup.sh --memory-cgroup USER) or remove the key",
+                    q ?: "?", strerror(errno));
+                return;
+        }
+        v->c->memory_cgroup = TAKE_PTR(path);
+}
+
 /* [runtime] (optional): runsc, an executable file named by an absolute
- * path (a leading ~ expanded). */
+ * path (a leading ~ expanded); memory_cgroup. */
 static void validate_runtime(Validator *v, const ConfigNode *t) {
         if (!t || !config_want_type(v, t, "runtime", TOML_TABLE))
                 return;
         config_check_unknown(v, t, "[runtime]", "runtime");
+        validate_memory_cgroup(v, t);
         const ConfigNode *n = config_node_get(t, "runsc");
         if (!n || !config_string_ok(v, n, "runtime.runsc"))
                 return;
@@ -908,6 +953,7 @@ Config *config_free(Config *c) {
         free(c->probe_domains_where);
         free(c->socket_dir);
         free(c->runsc);
+        free(c->memory_cgroup);
         strv_free_n(c->auto_approve, c->n_auto_approve);
         for (size_t i = 0; i < c->n_auto_rules; i++)
                 autoapprove_rule_done(&c->auto_rules[i]);

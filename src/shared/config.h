@@ -255,6 +255,7 @@ typedef struct Config {
         bool escalation_enabled;
         char *socket_dir; /* expanded and canonicalized */
         char *runsc; /* runtime.runsc, expanded and canonicalized; NULL: the runsc on PATH */
+        char *memory_cgroup; /* runtime.memory_cgroup (cgroup v1 memory, writable); NULL: memory_limit watched */
         char **auto_approve; /* as written */
         size_t n_auto_approve;
         AutoApproveRule *auto_rules; /* parsed: programs resolved in AUTOAPPROVE_SEARCH_PATH */

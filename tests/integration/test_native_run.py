@@ -469,6 +469,8 @@ def test_native_memory_limit_stops_the_sandbox(lz, how):
     r = d.run("run", "--tui=none", "--", "/bin/sh", "-c", cmd, timeout=120)
     assert r.returncode == 125, r.stdout + r.stderr + d.log()
     assert "the sandbox reached its memory limit" in r.stderr and "memory_limit = 128 MiB" in r.stderr, r.stderr
+    # Without runtime.memory_cgroup the start says the limit is watched.
+    assert "memory_limit is watched by the coordinator, not enforced by the kernel" in r.stderr, r.stderr
     assert time.monotonic() - start < 25, "stopped, not the sleep's end"
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and domain_processes(d):
@@ -479,6 +481,137 @@ def test_native_memory_limit_stops_the_sandbox(lz, how):
         r = d2.run("run", "--tui=none", "--", "/bin/sh", "-c",
                    "dd if=/dev/zero bs=200M count=1 of=/dev/null 2>/dev/null; echo done", timeout=120)
         assert (r.returncode, r.stdout) == (0, "done\n"), r.stderr
+
+
+# Shared memory the watch cannot see: pages a process wrote and then let
+# go of without freeing them (a memfd only a descriptor holds, a shared
+# mapping cut down to one page, SysV segments detached), 300 MiB of each.
+HIDDEN_MEMORY = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmdt.argtypes = [ctypes.c_void_p]
+print(open("/proc/self/cgroup").read(), flush=True)
+CHUNK = 16 << 20
+for i in range(300 * (1 << 20) // CHUNK):
+    if sys.argv[1] == "memfd":
+        fd = os.memfd_create("x")
+        os.write(fd, b"x" * CHUNK)
+    elif sys.argv[1] == "shared":
+        p = libc.mmap(None, CHUNK, 3, 0x01 | 0x20, -1, 0)
+        ctypes.memset(p, 1, CHUNK)
+        libc.munmap(p + 4096, CHUNK - 4096)
+    elif sys.argv[1] == "sysv":
+        p = libc.shmat(libc.shmget(0, CHUNK, 0o1600), None, 0)
+        ctypes.memset(p, 1, CHUNK)
+        libc.shmdt(p)
+    else:
+        globals().setdefault("held", []).append(bytearray(b"x" * CHUNK))
+time.sleep(5)
+print("still running", flush=True)
+"""
+
+
+def memory_cgroup():
+    d = f"/sys/fs/cgroup/memory/lazaret-{TEST_USER}"
+    if not os.path.isdir(d):
+        pytest.skip(f"SKIPPED LOUDLY: no memory cgroup {d} (scripts/setup.sh --test-user makes one on hosts with a "
+                    "cgroup v1 memory hierarchy; this host has none)")
+    return d
+
+
+def native_in_cgroup(lz, extra):
+    return native(lz, extra=extra, network=f'default_allow = []\ndefault_deny = []\n[runtime]\n'
+                                            f'memory_cgroup = "{memory_cgroup()}"\n')
+
+
+def sandbox_cgroups():
+    d = memory_cgroup()
+    return sorted(x for x in os.listdir(d) if x.startswith("lazaret-"))
+
+
+@pytest.mark.parametrize("how", ["memfd", "shared", "sysv", "process"])
+def test_native_memory_cgroup_holds_what_the_watch_cannot_see(lz, how):
+    """With runtime.memory_cgroup the sandbox's processes run in a memory
+    cgroup of their own limited to memory_limit: 300 MiB of shared memory
+    no process maps (which the coordinator's watch does not see: the
+    SECURITY hole this closes) or of a process's own cannot be held under
+    memory_limit = 128. The kernel ends the process, the sandbox stops, the
+    terminal is told why; the cgroup is removed with the sandbox, and
+    nothing is left. Under a larger limit the same program runs to its end."""
+    lz.write("work/hidden.py", HIDDEN_MEMORY)
+    d = native_in_cgroup(lz, "memory_limit = 128\n")
+    r = d.run("run", "--tui=none", "--", PYTHON, "hidden.py", how, timeout=120)
+    assert r.returncode == 125, r.stdout + r.stderr + d.log()
+    assert "still running" not in r.stdout, r.stdout
+    assert ("the sandbox reached its memory limit: the kernel ended a process in it" in r.stderr
+            and "memory_limit = 128 MiB" in r.stderr), r.stderr
+    assert "watched by the coordinator" not in r.stderr, r.stderr
+    mine = f"/lazaret-{TEST_USER}/lazaret-"
+    assert mine in r.stdout, "the command ran in the sandbox's own memory cgroup: " + r.stdout
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (domain_processes(d) or sandbox_cgroups()):
+        time.sleep(0.1)
+    assert not domain_processes(d)
+    assert not sandbox_cgroups(), "the sandbox's memory cgroup outlived it"
+    if how in ("memfd", "process"):
+        d2 = native_in_cgroup(lz, "memory_limit = 1024\n")
+        r = d2.run("run", "--tui=none", "--", PYTHON, "hidden.py", how, timeout=120)
+        assert r.returncode == 0 and "still running" in r.stdout, r.stdout + r.stderr
+
+
+def test_native_memory_cgroup_in_status_and_gone_with_the_coordinator(lz):
+    """Status says the kernel enforces memory_limit, and how much is held;
+    the cgroup holds the sandbox's init. A coordinator killed outright
+    leaves its cgroup behind, empty (its holder died with it): the next
+    start removes it."""
+    d = native_in_cgroup(lz, "memory_limit = 256\n")
+    p = d.popen("run", "--tui=none", "--", "/bin/sleep", "60")
+    try:
+        st = wait_status(d)
+        mem = st["limits"]["memory"]
+        assert mem["enforced"] is True and "the kernel" in mem["enforced_by"], mem
+        assert isinstance(mem["used_mib"], int) and mem["used_mib"] < 256, mem
+        (cg,) = sandbox_cgroups()
+        assert mem["cgroup"] == os.path.join(memory_cgroup(), cg), mem
+        procs = open(os.path.join(memory_cgroup(), cg, "cgroup.procs")).read().split()
+        assert str(st["sandbox"]["init_pid"]) in procs, (procs, st["sandbox"])
+        coord = int(cg.split("-")[1])  # lazaret-PID-START: the coordinator's
+        with open(f"/proc/{coord}/stat") as f:
+            assert cg.split("-")[2] == f.read().rsplit(")", 1)[1].split()[19], "named after its start time"
+        os.kill(coord, signal.SIGKILL)
+    finally:
+        end_cli(p)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and domain_processes(d):
+        time.sleep(0.1)
+    assert not domain_processes(d)
+    assert sandbox_cgroups() == [cg], "an empty cgroup a killed coordinator left"
+    r = d.run("run", "--tui=none", "--", "/bin/true")
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and sandbox_cgroups():
+        time.sleep(0.1)
+    assert not sandbox_cgroups()
+
+
+def test_native_memory_cgroup_bad_config(lz):
+    """runtime.memory_cgroup must be a cgroup v1 memory directory the user
+    may make cgroups in: anything else is one error naming it, and nothing
+    runs."""
+    marker = os.path.join(lz.work, "ran")
+    for path, why in (("/tmp", "is not a directory of a cgroup file system"),
+                      ("/sys/fs/cgroup/memory", "you may not make cgroups in it"),
+                      ("/sys/fs/cgroup/pids", "is not in a cgroup v1 memory hierarchy")):
+        d = native(lz, network=f'default_allow = []\ndefault_deny = []\n[runtime]\nmemory_cgroup = "{path}"\n')
+        r = d.run("run", "--tui=none", "--", "/bin/touch", "/workspace/ran")
+        assert r.returncode != 0 and "runtime.memory_cgroup" in r.stderr and why in r.stderr, r.stderr
+        assert not os.path.exists(marker)
 
 
 def test_native_branch_mode_without_the_git_router(lz):
