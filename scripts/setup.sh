@@ -208,12 +208,12 @@ give_memory_cgroup() {
 		return 0
 	fi
 	d="$MEMCG/lazaret-$u"
-	if [ ! -d "$d" ]; then
+	if [ "$(stat -c %U 2>/dev/null "$d")" != "$u" ]; then
 		say "making the memory cgroup $d for $u"
-		$SUDO mkdir "$d"
+		[ -d "$d" ] || $SUDO mkdir "$d"
+		$SUDO chown "$u:" "$d"
+		$SUDO chmod 0755 "$d"
 	fi
-	$SUDO chown "$u:" "$d"
-	$SUDO chmod 0755 "$d"
 	say "runtime.memory_cgroup = \"$d\" in $u's config gives the native backend's memory_limit to the kernel"
 }
 
