@@ -151,6 +151,20 @@ typedef struct Trace {
                 map_full;
 } Trace;
 
+/* The native sandbox's processes, scanned in /proc (coordinator-procscan). */
+typedef struct ScanProc ScanProc;
+typedef struct ProcScan {
+        bool on;
+        pid_t init_pid;
+        dev_t native_dev; /* lazaret-native's binary: its processes are not the sandbox's programs */
+        ino_t native_ino;
+        char *workspace; /* the host path the sandbox sees as /workspace */
+        ScanProc *procs; /* what the last scan saw, by pid */
+        size_t n_procs;
+        uint64_t next, last_change;
+        uint64_t execs, recorded, over_rate, unreported, unattributed, over_limit;
+} ProcScan;
+
 typedef struct OutQueue {
         uint8_t *buf;
         size_t len, off, cap; /* buf[off, len) waits to be written */
@@ -292,6 +306,7 @@ struct Coordinator {
         EventLog *events;
         char events_unwritten[200];
         Trace trace;
+        ProcScan scan;
         /* The status line of lazaret run (issue 20): what changed since
          * the last StatusLine, sent at most every STATUS_LINE_USEC. */
         bool status_dirty;
@@ -402,6 +417,14 @@ void trace_remove_stale(Coordinator *co);
 char *trace_pid_file(const Coordinator *co, const Session *s);
 void trace_session_gone(Coordinator *co, const Session *s);
 json_t *trace_status(const Coordinator *co);
+uint32_t trace_session_sid(Coordinator *co, Session *s);
+bool trace_take_token(Trace *t);
+
+void scan_begin(Coordinator *co, const char *workspace);
+void scan_session_started(Coordinator *co);
+void scan_run(Coordinator *co);
+void scan_end(Coordinator *co);
+json_t *scan_status(const Coordinator *co);
 
 /* ---- coordinator-parts.c: the other participants and the limits -------- */
 

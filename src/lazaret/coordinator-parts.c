@@ -560,8 +560,12 @@ static int sandbox_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_co
                         return -ENOMEM;
                 }
                 co->sandbox.conmon_pid = co->native.pid;
-                snprintf(co->trace.why, sizeof(co->trace.why),
-                         "the native backend has no trace points (gVisor's); sessions and files are recorded");
+                /* Its processes, observed by a scan of /proc (it has no
+                 * trace points). */
+                if (co->events)
+                        scan_begin(co, ws);
+                else
+                        snprintf(co->trace.why, sizeof(co->trace.why), "there is no event record to keep them");
                 *ret_commit =
                         json_pack("{s:s, s:o, s:i}", "backend", "native", "holder",
                                   process_identity_to_json(&co->native.ident), "init_pid", (int) co->native.init_pid);

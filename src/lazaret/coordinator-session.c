@@ -660,6 +660,8 @@ static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
         if (r < 0)
                 goto fail_pipes;
         s->pid = pid;
+        if (native)
+                scan_session_started(co);
         (void) process_identity_of(pid, &s->ident);
         /* cpu_limit: the joiner and what it starts (inherited). */
         if (native && co->cpus[0])

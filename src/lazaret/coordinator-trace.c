@@ -355,7 +355,7 @@ static int32_t session_guest_pid(Coordinator *co, Session *s) {
         return s->guest_pid;
 }
 
-static uint32_t session_sid(Coordinator *co, Session *s) {
+uint32_t trace_session_sid(Coordinator *co, Session *s) {
         Trace *t = &co->trace;
         if (s->trace_sid)
                 return s->trace_sid;
@@ -375,7 +375,7 @@ static uint32_t session_root(Coordinator *co, int32_t pid) {
                 return 0;
         for (Session *s = co->sessions; s; s = s->next)
                 if (session_guest_pid(co, s) == pid) {
-                        uint32_t sid = session_sid(co, s);
+                        uint32_t sid = trace_session_sid(co, s);
                         pid_put(&co->trace, pid, sid);
                         return sid;
                 }
@@ -407,7 +407,7 @@ static json_t *bounded(TraceBytes b, size_t max, bool *cut) {
         return event_string(b.p, MIN(b.len, max));
 }
 
-static bool take_token(Trace *t) {
+bool trace_take_token(Trace *t) {
         uint64_t now = now_usec();
         uint64_t add = (now - t->refill_usec) * TRACE_RATE / 1000000;
         if (add > 0) {
@@ -425,7 +425,7 @@ static void trace_exec(Coordinator *co, const TraceMessage *m) {
         uint32_t sid = attribute(co, &m->ctx);
         if (!sid)
                 t->unattributed++;
-        if (!take_token(t)) {
+        if (!trace_take_token(t)) {
                 t->over_rate++;
                 t->unreported++;
                 return;
@@ -518,6 +518,8 @@ void trace_session_gone(Coordinator *co, const Session *s) {
 
 json_t *trace_status(const Coordinator *co) {
         const Trace *t = &co->trace;
+        if (co->scan.on)
+                return scan_status(co);
         if (t->fd < 0)
                 return json_pack("{s:b, s:s}", "observed", 0, "why", t->why[0] ? t->why : "not set up");
         return json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "observed", 1, "via",

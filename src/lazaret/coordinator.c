@@ -284,6 +284,7 @@ void co_teardown(Coordinator *co) {
         (void) part_end(&co->ps, &co->p_publication, co, co);
         (void) part_end(&co->ps, &co->p_sandbox, co, co);
         trace_end(co);
+        scan_end(co);
         stop_disk_watch(co);
         stop_escalation(co);
         stop_broker(co);
@@ -316,6 +317,8 @@ static uint64_t next_deadline(Coordinator *co) {
                 d = co->mem_next_check;
         if (co->status_dirty && co->status_last + STATUS_LINE_USEC < d)
                 d = co->status_last + STATUS_LINE_USEC;
+        if (co->scan.on && !co->stopping && co->scan.next < d)
+                d = co->scan.next;
         return d;
 }
 
@@ -325,6 +328,7 @@ static void run_timers(Coordinator *co) {
                 co_check_memory(co);
         if (co->status_dirty && now >= co->status_last + STATUS_LINE_USEC)
                 co_status_line_send(co);
+        scan_run(co);
         for (Session *s = co->sessions; s; s = s->next) {
                 if (!s->exited && s->kill_deadline && now >= s->kill_deadline) {
                         (void) kill(s->pid, SIGKILL);
@@ -533,6 +537,7 @@ int start_failed(Coordinator *co) {
         (void) part_end(&co->ps, &co->p_publication, co, co);
         (void) part_end(&co->ps, &co->p_sandbox, co, co);
         trace_end(co);
+        scan_end(co);
         stop_disk_watch(co);
         stop_escalation(co);
         stop_broker(co);

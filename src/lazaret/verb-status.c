@@ -413,7 +413,13 @@ int verb_status(int argc, char **argv, const Globals *g) {
                         printf("  events      NOT RECORDED: %s\n",
                                json_string_value(json_object_get(ev, "why")) ?: "?");
                 json_t *pr = json_object_get(ev, "processes");
-                if (json_is_true(json_object_get(pr, "observed")))
+                if (json_is_true(json_object_get(pr, "observed")) && json_object_get(pr, "over_limit"))
+                        printf("  processes   observed (a scan of /proc, 50 ms to 2 s apart: shorter ones may be "
+                               "missed): %lld started, %lld recorded, %lld over the rate\n",
+                               (long long) json_integer_value(json_object_get(pr, "execs")),
+                               (long long) json_integer_value(json_object_get(pr, "recorded")),
+                               (long long) json_integer_value(json_object_get(pr, "over_rate")));
+                else if (json_is_true(json_object_get(pr, "observed")))
                         printf("  processes   observed (gVisor's trace points): %lld started, %lld recorded, %lld over "
                                "the rate, %lld dropped by gVisor\n",
                                (long long) json_integer_value(json_object_get(pr, "execs")),

@@ -2906,8 +2906,10 @@ def memory_cgroup_of(user):
     or a loud skip naming why there is none."""
     d = f"/sys/fs/cgroup/memory/lazaret-{user.pw_name}"
     if not os.path.isdir(d):
-        pytest.skip(f"SKIPPED LOUDLY: no memory cgroup {d} (scripts/setup.sh --test-user makes one on hosts with a "
-                    "cgroup v1 memory hierarchy; this host has none)")
+        v1 = os.path.exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+        pytest.skip(f"SKIPPED LOUDLY: no memory cgroup {d}: " +
+                    (f"scripts/setup.sh --memory-cgroup {user.pw_name} makes it" if v1 else
+                     "this host has no cgroup v1 memory hierarchy, and cgroup v2 is not supported yet"))
     return d
 
 

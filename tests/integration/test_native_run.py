@@ -520,8 +520,10 @@ print("still running", flush=True)
 def memory_cgroup():
     d = f"/sys/fs/cgroup/memory/lazaret-{TEST_USER}"
     if not os.path.isdir(d):
-        pytest.skip(f"SKIPPED LOUDLY: no memory cgroup {d} (scripts/setup.sh --test-user makes one on hosts with a "
-                    "cgroup v1 memory hierarchy; this host has none)")
+        v1 = os.path.exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+        pytest.skip(f"SKIPPED LOUDLY: no memory cgroup {d}: " +
+                    (f"scripts/setup.sh --memory-cgroup {TEST_USER} makes it" if v1 else
+                     "this host has no cgroup v1 memory hierarchy, and cgroup v2 is not supported yet"))
     return d
 
 
@@ -612,6 +614,58 @@ def test_native_memory_cgroup_bad_config(lz):
         r = d.run("run", "--tui=none", "--", "/bin/touch", "/workspace/ran")
         assert r.returncode != 0 and "runtime.memory_cgroup" in r.stderr and why in r.stderr, r.stderr
         assert not os.path.exists(marker)
+
+
+def test_native_processes_on_record(lz):
+    """The native sandbox has no trace points: its processes are observed
+    by a scan of /proc. Each program the session runs is on the record
+    with its command line, its directory as the sandbox sees it and its
+    session, marked observed_by "scan"; a fork that never execs, a process
+    already ending and lazaret-native's own are not; an orphan the init
+    took stays on its session. Status says how they are observed, and the
+    report lists them."""
+    from test_events import events
+    d = native(lz)
+    script = ("sleep 0.4; /usr/bin/python3 -c 'import time; time.sleep(0.4)' arg1; "
+              "cd /tmp && sleep 0.4; (sleep 0.6 &); ( : ; sleep 0.3 ); exit 0")
+    p = d.popen("run", "--tui=none", "--", "/bin/sh", "-c", script)
+    try:
+        st = wait_status(d)
+        pr = st["events"]["processes"]
+        assert pr["observed"] is True and "scan" in pr["via"], pr
+        r = d.run("status")
+        assert "processes   observed (a scan of /proc" in r.stdout, r.stdout
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    finally:
+        end_cli(p)
+
+    def procs(evs):
+        return [e for e in evs if e["source"] == "process" and e["kind"] == "started"]
+
+    evs = events(d, want=lambda evs: len(procs(evs)) >= 6)
+    [session] = [e["session"] for e in evs if e["source"] == "session" and e["kind"] == "started"]
+    ps = procs(evs)
+    for e in ps:
+        assert e["data"]["observed_by"] == "scan", e
+        assert e["data"]["argv"] and e["data"]["path"], "only programs that run: " + repr(e)
+        assert "lazaret-native" not in e["data"]["path"], e
+        assert e["session"] == session, e
+    by = {}
+    for e in ps:
+        by.setdefault(" ".join(e["data"]["argv"]), []).append(e["data"])
+    assert by["/bin/sh -c " + script][0]["cwd"] == "/workspace", by
+    assert by["/bin/sh -c " + script][0]["ppid"] == 0, "a joined command's parent is outside"
+    py = by["/usr/bin/python3 -c import time; time.sleep(0.4) arg1"][0]
+    assert py["cwd"] == "/workspace" and py["path"].startswith("/usr/bin/python3"), py
+    assert py["ppid"] == by["/bin/sh -c " + script][0]["pid"], py
+    assert [x["cwd"] for x in by["sleep 0.4"]] == ["/workspace", "/tmp"], by["sleep 0.4"]
+    assert len(by["sleep 0.6"]) == 1 and len(by["sleep 0.3"]) == 1, by  # the orphan, the subshell's exec
+    # The subshell that forked and never exec'd is not a program of its own.
+    assert len(by["/bin/sh -c " + script]) == 1, by
+    r = d.run("report", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert "time.sleep(0.4)" in r.stdout and "sleep 0.6" in r.stdout.replace('", "', " "), r.stdout[:2000]
 
 
 def test_native_branch_mode_without_the_git_router(lz):
