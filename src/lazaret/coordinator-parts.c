@@ -566,9 +566,11 @@ static int sandbox_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_co
                         scan_begin(co, ws);
                 else
                         snprintf(co->trace.why, sizeof(co->trace.why), "there is no event record to keep them");
-                *ret_commit =
-                        json_pack("{s:s, s:o, s:i}", "backend", "native", "holder",
-                                  process_identity_to_json(&co->native.ident), "init_pid", (int) co->native.init_pid);
+                *ret_commit = co->native.fs_only ? json_pack("{s:s, s:s, s:s}", "backend", "native", "mode", "fs-only",
+                                                             "cgroup", co->native.cgroup)
+                                                 : json_pack("{s:s, s:o, s:i, s:s?}", "backend", "native", "holder",
+                                                             process_identity_to_json(&co->native.ident), "init_pid",
+                                                             (int) co->native.init_pid, "cgroup", co->native.cgroup);
                 return 0;
         }
         /* The processes inside, when they can be observed: losing them
@@ -597,15 +599,19 @@ static int sandbox_release(void *ctx, void *obj, json_t *own, uint64_t generatio
         (void) obj;
         (void) generation;
         if (streq_ptr(json_string_value(json_object_get(own, "backend")), "native")) {
-                if (obj && co->native.pid > 0) {
+                if (obj && (co->native.pid > 0 || co->native.fs_only)) {
                         native_run_stop(&co->native);
                         return 0;
                 }
                 /* A dead coordinator's (it died with it, unless it was
-                 * killed before --die-with-parent took hold). */
+                 * killed before --die-with-parent took hold); in FS-ONLY,
+                 * what is left in its memory cgroup. */
                 ProcessIdentity pi;
                 if (process_identity_from_json(json_object_get(own, "holder"), &pi) >= 0)
                         native_run_kill_leftover(&pi);
+                const char *cg = json_string_value(json_object_get(own, "cgroup"));
+                if (cg && co->spec.memory_cgroup && path_under(cg, co->spec.memory_cgroup))
+                        native_run_remove_leftover_cgroup(cg);
                 return 0;
         }
         const char *name = json_string_value(json_object_get(own, "container_name"));

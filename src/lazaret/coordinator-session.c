@@ -463,7 +463,16 @@ static json_t *session_env(const Coordinator *co, const Session *s, const CtlMes
                 if (t)
                         json_array_append_new(env, json_string(t));
                 free(t);
-                json_array_append_new(env, json_string("TERMINFO=/run/lazaret/terminfo"));
+                /* FS-ONLY's command sees the host's paths. */
+                if (co->native.fs_only) {
+                        StrBuf ti = STRBUF_INIT;
+                        strbuf_printf(&ti, "TERMINFO=%s", co->terminfo_dir);
+                        char *x = strbuf_steal(&ti);
+                        if (x)
+                                json_array_append_new(env, json_string(x));
+                        free(x);
+                } else
+                        json_array_append_new(env, json_string("TERMINFO=/run/lazaret/terminfo"));
         }
         if (env) {
                 StrBuf b = STRBUF_INIT;
@@ -898,11 +907,14 @@ static json_t *status_json(Coordinator *co) {
                                   : json_pack("{s:I, s:b, s:s}", "limit", (json_int_t) co->spec.cpu_limit, "enforced",
                                               0, "enforced_by", co->cpu_unset);
         bool native = co->spec.backend == BACKEND_NATIVE;
+        bool fs_only = native && co->native.fs_only;
         json_t *limits = json_pack(
                 "{s:{s:I, s:b, s:s}, s:{s:I, s:o*, s:b, s:s}, s:o*, s:{s:I, s:b, s:s}}", "pids", "limit",
-                (json_int_t) co->spec.nproc, "enforced", 1, "enforced_by",
-                native              ? "RLIMIT_NPROC of every process of the sandbox, which Linux counts in the "
-                                      "sandbox's own user namespace: its tasks, not the user's on the host"
+                (json_int_t) co->spec.nproc, "enforced", !fs_only, "enforced_by",
+                fs_only  ? "nothing: FS-ONLY has no user namespace of its own, and RLIMIT_NPROC would count the user's "
+                           "processes on the host too"
+                : native ? "RLIMIT_NPROC of every process of the sandbox, which Linux counts in the "
+                           "sandbox's own user namespace: its tasks, not the user's on the host"
                 : co->spec.rootless ? "gVisor (RLIMIT_NPROC for every task of the sandbox)"
                                     : "gVisor (RLIMIT_NPROC for every task of the sandbox), and a pids cgroup for "
                                       "runsc's host threads",
@@ -967,9 +979,14 @@ static json_t *status_json(Coordinator *co) {
                 if (native) {
                         (void) json_object_set_new(
                                 sb, "boundary",
-                                json_string("Landlock, user, mount, IPC, network and PID namespaces, seccomp "
-                                            "(lazaret-native, FULL mode)"));
-                        (void) json_object_set_new(sb, "init_pid", json_integer(co->native.init_pid));
+                                json_string(fs_only ? "Landlock and seccomp at the host's paths, no network, every "
+                                                      "process in a memory cgroup (lazaret-native, FS-ONLY mode: no "
+                                                      "user namespaces here)"
+                                                    : "Landlock, user, mount, IPC, network and PID namespaces, "
+                                                      "seccomp (lazaret-native, FULL mode)"));
+                        if (!fs_only)
+                                (void) json_object_set_new(sb, "init_pid", json_integer(co->native.init_pid));
+                        (void) json_object_set_new(sb, "mode", json_string(fs_only ? "fs-only" : "full"));
                         if (co->git_read_only)
                                 (void) json_object_set_new(
                                         sb, "git",

@@ -788,7 +788,10 @@ int coordinator_main(void) {
          * whole working tree through the router (protected host-run files,
          * masked secrets, and .git under the same policy). */
         bool native = co.spec.backend == BACKEND_NATIVE;
-        if (!co.spec.branch || co.spec.git_dir) {
+        /* FS-ONLY has no mount namespace to put the git router's mount at
+         * .git's path: .git is read-only there. */
+        bool fs_only_branch = native && co.spec.native_fs_only && co.spec.branch;
+        if ((!co.spec.branch || co.spec.git_dir) && !fs_only_branch) {
                 r = start_router(&co, &err);
                 /* The native backend's branch mode can do without: .git
                  * read-only, commits refused, and said so. */
@@ -942,8 +945,18 @@ int coordinator_main(void) {
                         status_warn(&co, w);
                 } else
                         co_check_memory(&co);
-                co.runtime_fd = (int) syscall(SYS_pidfd_open, co.sandbox.conmon_pid, 0);
-                if (r >= 0 && co.runtime_fd >= 0)
+                /* FS-ONLY has no holder to watch: its sessions are all. */
+                co.runtime_fd = native && co.spec.native_fs_only
+                                        ? -EBADF
+                                        : (int) syscall(SYS_pidfd_open, co.sandbox.conmon_pid, 0);
+                if (native && co.spec.native_fs_only) {
+                        status_warn(&co, co.spec.branch
+                                                 ? "FS-ONLY (no user namespaces here): Landlock and seccomp at the "
+                                                   "host's paths, no network, .git read-only (commits are refused); "
+                                                   "pids_limit is not enforced"
+                                                 : "FS-ONLY (no user namespaces here): Landlock and seccomp at the "
+                                                   "host's paths, no network; pids_limit is not enforced");
+                } else if (r >= 0 && co.runtime_fd >= 0)
                         r = co_epoll_add(&co, co.runtime_fd, EPOLLIN, &co.w_runtime);
                 else if (co.runtime_fd < 0)
                         log_warning("cannot watch conmon (pid %d): %s", (int) co.sandbox.conmon_pid, strerror(errno));

@@ -152,8 +152,9 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                 json_decref(j);
                 return NULL;
         }
-        if (j && json_object_update_new(j, json_pack("{s:s, s:s?, s:s?}", "backend", backend_to_string(s->backend),
-                                                     "native", s->native, "memory_cgroup", s->memory_cgroup)) < 0) {
+        if (j && json_object_update_new(j, json_pack("{s:s, s:s?, s:s?, s:b}", "backend", backend_to_string(s->backend),
+                                                     "native", s->native, "memory_cgroup", s->memory_cgroup,
+                                                     "native_fs_only", s->native_fs_only)) < 0) {
                 json_decref(j);
                 return NULL;
         }
@@ -282,6 +283,7 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_opt_str(j, "native", &s.native);
         if (r >= 0)
                 r = get_opt_str(j, "memory_cgroup", &s.memory_cgroup);
+        s.native_fs_only = json_is_true(json_object_get(j, "native_fs_only"));
         if (r >= 0)
                 r = get_str(j, "init", &s.init);
         if (r >= 0)
@@ -561,7 +563,8 @@ static int protect_own_paths(const Config *cfg, char ***list, char ***mask) {
  * before anything starts, naming what is missing and the way out; never a
  * silent fallback to something weaker. lazaret-native's own --check proves
  * Landlock and user namespaces on this host. */
-static int native_preflight(const ConfigProfile *p, LaunchSpec *s, const char *dir, char **ret_error) {
+static int native_preflight(const Config *cfg, const ConfigProfile *p, LaunchSpec *s, const char *dir,
+                            char **ret_error) {
         if (geteuid() == 0)
                 return fail(ret_error,
                             "profile '%s' uses backend = \"native\", which runs the agent as the user who starts it "
@@ -601,7 +604,7 @@ static int native_preflight(const ConfigProfile *p, LaunchSpec *s, const char *d
         if (access(s->native, X_OK) < 0)
                 return fail(ret_error, "%s is missing: lazaret-native must be installed next to lazaret", s->native);
         _cleanup_(exec_result_done) ExecResult res = {};
-        int r = exec_capture(s->native, (const char *const[]){ "lazaret-native", "--mode", "full", "--check", NULL },
+        int r = exec_capture(s->native, (const char *const[]){ "lazaret-native", "--mode", "auto", "--check", NULL },
                              NATIVE_CHECK_USEC, &res);
         if (r < 0)
                 return fail(ret_error, "cannot run %s --check: %s", s->native, strerror(-r));
@@ -613,6 +616,41 @@ static int native_preflight(const ConfigProfile *p, LaunchSpec *s, const char *d
                 return fail(ret_error, "profile '%s' uses backend = \"native\", which cannot work on this host: %.*s",
                             p->name, (int) n, *why ? why : "lazaret-native --check failed");
         }
+        /* FS-ONLY (no user namespaces here): Landlock and seccomp at the
+         * host's paths. What needs namespaces is refused, naming it. */
+        if (!startswith(res.out ?: "", "native: FS-ONLY"))
+                return 0;
+        s->native_fs_only = true;
+        const char *out = res.out + strlen("native: ");
+        int l = (int) strcspn(out, "\n");
+        if (p->n_domains > 0)
+                return fail(ret_error,
+                            "profile '%s' uses backend = \"native\", which runs %.*s here: egress by name "
+                            "(allow_domains) needs FULL mode, whose network namespace the broker's relay listens in; "
+                            "allow unprivileged user namespaces, or use backend = \"gvisor\"",
+                            p->name, l, out);
+        if (cfg->escalation_enabled)
+                return fail(
+                        ret_error,
+                        "profile '%s' uses backend = \"native\", which runs %.*s here: escalation needs FULL "
+                        "mode (FS-ONLY refuses connect(2), and its client is reached at /run/lazaret/escalate); set "
+                        "[escalation] enabled = false, allow unprivileged user namespaces, or use backend = "
+                        "\"gvisor\"",
+                        p->name, l, out);
+        if (p->n_volumes > 0)
+                return fail(ret_error,
+                            "profile '%s' uses backend = \"native\", which runs %.*s here: volumes need FULL mode's "
+                            "mount namespace (%s:%u:%u); remove them, allow unprivileged user namespaces, or use "
+                            "backend = \"gvisor\"",
+                            p->name, l, out, p->volumes[0].where.file, p->volumes[0].where.pos.line,
+                            p->volumes[0].where.pos.col);
+        if (!cfg->memory_cgroup)
+                return fail(ret_error,
+                            "profile '%s' uses backend = \"native\", which runs %.*s here: without a PID namespace "
+                            "only a memory cgroup holds memory_limit and ends every process the sandbox leaves; set "
+                            "runtime.memory_cgroup (scripts/setup.sh --memory-cgroup USER makes one), allow "
+                            "unprivileged user namespaces, or use backend = \"gvisor\"",
+                            p->name, l, out);
         return 0;
 }
 
@@ -918,6 +956,16 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                                    : fail(ret_error, "cannot check the Domain Root %s: %s", s.domain_dir, strerror(-r));
         }
 
+        /* What the native backend cannot provide is refused before
+         * anything is made for it (the escalation socket's directory). */
+        if (native) {
+                r = native_preflight(cfg, p, &s, dir, ret_error);
+                if (r < 0)
+                        return r;
+                if (cfg->memory_cgroup && !(s.memory_cgroup = strdup(cfg->memory_cgroup)))
+                        return -ENOMEM;
+        }
+
         /* Host escalation. */
         s.escalation_enabled = cfg->escalation_enabled;
         s.escalation_output_max = cfg->escalation_output_max;
@@ -969,14 +1017,6 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
         s.memory_limit_mib = p->memory_limit_mib;
         s.cpu_limit = p->cpu_limit;
         s.disk_limit_mib = p->disk_limit_mib;
-
-        if (native) {
-                r = native_preflight(p, &s, dir, ret_error);
-                if (r < 0)
-                        return r;
-                if (cfg->memory_cgroup && !(s.memory_cgroup = strdup(cfg->memory_cgroup)))
-                        return -ENOMEM;
-        }
 
         r = launch_spec_fingerprint(&s);
         if (r < 0)

@@ -33,6 +33,7 @@ typedef struct LaunchSpec {
         Backend backend;
         char *native;
         char *memory_cgroup; /* native: runtime.memory_cgroup, where its memory cgroup is made; NULL: watched */
+        bool native_fs_only; /* native on a host without user namespaces: Landlock and seccomp only */
         char **command; /* default session command, NULL-terminated */
         char **env_names; /* variables sessions may set (the profile's env), NULL-terminated */
         LaunchVolume *volumes;

@@ -149,7 +149,32 @@ static void cgroup_remove(char **path) {
         *path = NULL;
 }
 
+/* FS-ONLY has no init to end what the sessions leave: every process in
+ * its memory cgroup is, until none is left. */
+static void cgroup_kill_all(const char *cg) {
+        _cleanup_free_ char *procs = path_join(cg, "cgroup.procs");
+        for (int i = 0; procs && i < 200; i++) {
+                _cleanup_free_ char *text = NULL;
+                if (read_file_capped(procs, 1 << 20, &text, NULL) < 0 || !*text)
+                        return;
+                for (char *p = text, *end;; p = end) {
+                        long pid = strtol(p, &end, 10);
+                        if (end == p)
+                                break;
+                        if (pid > 0)
+                                (void) kill((pid_t) pid, SIGKILL);
+                }
+                usleep(5000);
+        }
+        log_warning("processes are left in the sandbox's memory cgroup %s after 1 s of killing them", cg);
+}
+
 void native_run_stop(NativeRun *n) {
+        if (n->fs_only && n->cgroup)
+                cgroup_kill_all(n->cgroup);
+        for (char **p = n->fs_args; p && *p; p++)
+                free(*p);
+        n->fs_args = mfree(n->fs_args);
         if (n->pid <= 0) {
                 n->relay_pid = 0;
                 cgroup_remove(&n->cgroup);
@@ -251,7 +276,7 @@ int native_memory_killed(const NativeRun *n, uint64_t *ret_kills) {
 }
 
 int native_memory_used(const NativeRun *n, uint64_t *ret_bytes) {
-        if (n->init_pid <= 0)
+        if (n->init_pid <= 0 && !n->fs_only)
                 return -ESRCH;
         if (n->cgroup) {
                 /* What it is charged, but for file contents cached from disk
@@ -298,6 +323,12 @@ int native_memory_used(const NativeRun *n, uint64_t *ret_bytes) {
         }
         *ret_bytes = total;
         return 0;
+}
+
+void native_run_remove_leftover_cgroup(const char *cgroup) {
+        cgroup_kill_all(cgroup);
+        char *p = strdup(cgroup);
+        cgroup_remove(&p);
 }
 
 void native_run_kill_leftover(const ProcessIdentity *holder) {
@@ -381,9 +412,64 @@ static int wait_ready(NativeRun *n, int out, int err, char **ret_error) {
         }
 }
 
+/* FS-ONLY: nothing to hold. Each session runs lazaret-native --mode
+ * fs-only at the host's paths in the sandbox's memory cgroup: the
+ * workspace (the router's mount in direct mode, the worktree in branch
+ * mode, its repository's .git read-only), the terminfo read-only. */
+static int fs_only_start(const LaunchSpec *s, const char *workspace, const char *terminfo_dir, NativeRun *ret,
+                         char **ret_error) {
+        NativeRun n = { .fs_only = true };
+        if (!s->memory_cgroup) {
+                *ret_error = strdup("FS-ONLY needs runtime.memory_cgroup");
+                return -EINVAL;
+        }
+        Argv a = {};
+        argv_add(&a, "lazaret-native");
+        argv_add(&a, "--mode");
+        argv_add(&a, "fs-only");
+        argv_add(&a, "--workspace");
+        argv_add(&a, workspace);
+        if (s->branch && s->git_dir) {
+                argv_add(&a, "--ro");
+                argv_add(&a, s->git_dir);
+        }
+        argv_add(&a, "--ro");
+        argv_add(&a, terminfo_dir);
+        for (const char *const *m = (const char *const[]){ ".vscode", ".idea", NULL }; *m; m++) {
+                _cleanup_free_ char *hp = path_join(workspace, *m);
+                struct stat st;
+                if (hp && lstat(hp, &st) == 0 && S_ISDIR(st.st_mode)) {
+                        argv_add(&a, "--mask");
+                        argv_add(&a, hp);
+                }
+        }
+        if (a.oom) {
+                argv_done(&a);
+                return -ENOMEM;
+        }
+        int r = cgroup_make(s, &n.cgroup, ret_error);
+        if (r < 0) {
+                argv_done(&a);
+                return r;
+        }
+        argv_add(&a, "--cgroup");
+        argv_add(&a, n.cgroup);
+        if (a.oom) {
+                argv_done(&a);
+                cgroup_remove(&n.cgroup);
+                return -ENOMEM;
+        }
+        n.fs_args = a.v;
+        log_info("native sandbox in FS-ONLY mode: sessions run lazaret-native --mode fs-only in %s", n.cgroup);
+        *ret = n;
+        return 0;
+}
+
 int native_run_start(const LaunchSpec *s, const char *workspace, const char *git_mnt, const char *terminfo_dir,
                      const char *certs_dir, const char *socket_dir, const char *broker_dir, NativeRun *ret,
                      char **ret_error) {
+        if (s->native_fs_only)
+                return fs_only_start(s, workspace, terminfo_dir, ret, ret_error);
         Argv a = {};
         argv_add(&a, "lazaret-native");
         argv_add(&a, "--mode");
@@ -546,10 +632,30 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
 
 char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd, bool env_fd, char *const *argv) {
         Argv a = {};
+        const char *sub = cwd ? path_under(cwd, "/workspace") : NULL;
+        if (n->fs_only) {
+                for (char **p = n->fs_args; p && *p; p++)
+                        argv_add(&a, *p);
+                if (sub && *sub) {
+                        argv_add(&a, "--cwd");
+                        argv_add(&a, sub);
+                }
+                if (env_fd) {
+                        argv_add(&a, "--env-fd");
+                        argv_add(&a, "3");
+                }
+                argv_add(&a, "--");
+                for (char *const *p = argv; p && *p; p++)
+                        argv_add(&a, *p);
+                if (a.oom) {
+                        argv_done(&a);
+                        return NULL;
+                }
+                return a.v;
+        }
         argv_add(&a, "lazaret-native");
         argv_add(&a, "--join");
         argv_addf(&a, "%d", (int) n->init_pid);
-        const char *sub = cwd ? path_under(cwd, "/workspace") : NULL;
         if (sub && *sub) {
                 argv_add(&a, "--cwd");
                 argv_add(&a, sub);

@@ -24,6 +24,8 @@ typedef struct NativeRun {
         bool loopback; /* egress by name: the loopback is up, the relay listens there (each join: --loopback) */
         pid_t relay_pid; /* the joiner of lazaret-init --relay, our child; 0 without names */
         char *cgroup; /* its memory cgroup (runtime.memory_cgroup), ours, removed by native_run_stop; NULL: watched */
+        bool fs_only; /* FS-ONLY: no holder (pid 0, init_pid 0); each session runs fs_args, in cgroup */
+        char **fs_args; /* lazaret-native --mode fs-only --workspace ... --cgroup ... (the sessions' own follow) */
         dev_t pidns_dev; /* the sandbox's PID namespace: its processes are those in it */
         ino_t pidns_ino;
 } NativeRun;
@@ -67,6 +69,10 @@ int native_memory_killed(const NativeRun *n, uint64_t *ret_kills);
 
 /* A holder a dead coordinator left (by pid and start time): killed. */
 void native_run_kill_leftover(const ProcessIdentity *holder);
+
+/* A memory cgroup a dead coordinator left: every process in it killed,
+ * then removed (FS-ONLY has no holder whose end ends them). */
+void native_run_remove_leftover_cgroup(const char *cgroup);
 
 /* The argument vector of a joiner: `lazaret-native --join PID [--cwd REL]
  * [--env-fd 3] [--rw ...] [--loopback] -- argv...` (cwd: "/workspace" or

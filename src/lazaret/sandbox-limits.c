@@ -150,6 +150,10 @@ int limits_cpu_apply(pid_t conmon_pid, bool with_root, unsigned n_cpus, int nice
         for (int c = 0; c < CPU_SETSIZE && off + 8 < size; c++)
                 if (CPU_ISSET(c, &set))
                         off += (size_t) snprintf(ret_cpus + off, size - off, "%s%d", off ? "," : "", c);
+        /* No process yet (the native backend's FS-ONLY mode): the set,
+         * for each session's. */
+        if (conmon_pid <= 0)
+                return 1;
         if (with_root)
                 return cpu_apply_tree(conmon_pid, &set, nice, 0);
         /* conmon itself stays as it is; what runs under it does not. */

@@ -392,7 +392,11 @@ int verb_status(int argc, char **argv, const Globals *g) {
                         printf("  .git        %s\n", json_string_value(json_object_get(sb, "git")));
                 json_t *net = json_object_get(st, "network");
                 const char *side = json_string_value(json_object_get(net, "sidecar"));
-                printf("  network     %s, policy %.12s%s\n", side ? side : "loopback only",
+                bool fs_only = streq_ptr(json_string_value(json_object_get(sb, "mode")), "fs-only");
+                printf("  network     %s, policy %.12s%s\n",
+                       side      ? side
+                       : fs_only ? "none (FS-ONLY: no IP sockets, no connect(2))"
+                                 : "loopback only",
                        json_string_value(json_object_get(net, "policy_digest")) ?: "?",
                        json_is_true(json_object_get(net, "update_in_progress")) ? " (being applied)" : "");
                 print_host_addresses(json_object_get(net, "host_addresses"));

@@ -149,6 +149,7 @@ static const char *const devices[] = { "null", "zero", "full", "random", "urando
 
 typedef struct Spec {
         char *workspace; /* resolved */
+        const char *cwd; /* FS-ONLY: --cwd, below the workspace */
         char *ro[ARGS_MAX];
         size_t n_ro;
         /* --ro-bind SRC:DST: SRC (resolved) read-only at DST. */
@@ -1293,6 +1294,8 @@ static void give_terminal(pid_t pgrp) {
         (void) sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
+static void change_to(const char *root, const char *cwd);
+
 _noreturn_ static void fs_only_command(const Spec *s, const LandlockRules *r, int alive, bool foreground,
                                        const struct rlimit *nofile, const sigset_t *mask) {
         tmp_dir = NULL; /* P's to remove */
@@ -1302,8 +1305,7 @@ _noreturn_ static void fs_only_command(const Spec *s, const LandlockRules *r, in
         die_with_parent(alive);
         if (foreground)
                 give_terminal(getpid());
-        if (chdir(s->workspace) < 0)
-                die("chdir %s: %s", s->workspace, strerror(errno));
+        change_to(s->workspace, s->cwd);
         close_inherited();
         const char *why = NULL;
         int k = landlock_apply(r, 1, &why);
@@ -1352,6 +1354,31 @@ static int fs_only_wait(pid_t c, bool foreground) {
         int status = wait_for(c);
         if (foreground)
                 give_terminal(getpgrp());
+        /* What is left came to P (its subreaper) as its parents ended:
+         * ended too, until none is left (one that forked meanwhile leaves
+         * its child to P as well). */
+        for (;;) {
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int) getpid());
+                char buf[4096];
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+                if (fd >= 0)
+                        close(fd);
+                if (n > 0) {
+                        buf[n] = '\0';
+                        for (char *p = buf, *end;; p = end) {
+                                long pid = strtol(p, &end, 10);
+                                if (end == p)
+                                        break;
+                                if (pid > 0)
+                                        (void) kill((pid_t) pid, SIGKILL);
+                        }
+                }
+                pid_t r = waitpid(-1, NULL, 0);
+                if (r < 0 && errno == ECHILD)
+                        break;
+        }
         return status;
 }
 
@@ -1410,6 +1437,10 @@ static int run_fs_only(const Spec *s, int abi) {
         if (pipe2(errp, O_CLOEXEC) < 0 || pipe2(alive, O_CLOEXEC) < 0)
                 die("pipe: %s", strerror(errno));
         bool foreground = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+        /* Whatever the command leaves behind (a daemon that left its
+         * process group with setsid) comes to P, which ends it. */
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+                die("prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
         pid_t c = fork();
         if (c < 0)
                 die("fork: %s", strerror(errno));
@@ -1417,6 +1448,7 @@ static int run_fs_only(const Spec *s, int abi) {
                 close(errp[0]);
                 close(alive[0]);
                 err_fd = errp[1];
+                (void) prctl(PR_SET_CHILD_SUBREAPER, 0);
                 fs_only_command(s, r, alive[1], foreground, &nofile, &mask);
         }
         close(errp[1]);
@@ -1610,14 +1642,15 @@ static void check_join_target(pid_t pid) {
 
 /* JOIN, C: in the sandbox's namespaces and root (J entered them), with
  * envp built. */
-_noreturn_ static void join_command(const char *cwd, char *const *argv) {
-        int ws = open("/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
+/* Change to the workspace root, or to cwd below it. cwd is opened where
+ * the sandbox's processes may have made any name a link: none is
+ * followed, nothing leads out. */
+static void change_to(const char *root, const char *cwd) {
+        int ws = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (ws < 0)
-                die("the sandbox has no /workspace: %s", strerror(errno));
+                die("cannot open the workspace %s: %s", root, strerror(errno));
         int dir = ws;
         if (cwd) {
-                /* Opened in the sandbox, whose processes may have made any
-                 * name there a link: none is followed, nothing leads out. */
                 struct open_how how = {
                         .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
@@ -1633,7 +1666,14 @@ _noreturn_ static void join_command(const char *cwd, char *const *argv) {
                 }
         }
         if (fchdir(dir) < 0)
-                die("cannot change to /workspace/%s: %s", cwd ?: "", strerror(errno));
+                die("cannot change to %s/%s: %s", root, cwd ?: "", strerror(errno));
+        if (dir != ws)
+                close(dir);
+        close(ws);
+}
+
+_noreturn_ static void join_command(const char *cwd, char *const *argv) {
+        change_to("/workspace", cwd);
         exec_confined(argv);
 }
 
@@ -2017,10 +2057,15 @@ int main(int argc, char **argv) {
                         die("close_range: %s", strerror(errno));
                 join_main(&s, join, cwd);
         }
-        if (cwd)
-                die("--cwd is only for --join");
-        if (env_fd >= 0)
-                die("--env-fd is only for --join");
+        /* FS-ONLY's command runs at the host's paths: where in the
+         * workspace, and its environment, are said as a join's are. */
+        if (cwd && want != MODE_FS_ONLY)
+                die("--cwd is only for --join and --mode fs-only");
+        if (cwd && !cwd_is_valid(cwd))
+                die("--cwd %s: a path relative to the workspace without \".\" or \"..\" expected", cwd);
+        if (env_fd >= 0 && want != MODE_FS_ONLY)
+                die("--env-fd is only for --join and --mode fs-only");
+        s.cwd = cwd;
         if (rw_given)
                 die("--rw is only for --join (a sandbox of its own makes --bind's destinations writable)");
         if (die_with_caller && !s.hold)
@@ -2065,6 +2110,8 @@ int main(int argc, char **argv) {
                 return EXIT_NATIVE;
         }
         s.argv = argv + optind;
+        if (env_fd >= 0)
+                read_env_fd(&s, env_fd);
         s.workspace = resolve("--workspace", workspace);
         struct stat st;
         if (stat(s.workspace, &st) < 0 || !S_ISDIR(st.st_mode)) {

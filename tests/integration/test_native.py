@@ -2955,3 +2955,42 @@ def test_cgroup_moves_run_hold_and_join(nat):
     finally:
         wait_until(lambda: not open(os.path.join(child, "cgroup.procs")).read(), timeout=5)
         os.rmdir(child)
+
+
+def test_fs_only_cwd_env_fd_and_what_the_command_leaves(nat):
+    """FS-ONLY runs as a session of the coordinator does: --cwd below the
+    workspace (no link followed, nothing outside), --env-fd for the
+    session's environment (not on a command line); and whatever the
+    command leaves behind, a daemon that left its process group with
+    setsid included, ends with it (the launcher is its subreaper)."""
+    nat.mkdir("sub")
+    os.symlink("/etc", os.path.join(nat.work, "link"))
+    fd = _memfd(b"FOO=from-fd\0")
+    tag = secrets.token_hex(4)
+    try:
+        p = nat.direct(["--mode", "fs-only", "--workspace", nat.work, "--cwd", "sub", "--env-fd", str(fd), "--",
+                        "/bin/sh", "-c",
+                        f'pwd; echo "$FOO"; setsid sh -c "sleep 97; : {tag}" & sleep 2'],
+                       pass_fds=[fd])
+    finally:
+        os.close(fd)
+
+    def running():
+        return tag in subprocess.run(["ps", "-u", nat.user.pw_name, "-o", "args="], capture_output=True,
+                                     text=True).stdout
+
+    assert wait_until(running, timeout=2), "the daemon was never seen"
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert out.decode().splitlines() == [os.path.join(nat.work, "sub"), "from-fd"], out
+    ps = subprocess.run(["ps", "-u", nat.user.pw_name, "-o", "args="], capture_output=True, text=True).stdout
+    assert tag not in ps, "the setsid daemon outlived the command: " + ps
+    for args, why in ((["--cwd", "link"], "a symbolic link is on the way"),
+                      (["--cwd", "../x"], "without \".\" or \"..\""),
+                      (["--cwd", "none"], "no such directory")):
+        r = nat.run("--mode", "fs-only", "--workspace", nat.work, *args, "--", "/bin/true")
+        assert why in one_error_line(r), (args, r.stderr)
+    r = nat.run("--workspace", nat.work, "--cwd", "sub", "--", "/bin/true")
+    assert "--cwd is only for --join and --mode fs-only" in one_error_line(r)
+    r = nat.run("--workspace", nat.work, "--env-fd", "3", "--", "/bin/true")
+    assert "--env-fd is only for --join and --mode fs-only" in one_error_line(r)

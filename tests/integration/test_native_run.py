@@ -569,9 +569,10 @@ def test_native_memory_cgroup_holds_what_the_watch_cannot_see(lz, how):
 
 def test_native_memory_cgroup_in_status_and_gone_with_the_coordinator(lz):
     """Status says the kernel enforces memory_limit, and how much is held;
-    the cgroup holds the sandbox's init. A coordinator killed outright
-    leaves its cgroup behind, empty (its holder died with it): the next
-    start removes it."""
+    the cgroup holds the sandbox's init. A coordinator killed outright: its
+    watchdog's recovery removes the cgroup (its processes died with the
+    holder). One a dead coordinator left all the same (named after a
+    process that is gone) the next start removes; a live one's it leaves."""
     d = native_in_cgroup(lz, "memory_limit = 256\n")
     p = d.popen("run", "--tui=none", "--", "/bin/sleep", "60")
     try:
@@ -590,16 +591,27 @@ def test_native_memory_cgroup_in_status_and_gone_with_the_coordinator(lz):
     finally:
         end_cli(p)
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and domain_processes(d):
+    while time.monotonic() < deadline and (domain_processes(d) or sandbox_cgroups()):
         time.sleep(0.1)
     assert not domain_processes(d)
-    assert sandbox_cgroups() == [cg], "an empty cgroup a killed coordinator left"
-    r = d.run("run", "--tui=none", "--", "/bin/true")
-    assert r.returncode == 0, r.stderr
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and sandbox_cgroups():
-        time.sleep(0.1)
-    assert not sandbox_cgroups()
+    assert not sandbox_cgroups(), "the killed coordinator's cgroup outlived its recovery"
+    # A dead coordinator's (no such process), and a live process's.
+    dead = os.path.join(memory_cgroup(), "lazaret-999999999-1")
+    with open("/proc/self/stat") as f:
+        live = os.path.join(memory_cgroup(), f"lazaret-{os.getpid()}-{f.read().rsplit(')', 1)[1].split()[19]}")
+    for c in (dead, live):
+        subprocess.run(["runuser", "-u", TEST_USER, "--", "mkdir", c], check=True)
+    try:
+        r = d.run("run", "--tui=none", "--", "/bin/true")
+        assert r.returncode == 0, r.stderr
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and sandbox_cgroups() != [os.path.basename(live)]:
+            time.sleep(0.1)
+        assert sandbox_cgroups() == [os.path.basename(live)]
+    finally:
+        for c in (dead, live):
+            if os.path.isdir(c):
+                os.rmdir(c)
 
 
 def test_native_memory_cgroup_bad_config(lz):
@@ -700,3 +712,153 @@ def test_native_branch_mode_without_the_git_router(lz):
     assert "no git router" in d.log()
     assert git_as(lz, "rev-parse", "HEAD").strip() == head
     assert not os.path.exists(os.path.join(lz.work, ".git", "hooks", "post-checkout"))
+
+
+# ---- FS-ONLY: a host without user namespaces (simulated) --------------------
+
+def fs_only(lz, extra="", cgroup=True, network='default_allow = []\ndefault_deny = []\n'):
+    """A native Domain on a host whose user namespaces are off, as
+    LAZARET_TEST_NO_USERNS=1 has lazaret-native --check say."""
+    if cgroup:
+        network += f'[runtime]\nmemory_cgroup = "{memory_cgroup()}"\n'
+    d = native(lz, extra=extra, network=network)
+    d.env["LAZARET_TEST_NO_USERNS"] = "1"
+    return d
+
+
+def test_native_fs_only_direct_mode(lz):
+    """Without user namespaces the native backend runs FS-ONLY: each
+    session is lazaret-native --mode fs-only at the host's paths, in the
+    sandbox's memory cgroup, its workspace the router's mount (masked
+    names read empty, protected ones read-only). The start says what it
+    lacks; status says FS-ONLY, pids_limit not enforced, the processes
+    observed. From inside: the host's files outside the workspace, the
+    test user's home, the real workspace behind the router and host
+    sockets (TCP and Unix) are refused; a daemon that left its process
+    group with setsid ends with the session; what it writes in the
+    workspace lands on the host; nothing is left."""
+    lz.write("work/hello.txt", "from the host\n")
+    lz.write("work/.env", "SECRET=host-secret\n")
+    lz.write("work/.envrc", "export A=1\n")
+    victim = lz.write("victim.txt", "unchanged\n")
+    home_secret = os.path.join(lz.user.pw_dir, "lazaret-fs-only-secret")
+    with open(home_secret, "w") as f:
+        f.write("home-secret\n")
+    os.chown(home_secret, lz.user.pw_uid, lz.user.pw_gid)
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(1)
+    tcp.settimeout(0.5)
+    unix_path = os.path.join(lz.base, "host.sock")
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind(unix_path)
+    os.chmod(unix_path, 0o777)
+    unix.listen(1)
+    unix.settimeout(0.5)
+    d = fs_only(lz)
+    attack = f"""
+import errno, os, socket, subprocess
+print("cwd", os.getcwd())
+print("hello", open("hello.txt").read().strip())
+print("env", repr(open(".env").read()))
+open("out.txt", "w").write("written\\n")
+def tryit(name, f):
+    try:
+        f()
+        print(name, "OK")
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+tryit("write-outside", lambda: open({victim!r}, "w").write("x"))
+tryit("read-home", lambda: open({home_secret!r}).read())
+tryit("read-real-workspace", lambda: open({os.path.join(lz.work, "hello.txt")!r}).read())
+tryit("envrc", lambda: open(".envrc", "a").write("x"))
+tryit("tcp", lambda: socket.create_connection(("127.0.0.1", {tcp.getsockname()[1]}), timeout=1))
+tryit("unix", lambda: socket.socket(socket.AF_UNIX).connect({unix_path!r}))
+subprocess.Popen(["setsid", "sleep", "97"])
+"""
+    lz.write("work/attack.py", attack)
+    p = d.popen("run", "--tui=none", "--", "/bin/sh", "-c", f"{PYTHON} attack.py; sleep 2; echo end")
+    try:
+        st = wait_status(d)
+        sb = st["sandbox"]
+        assert sb["mode"] == "fs-only" and "FS-ONLY" in sb["boundary"], sb
+        assert st["limits"]["pids"]["enforced"] is False, st["limits"]
+        assert st["limits"]["memory"]["enforced"] is True and "the kernel" in st["limits"]["memory"]["enforced_by"]
+        assert st["events"]["processes"]["observed"] is True, st["events"]
+        text = d.run("status").stdout
+        assert "network     none (FS-ONLY: no IP sockets, no connect(2))" in text, text
+        out, err = p.communicate(timeout=60)
+    finally:
+        end_cli(p)
+    out, err = out.decode(), err.decode()
+    assert p.returncode == 0, err + d.log()
+    assert "FS-ONLY (no user namespaces here)" in err, err
+    res = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    assert res["cwd"].endswith("/git-mnt"), res  # the router's mount, at its host path
+    assert res["hello"] == "from the host", res
+    assert res["env"] == "''", "a masked file reads empty: " + repr(res)
+    # Landlock (files), seccomp (connect): EACCES; no IP socket at all:
+    # EAFNOSUPPORT; the router: EROFS.
+    for name in ("write-outside", "read-home", "read-real-workspace", "unix"):
+        assert res[name] == "EACCES", (name, res)
+    assert res["tcp"] == "EAFNOSUPPORT", res
+    assert res["envrc"] == "EROFS", res
+    with pytest.raises(socket.timeout):
+        tcp.accept()
+    with pytest.raises(socket.timeout):
+        unix.accept()
+    assert open(victim).read() == "unchanged\n"
+    assert open(os.path.join(lz.work, "out.txt")).read() == "written\n"
+    assert open(os.path.join(lz.work, ".envrc")).read() == "export A=1\n"
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (domain_processes(d) or sandbox_cgroups()):
+        time.sleep(0.1)
+    assert not domain_processes(d), d.log()
+    assert not sandbox_cgroups()
+    sleepers = subprocess.run(["ps", "-u", lz.user.pw_name, "-o", "args="], capture_output=True, text=True).stdout
+    assert "sleep 97" not in sleepers, "the setsid daemon outlived the sandbox"
+    os.unlink(home_secret)
+
+
+def test_native_fs_only_branch_mode_git_read_only(lz):
+    """FS-ONLY branch mode: the agent's worktree at its host path, the
+    repository's .git read-only (no mount namespace to put the git router
+    at .git's path): a commit and a hook are refused, the host's .git is
+    unchanged, and the start says so."""
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/a.txt", "a\n")
+    git_as(lz, "add", "-A")
+    git_as(lz, "commit", "-q", "-m", "first")
+    head = git_as(lz, "rev-parse", "HEAD").strip()
+    d = fs_only(lz)
+    r = d.run("run", "--tui=none", "--", "/bin/sh", "-c",
+              "export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a; "
+              "cat a.txt; echo x > b.txt; git add -A 2>/dev/null && git commit -qm agent 2>/dev/null && echo COMMITTED; "
+              "echo '#!/bin/sh' > \"$(git rev-parse --git-common-dir)/hooks/post-checkout\" 2>/dev/null "
+              "|| echo hook-refused; echo done")
+    assert r.returncode == 0, r.stderr + d.log()
+    assert r.stdout.startswith("a\n") and "hook-refused" in r.stdout and "COMMITTED" not in r.stdout, r.stdout
+    assert ".git read-only (commits are refused)" in r.stderr, r.stderr
+    assert git_as(lz, "rev-parse", "HEAD").strip() == head
+    assert not os.path.exists(os.path.join(lz.work, ".git", "hooks", "post-checkout"))
+    assert not os.path.exists(os.path.join(lz.work, "b.txt"))
+
+
+@pytest.mark.parametrize("case", ["no-cgroup", "escalation", "domains", "volume"])
+def test_native_fs_only_refuses_what_needs_namespaces(lz, case):
+    """What FS-ONLY cannot do is refused before anything runs, naming it:
+    memory_limit without a memory cgroup, escalation, egress by name,
+    volumes. Nothing is left."""
+    vol = os.path.join(lz.base, "vol")
+    os.makedirs(vol, exist_ok=True)
+    extra = {"domains": 'allow_domains = ["example.org"]\n',
+             "volume": f'volumes = [{{ host = "{vol}", container = "/data", mode = "ro" }}]\n'}.get(case, "")
+    d = fs_only(lz, extra=extra, cgroup=case != "no-cgroup")
+    if case == "escalation":
+        d.cfg = lz.write("cfg.toml", open(d.cfg).read().replace("enabled = false", "enabled = true"))
+    r = d.run("run", "--tui=none", "--", "/bin/touch", "ran")
+    want = {"no-cgroup": "set runtime.memory_cgroup", "escalation": "escalation needs FULL mode",
+            "domains": "egress by name (allow_domains) needs FULL mode", "volume": "volumes need FULL mode"}[case]
+    assert r.returncode != 0 and "FS-ONLY" in r.stderr and want in r.stderr, r.stderr
+    assert not os.path.exists(os.path.join(lz.work, "ran"))
+    assert not domain_processes(d)
