@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,8 +150,35 @@ static void cgroup_remove(char **path) {
         *path = NULL;
 }
 
+/* Whether the process of pidfd (pid) is still in the cgroup cg, by the
+ * memory line of /proc/PID/cgroup: ".../PARENT/NAME" as cg ends. */
+static bool still_in(const char *cg, pid_t pid) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) pid);
+        _cleanup_free_ char *text = NULL;
+        if (read_file_capped(path, 65536, &text, NULL) < 0)
+                return false;
+        const char *name = strrchr(cg, '/');
+        if (!name)
+                return false;
+        const char *parent = name;
+        while (parent > cg && parent[-1] != '/')
+                parent--;
+        size_t want = strlen(parent); /* "PARENT/NAME" */
+        for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+                char *colon = strchr(line, ':');
+                if (!colon || !startswith(colon + 1, "memory:"))
+                        continue;
+                size_t l = strcspn(line, "\n");
+                return l >= want + 1 && line[l - want - 1] == '/' && strncmp(line + l - want, parent, want) == 0;
+        }
+        return false;
+}
+
 /* FS-ONLY has no init to end what the sessions leave: every process in
- * its memory cgroup is, until none is left. */
+ * its memory cgroup is, until none is left. Each by a pidfd taken before
+ * it is checked to be in the cgroup still, so that a pid reused meanwhile
+ * is never another's process. */
 static void cgroup_kill_all(const char *cg) {
         _cleanup_free_ char *procs = path_join(cg, "cgroup.procs");
         for (int i = 0; procs && i < 200; i++) {
@@ -161,8 +189,14 @@ static void cgroup_kill_all(const char *cg) {
                         long pid = strtol(p, &end, 10);
                         if (end == p)
                                 break;
-                        if (pid > 0)
-                                (void) kill((pid_t) pid, SIGKILL);
+                        if (pid <= 0)
+                                continue;
+                        int fd = (int) syscall(SYS_pidfd_open, (pid_t) pid, 0);
+                        if (fd < 0)
+                                continue;
+                        if (still_in(cg, (pid_t) pid))
+                                (void) syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+                        close(fd);
                 }
                 usleep(5000);
         }

@@ -862,3 +862,29 @@ def test_native_fs_only_refuses_what_needs_namespaces(lz, case):
     assert r.returncode != 0 and "FS-ONLY" in r.stderr and want in r.stderr, r.stderr
     assert not os.path.exists(os.path.join(lz.work, "ran"))
     assert not domain_processes(d)
+
+
+def test_native_fs_only_killed_coordinator_leaves_nothing(lz):
+    """FS-ONLY has no init whose end ends the sandbox: a coordinator killed
+    outright leaves its sessions' processes running, and its watchdog's
+    recovery kills every process in the sandbox's memory cgroup (by
+    pidfd, each checked to be in it still) and removes the cgroup."""
+    d = fs_only(lz)
+    p = d.popen("run", "--tui=none", "--", "/bin/sh", "-c", "setsid sleep 61 & sleep 62")
+    try:
+        wait_status(d)
+        (cg,) = sandbox_cgroups()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(open(os.path.join(memory_cgroup(), cg, "cgroup.procs")).read().split()) < 4:
+            time.sleep(0.05)
+        inside = open(os.path.join(memory_cgroup(), cg, "cgroup.procs")).read().split()
+        assert len(inside) >= 4, inside  # lazaret-native, sh, and both sleeps
+        os.kill(int(cg.split("-")[1]), signal.SIGKILL)
+    finally:
+        end_cli(p)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (sandbox_cgroups() or any(os.path.exists(f"/proc/{x}") for x in inside)):
+        time.sleep(0.1)
+    assert not sandbox_cgroups(), "the cgroup outlived the recovery"
+    left = [x for x in inside if os.path.exists(f"/proc/{x}")]
+    assert not left, "processes of the sandbox outlived its coordinator: " + repr(left)
