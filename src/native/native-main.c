@@ -102,6 +102,7 @@
 #include <unistd.h>
 
 #include "landlock.h"
+#include "native-probe.h"
 #include "macro.h"
 #include "seccomp-filter.h"
 #include "string-util.h"
@@ -121,27 +122,18 @@
 #define TMP_TEMPLATE       "/tmp/lazaret-native.XXXXXX"
 /* For tests: "1" makes the user namespace probe fail, as on a host that
  * forbids them (auto then picks FS-ONLY, --mode full fails). */
-#define NO_USERNS_TEST_ENV "LAZARET_TEST_NO_USERNS"
 
-typedef enum Mode {
-        MODE_AUTO, /* FULL where user namespaces work, else FS-ONLY */
-        MODE_FULL,
-        MODE_FS_ONLY,
-        _MODE_MAX,
-        _MODE_INVALID = -EINVAL,
-} Mode;
-
-static const char *const mode_names[_MODE_MAX] = {
-        [MODE_AUTO] = "auto",
-        [MODE_FULL] = "full",
-        [MODE_FS_ONLY] = "fs-only",
+static const char *const mode_names[_NATIVE_MODE_MAX] = {
+        [NATIVE_MODE_AUTO] = "auto",
+        [NATIVE_MODE_FULL] = "full",
+        [NATIVE_MODE_FS_ONLY] = "fs-only",
 };
 
-static Mode mode_from_string(const char *s) {
-        for (int m = 0; m < _MODE_MAX; m++)
+static NativeMode mode_from_string(const char *s) {
+        for (int m = 0; m < _NATIVE_MODE_MAX; m++)
                 if (streq(s, mode_names[m]))
-                        return (Mode) m;
-        return _MODE_INVALID;
+                        return (NativeMode) m;
+        return _NATIVE_MODE_INVALID;
 }
 
 static const char *const system_dirs[] = { "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc" };
@@ -231,69 +223,6 @@ static void usage(void) {
 }
 
 /* Everything P needs to know before it forks. */
-
-/* Whether this user may create a user namespace; if not, *why says what
- * stops it. */
-static int probe_userns(char *why, size_t size) {
-        const char *e = getenv(NO_USERNS_TEST_ENV);
-        if (e && streq(e, "1")) {
-                snprintf(why, size, "%s=1 simulates a host without them", NO_USERNS_TEST_ENV);
-                return -EPERM;
-        }
-        pid_t pid = fork();
-        if (pid < 0) {
-                snprintf(why, size, "fork: %s", strerror(errno));
-                return -errno;
-        }
-        if (pid == 0)
-                _exit(unshare(CLONE_NEWUSER) < 0 ? MIN(errno, 255) : 0);
-        int st = 0;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                ;
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-                snprintf(why, size,
-                         "unshare(CLONE_NEWUSER): %s; kernel.unprivileged_userns_clone, user.max_user_namespaces "
-                         "or a security module forbids them",
-                         WIFEXITED(st) ? strerror(WEXITSTATUS(st)) : "the probe died");
-                return -EPERM;
-        }
-        return 0;
-}
-
-/* The mode to run in (*ret_mode) for what was asked (want), and the
- * kernel's Landlock ABI; for FS-ONLY, *why says why (shown by --check).
- * Fails, with the cause and the fix in *why, when Landlock is missing or
- * FULL was asked for where user namespaces are not available. */
-static int preflight(Mode want, Mode *ret_mode, int *ret_abi, char *why, size_t size) {
-        int abi = landlock_abi();
-        if (abi <= 0) {
-                snprintf(why, size,
-                         "Landlock is not available (the kernel lacks it or did not enable it at boot): enable it "
-                         "(Linux 5.13 or newer, \"landlock\" in lsm=), or use the container backend");
-                return -EOPNOTSUPP;
-        }
-        *ret_abi = abi;
-        if (want == MODE_FS_ONLY) {
-                snprintf(why, size, "--mode fs-only");
-                *ret_mode = MODE_FS_ONLY;
-                return 0;
-        }
-        char cause[384];
-        if (probe_userns(cause, sizeof(cause)) >= 0) {
-                *ret_mode = MODE_FULL;
-                return 0;
-        }
-        if (want == MODE_FULL) {
-                snprintf(why, size,
-                         "--mode full: unprivileged user namespaces are not available (%s): allow them, run with "
-                         "--mode fs-only (Landlock alone), or use the container backend",
-                         cause);
-                return -EPERM;
-        }
-        snprintf(why, size, "no user namespaces: %s", cause);
-        *ret_mode = MODE_FS_ONLY;
-        return 0;
-}
 
 /* What the processes before the command wrote to the error pipe, read to
  * its end (every copy closed: by the command's execve, or by their exit):
@@ -1867,7 +1796,7 @@ int main(int argc, char **argv) {
         _cleanup_(spec_done) Spec s = { .shm_size = 64ULL << 20 };
         bool check = false, die_with_caller = false, shm_given = false, mode_given = false, tmp_given = false,
              rw_given = false;
-        Mode want = MODE_AUTO;
+        NativeMode want = NATIVE_MODE_AUTO;
         const char *workspace = NULL, *cwd = NULL, *cgroup = NULL;
         pid_t join = 0;
         int env_fd = -1;
@@ -2021,7 +1950,7 @@ int main(int argc, char **argv) {
         }
         char why[1024];
         int abi = 0;
-        Mode mode = _MODE_INVALID;
+        NativeMode mode = _NATIVE_MODE_INVALID;
         if (check && (s.hold || join > 0))
                 die("--check cannot be combined with %s", s.hold ? "--hold" : "--join");
         if (check && cgroup)
@@ -2059,11 +1988,11 @@ int main(int argc, char **argv) {
         }
         /* FS-ONLY's command runs at the host's paths: where in the
          * workspace, and its environment, are said as a join's are. */
-        if (cwd && want != MODE_FS_ONLY)
+        if (cwd && want != NATIVE_MODE_FS_ONLY)
                 die("--cwd is only for --join and --mode fs-only");
         if (cwd && !cwd_is_valid(cwd))
                 die("--cwd %s: a path relative to the workspace without \".\" or \"..\" expected", cwd);
-        if (env_fd >= 0 && want != MODE_FS_ONLY)
+        if (env_fd >= 0 && want != NATIVE_MODE_FS_ONLY)
                 die("--env-fd is only for --join and --mode fs-only");
         s.cwd = cwd;
         if (rw_given)
@@ -2076,7 +2005,7 @@ int main(int argc, char **argv) {
                             argv[optind]);
                 if (s.n_setenv > 0)
                         die("--setenv is meaningless with --hold, which runs no command: give it to each --join");
-                if (want == MODE_FS_ONLY)
+                if (want == NATIVE_MODE_FS_ONLY)
                         die("--hold needs FULL mode, whose namespaces the commands join: --mode fs-only makes none");
                 if (die_with_caller) {
                         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
@@ -2091,11 +2020,11 @@ int main(int argc, char **argv) {
                         die("close_range: %s", strerror(errno));
         }
         if (check) {
-                if (preflight(want, &mode, &abi, why, sizeof(why)) < 0) {
+                if (native_probe(want, &mode, &abi, why, sizeof(why)) < 0) {
                         fprintf(stderr, "lazaret-native: %s\n", why);
                         return EXIT_NATIVE;
                 }
-                if (mode == MODE_FULL)
+                if (mode == NATIVE_MODE_FULL)
                         printf("native: FULL (Landlock ABI %d, user namespaces)\n", abi);
                 else
                         printf("native: FS-ONLY (Landlock ABI %d; %s)\n", abi, why);
@@ -2135,22 +2064,22 @@ int main(int argc, char **argv) {
         }
         /* Fail closed before anything runs. --hold asks for auto, so that
          * a host without user namespaces gets its own message. */
-        if (preflight(s.hold ? MODE_AUTO : want, &mode, &abi, why, sizeof(why)) < 0) {
+        if (native_probe(s.hold ? NATIVE_MODE_AUTO : want, &mode, &abi, why, sizeof(why)) < 0) {
                 fprintf(stderr, "lazaret-native: %s\n", why);
                 return EXIT_NATIVE;
         }
-        if (s.hold && mode != MODE_FULL)
+        if (s.hold && mode != NATIVE_MODE_FULL)
                 die("--hold needs FULL mode, whose namespaces the commands join, and there are %s: allow unprivileged "
                     "user namespaces, or use the container backend",
                     why);
-        if (mode == MODE_FS_ONLY && (s.n_ro_bind || s.n_rw_bind || tmp_given || loopback || nproc_limit))
+        if (mode == NATIVE_MODE_FS_ONLY && (s.n_ro_bind || s.n_rw_bind || tmp_given || loopback || nproc_limit))
                 die("%s needs FULL mode (FS-ONLY has no mount or network namespace of its own)",
                     s.n_ro_bind   ? "--ro-bind"
                     : s.n_rw_bind ? "--bind"
                     : tmp_given   ? "--tmp-size"
                     : loopback    ? "--loopback"
                                   : "--nproc");
-        if (mode == MODE_FS_ONLY)
+        if (mode == NATIVE_MODE_FS_ONLY)
                 return run_fs_only(&s, abi);
 
         int errp[2], alive[2], ready[2] = { -1, -1 };
