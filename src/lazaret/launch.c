@@ -618,6 +618,14 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, LaunchSpe
         snprintf(desc, sizeof(desc), "FS-ONLY (Landlock ABI %d; %s)", abi, why);
         const char *out = desc;
         int l = (int) strlen(desc);
+        /* Without a PID namespace only Landlock's scope keeps the agent's
+         * signals from the user's other processes (the coordinator's). */
+        if (abi < 6)
+                return fail(ret_error,
+                            "profile '%s' uses backend = \"native\", which runs %.*s here: FS-ONLY needs Landlock "
+                            "ABI 6 (Linux 6.12) to keep the sandbox's signals from the user's other processes, and "
+                            "this kernel has ABI %d; allow unprivileged user namespaces, or use backend = \"gvisor\"",
+                            p->name, l, out, abi);
         if (p->n_domains > 0)
                 return fail(ret_error,
                             "profile '%s' uses backend = \"native\", which runs %.*s here: egress by name "

@@ -844,11 +844,13 @@ def test_native_fs_only_branch_mode_git_read_only(lz):
     assert not os.path.exists(os.path.join(lz.work, "b.txt"))
 
 
-@pytest.mark.parametrize("case", ["no-cgroup", "escalation", "domains", "volume"])
+@pytest.mark.parametrize("case", ["no-cgroup", "escalation", "domains", "volume", "abi5"])
 def test_native_fs_only_refuses_what_needs_namespaces(lz, case):
     """What FS-ONLY cannot do is refused before anything runs, naming it:
     memory_limit without a memory cgroup, escalation, egress by name,
-    volumes. Nothing is left."""
+    volumes, and a Landlock without signal scoping (ABI 5: nothing else
+    would keep the agent's signals from the user's processes). Nothing is
+    left."""
     vol = os.path.join(lz.base, "vol")
     os.makedirs(vol, exist_ok=True)
     extra = {"domains": 'allow_domains = ["example.org"]\n',
@@ -856,9 +858,12 @@ def test_native_fs_only_refuses_what_needs_namespaces(lz, case):
     d = fs_only(lz, extra=extra, cgroup=case != "no-cgroup")
     if case == "escalation":
         d.cfg = lz.write("cfg.toml", open(d.cfg).read().replace("enabled = false", "enabled = true"))
+    if case == "abi5":
+        d.env["LAZARET_TEST_LANDLOCK_ABI"] = "5"
     r = d.run("run", "--tui=none", "--", "/bin/touch", "ran")
     want = {"no-cgroup": "set runtime.memory_cgroup", "escalation": "escalation needs FULL mode",
-            "domains": "egress by name (allow_domains) needs FULL mode", "volume": "volumes need FULL mode"}[case]
+            "domains": "egress by name (allow_domains) needs FULL mode", "volume": "volumes need FULL mode",
+            "abi5": "FS-ONLY needs Landlock ABI 6 (Linux 6.12)"}[case]
     assert r.returncode != 0 and "FS-ONLY" in r.stderr and want in r.stderr, r.stderr
     assert not os.path.exists(os.path.join(lz.work, "ran"))
     assert not domain_processes(d)
