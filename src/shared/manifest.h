@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* A manifest of several agents at once (issue 22): `lazaret up MANIFEST`.
+ *
+ *   [agents.alpha]
+ *   profile = "shell"
+ *   command = ["claude", "-p", "fix the failing test"]
+ *   workspace = "~/src/project"        # optional: the manifest's directory
+ *
+ * Each agent is a table named after it (so two agents cannot share a
+ * name); its name is a profile name's shape (2 to 32 of a-z, 0-9, '_',
+ * '-': it names its Domain and, in branch mode, its branch
+ * lazaret/agent-NAME). The command is an argv array, never shell language.
+ * Strict: an unknown key, a wrong type, an empty command, no agent or too
+ * many is an error naming the file, line and column. */
+
+#include <stddef.h>
+
+#include "toml.h"
+
+#define MANIFEST_AGENTS_MAX 32u
+#define MANIFEST_ARGS_MAX   1024u
+#define MANIFEST_BYTES_MAX  (1024u * 1024u)
+
+typedef struct ManifestAgent {
+        char *name;
+        char *profile;
+        char **argv; /* NULL-terminated, at least one entry */
+        size_t argc;
+        char *workspace; /* absolute, canonical, an existing directory */
+        TomlPos pos; /* where its table begins */
+} ManifestAgent;
+
+typedef struct Manifest {
+        char *path; /* as given */
+        ManifestAgent *agents; /* in the file's order */
+        size_t n_agents;
+} Manifest;
+
+/* Read and check path. home expands a leading "~" in workspace (NULL: a
+ * "~" is an error). On failure returns -errno and *ret_error is one line,
+ * "PATH:LINE:COL: what is wrong, and the fix" where a position applies
+ * (caller frees); *ret is left empty. */
+int manifest_load(const char *path, const char *home, Manifest *ret, char **ret_error);
+
+void manifest_done(Manifest *m);
