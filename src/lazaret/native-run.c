@@ -667,29 +667,16 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
 char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd, bool env_fd, char *const *argv) {
         Argv a = {};
         const char *sub = cwd ? path_under(cwd, "/workspace") : NULL;
-        if (n->fs_only) {
+        /* FS-ONLY: the sandbox's own run, at the host's paths; FULL: a
+         * join of the held one. */
+        if (n->fs_only)
                 for (char **p = n->fs_args; p && *p; p++)
                         argv_add(&a, *p);
-                if (sub && *sub) {
-                        argv_add(&a, "--cwd");
-                        argv_add(&a, sub);
-                }
-                if (env_fd) {
-                        argv_add(&a, "--env-fd");
-                        argv_add(&a, "3");
-                }
-                argv_add(&a, "--");
-                for (char *const *p = argv; p && *p; p++)
-                        argv_add(&a, *p);
-                if (a.oom) {
-                        argv_done(&a);
-                        return NULL;
-                }
-                return a.v;
+        else {
+                argv_add(&a, "lazaret-native");
+                argv_add(&a, "--join");
+                argv_addf(&a, "%d", (int) n->init_pid);
         }
-        argv_add(&a, "lazaret-native");
-        argv_add(&a, "--join");
-        argv_addf(&a, "%d", (int) n->init_pid);
         if (sub && *sub) {
                 argv_add(&a, "--cwd");
                 argv_add(&a, sub);
@@ -698,23 +685,25 @@ char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd
                 argv_add(&a, "--env-fd");
                 argv_add(&a, "3");
         }
-        if (n->git_routed) {
-                argv_add(&a, "--rw");
-                argv_add(&a, s->git_dir);
-        }
-        if (n->loopback)
-                argv_add(&a, "--loopback");
-        if (n->cgroup) {
-                argv_add(&a, "--cgroup");
-                argv_add(&a, n->cgroup);
-        }
-        argv_add(&a, "--nproc");
-        argv_addf(&a, "%" PRIu64, s->nproc);
-        for (size_t i = 0; i < s->n_volumes; i++)
-                if (!s->volumes[i].read_only) {
+        if (!n->fs_only) {
+                if (n->git_routed) {
                         argv_add(&a, "--rw");
-                        argv_add(&a, s->volumes[i].container);
+                        argv_add(&a, s->git_dir);
                 }
+                if (n->loopback)
+                        argv_add(&a, "--loopback");
+                if (n->cgroup) {
+                        argv_add(&a, "--cgroup");
+                        argv_add(&a, n->cgroup);
+                }
+                argv_add(&a, "--nproc");
+                argv_addf(&a, "%" PRIu64, s->nproc);
+                for (size_t i = 0; i < s->n_volumes; i++)
+                        if (!s->volumes[i].read_only) {
+                                argv_add(&a, "--rw");
+                                argv_add(&a, s->volumes[i].container);
+                        }
+        }
         argv_add(&a, "--");
         for (char *const *p = argv; p && *p; p++)
                 argv_add(&a, *p);

@@ -18,6 +18,7 @@ Nothing here uses Podman or runsc; network traffic goes to loopback only.
 """
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -27,9 +28,19 @@ import time
 import pytest
 
 from conftest import TEST_USER  # noqa: F401 (the harness's user)
+from test_native import memory_cgroup_of
 from test_run import Domain, git_as, kill_cli
 
 PYTHON = "/usr/bin/python3"
+# The attacks' one way to report: each operation's name, and "OK" or its
+# errno's name.
+TRYIT = """def tryit(name, f):
+    try:
+        f()
+        print(name, "OK")
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+"""
 # The native backend runs no image; the profile still names one.
 IMAGE = "localhost/lazaret/unused:1"
 
@@ -243,13 +254,7 @@ def test_native_attacks_from_a_session(lz):
     d = native(lz)
     attack = f"""
 import ctypes, errno, os, socket
-def tryit(name, f):
-    try:
-        f()
-        print(name, "OK")
-    except OSError as e:
-        print(name, errno.errorcode.get(e.errno, e.errno))
-tryit("write-outside", lambda: open({outside!r}, "w").write("x"))
+{TRYIT}tryit("write-outside", lambda: open({outside!r}, "w").write("x"))
 tryit("write-usr", lambda: open("/usr/lazaret-native-test", "w").write("x"))
 tryit("read-key", lambda: open({key!r}).read())
 def agent():
@@ -518,13 +523,7 @@ print("still running", flush=True)
 
 
 def memory_cgroup():
-    d = f"/sys/fs/cgroup/memory/lazaret-{TEST_USER}"
-    if not os.path.isdir(d):
-        v1 = os.path.exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")
-        pytest.skip(f"SKIPPED LOUDLY: no memory cgroup {d}: " +
-                    (f"scripts/setup.sh --memory-cgroup {TEST_USER} makes it" if v1 else
-                     "this host has no cgroup v1 memory hierarchy, and cgroup v2 is not supported yet"))
-    return d
+    return memory_cgroup_of(pwd.getpwnam(TEST_USER))
 
 
 def native_in_cgroup(lz, extra):
@@ -762,13 +761,7 @@ print("cwd", os.getcwd())
 print("hello", open("hello.txt").read().strip())
 print("env", repr(open(".env").read()))
 open("out.txt", "w").write("written\\n")
-def tryit(name, f):
-    try:
-        f()
-        print(name, "OK")
-    except OSError as e:
-        print(name, errno.errorcode.get(e.errno, e.errno))
-tryit("write-outside", lambda: open({victim!r}, "w").write("x"))
+{TRYIT}tryit("write-outside", lambda: open({victim!r}, "w").write("x"))
 tryit("read-home", lambda: open({home_secret!r}).read())
 tryit("read-real-workspace", lambda: open({os.path.join(lz.work, "hello.txt")!r}).read())
 tryit("envrc", lambda: open(".envrc", "a").write("x"))
