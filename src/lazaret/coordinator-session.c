@@ -434,6 +434,19 @@ static const char *const egress_env[] = {
 
 /* A session's environment: the container's own (image ENV and Podman's),
  * then what the profile allows from this CLI, then ours. */
+/* One NAME=VALUE entry more (none on OOM: the caller's check of env
+ * stands). */
+_printf_(2, 3) static void env_addf(json_t *env, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        char *t = NULL;
+        int k = vasprintf(&t, fmt, ap);
+        va_end(ap);
+        if (k >= 0)
+                json_array_append_new(env, json_string(t));
+        free(t);
+}
+
 static json_t *session_env(const Coordinator *co, const Session *s, const CtlMessage *m) {
         json_t *env = json_array();
         /* The container's own environment (image ENV and Podman's), then
@@ -457,31 +470,12 @@ static json_t *session_env(const Coordinator *co, const Session *s, const CtlMes
                         json_array_append_new(env, json_string(egress_env[i]));
         }
         if (env && m->interactive) {
-                StrBuf b = STRBUF_INIT;
-                strbuf_printf(&b, "TERM=%s", m->term ? m->term : "xterm");
-                char *t = strbuf_steal(&b);
-                if (t)
-                        json_array_append_new(env, json_string(t));
-                free(t);
+                env_addf(env, "TERM=%s", m->term ? m->term : "xterm");
                 /* FS-ONLY's command sees the host's paths. */
-                if (co->native.fs_only) {
-                        StrBuf ti = STRBUF_INIT;
-                        strbuf_printf(&ti, "TERMINFO=%s", co->terminfo_dir);
-                        char *x = strbuf_steal(&ti);
-                        if (x)
-                                json_array_append_new(env, json_string(x));
-                        free(x);
-                } else
-                        json_array_append_new(env, json_string("TERMINFO=/run/lazaret/terminfo"));
+                env_addf(env, "TERMINFO=%s", co->native.fs_only ? co->terminfo_dir : "/run/lazaret/terminfo");
         }
-        if (env) {
-                StrBuf b = STRBUF_INIT;
-                strbuf_printf(&b, "LAZARET_SESSION_ID=%s", s->id);
-                char *t = strbuf_steal(&b);
-                if (t)
-                        json_array_append_new(env, json_string(t));
-                free(t);
-        }
+        if (env)
+                env_addf(env, "LAZARET_SESSION_ID=%s", s->id);
         /* The session's delegated credential, for lazaret-escalate. */
         if (env && co->esc && s->has_anchor && m->credential) {
                 StrBuf b = STRBUF_INIT;
@@ -492,12 +486,7 @@ static json_t *session_env(const Coordinator *co, const Session *s, const CtlMes
                 if (t)
                         explicit_bzero(t, strlen(t));
                 free(t);
-                b = (StrBuf) STRBUF_INIT;
-                strbuf_printf(&b, "LAZARET_PROFILE=%s", co->spec.profile);
-                t = strbuf_steal(&b);
-                if (t)
-                        json_array_append_new(env, json_string(t));
-                free(t);
+                env_addf(env, "LAZARET_PROFILE=%s", co->spec.profile);
         }
         return env;
 }

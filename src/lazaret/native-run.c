@@ -129,6 +129,19 @@ static int cgroup_make(const LaunchSpec *s, char **ret_path, char **ret_error) {
         return 0;
 }
 
+/* The sandbox's cgroup made, and "--cgroup DIR" added to a; on failure
+ * a is done. */
+static int cgroup_add(const LaunchSpec *s, Argv *a, NativeRun *n, char **ret_error) {
+        int r = cgroup_make(s, &n->cgroup, ret_error);
+        if (r < 0) {
+                argv_done(a);
+                return r;
+        }
+        argv_add(a, "--cgroup");
+        argv_add(a, n->cgroup);
+        return 0;
+}
+
 /* Its processes are gone (the holder reaped): the cgroup goes too. A joiner
  * our loop has not reaped yet keeps it busy a moment. */
 static void cgroup_remove(char **path) {
@@ -481,13 +494,9 @@ static int fs_only_start(const LaunchSpec *s, const char *workspace, const char 
                 argv_done(&a);
                 return -ENOMEM;
         }
-        int r = cgroup_make(s, &n.cgroup, ret_error);
-        if (r < 0) {
-                argv_done(&a);
+        int r = cgroup_add(s, &a, &n, ret_error);
+        if (r < 0)
                 return r;
-        }
-        argv_add(&a, "--cgroup");
-        argv_add(&a, n.cgroup);
         if (a.oom) {
                 argv_done(&a);
                 cgroup_remove(&n.cgroup);
@@ -571,13 +580,9 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
         }
         NativeRun n = { .loopback = names };
         if (s->memory_cgroup) {
-                int r = cgroup_make(s, &n.cgroup, ret_error);
-                if (r < 0) {
-                        argv_done(&a);
+                int r = cgroup_add(s, &a, &n, ret_error);
+                if (r < 0)
                         return r;
-                }
-                argv_add(&a, "--cgroup");
-                argv_add(&a, n.cgroup);
         }
         argv_add(&a, "--hold");
         if (a.oom) {
