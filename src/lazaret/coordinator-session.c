@@ -956,6 +956,8 @@ static json_t *status_json(Coordinator *co) {
                 sessions, "network", network, "workspace_guard", guard, "uptime_seconds",
                 (json_int_t) ((now - co->started_usec) / 1000000), "coordinator_pid", (int) getpid(), "clients",
                 (json_int_t) co->refs, "coordinator_id", co->coordinator_id);
+        if (st && co->spec.agent)
+                (void) json_object_set_new(st, "agent", json_string(co->spec.agent));
         if (limits && co->native.cgroup)
                 (void) json_object_set_new(json_object_get(limits, "memory"), "cgroup", json_string(co->native.cgroup));
         if (st && limits)

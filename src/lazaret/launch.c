@@ -38,6 +38,7 @@ void launch_spec_done(LaunchSpec *s) {
         free(s->image);
         free(s->native);
         free(s->memory_cgroup);
+        free(s->agent);
         strv_free(s->command);
         strv_free(s->env_names);
         for (size_t i = 0; i < s->n_volumes; i++) {
@@ -153,9 +154,10 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                 json_decref(j);
                 return NULL;
         }
-        if (j && json_object_update_new(j, json_pack("{s:s, s:s?, s:s?, s:b}", "backend", backend_to_string(s->backend),
-                                                     "native", s->native, "memory_cgroup", s->memory_cgroup,
-                                                     "native_fs_only", s->native_fs_only)) < 0) {
+        if (j && json_object_update_new(j, json_pack("{s:s, s:s?, s:s?, s:b, s:s?}", "backend",
+                                                     backend_to_string(s->backend), "native", s->native,
+                                                     "memory_cgroup", s->memory_cgroup, "native_fs_only",
+                                                     s->native_fs_only, "agent", s->agent)) < 0) {
                 json_decref(j);
                 return NULL;
         }
@@ -284,6 +286,8 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_opt_str(j, "native", &s.native);
         if (r >= 0)
                 r = get_opt_str(j, "memory_cgroup", &s.memory_cgroup);
+        if (r >= 0)
+                r = get_opt_str(j, "agent", &s.agent);
         s.native_fs_only = json_is_true(json_object_get(j, "native_fs_only"));
         if (r >= 0)
                 r = get_str(j, "init", &s.init);
@@ -383,15 +387,20 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         return 0;
 }
 
+/* The agent's name: --agent's, or the profile's. */
+static const char *agent_name(const LaunchSpec *s) {
+        return s->agent ? s->agent : s->profile;
+}
+
 char *launch_agent_branch(const LaunchSpec *s) {
         StrBuf b = STRBUF_INIT;
-        strbuf_printf(&b, "lazaret/agent-%s", s->profile);
+        strbuf_printf(&b, "lazaret/agent-%s", agent_name(s));
         return strbuf_steal(&b);
 }
 
 char *launch_agent_worktree(const LaunchSpec *s) {
         StrBuf b = STRBUF_INIT;
-        strbuf_printf(&b, "%s/agent-%s", s->domain_dir, s->profile);
+        strbuf_printf(&b, "%s/agent-%s", s->domain_dir, agent_name(s));
         return strbuf_steal(&b);
 }
 
@@ -737,6 +746,8 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
 
         s.domain_hash = strdup(p->domain_hash);
         s.profile = strdup(p->name);
+        if (cfg->agent && !(s.agent = strdup(cfg->agent)))
+                return -ENOMEM;
         s.domain_dir = strdup(p->domain_dir);
         s.image = strdup(p->image);
         s.command = strv_copy(p->command, p->n_command);

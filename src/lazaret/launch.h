@@ -34,6 +34,7 @@ typedef struct LaunchSpec {
         char *native;
         char *memory_cgroup; /* native: runtime.memory_cgroup, where its memory cgroup is made; NULL: watched */
         bool native_fs_only; /* native on a host without user namespaces: Landlock and seccomp only */
+        char *agent; /* --agent NAME: the branch is lazaret/agent-NAME (the profile's name otherwise) */
         char **command; /* default session command, NULL-terminated */
         char **env_names; /* variables sessions may set (the profile's env), NULL-terminated */
         LaunchVolume *volumes;

@@ -28,7 +28,7 @@ static const Verb verbs[] = {
 };
 
 static void help(void) {
-        printf("Usage: lazaret [--config FILE] [--workspace DIR] VERB [ARGS...]\n\n"
+        printf("Usage: lazaret [--config FILE] [--workspace DIR] [--agent NAME] VERB [ARGS...]\n\n"
                "Run AI coding agents in a gVisor sandbox without handing them the machine.\n\n"
                "Verbs:\n");
         for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
@@ -36,6 +36,8 @@ static void help(void) {
         printf("\nGlobal options (accepted anywhere before \"--\"):\n"
                "  --config FILE     highest-precedence configuration file\n"
                "  --workspace DIR   the project directory (default: the current directory)\n"
+               "  --agent NAME      one of several agents on the workspace and profile: a Domain and a\n"
+               "                    branch (lazaret/agent-NAME) of its own\n"
                "  -h, --help        show this help\n"
                "      --version     show the version\n\n"
                "See lazaret(1) and lazaret.toml(5).\n");
@@ -81,8 +83,9 @@ int main(int argc, char **argv) {
                 if (!dashdash) {
                         if (streq(argv[i], "--"))
                                 dashdash = true;
-                        else if ((r = take_global(argc, argv, &i, "--config", &g.config_path)) == 0)
-                                r = take_global(argc, argv, &i, "--workspace", &g.workspace);
+                        else if ((r = take_global(argc, argv, &i, "--config", &g.config_path)) == 0 &&
+                                 (r = take_global(argc, argv, &i, "--workspace", &g.workspace)) == 0)
+                                r = take_global(argc, argv, &i, "--agent", &g.agent);
                 }
                 if (r < 0) {
                         free(rest);

@@ -17,6 +17,7 @@ static int load(const Globals *g, const char *name, bool launch, Config **ret_cf
         ConfigDiags d = {};
         Config *cfg = NULL;
         ConfigLoadOptions o = { .explicit_path = g->config_path,
+                                .agent = g->agent,
                                 .workspace = g->workspace,
                                 .ignore_widening_workspace = !launch };
         int r = config_load(&o, &cfg, &d);

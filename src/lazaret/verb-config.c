@@ -25,7 +25,7 @@
         "an untrusted workspace file may only narrow, and its network.default_deny entries add to the others"
 
 static int load(const Globals *g, Config **ret) {
-        ConfigLoadOptions o = { .explicit_path = g->config_path, .workspace = g->workspace };
+        ConfigLoadOptions o = { .explicit_path = g->config_path, .agent = g->agent, .workspace = g->workspace };
         return config_load_exit(&o, ret);
 }
 

@@ -610,7 +610,8 @@ int verb_diff(int argc, char **argv, const Globals *g) {
         if (host_git_drop_environment() < 0)
                 return oom();
         _cleanup_free_ char *ref = NULL, *branch = NULL;
-        if (asprintf(&branch, "lazaret/agent-%s", p->name) < 0 || asprintf(&ref, "refs/heads/%s", branch) < 0)
+        if (asprintf(&branch, "lazaret/agent-%s", cfg->agent ? cfg->agent : p->name) < 0 ||
+            asprintf(&ref, "refs/heads/%s", branch) < 0)
                 return oom();
 
         /* The branch must exist: a clear word rather than git's. */

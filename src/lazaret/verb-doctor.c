@@ -108,6 +108,7 @@ int verb_doctor(int argc, char **argv, const Globals *g) {
         _cleanup_(config_freep) Config *cfg = NULL;
         ConfigDiags diags = {};
         ConfigLoadOptions lo = { .explicit_path = g->config_path,
+                                 .agent = g->agent,
                                  .workspace = g->workspace,
                                  .ignore_widening_workspace = true };
         if (config_load(&lo, &cfg, &diags) == 0 && cfg->runsc)

@@ -378,7 +378,9 @@ int verb_status(int argc, char **argv, const Globals *g) {
                 free(s);
         } else {
                 json_t *st = reply.status, *sb = json_object_get(st, "sandbox");
-                printf("%s: running\n", json_string_value(json_object_get(st, "profile")));
+                const char *agent = json_string_value(json_object_get(st, "agent"));
+                printf("%s%s%s: running\n", json_string_value(json_object_get(st, "profile")), agent ? ", agent " : "",
+                       agent ? agent : "");
                 printf("  workspace   %s\n", json_string_value(json_object_get(st, "workspace")));
                 printf("  domain      %s\n", json_string_value(json_object_get(st, "domain_hash")));
                 printf("  generation  %lld\n", (long long) json_integer_value(json_object_get(st, "generation")));

@@ -189,7 +189,9 @@ int verb_trust(int argc, char **argv, const Globals *g) {
                 return trust_revoke(g, home);
 
         _cleanup_(config_freep) Config *cfg = NULL;
-        ConfigLoadOptions o = { .explicit_path = g->config_path, .workspace = g->workspace, .trust_workspace = true };
+        ConfigLoadOptions o = {
+                .explicit_path = g->config_path, .agent = g->agent, .workspace = g->workspace, .trust_workspace = true
+        };
         int r = config_load_exit(&o, &cfg);
         if (r == EXIT_CONFIG)
                 log_error("nothing was trusted: the configuration it would make is not valid (above)");

@@ -19,6 +19,7 @@ enum {
 typedef struct Globals {
         const char *config_path; /* --config FILE, or NULL */
         const char *workspace; /* --workspace DIR, or NULL for the current directory */
+        const char *agent; /* --agent NAME: one of several agents on this workspace and profile, or NULL */
 } Globals;
 
 typedef struct Verb {

@@ -914,7 +914,7 @@ int config_validate_profile(Validator *v, const ConfigNode *t) {
                         p->repo_root = TAKE_PTR(top);
                 }
         }
-        r = config_domain_hash(p->name, p->repo_root ?: v->c->workspace, p->domain_hash);
+        r = config_domain_hash(p->name, p->repo_root ?: v->c->workspace, v->c->agent, p->domain_hash);
         if (r < 0)
                 return r;
         if (v->data_root_ok) {

@@ -142,11 +142,13 @@ bool config_env_name_valid(const char *s) {
         return true;
 }
 
-int config_domain_hash(const char *profile, const char *workspace, char ret[13]) {
+int config_domain_hash(const char *profile, const char *workspace, const char *agent, char ret[13]) {
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned int mdlen = 0;
         StrBuf b = STRBUF_INIT;
         strbuf_printf(&b, "%s:%s", profile, workspace);
+        if (agent)
+                strbuf_printf(&b, ":agent=%s", agent);
         _cleanup_free_ char *s = strbuf_steal(&b);
         if (!s)
                 return -ENOMEM;
@@ -954,6 +956,7 @@ Config *config_free(Config *c) {
         free(c->socket_dir);
         free(c->runsc);
         free(c->memory_cgroup);
+        free(c->agent);
         strv_free_n(c->auto_approve, c->n_auto_approve);
         for (size_t i = 0; i < c->n_auto_rules; i++)
                 autoapprove_rule_done(&c->auto_rules[i]);
@@ -1004,6 +1007,19 @@ int config_load(const ConfigLoadOptions *o, Config **ret, ConfigDiags *diags) {
         if (r < 0) {
                 ERR(diags, NULL, (TomlPos){}, "workspace %s: %s", o->workspace ?: "(current directory)", strerror(-r));
                 return -ENOTDIR;
+        }
+        /* --agent NAME: a Domain and a branch of its own for each agent on
+         * one workspace and profile (issue 22). */
+        if (o->agent) {
+                if (!config_profile_name_valid(o->agent)) {
+                        ERR(diags, NULL, (TomlPos){},
+                            "--agent %.64s: an agent's name is 2 to 32 of a-z, 0-9, '_' and '-' (it names its branch, "
+                            "lazaret/agent-NAME)",
+                            o->agent);
+                        return -EINVAL;
+                }
+                if (!(c->agent = strdup(o->agent)))
+                        return -ENOMEM;
         }
         r = config_home(&c->home);
         if (r == -ENOMEM)

@@ -255,6 +255,7 @@ typedef struct Config {
         bool escalation_enabled;
         char *socket_dir; /* expanded and canonicalized */
         char *runsc; /* runtime.runsc, expanded and canonicalized; NULL: the runsc on PATH */
+        char *agent; /* --agent NAME: its own Domain and branch on this workspace and profile; NULL: none */
         char *memory_cgroup; /* runtime.memory_cgroup (cgroup v1 memory, writable); NULL: memory_limit watched */
         char **auto_approve; /* as written */
         size_t n_auto_approve;
@@ -277,6 +278,7 @@ typedef struct Config {
 typedef struct ConfigLoadOptions {
         const char *explicit_path; /* --config FILE, or NULL */
         const char *workspace; /* --workspace DIR, or NULL for the current directory */
+        const char *agent; /* --agent NAME, or NULL */
         /* lazaret trust: take the workspace file as trusted (to validate
          * what trusting it would give) and list what it adds. */
         bool trust_workspace;
@@ -333,7 +335,7 @@ const char *config_image_problem(const char *ref, bool *ret_pinned);
 
 /* Domain Anchor (spec §4.3.1): the first 12 hex digits of
  * SHA-256("<profile>:<canonical workspace>"). ret must hold 13 bytes. */
-int config_domain_hash(const char *profile, const char *workspace, char ret[13]);
+int config_domain_hash(const char *profile, const char *workspace, const char *agent, char ret[13]);
 
 void strv_free_n(char **v, size_t n);
 

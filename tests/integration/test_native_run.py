@@ -886,3 +886,51 @@ def test_native_fs_only_killed_coordinator_leaves_nothing(lz):
     assert not sandbox_cgroups(), "the cgroup outlived the recovery"
     left = [x for x in inside if os.path.exists(f"/proc/{x}")]
     assert not left, "processes of the sandbox outlived its coordinator: " + repr(left)
+
+
+def test_native_agents_of_one_profile_have_their_own_domains_and_branches(lz):
+    """--agent NAME (issue 22's foundation): two agents of one profile on
+    one repository each get a Domain, a sandbox and a branch
+    (lazaret/agent-NAME) of their own, so one never sees or touches the
+    other's work; status, diff and the Domain's files are the agent's; the
+    host's HEAD and tree are unchanged. A bad name is one error, nothing
+    started."""
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/a.txt", "a\n")
+    git_as(lz, "add", "-A")
+    git_as(lz, "commit", "-q", "-m", "first")
+    head = git_as(lz, "rev-parse", "HEAD").strip()
+    d = native(lz)
+    commit = ("export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a; "
+              "ls; echo \"$0\" > mine.txt; git add -A && git commit -qm \"by $0\" && echo COMMITTED")
+    p = d.popen("--agent", "a1", "run", "--tui=none", "--", "/bin/sh", "-c", commit + "; sleep 30", "a1")
+    try:
+        end = time.monotonic() + 20
+        st = None
+        while time.monotonic() < end:
+            r = d.run("--agent", "a1", "status", "--json")
+            if r.returncode == 0 and json.loads(r.stdout).get("running"):
+                st = json.loads(r.stdout)
+                break
+            time.sleep(0.1)
+        assert st and st["agent"] == "a1", st
+        r = d.run("status", "--json")
+        assert r.returncode == 0 and not json.loads(r.stdout).get("running"), "the profile's own Domain is another"
+        r = d.run("--agent", "a2", "run", "--tui=none", "--", "/bin/sh", "-c", commit, "a2")
+        assert r.returncode == 0 and "COMMITTED" in r.stdout, r.stdout + r.stderr
+        assert "mine.txt" not in r.stdout.split("COMMITTED")[0], "a2 saw a1's work: " + r.stdout
+        text = d.run("--agent", "a1", "status").stdout
+        assert text.startswith("shell, agent a1: running"), text
+    finally:
+        end_cli(p)
+    for name in ("a1", "a2"):
+        assert git_as(lz, "log", "-1", "--format=%s", f"lazaret/agent-{name}").strip() == f"by {name}"
+        assert git_as(lz, "show", f"lazaret/agent-{name}:mine.txt") == f"{name}\n"
+        r = d.run("--agent", name, "diff")
+        assert r.returncode == 0 and "mine.txt" in r.stdout, r.stdout + r.stderr
+    assert len(d.domain_dirs()) == 2, d.domain_dirs()
+    assert git_as(lz, "rev-parse", "HEAD").strip() == head
+    assert git_as(lz, "status", "--porcelain") == ""
+    r = d.run("--agent", "Bad Name", "run", "--tui=none", "--", "/bin/true")
+    assert r.returncode != 0 and "--agent Bad Name: an agent's name is 2 to 32" in r.stderr, r.stderr
+    assert len(d.domain_dirs()) == 2

@@ -124,10 +124,13 @@ static void test_domain_hash(void **state) {
         (void) state;
         char h[13];
         /* Reference values from Python's hashlib (an independent SHA-256). */
-        assert_int_equal(config_domain_hash("claude", "/home/u/proj", h), 0);
+        assert_int_equal(config_domain_hash("claude", "/home/u/proj", NULL, h), 0);
         assert_string_equal(h, "6a52bc2082da");
-        assert_int_equal(config_domain_hash("shell", "/tmp/\xc3\xbc", h), 0);
+        assert_int_equal(config_domain_hash("shell", "/tmp/\xc3\xbc", NULL, h), 0);
         assert_string_equal(h, "1847b42f8104");
+        /* An agent of its own (--agent a1): "claude:/home/u/proj:agent=a1". */
+        assert_int_equal(config_domain_hash("claude", "/home/u/proj", "a1", h), 0);
+        assert_string_equal(h, "f0bb856f93c0");
 }
 
 static void test_profile_names(void **state) {
@@ -246,7 +249,7 @@ static void test_load_merge(void **state) {
         snprintf(want, sizeof(want), "%s/home/data/claude", dir);
         assert_string_equal(p->profile_dir, want);
         char h[13];
-        assert_int_equal(config_domain_hash("claude", ws, h), 0);
+        assert_int_equal(config_domain_hash("claude", ws, NULL, h), 0);
         assert_string_equal(p->domain_hash, h);
         snprintf(want, sizeof(want), "%s/home/data/domains/%s", dir, h);
         assert_string_equal(p->domain_dir, want);
@@ -282,7 +285,7 @@ static void test_load_symlinked_workspace(void **state) {
         /* The domain is computed on the canonical path: same hash as via ws. */
         assert_string_equal(c->workspace, ws);
         char h[13];
-        assert_int_equal(config_domain_hash("claude", ws, h), 0);
+        assert_int_equal(config_domain_hash("claude", ws, NULL, h), 0);
         assert_string_equal(c->profiles[0].domain_hash, h);
         config_free(c);
         config_diags_done(&d);
