@@ -23,6 +23,7 @@ static const Verb verbs[] = {
           "report a session: commands, escalations, network, refusals, files (md, html, sarif...)" },
         { "reset", verb_reset, "discard what the sandbox changed in its persistent directories" },
         { "status", verb_status, "show the workspace's sandbox: generation, sessions, uptime" },
+        { "up", verb_up, "run several agents at once from a manifest, each in a sandbox of its own" },
         { "trust", verb_trust, "let this workspace's lazaret.toml widen the sandbox, after showing how" },
         { "stop", verb_stop, "end every session and tear the sandbox down" },
 };

@@ -42,3 +42,4 @@ int ctl_raw_main(const char *socket_path);
 int verb_trust(int argc, char **argv, const Globals *g);
 int verb_status(int argc, char **argv, const Globals *g);
 int verb_stop(int argc, char **argv, const Globals *g);
+int verb_up(int argc, char **argv, const Globals *g);

@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/* lazaret up MANIFEST (issue 22): several agents at once. Every agent of
+ * the manifest is checked as its launch would check it (configuration,
+ * profile, launch spec: the backend's preflight) before any starts; then
+ * each runs as `lazaret --agent NAME --workspace DIR run PROFILE -- ARGV`,
+ * a child of this process: a Domain, a sandbox and a branch of its own.
+ * Their output is one stream, each line tagged with the agent's name; at
+ * the end, each agent's exit and duration. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "argv-util.h"
+#include "exec-util.h"
+#include "fd-util.h"
+#include "launch.h"
+#include "log.h"
+#include "manifest.h"
+#include "profile-pick.h"
+#include "spawn-util.h"
+#include "string-util.h"
+#include "verbs.h"
+
+#define LINE_MAX_BYTES 4096
+
+typedef struct Stream {
+        int fd;
+        char buf[LINE_MAX_BYTES];
+        size_t len;
+} Stream;
+
+typedef struct Running {
+        const ManifestAgent *agent;
+        pid_t pid;
+        Stream out, err;
+        int status; /* -1 while it runs */
+        uint64_t started, ended;
+} Running;
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig) {
+        stop_signal = sig;
+}
+
+/* One line of an agent's output, tagged. What the sandbox printed is
+ * shown inert: control characters (C0 but tab, DEL, and C1, also as
+ * UTF-8) as \xHH, so that no escape sequence of the agent's reaches the
+ * person's terminal (its clipboard, its title, its keys). */
+static void emit(const Running *r, FILE *f, bool colour, size_t index, const char *line, size_t len) {
+        static const int colours[] = { 36, 33, 35, 32, 34, 31 };
+        if (colour)
+                fprintf(f, "\033[%dm%s\033[0m | ", colours[index % ELEMENTSOF(colours)], r->agent->name);
+        else
+                fprintf(f, "%s | ", r->agent->name);
+        for (size_t i = 0; i < len; i++) {
+                unsigned char c = (unsigned char) line[i];
+                if (c == 0xc2 && i + 1 < len && (unsigned char) line[i + 1] >= 0x80 &&
+                    (unsigned char) line[i + 1] <= 0x9f) {
+                        fprintf(f, "\\x%02x", (unsigned char) line[++i]);
+                        continue;
+                }
+                if ((c < 0x20 && c != '\t') || c == 0x7f)
+                        fprintf(f, "\\x%02x", c);
+                else
+                        fputc(c, f);
+        }
+        fputc('\n', f);
+}
+
+/* Whole lines out, tagged; a line longer than the buffer goes out in
+ * pieces; at EOF the rest. Returns false at EOF. */
+static bool pump(Running *r, Stream *s, FILE *f, bool colour, size_t index) {
+        ssize_t k = read(s->fd, s->buf + s->len, sizeof(s->buf) - s->len);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN))
+                return true;
+        if (k > 0)
+                s->len += (size_t) k;
+        char *start = s->buf, *nl;
+        while ((nl = memchr(start, '\n', s->len - (size_t) (start - s->buf)))) {
+                emit(r, f, colour, index, start, (size_t) (nl - start));
+                start = nl + 1;
+        }
+        size_t rest = s->len - (size_t) (start - s->buf);
+        memmove(s->buf, start, rest);
+        s->len = rest;
+        if (k <= 0 || s->len == sizeof(s->buf)) {
+                if (s->len > 0)
+                        emit(r, f, colour, index, s->buf, s->len);
+                s->len = 0;
+        }
+        if (k <= 0) {
+                s->fd = safe_close(s->fd);
+                return false;
+        }
+        return true;
+}
+
+static int start_agent(const Globals *g, const char *self, Running *r) {
+        const ManifestAgent *a = r->agent;
+        Argv v = {};
+        argv_add(&v, "lazaret");
+        if (g->config_path) {
+                argv_add(&v, "--config");
+                argv_add(&v, g->config_path);
+        }
+        argv_add(&v, "--workspace");
+        argv_add(&v, a->workspace);
+        argv_add(&v, "--agent");
+        argv_add(&v, a->name);
+        argv_add(&v, "run");
+        argv_add(&v, "--tui=none");
+        argv_add(&v, a->profile);
+        argv_add(&v, "--");
+        for (size_t i = 0; i < a->argc; i++)
+                argv_add(&v, a->argv[i]);
+        if (v.oom) {
+                argv_done(&v);
+                return -ENOMEM;
+        }
+        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
+        _cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+                int e = negative_errno();
+                safe_close(out[0]);
+                safe_close(out[1]);
+                argv_done(&v);
+                return e;
+        }
+        SpawnFd fds[] = { { null, 0 }, { out[1], 1 }, { err[1], 2 } };
+        SpawnSpec sp = SPAWN_SPEC_INIT(self, v.v);
+        sp.fds = fds;
+        sp.n_fds = ELEMENTSOF(fds);
+        sp.cwd = a->workspace;
+        int k = spawn(&sp, &r->pid);
+        argv_done(&v);
+        safe_close(out[1]);
+        safe_close(err[1]);
+        if (k < 0) {
+                safe_close(out[0]);
+                safe_close(err[0]);
+                return k;
+        }
+        r->out.fd = out[0];
+        r->err.fd = err[0];
+        r->status = -1;
+        r->started = now_usec();
+        return 0;
+}
+
+int verb_up(int argc, char **argv, const Globals *g) {
+        if (argc == 2 && (streq(argv[1], "--help") || streq(argv[1], "-h"))) {
+                printf("Usage: lazaret up MANIFEST\n\n"
+                       "Run every agent of MANIFEST at once, each in a Domain, sandbox and branch\n"
+                       "(lazaret/agent-NAME) of its own; all are checked before any starts. Their\n"
+                       "output is one stream of lines tagged with the agent's name. Exit 0 when every\n"
+                       "agent's command exited 0, else 1. See lazaret(1).\n");
+                return 0;
+        }
+        if (argc != 2 || argv[1][0] == '-') {
+                log_error("usage: lazaret up MANIFEST (see lazaret up --help)");
+                return EXIT_USAGE;
+        }
+        if (g->agent || g->workspace) {
+                log_error("lazaret up takes no %s: the manifest names each agent and its workspace",
+                          g->agent ? "--agent" : "--workspace");
+                return EXIT_USAGE;
+        }
+        _cleanup_free_ char *home = NULL;
+        (void) config_home(&home);
+        Manifest m = {};
+        _cleanup_free_ char *err = NULL;
+        int r = manifest_load(argv[1], home, &m, &err);
+        if (r < 0) {
+                log_error("%s", err ? err : strerror(-r));
+                return r == -EINVAL ? EXIT_CONFIG : EXIT_LAZARET;
+        }
+        /* Everything checked before anything starts. */
+        for (size_t i = 0; i < m.n_agents; i++) {
+                const ManifestAgent *a = &m.agents[i];
+                Globals ag = { .config_path = g->config_path, .workspace = a->workspace, .agent = a->name };
+                _cleanup_(config_freep) Config *cfg = NULL;
+                const ConfigProfile *p = NULL;
+                r = profile_load_for_launch(&ag, a->profile, &cfg, &p);
+                if (r < 0) {
+                        log_error("agent %s (%s:%u:%u) cannot start: nothing was started", a->name, m.path, a->pos.line,
+                                  a->pos.col);
+                        manifest_done(&m);
+                        return profile_load_exit(r);
+                }
+                _cleanup_(launch_spec_done) LaunchSpec spec = {};
+                _cleanup_free_ char *why = NULL;
+                r = launch_spec_build(cfg, p, _BACKEND_INVALID, &spec, &why);
+                if (r < 0) {
+                        log_error("agent %s (%s:%u:%u) cannot start: %s; nothing was started", a->name, m.path,
+                                  a->pos.line, a->pos.col, why ? why : strerror(-r));
+                        manifest_done(&m);
+                        return EXIT_LAZARET;
+                }
+        }
+
+        char self[4096];
+        ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (sl <= 0) {
+                log_error("cannot find this program: %s", strerror(errno));
+                manifest_done(&m);
+                return EXIT_LAZARET;
+        }
+        self[sl] = '\0';
+        struct sigaction sa = { .sa_handler = on_signal };
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);
+
+        Running *run = calloc(m.n_agents, sizeof(Running));
+        if (!run) {
+                manifest_done(&m);
+                return EXIT_LAZARET;
+        }
+        size_t started = 0;
+        int ret = 0;
+        for (size_t i = 0; i < m.n_agents; i++) {
+                run[i].agent = &m.agents[i];
+                run[i].out.fd = run[i].err.fd = -EBADF;
+                r = start_agent(g, self, &run[i]);
+                if (r < 0) {
+                        log_error("cannot start agent %s: %s; ending the others", m.agents[i].name, strerror(-r));
+                        for (size_t k = 0; k < started; k++)
+                                (void) kill(run[k].pid, SIGTERM);
+                        ret = EXIT_LAZARET;
+                        break;
+                }
+                started++;
+        }
+        bool colour = isatty(STDOUT_FILENO);
+        size_t left = started;
+        bool forwarded = false;
+        while (left > 0) {
+                if (stop_signal && !forwarded) {
+                        for (size_t k = 0; k < started; k++)
+                                if (run[k].status < 0)
+                                        (void) kill(run[k].pid, SIGTERM);
+                        forwarded = true;
+                }
+                struct pollfd pf[2 * MANIFEST_AGENTS_MAX];
+                size_t np = 0;
+                for (size_t k = 0; k < started; k++) {
+                        pf[np++] = (struct pollfd){ .fd = run[k].out.fd, .events = POLLIN };
+                        pf[np++] = (struct pollfd){ .fd = run[k].err.fd, .events = POLLIN };
+                }
+                int n = poll(pf, np, 200);
+                if (n < 0 && errno != EINTR)
+                        break;
+                for (size_t k = 0; n > 0 && k < started; k++) {
+                        if (pf[2 * k].revents)
+                                (void) pump(&run[k], &run[k].out, stdout, colour, k);
+                        if (pf[2 * k + 1].revents)
+                                (void) pump(&run[k], &run[k].err, stdout, colour, k);
+                }
+                fflush(stdout);
+                for (size_t k = 0; k < started; k++) {
+                        int st;
+                        if (run[k].status >= 0 || run[k].out.fd >= 0 || run[k].err.fd >= 0 ||
+                            waitpid(run[k].pid, &st, WNOHANG) != run[k].pid)
+                                continue;
+                        run[k].status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                        run[k].ended = now_usec();
+                        left--;
+                }
+        }
+        printf("\n");
+        for (size_t k = 0; k < started; k++) {
+                printf("%-16s exit %d after %.1f s (lazaret --agent %s diff, status, report)\n", run[k].agent->name,
+                       run[k].status, (double) (run[k].ended - run[k].started) / 1e6, run[k].agent->name);
+                if (run[k].status != 0 && ret == 0)
+                        ret = 1;
+        }
+        free(run);
+        manifest_done(&m);
+        return ret;
+}

@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: MIT
+"""lazaret up MANIFEST (issue 22): several agents at once, on the real
+stack as the test user (the native backend: no Podman needed). Each agent
+has a Domain, a sandbox and a branch lazaret/agent-NAME of its own, so
+three agents on one repository commit to three branches and never see each
+other's work; every agent is checked before any starts; the output is one
+stream tagged by agent; one agent killed, the others go on, and its exit is
+reported; nothing is left behind."""
+import os
+import signal
+import subprocess
+import time
+
+from test_native_run import domain_processes, native
+from test_run import git_as
+
+
+def repo(lz):
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/a.txt", "a\n")
+    git_as(lz, "add", "-A")
+    git_as(lz, "commit", "-q", "-m", "first")
+    return git_as(lz, "rev-parse", "HEAD").strip()
+
+
+def manifest(lz, text):
+    return lz.write("work/agents.toml", text)
+
+
+COMMIT = ('["sh", "-c", "export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a '
+          'GIT_COMMITTER_EMAIL=a@a; ls; echo $0 > mine.txt; git add -A && git commit -qm \\"by $0\\" && '
+          'echo committed", "{name}"]')
+
+
+def wait_clean(d, seconds=15):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and domain_processes(d):
+        time.sleep(0.1)
+    assert not domain_processes(d), domain_processes(d)
+
+
+def test_up_three_agents_three_branches(lz):
+    head = repo(lz)
+    d = native(lz)
+    path = manifest(lz, "".join(f'[agents.{n}]\nprofile = "shell"\ncommand = {COMMIT.format(name=n)}\n'
+                                for n in ("alpha", "beta", "gamma")))
+    r = d.run("up", path, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    for n in ("alpha", "beta", "gamma"):
+        # Tagged output, the agent's own worktree (no other's file).
+        assert f"{n} | committed" in lines, r.stdout
+        mine = [x for x in lines if x.startswith(f"{n} | ")]
+        assert f"{n} | mine.txt" not in mine[:mine.index(f"{n} | committed")], r.stdout
+        assert any(x.startswith(n) and "exit 0 after" in x for x in lines), r.stdout
+        assert git_as(lz, "log", "-1", "--format=%s", f"lazaret/agent-{n}").strip() == f"by {n}"
+        assert git_as(lz, "show", f"lazaret/agent-{n}:mine.txt") == f"{n}\n"
+    assert len(d.domain_dirs()) == 3, d.domain_dirs()
+    assert git_as(lz, "rev-parse", "HEAD").strip() == head
+    assert git_as(lz, "status", "--porcelain", "--untracked-files=no") == ""
+    wait_clean(d)
+
+
+def test_up_checks_every_agent_before_any_starts(lz):
+    """An agent whose profile does not exist, or whose launch its backend
+    refuses (address rules on the native backend): one error naming the
+    agent and where it is written; nothing started, no Domain made."""
+    repo(lz)
+    d = native(lz, extra='[profiles.wide]\nimage = "localhost/lazaret/unused:1"\nbackend = "native"\n'
+                         'allow_egress = ["192.0.2.0/24"]\n')
+    for bad, why in (('profile = "nosuch"', "nosuch"), ('profile = "wide"', "cannot enforce address rules")):
+        path = manifest(lz, '[agents.good]\nprofile = "shell"\ncommand = ["touch", "ran-good"]\n'
+                            f'[agents.bad]\n{bad}\ncommand = ["touch", "ran-bad"]\n')
+        r = d.run("up", path, timeout=60)
+        assert r.returncode != 0, r.stdout + r.stderr
+        assert why in r.stderr, r.stderr
+        assert "agent bad (" in r.stderr and "agents.toml:4:9)" in r.stderr, r.stderr
+        assert "nothing was started" in r.stderr, r.stderr
+        assert d.domain_dirs() == [], d.domain_dirs()
+        assert not os.path.exists(os.path.join(lz.work, "ran-good"))
+    assert not domain_processes(d)
+
+
+def test_up_one_agent_killed_the_others_go_on(lz):
+    repo(lz)
+    d = native(lz)
+    path = manifest(lz, '[agents.sleeper]\nprofile = "shell"\ncommand = ["sleep", "60"]\n'
+                        '[agents.worker]\nprofile = "shell"\n'
+                        'command = ["sh", "-c", "sleep 2; echo done"]\n')
+    p = subprocess.Popen(d.cmd("up", path), cwd=lz.work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # The sleeper's lazaret (a child of up), by its --agent argument.
+        victim = None
+        end = time.monotonic() + 20
+        while victim is None and time.monotonic() < end:
+            out = subprocess.run(["ps", "-u", lz.user.pw_name, "-o", "pid=,args="], capture_output=True,
+                                 text=True).stdout
+            for line in out.splitlines():
+                pid, _, args = line.strip().partition(" ")
+                if "--agent sleeper run" in args and path not in args:
+                    victim = int(pid)
+            time.sleep(0.05)
+        assert victim, "the sleeper's lazaret run never appeared"
+        os.kill(victim, signal.SIGKILL)
+        out, err = p.communicate(timeout=90)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 1, out + err
+    assert "worker | done" in out, out
+    assert any(x.startswith("sleeper") and "exit 137 after" in x for x in out.splitlines()), out
+    assert any(x.startswith("worker") and "exit 0 after" in x for x in out.splitlines()), out
+    wait_clean(d, 30)
+
+
+def test_up_bad_manifest(lz):
+    """A manifest error is one positioned line, exit 65, nothing started."""
+    d = native(lz)
+    path = manifest(lz, '[agents.a1]\nprofile = "shell"\ncommand = "claude --yes"\n')
+    r = d.run("up", path)
+    assert r.returncode == 65, r.stderr
+    assert f"{path}:3:11: agents.a1.command must be a non-empty array of strings" in r.stderr, r.stderr
+    assert d.domain_dirs() == []
+    r = d.run("--agent", "x1", "up", path)
+    assert r.returncode == 64 and "takes no --agent" in r.stderr, r.stderr
+
+
+def test_up_shows_the_agents_output_inert(lz):
+    """What an agent prints reaches the person's terminal inert: an OSC 52
+    (set the clipboard), a CSI and a C1 control come out as \\xHH, never as
+    the bytes a terminal would act on."""
+    d = native(lz)
+    path = manifest(lz, '[agents.noisy]\nprofile = "shell"\n'
+                        "command = ['printf', 'a\\033]52;c;aGVsbG8=\\007b\\033[2Jc\\302\\233d\\n']\n")
+    r = d.run("up", path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "noisy | a\\x1b]52;c;aGVsbG8=\\x07b\\x1b[2Jc\\x9bd" in r.stdout, repr(r.stdout)
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\u009b" not in r.stdout, repr(r.stdout)
