@@ -735,10 +735,26 @@ static int relay_setup(Relay *r, const LaunchSpec *spec, const ConfigProfile *p,
         return 0;
 }
 
+/* lazaret up's agents: a descriptor (LAZARET_READY_FD) that gets a byte
+ * once the session is open, so that up can tell a start that failed from a
+ * command that ended. Taken out of the environment, kept from children. */
+static int take_ready_fd(void) {
+        const char *e = getenv(READY_FD_ENV);
+        if (!e)
+                return -1;
+        char *end = NULL;
+        long v = strtol(e, &end, 10);
+        (void) unsetenv(READY_FD_ENV);
+        if (!end || *end || v < 3 || v > 1024 || fcntl((int) v, F_SETFD, FD_CLOEXEC) < 0)
+                return -1;
+        return (int) v;
+}
+
 int verb_run(int argc, char **argv, const Globals *g) {
         /* A coordinator that dies, or a reader of our output that goes
          * away, must give an error we can report, not a silent SIGPIPE. */
         signal(SIGPIPE, SIG_IGN);
+        _cleanup_close_ int ready_fd = take_ready_fd();
 
         /* No getopt here: it would swallow the "--" that separates the
          * command, and everything after it belongs to the command. */
@@ -975,6 +991,10 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 char sid[37];
                 memcpy(sid, reply.session_id, 37);
                 ctl_message_done(&reply);
+                if (ready_fd >= 0) {
+                        (void) !write(ready_fd, "1", 1);
+                        ready_fd = safe_close(ready_fd);
+                }
 
                 if (interactive && tcgetattr(STDIN_FILENO, &saved_tio) == 0) {
                         struct termios raw = saved_tio;

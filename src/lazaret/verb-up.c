@@ -39,6 +39,8 @@ typedef struct Running {
         const ManifestAgent *agent;
         pid_t pid;
         Stream out, err;
+        int ready_fd; /* a byte once its session is open; its end without one: the start failed */
+        bool ready;
         int status; /* -1 while it runs */
         uint64_t started, ended;
 } Running;
@@ -124,31 +126,54 @@ static int start_agent(const Globals *g, const char *self, Running *r) {
                 argv_done(&v);
                 return -ENOMEM;
         }
-        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
+        /* Our environment, and where to say that the session is open. */
+        size_t n_env = 0;
+        while (environ[n_env])
+                n_env++;
+        _cleanup_free_ char **envp = calloc(n_env + 2, sizeof(char *));
+        if (!envp) {
+                argv_done(&v);
+                return -ENOMEM;
+        }
+        for (size_t i = 0, k = 0; i < n_env; i++)
+                if (!startswith(environ[i], READY_FD_ENV "="))
+                        envp[k++] = environ[i];
+        for (size_t i = 0;; i++)
+                if (!envp[i]) {
+                        envp[i] = (char *) READY_FD_ENV "=3";
+                        break;
+                }
+        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF }, ready[2] = { -EBADF, -EBADF };
         _cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (null < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+        if (null < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
                 int e = negative_errno();
                 safe_close(out[0]);
                 safe_close(out[1]);
+                safe_close(err[0]);
+                safe_close(err[1]);
                 argv_done(&v);
                 return e;
         }
-        SpawnFd fds[] = { { null, 0 }, { out[1], 1 }, { err[1], 2 } };
+        SpawnFd fds[] = { { null, 0 }, { out[1], 1 }, { err[1], 2 }, { ready[1], 3 } };
         SpawnSpec sp = SPAWN_SPEC_INIT(self, v.v);
         sp.fds = fds;
         sp.n_fds = ELEMENTSOF(fds);
         sp.cwd = a->workspace;
+        sp.envp = envp;
         int k = spawn(&sp, &r->pid);
         argv_done(&v);
         safe_close(out[1]);
         safe_close(err[1]);
+        safe_close(ready[1]);
         if (k < 0) {
                 safe_close(out[0]);
                 safe_close(err[0]);
+                safe_close(ready[0]);
                 return k;
         }
         r->out.fd = out[0];
         r->err.fd = err[0];
+        r->ready_fd = ready[0];
         r->status = -1;
         r->started = now_usec();
         return 0;
@@ -227,7 +252,7 @@ int verb_up(int argc, char **argv, const Globals *g) {
         int ret = 0;
         for (size_t i = 0; i < m.n_agents; i++) {
                 run[i].agent = &m.agents[i];
-                run[i].out.fd = run[i].err.fd = -EBADF;
+                run[i].out.fd = run[i].err.fd = run[i].ready_fd = -EBADF;
                 r = start_agent(g, self, &run[i]);
                 if (r < 0) {
                         log_error("cannot start agent %s: %s; ending the others", m.agents[i].name, strerror(-r));
@@ -241,27 +266,41 @@ int verb_up(int argc, char **argv, const Globals *g) {
         bool colour = isatty(STDOUT_FILENO);
         size_t left = started;
         bool forwarded = false;
+        const char *failed = NULL; /* the agent whose start failed: the group is ended */
         while (left > 0) {
-                if (stop_signal && !forwarded) {
+                if ((stop_signal || failed) && !forwarded) {
                         for (size_t k = 0; k < started; k++)
                                 if (run[k].status < 0)
                                         (void) kill(run[k].pid, SIGTERM);
                         forwarded = true;
                 }
-                struct pollfd pf[2 * MANIFEST_AGENTS_MAX];
+                struct pollfd pf[3 * MANIFEST_AGENTS_MAX];
                 size_t np = 0;
                 for (size_t k = 0; k < started; k++) {
                         pf[np++] = (struct pollfd){ .fd = run[k].out.fd, .events = POLLIN };
                         pf[np++] = (struct pollfd){ .fd = run[k].err.fd, .events = POLLIN };
+                        pf[np++] = (struct pollfd){ .fd = run[k].ready_fd, .events = POLLIN };
                 }
                 int n = poll(pf, np, 200);
                 if (n < 0 && errno != EINTR)
                         break;
                 for (size_t k = 0; n > 0 && k < started; k++) {
-                        if (pf[2 * k].revents)
+                        if (pf[3 * k].revents)
                                 (void) pump(&run[k], &run[k].out, stdout, colour, k);
-                        if (pf[2 * k + 1].revents)
+                        if (pf[3 * k + 1].revents)
                                 (void) pump(&run[k], &run[k].err, stdout, colour, k);
+                        if (pf[3 * k + 2].revents) {
+                                char c;
+                                ssize_t got = read(run[k].ready_fd, &c, 1);
+                                if (got < 0 && (errno == EINTR || errno == EAGAIN))
+                                        continue;
+                                run[k].ready = got == 1;
+                                run[k].ready_fd = safe_close(run[k].ready_fd);
+                                /* No partial group: one that could not start
+                                 * ends the others. */
+                                if (!run[k].ready && !failed && !stop_signal)
+                                        failed = run[k].agent->name;
+                        }
                 }
                 fflush(stdout);
                 for (size_t k = 0; k < started; k++) {
@@ -273,6 +312,10 @@ int verb_up(int argc, char **argv, const Globals *g) {
                         run[k].ended = now_usec();
                         left--;
                 }
+        }
+        if (failed) {
+                log_error("agent %s did not start (its lines above say why): the other agents were ended", failed);
+                ret = EXIT_LAZARET;
         }
         printf("\n");
         for (size_t k = 0; k < started; k++) {

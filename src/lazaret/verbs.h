@@ -16,6 +16,10 @@ enum {
 };
 
 /* Options every verb accepts anywhere before "--". */
+/* lazaret up -> each agent's lazaret run: the descriptor that gets a
+ * byte once the agent's session is open. */
+#define READY_FD_ENV "LAZARET_READY_FD"
+
 typedef struct Globals {
         const char *config_path; /* --config FILE, or NULL */
         const char *workspace; /* --workspace DIR, or NULL for the current directory */

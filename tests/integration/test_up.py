@@ -6,6 +6,7 @@ three agents on one repository commit to three branches and never see each
 other's work; every agent is checked before any starts; the output is one
 stream tagged by agent; one agent killed, the others go on, and its exit is
 reported; nothing is left behind."""
+import json
 import os
 import signal
 import subprocess
@@ -101,6 +102,15 @@ def test_up_one_agent_killed_the_others_go_on(lz):
                     victim = int(pid)
             time.sleep(0.05)
         assert victim, "the sleeper's lazaret run never appeared"
+        # Started (its session open, and up told so): from now on its end
+        # is its own, not a failed start.
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            r = d.run("--agent", "sleeper", "status", "--json")
+            if r.returncode == 0 and json.loads(r.stdout).get("sessions"):
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)
         os.kill(victim, signal.SIGKILL)
         out, err = p.communicate(timeout=90)
     finally:
@@ -137,3 +147,35 @@ def test_up_shows_the_agents_output_inert(lz):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "noisy | a\\x1b]52;c;aGVsbG8=\\x07b\\x1b[2Jc\\x9bd" in r.stdout, repr(r.stdout)
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\u009b" not in r.stdout, repr(r.stdout)
+
+
+def test_up_an_agent_that_cannot_start_ends_the_group(lz):
+    """An agent that passes the checks but whose start fails (here: a
+    workspace outside git needs the workspace router, which this install
+    lacks) ends the whole group: the agent already running is ended, up
+    says which agent did not start, exit 125, nothing is left."""
+    import shutil
+    repo(lz)
+    plain = os.path.join(lz.base, "plain")
+    os.makedirs(plain)
+    os.chown(plain, lz.user.pw_uid, lz.user.pw_gid)
+    bindir = os.path.join(lz.base, "bin-no-router")
+    os.makedirs(bindir)
+    os.chmod(bindir, 0o755)
+    src = os.path.dirname(lz.binary)
+    for name in os.listdir(src):
+        if name != "lazaret-gitrouter":
+            shutil.copy2(os.path.join(src, name), os.path.join(bindir, name))
+    d = native(lz)
+    path = manifest(lz, '[agents.ok]\nprofile = "shell"\ncommand = ["sleep", "60"]\n'
+                        f'[agents.broken]\nprofile = "shell"\ncommand = ["true"]\nworkspace = "{plain}"\n')
+    env = {**lz.env, **d.env}
+    cmd = [c if c != lz.binary else os.path.join(bindir, "lazaret") for c in
+           lz.cmdline(["--config", d.cfg, "up", path], env)]
+    start = time.monotonic()
+    r = subprocess.run(cmd, cwd=lz.work, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 125, r.stdout + r.stderr
+    assert "agent broken did not start" in r.stderr and "the other agents were ended" in r.stderr, r.stderr
+    assert "broken | " in r.stdout and "lazaret-gitrouter is missing" in r.stdout, r.stdout
+    assert time.monotonic() - start < 40, "the running agent was not ended"
+    wait_clean(d, 30)
