@@ -13,17 +13,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "argv-util.h"
 #include "exec-util.h"
 #include "fd-util.h"
+#include "fileio.h"
+#include "host-git.h"
 #include "launch.h"
 #include "log.h"
 #include "manifest.h"
+#include "path-util.h"
 #include "profile-pick.h"
 #include "spawn-util.h"
+#include "strbuf.h"
 #include "string-util.h"
 #include "verbs.h"
 
@@ -179,18 +186,170 @@ static int start_agent(const Globals *g, const char *self, Running *r) {
         return 0;
 }
 
+static json_int_t sum_counts(json_t *list, const char *key, const char *want) {
+        json_int_t n = 0;
+        size_t i;
+        json_t *e;
+        json_array_foreach(list, i, e) {
+                if (key && !streq_ptr(json_string_value(json_object_get(e, key)), want))
+                        continue;
+                n += json_integer_value(json_object_get(e, "count"));
+        }
+        return n;
+}
+
+/* What the agent's branch changed against HEAD (git diff --numstat
+ * HEAD...lazaret/agent-NAME, the host's git run safely): false where there
+ * is no such branch (a workspace outside git, or direct mode). */
+static bool branch_numstat(const char *git, const ManifestAgent *a, const char *branch, json_int_t *files,
+                           json_int_t *added, json_int_t *deleted) {
+        if (!git)
+                return false;
+        Argv v = {};
+        host_git_argv(&v, a->workspace);
+        argv_add(&v, "diff");
+        argv_add(&v, "--numstat");
+        argv_add(&v, "--no-renames");
+        argv_addf(&v, "HEAD...refs/heads/%s", branch);
+        argv_add(&v, "--");
+        if (v.oom) {
+                argv_done(&v);
+                return false;
+        }
+        _cleanup_(exec_result_done) ExecResult res = {};
+        int r = exec_capture(git, (const char *const *) v.v, 30 * 1000000ULL, &res);
+        argv_done(&v);
+        if (r < 0 || res.status != 0 || !res.out)
+                return false;
+        *files = *added = *deleted = 0;
+        for (const char *l = res.out; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+                if (*l == '\n')
+                        continue;
+                (*files)++;
+                /* "ADDED\tDELETED\tPATH"; a binary file's are "-". */
+                *added += strtoll(l, NULL, 10);
+                const char *tab = strchr(l, '\t');
+                if (tab)
+                        *deleted += strtoll(tab + 1, NULL, 10);
+        }
+        return true;
+}
+
+/* One agent's line of the combined report, from its own report (its event
+ * record: what its sessions changed, its network decisions, the refusals)
+ * and its exit. Each agent's figures are its own Domain's: nothing of two
+ * boundaries is merged. */
+static json_t *agent_summary(const Globals *g, const char *self, const char *git, const Running *r) {
+        const ManifestAgent *a = r->agent;
+        const char *argv[] = { "lazaret", "--config", g->config_path, "--workspace", a->workspace, "--agent",
+                               a->name,   "report",   "--format",     "json",        NULL };
+        if (!g->config_path)
+                memmove(argv + 1, argv + 3, sizeof(argv) - 3 * sizeof(*argv));
+        char branch[64];
+        snprintf(branch, sizeof(branch), "lazaret/agent-%s", a->name);
+        /* branch: where branch mode put its work (a workspace outside git
+         * has none). */
+        json_t *s = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I}", "name", a->name, "profile", a->profile, "workspace",
+                              a->workspace, "branch", branch, "exit", r->status, "duration_ms",
+                              (json_int_t) ((r->ended - r->started) / 1000));
+        if (!s)
+                return NULL;
+        _cleanup_(exec_result_done) ExecResult res = {};
+        json_t *rep = NULL;
+        if (exec_capture(self, argv, 60 * 1000000ULL, &res) >= 0 && res.status == 0 && res.out)
+                rep = json_loads(res.out, 0, NULL);
+        if (!rep) {
+                json_object_set_new(s, "record", json_string("unreadable: 'lazaret --agent NAME report' says why"));
+                return s;
+        }
+        json_int_t files = 0, added = 0, deleted = 0, allowed = 0, refused = 0, refusals = 0;
+        size_t i, k;
+        json_t *sb, *ss;
+        json_array_foreach(json_object_get(rep, "sandboxes"), i, sb) {
+                json_array_foreach(json_object_get(sb, "sessions"), k, ss) {
+                        json_t *f = json_object_get(ss, "files");
+                        files += (json_int_t) json_array_size(json_object_get(f, "files"));
+                        added += json_integer_value(json_object_get(f, "added"));
+                        deleted += json_integer_value(json_object_get(f, "deleted"));
+                }
+                allowed += sum_counts(json_object_get(sb, "network"), "verdict", "allowed");
+                refused += sum_counts(json_object_get(sb, "network"), "verdict", "refused");
+                refusals += sum_counts(json_object_get(sb, "refusals"), NULL, NULL);
+        }
+        json_decref(rep);
+        /* Branch mode: what its branch holds; otherwise what its sessions
+         * changed in the workspace, by its record. */
+        bool on_branch = branch_numstat(git, a, branch, &files, &added, &deleted);
+        if (!on_branch)
+                json_object_set_new(s, "branch", json_null());
+        json_object_update_new(s, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "changes_from",
+                                            on_branch ? "branch" : "record", "files_changed", files, "lines_added",
+                                            added, "lines_deleted", deleted, "network_allowed", allowed,
+                                            "network_refused", refused, "refusals", refusals));
+        return s;
+}
+
+static char *summary_markdown(const char *manifest, json_t *agents) {
+        StrBuf b = STRBUF_INIT;
+        strbuf_printf(&b, "# lazaret up: %s\n\n", manifest);
+        strbuf_printf(&b, "| agent | profile | exit | duration | files changed | lines +/- | network allowed/refused "
+                          "| refusals | branch |\n|---|---|---|---|---|---|---|---|---|\n");
+        size_t i;
+        json_t *a;
+        json_array_foreach(agents, i, a) {
+                if (json_object_get(a, "record"))
+                        strbuf_printf(&b, "| %s | %s | %lld | %.1f s | ? | ? | ? | ? | `%s` |\n",
+                                      json_string_value(json_object_get(a, "name")),
+                                      json_string_value(json_object_get(a, "profile")),
+                                      (long long) json_integer_value(json_object_get(a, "exit")),
+                                      (double) json_integer_value(json_object_get(a, "duration_ms")) / 1000,
+                                      json_string_value(json_object_get(a, "branch")) ?: "(no branch)");
+                else
+                        strbuf_printf(&b,
+                                      "| %s | %s | %lld | %.1f s | %lld | +%lld -%lld | %lld/%lld | %lld | `%s` |\n",
+                                      json_string_value(json_object_get(a, "name")),
+                                      json_string_value(json_object_get(a, "profile")),
+                                      (long long) json_integer_value(json_object_get(a, "exit")),
+                                      (double) json_integer_value(json_object_get(a, "duration_ms")) / 1000,
+                                      (long long) json_integer_value(json_object_get(a, "files_changed")),
+                                      (long long) json_integer_value(json_object_get(a, "lines_added")),
+                                      (long long) json_integer_value(json_object_get(a, "lines_deleted")),
+                                      (long long) json_integer_value(json_object_get(a, "network_allowed")),
+                                      (long long) json_integer_value(json_object_get(a, "network_refused")),
+                                      (long long) json_integer_value(json_object_get(a, "refusals")),
+                                      json_string_value(json_object_get(a, "branch")) ?: "(no branch)");
+        }
+        strbuf_printf(&b, "\nEach agent ran in a boundary of its own; `lazaret --agent NAME report` has its "
+                          "details.\n");
+        return strbuf_steal(&b);
+}
+
 int verb_up(int argc, char **argv, const Globals *g) {
         if (argc == 2 && (streq(argv[1], "--help") || streq(argv[1], "-h"))) {
-                printf("Usage: lazaret up MANIFEST\n\n"
+                printf("Usage: lazaret up [--report DIR] MANIFEST\n\n"
                        "Run every agent of MANIFEST at once, each in a Domain, sandbox and branch\n"
                        "(lazaret/agent-NAME) of its own; all are checked before any starts. Their\n"
-                       "output is one stream of lines tagged with the agent's name. Exit 0 when every\n"
-                       "agent's command exited 0, else 1. See lazaret(1).\n");
+                       "output is one stream of lines tagged with the agent's name; at the end a table\n"
+                       "compares them (--report DIR also writes it as up-report.md and up-report.json).\n"
+                       "Exit 0 when every agent's command exited 0, else 1. See lazaret(1).\n");
                 return 0;
         }
+        const char *report_dir = NULL;
+        if (argc == 4 && streq(argv[1], "--report")) {
+                report_dir = argv[2];
+                argv += 2;
+                argc -= 2;
+        }
         if (argc != 2 || argv[1][0] == '-') {
-                log_error("usage: lazaret up MANIFEST (see lazaret up --help)");
+                log_error("usage: lazaret up [--report DIR] MANIFEST (see lazaret up --help)");
                 return EXIT_USAGE;
+        }
+        if (report_dir) {
+                struct stat rst;
+                if (stat(report_dir, &rst) < 0 || !S_ISDIR(rst.st_mode) || access(report_dir, W_OK) < 0) {
+                        log_error("--report %s: not a directory you may write; make it first", report_dir);
+                        return EXIT_USAGE;
+                }
         }
         if (g->agent || g->workspace) {
                 log_error("lazaret up takes no %s: the manifest names each agent and its workspace",
@@ -318,12 +477,41 @@ int verb_up(int argc, char **argv, const Globals *g) {
                 ret = EXIT_LAZARET;
         }
         printf("\n");
-        for (size_t k = 0; k < started; k++) {
-                printf("%-16s exit %d after %.1f s (lazaret --agent %s diff, status, report)\n", run[k].agent->name,
-                       run[k].status, (double) (run[k].ended - run[k].started) / 1e6, run[k].agent->name);
+        for (size_t k = 0; k < started; k++)
                 if (run[k].status != 0 && ret == 0)
                         ret = 1;
+        /* Side by side, once all have ended (not after a failed start:
+         * that group never ran). */
+        _cleanup_free_ char *git = NULL;
+        const char *search = getenv("PATH");
+        if (exec_find_program(search && *search ? search : "/usr/bin:/bin", "git", &git) < 0 ||
+            host_git_drop_environment() < 0)
+                git = mfree(git);
+        json_t *agents = failed ? NULL : json_array();
+        for (size_t k = 0; agents && k < started; k++)
+                json_array_append_new(agents, agent_summary(g, self, git, &run[k]));
+        _cleanup_free_ char *md = agents ? summary_markdown(m.path, agents) : NULL;
+        if (md)
+                fputs(md, stdout);
+        else
+                for (size_t k = 0; k < started; k++)
+                        printf("%-16s exit %d after %.1f s\n", run[k].agent->name, run[k].status,
+                               (double) (run[k].ended - run[k].started) / 1e6);
+        if (report_dir && md) {
+                _cleanup_free_ char *mdp = path_join(report_dir, "up-report.md"),
+                                    *jp = path_join(report_dir, "up-report.json");
+                json_t *doc =
+                        json_pack("{s:i, s:s, s:O}", "lazaret_up_report", 1, "manifest", m.path, "agents", agents);
+                _cleanup_free_ char *js = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+                json_decref(doc);
+                if (!mdp || !jp || !js || write_file_atomic(mdp, md, strlen(md), 0644, 0) < 0 ||
+                    write_file_atomic(jp, js, strlen(js), 0644, 0) < 0) {
+                        log_error("cannot write the report in %s", report_dir);
+                        ret = EXIT_LAZARET;
+                } else
+                        printf("\nThe report: %s and %s\n", mdp, jp);
         }
+        json_decref(agents);
         free(run);
         manifest_done(&m);
         return ret;

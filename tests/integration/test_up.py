@@ -45,15 +45,28 @@ def test_up_three_agents_three_branches(lz):
     d = native(lz)
     path = manifest(lz, "".join(f'[agents.{n}]\nprofile = "shell"\ncommand = {COMMIT.format(name=n)}\n'
                                 for n in ("alpha", "beta", "gamma")))
-    r = d.run("up", path, timeout=180)
+    reports = os.path.join(lz.base, "reports")
+    os.makedirs(reports)
+    os.chown(reports, lz.user.pw_uid, lz.user.pw_gid)
+    r = d.run("up", "--report", reports, path, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
+    # The agents side by side, from each one's own record.
+    with open(os.path.join(reports, "up-report.json")) as f:
+        rep = json.load(f)
+    assert [a["name"] for a in rep["agents"]] == ["alpha", "beta", "gamma"], rep
+    for a in rep["agents"]:
+        assert (a["exit"], a["changes_from"], a["files_changed"], a["lines_added"], a["branch"]) == \
+            (0, "branch", 1, 1, f"lazaret/agent-{a['name']}"), a
+    md = open(os.path.join(reports, "up-report.md")).read()
+    assert md in r.stdout, "the same table on the terminal"
+    for n in ("alpha", "beta", "gamma"):
+        assert f"| {n} | shell | 0 | " in md and f"| 1 | +1 -0 | 0/0 |" in md, md
     lines = r.stdout.splitlines()
     for n in ("alpha", "beta", "gamma"):
         # Tagged output, the agent's own worktree (no other's file).
         assert f"{n} | committed" in lines, r.stdout
         mine = [x for x in lines if x.startswith(f"{n} | ")]
         assert f"{n} | mine.txt" not in mine[:mine.index(f"{n} | committed")], r.stdout
-        assert any(x.startswith(n) and "exit 0 after" in x for x in lines), r.stdout
         assert git_as(lz, "log", "-1", "--format=%s", f"lazaret/agent-{n}").strip() == f"by {n}"
         assert git_as(lz, "show", f"lazaret/agent-{n}:mine.txt") == f"{n}\n"
     assert len(d.domain_dirs()) == 3, d.domain_dirs()
@@ -119,8 +132,7 @@ def test_up_one_agent_killed_the_others_go_on(lz):
             p.wait()
     assert p.returncode == 1, out + err
     assert "worker | done" in out, out
-    assert any(x.startswith("sleeper") and "exit 137 after" in x for x in out.splitlines()), out
-    assert any(x.startswith("worker") and "exit 0 after" in x for x in out.splitlines()), out
+    assert "| sleeper | shell | 137 | " in out and "| worker | shell | 0 | " in out, out
     wait_clean(d, 30)
 
 
@@ -134,6 +146,8 @@ def test_up_bad_manifest(lz):
     assert d.domain_dirs() == []
     r = d.run("--agent", "x1", "up", path)
     assert r.returncode == 64 and "takes no --agent" in r.stderr, r.stderr
+    r = d.run("up", "--report", os.path.join(lz.base, "none"), path)
+    assert r.returncode == 64 and "not a directory you may write" in r.stderr, r.stderr
 
 
 def test_up_shows_the_agents_output_inert(lz):
@@ -143,8 +157,15 @@ def test_up_shows_the_agents_output_inert(lz):
     d = native(lz)
     path = manifest(lz, '[agents.noisy]\nprofile = "shell"\n'
                         "command = ['printf', 'a\\033]52;c;aGVsbG8=\\007b\\033[2Jc\\302\\233d\\n']\n")
-    r = d.run("up", path)
+    reports = os.path.join(lz.base, "reports")
+    os.makedirs(reports)
+    os.chown(reports, lz.user.pw_uid, lz.user.pw_gid)
+    r = d.run("up", "--report", reports, path)
     assert r.returncode == 0, r.stdout + r.stderr
+    # A workspace outside git: no branch; its changes are its record's.
+    with open(os.path.join(reports, "up-report.json")) as f:
+        (a,) = json.load(f)["agents"]
+    assert (a["branch"], a["changes_from"], a["files_changed"]) == (None, "record", 0), a
     assert "noisy | a\\x1b]52;c;aGVsbG8=\\x07b\\x1b[2Jc\\x9bd" in r.stdout, repr(r.stdout)
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\u009b" not in r.stdout, repr(r.stdout)
 
