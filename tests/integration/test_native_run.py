@@ -115,6 +115,28 @@ def wait_status(d, seconds=20):
     raise AssertionError("no running native sandbox with a session: " + d.log())
 
 
+def repo(lz):
+    """The workspace made a git repository with one commit; its HEAD."""
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/a.txt", "a\n")
+    git_as(lz, "add", "-A")
+    git_as(lz, "commit", "-q", "-m", "first")
+    return git_as(lz, "rev-parse", "HEAD").strip()
+
+
+def bin_without(lz, missing):
+    """A copy of the build's programs without one (lazaret finds its
+    helpers beside itself); the directory."""
+    bindir = os.path.join(lz.base, f"bin-no-{missing}")
+    os.makedirs(bindir)
+    os.chmod(bindir, 0o755)
+    src = os.path.dirname(lz.binary)
+    for name in os.listdir(src):
+        if name != missing:
+            shutil.copy2(os.path.join(src, name), os.path.join(bindir, name))
+    return bindir
+
+
 def test_native_run_direct_mode(lz):
     """A workspace outside git: the workspace router serves it at
     /workspace (masked names read empty, protected ones read-only); the
@@ -164,11 +186,7 @@ def test_native_run_branch_mode(lz):
     through the git router at its own path: the agent commits on its
     branch; .git's config and hooks stay the host's; the host's tree and
     HEAD are unchanged."""
-    git_as(lz, "init", "-q", "-b", "main")
-    lz.write("work/a.txt", "a\n")
-    git_as(lz, "add", "-A")
-    git_as(lz, "commit", "-q", "-m", "first")
-    head = git_as(lz, "rev-parse", "HEAD").strip()
+    head = repo(lz)
     config = open(os.path.join(lz.work, ".git", "config")).read()
     d = native(lz)
     p = d.popen("run", "--backend", "native", "--tui=none", "--", "/bin/sh", "-c",
@@ -684,18 +702,8 @@ def test_native_branch_mode_without_the_git_router(lz):
     lazaret), branch mode goes on with the repository's .git read-only: the
     start warns, status says commits are refused, a commit and a hook fail,
     and the host's .git is unchanged. Never a writable .git unguarded."""
-    git_as(lz, "init", "-q", "-b", "main")
-    lz.write("work/a.txt", "a\n")
-    git_as(lz, "add", "-A")
-    git_as(lz, "commit", "-q", "-m", "first")
-    head = git_as(lz, "rev-parse", "HEAD").strip()
-    bindir = os.path.join(lz.base, "bin-no-router")
-    os.makedirs(bindir)
-    os.chmod(bindir, 0o755)
-    src = os.path.dirname(lz.binary)
-    for name in os.listdir(src):
-        if name != "lazaret-gitrouter":
-            shutil.copy2(os.path.join(src, name), os.path.join(bindir, name))
+    head = repo(lz)
+    bindir = bin_without(lz, "lazaret-gitrouter")
     d = native(lz)
     env = {**lz.env, **d.env}
     cmd = [c if c != lz.binary else os.path.join(bindir, "lazaret") for c in
@@ -818,11 +826,7 @@ def test_native_fs_only_branch_mode_git_read_only(lz):
     repository's .git read-only (no mount namespace to put the git router
     at .git's path): a commit and a hook are refused, the host's .git is
     unchanged, and the start says so."""
-    git_as(lz, "init", "-q", "-b", "main")
-    lz.write("work/a.txt", "a\n")
-    git_as(lz, "add", "-A")
-    git_as(lz, "commit", "-q", "-m", "first")
-    head = git_as(lz, "rev-parse", "HEAD").strip()
+    head = repo(lz)
     d = fs_only(lz)
     r = d.run("run", "--tui=none", "--", "/bin/sh", "-c",
               "export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a; "
@@ -895,11 +899,7 @@ def test_native_agents_of_one_profile_have_their_own_domains_and_branches(lz):
     other's work; status, diff and the Domain's files are the agent's; the
     host's HEAD and tree are unchanged. A bad name is one error, nothing
     started."""
-    git_as(lz, "init", "-q", "-b", "main")
-    lz.write("work/a.txt", "a\n")
-    git_as(lz, "add", "-A")
-    git_as(lz, "commit", "-q", "-m", "first")
-    head = git_as(lz, "rev-parse", "HEAD").strip()
+    head = repo(lz)
     d = native(lz)
     commit = ("export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a; "
               "ls; echo \"$0\" > mine.txt; git add -A && git commit -qm \"by $0\" && echo COMMITTED")

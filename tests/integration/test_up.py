@@ -12,16 +12,8 @@ import signal
 import subprocess
 import time
 
-from test_native_run import domain_processes, native
+from test_native_run import bin_without, domain_processes, native, repo
 from test_run import git_as
-
-
-def repo(lz):
-    git_as(lz, "init", "-q", "-b", "main")
-    lz.write("work/a.txt", "a\n")
-    git_as(lz, "add", "-A")
-    git_as(lz, "commit", "-q", "-m", "first")
-    return git_as(lz, "rev-parse", "HEAD").strip()
 
 
 def manifest(lz, text):
@@ -175,18 +167,11 @@ def test_up_an_agent_that_cannot_start_ends_the_group(lz):
     workspace outside git needs the workspace router, which this install
     lacks) ends the whole group: the agent already running is ended, up
     says which agent did not start, exit 125, nothing is left."""
-    import shutil
     repo(lz)
     plain = os.path.join(lz.base, "plain")
     os.makedirs(plain)
     os.chown(plain, lz.user.pw_uid, lz.user.pw_gid)
-    bindir = os.path.join(lz.base, "bin-no-router")
-    os.makedirs(bindir)
-    os.chmod(bindir, 0o755)
-    src = os.path.dirname(lz.binary)
-    for name in os.listdir(src):
-        if name != "lazaret-gitrouter":
-            shutil.copy2(os.path.join(src, name), os.path.join(bindir, name))
+    bindir = bin_without(lz, "lazaret-gitrouter")
     d = native(lz)
     path = manifest(lz, '[agents.ok]\nprofile = "shell"\ncommand = ["sleep", "60"]\n'
                         f'[agents.broken]\nprofile = "shell"\ncommand = ["true"]\nworkspace = "{plain}"\n')
