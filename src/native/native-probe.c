@@ -24,6 +24,13 @@ static int probe_userns(char *why, size_t size) {
                 snprintf(why, size, "%s=1 simulates a host without them", NO_USERNS_TEST_ENV);
                 return -EPERM;
         }
+        /* Once per process: lazaret up checks several agents in one. */
+        static int known = 1; /* 1: not probed yet */
+        static char known_why[384];
+        if (known <= 0) {
+                snprintf(why, size, "%s", known_why);
+                return known;
+        }
         pid_t pid = fork();
         if (pid < 0) {
                 snprintf(why, size, "fork: %s", strerror(errno));
@@ -35,12 +42,15 @@ static int probe_userns(char *why, size_t size) {
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
                 ;
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-                snprintf(why, size,
+                snprintf(known_why, sizeof(known_why),
                          "unshare(CLONE_NEWUSER): %s; kernel.unprivileged_userns_clone, user.max_user_namespaces "
                          "or a security module forbids them",
                          WIFEXITED(st) ? strerror(WEXITSTATUS(st)) : "the probe died");
-                return -EPERM;
+                snprintf(why, size, "%s", known_why);
+                known = -EPERM;
+                return known;
         }
+        known = 0;
         return 0;
 }
 

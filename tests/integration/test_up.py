@@ -13,7 +13,7 @@ import subprocess
 import time
 
 from test_native_run import bin_without, domain_processes, native, repo
-from test_run import git_as
+from test_run import Domain, busybox_image, git_as  # noqa: F401  (fixture)
 
 
 def manifest(lz, text):
@@ -185,3 +185,24 @@ def test_up_an_agent_that_cannot_start_ends_the_group(lz):
     assert "broken | " in r.stdout and "lazaret-gitrouter is missing" in r.stdout, r.stdout
     assert time.monotonic() - start < 40, "the running agent was not ended"
     wait_clean(d, 30)
+
+
+def test_up_an_image_missing_starts_nothing(lz, busybox_image):
+    """gVisor agents: one whose image is not in the user's Podman store
+    stops the whole manifest before anything starts: no container, no
+    Domain, the agent and the image named."""
+    repo(lz)
+    d = Domain(lz, busybox_image, extra='[profiles.gone]\nimage = "localhost/lazaret/not-built:1"\n')
+    path = manifest(lz, '[agents.good]\nprofile = "shell"\ncommand = ["touch", "ran-good"]\n'
+                        '[agents.bad]\nprofile = "gone"\ncommand = ["touch", "ran-bad"]\n')
+    ps = ["runuser", "-u", lz.user.pw_name, "--", "env", "-i", f"HOME={lz.user.pw_dir}",
+          "PATH=/usr/bin:/bin:/usr/sbin:/sbin", "podman", "ps", "-aq"]
+    before = subprocess.run(ps, capture_output=True, text=True, cwd="/").stdout
+    r = d.run("up", path, timeout=120)
+    assert r.returncode == 125, r.stdout + r.stderr
+    assert "agent bad (" in r.stderr and "localhost/lazaret/not-built:1 is not in Podman's store" in r.stderr, \
+        r.stderr
+    assert "nothing was started" in r.stderr, r.stderr
+    assert d.domain_dirs() == [], d.domain_dirs()
+    after = subprocess.run(ps, capture_output=True, text=True, cwd="/").stdout
+    assert after == before, (before, after)
