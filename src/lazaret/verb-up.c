@@ -425,15 +425,14 @@ int verb_up(int argc, char **argv, const Globals *g) {
         }
         size_t started = 0, n_ready = 0;
         int ret = 0;
+        const char *failed = NULL; /* the agent whose start failed: the group is ended */
         for (size_t i = 0; i < m.n_agents; i++) {
                 run[i].agent = &m.agents[i];
                 run[i].out.fd = run[i].err.fd = run[i].ready_fd = -EBADF;
                 r = start_agent(g, self, &run[i]);
                 if (r < 0) {
-                        log_error("cannot start agent %s: %s; ending the others", m.agents[i].name, strerror(-r));
-                        for (size_t k = 0; k < started; k++)
-                                (void) kill(run[k].pid, SIGTERM);
-                        ret = EXIT_LAZARET;
+                        log_error("cannot start agent %s: %s", m.agents[i].name, strerror(-r));
+                        failed = m.agents[i].name;
                         break;
                 }
                 started++;
@@ -441,7 +440,6 @@ int verb_up(int argc, char **argv, const Globals *g) {
         bool colour = isatty(STDOUT_FILENO);
         size_t left = started;
         bool forwarded = false;
-        const char *failed = NULL; /* the agent whose start failed: the group is ended */
         while (left > 0) {
                 if ((stop_signal || failed) && !forwarded) {
                         for (size_t k = 0; k < started; k++)
