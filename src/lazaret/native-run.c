@@ -459,6 +459,18 @@ static int wait_ready(NativeRun *n, int out, int err, char **ret_error) {
         }
 }
 
+/* Editor settings, as under gVisor: hidden where they exist. */
+static void add_editor_masks(Argv *a, const char *workspace) {
+        for (const char *const *m = (const char *const[]){ ".vscode", ".idea", NULL }; *m; m++) {
+                _cleanup_free_ char *hp = path_join(workspace, *m);
+                struct stat st;
+                if (hp && lstat(hp, &st) == 0 && S_ISDIR(st.st_mode)) {
+                        argv_add(a, "--mask");
+                        argv_add(a, hp);
+                }
+        }
+}
+
 /* FS-ONLY: nothing to hold. Each session runs lazaret-native --mode
  * fs-only at the host's paths in the sandbox's memory cgroup: the
  * workspace (the router's mount in direct mode, the worktree in branch
@@ -482,14 +494,7 @@ static int fs_only_start(const LaunchSpec *s, const char *workspace, const char 
         }
         argv_add(&a, "--ro");
         argv_add(&a, terminfo_dir);
-        for (const char *const *m = (const char *const[]){ ".vscode", ".idea", NULL }; *m; m++) {
-                _cleanup_free_ char *hp = path_join(workspace, *m);
-                struct stat st;
-                if (hp && lstat(hp, &st) == 0 && S_ISDIR(st.st_mode)) {
-                        argv_add(&a, "--mask");
-                        argv_add(&a, hp);
-                }
-        }
+        add_editor_masks(&a, workspace);
         if (a.oom) {
                 argv_done(&a);
                 return -ENOMEM;
@@ -569,15 +574,7 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
         /* /tmp and the home are memory: memory_limit caps each. */
         argv_add(&a, "--tmp-size");
         argv_addf(&a, "%" PRIu64, s->memory_limit_mib << 20);
-        /* Editor settings, as under gVisor: hidden where they exist. */
-        for (const char *const *m = (const char *const[]){ ".vscode", ".idea", NULL }; *m; m++) {
-                _cleanup_free_ char *hp = path_join(workspace, *m);
-                struct stat st;
-                if (hp && lstat(hp, &st) == 0 && S_ISDIR(st.st_mode)) {
-                        argv_add(&a, "--mask");
-                        argv_add(&a, hp);
-                }
-        }
+        add_editor_masks(&a, workspace);
         NativeRun n = { .loopback = names };
         if (s->memory_cgroup) {
                 int r = cgroup_add(s, &a, &n, ret_error);
