@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* lazaret trust [--yes] | --list | --revoke: which workspace lazaret.toml
- * files may widen the sandbox (architecture decision 15). */
+ * files may widen the sandbox (architecture decision 15), and which
+ * manifests lazaret up may run (--manifest FILE). */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include "config.h"
 #include "fd-util.h"
 #include "log.h"
+#include "manifest.h"
 #include "path-util.h"
 #include "profile-pick.h"
 #include "strbuf.h"
@@ -64,6 +67,38 @@ static int show_difference(const Config *cfg) {
         fputs(strbuf_str(&b), stdout);
         fflush(stdout);
         strbuf_done(&b);
+        return 0;
+}
+
+/* The manifests' records, after the workspace files'. */
+static int trust_list_manifests(const char *home) {
+        _cleanup_free_ char *store = NULL;
+        if (wstrust_manifest_store_path(home, &store) < 0)
+                return EXIT_LAZARET;
+        _cleanup_(wstrust_records_done) WsTrustRecords recs = {};
+        unsigned line = 0;
+        int r = wstrust_load(store, &recs, &line);
+        if (r == -EBADMSG) {
+                log_error("%s:%u: not a trust record; remove the line, or the file to trust nothing", store, line);
+                return EXIT_LAZARET;
+        }
+        if (r < 0) {
+                log_error("cannot read %s: %s", store, strerror(-r));
+                return EXIT_LAZARET;
+        }
+        for (size_t i = 0; i < recs.n; i++) {
+                const WsTrustRecord *rec = &recs.items[i];
+                _cleanup_free_ char *err = NULL, *canonical = NULL;
+                char sha[WSTRUST_SHA256_HEX_LEN + 1] = "";
+                r = manifest_identify(rec->path, &canonical, sha, &err);
+                const char *state = r == -ENOENT                                             ? "missing"
+                                    : r < 0                                                  ? "refused"
+                                    : streq(sha, rec->sha256) && streq(canonical, rec->path) ? "trusted"
+                                                                                             : "changed";
+                char when[64];
+                format_time(rec->when, when, sizeof(when));
+                printf("%-8s %s  (a manifest, since %s)\n", state, rec->path, when);
+        }
         return 0;
 }
 
@@ -134,29 +169,135 @@ static int trust_revoke(const Globals *g, const char *home) {
         return 0;
 }
 
+static void show_string(StrBuf *b, const char *s) {
+        TomlValue v = { .type = TOML_STRING, .str = { .s = (char *) s, .len = strlen(s) } };
+        toml_write_value(b, &v);
+}
+
+/* Ask on the terminal unless --yes. Returns 0 to go on, or an exit status. */
+static int confirm(bool yes, const char *path) {
+        if (yes)
+                return 0;
+        if (!isatty(STDIN_FILENO)) {
+                log_error("trust needs confirmation: run it on a terminal, or pass --yes after reading the above");
+                return EXIT_USAGE;
+        }
+        fprintf(stderr, "\nTrust these exact bytes of %s? [y/N] ", path);
+        char answer[16] = "";
+        if (!fgets(answer, sizeof(answer), stdin) || (answer[0] != 'y' && answer[0] != 'Y')) {
+                fprintf(stderr, "nothing was trusted\n");
+                return EXIT_PROBLEMS;
+        }
+        return 0;
+}
+
+/* lazaret trust --manifest FILE: what each agent would get, then its
+ * bytes recorded. */
+static int trust_manifest(const char *file, bool yes, const char *home) {
+        Manifest m = {};
+        _cleanup_free_ char *err = NULL, *store = NULL;
+        int r = manifest_load(file, home, &m, &err);
+        if (r < 0) {
+                log_error("%s", err ? err : strerror(-r));
+                log_error("nothing was trusted: the manifest is not valid");
+                return r == -EINVAL ? EXIT_CONFIG : EXIT_LAZARET;
+        }
+        StrBuf b = STRBUF_INIT;
+        strbuf_printf(&b, "Manifest %s\n  sha256 %s\n\nTrusting it lets 'lazaret up' start %zu agent%s:\n", m.canonical,
+                      m.sha256, m.n_agents, m.n_agents == 1 ? "" : "s");
+        for (size_t i = 0; i < m.n_agents; i++) {
+                const ManifestAgent *a = &m.agents[i];
+                strbuf_printf(&b, "\n  %s (line %u): your profile %s, with the directory %s\n      command [", a->name,
+                              a->pos.line, a->profile, a->workspace);
+                for (size_t k = 0; k < a->argc; k++) {
+                        if (k)
+                                strbuf_puts(&b, ", ");
+                        show_string(&b, a->argv[k]);
+                }
+                strbuf_puts(&b, "]\n");
+        }
+        if (!b.oom) {
+                fputs(strbuf_str(&b), stdout);
+                fflush(stdout);
+        }
+        strbuf_done(&b);
+        r = confirm(yes, m.canonical);
+        if (r == 0 && wstrust_manifest_store_path(home, &store) < 0)
+                r = EXIT_LAZARET;
+        if (r == 0) {
+                int k = wstrust_set(store, m.canonical, m.sha256, (int64_t) time(NULL));
+                if (k < 0) {
+                        log_error("cannot record the trust in %s: %s", store,
+                                  k == -EINVAL ? "its path has control characters" : strerror(-k));
+                        r = EXIT_LAZARET;
+                } else
+                        printf("trusted %s (sha256 %s); any change to it voids this\n", m.canonical, m.sha256);
+        }
+        manifest_done(&m);
+        return r;
+}
+
+static int revoke_manifest(const char *file, const char *home) {
+        _cleanup_free_ char *err = NULL, *canonical = NULL, *store = NULL;
+        char sha[WSTRUST_SHA256_HEX_LEN + 1];
+        if (manifest_identify(file, &canonical, sha, &err) < 0) {
+                /* Gone or refused: its record by the path it would have. */
+                _cleanup_free_ char *dir = strdup(file);
+                if (!dir)
+                        return EXIT_LAZARET;
+                char *slash = strrchr(dir, '/'), buf[PATH_MAX];
+                const char *base = slash ? slash + 1 : file;
+                if (slash)
+                        *slash = '\0';
+                if (!realpath(slash ? (*dir ? dir : "/") : ".", buf)) {
+                        log_error("%s: cannot resolve its directory: %s", file, strerror(errno));
+                        return EXIT_USAGE;
+                }
+                canonical = path_join(buf, base);
+                if (!canonical)
+                        return EXIT_LAZARET;
+        }
+        if (wstrust_manifest_store_path(home, &store) < 0)
+                return EXIT_LAZARET;
+        int r = wstrust_set(store, canonical, NULL, 0);
+        if (r == -ENOENT) {
+                log_error("%s is not trusted: nothing to revoke", canonical);
+                return EXIT_PROBLEMS;
+        }
+        if (r < 0) {
+                log_error("cannot update %s: %s", store, strerror(-r));
+                return EXIT_LAZARET;
+        }
+        printf("%s is no longer trusted: lazaret up refuses it\n", canonical);
+        return 0;
+}
+
 int verb_trust(int argc, char **argv, const Globals *g) {
         static const struct option opts[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "yes", no_argument, NULL, 'y' },
-                { "list", no_argument, NULL, 'l' },
-                { "revoke", no_argument, NULL, 'r' },
-                {},
+                { "help", no_argument, NULL, 'h' },           { "yes", no_argument, NULL, 'y' },
+                { "list", no_argument, NULL, 'l' },           { "revoke", no_argument, NULL, 'r' },
+                { "manifest", required_argument, NULL, 'm' }, {},
         };
         bool yes = false, list = false, revoke = false;
+        const char *manifest = NULL;
         int c;
         optind = 1;
         while ((c = getopt_long(argc, argv, "hy", opts, NULL)) >= 0)
                 switch (c) {
                 case 'h':
                         printf("Usage: lazaret trust [--workspace DIR] [--yes]\n"
+                               "       lazaret trust --manifest FILE [--yes]\n"
                                "       lazaret trust --list\n"
-                               "       lazaret trust --revoke [--workspace DIR]\n\n"
+                               "       lazaret trust --revoke [--workspace DIR | --manifest FILE]\n\n"
                                "A workspace's lazaret.toml may only narrow the sandbox until you trust it.\n"
                                "trust shows what the file would add over your own configuration, asks, and\n"
                                "records its path and the SHA-256 of its exact bytes in your data directory\n"
                                "($XDG_DATA_HOME/lazaret/trusted-workspaces). Any change to the file voids\n"
                                "the trust. --list shows every record and whether its file still matches;\n"
-                               "--revoke removes this workspace's record.\n");
+                               "--revoke removes this workspace's record.\n\n"
+                               "A manifest (lazaret up) chooses its agents' directories and profiles: up\n"
+                               "refuses it until --manifest FILE shows what each agent gets and records its\n"
+                               "bytes the same way ($XDG_DATA_HOME/lazaret/trusted-manifests).\n");
                         return 0;
                 case 'y':
                         yes = true;
@@ -166,6 +307,9 @@ int verb_trust(int argc, char **argv, const Globals *g) {
                         break;
                 case 'r':
                         revoke = true;
+                        break;
+                case 'm':
+                        manifest = optarg;
                         break;
                 default:
                         return EXIT_USAGE;
@@ -178,13 +322,23 @@ int verb_trust(int argc, char **argv, const Globals *g) {
                 log_error("trust: --list, --revoke and --yes go one at a time");
                 return EXIT_USAGE;
         }
+        if (manifest && (list || g->workspace || g->config_path)) {
+                log_error("trust --manifest takes no %s: it trusts that file alone", list           ? "--list"
+                                                                                     : g->workspace ? "--workspace"
+                                                                                                    : "--config");
+                return EXIT_USAGE;
+        }
         _cleanup_free_ char *home = NULL;
         if (config_home(&home) < 0) {
                 log_error("cannot find the home directory: set $HOME");
                 return EXIT_LAZARET;
         }
-        if (list)
-                return trust_list(home);
+        if (list) {
+                int r = trust_list(home);
+                return r != 0 ? r : trust_list_manifests(home);
+        }
+        if (manifest)
+                return revoke ? revoke_manifest(manifest, home) : trust_manifest(manifest, yes, home);
         if (revoke)
                 return trust_revoke(g, home);
 
@@ -210,19 +364,9 @@ int verb_trust(int argc, char **argv, const Globals *g) {
         if (show_difference(cfg) < 0)
                 return EXIT_LAZARET;
 
-        if (!yes) {
-                if (!isatty(STDIN_FILENO)) {
-                        log_error("trust needs confirmation: run it on a terminal, or pass --yes after reading the "
-                                  "above");
-                        return EXIT_USAGE;
-                }
-                fprintf(stderr, "\nTrust these exact bytes of %s? [y/N] ", cfg->wsfile.path);
-                char answer[16] = "";
-                if (!fgets(answer, sizeof(answer), stdin) || (answer[0] != 'y' && answer[0] != 'Y')) {
-                        fprintf(stderr, "nothing was trusted\n");
-                        return EXIT_PROBLEMS;
-                }
-        }
+        r = confirm(yes, cfg->wsfile.path);
+        if (r != 0)
+                return r;
         _cleanup_free_ char *store = NULL;
         if (wstrust_store_path(home, &store) < 0)
                 return EXIT_LAZARET;

@@ -33,6 +33,7 @@
 #include "strbuf.h"
 #include "string-util.h"
 #include "verbs.h"
+#include "workspace-trust.h"
 
 #define LINE_MAX_BYTES 4096
 
@@ -289,6 +290,44 @@ static json_t *agent_summary(const Globals *g, const char *self, const char *git
         return s;
 }
 
+/* The manifest's exact bytes must be trusted (manifest.h): it chooses
+ * which directories and profiles the agents get, and an agent that can
+ * write it would otherwise choose them for the next run. Returns 0, or an
+ * exit status after saying why and what to do. */
+static int manifest_trusted(const Manifest *m, const char *home) {
+        _cleanup_free_ char *store = NULL;
+        if (!home) {
+                log_error("cannot find the home directory (where trusted manifests are recorded): set $HOME");
+                return EXIT_LAZARET;
+        }
+        if (wstrust_manifest_store_path(home, &store) < 0)
+                return EXIT_LAZARET;
+        _cleanup_(wstrust_records_done) WsTrustRecords recs = {};
+        unsigned line = 0;
+        int r = wstrust_load(store, &recs, &line);
+        if (r == -EBADMSG) {
+                log_error("%s:%u: not a trust record; remove the line, or the file to trust nothing", store, line);
+                return EXIT_LAZARET;
+        }
+        if (r < 0) {
+                log_error("cannot read %s: %s", store, strerror(-r));
+                return EXIT_LAZARET;
+        }
+        const WsTrustRecord *rec = wstrust_find(&recs, m->canonical);
+        if (rec && streq(rec->sha256, m->sha256))
+                return 0;
+        if (rec)
+                log_error("%s changed since you trusted it, which voids that trust: read it again, then run "
+                          "'lazaret trust --manifest %s'; nothing was started",
+                          m->canonical, m->path);
+        else
+                log_error("%s is not trusted: a manifest chooses each agent's workspace and profile, and an agent "
+                          "that could write it would choose them for the next run. Read it, then run 'lazaret trust "
+                          "--manifest %s'; nothing was started",
+                          m->canonical, m->path);
+        return EXIT_CONFIG;
+}
+
 static char *summary_markdown(const char *manifest, json_t *agents) {
         StrBuf b = STRBUF_INIT;
         strbuf_printf(&b, "# lazaret up: %s\n\n", manifest);
@@ -365,6 +404,11 @@ int verb_up(int argc, char **argv, const Globals *g) {
         if (r < 0) {
                 log_error("%s", err ? err : strerror(-r));
                 return r == -EINVAL ? EXIT_CONFIG : EXIT_LAZARET;
+        }
+        r = manifest_trusted(&m, home);
+        if (r != 0) {
+                manifest_done(&m);
+                return r;
         }
         /* Everything checked before anything starts. */
         for (size_t i = 0; i < m.n_agents; i++) {

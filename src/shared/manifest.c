@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "expand.h"
@@ -14,6 +16,7 @@
 #include "manifest.h"
 #include "path-util.h"
 #include "string-util.h"
+#include "workspace-trust.h"
 
 /* One error, "PATH:LINE:COL: message" (no position: "PATH: message"). */
 _printf_(4, 5) static int fail(char **ret_error, const char *path, const TomlPos *pos, const char *fmt, ...) {
@@ -51,6 +54,7 @@ void manifest_done(Manifest *m) {
                 agent_done(&m->agents[i]);
         free(m->agents);
         free(m->path);
+        free(m->canonical);
         *m = (Manifest){};
 }
 
@@ -160,11 +164,32 @@ static int agent_load(const char *path, const char *dir, const char *home, const
         return 0;
 }
 
-int manifest_load(const char *path, const char *home, Manifest *ret, char **ret_error) {
-        _cleanup_free_ char *data = NULL;
-        size_t len = 0;
-        *ret_error = NULL;
-        int r = read_file_capped(path, MANIFEST_BYTES_MAX, &data, &len);
+/* Open path the way a file that is trusted by its bytes must be opened:
+ * its last component never a symbolic link, never blocking on a FIFO, a
+ * regular file of the user's own. What is hashed, parsed and named is
+ * what this one descriptor reads. */
+static int read_manifest(const char *path, Manifest *m, char **ret_data, size_t *ret_len, char **ret_error) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                int e = errno;
+                if (e == ELOOP)
+                        return fail(ret_error, path, NULL,
+                                    "is a symbolic link; a manifest must be a regular file of its own (name the file "
+                                    "it points to)");
+                if (asprintf(ret_error, "cannot read the manifest %s: %s", path, strerror(e)) < 0)
+                        *ret_error = NULL;
+                return -e;
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return fail(ret_error, path, NULL, "is not a regular file; a manifest must be a regular file");
+        if (st.st_uid != geteuid())
+                return fail(ret_error, path, NULL,
+                            "is owned by uid %u, not by you (uid %u): a manifest must be your own",
+                            (unsigned) st.st_uid, (unsigned) geteuid());
+        int r = read_fd_capped(fd, MANIFEST_BYTES_MAX, ret_data, ret_len);
         if (r == -EFBIG)
                 return fail(ret_error, path, NULL, "larger than %u bytes: not a manifest", MANIFEST_BYTES_MAX);
         if (r < 0) {
@@ -172,10 +197,44 @@ int manifest_load(const char *path, const char *home, Manifest *ret, char **ret_
                         *ret_error = NULL;
                 return r;
         }
+        r = wstrust_sha256_hex(*ret_data, *ret_len, m->sha256);
+        if (r < 0)
+                return r;
+        /* Its canonical path: the one trust records. */
+        char proc[64], buf[PATH_MAX];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        ssize_t k = readlink(proc, buf, sizeof(buf) - 1);
+        if (k <= 0 || buf[0] != '/')
+                return fail(ret_error, path, NULL, "cannot resolve it: %s", k < 0 ? strerror(errno) : "no path");
+        buf[k] = '\0';
+        m->canonical = strdup(buf);
+        return m->canonical ? 0 : -ENOMEM;
+}
+
+int manifest_identify(const char *path, char **ret_canonical, char ret_sha256[65], char **ret_error) {
+        _cleanup_(manifest_done) Manifest m = {};
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        *ret_error = NULL;
+        int r = read_manifest(path, &m, &data, &len, ret_error);
+        if (r < 0)
+                return r;
+        memcpy(ret_sha256, m.sha256, sizeof(m.sha256));
+        *ret_canonical = TAKE_PTR(m.canonical);
+        return 0;
+}
+
+int manifest_load(const char *path, const char *home, Manifest *ret, char **ret_error) {
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        *ret_error = NULL;
+        _cleanup_(manifest_done) Manifest m = {};
+        int r = read_manifest(path, &m, &data, &len, ret_error);
+        if (r < 0)
+                return r;
         /* Its directory, where workspaces are found. */
         char buf[PATH_MAX];
-        if (!realpath(path, buf))
-                return fail(ret_error, path, NULL, "cannot resolve it: %s", strerror(errno));
+        snprintf(buf, sizeof(buf), "%s", m.canonical);
         char *slash = strrchr(buf, '/');
         if (slash == buf)
                 slash[1] = '\0';
@@ -189,7 +248,6 @@ int manifest_load(const char *path, const char *home, Manifest *ret, char **ret_
                 return r;
         if (r < 0)
                 return fail(ret_error, path, &te.pos, "%s", te.message);
-        Manifest m = {};
         const TomlEntry *agents = NULL;
         for (size_t i = 0; i < root->table.n; i++) {
                 const TomlEntry *e = &root->table.entries[i];
@@ -203,17 +261,14 @@ int manifest_load(const char *path, const char *home, Manifest *ret, char **ret_
                             "no agents: give each one a table, [agents.NAME] with profile and command");
         if (agents->value->table.n > MANIFEST_AGENTS_MAX)
                 return fail(ret_error, path, &agents->value->pos, "more than %u agents", MANIFEST_AGENTS_MAX);
-        if (!(m.agents = calloc(agents->value->table.n, sizeof(ManifestAgent))) || !(m.path = strdup(path))) {
-                manifest_done(&m);
+        if (!(m.agents = calloc(agents->value->table.n, sizeof(ManifestAgent))) || !(m.path = strdup(path)))
                 return -ENOMEM;
-        }
         for (size_t i = 0; i < agents->value->table.n; i++) {
                 r = agent_load(path, buf, home, &agents->value->table.entries[i], &m.agents[m.n_agents++], ret_error);
-                if (r < 0) {
-                        manifest_done(&m);
+                if (r < 0)
                         return r;
-                }
         }
         *ret = m;
+        m = (Manifest){};
         return 0;
 }

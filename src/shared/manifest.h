@@ -13,7 +13,14 @@
  * '-': it names its Domain and, in branch mode, its branch
  * lazaret/agent-NAME). The command is an argv array, never shell language.
  * Strict: an unknown key, a wrong type, an empty command, no agent or too
- * many is an error naming the file, line and column. */
+ * many is an error naming the file, line and column.
+ *
+ * A manifest chooses which directories and profiles its agents get, and it
+ * may lie in a workspace an agent can write: like a workspace's
+ * lazaret.toml it is trusted only by its exact bytes (lazaret trust
+ * --manifest; records in $XDG_DATA_HOME/lazaret/trusted-manifests), and it
+ * is read without following a symbolic link, a regular file of the user's
+ * own. */
 
 #include <stddef.h>
 
@@ -34,6 +41,8 @@ typedef struct ManifestAgent {
 
 typedef struct Manifest {
         char *path; /* as given */
+        char *canonical; /* the file opened, absolute and canonical: what trust records */
+        char sha256[65]; /* of the exact bytes parsed */
         ManifestAgent *agents; /* in the file's order */
         size_t n_agents;
 } Manifest;
@@ -43,5 +52,9 @@ typedef struct Manifest {
  * "PATH:LINE:COL: what is wrong, and the fix" where a position applies
  * (caller frees); *ret is left empty. */
 int manifest_load(const char *path, const char *home, Manifest *ret, char **ret_error);
+
+/* Only open and read path as manifest_load() does: its canonical path
+ * (caller frees) and the SHA-256 of its bytes, whatever they hold. */
+int manifest_identify(const char *path, char **ret_canonical, char ret_sha256[65], char **ret_error);
 
 void manifest_done(Manifest *m);

@@ -24,19 +24,27 @@ void wstrust_records_done(WsTrustRecords *r) {
         *r = (WsTrustRecords){};
 }
 
-int wstrust_store_path(const char *home, char **ret) {
+static int store_path(const char *home, const char *name, char **ret) {
         const char *xdg = getenv("XDG_DATA_HOME");
         StrBuf b = STRBUF_INIT;
         /* A relative XDG_DATA_HOME is invalid by the XDG spec: ignored. */
         if (xdg && path_is_absolute(xdg))
-                strbuf_printf(&b, "%s/lazaret/trusted-workspaces", xdg);
+                strbuf_printf(&b, "%s/lazaret/%s", xdg, name);
         else
-                strbuf_printf(&b, "%s/.local/share/lazaret/trusted-workspaces", home);
+                strbuf_printf(&b, "%s/.local/share/lazaret/%s", home, name);
         char *p = strbuf_steal(&b);
         if (!p)
                 return -ENOMEM;
         *ret = p;
         return 0;
+}
+
+int wstrust_store_path(const char *home, char **ret) {
+        return store_path(home, "trusted-workspaces", ret);
+}
+
+int wstrust_manifest_store_path(const char *home, char **ret) {
+        return store_path(home, "trusted-manifests", ret);
 }
 
 static bool path_recordable(const char *p) {

@@ -43,6 +43,10 @@ void wstrust_records_done(WsTrustRecords *r);
  * lazaret/trusted-workspaces. Caller frees. */
 int wstrust_store_path(const char *home, char **ret);
 
+/* The same for manifests (lazaret up; manifest.h): lazaret/trusted-manifests,
+ * records of the same form. */
+int wstrust_manifest_store_path(const char *home, char **ret);
+
 /* Read every record. A missing store is no records. Returns -EBADMSG when
  * a line is not a record (*ret_line says which), or another -errno. */
 int wstrust_load(const char *store, WsTrustRecords *ret, unsigned *ret_line);

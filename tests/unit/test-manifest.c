@@ -89,6 +89,43 @@ static void test_valid(void **state) {
         manifest_done(&m);
 }
 
+/* What trust records: the canonical path of the file read and the SHA-256
+ * of its bytes (sha256sum is the independent oracle); a symlink or a FIFO
+ * refused without blocking. */
+static void test_identity(void **state) {
+        (void) state;
+        char path[PATH_MAX + 16], cmd[PATH_MAX + 64], want[80] = "", link[PATH_MAX + 16];
+        write_manifest("[agents.alpha]\nprofile = \"shell\"\ncommand = [\"true\"]\n", path, sizeof(path));
+        snprintf(cmd, sizeof(cmd), "sha256sum '%s'", path);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        assert_non_null(fgets(want, 65, p));
+        pclose(p);
+        Manifest m = {};
+        char *err = NULL, *canonical = NULL, sha[65];
+        /* Named through "..": recorded by its canonical path. */
+        snprintf(link, sizeof(link), "%s/repo/../m.toml", dir);
+        assert_int_equal(manifest_load(link, NULL, &m, &err), 0);
+        assert_string_equal(m.canonical, path);
+        assert_string_equal(m.sha256, want);
+        manifest_done(&m);
+        assert_int_equal(manifest_identify(path, &canonical, sha, &err), 0);
+        assert_string_equal(canonical, path);
+        assert_string_equal(sha, want);
+        free(canonical);
+
+        snprintf(link, sizeof(link), "%s/link.toml", dir);
+        assert_int_equal(symlink(path, link), 0);
+        assert_int_equal(manifest_load(link, NULL, &m, &err), -EINVAL);
+        assert_non_null(strstr(err, "is a symbolic link; a manifest must be a regular file"));
+        free(err);
+        snprintf(link, sizeof(link), "%s/fifo.toml", dir);
+        assert_int_equal(mkfifo(link, 0600), 0);
+        assert_int_equal(manifest_identify(link, &canonical, sha, &err), -EINVAL);
+        assert_non_null(strstr(err, "is not a regular file"));
+        free(err);
+}
+
 typedef struct Bad {
         const char *text;
         const char *want; /* in the error, after "PATH:" */
@@ -161,6 +198,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_valid),
                 cmocka_unit_test(test_bad),
+                cmocka_unit_test(test_identity),
                 cmocka_unit_test(test_too_many),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
