@@ -24,6 +24,8 @@ static const Verb verbs[] = {
         { "reset", verb_reset, "discard what the sandbox changed in its persistent directories" },
         { "status", verb_status, "show the workspace's sandbox: generation, sessions, uptime" },
         { "up", verb_up, "run several agents at once from a manifest, each in a sandbox of its own" },
+        { "attach", verb_attach, "show one agent's terminal of a group started by up --detach" },
+        { "down", verb_down, "end a group started by up --detach and print how its agents compare" },
         { "trust", verb_trust, "let this workspace's lazaret.toml widen the sandbox, after showing how" },
         { "stop", verb_stop, "end every session and tear the sandbox down" },
 };

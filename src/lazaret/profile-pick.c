@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <string.h>
 
 #include "log.h"
 #include "profile-pick.h"
@@ -85,5 +86,19 @@ int profile_operand(int argc, char **argv, int first, const char *verb, const ch
                 return -EINVAL;
         }
         *ret_name = first < argc ? argv[first] : NULL;
+        return 0;
+}
+
+int trust_records_read(const char *store, WsTrustRecords *ret) {
+        unsigned line = 0;
+        int r = wstrust_load(store, ret, &line);
+        if (r == -EBADMSG) {
+                log_error("%s:%u: not a trust record; remove the line, or the file to trust nothing", store, line);
+                return EXIT_LAZARET;
+        }
+        if (r < 0) {
+                log_error("cannot read %s: %s", store, strerror(-r));
+                return EXIT_LAZARET;
+        }
         return 0;
 }

@@ -28,3 +28,7 @@ int profile_load_exit(int r);
  * profile name. Returns 0 with *ret_name (NULL: none), or -EINVAL after
  * printing "VERB takes at most one profile name". */
 int profile_operand(int argc, char **argv, int first, const char *verb, const char **ret_name);
+
+/* Read the trust records of store (wstrust_load), saying what is wrong
+ * with it. Returns 0, or EXIT_LAZARET. */
+int trust_records_read(const char *store, WsTrustRecords *ret);

@@ -76,16 +76,9 @@ static int trust_list_manifests(const char *home) {
         if (wstrust_manifest_store_path(home, &store) < 0)
                 return EXIT_LAZARET;
         _cleanup_(wstrust_records_done) WsTrustRecords recs = {};
-        unsigned line = 0;
-        int r = wstrust_load(store, &recs, &line);
-        if (r == -EBADMSG) {
-                log_error("%s:%u: not a trust record; remove the line, or the file to trust nothing", store, line);
-                return EXIT_LAZARET;
-        }
-        if (r < 0) {
-                log_error("cannot read %s: %s", store, strerror(-r));
-                return EXIT_LAZARET;
-        }
+        int r = trust_records_read(store, &recs);
+        if (r != 0)
+                return r;
         for (size_t i = 0; i < recs.n; i++) {
                 const WsTrustRecord *rec = &recs.items[i];
                 _cleanup_free_ char *err = NULL, *canonical = NULL;
@@ -107,16 +100,9 @@ static int trust_list(const char *home) {
         if (wstrust_store_path(home, &store) < 0)
                 return EXIT_LAZARET;
         _cleanup_(wstrust_records_done) WsTrustRecords recs = {};
-        unsigned line = 0;
-        int r = wstrust_load(store, &recs, &line);
-        if (r == -EBADMSG) {
-                log_error("%s:%u: not a trust record; remove the line, or the file to trust nothing", store, line);
-                return EXIT_LAZARET;
-        }
-        if (r < 0) {
-                log_error("cannot read %s: %s", store, strerror(-r));
-                return EXIT_LAZARET;
-        }
+        int r = trust_records_read(store, &recs);
+        if (r != 0)
+                return r;
         if (recs.n == 0)
                 printf("no workspace file is trusted (%s)\n", store);
         for (size_t i = 0; i < recs.n; i++) {
@@ -238,24 +224,10 @@ static int trust_manifest(const char *file, bool yes, const char *home) {
 }
 
 static int revoke_manifest(const char *file, const char *home) {
-        _cleanup_free_ char *err = NULL, *canonical = NULL, *store = NULL;
-        char sha[WSTRUST_SHA256_HEX_LEN + 1];
-        if (manifest_identify(file, &canonical, sha, &err) < 0) {
-                /* Gone or refused: its record by the path it would have. */
-                _cleanup_free_ char *dir = strdup(file);
-                if (!dir)
-                        return EXIT_LAZARET;
-                char *slash = strrchr(dir, '/'), buf[PATH_MAX];
-                const char *base = slash ? slash + 1 : file;
-                if (slash)
-                        *slash = '\0';
-                if (!realpath(slash ? (*dir ? dir : "/") : ".", buf)) {
-                        log_error("%s: cannot resolve its directory: %s", file, strerror(errno));
-                        return EXIT_USAGE;
-                }
-                canonical = path_join(buf, base);
-                if (!canonical)
-                        return EXIT_LAZARET;
+        _cleanup_free_ char *canonical = NULL, *store = NULL;
+        if (manifest_canonical(file, &canonical) < 0) {
+                log_error("%s: cannot resolve its directory: %s", file, strerror(errno));
+                return EXIT_USAGE;
         }
         if (wstrust_manifest_store_path(home, &store) < 0)
                 return EXIT_LAZARET;

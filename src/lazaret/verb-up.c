@@ -32,26 +32,9 @@
 #include "spawn-util.h"
 #include "strbuf.h"
 #include "string-util.h"
+#include "up.h"
 #include "verbs.h"
 #include "workspace-trust.h"
-
-#define LINE_MAX_BYTES 4096
-
-typedef struct Stream {
-        int fd;
-        char buf[LINE_MAX_BYTES];
-        size_t len;
-} Stream;
-
-typedef struct Running {
-        const ManifestAgent *agent;
-        pid_t pid;
-        Stream out, err;
-        int ready_fd; /* a byte once its session is open; its end without one: the start failed */
-        bool ready;
-        int status; /* -1 while it runs */
-        uint64_t started, ended;
-} Running;
 
 static volatile sig_atomic_t stop_signal;
 
@@ -63,17 +46,30 @@ static void on_signal(int sig) {
  * shown inert: control characters (C0 but tab, DEL, and C1, also as
  * UTF-8) as \xHH, so that no escape sequence of the agent's reaches the
  * person's terminal (its clipboard, its title, its keys). */
-static void emit(const Running *r, FILE *f, bool colour, size_t index, const char *line, size_t len) {
+static void emit(const UpAgent *r, FILE *f, bool colour, size_t index, const char *line, size_t len) {
         static const int colours[] = { 36, 33, 35, 32, 34, 31 };
         if (colour)
                 fprintf(f, "\033[%dm%s\033[0m | ", colours[index % ELEMENTSOF(colours)], r->agent->name);
         else
                 fprintf(f, "%s | ", r->agent->name);
+        up_print_inert(f, NULL, line, len);
+}
+
+void up_print_inert(FILE *f, const char *tag, const char *text, size_t len) {
+        bool line_start = true;
         for (size_t i = 0; i < len; i++) {
-                unsigned char c = (unsigned char) line[i];
-                if (c == 0xc2 && i + 1 < len && (unsigned char) line[i + 1] >= 0x80 &&
-                    (unsigned char) line[i + 1] <= 0x9f) {
-                        fprintf(f, "\\x%02x", (unsigned char) line[++i]);
+                unsigned char c = (unsigned char) text[i];
+                if (tag && line_start)
+                        fprintf(f, "%s | ", tag);
+                line_start = false;
+                if (tag && c == '\n') {
+                        fputc('\n', f);
+                        line_start = true;
+                        continue;
+                }
+                if (c == 0xc2 && i + 1 < len && (unsigned char) text[i + 1] >= 0x80 &&
+                    (unsigned char) text[i + 1] <= 0x9f) {
+                        fprintf(f, "\\x%02x", (unsigned char) text[++i]);
                         continue;
                 }
                 if ((c < 0x20 && c != '\t') || c == 0x7f)
@@ -81,12 +77,13 @@ static void emit(const Running *r, FILE *f, bool colour, size_t index, const cha
                 else
                         fputc(c, f);
         }
-        fputc('\n', f);
+        if (!line_start || !tag)
+                fputc('\n', f);
 }
 
 /* Whole lines out, tagged; a line longer than the buffer goes out in
  * pieces; at EOF the rest. Returns false at EOF. */
-static bool pump(Running *r, Stream *s, FILE *f, bool colour, size_t index) {
+static bool pump(UpAgent *r, UpStream *s, FILE *f, bool colour, size_t index) {
         ssize_t k = read(s->fd, s->buf + s->len, sizeof(s->buf) - s->len);
         if (k < 0 && (errno == EINTR || errno == EAGAIN))
                 return true;
@@ -112,7 +109,7 @@ static bool pump(Running *r, Stream *s, FILE *f, bool colour, size_t index) {
         return true;
 }
 
-static int start_agent(const Globals *g, const char *self, Running *r) {
+int up_start_agent(const Globals *g, const char *self, UpAgent *r, int pty) {
         const ManifestAgent *a = r->agent;
         Argv v = {};
         argv_add(&v, "lazaret");
@@ -153,7 +150,8 @@ static int start_agent(const Globals *g, const char *self, Running *r) {
                 }
         int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF }, ready[2] = { -EBADF, -EBADF };
         _cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (null < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
+        if (null < 0 || (pty < 0 && (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)) ||
+            pipe2(ready, O_CLOEXEC) < 0) {
                 int e = negative_errno();
                 safe_close(out[0]);
                 safe_close(out[1]);
@@ -162,12 +160,18 @@ static int start_agent(const Globals *g, const char *self, Running *r) {
                 argv_done(&v);
                 return e;
         }
-        SpawnFd fds[] = { { null, 0 }, { out[1], 1 }, { err[1], 2 }, { ready[1], 3 } };
+        /* A group's agent has a terminal of its own (lazaret attach), the
+         * controlling terminal of a session of its own. */
+        SpawnFd fds[] = { { pty >= 0 ? pty : null, 0 },
+                          { pty >= 0 ? pty : out[1], 1 },
+                          { pty >= 0 ? pty : err[1], 2 },
+                          { ready[1], 3 } };
         SpawnSpec sp = SPAWN_SPEC_INIT(self, v.v);
         sp.fds = fds;
         sp.n_fds = ELEMENTSOF(fds);
         sp.cwd = a->workspace;
         sp.envp = envp;
+        sp.new_session = sp.controlling_tty = pty >= 0;
         int k = spawn(&sp, &r->pid);
         argv_done(&v);
         safe_close(out[1]);
@@ -240,7 +244,7 @@ static bool branch_numstat(const char *git, const ManifestAgent *a, const char *
  * record: what its sessions changed, its network decisions, the refusals)
  * and its exit. Each agent's figures are its own Domain's: nothing of two
  * boundaries is merged. */
-static json_t *agent_summary(const Globals *g, const char *self, const char *git, const Running *r) {
+json_t *up_agent_summary(const Globals *g, const char *self, const char *git, const UpAgent *r) {
         const ManifestAgent *a = r->agent;
         const char *argv[] = { "lazaret", "--config", g->config_path, "--workspace", a->workspace, "--agent",
                                a->name,   "report",   "--format",     "json",        NULL };
@@ -294,7 +298,7 @@ static json_t *agent_summary(const Globals *g, const char *self, const char *git
  * which directories and profiles the agents get, and an agent that can
  * write it would otherwise choose them for the next run. Returns 0, or an
  * exit status after saying why and what to do. */
-static int manifest_trusted(const Manifest *m, const char *home) {
+int up_manifest_trusted(const Manifest *m, const char *home) {
         _cleanup_free_ char *store = NULL;
         if (!home) {
                 log_error("cannot find the home directory (where trusted manifests are recorded): set $HOME");
@@ -303,16 +307,9 @@ static int manifest_trusted(const Manifest *m, const char *home) {
         if (wstrust_manifest_store_path(home, &store) < 0)
                 return EXIT_LAZARET;
         _cleanup_(wstrust_records_done) WsTrustRecords recs = {};
-        unsigned line = 0;
-        int r = wstrust_load(store, &recs, &line);
-        if (r == -EBADMSG) {
-                log_error("%s:%u: not a trust record; remove the line, or the file to trust nothing", store, line);
-                return EXIT_LAZARET;
-        }
-        if (r < 0) {
-                log_error("cannot read %s: %s", store, strerror(-r));
-                return EXIT_LAZARET;
-        }
+        int r = trust_records_read(store, &recs);
+        if (r != 0)
+                return r;
         const WsTrustRecord *rec = wstrust_find(&recs, m->canonical);
         if (rec && streq(rec->sha256, m->sha256))
                 return 0;
@@ -328,7 +325,7 @@ static int manifest_trusted(const Manifest *m, const char *home) {
         return EXIT_CONFIG;
 }
 
-static char *summary_markdown(const char *manifest, json_t *agents) {
+char *up_summary_markdown(const char *manifest, json_t *agents) {
         StrBuf b = STRBUF_INIT;
         strbuf_printf(&b, "# lazaret up: %s\n\n", manifest);
         strbuf_printf(&b, "| agent | profile | exit | duration | files changed | lines +/- | network allowed/refused "
@@ -363,25 +360,128 @@ static char *summary_markdown(const char *manifest, json_t *agents) {
         return strbuf_steal(&b);
 }
 
+/* Everything checked before anything starts: the manifest's trust, then
+ * each agent as its launch would check it. Returns 0, or an exit status
+ * after saying why. */
+int up_check(const Globals *g, const char *home, const Manifest *m) {
+        int r = up_manifest_trusted(m, home);
+        if (r != 0)
+                return r;
+        for (size_t i = 0; i < m->n_agents; i++) {
+                const ManifestAgent *a = &m->agents[i];
+                Globals ag = { .config_path = g->config_path, .workspace = a->workspace, .agent = a->name };
+                _cleanup_(config_freep) Config *cfg = NULL;
+                const ConfigProfile *p = NULL;
+                r = profile_load_for_launch(&ag, a->profile, &cfg, &p);
+                if (r < 0) {
+                        log_error("agent %s (%s:%u:%u) cannot start: nothing was started", a->name, m->path,
+                                  a->pos.line, a->pos.col);
+                        return profile_load_exit(r);
+                }
+                _cleanup_(launch_spec_done) LaunchSpec spec = {};
+                _cleanup_free_ char *why = NULL;
+                r = launch_spec_build(cfg, p, _BACKEND_INVALID, &spec, &why);
+                if (r < 0) {
+                        log_error("agent %s (%s:%u:%u) cannot start: %s; nothing was started", a->name, m->path,
+                                  a->pos.line, a->pos.col, why ? why : strerror(-r));
+                        return EXIT_LAZARET;
+                }
+                /* gVisor's image must be in the user's store already (the
+                 * coordinator would find it missing only at the start). */
+                if (spec.backend == BACKEND_GVISOR && spec.podman) {
+                        _cleanup_(exec_result_done) ExecResult res = {};
+                        r = exec_capture(spec.podman,
+                                         (const char *const[]){ "podman", "image", "exists", spec.image, NULL },
+                                         60 * 1000000ULL, &res);
+                        if (r < 0 || res.status != 0) {
+                                log_error("agent %s (%s:%u:%u) cannot start: the image %s is not in Podman's store "
+                                          "(lazaret image build, or podman pull); nothing was started",
+                                          a->name, m->path, a->pos.line, a->pos.col, spec.image);
+                                return EXIT_LAZARET;
+                        }
+                }
+        }
+        return 0;
+}
+
+int up_self(char *buf, size_t size) {
+        ssize_t sl = readlink("/proc/self/exe", buf, size - 1);
+        if (sl <= 0) {
+                log_error("cannot find this program: %s", sl < 0 ? strerror(errno) : "empty");
+                return -EIO;
+        }
+        buf[sl] = '\0';
+        return 0;
+}
+
+char *up_compare(const Globals *g, const char *self, const Manifest *m, const UpAgent *run, size_t n,
+                 const char *report_dir, int *ret) {
+        _cleanup_free_ char *git = NULL;
+        const char *search = getenv("PATH");
+        if (exec_find_program(search && *search ? search : "/usr/bin:/bin", "git", &git) < 0 ||
+            host_git_drop_environment() < 0)
+                git = mfree(git);
+        json_t *agents = json_array();
+        for (size_t k = 0; agents && k < n; k++)
+                json_array_append_new(agents, up_agent_summary(g, self, git, &run[k]));
+        char *md = agents ? up_summary_markdown(m->path, agents) : NULL;
+        if (report_dir && md) {
+                _cleanup_free_ char *mdp = path_join(report_dir, "up-report.md"),
+                                    *jp = path_join(report_dir, "up-report.json");
+                json_t *doc =
+                        json_pack("{s:i, s:s, s:O}", "lazaret_up_report", 1, "manifest", m->path, "agents", agents);
+                _cleanup_free_ char *js = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+                json_decref(doc);
+                if (!mdp || !jp || !js || write_file_atomic(mdp, md, strlen(md), 0644, 0) < 0 ||
+                    write_file_atomic(jp, js, strlen(js), 0644, 0) < 0) {
+                        log_error("cannot write the report in %s", report_dir);
+                        *ret = EXIT_LAZARET;
+                }
+        }
+        json_decref(agents);
+        return md;
+}
+
+/* Whole lines of --help. */
+static const char help[] = "Usage: lazaret up [--report DIR] [--detach | --attach NAME] MANIFEST\n\n"
+                           "Run every agent of MANIFEST at once, each in a Domain, sandbox and branch\n"
+                           "(lazaret/agent-NAME) of its own; all are checked before any starts (the\n"
+                           "manifest's bytes trusted first: lazaret trust --manifest MANIFEST). Their\n"
+                           "output is one stream of lines tagged with the agent's name; at the end a table\n"
+                           "compares them (--report DIR also writes it as up-report.md and up-report.json).\n"
+                           "Exit 0 when every agent's command exited 0, else 1.\n\n"
+                           "--detach starts the group in the background, each agent on a terminal of its\n"
+                           "own: lazaret attach NAME shows one (Ctrl-\\ detaches), lazaret down MANIFEST\n"
+                           "ends them all and prints the table. --attach NAME is --detach, then attach.\n"
+                           "See lazaret(1).\n";
+
 int verb_up(int argc, char **argv, const Globals *g) {
         uint64_t up_started = now_usec(); /* the checks count as starting */
-        if (argc == 2 && (streq(argv[1], "--help") || streq(argv[1], "-h"))) {
-                printf("Usage: lazaret up [--report DIR] MANIFEST\n\n"
-                       "Run every agent of MANIFEST at once, each in a Domain, sandbox and branch\n"
-                       "(lazaret/agent-NAME) of its own; all are checked before any starts. Their\n"
-                       "output is one stream of lines tagged with the agent's name; at the end a table\n"
-                       "compares them (--report DIR also writes it as up-report.md and up-report.json).\n"
-                       "Exit 0 when every agent's command exited 0, else 1. See lazaret(1).\n");
-                return 0;
+        const char *report_dir = NULL, *attach = NULL, *path = NULL;
+        bool detach = false;
+        for (int i = 1; i < argc; i++) {
+                if (streq(argv[i], "--help") || streq(argv[i], "-h")) {
+                        fputs(help, stdout);
+                        return 0;
+                } else if (streq(argv[i], "--report") && i + 1 < argc)
+                        report_dir = argv[++i];
+                else if (streq(argv[i], "--attach") && i + 1 < argc)
+                        attach = argv[++i];
+                else if (streq(argv[i], "--detach"))
+                        detach = true;
+                else if (argv[i][0] == '-' || path) {
+                        path = NULL;
+                        break;
+                } else
+                        path = argv[i];
         }
-        const char *report_dir = NULL;
-        if (argc == 4 && streq(argv[1], "--report")) {
-                report_dir = argv[2];
-                argv += 2;
-                argc -= 2;
+        if (!path) {
+                log_error("usage: lazaret up [--report DIR] [--detach | --attach NAME] MANIFEST (see lazaret up "
+                          "--help)");
+                return EXIT_USAGE;
         }
-        if (argc != 2 || argv[1][0] == '-') {
-                log_error("usage: lazaret up [--report DIR] MANIFEST (see lazaret up --help)");
+        if (detach && attach) {
+                log_error("up: --detach and --attach go one at a time (--attach already detaches the group)");
                 return EXIT_USAGE;
         }
         if (report_dir) {
@@ -399,70 +499,46 @@ int verb_up(int argc, char **argv, const Globals *g) {
         _cleanup_free_ char *home = NULL;
         (void) config_home(&home);
         Manifest m = {};
-        _cleanup_free_ char *err = NULL;
-        int r = manifest_load(argv[1], home, &m, &err);
+        _cleanup_free_ char *err = NULL, *abs_report = NULL;
+        int r = manifest_load(path, home, &m, &err);
         if (r < 0) {
                 log_error("%s", err ? err : strerror(-r));
                 return r == -EINVAL ? EXIT_CONFIG : EXIT_LAZARET;
         }
-        r = manifest_trusted(&m, home);
+        if (attach) {
+                bool known = false;
+                for (size_t i = 0; i < m.n_agents; i++)
+                        known = known || streq(m.agents[i].name, attach);
+                if (!known) {
+                        log_error("--attach %s: %s has no such agent", attach, m.path);
+                        manifest_done(&m);
+                        return EXIT_USAGE;
+                }
+        }
+        r = up_check(g, home, &m);
+        char self[4096];
+        if (r == 0 && up_self(self, sizeof(self)) < 0)
+                r = EXIT_LAZARET;
+        /* A group outlives this directory's name: its report goes where
+         * --report meant when it was given. */
+        if (r == 0 && report_dir && !(abs_report = realpath(report_dir, NULL)))
+                r = EXIT_LAZARET;
         if (r != 0) {
                 manifest_done(&m);
                 return r;
         }
-        /* Everything checked before anything starts. */
-        for (size_t i = 0; i < m.n_agents; i++) {
-                const ManifestAgent *a = &m.agents[i];
-                Globals ag = { .config_path = g->config_path, .workspace = a->workspace, .agent = a->name };
-                _cleanup_(config_freep) Config *cfg = NULL;
-                const ConfigProfile *p = NULL;
-                r = profile_load_for_launch(&ag, a->profile, &cfg, &p);
-                if (r < 0) {
-                        log_error("agent %s (%s:%u:%u) cannot start: nothing was started", a->name, m.path, a->pos.line,
-                                  a->pos.col);
-                        manifest_done(&m);
-                        return profile_load_exit(r);
-                }
-                _cleanup_(launch_spec_done) LaunchSpec spec = {};
-                _cleanup_free_ char *why = NULL;
-                r = launch_spec_build(cfg, p, _BACKEND_INVALID, &spec, &why);
-                if (r < 0) {
-                        log_error("agent %s (%s:%u:%u) cannot start: %s; nothing was started", a->name, m.path,
-                                  a->pos.line, a->pos.col, why ? why : strerror(-r));
-                        manifest_done(&m);
-                        return EXIT_LAZARET;
-                }
-                /* gVisor's image must be in the user's store already (the
-                 * coordinator would find it missing only at the start). */
-                if (spec.backend == BACKEND_GVISOR && spec.podman) {
-                        _cleanup_(exec_result_done) ExecResult res = {};
-                        r = exec_capture(spec.podman,
-                                         (const char *const[]){ "podman", "image", "exists", spec.image, NULL },
-                                         60 * 1000000ULL, &res);
-                        if (r < 0 || res.status != 0) {
-                                log_error("agent %s (%s:%u:%u) cannot start: the image %s is not in Podman's store "
-                                          "(lazaret image build, or podman pull); nothing was started",
-                                          a->name, m.path, a->pos.line, a->pos.col, spec.image);
-                                manifest_done(&m);
-                                return EXIT_LAZARET;
-                        }
-                }
+        if (detach || attach) {
+                r = up_group(g, self, &m, abs_report, attach, up_started);
+                manifest_done(&m);
+                return r;
         }
 
-        char self[4096];
-        ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        if (sl <= 0) {
-                log_error("cannot find this program: %s", strerror(errno));
-                manifest_done(&m);
-                return EXIT_LAZARET;
-        }
-        self[sl] = '\0';
         struct sigaction sa = { .sa_handler = on_signal };
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGHUP, &sa, NULL);
 
-        Running *run = calloc(m.n_agents, sizeof(Running));
+        UpAgent *run = calloc(m.n_agents, sizeof(UpAgent));
         if (!run) {
                 manifest_done(&m);
                 return EXIT_LAZARET;
@@ -473,7 +549,7 @@ int verb_up(int argc, char **argv, const Globals *g) {
         for (size_t i = 0; i < m.n_agents; i++) {
                 run[i].agent = &m.agents[i];
                 run[i].out.fd = run[i].err.fd = run[i].ready_fd = -EBADF;
-                r = start_agent(g, self, &run[i]);
+                r = up_start_agent(g, self, &run[i], -EBADF);
                 if (r < 0) {
                         log_error("cannot start agent %s: %s", m.agents[i].name, strerror(-r));
                         failed = m.agents[i].name;
@@ -546,36 +622,15 @@ int verb_up(int argc, char **argv, const Globals *g) {
                         ret = 1;
         /* Side by side, once all have ended (not after a failed start:
          * that group never ran). */
-        _cleanup_free_ char *git = NULL;
-        const char *search = getenv("PATH");
-        if (exec_find_program(search && *search ? search : "/usr/bin:/bin", "git", &git) < 0 ||
-            host_git_drop_environment() < 0)
-                git = mfree(git);
-        json_t *agents = failed ? NULL : json_array();
-        for (size_t k = 0; agents && k < started; k++)
-                json_array_append_new(agents, agent_summary(g, self, git, &run[k]));
-        _cleanup_free_ char *md = agents ? summary_markdown(m.path, agents) : NULL;
+        _cleanup_free_ char *md = failed ? NULL : up_compare(g, self, &m, run, started, report_dir, &ret);
         if (md)
                 fputs(md, stdout);
         else
                 for (size_t k = 0; k < started; k++)
                         printf("%-16s exit %d after %.1f s\n", run[k].agent->name, run[k].status,
                                (double) (run[k].ended - run[k].started) / 1e6);
-        if (report_dir && md) {
-                _cleanup_free_ char *mdp = path_join(report_dir, "up-report.md"),
-                                    *jp = path_join(report_dir, "up-report.json");
-                json_t *doc =
-                        json_pack("{s:i, s:s, s:O}", "lazaret_up_report", 1, "manifest", m.path, "agents", agents);
-                _cleanup_free_ char *js = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-                json_decref(doc);
-                if (!mdp || !jp || !js || write_file_atomic(mdp, md, strlen(md), 0644, 0) < 0 ||
-                    write_file_atomic(jp, js, strlen(js), 0644, 0) < 0) {
-                        log_error("cannot write the report in %s", report_dir);
-                        ret = EXIT_LAZARET;
-                } else
-                        printf("\nThe report: %s and %s\n", mdp, jp);
-        }
-        json_decref(agents);
+        if (report_dir && md && ret != EXIT_LAZARET)
+                printf("\nThe report: %s/up-report.md and %s/up-report.json\n", report_dir, report_dir);
         free(run);
         manifest_done(&m);
         return ret;

@@ -47,3 +47,5 @@ int verb_trust(int argc, char **argv, const Globals *g);
 int verb_status(int argc, char **argv, const Globals *g);
 int verb_stop(int argc, char **argv, const Globals *g);
 int verb_up(int argc, char **argv, const Globals *g);
+int verb_attach(int argc, char **argv, const Globals *g);
+int verb_down(int argc, char **argv, const Globals *g);

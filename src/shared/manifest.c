@@ -224,6 +224,25 @@ int manifest_identify(const char *path, char **ret_canonical, char ret_sha256[65
         return 0;
 }
 
+int manifest_canonical(const char *path, char **ret) {
+        _cleanup_free_ char *err = NULL;
+        char sha[65];
+        if (manifest_identify(path, ret, sha, &err) == 0)
+                return 0;
+        /* Gone or refused: the path it would have. */
+        _cleanup_free_ char *dir = strdup(path);
+        if (!dir)
+                return -ENOMEM;
+        char *slash = strrchr(dir, '/'), buf[PATH_MAX];
+        const char *base = slash ? slash + 1 : path;
+        if (slash)
+                *slash = '\0';
+        if (!*base || !realpath(slash ? (*dir ? dir : "/") : ".", buf))
+                return -errno ?: -EINVAL;
+        *ret = path_join(buf, base);
+        return *ret ? 0 : -ENOMEM;
+}
+
 int manifest_load(const char *path, const char *home, Manifest *ret, char **ret_error) {
         _cleanup_free_ char *data = NULL;
         size_t len = 0;

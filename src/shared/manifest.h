@@ -57,4 +57,9 @@ int manifest_load(const char *path, const char *home, Manifest *ret, char **ret_
  * (caller frees) and the SHA-256 of its bytes, whatever they hold. */
 int manifest_identify(const char *path, char **ret_canonical, char ret_sha256[65], char **ret_error);
 
+/* The canonical path path has, or would have when it is gone or refused
+ * (its directory resolved, its name kept): what names it in trust records
+ * and a group's directory. Caller frees. */
+int manifest_canonical(const char *path, char **ret);
+
 void manifest_done(Manifest *m);

@@ -6,10 +6,15 @@ three agents on one repository commit to three branches and never see each
 other's work; every agent is checked before any starts; the output is one
 stream tagged by agent; one agent killed, the others go on, and its exit is
 reported; nothing is left behind."""
+import fcntl
+import hashlib
 import json
 import os
+import select
 import signal
+import struct
 import subprocess
+import termios
 import time
 
 import pytest
@@ -38,7 +43,12 @@ def manifest(lz, text, trust=True):
 def forget_the_manifest(lz):
     """The real HOME outlives the test: its manifest's record goes with it."""
     yield
-    lz.run("trust", "--revoke", "--manifest", os.path.join(lz.work, "agents.toml"), env=real_home(lz))
+    path = os.path.join(lz.work, "agents.toml")
+    if os.path.exists(group_dir(lz, path)):
+        # A detached group a failed test left: ended, so that no later
+        # test meets its agents.
+        lz.run("down", path, env=real_home(lz), timeout=120)
+    lz.run("trust", "--revoke", "--manifest", path, env=real_home(lz))
 
 
 COMMIT = ('["sh", "-c", "export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a '
@@ -185,11 +195,10 @@ def test_up_shows_the_agents_output_inert(lz):
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\u009b" not in r.stdout, repr(r.stdout)
 
 
-def test_up_an_agent_that_cannot_start_ends_the_group(lz):
-    """An agent that passes the checks but whose start fails (here: a
+def one_cannot_start(lz, *options):
+    """Two agents, one that passes the checks but cannot start (a
     workspace outside git needs the workspace router, which this install
-    lacks) ends the whole group: the agent already running is ended, up
-    says which agent did not start, exit 125, nothing is left."""
+    lacks): its Domain, the manifest, and the up command line."""
     repo(lz)
     plain = os.path.join(lz.base, "plain")
     os.makedirs(plain)
@@ -200,7 +209,17 @@ def test_up_an_agent_that_cannot_start_ends_the_group(lz):
                         f'[agents.broken]\nprofile = "shell"\ncommand = ["true"]\nworkspace = "{plain}"\n')
     env = {**lz.env, **d.env}
     cmd = [c if c != lz.binary else os.path.join(bindir, "lazaret") for c in
-           lz.cmdline(["--config", d.cfg, "up", path], env)]
+           lz.cmdline(["--config", d.cfg, "up", *options, path], env)]
+    return d, path, cmd
+
+
+def test_up_an_agent_that_cannot_start_ends_the_group(lz):
+    """An agent that passes the checks but whose start fails (here: a
+    workspace outside git needs the workspace router, which this install
+    lacks) ends the whole group: the agent already running is ended, up
+    says which agent did not start, exit 125, nothing is left."""
+    d, path, cmd = one_cannot_start(lz)
+
     start = time.monotonic()
     r = subprocess.run(cmd, cwd=lz.work, capture_output=True, text=True, timeout=120)
     assert r.returncode == 125, r.stdout + r.stderr
@@ -297,3 +316,132 @@ def test_an_agent_cannot_widen_the_next_run_through_its_manifest(lz):
     assert not os.path.exists(os.path.join(lz.home, "pwned"))
     assert sorted(os.listdir(lz.home)) == home_before
     wait_clean(d)
+
+
+def group_dir(lz, path):
+    # No XDG_RUNTIME_DIR in the test's environment: /tmp/lazaret-UID.
+    h = hashlib.sha256(os.path.realpath(path).encode()).hexdigest()[:16]
+    return f"/tmp/lazaret-{lz.user.pw_uid}/up-{h}"
+
+
+class Terminal:
+    """A command of the test user's on a pseudo-terminal of its own."""
+
+    def __init__(self, cmd, cwd):
+        self.master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+        self.p = subprocess.Popen(cmd, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+        os.close(slave)
+        self.seen = b""
+
+    def expect(self, want, seconds=30):
+        end = time.monotonic() + seconds
+        while want not in self.seen and time.monotonic() < end:
+            r, _, _ = select.select([self.master], [], [], 0.2)
+            if r:
+                try:
+                    self.seen += os.read(self.master, 65536)
+                except OSError:
+                    break
+        assert want in self.seen, self.seen
+        return self.seen
+
+    def send(self, data):
+        os.write(self.master, data)
+
+    def wait(self, seconds=30):
+        end = time.monotonic() + seconds
+        while self.p.poll() is None and time.monotonic() < end:
+            r, _, _ = select.select([self.master], [], [], 0.2)
+            if r:
+                try:
+                    self.seen += os.read(self.master, 65536)
+                except OSError:
+                    pass
+        if self.p.poll() is None:
+            self.p.kill()
+        rc = self.p.wait()
+        os.close(self.master)
+        return rc
+
+
+def test_up_detach_attach_down(lz):
+    """up --detach starts the group in the background and returns; attach
+    shows one agent's terminal (what it printed before, then live) and
+    takes keys for it; Ctrl-\\ detaches and leaves it running; down ends
+    every agent, prints the comparison and leaves nothing behind: no
+    process of any Domain, no group directory, no socket."""
+    repo(lz)
+    d = native(lz)
+    path = manifest(lz, '[agents.echoer]\nprofile = "shell"\n'
+                        'command = ["sh", "-c", "echo ready-$0; read x; echo got-$x; sleep 60", "e"]\n'
+                        '[agents.sleeper]\nprofile = "shell"\ncommand = ["sleep", "60"]\n')
+    start = time.monotonic()
+    r = d.run("up", "--detach", path, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "all 2 agents started in" in r.stderr and f"lazaret down {path}" in r.stderr, r.stderr
+    assert time.monotonic() - start < 30
+    gdir = group_dir(lz, path)
+    assert os.path.exists(os.path.join(gdir, "sock")), os.listdir(os.path.dirname(gdir))
+    # One group per manifest.
+    r = d.run("up", "--detach", path)
+    assert r.returncode == 1 and "is already up" in r.stderr, r.stderr
+    r = d.run("attach", "nosuch")
+    assert r.returncode == 1 and "no group that is up has an agent nosuch" in r.stderr, r.stderr
+
+    t = Terminal(d.cmd("attach", "echoer"), lz.work)
+    t.expect(b"ready-e")  # printed before anyone attached
+    t.send(b"hello\r")
+    t.expect(b"got-hello")
+    t.send(b"\x1c")
+    assert t.wait() == 0, t.seen
+    assert b"[detached from echoer; it runs on" in t.seen, t.seen
+    r = d.run("--agent", "echoer", "status", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout).get("sessions"), r.stdout + r.stderr
+
+    r = d.run("down", path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| echoer | shell | " in r.stdout and "| sleeper | shell | " in r.stdout, r.stdout
+    assert not os.path.exists(gdir), os.listdir(gdir)
+    wait_clean(d, 30)
+    r = d.run("down", path)
+    assert r.returncode == 1 and "is not up" in r.stderr, r.stderr
+
+
+def test_up_attach_follows_one_agent_to_its_end(lz):
+    """up --attach NAME: the group in the background, this terminal on
+    NAME's; its exit status becomes attach's. The group that ended by
+    itself: down prints its table and removes what it left."""
+    repo(lz)
+    d = native(lz)
+    path = manifest(lz, '[agents.quick]\nprofile = "shell"\ncommand = ["sh", "-c", "sleep 1; echo hi-there; exit 3"]\n'
+                        '[agents.other]\nprofile = "shell"\ncommand = ["true"]\n')
+    r = d.run("up", "--attach", "nosuch", path)
+    assert r.returncode == 64 and "has no such agent" in r.stderr, r.stderr
+    t = Terminal(d.cmd("up", "--attach", "quick", path), lz.work)
+    assert t.wait(60) == 3, t.seen
+    assert b"hi-there" in t.seen and b"[agent quick exited with 3]" in t.seen, t.seen
+    gdir = group_dir(lz, path)
+    end = time.monotonic() + 60
+    while os.path.exists(os.path.join(gdir, "sock")) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert os.path.exists(os.path.join(gdir, "up-report.md")), os.listdir(gdir)
+    r = d.run("down", path, timeout=60)
+    assert r.returncode == 0 and "had ended by itself" in r.stderr, r.stdout + r.stderr
+    assert "| quick | shell | 3 | " in r.stdout and "| other | shell | 0 | " in r.stdout, r.stdout
+    assert not os.path.exists(gdir)
+    wait_clean(d, 30)
+
+
+def test_up_detached_start_that_fails_leaves_nothing(lz):
+    """Detached as in the foreground: an agent that cannot start ends the
+    group, up says which and why (from its terminal), exit 125, and the
+    group's directory is gone."""
+    d, path, cmd = one_cannot_start(lz, "--detach")
+
+    r = subprocess.run(cmd, cwd=lz.work, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 125, r.stdout + r.stderr
+    assert "agent broken did not start" in r.stderr and "broken | " in r.stderr, r.stderr
+    assert "lazaret-gitrouter is missing" in r.stderr, r.stderr
+    assert not os.path.exists(group_dir(lz, path))
+    wait_clean(d, 30)
