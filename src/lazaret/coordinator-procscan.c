@@ -147,9 +147,14 @@ static int cmdline_of(pid_t pid, char **ret, size_t *ret_len) {
  * joiner's child before its execve, the init), a process ending (its
  * program gone), or a fork that has not exec'd (the program and command
  * line of its parent). */
-static bool not_an_exec(const ProcScan *sc, const ScanProc *p, const char *cmd, size_t len) {
+static bool not_an_exec(const ProcScan *sc, const ScanProc *p, const char *cmd, size_t len, const struct stat *before) {
         struct stat st, pst;
         if (exe_of(p->pid, &st) < 0 || (st.st_dev == sc->native_dev && st.st_ino == sc->native_ino))
+                return true;
+        /* It ran execve between the two looks: what was read may be half
+         * the old program's (a fork's command line, the new one's path).
+         * Not now: the next scan finds its new name and records it whole. */
+        if (st.st_dev != before->st_dev || st.st_ino != before->st_ino)
                 return true;
         if (p->parent <= 0 || exe_of(p->parent, &pst) < 0 || st.st_dev != pst.st_dev || st.st_ino != pst.st_ino)
                 return false;
@@ -163,7 +168,8 @@ static void record(Coordinator *co, const ScanProc *p) {
         Trace *t = &co->trace;
         _cleanup_free_ char *cmd = NULL;
         size_t len = 0;
-        if (cmdline_of(p->pid, &cmd, &len) < 0 || not_an_exec(sc, p, cmd, len))
+        struct stat before;
+        if (exe_of(p->pid, &before) < 0 || cmdline_of(p->pid, &cmd, &len) < 0 || not_an_exec(sc, p, cmd, len, &before))
                 return;
         sc->execs++;
         if (!p->sid)
