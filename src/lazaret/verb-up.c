@@ -29,6 +29,7 @@
 #include "manifest.h"
 #include "path-util.h"
 #include "profile-pick.h"
+#include "report.h"
 #include "spawn-util.h"
 #include "strbuf.h"
 #include "string-util.h"
@@ -244,12 +245,21 @@ static bool branch_numstat(const char *git, const ManifestAgent *a, const char *
  * record: what its sessions changed, its network decisions, the refusals)
  * and its exit. Each agent's figures are its own Domain's: nothing of two
  * boundaries is merged. */
-json_t *up_agent_summary(const Globals *g, const char *self, const char *git, const UpAgent *r) {
-        const ManifestAgent *a = r->agent;
+/* The agent's own report (lazaret --agent NAME report --format FORMAT),
+ * parsed, or NULL. */
+static json_t *agent_report(const Globals *g, const char *self, const ManifestAgent *a, const char *format) {
         const char *argv[] = { "lazaret", "--config", g->config_path, "--workspace", a->workspace, "--agent",
-                               a->name,   "report",   "--format",     "json",        NULL };
+                               a->name,   "report",   "--format",     format,        NULL };
         if (!g->config_path)
                 memmove(argv + 1, argv + 3, sizeof(argv) - 3 * sizeof(*argv));
+        _cleanup_(exec_result_done) ExecResult res = {};
+        if (exec_capture(self, argv, 60 * 1000000ULL, &res) < 0 || res.status != 0 || !res.out)
+                return NULL;
+        return json_loads(res.out, 0, NULL);
+}
+
+json_t *up_agent_summary(const Globals *g, const char *self, const char *git, const UpAgent *r) {
+        const ManifestAgent *a = r->agent;
         char branch[64];
         snprintf(branch, sizeof(branch), "lazaret/agent-%s", a->name);
         /* branch: where branch mode put its work (a workspace outside git
@@ -259,10 +269,7 @@ json_t *up_agent_summary(const Globals *g, const char *self, const char *git, co
                               (json_int_t) ((r->ended - r->started) / 1000));
         if (!s)
                 return NULL;
-        _cleanup_(exec_result_done) ExecResult res = {};
-        json_t *rep = NULL;
-        if (exec_capture(self, argv, 60 * 1000000ULL, &res) >= 0 && res.status == 0 && res.out)
-                rep = json_loads(res.out, 0, NULL);
+        json_t *rep = agent_report(g, self, a, "json");
         if (!rep) {
                 json_object_set_new(s, "record", json_string("unreadable: 'lazaret --agent NAME report' says why"));
                 return s;
@@ -327,7 +334,8 @@ int up_manifest_trusted(const Manifest *m, const char *home) {
 
 char *up_summary_markdown(const char *manifest, json_t *agents) {
         StrBuf b = STRBUF_INIT;
-        strbuf_printf(&b, "# lazaret up: %s\n\n", manifest);
+        _cleanup_free_ char *title = report_text(manifest, strlen(manifest), TEXT_MARKDOWN);
+        strbuf_printf(&b, "# lazaret up: %s\n\n", title ?: "");
         strbuf_printf(&b, "| agent | profile | exit | duration | files changed | lines +/- | network allowed/refused "
                           "| refusals | branch |\n|---|---|---|---|---|---|---|---|---|\n");
         size_t i;
@@ -414,6 +422,98 @@ int up_self(char *buf, size_t size) {
         return 0;
 }
 
+static char *summary_html(const char *manifest, json_t *agents) {
+        StrBuf b = STRBUF_INIT;
+        _cleanup_free_ char *title = report_text(manifest, strlen(manifest), TEXT_HTML);
+        strbuf_printf(&b,
+                      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>lazaret up: %s</title></head>\n"
+                      "<body>\n<h1>lazaret up: %s</h1>\n<table>\n<tr><th>agent</th><th>profile</th><th>exit</th>"
+                      "<th>duration</th><th>files changed</th><th>lines +/-</th><th>network allowed/refused</th>"
+                      "<th>refusals</th><th>branch</th></tr>\n",
+                      title ?: "", title ?: "");
+        size_t i;
+        json_t *a;
+        json_array_foreach(agents, i, a) {
+                /* Names and profiles are of a-z, 0-9, '_' and '-' only. */
+                strbuf_printf(&b, "<tr><td>%s</td><td>%s</td><td>%lld</td><td>%.1f s</td>",
+                              json_string_value(json_object_get(a, "name")),
+                              json_string_value(json_object_get(a, "profile")),
+                              (long long) json_integer_value(json_object_get(a, "exit")),
+                              (double) json_integer_value(json_object_get(a, "duration_ms")) / 1000);
+                if (json_object_get(a, "record"))
+                        strbuf_puts(&b, "<td>?</td><td>?</td><td>?</td><td>?</td>");
+                else
+                        strbuf_printf(&b, "<td>%lld</td><td>+%lld -%lld</td><td>%lld/%lld</td><td>%lld</td>",
+                                      (long long) json_integer_value(json_object_get(a, "files_changed")),
+                                      (long long) json_integer_value(json_object_get(a, "lines_added")),
+                                      (long long) json_integer_value(json_object_get(a, "lines_deleted")),
+                                      (long long) json_integer_value(json_object_get(a, "network_allowed")),
+                                      (long long) json_integer_value(json_object_get(a, "network_refused")),
+                                      (long long) json_integer_value(json_object_get(a, "refusals")));
+                strbuf_printf(&b, "<td><code>%s</code></td></tr>\n",
+                              json_string_value(json_object_get(a, "branch")) ?: "(no branch)");
+        }
+        strbuf_puts(&b, "</table>\n<p>Each agent ran in a boundary of its own; <code>lazaret --agent NAME "
+                        "report</code> has its details.</p>\n</body></html>\n");
+        return strbuf_steal(&b);
+}
+
+/* SARIF 2.1.0: one run per agent, each its own report's (properties.agent
+ * names it): two boundaries are never one run. */
+static char *combined_sarif(const Globals *g, const char *self, const UpAgent *run, size_t n) {
+        json_t *runs = json_array();
+        for (size_t k = 0; runs && k < n; k++) {
+                json_t *one = agent_report(g, self, run[k].agent, "sarif");
+                size_t i;
+                json_t *r;
+                json_array_foreach(json_object_get(one, "runs"), i, r) {
+                        json_t *props = json_object_get(r, "properties");
+                        if (json_is_object(props))
+                                json_object_set_new(props, "agent", json_string(run[k].agent->name));
+                        json_array_append(runs, r);
+                }
+                json_decref(one);
+        }
+        json_t *log =
+                json_pack("{s:s, s:s, s:o}", "$schema",
+                          "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json",
+                          "version", "2.1.0", "runs", runs);
+        char *out = log ? json_dumps(log, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(log);
+        return out;
+}
+
+/* --report DIR: the comparison as up-report.md, .html, .json, .jsonl (one
+ * agent a line) and .sarif. */
+static int write_reports(const Globals *g, const char *self, const Manifest *m, const UpAgent *run, size_t n,
+                         const char *dir, const char *md, json_t *agents) {
+        json_t *doc = json_pack("{s:i, s:s, s:O}", "lazaret_up_report", 1, "manifest", m->path, "agents", agents);
+        _cleanup_free_ char *js = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(doc);
+        StrBuf jl = STRBUF_INIT;
+        size_t i;
+        json_t *a;
+        json_array_foreach(agents, i, a) {
+                _cleanup_free_ char *line = json_dumps(a, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+                if (line)
+                        strbuf_printf(&jl, "%s\n", line);
+                else
+                        jl.oom = true;
+        }
+        _cleanup_free_ char *jsonl = strbuf_steal(&jl), *html = summary_html(m->path, agents),
+                            *sarif = combined_sarif(g, self, run, n);
+        const struct {
+                const char *ext, *data;
+        } files[] = { { "md", md }, { "html", html }, { "json", js }, { "jsonl", jsonl }, { "sarif", sarif } };
+        for (size_t f = 0; f < ELEMENTSOF(files); f++) {
+                _cleanup_free_ char *path = NULL;
+                if (!files[f].data || asprintf(&path, "%s/up-report.%s", dir, files[f].ext) < 0 ||
+                    write_file_atomic(path, files[f].data, strlen(files[f].data), 0644, 0) < 0)
+                        return -EIO;
+        }
+        return 0;
+}
+
 char *up_compare(const Globals *g, const char *self, const Manifest *m, const UpAgent *run, size_t n,
                  const char *report_dir, int *ret) {
         _cleanup_free_ char *git = NULL;
@@ -425,18 +525,9 @@ char *up_compare(const Globals *g, const char *self, const Manifest *m, const Up
         for (size_t k = 0; agents && k < n; k++)
                 json_array_append_new(agents, up_agent_summary(g, self, git, &run[k]));
         char *md = agents ? up_summary_markdown(m->path, agents) : NULL;
-        if (report_dir && md) {
-                _cleanup_free_ char *mdp = path_join(report_dir, "up-report.md"),
-                                    *jp = path_join(report_dir, "up-report.json");
-                json_t *doc =
-                        json_pack("{s:i, s:s, s:O}", "lazaret_up_report", 1, "manifest", m->path, "agents", agents);
-                _cleanup_free_ char *js = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-                json_decref(doc);
-                if (!mdp || !jp || !js || write_file_atomic(mdp, md, strlen(md), 0644, 0) < 0 ||
-                    write_file_atomic(jp, js, strlen(js), 0644, 0) < 0) {
-                        log_error("cannot write the report in %s", report_dir);
-                        *ret = EXIT_LAZARET;
-                }
+        if (report_dir && md && write_reports(g, self, m, run, n, report_dir, md, agents) < 0) {
+                log_error("cannot write the report in %s", report_dir);
+                *ret = EXIT_LAZARET;
         }
         json_decref(agents);
         return md;
@@ -630,7 +721,7 @@ int verb_up(int argc, char **argv, const Globals *g) {
                         printf("%-16s exit %d after %.1f s\n", run[k].agent->name, run[k].status,
                                (double) (run[k].ended - run[k].started) / 1e6);
         if (report_dir && md && ret != EXIT_LAZARET)
-                printf("\nThe report: %s/up-report.md and %s/up-report.json\n", report_dir, report_dir);
+                printf("\nThe report: %s/up-report.{md,html,json,jsonl,sarif}\n", report_dir);
         free(run);
         manifest_done(&m);
         return ret;

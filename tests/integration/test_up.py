@@ -20,7 +20,7 @@ import time
 import pytest
 
 from test_native_run import bin_without, domain_processes, native, repo
-from test_run import Domain, busybox_image, git_as  # noqa: F401  (fixture)
+from test_run import Domain, busybox_image, debian_image, git_as  # noqa: F401  (fixtures)
 
 
 def real_home(lz):
@@ -82,6 +82,18 @@ def test_up_three_agents_three_branches(lz):
             (0, "branch", 1, 1, f"lazaret/agent-{a['name']}"), a
     md = open(os.path.join(reports, "up-report.md")).read()
     assert md in r.stdout, "the same table on the terminal"
+    # The report's other forms: one agent a line; SARIF a run of each
+    # agent's own (never one run of two boundaries); HTML the same table.
+    with open(os.path.join(reports, "up-report.jsonl")) as f:
+        assert [json.loads(x)["name"] for x in f] == ["alpha", "beta", "gamma"]
+    with open(os.path.join(reports, "up-report.sarif")) as f:
+        sarif = json.load(f)
+    assert sarif["version"] == "2.1.0", sarif
+    assert sorted({x["properties"]["agent"] for x in sarif["runs"]}) == ["alpha", "beta", "gamma"], sarif
+    assert all(x["tool"]["driver"]["name"] == "lazaret" for x in sarif["runs"])
+    html = open(os.path.join(reports, "up-report.html")).read()
+    for n in ("alpha", "beta", "gamma"):
+        assert f"<tr><td>{n}</td><td>shell</td><td>0</td>" in html, html
     for n in ("alpha", "beta", "gamma"):
         assert f"| {n} | shell | 0 | " in md and f"| 1 | +1 -0 | 0/0 |" in md, md
     lines = r.stdout.splitlines()
@@ -96,6 +108,26 @@ def test_up_three_agents_three_branches(lz):
     assert git_as(lz, "rev-parse", "HEAD").strip() == head
     assert git_as(lz, "status", "--porcelain", "--untracked-files=no") == ""
     wait_clean(d)
+
+
+def test_up_three_agents_on_gvisor(lz, debian_image):
+    """The same on the real default stack: three gVisor sandboxes under
+    rootless Podman, git inside each, three commits on three branches, the
+    host's HEAD and work tree untouched, no container left."""
+    head = repo(lz)
+    d = Domain(lz, debian_image)
+    path = manifest(lz, "".join(f'[agents.{n}]\nprofile = "shell"\ncommand = {COMMIT.format(name=n)}\n'
+                                for n in ("alpha", "beta", "gamma")))
+    r = d.run("up", path, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr + d.log()
+    for n in ("alpha", "beta", "gamma"):
+        assert f"{n} | committed" in r.stdout.splitlines(), r.stdout
+        assert f"| {n} | shell | 0 | " in r.stdout and "| 1 | +1 -0 |" in r.stdout, r.stdout
+        assert git_as(lz, "log", "-1", "--format=%s", f"lazaret/agent-{n}").strip() == f"by {n}"
+        assert git_as(lz, "show", f"lazaret/agent-{n}:mine.txt") == f"{n}\n"
+    assert git_as(lz, "rev-parse", "HEAD").strip() == head
+    assert git_as(lz, "status", "--porcelain", "--untracked-files=no") == ""
+    d.assert_clean()
 
 
 def test_up_checks_every_agent_before_any_starts(lz):
