@@ -767,16 +767,35 @@ int up_group(const Globals *g, const char *self, const Manifest *m, const char *
         lock = safe_close(lock); /* the supervisor's copy holds it */
         char line[256] = "";
         size_t got = 0;
+        /* Interrupted while the agents start: the group is ended, not left
+         * behind in the background. */
+        struct sigaction stop = { .sa_handler = on_signal };
+        sigaction(SIGINT, &stop, NULL);
+        sigaction(SIGTERM, &stop, NULL);
+        sigaction(SIGHUP, &stop, NULL);
         for (;;) {
                 ssize_t k = read(pipe_fd[0], line + got, sizeof(line) - 1 - got);
-                if (k < 0 && errno == EINTR)
+                if (k < 0 && errno == EINTR) {
+                        if (stop_signal)
+                                (void) kill(pid, SIGTERM);
                         continue;
+                }
                 if (k <= 0)
                         break;
                 got += (size_t) k;
         }
         safe_close(pipe_fd[0]);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
         line[got] = '\0';
+        if (stop_signal) {
+                (void) kill(pid, SIGTERM);
+                (void) waitpid(pid, NULL, 0);
+                group_remove(&gp);
+                log_error("interrupted: every agent of the group was ended");
+                return 128 + stop_signal;
+        }
         if (startswith(line, "ok ")) {
                 fprintf(stderr, "lazaret: %s%zu agent%s started in %ld ms\n", m->n_agents > 1 ? "all " : "",
                         m->n_agents, m->n_agents > 1 ? "s" : "", strtol(line + 3, NULL, 10));

@@ -477,3 +477,47 @@ def test_up_detached_start_that_fails_leaves_nothing(lz):
     assert "lazaret-gitrouter is missing" in r.stderr, r.stderr
     assert not os.path.exists(group_dir(lz, path))
     wait_clean(d, 30)
+
+
+def test_up_down_leaves_nothing_of_gvisor_agents(lz, busybox_image):
+    """On gVisor: a detached group of two sandboxes, then down. No
+    container, coordinator, watchdog, mount, socket or FUSE daemon of the
+    Domains is left, and no group directory."""
+    repo(lz)
+    d = Domain(lz, busybox_image)
+    path = manifest(lz, '[agents.one]\nprofile = "shell"\ncommand = ["sleep", "120"]\n'
+                        '[agents.two]\nprofile = "shell"\ncommand = ["sh", "-c", "echo two-up; sleep 120"]\n')
+    r = d.run("up", "--detach", path, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr + d.log()
+    assert len(d.container_names()) == 2, d.container_names()
+    r = d.run("down", path, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| one | shell | 143 | " in r.stdout and "| two | shell | 143 | " in r.stdout, r.stdout
+    assert not os.path.exists(group_dir(lz, path))
+    d.assert_clean(30)
+
+
+def test_up_detach_interrupted_while_starting_ends_the_group(lz, busybox_image):
+    """Ctrl-C while a detached group starts: nothing goes on in the
+    background (exit 130, the agents ended, no group directory, no
+    container)."""
+    repo(lz)
+    d = Domain(lz, busybox_image)
+    path = manifest(lz, '[agents.one]\nprofile = "shell"\ncommand = ["sleep", "120"]\n')
+    p = subprocess.Popen(d.cmd("up", "--detach", path), cwd=lz.work, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    # The group's socket is made just before the agents start (a gVisor
+    # start takes a few hundred ms): interrupt then.
+    sock = os.path.join(group_dir(lz, path), "sock")
+    end = time.monotonic() + 60
+    while not os.path.exists(sock) and time.monotonic() < end:
+        time.sleep(0.005)
+    time.sleep(0.02)
+    # runuser's child is lazaret (env execs it).
+    for k in subprocess.run(["ps", "--ppid", str(p.pid), "-o", "pid="], capture_output=True,
+                            text=True).stdout.split():
+        os.kill(int(k), signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "interrupted: every agent of the group was ended" in err, out + err
+    assert not os.path.exists(group_dir(lz, path))
+    d.assert_clean(30)
