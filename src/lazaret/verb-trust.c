@@ -189,12 +189,18 @@ static int trust_manifest(const char *file, bool yes, const char *home) {
                 return r == -EINVAL ? EXIT_CONFIG : EXIT_LAZARET;
         }
         StrBuf b = STRBUF_INIT;
-        strbuf_printf(&b, "Manifest %s\n  sha256 %s\n\nTrusting it lets 'lazaret up' start %zu agent%s:\n", m.canonical,
-                      m.sha256, m.n_agents, m.n_agents == 1 ? "" : "s");
+        /* Paths as TOML strings, every control character escaped: a
+         * directory the manifest names may be named to repaint this screen. */
+        strbuf_puts(&b, "Manifest ");
+        show_string(&b, m.canonical);
+        strbuf_printf(&b, "\n  sha256 %s\n\nTrusting it lets 'lazaret up' start %zu agent%s:\n", m.sha256, m.n_agents,
+                      m.n_agents == 1 ? "" : "s");
         for (size_t i = 0; i < m.n_agents; i++) {
                 const ManifestAgent *a = &m.agents[i];
-                strbuf_printf(&b, "\n  %s (line %u): your profile %s, with the directory %s\n      command [", a->name,
-                              a->pos.line, a->profile, a->workspace);
+                strbuf_printf(&b, "\n  %s (line %u): your profile %s, with the directory ", a->name, a->pos.line,
+                              a->profile);
+                show_string(&b, a->workspace);
+                strbuf_puts(&b, "\n      command [");
                 for (size_t k = 0; k < a->argc; k++) {
                         if (k)
                                 strbuf_puts(&b, ", ");

@@ -300,8 +300,17 @@ def test_up_refuses_a_manifest_until_its_bytes_are_trusted(lz):
     r = lz.run("trust", "--manifest", path, env=real_home(lz))
     assert r.returncode == 64 and "trust needs confirmation" in r.stderr, r.stderr
     # What trusting gives, shown before it is given.
-    assert f"Manifest {path}" in r.stdout and f"your profile shell, with the directory {lz.work}" in r.stdout
+    assert f'Manifest "{path}"' in r.stdout and f'your profile shell, with the directory "{lz.work}"' in r.stdout
     assert 'command ["touch", "ran-one"]' in r.stdout, r.stdout
+    # A directory the manifest names, named to repaint the screen that
+    # asks: shown escaped.
+    odd = os.path.join(lz.work, "x\x1b[2J\ry")
+    os.makedirs(odd)
+    os.chown(odd, lz.user.pw_uid, lz.user.pw_gid)
+    lz.write("work/odd.toml", '[agents.one]\nprofile = "shell"\ncommand = ["true"]\nworkspace = "x\\u001b[2J\\ry"\n')
+    r = lz.run("trust", "--manifest", os.path.join(lz.work, "odd.toml"), env=real_home(lz))
+    assert r.returncode == 64 and "\x1b" not in r.stdout and "\r" not in r.stdout, repr(r.stdout)
+    assert "x\\u001b[2J\\u000dy" in r.stdout, repr(r.stdout)
     assert d.run("up", path).returncode == 65
     assert lz.run("trust", "--manifest", path, "--yes", env=real_home(lz)).returncode == 0
     r = d.run("up", path)
