@@ -526,49 +526,61 @@ static void test_writer(void **state) {
         uint64_t clock = 1;
         unsigned line = 0;
         bool was_backlogged = false;
-        /* 80000 lines of about 80 bytes: the terminal reads nothing while
-         * the first four rounds of 10000 go in (more than HIST_MAX / 2 of
-         * them wait), then 4 KiB between feeds. */
-        for (int round = 0; round < 8; round++) {
-                for (int k = 0; k < 10000; k++) {
-                        while (tui_backlogged(t)) {
-                                was_backlogged = true;
-                                /* The relay stops reading and waits for the
-                                 * terminal: this terminal reads now. */
-                                ssize_t n = read(p[0], buf, sizeof(buf));
-                                if (n > 0)
-                                        strbuf_putn(&got, buf, (size_t) n);
-                                int w = tui_wants(t, clock);
-                                if (w == 0)
-                                        assert_int_equal(tui_render(t, clock), 0);
-                                else
-                                        (void) poll(&(struct pollfd){ .fd = tui_fd(t), .events = POLLIN }, 1, 10);
-                                tui_written(t);
-                        }
-                        char l[160];
-                        int n = snprintf(l, sizeof(l),
-                                         "line %u of the sandbox's output, with some text to make it long\r\n", line++);
-                        tui_feed(t, (const uint8_t *) l, (size_t) n);
-                        clock += 100;
-                        if (tui_wants(t, clock) == 0)
+        /* Lines of about 80 bytes: the terminal reads nothing until they
+         * wait (HIST_MAX / 2 of them not drawn: the writer is stuck on the
+         * full pipe), then 40000 more with 4 KiB read between feeds. How
+         * many lines the first frames took depends on when the writer
+         * thread ran (under load, one frame can take tens of thousands),
+         * so the first part goes on until lines wait, or 400000 went in. */
+        unsigned reading_from = 0;
+        bool reading = false;
+        for (;;) {
+                if (!reading && (was_backlogged || line >= 400000)) {
+                        reading = true;
+                        reading_from = line;
+                }
+                if (reading && line >= reading_from + 40000)
+                        break;
+                while (tui_backlogged(t)) {
+                        was_backlogged = true;
+                        /* The relay stops reading and waits for the
+                         * terminal: this terminal reads now. */
+                        ssize_t n = read(p[0], buf, sizeof(buf));
+                        if (n > 0)
+                                strbuf_putn(&got, buf, (size_t) n);
+                        int w = tui_wants(t, clock);
+                        if (w == 0)
                                 assert_int_equal(tui_render(t, clock), 0);
-                        if (round >= 4) {
-                                ssize_t r = read(p[0], buf, 4096);
-                                if (r > 0)
-                                        strbuf_putn(&got, buf, (size_t) r);
-                                tui_written(t);
-                        }
+                        else
+                                (void) poll(&(struct pollfd){ .fd = tui_fd(t), .events = POLLIN }, 1, 10);
+                        tui_written(t);
+                }
+                char l[160];
+                int n = snprintf(l, sizeof(l), "line %u of the sandbox's output, with some text to make it long\r\n",
+                                 line++);
+                tui_feed(t, (const uint8_t *) l, (size_t) n);
+                clock += 100;
+                if (tui_wants(t, clock) == 0)
+                        assert_int_equal(tui_render(t, clock), 0);
+                if (reading) {
+                        ssize_t r = read(p[0], buf, 4096);
+                        if (r > 0)
+                                strbuf_putn(&got, buf, (size_t) r);
+                        tui_written(t);
                 }
         }
         assert_true(was_backlogged);
-        /* The last frame, then the terminal back; read until the end. */
-        assert_int_equal(tui_render_now(t), 0);
+        /* The last frame, then the terminal back; read until the end.
+         * tui_render_now() waits for the frame being written and
+         * tui_free() until the pipe takes it all: read meanwhile (the
+         * frame handed over last can be larger than what the pipe still
+         * holds, a hang under load before). */
         int fl = fcntl(p[0], F_GETFL);
         assert_int_equal(fcntl(p[0], F_SETFL, fl & ~O_NONBLOCK), 0);
         pthread_t th;
         Drain rd = { p[0], &got };
-        /* tui_free() blocks until the pipe takes it all: read meanwhile. */
         assert_int_equal(pthread_create(&th, NULL, drain, &rd), 0);
+        assert_int_equal(tui_render_now(t), 0);
         t = tui_free(t);
         close(p[1]);
         pthread_join(th, NULL);
