@@ -35,8 +35,11 @@ struct ScanProc {
         pid_t parent; /* host pid of the process it was found below (0: a root) */
         uint64_t start_time;
         uint32_t sid; /* index + 1 in Trace.sids; 0: none */
+        bool forked; /* a fork that has not run execve yet (PF_FORKNOEXEC) */
         char comm[16];
 };
+
+#define PF_FORKNOEXEC 0x00000040u /* the kernel's task flag, field 9 of /proc/PID/stat */
 
 static int by_pid(const void *a, const void *b) {
         pid_t x = ((const ScanProc *) a)->pid, y = ((const ScanProc *) b)->pid;
@@ -48,9 +51,9 @@ static const ScanProc *known(const ProcScan *sc, pid_t pid) {
         return bsearch(&key, sc->procs, sc->n_procs, sizeof(ScanProc), by_pid);
 }
 
-/* comm, session id and start time from /proc/PID/stat (comm may hold
- * anything, even ") "; the fields after it follow the last ')'). */
-static int read_stat(pid_t pid, char comm[static 16], pid_t *ret_session, uint64_t *ret_start) {
+/* comm, session id, flags and start time from /proc/PID/stat (comm may
+ * hold anything, even ") "; the fields after it follow the last ')'). */
+static int read_stat(pid_t pid, char comm[static 16], pid_t *ret_session, unsigned *ret_flags, uint64_t *ret_start) {
         char path[64], buf[1024];
         snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -66,12 +69,14 @@ static int read_stat(pid_t pid, char comm[static 16], pid_t *ret_session, uint64
         size_t l = MIN((size_t) (close_paren - open_paren - 1), (size_t) 15);
         memcpy(comm, open_paren + 1, l);
         comm[l] = '\0';
-        /* Fields 6 (session) and 22 (starttime); close_paren + 2 is field
-         * 3 (state). */
+        /* Fields 6 (session), 9 (flags) and 22 (starttime); close_paren
+         * + 2 is field 3 (state). */
         const char *p = close_paren + 2;
         for (int field = 3; field < 22 && p; field++) {
                 if (field == 6)
                         *ret_session = (pid_t) strtol(p, NULL, 10);
+                else if (field == 9)
+                        *ret_flags = (unsigned) strtoul(p, NULL, 10);
                 p = strchr(p, ' ');
                 if (p)
                         p++;
@@ -169,6 +174,10 @@ static void record(Coordinator *co, const ScanProc *p) {
         _cleanup_free_ char *cmd = NULL;
         size_t len = 0;
         struct stat before;
+        /* A fork caught before its execve (its parent may be gone, so
+         * not_an_exec() cannot tell): the next scan records the program. */
+        if (p->forked)
+                return;
         if (exe_of(p->pid, &before) < 0 || cmdline_of(p->pid, &cmd, &len) < 0 || not_an_exec(sc, p, cmd, len, &before))
                 return;
         sc->execs++;
@@ -259,10 +268,12 @@ static void scan_once(Coordinator *co) {
         for (size_t i = 0; i < n; i++) {
                 ScanProc *p = &q[i];
                 pid_t session = 0;
-                if (read_stat(p->pid, p->comm, &session, &p->start_time) < 0) {
+                unsigned flags = 0;
+                if (read_stat(p->pid, p->comm, &session, &flags, &p->start_time) < 0) {
                         p->pid = 0;
                         continue;
                 }
+                p->forked = (flags & PF_FORKNOEXEC) != 0;
                 const ScanProc *old = known(sc, p->pid);
                 bool same = old && old->start_time == p->start_time;
                 if (same && old->sid)
@@ -272,7 +283,9 @@ static void scan_once(Coordinator *co) {
                 for (Session *s = co->sessions; !p->sid && s; s = s->next)
                         if (s->pid > 0 && s->pid == session)
                                 p->sid = trace_session_sid(co, s);
-                if (!same || strcmp(old->comm, p->comm) != 0) {
+                /* New, or a new program (its name, or the first execve
+                 * of a fork, whatever its name). */
+                if (!same || strcmp(old->comm, p->comm) != 0 || (old->forked && !p->forked)) {
                         record(co, p);
                         changed = true;
                 }
