@@ -530,3 +530,51 @@ def test_up_detach_interrupted_while_starting_ends_the_group(lz, busybox_image):
     assert p.returncode == 130 and "interrupted: every agent of the group was ended" in err, out + err
     assert not os.path.exists(group_dir(lz, path))
     d.assert_clean(30)
+
+
+def test_an_agent_cannot_reach_its_groups_socket(lz):
+    """The attack: an agent of a detached group knows where the group's
+    socket is on the host (RUNTIME/up-HASH/sock, accepted from any process
+    of the person's uid) and tries to connect to it, to read another
+    agent's terminal or to end the group (a D frame). The native sandbox
+    has no /run and a /tmp of its own: there is nothing there to connect
+    to, the group goes on, and down finds both agents still running. (In
+    FS-ONLY, seccomp refuses every connect(2): test_native.py.)"""
+    repo(lz)
+    d = native(lz)
+    path = os.path.join(lz.work, "agents.toml")
+    gdir = group_dir(lz, path)
+    runtime = os.path.dirname(gdir)
+    attack = ("import os, socket, struct\n"
+              f"for p in ({os.path.join(gdir, 'sock')!r}, {runtime!r}, '/run/user/{lz.user.pw_uid}'):\n"
+              "    print('exists' if os.path.exists(p) else 'absent', p, flush=True)\n"
+              "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+              "try:\n"
+              f"    s.connect({os.path.join(gdir, 'sock')!r})\n"
+              "    s.sendall(b'D\\0' + struct.pack('>H', 0))\n"
+              "    print('CONNECTED', flush=True)\n"
+              "except OSError as e:\n"
+              "    print('refused:', e.strerror, flush=True)\n"
+              "import time; time.sleep(60)\n")
+    manifest(lz, '[agents.victim]\nprofile = "shell"\ncommand = ["sh", "-c", "echo victim-up; sleep 60"]\n'
+                 '[agents.attacker]\nprofile = "shell"\n'
+                 f'command = ["/usr/bin/python3", "-c", {json.dumps(attack)}]\n')
+    r = d.run("up", "--detach", path, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert os.path.exists(os.path.join(gdir, "sock"))
+    log = os.path.join(gdir, "attacker.log")
+    end = time.monotonic() + 30
+    while time.monotonic() < end and "refused:" not in open(log, errors="replace").read() \
+            and "CONNECTED" not in open(log, errors="replace").read():
+        time.sleep(0.1)
+    said = open(log, errors="replace").read()
+    assert "refused:" in said and "CONNECTED" not in said, said
+    assert "exists" not in said, said
+    # The group is untouched: its socket is there, down ends both agents
+    # (143: SIGTERM from down, not an exit of their own).
+    time.sleep(0.5)
+    assert os.path.exists(os.path.join(gdir, "sock")), os.listdir(gdir)
+    r = d.run("down", path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| victim | shell | 143 | " in r.stdout and "| attacker | shell | 143 | " in r.stdout, r.stdout
+    wait_clean(d, 30)
