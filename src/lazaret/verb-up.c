@@ -173,6 +173,8 @@ int up_start_agent(const Globals *g, const char *self, UpAgent *r, int pty) {
         sp.cwd = a->workspace;
         sp.envp = envp;
         sp.new_session = sp.controlling_tty = pty >= 0;
+        /* Not waiting for each exec: the agents start side by side. */
+        sp.no_wait = true;
         int k = spawn(&sp, &r->pid);
         argv_done(&v);
         safe_close(out[1]);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,21 +29,24 @@ extern char **environ;
 
 /* In the child: report errno through the pipe and end. Only
  * async-signal-safe calls from here on (the parent may have threads). */
-_noreturn_ static void child_fail(int report) {
+_noreturn_ _no_sanitize_address_ static void child_fail(int report) {
         int e = errno ? errno : EIO;
         (void) !write(report, &e, sizeof(e));
         _exit(127);
 }
 
-_noreturn_ static void child(const SpawnSpec *s, int report) {
+_noreturn_ _no_sanitize_address_ static void child(const SpawnSpec *s, int report) {
         int high[SPAWN_HIGH_FD];
         int top = 2;
 
-        /* The report pipe out of the way of every target first. */
-        int moved = fcntl(report, F_DUPFD_CLOEXEC, SPAWN_HIGH_FD);
-        if (moved < 0)
-                child_fail(report);
-        report = moved;
+        /* The report pipe out of the way of every target first (none:
+         * no_wait). */
+        if (report >= 0) {
+                int moved = fcntl(report, F_DUPFD_CLOEXEC, SPAWN_HIGH_FD);
+                if (moved < 0)
+                        child_fail(report);
+                report = moved;
+        }
 
         if (s->userns_fd >= 0 && setns(s->userns_fd, CLONE_NEWUSER) < 0)
                 child_fail(report);
@@ -131,57 +135,106 @@ _noreturn_ static void child(const SpawnSpec *s, int report) {
         child_fail(report);
 }
 
-int spawn(const SpawnSpec *s, pid_t *ret_pid) {
-        int p[2];
-        if (!s->path || !s->argv || (!ret_pid && !s->detach))
-                return -EINVAL;
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return negative_errno();
-        /* Every signal blocked across the fork: none reaches a handler of
-         * ours in the child before its dispositions are reset. */
+typedef struct SpawnChild {
+        const SpawnSpec *s;
+        int report;
+} SpawnChild;
+
+/* The child runs in our memory, on a stack of its own, until its execve
+ * or _exit (CLONE_VM | CLONE_VFORK, as posix_spawn(3) does): no copy of
+ * our page tables and no copy-on-write faults after it, which in the
+ * coordinator (a few spawns for each start) were a good part of a start's
+ * CPU. It has its own descriptors and signal dispositions; it only makes
+ * system calls, on its own stack. */
+_no_sanitize_address_ static int child_main(void *arg) {
+        const SpawnChild *c = arg;
+        if (c->s->detach) {
+                /* A session of its own, then the grandchild runs it:
+                 * whoever we are, it is not our child. A real fork (the
+                 * system call, not libc's, whose bookkeeping is our
+                 * parent's memory): the grandchild has a copy, so our
+                 * parent may go on the moment this child exits. */
+                if (setsid() < 0)
+                        child_fail(c->report);
+                long g = syscall(SYS_clone, (unsigned long) SIGCHLD, NULL, NULL, NULL, NULL);
+                if (g < 0)
+                        child_fail(c->report);
+                if (g > 0)
+                        _exit(0);
+        }
+        child(c->s, c->report);
+}
+
+#define SPAWN_STACK (256u * 1024u)
+
+/* no_wait: a fork (the child runs beside us, so not in our memory), and
+ * no report: what fails before the exec is its exit status 127. */
+static int spawn_no_wait(const SpawnSpec *s, pid_t *ret_pid) {
         sigset_t all, old;
         sigfillset(&all);
         (void) pthread_sigmask(SIG_SETMASK, &all, &old);
         pid_t pid = fork();
-        if (pid != 0)
-                (void) pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (pid < 0) {
+        if (pid == 0)
+                child(s, -EBADF);
+        int e = pid < 0 ? -errno : 0;
+        (void) pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (pid < 0)
+                return e;
+        *ret_pid = pid;
+        return 0;
+}
+
+int spawn(const SpawnSpec *s, pid_t *ret_pid) {
+        int p[2];
+        if (!s->path || !s->argv || (!ret_pid && !s->detach) || (s->no_wait && (s->detach || !ret_pid)))
+                return -EINVAL;
+        if (s->no_wait)
+                return spawn_no_wait(s, ret_pid);
+        size_t page = (size_t) sysconf(_SC_PAGESIZE);
+        /* The child's stack, a guard page below it. */
+        uint8_t *stack =
+                mmap(NULL, SPAWN_STACK + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (stack == MAP_FAILED)
+                return negative_errno();
+        if (mprotect(stack, page, PROT_NONE) < 0 || pipe2(p, O_CLOEXEC) < 0) {
                 int e = negative_errno();
-                safe_close(p[0]);
-                safe_close(p[1]);
+                (void) munmap(stack, SPAWN_STACK + page);
                 return e;
         }
-        if (pid == 0) {
-                safe_close(p[0]);
-                if (s->detach) {
-                        /* A session of its own, then the grandchild runs
-                         * it: whoever we are, it is not our child. */
-                        if (setsid() < 0)
-                                child_fail(p[1]);
-                        pid_t g = fork();
-                        if (g < 0)
-                                child_fail(p[1]);
-                        if (g > 0)
-                                _exit(0);
-                }
-                child(s, p[1]);
-        }
+        /* The read end is not the child's: closed in it at its exec
+         * (close-on-exec), and it never reads. */
+        SpawnChild c = { s, p[1] };
+        /* Every signal blocked across the clone: none reaches a handler of
+         * ours in the child before its dispositions are reset. */
+        sigset_t all, old;
+        sigfillset(&all);
+        (void) pthread_sigmask(SIG_SETMASK, &all, &old);
+        int saved = errno;
+        pid_t pid = clone(child_main, stack + page + SPAWN_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+        int e = pid < 0 ? -errno : 0;
+        errno = saved; /* the child shares our errno until its exec */
+        (void) pthread_sigmask(SIG_SETMASK, &old, NULL);
+        (void) munmap(stack, SPAWN_STACK + page);
         safe_close(p[1]);
+        if (pid < 0) {
+                safe_close(p[0]);
+                return e;
+        }
         if (s->detach) {
                 int st;
                 while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
                         ;
         }
-        int e = 0;
+        int err = 0;
         ssize_t n;
-        while ((n = read(p[0], &e, sizeof(e))) < 0 && errno == EINTR)
+        while ((n = read(p[0], &err, sizeof(err))) < 0 && errno == EINTR)
                 ;
         safe_close(p[0]);
-        if (n == (ssize_t) sizeof(e)) {
+        if (n == (ssize_t) sizeof(err)) {
                 if (!s->detach)
                         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                                 ;
-                return -(e > 0 ? e : EIO);
+                return -(err > 0 ? err : EIO);
         }
         if (ret_pid)
                 *ret_pid = s->detach ? 0 : pid;

@@ -10,7 +10,9 @@
  * double fork). A failure in the child before exec (a namespace it cannot
  * join, a program that is not there) comes back as the call's -errno
  * through a close-on-exec pipe, so the caller never mistakes it for the
- * program's own exit status. */
+ * program's own exit status. The child runs in the caller's memory until
+ * its exec (CLONE_VM | CLONE_VFORK, as posix_spawn(3)): no copy of the
+ * caller's page tables. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -34,6 +36,7 @@ typedef struct SpawnSpec {
         bool controlling_tty; /* fd 0 becomes the controlling terminal (needs new_session) */
         bool new_pgroup; /* setpgid(0, 0) */
         bool detach; /* not our child: reparented at once */
+        bool no_wait; /* return before its exec: a failure before it is exit status 127 (not with detach) */
 } SpawnSpec;
 
 /* SPAWN_SPEC_INIT(path, argv): argv may be a compound literal (its commas
@@ -43,7 +46,9 @@ typedef struct SpawnSpec {
                 .path = (p), .argv = (__VA_ARGS__), .userns_fd = -1, .mntns_fd = -1, .netns_fd = -1, .cwd_fd = -1 })
 
 /* Start it. *ret_pid is the child (0 when detached; ret_pid may be NULL
- * then). Returns 0, or -errno: the fork's, or the child's before exec. */
+ * then). Returns 0, or -errno: the fork's, or the child's before exec
+ * (unless no_wait: spawn() waits for the exec, which is slow for a large
+ * program on a busy machine, and several can start at once without). */
 int spawn(const SpawnSpec *s, pid_t *ret_pid);
 
 /* Wait for the child pid: its exit status (128 + the signal that ended

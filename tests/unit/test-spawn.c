@@ -235,8 +235,46 @@ static void test_wait(void **state) {
         assert_int_equal(spawn_wait(pid), -ECHILD);
 }
 
+/* no_wait: spawn() returns before the exec; the child is set up the same
+ * way (only the listed descriptors, signals at their defaults), and what
+ * fails before its exec is its exit status 127. */
+static void test_no_wait(void **state) {
+        (void) state;
+        char out[512];
+        int leak = open("/dev/null", O_RDONLY);
+        assert_true(leak > 2);
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd),
+                 "test -e /proc/self/fd/%d && echo leaked; grep -q '^SigBlk:\\s*0*$' /proc/self/status && echo "
+                 "unblocked; exit 3",
+                 leak);
+        SpawnSpec s = SPAWN_SPEC_INIT("/bin/sh", (char *const[]){ (char *) "sh", (char *) "-c", cmd, NULL });
+        s.no_wait = true;
+        sigset_t all, old;
+        sigfillset(&all);
+        assert_int_equal(sigprocmask(SIG_SETMASK, &all, &old), 0);
+        int st = run(s, out, sizeof(out));
+        assert_int_equal(sigprocmask(SIG_SETMASK, &old, NULL), 0);
+        close(leak);
+        assert_int_equal(st, 3);
+        assert_string_equal(out, "unblocked\n");
+
+        pid_t pid;
+        s = SPAWN_SPEC_INIT("/nonexistent/lazaret-prog", (char *const[]){ (char *) "x", NULL });
+        s.no_wait = true;
+        assert_int_equal(spawn(&s, &pid), 0);
+        assert_int_equal(spawn_wait(pid), 127);
+        s.detach = true;
+        assert_int_equal(spawn(&s, &pid), -EINVAL);
+        s.detach = false;
+        assert_int_equal(spawn(&s, NULL), -EINVAL);
+        assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+        assert_int_equal(errno, ECHILD);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_no_wait),
                 cmocka_unit_test(test_failure_before_exec_is_the_error),
                 cmocka_unit_test(test_only_listed_descriptors),
                 cmocka_unit_test(test_descriptors_swapped),
