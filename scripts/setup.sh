@@ -58,15 +58,16 @@ as_test_user() {
 # State Anchor's bad-file-system test), then what a sandbox launch needs
 # (lazaret doctor checks the same list).
 PACKAGES="meson ninja-build gcc clang clang-format pkg-config libclang-rt-14-dev
-libssl-dev libjansson-dev liblmdb-dev libseccomp-dev libc-ares-dev libcmocka-dev libncurses-dev libvterm-dev python3-pytest libfuse3-dev fuse3
+libssl-dev libjansson-dev liblmdb-dev libseccomp-dev libc-ares-dev libcmocka-dev libncurses-dev libvterm-dev libyaml-dev python3-pytest libfuse3-dev fuse3
 dosfstools fusefat lmdb-utils tmux nftables
 podman runsc runc fuse-overlayfs fuse2fs e2fsprogs slirp4netns uidmap sudo busybox-static mmdebstrap git iproute2"
 
 # Only for `make check` and `make bench`: the report tests' independent
 # oracles (the JSON schemas' validator, GFM's own Markdown renderer, a
-# browser), and bubblewrap, bench-native's baseline.
+# browser), bubblewrap, bench-native's baseline, and for lazaret kube's
+# tests a YAML reader and a venv for kubernetes-validate (below).
 if [ "$want_test_user" -eq 1 ]; then
-	PACKAGES="$PACKAGES python3-jsonschema cmark-gfm chromium bubblewrap"
+	PACKAGES="$PACKAGES python3-jsonschema cmark-gfm chromium bubblewrap python3-yaml python3-venv"
 fi
 
 missing=
@@ -122,6 +123,24 @@ else
 		say "WARNING: building or probing gVisor $GVISOR_PIN failed (see above); keeping ${current:-no runsc}"
 	fi
 	rm -rf "$gobin"
+fi
+
+# lazaret kube --check and its tests: kubernetes-validate from PyPI (the
+# Kubernetes OpenAPI schemas, offline), pinned, in a venv of its own, on
+# PATH as /usr/local/bin/kubernetes-validate.
+KV_VERSION=1.37.0
+KV_VENV=/opt/lazaret-test/kubernetes-validate
+if [ "$want_test_user" -eq 1 ] &&
+	! { [ -x "$KV_VENV/bin/kubernetes-validate" ] &&
+		"$KV_VENV/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$KV_VERSION"; }; then
+	say "installing kubernetes-validate $KV_VERSION from PyPI into $KV_VENV"
+	$SUDO rm -rf "$KV_VENV"
+	$SUDO /usr/bin/python3 -m venv "$KV_VENV" &&
+		$SUDO "$KV_VENV/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$KV_VERSION" ||
+		{ say "installing kubernetes-validate failed (see above)"; exit 1; }
+fi
+if [ "$want_test_user" -eq 1 ] && [ "$(readlink /usr/local/bin/kubernetes-validate)" != "$KV_VENV/bin/kubernetes-validate" ]; then
+	$SUDO ln -sf "$KV_VENV/bin/kubernetes-validate" /usr/local/bin/kubernetes-validate
 fi
 
 # Rootless FUSE (fuse-overlayfs, the git router) and slirp4netns need these

@@ -26,6 +26,7 @@ static const Verb verbs[] = {
         { "up", verb_up, "run several agents at once from a manifest, each in a sandbox of its own" },
         { "attach", verb_attach, "show one agent's terminal of a group started by up --detach" },
         { "down", verb_down, "end a group started by up --detach and print how its agents compare" },
+        { "kube", verb_kube, "write a profile as Kubernetes manifests (gVisor RuntimeClass, NetworkPolicy)" },
         { "trust", verb_trust, "let this workspace's lazaret.toml widen the sandbox, after showing how" },
         { "stop", verb_stop, "end every session and tear the sandbox down" },
 };

@@ -49,3 +49,4 @@ int verb_stop(int argc, char **argv, const Globals *g);
 int verb_up(int argc, char **argv, const Globals *g);
 int verb_attach(int argc, char **argv, const Globals *g);
 int verb_down(int argc, char **argv, const Globals *g);
+int verb_kube(int argc, char **argv, const Globals *g);

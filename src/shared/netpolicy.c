@@ -562,6 +562,73 @@ int netpolicy_routes(const NetPolicy *p, NetFamily f, NetRoute **ret, size_t *re
         return 0;
 }
 
+void netpolicy_blocks_free(NetBlock *b, size_t n) {
+        for (size_t i = 0; b && i < n; i++)
+                free(b[i].except);
+        free(b);
+}
+
+/* The rules are in canonical order (by address, then by length), which is
+ * the prefix tree in pre-order: a rule's nearest enclosing rule is on the
+ * stack of the rules kept so far. A rule that says what its nearest kept
+ * enclosing rule (or the default) says changes nothing and is not kept. */
+int netpolicy_blocks(const NetPolicy *p, NetFamily f, NetBlock **ret, size_t *ret_n) {
+        *ret = NULL;
+        *ret_n = 0;
+        if (!p->enabled[f])
+                return 0;
+        size_t lo, hi;
+        family_range(p, f, &lo, &hi);
+        /* stack[k]: index into blocks for an allow rule kept, or
+         * SIZE_MAX for a deny rule kept; rule[k] its rule. */
+        size_t depth = 0, n = 0, cap = hi - lo + 1;
+        size_t *stack = calloc(cap, sizeof(size_t));
+        const Cidr **under = calloc(cap, sizeof(Cidr *));
+        NetBlock *blocks = calloc(cap, sizeof(NetBlock));
+        int r = 0;
+        if (!stack || !under || !blocks) {
+                r = -ENOMEM;
+                goto out;
+        }
+        Cidr all = { .family = f == NET_IPV6 ? AF_INET6 : AF_INET };
+        NetAction root = p->default_action[f];
+        if (root == NET_ALLOW)
+                blocks[n++] = (NetBlock){ .cidr = all };
+        for (size_t i = lo; i < hi; i++) {
+                const NetRule *rule = &p->rules[i];
+                while (depth > 0 && !cidr_within(&rule->prefix, under[depth - 1]))
+                        depth--;
+                NetAction outer = depth > 0 ? (stack[depth - 1] == SIZE_MAX ? NET_DENY : NET_ALLOW) : root;
+                if (rule->action == outer)
+                        continue;
+                if (rule->action == NET_ALLOW) {
+                        blocks[n] = (NetBlock){ .cidr = rule->prefix };
+                        stack[depth] = n++;
+                } else {
+                        /* An exception of the block it lies in directly. */
+                        NetBlock *b = depth > 0 ? &blocks[stack[depth - 1]] : &blocks[0];
+                        Cidr *e = realloc(b->except, (b->n_except + 1) * sizeof(Cidr));
+                        if (!e) {
+                                r = -ENOMEM;
+                                goto out;
+                        }
+                        b->except = e;
+                        e[b->n_except++] = rule->prefix;
+                        stack[depth] = SIZE_MAX;
+                }
+                under[depth++] = &rule->prefix;
+        }
+        *ret = blocks;
+        *ret_n = n;
+        blocks = NULL;
+out:
+        if (blocks)
+                netpolicy_blocks_free(blocks, n);
+        free(stack);
+        free(under);
+        return r;
+}
+
 /* The first address within P whose verdict is want. */
 static bool first_with(const Cidr *P, NetAction v, NetAction want, const NetRule *rules, size_t lo, size_t hi,
                        NetAddr *ret) {

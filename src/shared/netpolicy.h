@@ -129,6 +129,22 @@ typedef struct NetRoute {
  * the prohibit routes. A disabled family has none. */
 int netpolicy_routes(const NetPolicy *p, NetFamily f, NetRoute **ret, size_t *ret_n);
 
+/* The permitted space of one family as blocks with exceptions (the shape
+ * of Kubernetes' NetworkPolicy ipBlock: a prefix less some prefixes inside
+ * it): a block for each allow rule that changes the verdict (and for the
+ * family's /0 when it allows by default), less the deny rules that change
+ * it back directly beneath. The blocks' union, exceptions taken out, is
+ * exactly what netpolicy_verdict() allows; the prefixes are the policy's
+ * own rules. A disabled family has none. */
+typedef struct NetBlock {
+        Cidr cidr;
+        Cidr *except; /* strictly inside cidr, in canonical order */
+        size_t n_except;
+} NetBlock;
+
+int netpolicy_blocks(const NetPolicy *p, NetFamily f, NetBlock **ret, size_t *ret_n);
+void netpolicy_blocks_free(NetBlock *b, size_t n);
+
 /* A destination inside a prefix suitable for probing it: for a deny rule, its
  * first address that the policy really denies (a more specific allow may
  * cover part of it); returns false when the rule denies nothing. */

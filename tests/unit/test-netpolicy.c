@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "macro.h"
 #include "netpolicy.h"
 
 static const bool both[_NET_FAMILY_MAX] = { true, true };
@@ -235,6 +236,113 @@ static void test_host_addresses_denied(void **state) {
         netpolicy_done(&p);
 }
 
+static char *blocks_str(const NetPolicy *p, NetFamily f) {
+        NetBlock *b;
+        size_t n;
+        static char buf[4096];
+        char c[64];
+        buf[0] = '\0';
+        assert_int_equal(netpolicy_blocks(p, f, &b, &n), 0);
+        for (size_t i = 0; i < n; i++) {
+                cidr_format(&b[i].cidr, c, sizeof(c));
+                strcat(buf, c);
+                for (size_t k = 0; k < b[i].n_except; k++) {
+                        cidr_format(&b[i].except[k], c, sizeof(c));
+                        strcat(buf, k ? "," : " except ");
+                        strcat(buf, c);
+                }
+                strcat(buf, "; ");
+        }
+        netpolicy_blocks_free(b, n);
+        return buf;
+}
+
+/* Kubernetes' shape of the permitted space: each allowing rule that
+ * changes the verdict, less the denying ones directly beneath; a rule that
+ * repeats what encloses it is not there. */
+static void test_blocks(void **state) {
+        (void) state;
+        NetPolicyEntry e[] = { E("0.0.0.0/0", NET_ALLOW, 0),   E("10.0.0.0/8", NET_DENY, 1),
+                               E("10.1.0.0/16", NET_ALLOW, 2), E("10.1.2.0/24", NET_DENY, 3),
+                               E("10.1.2.0/25", NET_DENY, 4),  E("20.0.0.0/8", NET_ALLOW, 5),
+                               E("20.1.0.0/16", NET_DENY, 6),  E("fd00::/8", NET_ALLOW, 7) };
+        NetPolicy p;
+        assert_int_equal(netpolicy_build(both, e, ELEMENTSOF(e), NULL, 0, &p, NULL), 0);
+        assert_string_equal(blocks_str(&p, NET_IPV4),
+                            "0.0.0.0/0 except 10.0.0.0/8,20.1.0.0/16; 10.1.0.0/16 except 10.1.2.0/24; ");
+        assert_string_equal(blocks_str(&p, NET_IPV6), "fd00::/8; ");
+        netpolicy_done(&p);
+        NetPolicyEntry none[] = { E("0.0.0.0/0", NET_DENY, 0), E("10.0.0.0/8", NET_DENY, 1) };
+        assert_int_equal(netpolicy_build(v4only, none, 2, NULL, 0, &p, NULL), 0);
+        assert_string_equal(blocks_str(&p, NET_IPV4), "");
+        assert_string_equal(blocks_str(&p, NET_IPV6), "");
+        netpolicy_done(&p);
+}
+
+/* Generated policies: an address is in a block and in none of its
+ * exceptions exactly when the verdict allows it. */
+static void test_blocks_agree_with_the_verdict(void **state) {
+        (void) state;
+        uint64_t x = 0x9e3779b97f4a7c15ULL;
+#define NEXT() (x ^= x << 13, x ^= x >> 7, x ^= x << 17, x)
+        for (int round = 0; round < 200; round++) {
+                NetPolicyEntry e[24];
+                size_t n = 0;
+                for (int i = 0; i < 24; i++) {
+                        static const unsigned lens[] = { 0, 1, 2, 4, 8, 8, 12, 16, 16, 20, 24, 28, 32 };
+                        unsigned len = lens[NEXT() % ELEMENTSOF(lens)];
+                        uint32_t a = len ? (uint32_t) (NEXT() & (0xffffffffu << (32 - len))) : 0;
+                        NetPolicyEntry c = { .action = NEXT() % 2 ? NET_ALLOW : NET_DENY, .where_index = n };
+                        c.prefix.family = AF_INET;
+                        c.prefix.prefixlen = len;
+                        c.prefix.addr[0] = (uint8_t) (a >> 24);
+                        c.prefix.addr[1] = (uint8_t) (a >> 16);
+                        c.prefix.addr[2] = (uint8_t) (a >> 8);
+                        c.prefix.addr[3] = (uint8_t) a;
+                        bool dup = false;
+                        for (size_t k = 0; k < n; k++)
+                                dup = dup ||
+                                      (e[k].prefix.prefixlen == len && !memcmp(e[k].prefix.addr, c.prefix.addr, 4));
+                        if (!dup)
+                                e[n++] = c;
+                }
+                NetPolicy p;
+                assert_int_equal(netpolicy_build(v4only, e, n, NULL, 0, &p, NULL), 0);
+                NetBlock *b;
+                size_t nb;
+                assert_int_equal(netpolicy_blocks(&p, NET_IPV4, &b, &nb), 0);
+                for (int t = 0; t < 2000; t++) {
+                        /* Near a rule's edges as often as anywhere. */
+                        NetAddr a = { .family = AF_INET };
+                        uint32_t v = (uint32_t) NEXT();
+                        if (t % 2 && n > 0) {
+                                const Cidr *r = &e[NEXT() % n].prefix;
+                                uint32_t base = (uint32_t) r->addr[0] << 24 | (uint32_t) r->addr[1] << 16 |
+                                                (uint32_t) r->addr[2] << 8 | r->addr[3];
+                                uint32_t span = r->prefixlen == 0    ? 0xffffffffu
+                                                : r->prefixlen == 32 ? 0
+                                                                     : 0xffffffffu >> r->prefixlen;
+                                v = base + (NEXT() % 3 == 0 ? 0 : NEXT() % 3 == 0 ? span : span + 1);
+                        }
+                        a.addr[0] = (uint8_t) (v >> 24);
+                        a.addr[1] = (uint8_t) (v >> 16);
+                        a.addr[2] = (uint8_t) (v >> 8);
+                        a.addr[3] = (uint8_t) v;
+                        bool in = false;
+                        for (size_t i = 0; i < nb && !in; i++) {
+                                bool out = false;
+                                for (size_t k = 0; k < b[i].n_except; k++)
+                                        out = out || cidr_contains(&b[i].except[k], &a);
+                                in = cidr_contains(&b[i].cidr, &a) && !out;
+                        }
+                        assert_int_equal(in, netpolicy_verdict(&p, &a) == NET_ALLOW);
+                }
+                netpolicy_blocks_free(b, nb);
+                netpolicy_done(&p);
+        }
+#undef NEXT
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_default_allow_is_two_halves),
@@ -244,6 +352,8 @@ int main(void) {
                 cmocka_unit_test(test_errors),
                 cmocka_unit_test(test_parse_is_strict),
                 cmocka_unit_test(test_host_addresses_denied),
+                cmocka_unit_test(test_blocks),
+                cmocka_unit_test(test_blocks_agree_with_the_verdict),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,588 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <yaml.h>
+
+#include "fd-util.h"
+#include "kube.h"
+#include "macro.h"
+#include "netpolicy.h"
+#include "string-util.h"
+
+#define KUBE_WORKSPACE "/workspace"
+#define KUBE_SEED      "/lazaret-seed"
+
+bool kube_image_pinned(const char *image) {
+        const char *at = strstr(image, "@sha256:");
+        if (!at || at == image)
+                return false;
+        const char *hex = at + strlen("@sha256:");
+        size_t n = strspn(hex, "0123456789abcdef");
+        return n == 64 && hex[n] == '\0';
+}
+
+int kube_name(const ConfigProfile *p, char **ret) {
+        char *n = NULL;
+        if (asprintf(&n, "lazaret-%s-%s", p->name, p->domain_hash) < 0)
+                return -ENOMEM;
+        for (char *c = n; *c; c++)
+                if (*c == '_')
+                        *c = '-';
+        *ret = n;
+        return 0;
+}
+
+void kube_docs_done(KubeDocs *d) {
+        for (size_t i = 0; i < d->n; i++) {
+                free(d->v[i].file);
+                free(d->v[i].comment);
+                json_decref(d->v[i].obj);
+        }
+        free(d->v);
+        for (size_t i = 0; i < d->n_warnings; i++)
+                free(d->warnings[i]);
+        free(d->warnings);
+        *d = (KubeDocs){};
+}
+
+typedef struct Build {
+        const Config *c;
+        const ConfigProfile *p;
+        const KubeOptions *o;
+        char *name;
+        KubeDocs docs;
+        bool oom;
+} Build;
+
+_printf_(2, 3) static void warn(Build *b, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        char *w = NULL;
+        if (vasprintf(&w, fmt, ap) < 0)
+                w = NULL;
+        va_end(ap);
+        char **v = w ? realloc(b->docs.warnings, (b->docs.n_warnings + 1) * sizeof(char *)) : NULL;
+        if (!v) {
+                free(w);
+                b->oom = true;
+                return;
+        }
+        b->docs.warnings = v;
+        v[b->docs.n_warnings++] = w;
+}
+
+/* Takes obj and comment. */
+static void add_doc(Build *b, const char *kind, const char *name, json_t *obj, char *comment) {
+        KubeDoc *v = obj ? realloc(b->docs.v, (b->docs.n + 1) * sizeof(KubeDoc)) : NULL;
+        char *file = NULL;
+        if (v) {
+                b->docs.v = v;
+                if (asprintf(&file, "%s-%s.yaml", kind, name) < 0)
+                        file = NULL;
+        }
+        if (!v || !file) {
+                json_decref(obj);
+                free(comment);
+                b->oom = true;
+                return;
+        }
+        for (char *c = file; *c; c++)
+                if (*c >= 'A' && *c <= 'Z')
+                        *c = (char) (*c - 'A' + 'a');
+        v[b->docs.n++] = (KubeDoc){ .file = file, .comment = comment, .obj = obj };
+}
+
+static json_t *labels(const Build *b) {
+        return json_pack("{s:s, s:s, s:s, s:s}", "app.kubernetes.io/name", "lazaret", "app.kubernetes.io/managed-by",
+                         "lazaret", "lazaret.dev/profile", b->p->name, "lazaret.dev/domain", b->p->domain_hash);
+}
+
+static json_t *metadata(const Build *b, const char *name) {
+        json_t *m = json_pack("{s:s}", "name", name);
+        if (m && b->o->ns)
+                json_object_set_new(m, "namespace", json_string(b->o->ns));
+        if (m)
+                json_object_set_new(m, "labels", labels(b));
+        return m;
+}
+
+static json_t *quantity_mib(uint64_t mib) {
+        char q[32];
+        snprintf(q, sizeof(q), "%" PRIu64 "Mi", mib);
+        return json_string(q);
+}
+
+static json_t *claim(Build *b, const char *name, uint64_t mib) {
+        json_t *o = json_pack("{s:s, s:s, s:o, s:{s:[s], s:{s:{s:o}}}}", "apiVersion", "v1", "kind",
+                              "PersistentVolumeClaim", "metadata", metadata(b, name), "spec", "accessModes",
+                              "ReadWriteOnce", "resources", "requests", "storage", quantity_mib(mib));
+        return o;
+}
+
+/* The image's user as Kubernetes can check it: a numeric uid other than
+ * 0 runs as non-root; root, a name or no knowledge of it are said. */
+static void user_context(Build *b, json_t *sc) {
+        const char *u = b->o->image_user;
+        if (!u) {
+                warn(b, "the image's user is not known here (the image is not in Podman's store): the agent runs as "
+                        "the image says, possibly as root (in gVisor's sandbox, every capability dropped)");
+                return;
+        }
+        char *end = NULL;
+        errno = 0;
+        unsigned long uid = strtoul(u, &end, 10);
+        bool numeric = *u >= '0' && *u <= '9' && errno == 0 && (*end == '\0' || *end == ':');
+        if (numeric && uid != 0 && uid <= INT32_MAX) {
+                json_object_set_new(sc, "runAsNonRoot", json_true());
+                json_object_set_new(sc, "runAsUser", json_integer((json_int_t) uid));
+                if (*end == ':') {
+                        char *gend = NULL;
+                        unsigned long gid = strtoul(end + 1, &gend, 10);
+                        if (gend != end + 1 && *gend == '\0' && gid <= INT32_MAX)
+                                json_object_set_new(sc, "runAsGroup", json_integer((json_int_t) gid));
+                }
+                return;
+        }
+        if (!*u || (numeric && uid == 0) || streq(u, "root") || startswith(u, "root:") || startswith(u, "0:"))
+                warn(b, "the image runs as root (in gVisor's sandbox, every capability dropped); give the image a "
+                        "numeric USER to run as non-root");
+        else
+                warn(b,
+                     "the image's user \"%s\" is a name, which Kubernetes cannot check is not root: give the "
+                     "image a numeric USER to have runAsNonRoot",
+                     u);
+}
+
+static json_t *container_security(Build *b) {
+        json_t *sc = json_pack("{s:b, s:b, s:{s:[s]}, s:{s:s}}", "allowPrivilegeEscalation", 0, "privileged", 0,
+                               "capabilities", "drop", "ALL", "seccompProfile", "type", "RuntimeDefault");
+        if (sc)
+                user_context(b, sc);
+        return sc;
+}
+
+static json_t *argv_json(char *const *argv) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && argv && argv[i]; i++)
+                json_array_append_new(a, json_string(argv[i]));
+        return a;
+}
+
+/* The NetworkPolicy: egress only to what the Derived Network Policy
+ * permits, as its own prefixes (netpolicy_blocks(): each allowing rule
+ * less the denying rules directly beneath it), no ingress. */
+static int network_policy(Build *b) {
+        const NetPolicy *np = &b->p->net;
+        json_t *to = json_array();
+        size_t n_prefixes = 0;
+        for (NetFamily f = 0; to && f < _NET_FAMILY_MAX; f++) {
+                NetBlock *blocks = NULL;
+                size_t n = 0;
+                int r = netpolicy_blocks(np, f, &blocks, &n);
+                if (r < 0) {
+                        json_decref(to);
+                        return r;
+                }
+                for (size_t i = 0; i < n; i++) {
+                        char buf[64];
+                        cidr_format(&blocks[i].cidr, buf, sizeof(buf));
+                        json_t *block = json_pack("{s:s}", "cidr", buf);
+                        json_t *except = json_array();
+                        for (size_t k = 0; except && k < blocks[i].n_except; k++) {
+                                cidr_format(&blocks[i].except[k], buf, sizeof(buf));
+                                json_array_append_new(except, json_string(buf));
+                        }
+                        n_prefixes += 1 + blocks[i].n_except;
+                        if (block && json_array_size(except) > 0)
+                                json_object_set(block, "except", except);
+                        json_decref(except);
+                        json_array_append_new(to, json_pack("{s:o}", "ipBlock", block));
+                }
+                netpolicy_blocks_free(blocks, n);
+        }
+        if (!to)
+                return -ENOMEM;
+        size_t n_to = json_array_size(to);
+        json_t *egress = json_array();
+        if (egress && n_to > 0)
+                json_array_append_new(egress, json_pack("{s:o}", "to", to));
+        else
+                json_decref(to);
+        json_t *spec = egress ? json_pack("{s:{s:{s:s}}, s:[s, s], s:[], s:o}", "podSelector", "matchLabels",
+                                          "lazaret.dev/domain", b->p->domain_hash, "policyTypes", "Ingress", "Egress",
+                                          "ingress", "egress", egress)
+                              : NULL;
+        json_t *obj = spec ? json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "networking.k8s.io/v1", "kind",
+                                       "NetworkPolicy", "metadata", metadata(b, b->name), "spec", spec)
+                           : NULL;
+        char *comment = NULL;
+        if (asprintf(&comment,
+                     "The Derived Network Policy sha256:%s\n"
+                     "compiled: egress only to what it permits (%zu of its prefixes, each allowing one less\n"
+                     "the denying ones beneath it), no ingress at all. It holds only where the cluster's\n"
+                     "network plugin enforces NetworkPolicy (docs/kubernetes.md).",
+                     b->p->net_digest, n_prefixes) < 0)
+                comment = NULL;
+        if (!obj || !comment) {
+                json_decref(obj);
+                free(comment);
+                return -ENOMEM;
+        }
+        add_doc(b, "NetworkPolicy", b->name, obj, comment);
+        return 0;
+}
+
+static char *join_warnings(const Build *b, const char *head) {
+        StrBuf s = STRBUF_INIT;
+        strbuf_puts(&s, head);
+        for (size_t i = 0; i < b->docs.n_warnings; i++)
+                strbuf_printf(&s, "\nwarning: %s", b->docs.warnings[i]);
+        return strbuf_steal(&s);
+}
+
+static int fail(char **ret_error, const char *fmt, ...) _printf_(2, 3);
+static int fail(char **ret_error, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        if (vasprintf(ret_error, fmt, ap) < 0)
+                *ret_error = NULL;
+        va_end(ap);
+        return -EINVAL;
+}
+
+/* What cannot carry over at all: refused before anything is built. */
+int kube_refusal(const ConfigProfile *p, char **ret_error) {
+        if (p->runsc_network == RUNSC_NETWORK_HOST)
+                return fail(ret_error,
+                            "profile %s: runsc_network = \"host\" (%s:%u:%u) cannot carry over: on a cluster it is the "
+                            "node's network (hostNetwork), which no NetworkPolicy holds; use \"sandbox\"",
+                            p->name, p->runsc_network_where.file ? p->runsc_network_where.file : "",
+                            p->runsc_network_where.pos.line, p->runsc_network_where.pos.col);
+        if (p->n_domains > 0)
+                return fail(ret_error,
+                            "profile %s: allow_domains cannot carry over yet (the domain broker has no Kubernetes "
+                            "form in this version); leave the names out of this profile, or give their addresses "
+                            "in allow_egress",
+                            p->name);
+        return 0;
+}
+
+/* A claim NAME-VOL mounted at path (read-only when ro), note at the head
+ * of its document (taken). Returns the claim's name, or NULL (b->oom). */
+static char *claim_volume(Build *b, json_t *mounts, json_t *volumes, const char *vol, const char *path, bool ro,
+                          char *note) {
+        char *cn = NULL;
+        if (!note || asprintf(&cn, "%s-%s", b->name, vol) < 0) {
+                free(note);
+                b->oom = true;
+                return NULL;
+        }
+        json_t *m = json_pack("{s:s, s:s}", "name", vol, "mountPath", path);
+        if (m && ro)
+                json_object_set_new(m, "readOnly", json_true());
+        json_array_append_new(mounts, m);
+        json_array_append_new(volumes,
+                              json_pack("{s:s, s:{s:s}}", "name", vol, "persistentVolumeClaim", "claimName", cn));
+        add_doc(b, "PersistentVolumeClaim", cn, claim(b, cn, b->p->disk_limit_mib), note);
+        return cn;
+}
+
+int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, KubeDocs *ret, char **ret_error) {
+        *ret_error = NULL;
+        int r = kube_refusal(p, ret_error);
+        if (r < 0)
+                return r;
+        if (!o->image || !kube_image_pinned(o->image))
+                return fail(ret_error, "profile %s: the image must be pinned by digest (NAME@sha256:...)", p->name);
+        Build b = { .c = c, .p = p, .o = o };
+        if (kube_name(p, &b.name) < 0)
+                return -ENOMEM;
+
+        if (startswith(o->image, "localhost/"))
+                warn(&b,
+                     "%s is this host's own image: push it to a registry the cluster pulls from, and pin the "
+                     "name and digest the registry gives it",
+                     o->image);
+        if (p->backend == BACKEND_NATIVE)
+                warn(&b,
+                     "backend = \"native\" is this host's: on the cluster the agent runs in gVisor (RuntimeClass "
+                     "%s)",
+                     KUBE_RUNTIME_CLASS);
+        if (c->escalation_enabled)
+                warn(&b, "host escalation does not carry over (on a cluster there is no person's terminal to "
+                         "approve a request): the agent has none");
+        if (p->workspace_branch)
+                warn(&b,
+                     "workspace_mode = \"branch\" has no equivalent: the workspace is the volume %s-workspace; "
+                     "clone the repository into it",
+                     b.name);
+        warn(&b, "pids_limit = %" PRIu64 " is the node's to set (the kubelet's podPidsLimit)", p->pids_limit);
+
+        /* The agent's container, and the same context for the others. */
+        json_t *security = container_security(&b);
+        json_t *mounts = json_array(), *volumes = json_array(), *init = json_array(), *env = json_array();
+        if (mounts && volumes)
+                free(claim_volume(&b, mounts, volumes, "workspace", KUBE_WORKSPACE, false,
+                                  strdup("The workspace: /workspace in the agent's container.")));
+        /* persistent_dirs: a volume each, filled from the image on the
+         * first start (there is no layer over the image to keep). */
+        for (size_t i = 0; mounts && volumes && init && i < p->n_persistent_dirs; i++) {
+                const char *dir = p->persistent_dirs[i];
+                char vol[32], seed[32];
+                char *note = NULL;
+                snprintf(vol, sizeof(vol), "persist-%zu", i);
+                snprintf(seed, sizeof(seed), "seed-%zu", i);
+                if (asprintf(&note,
+                             "persistent_dirs: %s, copied from the image on the first start; a later\n"
+                             "image's %s does not replace what is kept here (lazaret reset has no equivalent:\n"
+                             "delete the claim).",
+                             dir, dir) < 0)
+                        note = NULL;
+                free(claim_volume(&b, mounts, volumes, vol, dir, false, note));
+                json_array_append_new(init,
+                                      json_pack("{s:s, s:s, s:[s, s, s, s], s:[{s:s, s:s}], s:o}", "name", seed,
+                                                "image", o->image, "command", "/bin/sh", "-c",
+                                                "[ -e " KUBE_SEED "/.lazaret-seeded ] || { cp -a \"$0\"/. " KUBE_SEED
+                                                "/ && touch " KUBE_SEED "/.lazaret-seeded; }",
+                                                dir, "volumeMounts", "name", vol, "mountPath", KUBE_SEED,
+                                                "securityContext", json_deep_copy(security)));
+        }
+        for (size_t i = 0; mounts && volumes && i < p->n_volumes; i++) {
+                const ConfigVolume *v = &p->volumes[i];
+                char vol[32];
+                char *note = NULL;
+                snprintf(vol, sizeof(vol), "volume-%zu", i);
+                if (asprintf(&note, "volumes: %s%s (its host directory is not carried over).", v->container,
+                             v->read_only ? ", read-only" : "") < 0)
+                        note = NULL;
+                _cleanup_free_ char *cn = claim_volume(&b, mounts, volumes, vol, v->container, v->read_only, note);
+                if (cn)
+                        warn(&b,
+                             "the host directory %s does not carry over: %s is the volume %s, empty until you "
+                             "fill it",
+                             v->host, v->container, cn);
+        }
+        /* The environment: values as they are; what the host would give,
+         * a reference to a Secret (never the value). */
+        char *secret = NULL;
+        if (asprintf(&secret, "%s-env", b.name) < 0)
+                secret = NULL;
+        StrBuf keys = STRBUF_INIT;
+        for (size_t i = 0; env && secret && i < p->n_env; i++) {
+                const ConfigEnvVar *e = &p->env[i];
+                if (e->host_var) {
+                        json_array_append_new(env, json_pack("{s:s, s:{s:{s:s, s:s}}}", "name", e->name, "valueFrom",
+                                                             "secretKeyRef", "name", secret, "key", e->host_var));
+                        strbuf_printf(&keys, " --from-literal=%s=...", e->host_var);
+                } else
+                        json_array_append_new(env, json_pack("{s:s, s:s}", "name", e->name, "value", e->value));
+        }
+        if (keys.len > 0)
+                warn(&b, "the environment the host gave is the Secret %s: kubectl create secret generic %s%s", secret,
+                     secret, strbuf_str(&keys));
+        strbuf_done(&keys);
+        free(secret);
+
+        json_t *limits = json_pack("{s:o, s:o}", "memory", quantity_mib(p->memory_limit_mib), "ephemeral-storage",
+                                   quantity_mib(p->disk_limit_mib));
+        if (limits && p->cpu_limit > 0)
+                json_object_set_new(limits, "cpu", json_integer((json_int_t) p->cpu_limit));
+        json_t *resources = limits ? json_pack("{s:O, s:O}", "requests", limits, "limits", limits) : NULL;
+        json_decref(limits);
+        bool job = o->command != NULL;
+        json_t *container =
+                json_pack("{s:s, s:s, s:o, s:s, s:o, s:o, s:o}", "name", "agent", "image", o->image, "command",
+                          argv_json(job ? o->command : p->command), "workingDir", KUBE_WORKSPACE, "resources",
+                          resources, "securityContext", json_incref(security), "volumeMounts", json_incref(mounts));
+        if (container && json_array_size(env) > 0)
+                json_object_set(container, "env", env);
+        if (container && !job) {
+                /* The agent's terminal: kubectl attach -it. */
+                json_object_set_new(container, "stdin", json_true());
+                json_object_set_new(container, "tty", json_true());
+        }
+        /* Name resolution through the profile's resolvers only (the
+         * cluster's DNS is an address the policy denies). */
+        json_t *ns = json_array();
+        for (size_t i = 0; ns && i < p->net.n_resolvers; i++) {
+                char buf[64];
+                netaddr_format(&p->net.resolvers[i], buf, sizeof(buf));
+                json_array_append_new(ns, json_string(buf));
+        }
+        /* None: no name resolves (Kubernetes wants one nameserver; on the
+         * pod's own loopback nothing answers). */
+        if (ns && json_array_size(ns) == 0)
+                json_array_append_new(ns, json_string("127.0.0.1"));
+        json_t *dns = ns ? json_pack("{s:o}", "nameservers", ns) : NULL;
+        json_t *pod =
+                json_pack("{s:s, s:s, s:b, s:b, s:b, s:b, s:b, s:s, s:o, s:{s:{s:s}}, s:[o], s:O}", "runtimeClassName",
+                          KUBE_RUNTIME_CLASS, "restartPolicy", "Never", "automountServiceAccountToken", 0,
+                          "enableServiceLinks", 0, "hostNetwork", 0, "hostPID", 0, "hostIPC", 0, "dnsPolicy", "None",
+                          "dnsConfig", dns, "securityContext", "seccompProfile", "type", "RuntimeDefault", "containers",
+                          container, "volumes", volumes);
+        if (pod && json_array_size(init) > 0)
+                json_object_set(pod, "initContainers", init);
+        json_decref(security);
+        json_decref(mounts);
+        json_decref(volumes);
+        json_decref(init);
+        json_decref(env);
+
+        json_t *workload = NULL;
+        if (pod && job) {
+                json_t *meta = json_pack("{s:o}", "labels", labels(&b));
+                workload = json_pack("{s:s, s:s, s:o, s:{s:i, s:{s:o, s:o}}}", "apiVersion", "batch/v1", "kind", "Job",
+                                     "metadata", metadata(&b, b.name), "spec", "backoffLimit", 0, "template",
+                                     "metadata", meta, "spec", pod);
+        } else if (pod)
+                workload = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "Pod", "metadata",
+                                     metadata(&b, b.name), "spec", pod);
+        r = network_policy(&b);
+        if (r < 0 || b.oom || !workload) {
+                json_decref(workload);
+                kube_docs_done(&b.docs);
+                free(b.name);
+                return r < 0 ? r : -ENOMEM;
+        }
+        char head[512];
+        snprintf(head, sizeof(head),
+                 "lazaret kube: profile %s as one agent Domain (%s), in gVisor (RuntimeClass %s).\n"
+                 "Apply the claims and the NetworkPolicy before it.",
+                 p->name, p->domain_hash, KUBE_RUNTIME_CLASS);
+        /* The workload first: what carried over only in part is at the
+         * top of what a person reads. */
+        add_doc(&b, job ? "Job" : "Pod", b.name, workload, join_warnings(&b, head));
+        if (b.oom || !b.docs.v[b.docs.n - 1].comment) {
+                kube_docs_done(&b.docs);
+                free(b.name);
+                return -ENOMEM;
+        }
+        KubeDoc w = b.docs.v[b.docs.n - 1];
+        memmove(&b.docs.v[1], &b.docs.v[0], (b.docs.n - 1) * sizeof(KubeDoc));
+        b.docs.v[0] = w;
+        free(b.name);
+        *ret = b.docs;
+        return 0;
+}
+
+/* ---- YAML, through libyaml's emitter ------------------------------------- */
+
+static int out_handler(void *data, unsigned char *buffer, size_t size) {
+        strbuf_putn(data, (const char *) buffer, size);
+        return 1;
+}
+
+/* A string libyaml may write plain without it reading back as something
+ * else (a number, a boolean, null): otherwise double-quoted. */
+static bool plain_safe(const char *s) {
+        static const char *const special[] = { "y", "n", "yes", "no", "on", "off", "true", "false", "null", "~", NULL };
+        if (!*s)
+                return false;
+        if ((*s >= '0' && *s <= '9') || *s == '-' || *s == '+' || *s == '.')
+                return false;
+        for (const char *const *k = special; *k; k++)
+                if (strcasecmp(s, *k) == 0)
+                        return false;
+        for (const char *c = s; *c; c++)
+                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                      strchr("/._-@", *c)))
+                        return false;
+        return true;
+}
+
+static int emit_scalar(yaml_emitter_t *e, const char *s, bool is_string) {
+        yaml_event_t ev;
+        bool plain = !is_string || plain_safe(s);
+        if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *) s, (int) strlen(s), plain, !plain,
+                                          plain ? YAML_PLAIN_SCALAR_STYLE : YAML_DOUBLE_QUOTED_SCALAR_STYLE))
+                return -ENOMEM;
+        return yaml_emitter_emit(e, &ev) ? 0 : -EIO;
+}
+
+static int emit_node(yaml_emitter_t *e, json_t *j) {
+        yaml_event_t ev;
+        char num[32];
+        switch (json_typeof(j)) {
+        case JSON_OBJECT: {
+                bool empty = json_object_size(j) == 0;
+                if (!yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1,
+                                                         empty ? YAML_FLOW_MAPPING_STYLE : YAML_BLOCK_MAPPING_STYLE) ||
+                    !yaml_emitter_emit(e, &ev))
+                        return -EIO;
+                const char *k;
+                json_t *v;
+                json_object_foreach(j, k, v) {
+                        int r = emit_scalar(e, k, true);
+                        if (r < 0 || (r = emit_node(e, v)) < 0)
+                                return r;
+                }
+                yaml_mapping_end_event_initialize(&ev);
+                return yaml_emitter_emit(e, &ev) ? 0 : -EIO;
+        }
+        case JSON_ARRAY: {
+                bool empty = json_array_size(j) == 0;
+                if (!yaml_sequence_start_event_initialize(
+                            &ev, NULL, NULL, 1, empty ? YAML_FLOW_SEQUENCE_STYLE : YAML_BLOCK_SEQUENCE_STYLE) ||
+                    !yaml_emitter_emit(e, &ev))
+                        return -EIO;
+                size_t i;
+                json_t *v;
+                json_array_foreach(j, i, v) {
+                        int r = emit_node(e, v);
+                        if (r < 0)
+                                return r;
+                }
+                yaml_sequence_end_event_initialize(&ev);
+                return yaml_emitter_emit(e, &ev) ? 0 : -EIO;
+        }
+        case JSON_STRING:
+                return emit_scalar(e, json_string_value(j), true);
+        case JSON_INTEGER:
+                snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(j));
+                return emit_scalar(e, num, false);
+        case JSON_TRUE:
+                return emit_scalar(e, "true", false);
+        case JSON_FALSE:
+                return emit_scalar(e, "false", false);
+        case JSON_NULL:
+                return emit_scalar(e, "null", false);
+        case JSON_REAL:
+        default:
+                return -EINVAL;
+        }
+}
+
+int kube_yaml(const KubeDoc *d, StrBuf *out) {
+        strbuf_puts(out, "---\n");
+        for (const char *l = d->comment; l && *l;) {
+                const char *nl = strchr(l, '\n');
+                size_t n = nl ? (size_t) (nl - l) : strlen(l);
+                strbuf_printf(out, "# %.*s\n", (int) n, l);
+                l = nl ? nl + 1 : l + n;
+        }
+        yaml_emitter_t e;
+        yaml_event_t ev;
+        if (!yaml_emitter_initialize(&e))
+                return -ENOMEM;
+        yaml_emitter_set_output(&e, out_handler, out);
+        yaml_emitter_set_unicode(&e, 1);
+        yaml_emitter_set_width(&e, -1);
+        yaml_emitter_set_indent(&e, 2);
+        int r = -EIO;
+        if (yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING) && yaml_emitter_emit(&e, &ev) &&
+            yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1) && yaml_emitter_emit(&e, &ev)) {
+                r = emit_node(&e, d->obj);
+                if (r == 0)
+                        r = yaml_document_end_event_initialize(&ev, 1) && yaml_emitter_emit(&e, &ev) &&
+                                            yaml_stream_end_event_initialize(&ev) && yaml_emitter_emit(&e, &ev)
+                                    ? 0
+                                    : -EIO;
+        }
+        yaml_emitter_delete(&e);
+        return out->oom ? -ENOMEM : r;
+}

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/* lazaret kube [PROFILE] [--namespace NS] [--output DIR] [--check]
+ * [-- CMD [ARG]...]: the profile as Kubernetes manifests for one agent
+ * Domain (kube.h), on standard output or as files in DIR; --check
+ * validates them offline against Kubernetes' OpenAPI schemas with
+ * kubernetes-validate (from PyPI). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "exec-util.h"
+#include "fileio.h"
+#include "kube.h"
+#include "log.h"
+#include "path-util.h"
+#include "profile-pick.h"
+#include "string-util.h"
+#include "verbs.h"
+
+#define KUBE_TOOL_USEC (UINT64_C(120) * 1000000)
+
+static const char help[] =
+        "Usage: lazaret kube [PROFILE] [--namespace NS] [--output DIR] [--check] [-- CMD [ARG]...]\n\n"
+        "Write PROFILE as Kubernetes manifests for one agent Domain: a Pod running the\n"
+        "profile's command (a Job running CMD when one is given) in gVisor's\n"
+        "RuntimeClass, non-root where the image allows, no privilege escalation, every\n"
+        "capability dropped, the image pinned by digest, requests and limits from the\n"
+        "profile; a NetworkPolicy compiled from the Derived Network Policy; the\n"
+        "workspace, the persistent directories and the volumes as claims; what the\n"
+        "host's environment gave as references to a Secret (never the values). What\n"
+        "cannot carry over is refused with the reason; what carries over in part is\n"
+        "said at the top of the workload.\n"
+        "  -n, --namespace NS  the manifests' namespace\n"
+        "  -o, --output DIR    one file per object in DIR (an existing directory)\n"
+        "  --check             validate them with kubernetes-validate (pip install\n"
+        "                      kubernetes-validate); exit 1 when they do not pass\n"
+        "See lazaret(1) and docs/kubernetes.md.\n";
+
+/* A DNS-1123 label, as a namespace's name must be. */
+static bool dns_label(const char *s) {
+        size_t n = strlen(s);
+        if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+                return false;
+        for (const char *c = s; *c; c++)
+                if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-'))
+                        return false;
+        return true;
+}
+
+/* The image pinned, and its user, from Podman's store. A pinned image
+ * that is not there is used as it is (its user unknown); one that is not
+ * pinned must be there. Returns 0, or an exit status after saying why. */
+static int image_facts(const ConfigProfile *p, char **ret_image, char **ret_user) {
+        _cleanup_free_ char *podman = NULL;
+        const char *search = getenv("PATH");
+        bool pinned = kube_image_pinned(p->image);
+        _cleanup_(exec_result_done) ExecResult res = {};
+        int r = exec_find_program(search && *search ? search : "/usr/bin:/bin", "podman", &podman);
+        if (r == 0)
+                r = exec_capture(podman,
+                                 (const char *const[]){ "podman", "image", "inspect", "--format",
+                                                        "{{.Digest}} {{.Config.User}}", p->image, NULL },
+                                 KUBE_TOOL_USEC, &res);
+        bool found = r == 0 && res.status == 0 && res.out && startswith(res.out, "sha256:");
+        if (!found && !pinned) {
+                log_error("profile %s: the image %s is not pinned by digest and not in Podman's store: pull it "
+                          "(podman pull %s) or pin it in the profile (%s@sha256:...)",
+                          p->name, p->image, p->image, p->image);
+                return EXIT_CONFIG;
+        }
+        *ret_user = NULL;
+        if (found) {
+                char *sp = strchr(res.out, ' ');
+                char *nl = strchr(res.out, '\n');
+                if (nl)
+                        *nl = '\0';
+                if (!sp) {
+                        log_error("podman image inspect said something else than a digest and a user: %s", res.out);
+                        return EXIT_LAZARET;
+                }
+                *sp = '\0';
+                if (!(*ret_user = strdup(sp + 1)))
+                        return EXIT_LAZARET;
+        }
+        char *img = NULL;
+        if (pinned)
+                img = strdup(p->image);
+        else if (asprintf(&img, "%s@%s", p->image, res.out) < 0)
+                img = NULL;
+        if (!img) {
+                *ret_user = mfree(*ret_user);
+                return EXIT_LAZARET;
+        }
+        if (!kube_image_pinned(img)) {
+                log_error("podman image inspect gave no usable digest for %s: %s", p->image, img);
+                free(img);
+                *ret_user = mfree(*ret_user);
+                return EXIT_LAZARET;
+        }
+        *ret_image = img;
+        return 0;
+}
+
+/* kubernetes-validate --strict over the files. Returns 0 (they pass), 1
+ * (they do not: its words on stderr), or EXIT_LAZARET. */
+static int check_files(char **files, size_t n) {
+        _cleanup_free_ char *tool = NULL;
+        const char *search = getenv("PATH");
+        if (exec_find_program(search && *search ? search : "/usr/bin:/bin", "kubernetes-validate", &tool) < 0) {
+                log_error("--check: kubernetes-validate is not on PATH; install it from PyPI (pip install "
+                          "kubernetes-validate, or pipx install kubernetes-validate)");
+                return EXIT_LAZARET;
+        }
+        const char **argv = calloc(n + 4, sizeof(char *));
+        if (!argv)
+                return EXIT_LAZARET;
+        argv[0] = "kubernetes-validate";
+        argv[1] = "--strict";
+        argv[2] = "--quiet";
+        for (size_t i = 0; i < n; i++)
+                argv[3 + i] = files[i];
+        _cleanup_(exec_result_done) ExecResult res = {};
+        int r = exec_capture(tool, argv, KUBE_TOOL_USEC, &res);
+        free(argv);
+        if (r < 0 || res.spawn_error < 0 || res.timed_out) {
+                log_error("--check: cannot run %s: %s", tool, res.timed_out ? "it took too long" : strerror(-r));
+                return EXIT_LAZARET;
+        }
+        if (res.out && *res.out)
+                fputs(res.out, stderr);
+        if (res.err && *res.err)
+                fputs(res.err, stderr);
+        if (res.status != 0) {
+                log_error("--check: the manifests do not pass kubernetes-validate --strict (above)");
+                return 1;
+        }
+        fprintf(stderr, "lazaret: --check: %zu manifest%s valid (kubernetes-validate --strict)\n", n,
+                n == 1 ? "" : "s");
+        return 0;
+}
+
+int verb_kube(int argc, char **argv, const Globals *g) {
+        static const struct option opts[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "namespace", required_argument, NULL, 'n' },
+                { "output", required_argument, NULL, 'o' },
+                { "check", no_argument, NULL, 'c' },
+                {},
+        };
+        /* The command after "--" is the Job's: options end there. */
+        int dashes = argc;
+        for (int i = 1; i < argc; i++)
+                if (streq(argv[i], "--")) {
+                        dashes = i;
+                        break;
+                }
+        const char *ns = NULL, *output = NULL;
+        bool check = false;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(dashes, argv, "hn:o:", opts, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        fputs(help, stdout);
+                        return 0;
+                case 'n':
+                        ns = optarg;
+                        break;
+                case 'o':
+                        output = optarg;
+                        break;
+                case 'c':
+                        check = true;
+                        break;
+                default:
+                        log_error("usage: lazaret kube [PROFILE] [--namespace NS] [--output DIR] [--check] [-- CMD "
+                                  "[ARG]...] (see lazaret kube --help)");
+                        return EXIT_USAGE;
+                }
+        const char *name = NULL;
+        if (profile_operand(dashes, argv, optind, "kube", &name) < 0)
+                return EXIT_USAGE;
+        if (dashes < argc && dashes + 1 == argc) {
+                log_error("kube: -- takes the Job's command after it (or leave it out for a Pod running the "
+                          "profile's command)");
+                return EXIT_USAGE;
+        }
+        if (ns && !dns_label(ns)) {
+                log_error("--namespace %s: a namespace is 1-63 characters of a-z, 0-9 and '-', a letter or digit "
+                          "at each end",
+                          ns);
+                return EXIT_USAGE;
+        }
+        if (output) {
+                struct stat st;
+                if (stat(output, &st) < 0 || !S_ISDIR(st.st_mode) || access(output, W_OK) < 0) {
+                        log_error("--output %s: not a directory you may write; make it first", output);
+                        return EXIT_USAGE;
+                }
+        }
+        _cleanup_(config_freep) Config *cfg = NULL;
+        const ConfigProfile *p = NULL;
+        int r = profile_load(g, name, &cfg, &p);
+        if (r < 0)
+                return profile_load_exit(r);
+        _cleanup_free_ char *image = NULL, *user = NULL, *why = NULL;
+        /* Refused for what it is before the image is looked up. */
+        r = kube_refusal(p, &why);
+        if (r < 0) {
+                log_error("%s", why ? why : strerror(-r));
+                return r == -EINVAL ? EXIT_CONFIG : EXIT_LAZARET;
+        }
+        why = mfree(why);
+        r = image_facts(p, &image, &user);
+        if (r != 0)
+                return r;
+        KubeOptions o = {
+                .ns = ns, .image = image, .image_user = user, .command = dashes < argc ? argv + dashes + 1 : NULL
+        };
+        KubeDocs docs = {};
+        r = kube_build(cfg, p, &o, &docs, &why);
+        if (r < 0) {
+                log_error("%s", why ? why : strerror(-r));
+                return r == -EINVAL ? EXIT_CONFIG : EXIT_LAZARET;
+        }
+        for (size_t i = 0; i < docs.n_warnings; i++)
+                log_warning("kube: %s", docs.warnings[i]);
+
+        /* Everything rendered before anything is written. */
+        StrBuf *texts = calloc(docs.n, sizeof(StrBuf));
+        char **paths = calloc(docs.n + 1, sizeof(char *));
+        _cleanup_free_ char *tmpdir = NULL;
+        int ret = 0;
+        for (size_t i = 0; texts && i < docs.n; i++)
+                if (kube_yaml(&docs.v[i], &texts[i]) < 0)
+                        ret = EXIT_LAZARET;
+        if (!texts || !paths)
+                ret = EXIT_LAZARET;
+        const char *dir = output;
+        if (ret == 0 && !output && check) {
+                char t[] = "/tmp/lazaret-kube-XXXXXX";
+                if (!mkdtemp(t)) {
+                        log_error("--check: cannot make a temporary directory: %s", strerror(errno));
+                        ret = EXIT_LAZARET;
+                } else
+                        dir = tmpdir = strdup(t);
+        }
+        for (size_t i = 0; ret == 0 && dir && i < docs.n; i++) {
+                paths[i] = path_join(dir, docs.v[i].file);
+                if (!paths[i] || write_file_atomic(paths[i], texts[i].data, texts[i].len, 0644, 0) < 0) {
+                        log_error("cannot write %s: %s", paths[i] ? paths[i] : docs.v[i].file, strerror(errno));
+                        ret = EXIT_LAZARET;
+                }
+        }
+        if (ret == 0 && !output)
+                for (size_t i = 0; i < docs.n; i++)
+                        fwrite(texts[i].data, 1, texts[i].len, stdout);
+        if (ret == 0 && output)
+                for (size_t i = 0; i < docs.n; i++)
+                        printf("%s\n", paths[i]);
+        if (fflush(stdout) != 0 && ret == 0)
+                ret = EXIT_LAZARET;
+        if (ret == 0 && check)
+                ret = check_files(paths, docs.n);
+        for (size_t i = 0; paths && i < docs.n; i++) {
+                if (tmpdir && paths[i])
+                        (void) unlink(paths[i]);
+                free(paths[i]);
+        }
+        if (tmpdir)
+                (void) rmdir(tmpdir);
+        free(paths);
+        for (size_t i = 0; texts && i < docs.n; i++)
+                strbuf_done(&texts[i]);
+        free(texts);
+        kube_docs_done(&docs);
+        return ret;
+}

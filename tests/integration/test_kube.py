@@ -1,0 +1,236 @@
+# SPDX-License-Identifier: MIT
+"""lazaret kube PROFILE (issue 23): a profile as Kubernetes manifests for one
+agent Domain, run as the test user. Golden manifests for each profile of
+example.toml (pinned by digest, as the file tells the reader to), validated
+offline by kubernetes-validate against Kubernetes' OpenAPI schemas (scripts/
+setup.sh installs it from PyPI); the NetworkPolicy's address set equals the
+Derived Network Policy's, computed here independently (longest prefix wins)
+over generated policies; refusals; nothing of a secret's value on the page."""
+import ipaddress
+import os
+import random
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from test_run import busybox_image  # noqa: F401  (fixture)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(HERE, "..", "..", "example.toml")
+GOLDEN = os.path.join(HERE, "..", "data", "kube")
+DIGEST = "@sha256:" + "0123456789abcdef" * 4
+VALIDATE = shutil.which("kubernetes-validate", path="/usr/local/bin:/usr/bin:/bin")
+
+
+def example_config(lz):
+    """example.toml with each image pinned (as its comment says to do once
+    pulled) and the data root and socket directory under the test's base."""
+    text = open(EXAMPLE, encoding="utf-8").read()
+    text = re.sub(r'^(image = "[^"@]*)"', lambda m: m.group(1) + DIGEST + '"', text, flags=re.M)
+    text = text.replace("~/.local/share/lazaret", os.path.join(lz.base, "data"))
+    text = text.replace("~/.cache/lazaret/sockets", os.path.join(lz.base, "sock"))
+    return lz.write("example.toml", text)
+
+
+def normalise(lz, text):
+    """What differs from one test run to the next: the base directory and
+    the Domain's hash (of the workspace's path)."""
+    text = text.replace(lz.base, "BASE")
+    # (quoted where it begins with a digit)
+    return re.sub(r"\"?\b[0-9a-f]{12}\b\"?", "DOMAINHASH", text)
+
+
+def need_validate():
+    if not VALIDATE:
+        pytest.fail("kubernetes-validate is not installed: scripts/setup.sh --test-user installs it from PyPI")
+
+
+@pytest.mark.parametrize("profile", ["claude", "codex", "aider", "shell"])
+def test_kube_golden_for_each_example_profile(lz, profile):
+    cfg = example_config(lz)
+    r = lz.run("--config", cfg, "kube", profile)
+    assert r.returncode == 0, r.stderr
+    got = normalise(lz, r.stdout)
+    path = os.path.join(GOLDEN, f"{profile}.yaml")
+    if os.environ.get("LAZARET_KUBE_GOLDEN_WRITE"):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(got)
+    want = open(path, encoding="utf-8").read()
+    assert got == want, f"lazaret kube {profile} differs from {path} (LAZARET_KUBE_GOLDEN_WRITE=1 rewrites it)"
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d is not None]
+    workload = docs[0]
+    assert workload["kind"] == "Pod", workload
+    spec = workload["spec"]
+    assert spec["runtimeClassName"] == "gvisor" and spec["automountServiceAccountToken"] is False
+    assert not spec["hostNetwork"] and not spec["hostPID"] and not spec["hostIPC"]
+    for c in spec["containers"] + spec.get("initContainers", []):
+        sc = c["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}, c
+        assert c["image"].endswith(DIGEST), c["image"]
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds.count("NetworkPolicy") == 1 and "Secret" not in kinds, kinds
+    # Validated offline against the Kubernetes OpenAPI schemas.
+    need_validate()
+    out = os.path.join(lz.base, "out")
+    os.makedirs(out, exist_ok=True)
+    os.chown(out, lz.user.pw_uid, lz.user.pw_gid)
+    r = lz.run("--config", cfg, "kube", profile, "--output", out, "--check")
+    assert r.returncode == 0 and "manifests valid" in r.stderr, r.stdout + r.stderr
+    assert sorted(os.listdir(out)) == sorted(os.path.basename(p) for p in r.stdout.split()), r.stdout
+
+
+def test_kube_check_fails_on_what_the_schema_refuses(lz):
+    """--check can fail: a file the schema refuses (a misspelt field) is
+    what kubernetes-validate --strict is given the same way."""
+    need_validate()
+    bad = lz.write("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\nspec:\n  runtimeClasName: gvisor\n"
+                               "  containers:\n  - name: a\n    image: b\n")
+    r = subprocess.run([VALIDATE, "--strict", "--quiet", bad], capture_output=True, text=True)
+    assert r.returncode != 0 and "runtimeClasName" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_kube_secrets_are_references_never_values(lz):
+    cfg = example_config(lz)
+    r = lz.run("--config", cfg, "kube", "claude", env={"ANTHROPIC_API_KEY": "sk-very-secret-value"})
+    assert r.returncode == 0, r.stderr
+    assert "sk-very-secret-value" not in r.stdout + r.stderr
+    pod = next(yaml.safe_load_all(r.stdout))
+    env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+    ref = env["ANTHROPIC_API_KEY"]["valueFrom"]["secretKeyRef"]
+    assert ref["key"] == "ANTHROPIC_API_KEY" and ref["name"].endswith("-env"), ref
+    assert env["EDITOR"]["value"] == "vi"
+    assert f"kubectl create secret generic {ref['name']} --from-literal=ANTHROPIC_API_KEY=..." in r.stderr
+
+
+def config_with(lz, network, profile_extra="", image="docker.io/library/debian:12" + DIGEST, name="k.toml"):
+    return lz.write(name, f"""[storage]
+data_root = "{lz.base}/data"
+[network]
+{network}
+[escalation]
+enabled = false
+socket_dir = "{lz.base}/sock"
+[profiles.pp]
+image = "{image}"
+{profile_extra}""")
+
+
+NONE = "default_allow = []\ndefault_deny = []"
+
+
+def test_kube_refusals_leave_nothing(lz):
+    out = os.path.join(lz.base, "out")
+    os.makedirs(out, exist_ok=True)
+    os.chown(out, lz.user.pw_uid, lz.user.pw_gid)
+    cases = [
+        # Refused for what it is even where the image is not pinned.
+        (config_with(lz, NONE, 'runsc_network = "host"', image="localhost/lazaret/nosuch:1", name="k1.toml"), 65,
+         'runsc_network = "host"'),
+        (config_with(lz, NONE, 'allow_domains = ["api.example.com"]', name="k2.toml"), 65, "allow_domains"),
+        (config_with(lz, NONE, image="localhost/lazaret/nosuch:1", name="k3.toml"), 65,
+         "not pinned by digest and not in Podman's store"),
+    ]
+    for cfg, status, why in cases:
+        r = lz.run("--config", cfg, "kube", "pp", "--output", out)
+        assert r.returncode == status and why in r.stderr, (why, r.stdout, r.stderr)
+        assert os.listdir(out) == [], os.listdir(out)
+    cfg = config_with(lz, NONE)
+    for args, why in ((["--namespace", "Bad_NS"], "--namespace Bad_NS"), (["--output", "/nonexistent"], "--output"),
+                      (["--"], "-- takes the Job's command")):
+        r = lz.run("--config", cfg, "kube", "pp", *args)
+        assert r.returncode == 64 and why in r.stderr, r.stderr
+
+
+def test_kube_job_from_the_local_store(lz, busybox_image):  # noqa: F811
+    """A command after -- makes a Job; an image that is not pinned is pinned
+    from Podman's store (the test user's), with its user; --namespace is
+    on every object."""
+    cfg = config_with(lz, 'default_allow = ["198.51.100.0/24"]\ndefault_deny = []', image=busybox_image)
+    r = lz.run("--config", cfg, "kube", "pp", "--namespace", "agents", "--", "sh", "-c", "echo hi",
+               env={"HOME": lz.user.pw_dir})
+    assert r.returncode == 0, r.stderr
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    job = docs[0]
+    assert job["kind"] == "Job" and job["spec"]["backoffLimit"] == 0, job
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    assert c["command"] == ["sh", "-c", "echo hi"] and "tty" not in c, c
+    assert re.fullmatch(re.escape(busybox_image) + r"@sha256:[0-9a-f]{64}", c["image"]), c["image"]
+    assert "the image runs as root" in r.stderr, r.stderr
+    assert all(d["metadata"]["namespace"] == "agents" for d in docs), docs
+    if VALIDATE:
+        r = lz.run("--config", cfg, "kube", "pp", "--check", "--", "true", env={"HOME": lz.user.pw_dir})
+        assert r.returncode == 0, r.stderr
+
+
+# ---------------------------------------------------------- the oracle
+
+def segments_equal(rules, default, blocks, bits):
+    """Whether the blocks (cidr less except) allow exactly what the rules
+    do, longest prefix winning, default elsewhere: over every elementary
+    segment between the boundaries of both."""
+    size = 1 << bits
+    cuts = {0, size}
+    for net, _ in rules:
+        cuts |= {int(net.network_address), int(net.network_address) + net.num_addresses}
+    for cidr, excepts in blocks:
+        for n in [cidr] + excepts:
+            cuts |= {int(n.network_address), int(n.network_address) + n.num_addresses}
+    cuts = sorted(cuts)
+
+    def inside(n, a):
+        return int(n.network_address) <= a < int(n.network_address) + n.num_addresses
+
+    for a in cuts[:-1]:
+        best, verdict = -1, default
+        for net, action in rules:
+            if inside(net, a) and net.prefixlen > best:
+                best, verdict = net.prefixlen, action
+        got = any(inside(c, a) and not any(inside(e, a) for e in ex) for c, ex in blocks)
+        if got != (verdict == "allow"):
+            return a
+    return None
+
+
+def random_prefixes(rng, bits, n):
+    seen = {}
+    while len(seen) < n:
+        length = rng.choice([0, 1, 2, 4, 8, 8, 12, 16, 16, 20, 24, 24, 28, bits])
+        addr = rng.getrandbits(bits) >> (bits - length) << (bits - length) if length else 0
+        net = ipaddress.ip_network((addr, length)) if bits == 32 else ipaddress.IPv6Network((addr, length))
+        seen[net] = rng.choice(["allow", "deny"])
+    return list(seen.items())
+
+
+def test_kube_network_policy_equals_the_derived_policy(lz):
+    rng = random.Random(23)
+    for round_ in range(12):
+        v4 = random_prefixes(rng, 32, rng.randint(1, 14))
+        v6 = random_prefixes(rng, 128, rng.randint(0, 8)) if round_ % 2 else []
+        allow = [str(n) for n, a in v4 + v6 if a == "allow"]
+        deny = [str(n) for n, a in v4 + v6 if a == "deny"]
+        network = (f"default_allow = {allow!r}\ndefault_deny = {deny!r}\n"
+                   f'ipv6 = "{"enabled" if v6 else "disabled"}"').replace("'", '"')
+        cfg = config_with(lz, network)
+        r = lz.run("--config", cfg, "kube", "pp")
+        assert r.returncode == 0, network + r.stderr
+        [np] = [d for d in yaml.safe_load_all(r.stdout) if d and d["kind"] == "NetworkPolicy"]
+        egress = np["spec"]["egress"]
+        blocks = [(ipaddress.ip_network(t["ipBlock"]["cidr"]),
+                   [ipaddress.ip_network(e) for e in t["ipBlock"].get("except", [])])
+                  for rule in egress for t in rule["to"]]
+        for bits, rules in ((32, v4), (128, v6)):
+            fam = [(n, a) for n, a in rules if n.prefixlen > 0]
+            zero = [a for n, a in rules if n.prefixlen == 0]
+            default = zero[0] if zero else "deny"
+            if bits == 128 and not v6:
+                assert not any(c.version == 6 for c, _ in blocks), blocks
+                continue
+            mine = [(c, ex) for c, ex in blocks if (c.version == 4) == (bits == 32)]
+            for c, ex in mine:
+                assert all(e.subnet_of(c) and e != c for e in ex), (c, ex)
+            bad = segments_equal(fam, default, mine, bits)
+            assert bad is None, f"{network}: the NetworkPolicy and the rules differ at {bad} ({bits}-bit)"
+        assert np["spec"]["ingress"] == [] and np["spec"]["policyTypes"] == ["Ingress", "Egress"]
