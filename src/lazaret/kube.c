@@ -56,6 +56,8 @@ typedef struct Build {
         const KubeOptions *o;
         char *name;
         KubeDocs docs;
+        json_t *claim_templates; /* agent-sandbox: the claims, for the controller to make */
+        StrBuf claim_notes; /* agent-sandbox: what their documents would have said */
         bool oom;
 } Build;
 
@@ -117,11 +119,14 @@ static json_t *quantity_mib(uint64_t mib) {
         return json_string(q);
 }
 
+static json_t *claim_spec(uint64_t mib) {
+        return json_pack("{s:[s], s:{s:{s:o}}}", "accessModes", "ReadWriteOnce", "resources", "requests", "storage",
+                         quantity_mib(mib));
+}
+
 static json_t *claim(Build *b, const char *name, uint64_t mib) {
-        json_t *o = json_pack("{s:s, s:s, s:o, s:{s:[s], s:{s:{s:o}}}}", "apiVersion", "v1", "kind",
-                              "PersistentVolumeClaim", "metadata", metadata(b, name), "spec", "accessModes",
-                              "ReadWriteOnce", "resources", "requests", "storage", quantity_mib(mib));
-        return o;
+        return json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "PersistentVolumeClaim", "metadata",
+                         metadata(b, name), "spec", claim_spec(mib));
 }
 
 /* The image's user as Kubernetes can check it: a numeric uid other than
@@ -273,11 +278,14 @@ int kube_refusal(const ConfigProfile *p, char **ret_error) {
 }
 
 /* A claim NAME-VOL mounted at path (read-only when ro), note at the head
- * of its document (taken). Returns the claim's name, or NULL (b->oom). */
+ * of its document (taken). For agent-sandbox, a volume claim template VOL
+ * instead, which the controller makes as VOL-NAME and adds to the pod as
+ * the volume VOL. Returns the claim's name, or NULL (b->oom). */
 static char *claim_volume(Build *b, json_t *mounts, json_t *volumes, const char *vol, const char *path, bool ro,
                           char *note) {
+        bool sandbox = b->o->format == KUBE_FORMAT_AGENT_SANDBOX;
         char *cn = NULL;
-        if (!note || asprintf(&cn, "%s-%s", b->name, vol) < 0) {
+        if (!note || (sandbox ? asprintf(&cn, "%s-%s", vol, b->name) : asprintf(&cn, "%s-%s", b->name, vol)) < 0) {
                 free(note);
                 b->oom = true;
                 return NULL;
@@ -286,10 +294,39 @@ static char *claim_volume(Build *b, json_t *mounts, json_t *volumes, const char 
         if (m && ro)
                 json_object_set_new(m, "readOnly", json_true());
         json_array_append_new(mounts, m);
+        if (sandbox) {
+                json_array_append_new(b->claim_templates,
+                                      json_pack("{s:{s:s, s:o}, s:o}", "metadata", "name", vol, "labels", labels(b),
+                                                "spec", claim_spec(b->p->disk_limit_mib)));
+                strbuf_printf(&b->claim_notes, "\n%s", note);
+                free(note);
+                return cn;
+        }
         json_array_append_new(volumes,
                               json_pack("{s:s, s:{s:s}}", "name", vol, "persistentVolumeClaim", "claimName", cn));
         add_doc(b, "PersistentVolumeClaim", cn, claim(b, cn, b->p->disk_limit_mib), note);
         return cn;
+}
+
+/* agent-sandbox (kubernetes-sigs/agent-sandbox): the pod as a Sandbox, and
+ * as a SandboxTemplate for claims and warm pools, its managed NetworkPolicy
+ * off (policies add up: the controller's beside ours would reopen egress),
+ * claims unable to add environment variables or volumes. */
+static json_t *agent_sandbox(Build *b, json_t *pod, json_t **ret_template) {
+        json_t *blueprint = json_pack("{s:{s:{s:o}, s:O}, s:O, s:b}", "podTemplate", "metadata", "labels", labels(b),
+                                      "spec", pod, "volumeClaimTemplates", b->claim_templates, "service", 0);
+        json_t *tspec = blueprint ? json_deep_copy(blueprint) : NULL;
+        if (tspec) {
+                json_object_set_new(tspec, "networkPolicyManagement", json_string("Unmanaged"));
+                json_object_set_new(tspec, "envVarsInjectionPolicy", json_string("Disallowed"));
+                json_object_set_new(tspec, "volumeClaimTemplatesPolicy", json_string("Disallowed"));
+        }
+        *ret_template = tspec ? json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", KUBE_AGENT_SANDBOX_EXT_API, "kind",
+                                          "SandboxTemplate", "metadata", metadata(b, b->name), "spec", tspec)
+                              : NULL;
+        return blueprint ? json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", KUBE_AGENT_SANDBOX_API, "kind", "Sandbox",
+                                     "metadata", metadata(b, b->name), "spec", blueprint)
+                         : NULL;
 }
 
 int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, KubeDocs *ret, char **ret_error) {
@@ -299,9 +336,14 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
                 return r;
         if (!o->image || !kube_image_pinned(o->image))
                 return fail(ret_error, "profile %s: the image must be pinned by digest (NAME@sha256:...)", p->name);
-        Build b = { .c = c, .p = p, .o = o };
-        if (kube_name(p, &b.name) < 0)
+        if (o->format == KUBE_FORMAT_AGENT_SANDBOX && o->command)
+                return fail(ret_error, "--format agent-sandbox runs the profile's command (a Sandbox is a pod that "
+                                       "stays); leave out the command after --, or use the kubernetes format's Job");
+        Build b = { .c = c, .p = p, .o = o, .claim_templates = json_array(), .claim_notes = STRBUF_INIT };
+        if (!b.claim_templates || kube_name(p, &b.name) < 0) {
+                json_decref(b.claim_templates);
                 return -ENOMEM;
+        }
 
         if (startswith(o->image, "localhost/"))
                 warn(&b,
@@ -316,11 +358,16 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
         if (c->escalation_enabled)
                 warn(&b, "host escalation does not carry over (on a cluster there is no person's terminal to "
                          "approve a request): the agent has none");
-        if (p->workspace_branch)
+        if (p->workspace_branch) {
+                /* The claim's name as the controller makes it, for agent-sandbox. */
+                _cleanup_free_ char *ws = NULL;
+                if (asprintf(&ws, o->format == KUBE_FORMAT_AGENT_SANDBOX ? "workspace-%s" : "%s-workspace", b.name) < 0)
+                        ws = NULL;
                 warn(&b,
-                     "workspace_mode = \"branch\" has no equivalent: the workspace is the volume %s-workspace; "
-                     "clone the repository into it",
-                     b.name);
+                     "workspace_mode = \"branch\" has no equivalent: the workspace is the claim %s; clone the "
+                     "repository into it",
+                     ws ?: "of /workspace");
+        }
         warn(&b, "pids_limit = %" PRIu64 " is the node's to set (the kubelet's podPidsLimit)", p->pids_limit);
 
         /* The agent's container, and the same context for the others. */
@@ -433,8 +480,12 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
         json_decref(init);
         json_decref(env);
 
-        json_t *workload = NULL;
-        if (pod && job) {
+        json_t *workload = NULL, *tmpl = NULL;
+        bool sandbox = o->format == KUBE_FORMAT_AGENT_SANDBOX;
+        if (pod && sandbox) {
+                workload = agent_sandbox(&b, pod, &tmpl);
+                json_decref(pod);
+        } else if (pod && job) {
                 json_t *meta = json_pack("{s:o}", "labels", labels(&b));
                 workload = json_pack("{s:s, s:s, s:o, s:{s:i, s:{s:o, s:o}}}", "apiVersion", "batch/v1", "kind", "Job",
                                      "metadata", metadata(&b, b.name), "spec", "backoffLimit", 0, "template",
@@ -442,21 +493,36 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
         } else if (pod)
                 workload = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "Pod", "metadata",
                                      metadata(&b, b.name), "spec", pod);
+        json_decref(b.claim_templates);
         r = network_policy(&b);
-        if (r < 0 || b.oom || !workload) {
+        if (r < 0 || b.oom || !workload || (sandbox && !tmpl)) {
                 json_decref(workload);
+                json_decref(tmpl);
+                strbuf_done(&b.claim_notes);
                 kube_docs_done(&b.docs);
                 free(b.name);
                 return r < 0 ? r : -ENOMEM;
         }
+        if (sandbox)
+                add_doc(&b, "SandboxTemplate", b.name, tmpl,
+                        strdup("The same as a template, for SandboxClaims and warm pools: the controller's managed\n"
+                               "NetworkPolicy is off (it would add to the one below and reopen egress), and\n"
+                               "claims may add no environment variables and no volumes."));
         char head[512];
         snprintf(head, sizeof(head),
-                 "lazaret kube: profile %s as one agent Domain (%s), in gVisor (RuntimeClass %s).\n"
-                 "Apply the claims and the NetworkPolicy before it.",
-                 p->name, p->domain_hash, KUBE_RUNTIME_CLASS);
+                 "lazaret kube: profile %s as one agent Domain (%s), in gVisor (RuntimeClass %s).\n%s", p->name,
+                 p->domain_hash, KUBE_RUNTIME_CLASS,
+                 sandbox ? "An agent-sandbox Sandbox (kubernetes-sigs/agent-sandbox): its controller makes the pod\n"
+                           "and the claims. Apply the NetworkPolicy before it."
+                         : "Apply the claims and the NetworkPolicy before it.");
+        strbuf_puts(&b.claim_notes, "");
+        _cleanup_free_ char *notes = strbuf_steal(&b.claim_notes);
+        _cleanup_free_ char *full = NULL;
+        if (!notes || asprintf(&full, "%s%s", head, notes) < 0)
+                full = NULL;
         /* The workload first: what carried over only in part is at the
          * top of what a person reads. */
-        add_doc(&b, job ? "Job" : "Pod", b.name, workload, join_warnings(&b, head));
+        add_doc(&b, sandbox ? "Sandbox" : job ? "Job" : "Pod", b.name, workload, full ? join_warnings(&b, full) : NULL);
         if (b.oom || !b.docs.v[b.docs.n - 1].comment) {
                 kube_docs_done(&b.docs);
                 free(b.name);
@@ -467,6 +533,56 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
         b.docs.v[0] = w;
         free(b.name);
         *ret = b.docs;
+        return 0;
+}
+
+int kube_check_docs(const KubeDocs *d, KubeDocs *ret) {
+        KubeDocs out = {};
+        for (size_t i = 0; i < d->n; i++) {
+                json_t *o = d->v[i].obj;
+                if (!streq_ptr(json_string_value(json_object_get(o, "kind")), "Sandbox"))
+                        continue;
+                json_t *meta = json_object_get(o, "metadata"), *spec = json_object_get(o, "spec");
+                const char *name = json_string_value(json_object_get(meta, "name"));
+                json_t *tmpl = json_object_get(spec, "podTemplate");
+                json_t *docs[KUBE_CHECK_MAX];
+                size_t n = 0;
+                docs[n++] = json_pack("{s:s, s:s, s:{s:s, s:O}, s:O}", "apiVersion", "v1", "kind", "Pod", "metadata",
+                                      "name", name ?: "", "labels",
+                                      json_object_get(json_object_get(tmpl, "metadata"), "labels"), "spec",
+                                      json_object_get(tmpl, "spec"));
+                size_t k;
+                json_t *ct;
+                json_array_foreach(json_object_get(spec, "volumeClaimTemplates"), k, ct) {
+                        if (n == KUBE_CHECK_MAX)
+                                break;
+                        char *cn = NULL;
+                        if (asprintf(&cn, "%s-%s",
+                                     json_string_value(json_object_get(json_object_get(ct, "metadata"), "name")) ?: "",
+                                     name ?: "") < 0)
+                                cn = NULL;
+                        docs[n++] = cn ? json_pack("{s:s, s:s, s:{s:s}, s:O}", "apiVersion", "v1", "kind",
+                                                   "PersistentVolumeClaim", "metadata", "name", cn, "spec",
+                                                   json_object_get(ct, "spec"))
+                                       : NULL;
+                        free(cn);
+                }
+                for (size_t m = 0; m < n; m++) {
+                        KubeDoc *v = docs[m] ? realloc(out.v, (out.n + 1) * sizeof(KubeDoc)) : NULL;
+                        char *file = NULL;
+                        if (!v || asprintf(&file, "check-%zu-%zu.yaml", i, m) < 0) {
+                                if (v)
+                                        out.v = v;
+                                for (size_t q = m; q < n; q++)
+                                        json_decref(docs[q]);
+                                kube_docs_done(&out);
+                                return -ENOMEM;
+                        }
+                        out.v = v;
+                        v[out.n++] = (KubeDoc){ .file = file, .obj = docs[m] };
+                }
+        }
+        *ret = out;
         return 0;
 }
 

@@ -12,7 +12,14 @@
 #include "config.h"
 #include "strbuf.h"
 
-#define KUBE_RUNTIME_CLASS "gvisor"
+#define KUBE_RUNTIME_CLASS         "gvisor"
+#define KUBE_AGENT_SANDBOX_API     "agents.x-k8s.io/v1beta1"
+#define KUBE_AGENT_SANDBOX_EXT_API "extensions.agents.x-k8s.io/v1beta1"
+
+typedef enum KubeFormat {
+        KUBE_FORMAT_KUBERNETES, /* a Pod or Job, claims */
+        KUBE_FORMAT_AGENT_SANDBOX, /* a Sandbox and a SandboxTemplate of kubernetes-sigs/agent-sandbox */
+} KubeFormat;
 
 typedef struct KubeDoc {
         char *file; /* its file name under --output DIR */
@@ -32,6 +39,7 @@ typedef struct KubeOptions {
         const char *image; /* pinned: NAME[:TAG]@sha256:HEX */
         const char *image_user; /* the image's user ("" root), or NULL when not known */
         char *const *command; /* a command that ends (a Job), or NULL: the profile's, in a Pod */
+        KubeFormat format;
 } KubeOptions;
 
 /* What cannot carry over at all (runsc_network = "host", ...): -EINVAL
@@ -44,6 +52,12 @@ int kube_refusal(const ConfigProfile *p, char **ret_error);
 int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, KubeDocs *ret, char **ret_error);
 
 void kube_docs_done(KubeDocs *d);
+
+/* What --check validates besides the documents: a Sandbox's pod template
+ * as a Pod and its claim templates as PersistentVolumeClaims (Kubernetes'
+ * schemas do not know agent-sandbox's kinds). */
+#define KUBE_CHECK_MAX 64
+int kube_check_docs(const KubeDocs *d, KubeDocs *ret);
 
 /* One document: "---", its comment lines as "# ...", the YAML. */
 int kube_yaml(const KubeDoc *d, StrBuf *out);

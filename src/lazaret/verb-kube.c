@@ -24,22 +24,25 @@
 
 #define KUBE_TOOL_USEC (UINT64_C(120) * 1000000)
 
-static const char help[] =
-        "Usage: lazaret kube [PROFILE] [--namespace NS] [--output DIR] [--check] [-- CMD [ARG]...]\n\n"
-        "Write PROFILE as Kubernetes manifests for one agent Domain: a Pod running the\n"
-        "profile's command (a Job running CMD when one is given) in gVisor's\n"
-        "RuntimeClass, non-root where the image allows, no privilege escalation, every\n"
-        "capability dropped, the image pinned by digest, requests and limits from the\n"
-        "profile; a NetworkPolicy compiled from the Derived Network Policy; the\n"
-        "workspace, the persistent directories and the volumes as claims; what the\n"
-        "host's environment gave as references to a Secret (never the values). What\n"
-        "cannot carry over is refused with the reason; what carries over in part is\n"
-        "said at the top of the workload.\n"
-        "  -n, --namespace NS  the manifests' namespace\n"
-        "  -o, --output DIR    one file per object in DIR (an existing directory)\n"
-        "  --check             validate them with kubernetes-validate (pip install\n"
-        "                      kubernetes-validate); exit 1 when they do not pass\n"
-        "See lazaret(1) and docs/kubernetes.md.\n";
+static const char help[] = "Usage: lazaret kube [PROFILE] [--namespace NS] [--output DIR] [--format FORMAT] [--check]\n"
+                           "                    [-- CMD [ARG]...]\n\n"
+                           "Write PROFILE as Kubernetes manifests for one agent Domain: a Pod running the\n"
+                           "profile's command (a Job running CMD when one is given) in gVisor's\n"
+                           "RuntimeClass, non-root where the image allows, no privilege escalation, every\n"
+                           "capability dropped, the image pinned by digest, requests and limits from the\n"
+                           "profile; a NetworkPolicy compiled from the Derived Network Policy; the\n"
+                           "workspace, the persistent directories and the volumes as claims; what the\n"
+                           "host's environment gave as references to a Secret (never the values). What\n"
+                           "cannot carry over is refused with the reason; what carries over in part is\n"
+                           "said at the top of the workload.\n"
+                           "  -n, --namespace NS  the manifests' namespace\n"
+                           "  -o, --output DIR    one file per object in DIR (an existing directory)\n"
+                           "  -f, --format FORMAT kubernetes (the default), or agent-sandbox: a Sandbox and a\n"
+                           "                      SandboxTemplate of kubernetes-sigs/agent-sandbox, its managed\n"
+                           "                      NetworkPolicy off in favour of this one\n"
+                           "  --check             validate them with kubernetes-validate (pip install\n"
+                           "                      kubernetes-validate); exit 1 when they do not pass\n"
+                           "See lazaret(1) and docs/kubernetes.md.\n";
 
 /* A DNS-1123 label, as a namespace's name must be. */
 static bool dns_label(const char *s) {
@@ -139,18 +142,65 @@ static int check_files(char **files, size_t n) {
                 log_error("--check: the manifests do not pass kubernetes-validate --strict (above)");
                 return 1;
         }
-        fprintf(stderr, "lazaret: --check: %zu manifest%s valid (kubernetes-validate --strict)\n", n,
-                n == 1 ? "" : "s");
+        /* It passes what it has no schema for (agent-sandbox's kinds,
+         * checked through their pod and claims): say only what it read. */
+        size_t unknown = 0;
+        for (const char *w = res.out; w && (w = strstr(w, "Couldn't find schema")); w++)
+                unknown++;
+        fprintf(stderr, "lazaret: --check: %zu manifest%s valid (kubernetes-validate --strict)%s\n", n - unknown,
+                n - unknown == 1 ? "" : "s",
+                unknown ? "; the Sandbox's own fields have no schema there: its pod and claims were checked "
+                          "as a Pod and claims"
+                        : "");
         return 0;
+}
+
+/* --check: the documents, and what kube_check_docs() adds (a Sandbox's
+ * pod and claims), in a directory of their own for kubernetes-validate. */
+static int validate(const KubeDocs *docs, const StrBuf *texts) {
+        KubeDocs extra = {};
+        if (kube_check_docs(docs, &extra) < 0)
+                return EXIT_LAZARET;
+        char dir[] = "/tmp/lazaret-kube-XXXXXX";
+        if (!mkdtemp(dir)) {
+                log_error("--check: cannot make a temporary directory: %s", strerror(errno));
+                kube_docs_done(&extra);
+                return EXIT_LAZARET;
+        }
+        size_t n = docs->n + extra.n;
+        char **paths = calloc(n, sizeof(char *));
+        int ret = paths ? 0 : EXIT_LAZARET;
+        for (size_t i = 0; ret == 0 && i < n; i++) {
+                const KubeDoc *d = i < docs->n ? &docs->v[i] : &extra.v[i - docs->n];
+                StrBuf t = STRBUF_INIT;
+                if (i >= docs->n && kube_yaml(d, &t) < 0)
+                        ret = EXIT_LAZARET;
+                const StrBuf *text = i < docs->n ? &texts[i] : &t;
+                paths[i] = path_join(dir, d->file);
+                if (ret == 0 && (!paths[i] || write_file_atomic(paths[i], text->data, text->len, 0600, 0) < 0)) {
+                        log_error("--check: cannot write %s: %s", d->file, strerror(errno));
+                        ret = EXIT_LAZARET;
+                }
+                strbuf_done(&t);
+        }
+        if (ret == 0)
+                ret = check_files(paths, n);
+        for (size_t i = 0; paths && i < n; i++) {
+                if (paths[i])
+                        (void) unlink(paths[i]);
+                free(paths[i]);
+        }
+        free(paths);
+        (void) rmdir(dir);
+        kube_docs_done(&extra);
+        return ret;
 }
 
 int verb_kube(int argc, char **argv, const Globals *g) {
         static const struct option opts[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "namespace", required_argument, NULL, 'n' },
-                { "output", required_argument, NULL, 'o' },
-                { "check", no_argument, NULL, 'c' },
-                {},
+                { "help", no_argument, NULL, 'h' },         { "namespace", required_argument, NULL, 'n' },
+                { "output", required_argument, NULL, 'o' }, { "check", no_argument, NULL, 'c' },
+                { "format", required_argument, NULL, 'f' }, {},
         };
         /* The command after "--" is the Job's: options end there. */
         int dashes = argc;
@@ -161,9 +211,10 @@ int verb_kube(int argc, char **argv, const Globals *g) {
                 }
         const char *ns = NULL, *output = NULL;
         bool check = false;
+        KubeFormat format = KUBE_FORMAT_KUBERNETES;
         int c;
         optind = 1;
-        while ((c = getopt_long(dashes, argv, "hn:o:", opts, NULL)) >= 0)
+        while ((c = getopt_long(dashes, argv, "hn:o:f:", opts, NULL)) >= 0)
                 switch (c) {
                 case 'h':
                         fputs(help, stdout);
@@ -177,9 +228,21 @@ int verb_kube(int argc, char **argv, const Globals *g) {
                 case 'c':
                         check = true;
                         break;
+                case 'f':
+                        if (streq(optarg, "kubernetes"))
+                                format = KUBE_FORMAT_KUBERNETES;
+                        else if (streq(optarg, "agent-sandbox"))
+                                format = KUBE_FORMAT_AGENT_SANDBOX;
+                        else {
+                                log_error("--format %s: no such format; give kubernetes (the default) or "
+                                          "agent-sandbox",
+                                          optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
                 default:
-                        log_error("usage: lazaret kube [PROFILE] [--namespace NS] [--output DIR] [--check] [-- CMD "
-                                  "[ARG]...] (see lazaret kube --help)");
+                        log_error("usage: lazaret kube [PROFILE] [--namespace NS] [--output DIR] [--format FORMAT] "
+                                  "[--check] [-- CMD [ARG]...] (see lazaret kube --help)");
                         return EXIT_USAGE;
                 }
         const char *name = NULL;
@@ -219,9 +282,11 @@ int verb_kube(int argc, char **argv, const Globals *g) {
         r = image_facts(p, &image, &user);
         if (r != 0)
                 return r;
-        KubeOptions o = {
-                .ns = ns, .image = image, .image_user = user, .command = dashes < argc ? argv + dashes + 1 : NULL
-        };
+        KubeOptions o = { .ns = ns,
+                          .image = image,
+                          .image_user = user,
+                          .command = dashes < argc ? argv + dashes + 1 : NULL,
+                          .format = format };
         KubeDocs docs = {};
         r = kube_build(cfg, p, &o, &docs, &why);
         if (r < 0) {
@@ -233,48 +298,24 @@ int verb_kube(int argc, char **argv, const Globals *g) {
 
         /* Everything rendered before anything is written. */
         StrBuf *texts = calloc(docs.n, sizeof(StrBuf));
-        char **paths = calloc(docs.n + 1, sizeof(char *));
-        _cleanup_free_ char *tmpdir = NULL;
-        int ret = 0;
-        for (size_t i = 0; texts && i < docs.n; i++)
+        int ret = texts ? 0 : EXIT_LAZARET;
+        for (size_t i = 0; ret == 0 && i < docs.n; i++)
                 if (kube_yaml(&docs.v[i], &texts[i]) < 0)
                         ret = EXIT_LAZARET;
-        if (!texts || !paths)
-                ret = EXIT_LAZARET;
-        const char *dir = output;
-        if (ret == 0 && !output && check) {
-                char t[] = "/tmp/lazaret-kube-XXXXXX";
-                if (!mkdtemp(t)) {
-                        log_error("--check: cannot make a temporary directory: %s", strerror(errno));
+        for (size_t i = 0; ret == 0 && output && i < docs.n; i++) {
+                _cleanup_free_ char *path = path_join(output, docs.v[i].file);
+                if (!path || write_file_atomic(path, texts[i].data, texts[i].len, 0644, 0) < 0) {
+                        log_error("cannot write %s/%s: %s", output, docs.v[i].file, strerror(errno));
                         ret = EXIT_LAZARET;
                 } else
-                        dir = tmpdir = strdup(t);
+                        printf("%s\n", path);
         }
-        for (size_t i = 0; ret == 0 && dir && i < docs.n; i++) {
-                paths[i] = path_join(dir, docs.v[i].file);
-                if (!paths[i] || write_file_atomic(paths[i], texts[i].data, texts[i].len, 0644, 0) < 0) {
-                        log_error("cannot write %s: %s", paths[i] ? paths[i] : docs.v[i].file, strerror(errno));
-                        ret = EXIT_LAZARET;
-                }
-        }
-        if (ret == 0 && !output)
-                for (size_t i = 0; i < docs.n; i++)
-                        fwrite(texts[i].data, 1, texts[i].len, stdout);
-        if (ret == 0 && output)
-                for (size_t i = 0; i < docs.n; i++)
-                        printf("%s\n", paths[i]);
+        for (size_t i = 0; ret == 0 && !output && i < docs.n; i++)
+                fwrite(texts[i].data, 1, texts[i].len, stdout);
         if (fflush(stdout) != 0 && ret == 0)
                 ret = EXIT_LAZARET;
         if (ret == 0 && check)
-                ret = check_files(paths, docs.n);
-        for (size_t i = 0; paths && i < docs.n; i++) {
-                if (tmpdir && paths[i])
-                        (void) unlink(paths[i]);
-                free(paths[i]);
-        }
-        if (tmpdir)
-                (void) rmdir(tmpdir);
-        free(paths);
+                ret = validate(&docs, texts);
         for (size_t i = 0; texts && i < docs.n; i++)
                 strbuf_done(&texts[i]);
         free(texts);

@@ -234,3 +234,59 @@ def test_kube_network_policy_equals_the_derived_policy(lz):
             bad = segments_equal(fam, default, mine, bits)
             assert bad is None, f"{network}: the NetworkPolicy and the rules differ at {bad} ({bits}-bit)"
         assert np["spec"]["ingress"] == [] and np["spec"]["policyTypes"] == ["Ingress", "Egress"]
+
+
+# The fields of agent-sandbox's v1beta1 types (api/v1beta1/sandbox_types.go,
+# extensions/api/v1beta1/sandboxtemplate_types.go upstream): Kubernetes'
+# schemas do not know them, so the test holds the output to them.
+SANDBOX_SPEC = {"podTemplate", "volumeClaimTemplates", "service", "shutdownTime", "shutdownPolicy", "replicas",
+                "operatingMode"}
+TEMPLATE_SPEC = {"podTemplate", "volumeClaimTemplates", "service", "networkPolicy", "networkPolicyManagement",
+                 "envVarsInjectionPolicy", "volumeClaimTemplatesPolicy"}
+
+
+def test_kube_agent_sandbox(lz):
+    """--format agent-sandbox: the same pod as a Sandbox (its claims as
+    volume claim templates, which the controller makes and mounts under the
+    same volume names) and as a SandboxTemplate whose managed NetworkPolicy
+    is off (it would add to ours and reopen egress) and whose claims may add
+    no environment and no volumes; our NetworkPolicy selects the pod."""
+    cfg = example_config(lz)
+    plain = lz.run("--config", cfg, "kube", "claude")
+    r = lz.run("--config", cfg, "kube", "claude", "--format", "agent-sandbox")
+    assert plain.returncode == 0 and r.returncode == 0, plain.stderr + r.stderr
+    path = os.path.join(GOLDEN, "claude-agent-sandbox.yaml")
+    got = normalise(lz, r.stdout)
+    if os.environ.get("LAZARET_KUBE_GOLDEN_WRITE"):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(got)
+    assert got == open(path, encoding="utf-8").read(), f"differs from {path}"
+    pod = next(yaml.safe_load_all(plain.stdout))
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    assert [d["kind"] for d in docs] == ["Sandbox", "NetworkPolicy", "SandboxTemplate"], docs
+    sandbox, np, template = docs
+    assert sandbox["apiVersion"] == "agents.x-k8s.io/v1beta1"
+    assert template["apiVersion"] == "extensions.agents.x-k8s.io/v1beta1"
+    assert set(sandbox["spec"]) <= SANDBOX_SPEC and set(template["spec"]) <= TEMPLATE_SPEC
+    assert sandbox["spec"]["service"] is False
+    ts = template["spec"]
+    assert ts["networkPolicyManagement"] == "Unmanaged" and ts["envVarsInjectionPolicy"] == "Disallowed"
+    assert ts["volumeClaimTemplatesPolicy"] == "Disallowed"
+    assert ts["podTemplate"] == sandbox["spec"]["podTemplate"]
+    spec = sandbox["spec"]["podTemplate"]["spec"]
+    # The pod of the plain format, less the claims' volumes (the
+    # controller adds them, under the claim templates' names).
+    want = dict(pod["spec"])
+    claims = {v["name"] for v in want.pop("volumes")}
+    assert spec.pop("volumes") == []
+    assert spec == want
+    assert {t["metadata"]["name"] for t in sandbox["spec"]["volumeClaimTemplates"]} == claims
+    labels = sandbox["spec"]["podTemplate"]["metadata"]["labels"]
+    assert np["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    r = lz.run("--config", cfg, "kube", "claude", "--format", "agent-sandbox", "--", "true")
+    assert r.returncode == 65 and "a Sandbox is a pod that stays" in r.stderr, r.stderr
+    r = lz.run("--config", cfg, "kube", "claude", "--format", "nosuch")
+    assert r.returncode == 64 and "--format nosuch" in r.stderr, r.stderr
+    need_validate()
+    r = lz.run("--config", cfg, "kube", "claude", "--format", "agent-sandbox", "--check")
+    assert r.returncode == 0 and "its pod and claims were checked as a Pod and claims" in r.stderr, r.stderr
