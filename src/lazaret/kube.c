@@ -226,12 +226,19 @@ static int network_policy(Build *b) {
                                        "NetworkPolicy", "metadata", metadata(b, b->name), "spec", spec)
                            : NULL;
         char *comment = NULL;
+        char what[160];
+        if (n_prefixes > 0)
+                snprintf(what, sizeof(what),
+                         "egress only to what it permits (%zu of its prefixes, each allowing one less\n"
+                         "the denying ones beneath it)",
+                         n_prefixes);
+        else
+                snprintf(what, sizeof(what), "no egress at all (it permits no address)");
         if (asprintf(&comment,
                      "The Derived Network Policy sha256:%s\n"
-                     "compiled: egress only to what it permits (%zu of its prefixes, each allowing one less\n"
-                     "the denying ones beneath it), no ingress at all. It holds only where the cluster's\n"
+                     "compiled: %s, no ingress at all. It holds only where the cluster's\n"
                      "network plugin enforces NetworkPolicy (docs/kubernetes.md).",
-                     b->p->net_digest, n_prefixes) < 0)
+                     b->p->net_digest, what) < 0)
                 comment = NULL;
         if (!obj || !comment) {
                 json_decref(obj);
