@@ -460,8 +460,9 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
                 json_object_set_new(container, "stdin", json_true());
                 json_object_set_new(container, "tty", json_true());
         }
-        /* Name resolution through the profile's resolvers only (the
-         * cluster's DNS is an address the policy denies). */
+        /* Name resolution through the profile's resolvers only, as in the
+         * sandbox on the host (the cluster's DNS would answer for every
+         * name, and lies on a private address a policy usually denies). */
         json_t *ns = json_array();
         for (size_t i = 0; ns && i < p->net.n_resolvers; i++) {
                 char buf[64];
