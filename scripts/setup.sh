@@ -64,10 +64,11 @@ podman runsc runc fuse-overlayfs fuse2fs e2fsprogs slirp4netns uidmap sudo busyb
 
 # Only for `make check` and `make bench`: the report tests' independent
 # oracles (the JSON schemas' validator, GFM's own Markdown renderer, a
-# browser), bubblewrap, bench-native's baseline, and for lazaret kube's
-# tests a YAML reader and a venv for kubernetes-validate (below).
+# browser), bubblewrap, bench-native's baseline, paramiko for the SSH server
+# the egress tests' git clone talks to, and for lazaret kube's tests a YAML
+# reader and a venv for kubernetes-validate (below).
 if [ "$want_test_user" -eq 1 ]; then
-	PACKAGES="$PACKAGES python3-jsonschema cmark-gfm chromium bubblewrap python3-yaml python3-venv"
+	PACKAGES="$PACKAGES python3-jsonschema cmark-gfm chromium bubblewrap python3-yaml python3-venv python3-paramiko"
 fi
 
 missing=

@@ -27,7 +27,8 @@ DNS = {
     "self.example.test": {"A": [ROOT4]},
     "unlisted.example.test": {"A": [HOST4]},
 }
-RULES = ["ok.example.test:8080", "ok.example.test:9443", "private.example.test:8080", "mixed.example.test:8080",
+RULES = ["ok.example.test:8080", "ok.example.test:9443", "ok.example.test:2222", "private.example.test:8080",
+         "mixed.example.test:8080",
          "meta.example.test:8080", "self.example.test:8080"]
 
 
@@ -50,12 +51,19 @@ def names():
         sh(*git, "-C", src, "commit", "-q", "-m", "one")
         sh(*git, "clone", "-q", "--bare", src, os.path.join(lab.web, "repo.git"))
         sh("git", "-C", os.path.join(lab.web, "repo.git"), "update-server-info")
+        # The SSH server's host key, and the key of the client in the
+        # sandbox, which it takes (ssh-keygen: OpenSSH's own format).
+        lab.ssh = tempfile.mkdtemp(prefix="lazaret-egress-ssh-")
+        for k in ("host", "client"):
+            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", os.path.join(lab.ssh, k))
         h = lab.netns("e")
         lab.veth(None, [f"{ROOT4}/29"], h, [f"{HOST4}/29"])
         sh("ip", "-n", h, "route", "add", "default", "via", ROOT4)
         for cmd in ([os.path.join(HELPERS, "testdns.py"), HOST4, "53", json.dumps(DNS), "--log", lab.log],
                     [os.path.join(HELPERS, "testecho.py"), HOST4, "9443", "--log", lab.log],
-                    [os.path.join(HELPERS, "testhttp.py"), HOST4, "8080", lab.web, "--log", lab.log]):
+                    [os.path.join(HELPERS, "testhttp.py"), HOST4, "8080", lab.web, "--log", lab.log],
+                    [os.path.join(HELPERS, "testsshd.py"), HOST4, "2222", os.path.join(lab.ssh, "host"),
+                     os.path.join(lab.ssh, "client.pub"), lab.web, "--log", lab.log]):
             p = subprocess.Popen(["nsenter", f"--net={lab.path(h)}", sys.executable] + cmd, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
             lab.procs.append(p)
@@ -63,7 +71,7 @@ def names():
         yield lab
     finally:
         lab.close()
-        subprocess.run(["rm", "-rf", lab.web], check=False)
+        subprocess.run(["rm", "-rf", lab.web, getattr(lab, "ssh", lab.web)], check=False)
         if os.path.exists(lab.log):
             os.unlink(lab.log)
 
@@ -214,8 +222,12 @@ def test_debian_clients_by_name(lz, debian_image, names):  # noqa: F811
     """In the Debian image, unchanged clients reach a listed name through
     the relay with the proxy variables every session gets: curl (plain
     HTTP, CONNECT, SOCKS5 with names), Python's urllib, git over HTTP, and
-    ssh through GIT_SSH_COMMAND's ProxyCommand; each is refused for a name
-    that is not listed."""
+    ssh through GIT_SSH_COMMAND's ProxyCommand: a git clone over SSH from
+    an SSH server on the test host (git-upload-pack, the agent's key), and
+    a connection to an echo host; each is refused for a name that is not
+    listed."""
+    key = open(os.path.join(names.ssh, "client")).read()
+    lz.write("work/agent-ssh-key", key, mode=0o600)
     d = Domain(lz, debian_image,
                network=f'default_allow = []\ndefault_deny = []\nipv6 = "disabled"\nresolvers = ["{HOST4}"]\n',
                extra=f"allow_domains = {json.dumps(RULES)}\n")
@@ -235,7 +247,13 @@ git clone -q http://unlisted.example.test:8080/repo.git /tmp/u 2>/dev/null; echo
 ssh_=(-o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout=10 -p 9443)
 eval "$GIT_SSH_COMMAND ${ssh_[*]} x@unlisted.example.test true" 2>&1 | grep -o 'refused: name-not-listed'
 timeout 20 bash -c 'eval "$GIT_SSH_COMMAND $0"' "${ssh_[*]} x@ok.example.test true" >/tmp/ssh.out 2>&1
-echo ssh_done; grep -c 'usage: ssh' /tmp/ssh.out; true
+echo ssh_done; grep -c 'usage: ssh' /tmp/ssh.out
+cp /workspace/agent-ssh-key /tmp/k && chmod 600 /tmp/k
+GIT_SSH_COMMAND="$GIT_SSH_COMMAND -i /tmp/k -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+export GIT_SSH_COMMAND
+timeout 60 git clone -q ssh://git@ok.example.test:2222/repo.git /tmp/s && cat /tmp/s/file.txt; echo git_ssh=$?
+timeout 60 git clone -q ssh://git@unlisted.example.test:2222/repo.git /tmp/su 2>/dev/null; echo git_ssh_unlisted=$?
+true
 """
     try:
         r = d.run("run", "--", "/bin/bash", "-c", script, timeout=240)
@@ -243,7 +261,11 @@ echo ssh_done; grep -c 'usage: ssh' /tmp/ssh.out; true
         out = r.stdout
         for ok in ("curl", "connect", "socks", "py", "git"):
             assert f"{ok}=0" in out, out
-        assert out.count("hello by name\n") == 4 and "cloned by name\n" in out, out
+        assert out.count("hello by name\n") == 4 and out.count("cloned by name\n") == 2, out
+        assert "git_ssh=0" in out and "git_ssh_unlisted=0" not in out, out
+        # The clone went over SSH to the test host: its server ran
+        # git-upload-pack for the agent's key.
+        assert "ssh-exec git-upload-pack /repo.git" in open(names.log).read()
         for bad in ("curl_unlisted", "socks_unlisted", "py_unlisted", "git_unlisted"):
             assert f"{bad}=0" not in out, out
         assert "403\nconnect_unlisted" in out, out
