@@ -692,6 +692,8 @@ static void conn_enqueue(EscConn *c, const EscalateRequest *req) {
         memcpy(c->session_id, req->session_id, 37);
         c->phase = PHASE_PROMPT;
         c->seq = ++e->prompt_seq;
+        if (n > 0)
+                log_info("escalation %s: waits its turn at session %s (%u ahead)", c->request_id, c->session_id, n);
         /* Only the hang-up of a requester that gave up is of interest now. */
         struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = c };
         (void) epoll_ctl(e->epfd, EPOLL_CTL_MOD, c->fd, &ev);

@@ -250,10 +250,15 @@ def test_queue_and_a_session_that_goes(pdom, panes, lz):
     """Requests of one session wait their turn at its terminal; the
     requests of a session whose terminal goes away are refused."""
     p = open_shell(panes, pdom, "p")
+    before = pdom.log().count("waits its turn at session")
     p.type("for f in q1 q2 q3; do /run/lazaret/escalate -- \"touch $f.txt\" & sleep 1; done; wait; "
            "echo QDONE$((1+1))\n")
     p.wait("touch q1.txt", dom=pdom)
-    time.sleep(2.5)  # q2 and q3 are waiting now
+    # q2 and q3 wait behind it: the coordinator says so as each comes.
+    deadline = time.time() + 20
+    while time.time() < deadline and pdom.log().count("waits its turn at session") < before + 2:
+        time.sleep(0.1)
+    assert pdom.log().count("waits its turn at session") == before + 2, pdom.log()
     p.keys("d")
     s = p.wait("touch q2.txt", dom=pdom)
     assert "1 more request of this session is waiting." in s
