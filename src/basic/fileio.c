@@ -64,7 +64,7 @@ int read_file_capped(const char *path, size_t max_size, char **ret_data, size_t 
         return read_fd_capped(fd, max_size, ret_data, ret_size);
 }
 
-int write_file_atomic(const char *path, const char *data, size_t size, unsigned mode, int exclusive) {
+int write_file_temp(const char *path, const char *data, size_t size, unsigned mode, char **ret_tmp) {
         StrBuf tmp = STRBUF_INIT;
         strbuf_printf(&tmp, "%s.tmp.XXXXXX", path);
         _cleanup_free_ char *t = strbuf_steal(&tmp);
@@ -90,12 +90,23 @@ int write_file_atomic(const char *path, const char *data, size_t size, unsigned 
         }
         if (r == 0 && fsync(fd) < 0)
                 r = negative_errno();
-        if (r == 0) {
-                if (exclusive)
-                        r = renameat2(AT_FDCWD, t, AT_FDCWD, path, RENAME_NOREPLACE) < 0 ? negative_errno() : 0;
-                else
-                        r = rename(t, path) < 0 ? negative_errno() : 0;
+        if (r < 0) {
+                (void) unlink(t);
+                return r;
         }
+        *ret_tmp = TAKE_PTR(t);
+        return 0;
+}
+
+int write_file_atomic(const char *path, const char *data, size_t size, unsigned mode, int exclusive) {
+        _cleanup_free_ char *t = NULL;
+        int r = write_file_temp(path, data, size, mode, &t);
+        if (r < 0)
+                return r;
+        if (exclusive)
+                r = renameat2(AT_FDCWD, t, AT_FDCWD, path, RENAME_NOREPLACE) < 0 ? negative_errno() : 0;
+        else
+                r = rename(t, path) < 0 ? negative_errno() : 0;
         if (r < 0)
                 (void) unlink(t);
         return r;

@@ -18,3 +18,8 @@ int read_fd_capped(int fd, size_t max_size, char **ret_data, size_t *ret_size);
  * -EEXIST when path already exists (checked with link-free
  * renameat2(RENAME_NOREPLACE)). */
 int write_file_atomic(const char *path, const char *data, size_t size, unsigned mode, int exclusive);
+
+/* Its first half: data in a new temporary file beside path (path.tmp.XXXXXX,
+ * mode, fsynced), named in *ret_tmp for the caller to rename or unlink.
+ * Nothing is left on failure. */
+int write_file_temp(const char *path, const char *data, size_t size, unsigned mode, char **ret_tmp);

@@ -156,11 +156,14 @@ static void user_context(Build *b, json_t *sc) {
         if (!*u || (numeric && uid == 0) || streq(u, "root") || startswith(u, "root:") || startswith(u, "0:"))
                 warn(b, "the image runs as root (in gVisor's sandbox, every capability dropped); give the image a "
                         "numeric USER to run as non-root");
-        else
+        else {
+                /* The user is the image's text: quoted, so it cannot write to the terminal. */
+                _cleanup_free_ char *q = config_quoted(u, strlen(u));
                 warn(b,
-                     "the image's user \"%s\" is a name, which Kubernetes cannot check is not root: give the "
+                     "the image's user %s is a name, which Kubernetes cannot check is not root: give the "
                      "image a numeric USER to have runAsNonRoot",
-                     u);
+                     q ? q : "?");
+        }
 }
 
 static json_t *container_security(Build *b) {

@@ -109,6 +109,43 @@ static int image_facts(const ConfigProfile *p, char **ret_image, char **ret_user
         return 0;
 }
 
+/* Every file in dir, or none: each is written to a temporary file first,
+ * and only when all are written are they renamed into place. */
+static int write_all(const char *dir, const KubeDocs *docs, const StrBuf *texts) {
+        char **paths = calloc(docs->n, sizeof(char *)), **temps = calloc(docs->n, sizeof(char *));
+        int ret = paths && temps ? 0 : EXIT_LAZARET;
+        for (size_t i = 0; ret == 0 && i < docs->n; i++) {
+                int r = (paths[i] = path_join(dir, docs->v[i].file)) ? 0 : -ENOMEM;
+                struct stat st;
+                if (r == 0 && lstat(paths[i], &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+                        r = -EISDIR; /* a file takes its place by rename, which a directory refuses */
+                if (r == 0)
+                        r = write_file_temp(paths[i], texts[i].data, texts[i].len, 0644, &temps[i]);
+                if (r < 0) {
+                        log_error("cannot write %s/%s: %s; nothing was written", dir, docs->v[i].file, strerror(-r));
+                        ret = EXIT_LAZARET;
+                }
+        }
+        for (size_t i = 0; ret == 0 && i < docs->n; i++) {
+                if (rename(temps[i], paths[i]) < 0) {
+                        log_error("cannot rename %s to %s: %m", temps[i], paths[i]);
+                        ret = EXIT_LAZARET;
+                        break;
+                }
+                temps[i] = mfree(temps[i]);
+                printf("%s\n", paths[i]);
+        }
+        for (size_t i = 0; i < docs->n; i++) {
+                if (temps && temps[i])
+                        (void) unlink(temps[i]);
+                free(temps ? temps[i] : NULL);
+                free(paths ? paths[i] : NULL);
+        }
+        free(temps);
+        free(paths);
+        return ret;
+}
+
 /* kubernetes-validate --strict over the files. Returns 0 (they pass), 1
  * (they do not: its words on stderr), or EXIT_LAZARET. */
 static int check_files(char **files, size_t n) {
@@ -302,14 +339,8 @@ int verb_kube(int argc, char **argv, const Globals *g) {
         for (size_t i = 0; ret == 0 && i < docs.n; i++)
                 if (kube_yaml(&docs.v[i], &texts[i]) < 0)
                         ret = EXIT_LAZARET;
-        for (size_t i = 0; ret == 0 && output && i < docs.n; i++) {
-                _cleanup_free_ char *path = path_join(output, docs.v[i].file);
-                if (!path || write_file_atomic(path, texts[i].data, texts[i].len, 0644, 0) < 0) {
-                        log_error("cannot write %s/%s: %s", output, docs.v[i].file, strerror(errno));
-                        ret = EXIT_LAZARET;
-                } else
-                        printf("%s\n", path);
-        }
+        if (ret == 0 && output)
+                ret = write_all(output, &docs, texts);
         for (size_t i = 0; ret == 0 && !output && i < docs.n; i++)
                 fwrite(texts[i].data, 1, texts[i].len, stdout);
         if (fflush(stdout) != 0 && ret == 0)

@@ -57,7 +57,6 @@ _printf_(5, 6) void config_diag_add(ConfigDiags *d, const char *file, TomlPos po
 #define NODE_ERR(v, n, ...)     ERR((v)->d, (n)->src->path, (n)->value->pos, __VA_ARGS__)
 #define KEY_ERR(v, n, ...)      ERR((v)->d, (n)->src->path, (n)->key_pos, __VA_ARGS__)
 
-char *config_quoted(const char *s, size_t n);
 /* An absolute path with "." segments, doubled and trailing slashes dropped
  * ("/" for none); NULL on OOM. */
 char *config_path_squash(const char *p);

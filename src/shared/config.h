@@ -300,6 +300,10 @@ int config_load(const ConfigLoadOptions *o, Config **ret, ConfigDiags *diags);
 
 /* Dotted name of a key below a parent name, e.g. "profiles.claude.image";
  * keys that are not bare are quoted as TOML basic strings. Caller frees. */
+/* Text from a file or another program quoted for a message: printable ASCII
+ * as is, everything else \x-escaped (no terminal escapes get through), cut
+ * at 64 bytes. NULL on OOM. */
+char *config_quoted(const char *s, size_t n);
 char *config_key_path(const char *parent, const char *key);
 
 Config *config_free(Config *c);

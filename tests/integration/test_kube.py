@@ -92,6 +92,67 @@ def test_kube_check_fails_on_what_the_schema_refuses(lz):
     assert r.returncode != 0 and "runtimeClasName" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
+def test_kube_check_exits_1_when_the_validator_refuses(lz):
+    """lazaret kube --check fails with the validator: the real
+    kubernetes-validate, handed a misspelt manifest beside ours by a
+    wrapper first on PATH, refuses; lazaret exits 1 and says so."""
+    need_validate()
+    bad = lz.write("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\nspec:\n  runtimeClasName: gvisor\n"
+                               "  containers:\n  - name: a\n    image: b\n")
+    lz.write("shim/kubernetes-validate", f'#!/bin/sh\nexec {VALIDATE} "$@" {bad}\n', mode=0o755)
+    os.chmod(os.path.join(lz.base, "shim", "kubernetes-validate"), 0o755)
+    cfg = example_config(lz)
+    path = os.path.join(lz.base, "shim") + ":/usr/local/bin:/usr/bin:/bin"
+    r = lz.run("--config", cfg, "kube", "claude", "--check", env={"PATH": path})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "runtimeClasName" in r.stdout + r.stderr and "do not pass kubernetes-validate" in r.stderr, r.stderr
+    # Without the misspelt one, the same run passes.
+    r = lz.run("--config", cfg, "kube", "claude", "--check")
+    assert r.returncode == 0 and "manifests valid" in r.stderr, r.stderr
+
+
+def test_kube_output_is_every_file_or_none(lz):
+    """--output writes every manifest or none: where the second file cannot
+    take its place (a directory of its name), the first is not written
+    either and no temporary file is left."""
+    cfg = example_config(lz)
+    out = os.path.join(lz.base, "out2")
+    os.makedirs(out)
+    os.chown(out, lz.user.pw_uid, lz.user.pw_gid)
+    r = lz.run("--config", cfg, "kube", "claude", "--output", out)
+    assert r.returncode == 0, r.stderr
+    names = [os.path.basename(p) for p in r.stdout.split()]
+    assert len(names) >= 2, names
+    for n in names:
+        os.unlink(os.path.join(out, n))
+    os.mkdir(os.path.join(out, names[1]))
+    r = lz.run("--config", cfg, "kube", "claude", "--output", out)
+    assert r.returncode != 0 and f"cannot write {out}/{names[1]}" in r.stderr, r.stderr
+    assert "nothing was written" in r.stderr and r.stdout == "", r.stdout + r.stderr
+    assert os.listdir(out) == [names[1]], os.listdir(out)
+
+
+def test_kube_image_user_cannot_write_to_the_terminal(lz, busybox_image):  # noqa: F811
+    """An image's USER is the image's text: a name full of terminal escapes
+    is shown escaped in the warning, never as escapes."""
+    ctx = os.path.join(lz.base, "ctx")
+    lz.write("ctx/Containerfile", f"FROM {busybox_image}\nUSER \x1b[2Jx\x1b]0;owned\x07\n")
+    tag = "localhost/lazaret-test/baduser:1"
+    podman = ["runuser", "-u", lz.user.pw_name, "--", "env", "-i", f"HOME={lz.user.pw_dir}",
+              "PATH=/usr/bin:/bin", "podman"]
+    r = subprocess.run(podman + ["build", "-q", "-t", tag, ctx], capture_output=True, text=True, timeout=300, cwd="/")
+    assert r.returncode == 0, r.stderr
+    try:
+        cfg = config_with(lz, NONE, image=tag)
+        r = lz.run("--config", cfg, "kube", "pp", env={"HOME": lz.user.pw_dir})
+        assert r.returncode == 0, r.stderr
+        assert "\x1b" not in r.stderr and "\x07" not in r.stderr, repr(r.stderr)
+        assert "the image's user '\\x1b[2Jx\\x1b]0;owned\\x07' is a name" in r.stderr, r.stderr
+        assert "\x1b" not in r.stdout and "runAsNonRoot: true" not in r.stdout, r.stdout
+    finally:
+        subprocess.run(podman + ["rmi", "-f", tag], capture_output=True, timeout=120, cwd="/")
+
+
 def test_kube_secrets_are_references_never_values(lz):
     cfg = example_config(lz)
     r = lz.run("--config", cfg, "kube", "claude", env={"ANTHROPIC_API_KEY": "sk-very-secret-value"})
