@@ -60,7 +60,7 @@ as_test_user() {
 PACKAGES="meson ninja-build gcc clang clang-format pkg-config libclang-rt-14-dev
 libssl-dev libjansson-dev liblmdb-dev libseccomp-dev libc-ares-dev libcmocka-dev libncurses-dev libvterm-dev libyaml-dev python3-pytest libfuse3-dev fuse3
 dosfstools fusefat lmdb-utils tmux nftables
-podman runsc runc fuse-overlayfs fuse2fs e2fsprogs slirp4netns uidmap sudo busybox-static mmdebstrap git iproute2"
+podman runsc runc fuse-overlayfs fuse2fs e2fsprogs slirp4netns uidmap sudo busybox-static mmdebstrap curl git iproute2"
 
 # Only for `make check` and `make bench`: the report tests' independent
 # oracles (the JSON schemas' validator, GFM's own Markdown renderer, a

