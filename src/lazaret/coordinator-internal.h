@@ -265,6 +265,7 @@ struct Coordinator {
         char readiness_fingerprint[65]; /* of the evidence last recorded, or "" */
         Watch w_sidecar;
         char *terminfo_dir;
+        char *ca_bundle; /* ca_certificates: <domain_dir>/ca-certificates.crt; NULL without */
         char *worktree; /* branch mode: the agent's worktree, behind /workspace */
         Conn *conns;
         size_t n_conns;

@@ -469,6 +469,19 @@ static json_t *session_env(const Coordinator *co, const Session *s, const CtlMes
                 if (!set)
                         json_array_append_new(env, json_string(egress_env[i]));
         }
+        /* ca_certificates: the TLS clients people use read the bundle from
+         * these (OpenSSL's, Node's, Python's requests, git); a variable the
+         * profile sets itself stays the profile's. */
+        static const char *const ca_env[] = { "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE",
+                                              "GIT_SSL_CAINFO" };
+        for (size_t i = 0; env && co->ca_bundle && i < ELEMENTSOF(ca_env); i++) {
+                size_t nl = strlen(ca_env[i]);
+                bool set = false;
+                for (size_t k = 0; k < m->n_env && !set; k++)
+                        set = strncmp(m->env[k], ca_env[i], nl) == 0 && m->env[k][nl] == '=';
+                if (!set)
+                        env_addf(env, "%s=%s", ca_env[i], co->native.fs_only ? co->ca_bundle : CA_BUNDLE_PATH);
+        }
         if (env && m->interactive) {
                 env_addf(env, "TERM=%s", m->term ? m->term : "xterm");
                 /* FS-ONLY's command sees the host's paths. */

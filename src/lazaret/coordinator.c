@@ -526,6 +526,7 @@ void co_release(Coordinator *co) {
         launch_spec_done(&co->spec);
         co->container_name = mfree(co->container_name);
         co->terminfo_dir = mfree(co->terminfo_dir);
+        co->ca_bundle = mfree(co->ca_bundle);
         co->worktree = mfree(co->worktree);
         co->broker_lines.fd = safe_close(co->broker_lines.fd);
         co->router_lines.fd = safe_close(co->router_lines.fd);
@@ -559,6 +560,32 @@ static int ensure_dirs(Coordinator *co) {
                 return -ENOMEM;
         if (mkdir(co->terminfo_dir, 0755) < 0 && errno != EEXIST)
                 return negative_errno();
+        return 0;
+}
+
+/* ca_certificates: the bundle made again from the spec's files, the one
+ * the CLI checked (same digest), for the sandbox to mount. -1 after
+ * reporting why. */
+static int write_ca_bundle(Coordinator *co) {
+        _cleanup_free_ char *text = NULL, *why = NULL;
+        size_t len = 0;
+        char digest[65];
+        int r = launch_ca_bundle(co->spec.ca_files, &text, &len, digest, &why);
+        if (r < 0) {
+                status_report(co, "error: ca_certificates: %s", why ?: strerror(-r));
+                return -1;
+        }
+        if (!streq(digest, co->spec.ca_digest)) {
+                status_report(co, "error: ca_certificates: a certificate file changed while the sandbox started; "
+                                  "run it again");
+                return -1;
+        }
+        co->ca_bundle = launch_ca_bundle_path(&co->spec);
+        r = co->ca_bundle ? write_file_atomic(co->ca_bundle, text, len, 0644, 0) : -ENOMEM;
+        if (r < 0) {
+                status_report(co, "error: cannot write %s: %s", co->ca_bundle ?: "the CA bundle", strerror(-r));
+                return -1;
+        }
         return 0;
 }
 
@@ -719,6 +746,10 @@ int coordinator_main(void) {
         r = spec_copy ? write_file_atomic(spec_copy, spec_text, strlen(spec_text), 0600, 0) : -ENOMEM;
         if (r < 0) {
                 status_report(&co, "error: cannot write %s: %s", spec_copy ?: WATCHDOG_SPEC_FILE, strerror(-r));
+                co_release(&co);
+                return 1;
+        }
+        if (co.spec.ca_files && write_ca_bundle(&co) < 0) {
                 co_release(&co);
                 return 1;
         }

@@ -379,6 +379,9 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
                      ws ?: "of /workspace");
         }
         warn(&b, "pids_limit = %" PRIu64 " is the node's to set (the kubelet's podPidsLimit)", p->pids_limit);
+        if (p->n_ca_files > 0)
+                warn(&b, "ca_certificates is this host's trust store and files, which do not carry over: put the "
+                         "certificates in the image, or in a ConfigMap mounted with SSL_CERT_FILE pointing at it");
 
         /* The agent's container, and the same context for the others. */
         json_t *security = container_security(&b);

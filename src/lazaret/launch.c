@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ca-bundle.h"
 #include "doctor.h"
 #include "domain-root.h"
 #include "exec-util.h"
@@ -65,6 +66,8 @@ void launch_spec_done(LaunchSpec *s) {
         free(s->broker);
         free(s->relay);
         strv_free(s->persistent_dirs);
+        strv_free(s->ca_files);
+        free(s->ca_digest);
         free(s->fuse_overlayfs);
         free(s->fuse2fs);
         free(s->mke2fs);
@@ -158,6 +161,12 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                                                      backend_to_string(s->backend), "native", s->native,
                                                      "memory_cgroup", s->memory_cgroup, "native_fs_only",
                                                      s->native_fs_only, "agent", s->agent)) < 0) {
+                json_decref(j);
+                return NULL;
+        }
+        if (j && s->ca_files &&
+            json_object_update_new(
+                    j, json_pack("{s:o*, s:s?}", "ca_files", strv_json(s->ca_files), "ca_digest", s->ca_digest)) < 0) {
                 json_decref(j);
                 return NULL;
         }
@@ -337,6 +346,12 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 r = get_opt_str(j, "broker", &s.broker);
         if (r >= 0)
                 r = get_opt_str(j, "relay", &s.relay);
+        if (r >= 0 && json_object_get(j, "ca_files"))
+                r = get_strv(j, "ca_files", &s.ca_files);
+        if (r >= 0)
+                r = get_opt_str(j, "ca_digest", &s.ca_digest);
+        if (r >= 0 && !s.ca_files != !s.ca_digest)
+                r = -EBADMSG;
         s.check_server_name = json_is_true(json_object_get(j, "check_server_name"));
         s.broker_connections = (uint64_t) json_integer_value(json_object_get(j, "broker_connections"));
         s.escalation_enabled = json_is_true(json_object_get(j, "escalation_enabled"));
@@ -402,6 +417,34 @@ char *launch_agent_worktree(const LaunchSpec *s) {
         StrBuf b = STRBUF_INIT;
         strbuf_printf(&b, "%s/agent-%s", s->domain_dir, agent_name(s));
         return strbuf_steal(&b);
+}
+
+char *launch_ca_bundle_path(const LaunchSpec *s) {
+        return s->ca_files && s->domain_dir ? path_join(s->domain_dir, "ca-certificates.crt") : NULL;
+}
+
+int launch_ca_bundle(char *const *files, char **ret, size_t *ret_len, char ret_digest[65], char **ret_error) {
+        StrBuf b = STRBUF_INIT;
+        int r = ca_bundle_build(files, &b, ret_error);
+        if (r < 0) {
+                strbuf_done(&b);
+                return r;
+        }
+        size_t len = b.len;
+        char *text = strbuf_steal(&b);
+        if (!text)
+                return -ENOMEM;
+        unsigned char md[32];
+        unsigned mdlen = 0;
+        if (EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32) {
+                free(text);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < 32; i++)
+                snprintf(ret_digest + 2 * i, 3, "%02x", md[i]);
+        *ret = text;
+        *ret_len = len;
+        return 0;
 }
 
 bool launch_spec_env_allowed(const LaunchSpec *s, const char *assignment) {
@@ -917,6 +960,41 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                 if (access(s.relay, X_OK) < 0)
                         return fail(ret_error, "%s is missing: lazaret-relay must be installed next to lazaret",
                                     s.relay);
+        }
+
+        /* ca_certificates: the bundle is made here once, so that a file
+         * that is not a certificate file stops the launch before anything
+         * starts; the coordinator makes it again for the sandbox. */
+        if (p->ca_files && p->n_ca_files > 0) {
+                s.ca_files = calloc(p->n_ca_files + 1, sizeof(char *));
+                if (!s.ca_files)
+                        return -ENOMEM;
+                for (size_t i = 0; i < p->n_ca_files; i++) {
+                        const char *f = p->ca_files[i];
+                        if (streq(f, "host") && !(f = ca_host_store())) {
+                                StrBuf b = STRBUF_INIT;
+                                for (size_t k = 0; ca_host_store_paths[k]; k++)
+                                        strbuf_printf(&b, "%s%s", k ? ", " : "", ca_host_store_paths[k]);
+                                _cleanup_free_ char *list = strbuf_steal(&b);
+                                return fail(ret_error,
+                                            "profiles.%s.ca_certificates: \"host\" names the host's trust store, and "
+                                            "this host has none (%s); install it (sudo apt-get install "
+                                            "ca-certificates) or name the certificate files",
+                                            p->name, list ?: "?");
+                        }
+                        if (!(s.ca_files[i] = strdup(f)))
+                                return -ENOMEM;
+                }
+                _cleanup_free_ char *bundle = NULL, *bad = NULL;
+                size_t len = 0;
+                char digest[65];
+                r = launch_ca_bundle(s.ca_files, &bundle, &len, digest, &bad);
+                if (r == -EINVAL)
+                        return fail(ret_error, "profiles.%s.ca_certificates: %s", p->name, bad ?: "?");
+                if (r < 0)
+                        return r;
+                if (!(s.ca_digest = strdup(digest)))
+                        return -ENOMEM;
         }
 
         /* The State Anchor: canonical entries (config validated them). The

@@ -97,6 +97,13 @@ typedef struct LaunchSpec {
         uint64_t memory_limit_mib; /* the profile's memory_limit */
         uint64_t cpu_limit; /* the profile's cpu_limit (0: every CPU) */
         uint64_t disk_limit_mib; /* the profile's disk_limit */
+        /* ca_certificates (issue 24): the files the bundle is made of, in
+         * order ("host" resolved to the host's store), NULL-terminated, and
+         * the SHA-256 of the bundle they made when the spec was built;
+         * NULL: no bundle. The coordinator makes it again from the same
+         * files and starts only when it has the same digest. */
+        char **ca_files;
+        char *ca_digest;
         char fingerprint[65]; /* SHA-256 of the canonical JSON (without this field) */
 } LaunchSpec;
 
@@ -117,3 +124,16 @@ char *launch_agent_worktree(const LaunchSpec *s); /* "<domain_dir>/agent-<profil
 int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend, LaunchSpec *ret, char **ret_error);
 
 bool launch_spec_env_allowed(const LaunchSpec *s, const char *assignment);
+
+/* Where the sandbox sees the CA bundle (gVisor, and the native backend's
+ * FULL mode; FS-ONLY sees the host's path). */
+#define CA_BUNDLE_PATH "/run/lazaret/ca-certificates.crt"
+
+/* The bundle's host path, <domain_dir>/ca-certificates.crt, or NULL when
+ * the spec has none (or on OOM). */
+char *launch_ca_bundle_path(const LaunchSpec *s);
+
+/* The CA bundle of s->ca_files into *ret (caller frees) with its SHA-256
+ * in hex (65 bytes). -EINVAL with *ret_error naming the file and the
+ * fault (caller frees), or -ENOMEM. */
+int launch_ca_bundle(char *const *files, char **ret, size_t *ret_len, char ret_digest[65], char **ret_error);

@@ -494,6 +494,11 @@ static int fs_only_start(const LaunchSpec *s, const char *workspace, const char 
         }
         argv_add(&a, "--ro");
         argv_add(&a, terminfo_dir);
+        _cleanup_free_ char *ca = launch_ca_bundle_path(s);
+        if (ca) {
+                argv_add(&a, "--ro");
+                argv_add(&a, ca);
+        }
         add_editor_masks(&a, workspace);
         if (a.oom) {
                 argv_done(&a);
@@ -537,6 +542,11 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
         }
         argv_add(&a, "--ro-bind");
         argv_addf(&a, "%s:/run/lazaret/terminfo", terminfo_dir);
+        _cleanup_free_ char *ca = launch_ca_bundle_path(s);
+        if (ca) {
+                argv_add(&a, "--ro-bind");
+                argv_addf(&a, "%s:" CA_BUNDLE_PATH, ca);
+        }
         /* Volumes where they say: read-only, or read-write (each join gets
          * --rw for those). */
         for (size_t i = 0; i < s->n_volumes; i++) {

@@ -228,6 +228,10 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
         /* gVisor's own stack is probed from inside (decision 7). */
         if (network_from && s->runsc_network == RUNSC_NETWORK_SANDBOX && s->netd)
                 argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/netd,ro=true", s->netd);
+        /* ca_certificates: the bundle the coordinator made, read-only. */
+        _cleanup_free_ char *ca = launch_ca_bundle_path(s);
+        if (ca)
+                argv_addf(&a, "--mount=type=bind,source=%s,destination=" CA_BUNDLE_PATH ",ro=true", ca);
         for (size_t i = 0; i < s->n_volumes; i++) {
                 const LaunchVolume *v = &s->volumes[i];
                 StrBuf opts = STRBUF_INIT;

@@ -76,6 +76,8 @@ const ConfigKeyRule config_key_rules[] = {
           .why = "true narrows: false hides from the person what the sandbox is refused" },
         { "profiles.*.clipboard", CONFIG_KEY_NARROW_VALUE, .narrow_bool = false,
           .why = "false narrows: true lets what the sandbox prints set the host's clipboard" },
+        { "profiles.*.ca_certificates", CONFIG_KEY_AUTHORITY,
+          .why = "host files in the sandbox, and the authorities its TLS clients trust" },
         { "profiles.*.env", CONFIG_KEY_TABLE, .why = "a table" },
         { "profiles.*.env.*", CONFIG_KEY_ENV,
           .why = "a literal value acts inside the sandbox only; \"env:VAR\" copies a host variable (often a "

@@ -788,6 +788,73 @@ static int validate_command(Validator *v, ConfigProfile *p, const ConfigNode *n,
         return 0;
 }
 
+/* ca_certificates: "host", or a list of "host" and PEM files on the host
+ * (absolute or ~/, {profile_dir} and its kin expanded), at most 16, each
+ * once. The files' contents are read at launch (ca-bundle.h). */
+static int validate_ca(Validator *v, ConfigProfile *p, const ConfigNode *n, const char *pname) {
+        _cleanup_free_ char *nn = config_key_path(pname, "ca_certificates");
+        const char *name = nn ?: "ca_certificates";
+        static const char *const choices =
+                "\"host\" (the host's trust store) or a list of \"host\" and PEM certificate files";
+        const TomlValue *one = n->value->type == TOML_STRING ? n->value : NULL;
+        if (!one && n->value->type != TOML_ARRAY) {
+                NODE_ERR(v, n, "%s is %s; it is %s", name, toml_type_with_article(n->value->type), choices);
+                return 0;
+        }
+        size_t count = one ? 1 : n->value->array.n;
+        if (count == 0 || count > 16) {
+                NODE_ERR(v, n, "%s has %zu entries; it takes 1 to 16", name, count);
+                return 0;
+        }
+        p->ca_files = calloc(count + 1, sizeof(char *));
+        if (!p->ca_files)
+                return -ENOMEM;
+        p->ca_where = config_where_of(n);
+        for (size_t i = 0; i < count; i++) {
+                const TomlValue *e = one ?: n->value->array.items[i];
+                _cleanup_free_ char *en = NULL;
+                if (!one && asprintf(&en, "%s[%zu]", name, i) < 0)
+                        return -ENOMEM;
+                if (e->type != TOML_STRING || e->str.len == 0 || strlen(e->str.s) != e->str.len) {
+                        ERR(v->d, n->src->path, e->pos, "%s is not a non-empty string; it is %s", en ?: name, choices);
+                        continue;
+                }
+                char *c = NULL;
+                if (streq(e->str.s, "host")) {
+                        if (!(c = strdup("host")))
+                                return -ENOMEM;
+                } else if (one) {
+                        _cleanup_free_ char *q = config_quoted(e->str.s, e->str.len);
+                        ERR(v->d, n->src->path, e->pos, "%s: %s is not \"host\"; it is %s", name, q ?: "?", choices);
+                        continue;
+                } else {
+                        if (!v->data_root_ok)
+                                continue;
+                        ExpandContext ctx = { .home = v->c->home };
+                        ctx.values[EXPAND_PROFILE_NAME] = p->name;
+                        ctx.values[EXPAND_PROFILE_DIR] = p->profile_dir;
+                        ctx.values[EXPAND_DOMAIN_HASH] = p->domain_hash;
+                        ctx.values[EXPAND_DOMAIN_DIR] = p->domain_dir;
+                        ctx.values[EXPAND_WORKSPACE_DIR] = v->c->workspace;
+                        int r = config_host_path(v, n->src->path, e->pos, en ?: name, e->str.s, &ctx, &c);
+                        if (r == -ENOMEM)
+                                return r;
+                        if (r < 0)
+                                continue;
+                }
+                bool twice = false;
+                for (size_t j = 0; j < p->n_ca_files && !twice; j++)
+                        twice = streq(p->ca_files[j], c);
+                if (twice) {
+                        ERR(v->d, n->src->path, e->pos, "%s: %s is listed twice; keep one", en ?: name, c);
+                        free(c);
+                        continue;
+                }
+                p->ca_files[p->n_ca_files++] = c;
+        }
+        return 0;
+}
+
 int config_validate_profile(Validator *v, const ConfigNode *t) {
         _cleanup_free_ char *pname = config_key_path("profiles", t->key);
         _cleanup_free_ char *kq = config_quoted(t->key, strlen(t->key));
@@ -1086,6 +1153,13 @@ int config_validate_profile(Validator *v, const ConfigNode *t) {
                 _cleanup_free_ char *nn = config_key_path(pname, "clipboard");
                 if (config_want_type(v, n, nn ?: "clipboard", TOML_BOOL))
                         p->clipboard = n->value->boolean;
+        }
+
+        n = config_node_get(t, "ca_certificates");
+        if (n) {
+                r = validate_ca(v, p, n, pname);
+                if (r < 0)
+                        return r;
         }
 
         n = config_node_get(t, "env");

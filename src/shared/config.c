@@ -909,6 +909,7 @@ static void profile_done(ConfigProfile *p) {
         strv_free_n(p->command, p->n_command);
         free(p->image);
         strv_free_n(p->persistent_dirs, p->n_persistent_dirs);
+        strv_free_n(p->ca_files, p->n_ca_files);
         strv_free_n(p->allow_egress, p->n_allow_egress);
         free(p->allow_egress_name);
         free(p->domains);

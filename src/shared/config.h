@@ -184,6 +184,11 @@ typedef struct ConfigProfile {
         bool check_server_name; /* the broker compares TLS SNI / Host with the name asked for */
         bool status_line; /* lazaret run's status line on a terminal (default true) */
         bool clipboard; /* the sandbox's OSC 52 clipboard writes reach the terminal (default false) */
+        /* ca_certificates: "host" (the host's trust store) and PEM files,
+         * canonical, in order, NULL-terminated; NULL: none (the image's own). */
+        char **ca_files;
+        size_t n_ca_files;
+        ConfigWhere ca_where;
         ConfigEnvVar *env;
         size_t n_env;
         ConfigVolume *volumes;

@@ -27,7 +27,8 @@ DNS = {
     "self.example.test": {"A": [ROOT4]},
     "unlisted.example.test": {"A": [HOST4]},
 }
-RULES = ["ok.example.test:8080", "ok.example.test:9443", "ok.example.test:2222", "private.example.test:8080",
+RULES = ["ok.example.test:8080", "ok.example.test:9443", "ok.example.test:2222", "ok.example.test:8443",
+         "private.example.test:8080",
          "mixed.example.test:8080",
          "meta.example.test:8080", "self.example.test:8080"]
 
@@ -64,12 +65,29 @@ def names():
         lab.ssh = tempfile.mkdtemp(prefix="lazaret-egress-ssh-")
         for k in ("host", "client"):
             sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", os.path.join(lab.ssh, k))
+        # A certificate authority of the test's own and the HTTPS host's
+        # certificate from it (ca_certificates, issue 24).
+        lab.tls = tempfile.mkdtemp(prefix="lazaret-egress-tls-")
+        t = lab.tls
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+        sh("openssl", "req", "-x509", *ec, "-keyout", f"{t}/ca.key", "-out", f"{t}/ca.pem", "-days", "2",
+           "-subj", "/CN=Lazaret test CA")
+        sh("openssl", "req", *ec, "-keyout", f"{t}/host.key", "-out", f"{t}/host.csr", "-subj", "/CN=ok.example.test")
+        with open(f"{t}/ext", "w") as f:
+            f.write("subjectAltName=DNS:ok.example.test\nbasicConstraints=CA:FALSE\n"
+                    "extendedKeyUsage=serverAuth\n")
+        sh("openssl", "x509", "-req", "-in", f"{t}/host.csr", "-CA", f"{t}/ca.pem", "-CAkey", f"{t}/ca.key",
+           "-CAcreateserial", "-out", f"{t}/host.pem", "-days", "2", "-extfile", f"{t}/ext")
+        os.chmod(t, 0o755)
+        os.chmod(f"{t}/ca.pem", 0o644)
         h = lab.netns("e")
         lab.veth(None, [f"{ROOT4}/29"], h, [f"{HOST4}/29"])
         sh("ip", "-n", h, "route", "add", "default", "via", ROOT4)
         for cmd in ([os.path.join(HELPERS, "testdns.py"), HOST4, "53", json.dumps(DNS), "--log", lab.log],
                     [os.path.join(HELPERS, "testecho.py"), HOST4, "9443", "--log", lab.log],
                     [os.path.join(HELPERS, "testhttp.py"), HOST4, "8080", lab.web, "--log", lab.log],
+                    [os.path.join(HELPERS, "testhttp.py"), HOST4, "8443", lab.web, "--log", lab.log,
+                     "--tls", f"{t}/host.pem", f"{t}/host.key"],
                     [os.path.join(HELPERS, "testsshd.py"), HOST4, "2222", os.path.join(lab.ssh, "host"),
                      os.path.join(lab.ssh, "client.pub"), lab.web, "--log", lab.log]):
             p = subprocess.Popen(["nsenter", f"--net={lab.path(h)}", sys.executable] + cmd, stdout=subprocess.PIPE,
@@ -79,7 +97,8 @@ def names():
         yield lab
     finally:
         lab.close()
-        subprocess.run(["rm", "-rf", lab.web, getattr(lab, "ssh", lab.web)], check=False)
+        subprocess.run(["rm", "-rf", lab.web, getattr(lab, "ssh", lab.web), getattr(lab, "tls", lab.web)],
+                       check=False)
         if os.path.exists(lab.log):
             os.unlink(lab.log)
 
@@ -326,6 +345,70 @@ true
         assert "fetch_unlisted=3" in out and "fetch_without_proxy=3" in out, out
         assert "npm=0\ninstalled by name\n" in out, out
         assert "npm_unlisted=0" not in out, out
+    finally:
+        gone(lz, d)
+
+
+def test_ca_certificates_reach_the_clients(lz, node_image, names):  # noqa: F811
+    """ca_certificates = ["host", FILE] (issue 24): curl, Python, Node.js
+    and git inside trust an HTTPS host whose certificate comes from the
+    test's own authority, through the relay; the bundle is read-only and
+    holds the host's store and that certificate; without the key the same
+    clients refuse the host. A file with a private key in it stops the
+    launch, naming it, and leaves nothing."""
+    image, _ = node_image
+    ca = os.path.join(names.tls, "ca.pem")
+    net = f'default_allow = []\ndefault_deny = []\nipv6 = "disabled"\nresolvers = ["{HOST4}"]\n'
+    # A file that holds a key beside the certificate.
+    both = lz.write("key-and-ca.pem", open(ca).read() + open(os.path.join(names.tls, "host.key")).read())
+    extra = f'allow_domains = {json.dumps(RULES)}\nca_certificates = ["host", "{ca}"]\n' + f"""
+[profiles.plain]
+image = "{image}"
+allow_domains = {json.dumps(RULES)}
+[profiles.keyed]
+image = "{image}"
+ca_certificates = ["{both}"]
+"""
+    d = Domain(lz, image, network=net, extra=extra)
+    script = r"""
+u=https://ok.example.test:8443/hello.txt
+curl -sf $u; echo curl=$?
+python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" $u
+echo py=$?
+node -e 'fetch(process.argv[1]).then(r => r.text()).then(t => process.stdout.write(t), e => {
+  console.log("failed:", String(e.cause || e)); process.exitCode = 3; })' $u; echo node=$?
+git clone -q https://ok.example.test:8443/repo.git /tmp/r && cat /tmp/r/file.txt; echo git=$?
+echo "env=$SSL_CERT_FILE $NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE $GIT_SSL_CAINFO"
+grep -c 'BEGIN CERTIFICATE' /run/lazaret/ca-certificates.crt
+echo x >> /run/lazaret/ca-certificates.crt 2>/dev/null; echo write=$?
+true
+"""
+    try:
+        r = d.run("run", "--", "/bin/bash", "-c", script, timeout=300)
+        assert r.returncode == 0, r.stderr + d.log()
+        out = r.stdout
+        for ok in ("curl", "py", "node", "git"):
+            assert f"{ok}=0" in out, out
+        assert out.count("hello by name\n") == 3 and "cloned by name\n" in out, out
+        b = "/run/lazaret/ca-certificates.crt"
+        assert f"env={b} {b} {b} {b}\n" in out, out
+        host = open("/etc/ssl/certs/ca-certificates.crt").read().count("BEGIN CERTIFICATE")
+        assert f"\n{host + 1}\nwrite=" in out and "write=0" not in out, out
+
+        # The same clients without the authority refuse the host.
+        r = d.run("run", "plain", "--", "/bin/bash", "-c", script, timeout=300)
+        assert r.returncode == 0, r.stderr + d.log()
+        for bad in ("curl", "py", "node", "git"):
+            assert f"{bad}=0" not in r.stdout, r.stdout
+        assert "hello by name" not in r.stdout and "env=   \n" in r.stdout, r.stdout
+
+        # A file that holds a key is no certificate file: nothing starts.
+        before = sorted(d.domain_dirs())
+        r = d.run("run", "keyed", "--", "/bin/true", timeout=120)
+        assert r.returncode != 0, r.stderr
+        assert (f"profiles.keyed.ca_certificates: {both} holds a PRIVATE KEY block: a certificate file for the "
+                "sandbox holds certificates only (never a key)") in r.stderr, r.stderr
+        assert sorted(d.domain_dirs()) == before and d.container_names() == []
     finally:
         gone(lz, d)
 

@@ -561,7 +561,7 @@ static void test_key_rules(void **state) {
         assert_string_equal(k[0], "storage");
         assert_string_equal(k[3], "profiles");
         assert_string_equal(k[4], "runtime");
-        assert_int_equal(config_key_children("profiles.*", k, 32), 17);
+        assert_int_equal(config_key_children("profiles.*", k, 32), 18);
         assert_string_equal(k[3], "backend");
         assert_string_equal(k[6], "pids_limit");
         assert_string_equal(k[7], "memory_limit");
@@ -571,8 +571,9 @@ static void test_key_rules(void **state) {
         assert_string_equal(k[12], "check_server_name");
         assert_string_equal(k[13], "status_line");
         assert_string_equal(k[14], "clipboard");
-        assert_string_equal(k[16], "volumes");
-        assert_null(k[17]);
+        assert_string_equal(k[15], "ca_certificates");
+        assert_string_equal(k[17], "volumes");
+        assert_null(k[18]);
         assert_int_equal(config_key_children("profiles", k, 32), 0);
 }
 
@@ -699,6 +700,87 @@ static void test_authority(void **state) {
         config_diags_done(&d);
 }
 
+/* ca_certificates (issue 24): "host", or "host" and host files in a list,
+ * canonical; every bad entry an error at its place; an untrusted workspace
+ * file may not set it. */
+#define CA_HEAD                                                                                                        \
+        "[storage]\ndata_root = \"~/data\"\n[network]\ndefault_allow = []\ndefault_deny = []\n[escalation]\n"          \
+        "enabled = false\nsocket_dir = \"/tmp/sock\"\n"
+
+static void test_ca_config(void **state) {
+        (void) state;
+        char ws[128], want[256];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        ConfigLoadOptions o = { .workspace = ws };
+        ConfigDiags d = {};
+        Config *c = NULL;
+
+        put("xdg/lazaret/config.toml",
+            CA_HEAD "[profiles.aa]\nimage = \"localhost/a:1\"\n"
+                    "ca_certificates = \"host\"\n[profiles.bb]\nimage = \"localhost/a:1\"\n"
+                    "ca_certificates = [\"host\", \"~/ca/corp.pem\", \"/etc//x/../y.pem\"]\n");
+        assert_int_equal(config_load(&o, &c, &d), -EINVAL);
+        assert_int_equal(config_diags_errors(&d), 1);
+        assert_string_equal(d.items[0].message,
+                            "profiles.bb.ca_certificates[2]: path '/etc//x/../y.pem' contains a '..' segment after "
+                            "expansion; refusing it");
+        config_diags_done(&d);
+
+        put("xdg/lazaret/config.toml", CA_HEAD "[profiles.aa]\nimage = \"localhost/a:1\"\n"
+                                               "ca_certificates = \"host\"\n[profiles.bb]\nimage = \"localhost/a:1\"\n"
+                                               "ca_certificates = [\"host\", \"~/ca/corp.pem\"]\n[profiles.cc]\n"
+                                               "image = \"localhost/a:1\"\n");
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), 0);
+        const ConfigProfile *p = config_find_profile(c, "aa");
+        assert_int_equal(p->n_ca_files, 1);
+        assert_string_equal(p->ca_files[0], "host");
+        p = config_find_profile(c, "bb");
+        assert_int_equal(p->n_ca_files, 2);
+        assert_string_equal(p->ca_files[0], "host");
+        snprintf(want, sizeof(want), "%s/home/ca/corp.pem", dir);
+        assert_string_equal(p->ca_files[1], want);
+        assert_null(p->ca_files[2]);
+        p = config_find_profile(c, "cc");
+        assert_null(p->ca_files);
+        config_free(c);
+        config_diags_done(&d);
+
+        static const struct {
+                const char *value, *message;
+        } bad[] = {
+                { "\"image\"", "profiles.aa.ca_certificates: 'image' is not \"host\"; it is \"host\" (the host's "
+                               "trust store) or a list of \"host\" and PEM certificate files" },
+                { "true", "profiles.aa.ca_certificates is a boolean; it is \"host\" (the host's trust store) or a "
+                          "list of \"host\" and PEM certificate files" },
+                { "[]", "profiles.aa.ca_certificates has 0 entries; it takes 1 to 16" },
+                { "[\"host\", \"host\"]", "profiles.aa.ca_certificates[1]: host is listed twice; keep one" },
+                { "[\"ca.pem\"]", "profiles.aa.ca_certificates[0]: path 'ca.pem' is not absolute after expansion "
+                                  "(start it with '/' or '~/')" },
+                { "[\"host\", 3]", "profiles.aa.ca_certificates[1] is not a non-empty string; it is \"host\" (the "
+                                   "host's trust store) or a list of \"host\" and PEM certificate files" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                char text[512];
+                snprintf(text, sizeof(text), CA_HEAD "[profiles.aa]\nimage = \"localhost/a:1\"\nca_certificates = %s\n",
+                         bad[i].value);
+                put("xdg/lazaret/config.toml", text);
+                d = (ConfigDiags){};
+                c = NULL;
+                assert_int_equal(config_load(&o, &c, &d), -EINVAL);
+                assert_int_equal(config_diags_errors(&d), 1);
+                assert_string_equal(d.items[0].message, bad[i].message);
+                assert_int_equal(d.items[0].pos.line, 11);
+                config_diags_done(&d);
+        }
+
+        /* A workspace file may not hand the sandbox the host's files. */
+        assert_int_equal(load_ws("[profiles.claude]\nca_certificates = \"host\"\n", &c, &d), -EPERM);
+        assert_int_equal(config_diags_errors(&d), 1);
+        assert_non_null(strstr(d.items[0].message, "profiles.claude.ca_certificates widens the sandbox"));
+        config_diags_done(&d);
+}
+
 static void test_trust_store(void **state) {
         (void) state;
         char store[256], sha[WSTRUST_SHA256_HEX_LEN + 1];
@@ -780,6 +862,7 @@ int main(void) {
                 cmocka_unit_test(test_key_rules),
                 cmocka_unit_test_setup_teardown(test_domains_config, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_authority, setup_dirs, teardown_dirs),
+                cmocka_unit_test_setup_teardown(test_ca_config, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_trust_store, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_workspace_file_kinds, setup_dirs, teardown_dirs),
         };

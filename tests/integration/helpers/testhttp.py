@@ -6,10 +6,13 @@ bare repository after `git update-server-info`). Unlike `python3 -m
 http.server` it looks up no name (http.server asks DNS for its own address's
 name before it listens). The log gets "http METHOD PATH HOST" per request.
 
-usage: testhttp.py ADDR PORT DIR [--log FILE]
+With --tls CERT KEY it speaks HTTPS with that certificate chain.
+
+usage: testhttp.py ADDR PORT DIR [--log FILE] [--tls CERT KEY]
 Prints "ready" on stdout once listening."""
 import http.server
 import socketserver
+import ssl
 import sys
 
 
@@ -34,6 +37,11 @@ def main():
                 log.write(f"http {self.command} {self.path} {self.headers.get('Host', '-')}\n")
 
     srv = Server((addr, port), Handler)
+    if "--tls" in sys.argv:
+        i = sys.argv.index("--tls")
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[i + 1], sys.argv[i + 2])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     print("ready", flush=True)
     srv.serve_forever()
 
