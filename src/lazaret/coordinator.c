@@ -6,6 +6,7 @@
  * in coordinator-session.c, coordinator-network.c and coordinator-parts.c
  * (coordinator-internal.h). */
 #include "coordinator-internal.h"
+#include "images.h"
 
 /* ---- the store, with ownership ------------------------------------------ */
 
@@ -589,6 +590,19 @@ static int write_ca_bundle(Coordinator *co) {
         return 0;
 }
 
+/* The fix for an image lazaret builds itself that is not there yet. */
+static const char *image_hint(const char *image, const char *err) {
+        if (!image || !err || !(strstr(err, "image not known") || strstr(err, "no such image")))
+                return "";
+        if (streq(image, NODE_IMAGE))
+                return "; build it: lazaret image build node";
+        if (streq(image, DEBIAN_IMAGE))
+                return "; build it: lazaret image build debian";
+        if (streq(image, "localhost/lazaret/busybox:latest"))
+                return "; build it: lazaret image build busybox";
+        return "";
+}
+
 #define COORDINATOR_INIT(status)                                                                                       \
         ((Coordinator){                                                                                                \
                 .epfd = -EBADF,                                                                                        \
@@ -844,7 +858,8 @@ int coordinator_main(void) {
                 if (co.anchor.image_id || !err)
                         status_report(&co, "error: cannot keep persistent_dirs: %s", err ? err : strerror(-r));
                 else
-                        status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image, err);
+                        status_report(&co, "error: cannot start the sandbox from %s: %s%s", co.spec.image, err,
+                                      image_hint(co.spec.image, err));
                 return start_failed(&co);
         }
         err = mfree(err);
@@ -893,8 +908,8 @@ int coordinator_main(void) {
                 if (native)
                         status_report(&co, "error: cannot start the native sandbox: %s", err ? err : strerror(-r));
                 else
-                        status_report(&co, "error: cannot start the sandbox from %s: %s", co.spec.image,
-                                      err ? err : strerror(-r));
+                        status_report(&co, "error: cannot start the sandbox from %s: %s%s", co.spec.image,
+                                      err ? err : strerror(-r), image_hint(co.spec.image, err));
                 return start_failed(&co);
         }
         if (!native && co.spec.runsc_network == RUNSC_NETWORK_SANDBOX) {

@@ -436,8 +436,11 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
         for (size_t i = 0; env && secret && i < p->n_env; i++) {
                 const ConfigEnvVar *e = &p->env[i];
                 if (e->host_var) {
-                        json_array_append_new(env, json_pack("{s:s, s:{s:{s:s, s:s}}}", "name", e->name, "valueFrom",
-                                                             "secretKeyRef", "name", secret, "key", e->host_var));
+                        /* env?:VAR: the pod starts without it when the Secret lacks the key. */
+                        json_array_append_new(
+                                env, json_pack(e->optional ? "{s:s, s:{s:{s:s, s:s, s:b}}}" : "{s:s, s:{s:{s:s, s:s}}}",
+                                               "name", e->name, "valueFrom", "secretKeyRef", "name", secret, "key",
+                                               e->host_var, "optional", 1));
                         strbuf_printf(&keys, " --from-literal=%s=...", e->host_var);
                 } else
                         json_array_append_new(env, json_pack("{s:s, s:s}", "name", e->name, "value", e->value));

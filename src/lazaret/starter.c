@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "fileio.h"
 #include "netpolicy.h"
 #include "path-util.h"
+#include "presets.h"
 #include "rtnl.h"
 #include "string-util.h"
 #include "starter.h"
@@ -102,8 +104,32 @@ static bool host_has_ipv6_uplink(void) {
         return up;
 }
 
+/* Whether dir holds a file (at any depth) whose name ends in one of the
+ * certificate suffixes. */
+static bool dir_has_certs(const char *dir, int depth) {
+        DIR *d = depth <= 4 ? opendir(dir) : NULL;
+        bool found = false;
+        for (struct dirent *e; d && !found && (e = readdir(d));) {
+                size_t n = strlen(e->d_name);
+                if (e->d_name[0] == '.')
+                        continue;
+                if (n > 4 && (streq(e->d_name + n - 4, ".crt") || streq(e->d_name + n - 4, ".pem") ||
+                              streq(e->d_name + n - 4, ".cer")))
+                        found = true;
+                else if (e->d_type == DT_DIR) {
+                        _cleanup_free_ char *sub = path_join(dir, e->d_name);
+                        found = sub && dir_has_certs(sub, depth + 1);
+                }
+        }
+        if (d)
+                closedir(d);
+        return found;
+}
+
 void starter_probe_host(StarterHost *ret) {
         StarterHost h = { .rootful = geteuid() == 0 };
+        h.local_cas = dir_has_certs("/usr/local/share/ca-certificates", 0) ||
+                      dir_has_certs("/etc/pki/ca-trust/source/anchors", 0);
         /* Rootful Podman's default bridge has no IPv6; rootless slirp4netns
          * has it when the host has. */
         h.ipv6 = !h.rootful && host_has_ipv6_uplink();
@@ -182,6 +208,63 @@ int starter_config(const StarterHost *h, char **ret) {
                 strbuf_puts(&b, "# gVisor's own network stack carries the agent's traffic (the default);\n"
                                 "# \"host\" would hand it to the kernel's stack in the sidecar's namespace.\n"
                                 "runsc_network = \"sandbox\"\n");
+        char *s = strbuf_steal(&b);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+/* What each key of a preset gives, for the comments above it. */
+static const char *preset_key_note(const char *key, const Preset *ps) {
+        static const struct {
+                const char *key, *note;
+        } notes[] = {
+                { "command", "installs the agent on its first run (it stays), then starts it" },
+                { "persistent_dirs", "kept across restarts, per workspace: the installed agent" },
+                { "env", "passed in from your environment when set (never written here)" },
+                { "volumes", "the agent's login and settings, in {profile_dir}, for every workspace" },
+                { "allow_domains", "the only names it reaches, through the broker (no other network)" },
+        };
+        if (streq(key, "image"))
+                return streq(ps->image_flavour, "node") ? "the image, built here once (lazaret image build node)"
+                                                        : "the image, built here once (lazaret image build debian)";
+        for (size_t i = 0; i < ELEMENTSOF(notes); i++)
+                if (streq(notes[i].key, key))
+                        return notes[i].note;
+        return NULL;
+}
+
+int starter_agent_profile(const char *name, const Preset *ps, const StarterHost *h, char **ret) {
+        StrBuf b = STRBUF_INIT;
+        strbuf_printf(&b,
+                      "\n# %s, from the built-in preset \"%s\".\n"
+                      "# What the preset gives is below, as comments; a key written in this table\n"
+                      "# replaces the preset's ('lazaret config show' prints each value and where\n"
+                      "# it came from).\n"
+                      "[profiles.%s]\n"
+                      "preset = \"%s\"\n",
+                      ps->agent, ps->name, name, ps->name);
+        for (const char *line = ps->body; *line;) {
+                size_t n = strcspn(line, "\n");
+                size_t k = strcspn(line, " =");
+                _cleanup_free_ char *key = strndup(line, k);
+                const char *note = key ? preset_key_note(key, ps) : NULL;
+                if (note)
+                        strbuf_printf(&b, "# %s:\n", note);
+                strbuf_printf(&b, "#   %.*s\n", (int) n, line);
+                line += n;
+                if (*line == '\n')
+                        line++;
+        }
+        if (h->local_cas)
+                strbuf_puts(&b, "# This host trusts certificate authorities of its own (in\n"
+                                "# /usr/local/share/ca-certificates or /etc/pki/ca-trust/source/anchors),\n"
+                                "# which the image does not: the sandbox gets the host's trust store.\n"
+                                "ca_certificates = \"host\"\n");
+        else
+                strbuf_puts(&b, "# Behind a proxy that inspects TLS, trust what the host trusts:\n"
+                                "# ca_certificates = \"host\"\n");
         char *s = strbuf_steal(&b);
         if (!s)
                 return -ENOMEM;

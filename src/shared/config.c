@@ -3,6 +3,7 @@
 #include <sys/statfs.h>
 
 #include "config-internal.h"
+#include "presets.h"
 
 /* ---- diagnostics -------------------------------------------------------- */
 
@@ -500,6 +501,79 @@ static int load_workspace_source(Config *c, const ConfigLoadOptions *o, ConfigDi
                         w->trusted_when = rec->when;
         }
         return add_source(c, w->path, data, size, w->trust == CONFIG_TRUST_TRUSTED, d);
+}
+
+/* Built-in presets: for each profile whose `preset` a trusted file names
+ * (the last one that does), the preset's keys as a source of its own,
+ * "preset NAME", put first: the lowest layer, which every file sets over.
+ * An untrusted workspace file's `preset` is not followed here; the
+ * authority check refuses it when it differs. Returns 0, -EINVAL after
+ * reporting a problem, or -ENOMEM. */
+static int add_presets(Config *c, ConfigDiags *d) {
+        const size_t n_files = c->n_sources;
+        size_t n_found = 0;
+        struct {
+                const char *profile;
+                const Preset *preset;
+        } found[CONFIG_LIST_MAX];
+        bool bad = false;
+        for (size_t i = 0; i < n_files; i++) {
+                const ConfigSource *src = &c->sources[i];
+                const TomlEntry *pt = src->trusted ? toml_table_get(src->root, "profiles") : NULL;
+                const TomlValue *profiles = pt ? pt->value : NULL;
+                for (size_t k = 0; profiles && profiles->type == TOML_TABLE && k < profiles->table.n; k++) {
+                        const TomlEntry *pe = &profiles->table.entries[k];
+                        const TomlEntry *ve =
+                                pe->value->type == TOML_TABLE ? toml_table_get(pe->value, "preset") : NULL;
+                        const TomlValue *v = ve ? ve->value : NULL;
+                        if (!v || !config_profile_name_valid(pe->key))
+                                continue;
+                        const Preset *ps = NULL;
+                        if (v->type != TOML_STRING)
+                                ERR(d, src->path, v->pos, "profiles.%s.preset is %s; it names a built-in preset (%s)",
+                                    pe->key, toml_type_with_article(v->type), preset_names);
+                        else if (!(ps = preset_find(v->str.s)) || strlen(v->str.s) != v->str.len) {
+                                _cleanup_free_ char *q = config_quoted(v->str.s, v->str.len);
+                                ERR(d, src->path, v->pos,
+                                    "profiles.%s.preset: %s is not a built-in preset; the presets are %s (a preset "
+                                    "is never a path)",
+                                    pe->key, q ?: "?", preset_names);
+                                ps = NULL;
+                        }
+                        if (!ps) {
+                                bad = true;
+                                continue;
+                        }
+                        size_t j;
+                        for (j = 0; j < n_found && !streq(found[j].profile, pe->key); j++)
+                                ;
+                        if (j == n_found) {
+                                if (n_found == ELEMENTSOF(found))
+                                        continue;
+                                n_found++;
+                        }
+                        found[j].profile = pe->key;
+                        found[j].preset = ps;
+                }
+        }
+        if (bad)
+                return -EINVAL;
+        for (size_t j = 0; j < n_found; j++) {
+                StrBuf text = STRBUF_INIT, name = STRBUF_INIT;
+                strbuf_printf(&text, "[profiles.%s]\n%s", found[j].profile, found[j].preset->body);
+                strbuf_printf(&name, "preset %s", found[j].preset->name);
+                _cleanup_free_ char *t = strbuf_steal(&text), *n = strbuf_steal(&name);
+                if (!t || !n)
+                        return -ENOMEM;
+                int r = add_source(c, n, t, strlen(t), true, d);
+                if (r < 0)
+                        return r;
+                /* First: the lowest precedence. */
+                ConfigSource last = c->sources[c->n_sources - 1];
+                memmove(&c->sources[1], &c->sources[0], (c->n_sources - 1) * sizeof(ConfigSource));
+                c->sources[0] = last;
+        }
+        return 0;
 }
 
 /* ---- validation --------------------------------------------------------- */
@@ -1078,6 +1152,10 @@ int config_load(const ConfigLoadOptions *o, Config **ret, ConfigDiags *diags) {
                 return -ENOENT;
         }
 
+        r = add_presets(c, diags);
+        if (r < 0)
+                return r;
+
         /* An untrusted workspace file may only narrow: compare it with what
          * the person's own files say before anything of it is used. */
         size_t before = config_diags_errors(diags);
@@ -1155,6 +1233,8 @@ int config_profile_env(const ConfigProfile *p, char ***ret_envv, size_t *ret_n, 
                 const char *val = e->value;
                 if (e->host_var) {
                         val = getenv(e->host_var);
+                        if (!val && e->optional)
+                                continue;
                         if (!val) {
                                 ERR(diags, e->where.file, e->where.pos,
                                     "profiles.%s.env.%s: host variable %s is not set (export it, or change the "

@@ -119,6 +119,7 @@ typedef struct ConfigEnvVar {
         char *name;
         char *value; /* the literal value, or NULL when taken from the host */
         char *host_var; /* "env:VAR" form: the host variable, else NULL */
+        bool optional; /* "env?:VAR": left out when the host has no VAR (a preset's API keys) */
         ConfigWhere where;
 } ConfigEnvVar;
 

@@ -384,7 +384,7 @@ echo x >> /run/lazaret/ca-certificates.crt 2>/dev/null; echo write=$?
 true
 """
     try:
-        r = d.run("run", "--", "/bin/bash", "-c", script, timeout=300)
+        r = d.run("run", "shell", "--", "/bin/bash", "-c", script, timeout=300)
         assert r.returncode == 0, r.stderr + d.log()
         out = r.stdout
         for ok in ("curl", "py", "node", "git"):
@@ -403,6 +403,9 @@ true
         assert "hello by name" not in r.stdout and "env=   \n" in r.stdout, r.stdout
 
         # A file that holds a key is no certificate file: nothing starts.
+        deadline = time.time() + 60
+        while d.container_names() and time.time() < deadline:
+            time.sleep(0.2)  # the last sandbox going away
         before = sorted(d.domain_dirs())
         r = d.run("run", "keyed", "--", "/bin/true", timeout=120)
         assert r.returncode != 0, r.stderr

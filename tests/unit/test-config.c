@@ -561,19 +561,20 @@ static void test_key_rules(void **state) {
         assert_string_equal(k[0], "storage");
         assert_string_equal(k[3], "profiles");
         assert_string_equal(k[4], "runtime");
-        assert_int_equal(config_key_children("profiles.*", k, 32), 18);
-        assert_string_equal(k[3], "backend");
-        assert_string_equal(k[6], "pids_limit");
-        assert_string_equal(k[7], "memory_limit");
-        assert_string_equal(k[8], "cpu_limit");
-        assert_string_equal(k[9], "disk_limit");
-        assert_string_equal(k[11], "allow_domains");
-        assert_string_equal(k[12], "check_server_name");
-        assert_string_equal(k[13], "status_line");
-        assert_string_equal(k[14], "clipboard");
-        assert_string_equal(k[15], "ca_certificates");
-        assert_string_equal(k[17], "volumes");
-        assert_null(k[18]);
+        assert_int_equal(config_key_children("profiles.*", k, 32), 19);
+        assert_string_equal(k[0], "preset");
+        assert_string_equal(k[4], "backend");
+        assert_string_equal(k[7], "pids_limit");
+        assert_string_equal(k[8], "memory_limit");
+        assert_string_equal(k[9], "cpu_limit");
+        assert_string_equal(k[10], "disk_limit");
+        assert_string_equal(k[12], "allow_domains");
+        assert_string_equal(k[13], "check_server_name");
+        assert_string_equal(k[14], "status_line");
+        assert_string_equal(k[15], "clipboard");
+        assert_string_equal(k[16], "ca_certificates");
+        assert_string_equal(k[18], "volumes");
+        assert_null(k[19]);
         assert_int_equal(config_key_children("profiles", k, 32), 0);
 }
 

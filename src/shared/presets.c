@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+#include <string.h>
+
+#include "images.h"
+#include "macro.h"
+#include "presets.h"
+#include "string-util.h"
+
+/* The agent installed with npm on its first run into /usr/local (a
+ * persistent directory, so it stays); later runs start it at once. */
+#define NPM_AGENT(bin, package, what)                                                                                  \
+        "command = [\"/bin/sh\", \"-c\", \"command -v " bin " >/dev/null 2>&1 || { echo 'lazaret: installing " what    \
+        " (npm install -g " package                                                                                    \
+        "), once: it stays in /usr/local' >&2; npm install -g --no-audit --no-fund --no-update-notifier " package      \
+        " >&2 || exit 1; }; exec " bin " \\\"$@\\\"\", \"" bin "\"]\n"
+
+/* Names every agent's tools reach: its git host (HTTPS and SSH). */
+#define GIT_HOSTS "\"github.com\", \"github.com:22\", \"codeload.github.com\""
+
+const Preset presets[] = {
+        {
+                .name = "claude",
+                .agent = "Claude Code",
+                .image_flavour = "node",
+                .body = "image = \"" NODE_IMAGE "\"\n" NPM_AGENT(
+                        "claude", "@anthropic-ai/claude-code",
+                        "Claude Code") "persistent_dirs = [\"/usr/local\"]\n"
+                                       "env = { ANTHROPIC_API_KEY = \"env?:ANTHROPIC_API_KEY\", CLAUDE_CONFIG_DIR = "
+                                       "\"/root/.claude\" }\n"
+                                       "volumes = [{ host = \"{profile_dir}/claude\", container = \"/root/.claude\" "
+                                       "}]\n"
+                                       "allow_domains = [\"api.anthropic.com\", \"claude.ai\", "
+                                       "\"console.anthropic.com\", "
+                                       "\"statsig.anthropic.com\", \"registry.npmjs.org\", " GIT_HOSTS "]\n",
+        },
+        {
+                .name = "codex",
+                .agent = "Codex CLI",
+                .image_flavour = "node",
+                .body = "image = \"" NODE_IMAGE "\"\n" NPM_AGENT(
+                        "codex", "@openai/codex",
+                        "Codex CLI") "persistent_dirs = [\"/usr/local\"]\n"
+                                     "env = { OPENAI_API_KEY = \"env?:OPENAI_API_KEY\", CODEX_HOME = \"/root/.codex\" "
+                                     "}\n"
+                                     "volumes = [{ host = \"{profile_dir}/codex\", container = \"/root/.codex\" }]\n"
+                                     "allow_domains = [\"api.openai.com\", \"auth.openai.com\", \"chatgpt.com\", "
+                                     "\"registry.npmjs.org\", " GIT_HOSTS "]\n",
+        },
+        {
+                .name = "aider",
+                .agent = "Aider",
+                .image_flavour = "debian",
+                .body = "image = \"" DEBIAN_IMAGE "\"\n"
+                        /* pip needs python3-venv, from Debian's mirror (plain HTTP, signed). */
+                        "command = [\"/bin/sh\", \"-c\", \"command -v aider >/dev/null 2>&1 || { echo 'lazaret: "
+                        "installing Aider (python3-venv from Debian, aider-chat from PyPI), once: it stays in "
+                        "/opt and /usr' >&2; { python3 -c 'import ensurepip' 2>/dev/null || { apt-get update && "
+                        "apt-get install -y --no-install-recommends python3-venv; }; } && python3 -m venv "
+                        "/opt/aider && /opt/aider/bin/pip install aider-chat && ln -sf /opt/aider/bin/aider "
+                        "/usr/local/bin/aider; } >&2 || exit 1; exec aider \\\"$@\\\"\", \"aider\"]\n"
+                        "persistent_dirs = [\"/usr\", \"/var\", \"/etc\", \"/opt\"]\n"
+                        "env = { OPENAI_API_KEY = \"env?:OPENAI_API_KEY\", ANTHROPIC_API_KEY = "
+                        "\"env?:ANTHROPIC_API_KEY\" }\n"
+                        "volumes = [{ host = \"{profile_dir}/aider\", container = \"/root/.aider\" }]\n"
+                        "allow_domains = [\"api.openai.com\", \"api.anthropic.com\", \"pypi.org\", "
+                        "\"files.pythonhosted.org\", \"deb.debian.org:80\", " GIT_HOSTS "]\n",
+        },
+        {
+                .name = "gemini",
+                .agent = "Gemini CLI",
+                .image_flavour = "node",
+                .body = "image = \"" NODE_IMAGE "\"\n" NPM_AGENT(
+                        "gemini", "@google/gemini-cli",
+                        "Gemini CLI") "persistent_dirs = [\"/usr/local\"]\n"
+                                      "env = { GEMINI_API_KEY = \"env?:GEMINI_API_KEY\", GOOGLE_API_KEY = "
+                                      "\"env?:GOOGLE_API_KEY\" }\n"
+                                      "volumes = [{ host = \"{profile_dir}/gemini\", container = \"/root/.gemini\" }]\n"
+                                      "allow_domains = [\"generativelanguage.googleapis.com\", "
+                                      "\"cloudcode-pa.googleapis.com\", "
+                                      "\"oauth2.googleapis.com\", \"accounts.google.com\", "
+                                      "\"registry.npmjs.org\", " GIT_HOSTS "]\n",
+        },
+        {
+                .name = "opencode",
+                .agent = "opencode",
+                .image_flavour = "node",
+                .body = "image = \"" NODE_IMAGE "\"\n" NPM_AGENT(
+                        "opencode", "opencode-ai",
+                        "opencode") "persistent_dirs = [\"/usr/local\"]\n"
+                                    "env = { ANTHROPIC_API_KEY = \"env?:ANTHROPIC_API_KEY\", OPENAI_API_KEY = "
+                                    "\"env?:OPENAI_API_KEY\" }\n"
+                                    "volumes = [{ host = \"{profile_dir}/opencode-data\", container = "
+                                    "\"/root/.local/share/opencode\" "
+                                    "}, { host = \"{profile_dir}/opencode-config\", container = "
+                                    "\"/root/.config/opencode\" }]\n"
+                                    "allow_domains = [\"opencode.ai\", \"models.dev\", \"api.anthropic.com\", "
+                                    "\"api.openai.com\", "
+                                    "\"registry.npmjs.org\", " GIT_HOSTS "]\n",
+        },
+        {
+                .name = "shell",
+                .agent = "a shell",
+                .image_flavour = "debian",
+                .body = "image = \"" DEBIAN_IMAGE "\"\n"
+                        "command = [\"/bin/bash\", \"-l\"]\n"
+                        "persistent_dirs = [\"/usr\", \"/var\", \"/etc\", \"/root\"]\n"
+                        "allow_domains = [\"deb.debian.org:80\", \"registry.npmjs.org\", \"pypi.org\", "
+                        "\"files.pythonhosted.org\", " GIT_HOSTS "]\n",
+        },
+};
+const size_t presets_n = ELEMENTSOF(presets);
+
+const char preset_names[] = "claude, codex, aider, gemini, opencode and shell";
+
+const Preset *preset_find(const char *name) {
+        for (size_t i = 0; name && i < presets_n; i++)
+                if (streq(presets[i].name, name))
+                        return &presets[i];
+        return NULL;
+}
