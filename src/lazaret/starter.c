@@ -187,6 +187,18 @@ static void write_network(StrBuf *b, const StarterHost *h) {
                        "\n");
 }
 
+/* ca_certificates: on where the host trusts authorities of its own. */
+static void write_ca(StrBuf *b, const StarterHost *h) {
+        if (h->local_cas)
+                strbuf_puts(b, "# This host trusts certificate authorities of its own (in\n"
+                               "# /usr/local/share/ca-certificates or /etc/pki/ca-trust/source/anchors),\n"
+                               "# which the image does not: the sandbox gets the host's trust store.\n"
+                               "ca_certificates = \"host\"\n");
+        else
+                strbuf_puts(b, "# Behind a proxy that inspects TLS, trust what the host trusts:\n"
+                               "# ca_certificates = \"host\"\n");
+}
+
 int starter_config(const StarterHost *h, char **ret) {
         StrBuf b = STRBUF_INIT;
         const char *rt = getenv("XDG_RUNTIME_DIR");
@@ -200,6 +212,7 @@ int starter_config(const StarterHost *h, char **ret) {
         else
                 strbuf_printf(&b, "socket_dir = \"/tmp/lazaret-%u\"\n", (unsigned) getuid());
         strbuf_puts(&b, starter_tail);
+        write_ca(&b, h);
         if (!h->sandbox_network_ok)
                 strbuf_puts(&b, "# runsc's own network stack (\"sandbox\") cannot start on this host (see\n"
                                 "# 'lazaret doctor', check runsc-network); use the kernel's stack instead:\n"
@@ -257,14 +270,7 @@ int starter_agent_profile(const char *name, const Preset *ps, const StarterHost 
                 if (*line == '\n')
                         line++;
         }
-        if (h->local_cas)
-                strbuf_puts(&b, "# This host trusts certificate authorities of its own (in\n"
-                                "# /usr/local/share/ca-certificates or /etc/pki/ca-trust/source/anchors),\n"
-                                "# which the image does not: the sandbox gets the host's trust store.\n"
-                                "ca_certificates = \"host\"\n");
-        else
-                strbuf_puts(&b, "# Behind a proxy that inspects TLS, trust what the host trusts:\n"
-                                "# ca_certificates = \"host\"\n");
+        write_ca(&b, h);
         char *s = strbuf_steal(&b);
         if (!s)
                 return -ENOMEM;
