@@ -934,3 +934,29 @@ def test_native_agents_of_one_profile_have_their_own_domains_and_branches(lz):
     r = d.run("--agent", "Bad Name", "run", "--tui=none", "--", "/bin/true")
     assert r.returncode != 0 and "--agent Bad Name: an agent's name is 2 to 32" in r.stderr, r.stderr
     assert len(d.domain_dirs()) == 2
+
+
+@pytest.mark.parametrize("mode", ["full", "fs-only"])
+def test_native_ca_certificates(lz, mode):
+    """ca_certificates on the native backend: the bundle (only its
+    certificates, a comment of the file left out) is readable and not
+    writable where the four variables point (FULL: /run/lazaret; FS-ONLY:
+    the host's path in the Domain's directory)."""
+    ca = os.path.join(lz.base, "ca")
+    os.makedirs(ca)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", f"{ca}/k", "-out", f"{ca}/c.pem", "-days", "1", "-subj", "/CN=native test CA"],
+                   check=True, capture_output=True)
+    pem = lz.write("ca-with-comment.pem", "# a comment\n" + open(f"{ca}/c.pem").read())
+    extra = f'ca_certificates = ["{pem}"]\n'
+    d = fs_only(lz, extra=extra) if mode == "fs-only" else native(lz, extra=extra)
+    r = d.run("run", "--tui=none", "--", "/bin/sh", "-c",
+              'echo "$SSL_CERT_FILE|$NODE_EXTRA_CA_CERTS|$REQUESTS_CA_BUNDLE|$GIT_SSL_CAINFO"; '
+              'grep -c "BEGIN CERTIFICATE" "$SSL_CERT_FILE"; grep -c comment "$SSL_CERT_FILE"; '
+              'echo x >> "$SSL_CERT_FILE" 2>/dev/null && echo written || echo not-written')
+    assert r.returncode == 0, r.stderr + d.log()
+    first, count, comments, written = r.stdout.splitlines()
+    path = "/run/lazaret/ca-certificates.crt" if mode == "full" else \
+        os.path.join(d.domain_dirs()[0], "ca-certificates.crt")
+    assert first == "|".join([path] * 4), r.stdout
+    assert (count, comments, written) == ("1", "0", "not-written"), r.stdout
