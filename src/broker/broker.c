@@ -40,6 +40,8 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -568,7 +570,105 @@ static void shutdown_all(Broker *b) {
 }
 
 static void usage(FILE *f) {
-        fputs("usage: lazaret-broker --listen-fd N --config-fd M --events-fd K\n", f);
+        fputs("usage: lazaret-broker --listen-fd N --config-fd M --events-fd K\n"
+              "       lazaret-broker --serve SOCKET --config FILE\n",
+              f);
+}
+
+/* --serve: a broker of its own (a container of an egress pod, issue 23),
+ * without a coordinator to hand it descriptors. The socket is made at
+ * path (a stale socket there is replaced; anything else is refused), the
+ * configuration read from file, and the events copied to standard output
+ * one line each by this process while a child runs the broker; SIGTERM
+ * and SIGINT are passed on. Returns the child's exit status, or 2. */
+static volatile sig_atomic_t serve_child = 0;
+
+static void serve_forward(int sig) {
+        if (serve_child > 0)
+                (void) kill((pid_t) serve_child, sig);
+}
+
+static int serve_main(const char *path, const char *file, char *argv0) {
+        struct stat st;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof(sa.sun_path))
+                die_usage("--serve: the socket path is longer than %zu bytes", sizeof(sa.sun_path) - 1);
+        if (path[0] != '/')
+                die_usage("--serve: the socket path must be absolute");
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        int config_fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (config_fd < 0)
+                die_usage("--config %s: %s", file, strerror(errno));
+        if (lstat(path, &st) == 0) {
+                if (!S_ISSOCK(st.st_mode))
+                        die_usage("--serve %s: exists and is not a socket; remove it or choose another path", path);
+                (void) unlink(path);
+        }
+        int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        /* The relay's container may run as another user of the pod: the
+         * socket's directory, the pod's own, is what guards it. */
+        mode_t old = umask(0);
+        int k = listen_fd < 0 ? -1 : bind(listen_fd, (struct sockaddr *) &sa, sizeof(sa));
+        umask(old);
+        if (k < 0 || listen(listen_fd, 128) < 0)
+                die_usage("--serve %s: %s", path, strerror(errno));
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                die_usage("pipe: %s", strerror(errno));
+        pid_t pid = fork();
+        if (pid < 0)
+                die_usage("fork: %s", strerror(errno));
+        if (pid == 0) {
+                /* The broker, with the three descriptors it takes. */
+                char a[3][16];
+                snprintf(a[0], sizeof(a[0]), "%d", listen_fd);
+                snprintf(a[1], sizeof(a[1]), "%d", config_fd);
+                snprintf(a[2], sizeof(a[2]), "%d", p[1]);
+                int keep[] = { listen_fd, config_fd, p[1] };
+                for (size_t i = 0; i < ELEMENTSOF(keep); i++) {
+                        int fl = fcntl(keep[i], F_GETFD);
+                        (void) fcntl(keep[i], F_SETFD, fl & ~FD_CLOEXEC);
+                }
+                char *args[] = { argv0, (char *) "--listen-fd", a[0], (char *) "--config-fd",
+                                 a[1],  (char *) "--events-fd", a[2], NULL };
+                execv("/proc/self/exe", args);
+                log_error("cannot run the broker: %s", strerror(errno));
+                _exit(2);
+        }
+        serve_child = pid;
+        safe_close(p[1]);
+        safe_close(listen_fd);
+        safe_close(config_fd);
+        struct sigaction sa_fwd = { .sa_handler = serve_forward };
+        sigemptyset(&sa_fwd.sa_mask);
+        (void) sigaction(SIGTERM, &sa_fwd, NULL);
+        (void) sigaction(SIGINT, &sa_fwd, NULL);
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        (void) sigprocmask(SIG_UNBLOCK, &mask, NULL);
+        char buf[65536];
+        for (;;) {
+                ssize_t n = read(p[0], buf, sizeof(buf));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                for (ssize_t off = 0; off < n;) {
+                        ssize_t w = write(STDOUT_FILENO, buf + off, (size_t) (n - off));
+                        if (w < 0 && errno == EINTR)
+                                continue;
+                        if (w <= 0)
+                                break; /* nobody reads the events: they go */
+                        off += w;
+                }
+        }
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        (void) unlink(path);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 int main(int argc, char **argv) {
@@ -584,10 +684,13 @@ int main(int argc, char **argv) {
                 { "listen-fd", required_argument, NULL, 'l' },
                 { "config-fd", required_argument, NULL, 'c' },
                 { "events-fd", required_argument, NULL, 'e' },
+                { "serve", required_argument, NULL, 's' },
+                { "config", required_argument, NULL, 'C' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         int listen_fd = -1, config_fd = -1, events_fd = -1, c;
+        const char *serve = NULL, *config_file = NULL;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0)
                 switch (c) {
                 case 'l':
@@ -599,6 +702,12 @@ int main(int argc, char **argv) {
                 case 'e':
                         events_fd = parse_fd(optarg, "--events-fd");
                         break;
+                case 's':
+                        serve = optarg;
+                        break;
+                case 'C':
+                        config_file = optarg;
+                        break;
                 case 'h':
                         usage(stdout);
                         return 0;
@@ -608,6 +717,11 @@ int main(int argc, char **argv) {
                 }
         if (optind < argc)
                 die_usage("unexpected argument \"%s\"", argv[optind]);
+        if (serve || config_file) {
+                if (!serve || !config_file || listen_fd >= 0 || config_fd >= 0 || events_fd >= 0)
+                        die_usage("--serve SOCKET and --config FILE go together, without the descriptors");
+                return serve_main(serve, config_file, argv[0]);
+        }
         if (listen_fd < 0 || config_fd < 0 || events_fd < 0)
                 die_usage("--listen-fd, --config-fd and --events-fd are all required");
         if (listen_fd == config_fd || listen_fd == events_fd || config_fd == events_fd)

@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <yaml.h>
 
+#include "broker-proto.h"
+#include "domain-rule.h"
 #include "fd-util.h"
 #include "kube.h"
 #include "macro.h"
@@ -104,6 +106,14 @@ static json_t *labels(const Build *b) {
                          "lazaret", "lazaret.dev/profile", b->p->name, "lazaret.dev/domain", b->p->domain_hash);
 }
 
+/* The agent's pod's labels: the NetworkPolicies select it by its role. */
+static json_t *agent_labels(const Build *b) {
+        json_t *l = labels(b);
+        if (l)
+                json_object_set_new(l, "lazaret.dev/role", json_string("agent"));
+        return l;
+}
+
 static json_t *metadata(const Build *b, const char *name) {
         json_t *m = json_pack("{s:s}", "name", name);
         if (m && b->o->ns)
@@ -181,6 +191,8 @@ static json_t *argv_json(char *const *argv) {
         return a;
 }
 
+static json_t *role_selector(const Build *b, const char *role);
+
 /* The NetworkPolicy: egress only to what the Derived Network Policy
  * permits, as its own prefixes (netpolicy_blocks(): each allowing rule
  * less the denying rules directly beneath it), no ingress. */
@@ -221,22 +233,28 @@ static int network_policy(Build *b) {
                 json_array_append_new(egress, json_pack("{s:o}", "to", to));
         else
                 json_decref(to);
-        json_t *spec = egress ? json_pack("{s:{s:{s:s}}, s:[s, s], s:[], s:o}", "podSelector", "matchLabels",
-                                          "lazaret.dev/domain", b->p->domain_hash, "policyTypes", "Ingress", "Egress",
-                                          "ingress", "egress", egress)
+        /* allow_domains: the egress pod's relay, by the pod's labels. */
+        if (egress && b->p->n_domains > 0)
+                json_array_append_new(egress, json_pack("{s:[{s:o}], s:[{s:s, s:i}, {s:s, s:i}]}", "to", "podSelector",
+                                                        role_selector(b, "egress"), "ports", "protocol", "TCP", "port",
+                                                        (int) RELAY_HTTP_PORT, "protocol", "TCP", "port",
+                                                        (int) RELAY_SOCKS_PORT));
+        json_t *spec = egress ? json_pack("{s:o, s:[s, s], s:[], s:o}", "podSelector", role_selector(b, "agent"),
+                                          "policyTypes", "Ingress", "Egress", "ingress", "egress", egress)
                               : NULL;
         json_t *obj = spec ? json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "networking.k8s.io/v1", "kind",
                                        "NetworkPolicy", "metadata", metadata(b, b->name), "spec", spec)
                            : NULL;
         char *comment = NULL;
-        char what[160];
+        char what[224];
         if (n_prefixes > 0)
                 snprintf(what, sizeof(what),
                          "egress only to what it permits (%zu of its prefixes, each allowing one less\n"
-                         "the denying ones beneath it)",
-                         n_prefixes);
+                         "the denying ones beneath it)%s",
+                         n_prefixes, b->p->n_domains > 0 ? " and to the egress pod's relay" : "");
         else
-                snprintf(what, sizeof(what), "no egress at all (it permits no address)");
+                snprintf(what, sizeof(what), "%s (it permits no address)",
+                         b->p->n_domains > 0 ? "no egress but to the egress pod's relay" : "no egress at all");
         if (asprintf(&comment,
                      "The Derived Network Policy sha256:%s\n"
                      "compiled: %s, no ingress at all. It holds only where the cluster's\n"
@@ -278,12 +296,6 @@ int kube_refusal(const ConfigProfile *p, char **ret_error) {
                             "node's network (hostNetwork), which no NetworkPolicy holds; use \"sandbox\"",
                             p->name, p->runsc_network_where.file ? p->runsc_network_where.file : "",
                             p->runsc_network_where.pos.line, p->runsc_network_where.pos.col);
-        if (p->n_domains > 0)
-                return fail(ret_error,
-                            "profile %s: allow_domains cannot carry over yet (the domain broker has no Kubernetes "
-                            "form in this version); leave the names out of this profile, or give their addresses "
-                            "in allow_egress",
-                            p->name);
         return 0;
 }
 
@@ -323,8 +335,9 @@ static char *claim_volume(Build *b, json_t *mounts, json_t *volumes, const char 
  * off (policies add up: the controller's beside ours would reopen egress),
  * claims unable to add environment variables or volumes. */
 static json_t *agent_sandbox(Build *b, json_t *pod, json_t **ret_template) {
-        json_t *blueprint = json_pack("{s:{s:{s:o}, s:O}, s:O, s:b}", "podTemplate", "metadata", "labels", labels(b),
-                                      "spec", pod, "volumeClaimTemplates", b->claim_templates, "service", 0);
+        json_t *blueprint =
+                json_pack("{s:{s:{s:o}, s:O}, s:O, s:b}", "podTemplate", "metadata", "labels", agent_labels(b), "spec",
+                          pod, "volumeClaimTemplates", b->claim_templates, "service", 0);
         json_t *tspec = blueprint ? json_deep_copy(blueprint) : NULL;
         if (tspec) {
                 json_object_set_new(tspec, "networkPolicyManagement", json_string("Unmanaged"));
@@ -337,6 +350,229 @@ static json_t *agent_sandbox(Build *b, json_t *pod, json_t **ret_template) {
         return blueprint ? json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", KUBE_AGENT_SANDBOX_API, "kind", "Sandbox",
                                      "metadata", metadata(b, b->name), "spec", blueprint)
                          : NULL;
+}
+
+/* ---- allow_domains: the egress pod ---------------------------------------
+ *
+ * The broker cannot share the agent's pod: a NetworkPolicy holds for a
+ * whole pod (and under gVisor its containers share one network stack), so
+ * whatever the broker may reach the agent could reach directly. The broker
+ * and the relay run in a pod of their own (NAME-egress): the relay listens
+ * on the pod's address for the agent's pod alone and hands each request to
+ * the broker over a socket in an emptyDir; the broker checks the name and
+ * port, resolves it through the profile's resolvers and connects. The
+ * agent reaches that pod's Service and, by address, only what its own
+ * policy permits; its proxy variables name the Service's address as the
+ * kubelet gives it (service links: $(NAME_EGRESS_SERVICE_HOST)). */
+
+#define KUBE_ROLE_LABEL "lazaret.dev/role"
+
+static char *egress_name(const Build *b) {
+        char *n = NULL;
+        return asprintf(&n, "%s-egress", b->name) < 0 ? NULL : n;
+}
+
+/* The Service's address as an environment variable of the agent's
+ * container: the Service's name in upper case, '-' as '_'. */
+static char *egress_host_var(const Build *b) {
+        char *n = NULL;
+        if (asprintf(&n, "%s-egress_SERVICE_HOST", b->name) < 0)
+                return NULL;
+        for (char *c = n; *c; c++)
+                *c = *c == '-' ? '_' : (*c >= 'a' && *c <= 'z') ? (char) (*c - 'a' + 'A') : *c;
+        return n;
+}
+
+static json_t *role_selector(const Build *b, const char *role) {
+        return json_pack("{s:{s:s, s:s}}", "matchLabels", "lazaret.dev/domain", b->p->domain_hash, KUBE_ROLE_LABEL,
+                         role);
+}
+
+/* The broker's configuration, as the coordinator gives it on the host. */
+static char *broker_config_text(const Build *b) {
+        const ConfigProfile *p = b->p;
+        json_t *rules = json_array(), *res = json_array();
+        for (size_t i = 0; rules && i < p->n_domains; i++) {
+                char buf[DOMAIN_NAME_MAX + 16];
+                domain_rule_format(&p->domains[i], buf, sizeof(buf));
+                json_array_append_new(rules, json_string(buf));
+        }
+        for (size_t i = 0; res && i < b->c->n_resolvers; i++) {
+                char buf[64];
+                netaddr_format(&b->c->resolvers[i], buf, sizeof(buf));
+                json_array_append_new(res, json_string(buf));
+        }
+        _cleanup_free_ char *canon = NULL;
+        if (netpolicy_format(&p->net, &canon, NULL) < 0) {
+                json_decref(rules);
+                json_decref(res);
+                return NULL;
+        }
+        json_t *j = json_pack("{s:i, s:o*, s:b, s:I, s:i, s:i, s:s, s:o*}", "version", 1, "rules", rules,
+                              "check_server_name", p->check_server_name, "max_connections",
+                              (json_int_t) b->c->broker_connections, "idle_timeout", 600, "connect_timeout", 10,
+                              "netpolicy", canon, "resolvers", res);
+        char *text = j ? json_dumps(j, JSON_SORT_KEYS | JSON_INDENT(1)) : NULL;
+        json_decref(j);
+        return text;
+}
+
+static json_t *egress_security(void) {
+        return json_pack("{s:b, s:b, s:b, s:{s:[s]}}", "allowPrivilegeEscalation", 0, "privileged", 0,
+                         "readOnlyRootFilesystem", 1, "capabilities", "drop", "ALL");
+}
+
+/* The ports the rules name, each once, as NetworkPolicy ports. */
+static json_t *rule_ports(const ConfigProfile *p) {
+        json_t *ports = json_array();
+        for (size_t i = 0; ports && i < p->n_domains; i++) {
+                bool seen = false;
+                for (size_t k = 0; k < i && !seen; k++)
+                        seen = p->domains[k].port == p->domains[i].port;
+                if (!seen)
+                        json_array_append_new(
+                                ports, json_pack("{s:s, s:i}", "protocol", "TCP", "port", (int) p->domains[i].port));
+        }
+        return ports;
+}
+
+static void egress(Build *b) {
+        const ConfigProfile *p = b->p;
+        _cleanup_free_ char *name = egress_name(b), *config = broker_config_text(b);
+        if (!name || !config) {
+                b->oom = true;
+                return;
+        }
+        /* The broker's configuration. */
+        json_t *cm = json_pack("{s:s, s:s, s:o, s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap", "metadata",
+                               metadata(b, name), "data", "broker.json", config);
+        add_doc(b, "ConfigMap", name, cm,
+                strdup("allow_domains: the broker's rules, the Derived Network Policy it checks every\n"
+                       "address against (private, loopback, link-local, metadata) and the resolvers."));
+
+        /* The pod: the broker and the relay, the socket between them. */
+        json_t *meta = metadata(b, name);
+        if (meta)
+                json_object_set_new(json_object_get(meta, "labels"), KUBE_ROLE_LABEL, json_string("egress"));
+        json_t *resources = json_pack("{s:{s:s}, s:{s:s}}", "requests", "memory", "64Mi", "limits", "memory", "256Mi");
+        json_t *broker =
+                json_pack("{s:s, s:s, s:[s, s, s, s, s], s:o, s:O, s:[{s:s, s:s, s:b}, {s:s, s:s}]}", "name", "broker",
+                          "image", b->o->broker_image, "command", "/lazaret-broker", "--serve", BROKER_SOCKET_PATH,
+                          "--config", "/etc/lazaret/broker.json", "securityContext", egress_security(), "resources",
+                          resources, "volumeMounts", "name", "config", "mountPath", "/etc/lazaret", "readOnly", 1,
+                          "name", "broker-socket", "mountPath", BROKER_SOCKET_DIR);
+        json_t *relay = json_pack("{s:s, s:s, s:[s, s, s, s, s], s:[{s:s, s:i}, {s:s, s:i}], s:o, s:O, "
+                                  "s:[{s:s, s:s}]}",
+                                  "name", "relay", "image", b->o->broker_image, "command", "/lazaret-relay", "--listen",
+                                  "0.0.0.0", "--broker", BROKER_SOCKET_PATH, "ports", "name", "http", "containerPort",
+                                  (int) RELAY_HTTP_PORT, "name", "socks", "containerPort", (int) RELAY_SOCKS_PORT,
+                                  "securityContext", egress_security(), "resources", resources, "volumeMounts", "name",
+                                  "broker-socket", "mountPath", BROKER_SOCKET_DIR);
+        json_decref(resources);
+        json_t *spec = json_pack(
+                "{s:s, s:s, s:b, s:b, s:b, s:{s:b, s:i, s:i, s:{s:s}}, s:[o, o], "
+                "s:[{s:s, s:{s:s}}, {s:s, s:{s:s}}]}",
+                "runtimeClassName", KUBE_RUNTIME_CLASS, "restartPolicy", "Always", "automountServiceAccountToken", 0,
+                "enableServiceLinks", 0, "hostNetwork", 0, "securityContext", "runAsNonRoot", 1, "runAsUser", 65534,
+                "runAsGroup", 65534, "seccompProfile", "type", "RuntimeDefault", "containers", broker, relay, "volumes",
+                "name", "config", "configMap", "name", name, "name", "broker-socket", "emptyDir", "medium", "Memory");
+        /* Names resolve through the profile's resolvers, as on the host
+         * (none: the pod's own resolv.conf, the cluster's DNS). */
+        if (spec && b->c->n_resolvers > 0) {
+                json_t *ns = json_array();
+                for (size_t i = 0; ns && i < b->c->n_resolvers; i++) {
+                        char buf[64];
+                        netaddr_format(&b->c->resolvers[i], buf, sizeof(buf));
+                        json_array_append_new(ns, json_string(buf));
+                }
+                json_object_set_new(spec, "dnsPolicy", json_string("None"));
+                json_object_set_new(spec, "dnsConfig", json_pack("{s:o}", "nameservers", ns));
+        }
+        json_t *pod = spec ? json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "Pod", "metadata", meta,
+                                       "spec", spec)
+                           : (json_decref(meta), NULL);
+        char *pod_note = NULL;
+        if (asprintf(&pod_note,
+                     "allow_domains: the broker and the relay, in gVisor, out of the agent's pod (a\n"
+                     "NetworkPolicy holds for a whole pod, so the broker's egress must not be the\n"
+                     "agent's). The relay listens on %u (HTTP CONNECT and plain HTTP) and %u (SOCKS5)\n"
+                     "for the agent's pod alone; the broker checks each name and port against %zu\n"
+                     "rule%s, resolves it, refuses private and denied addresses, and connects.",
+                     RELAY_HTTP_PORT, RELAY_SOCKS_PORT, p->n_domains, p->n_domains == 1 ? "" : "s") < 0)
+                pod_note = NULL;
+        add_doc(b, "Pod", name, pod, pod_note);
+
+        json_t *svc =
+                json_pack("{s:s, s:s, s:o, s:{s:s, s:o, s:[{s:s, s:i, s:s}, {s:s, s:i, s:s}]}}", "apiVersion", "v1",
+                          "kind", "Service", "metadata", metadata(b, name), "spec", "type", "ClusterIP", "selector",
+                          json_pack("{s:s, s:s}", "lazaret.dev/domain", b->p->domain_hash, KUBE_ROLE_LABEL, "egress"),
+                          "ports", "name", "http", "port", (int) RELAY_HTTP_PORT, "targetPort", "http", "name", "socks",
+                          "port", (int) RELAY_SOCKS_PORT, "targetPort", "socks");
+        add_doc(b, "Service", name, svc,
+                strdup("allow_domains: the egress pod's address for the agent (its proxy variables name\n"
+                       "it through the kubelet's service links). Apply it before the agent's pod."));
+
+        /* Its policy: in from the agent's pod on the relay's ports; out to
+         * DNS and to the rules' ports (the broker checks the addresses). */
+        json_t *dns_to = json_array();
+        for (size_t i = 0; dns_to && i < b->c->n_resolvers; i++) {
+                char buf[64];
+                NetAddr a = b->c->resolvers[i];
+                netaddr_format(&a, buf, sizeof(buf));
+                json_array_append_new(
+                        dns_to, json_pack("{s:{s:s+}}", "ipBlock", "cidr", buf, a.family == AF_INET ? "/32" : "/128"));
+        }
+        json_t *anywhere =
+                json_pack("[{s:{s:s}}, {s:{s:s}}]", "ipBlock", "cidr", "0.0.0.0/0", "ipBlock", "cidr", "::/0");
+        json_t *dns_rule = json_pack("{s:[{s:s, s:i}, {s:s, s:i}]}", "ports", "protocol", "UDP", "port", 53, "protocol",
+                                     "TCP", "port", 53);
+        if (dns_rule && dns_to && json_array_size(dns_to) > 0)
+                json_object_set(dns_rule, "to", dns_to);
+        json_decref(dns_to);
+        json_t *np = json_pack(
+                "{s:s, s:s, s:o, s:{s:o, s:[s, s], s:[{s:[{s:o}], s:[{s:s, s:i}, {s:s, s:i}]}], s:[o, {s:o, s:o}]}}",
+                "apiVersion", "networking.k8s.io/v1", "kind", "NetworkPolicy", "metadata", metadata(b, name), "spec",
+                "podSelector", role_selector(b, "egress"), "policyTypes", "Ingress", "Egress", "ingress", "from",
+                "podSelector", role_selector(b, "agent"), "ports", "protocol", "TCP", "port", (int) RELAY_HTTP_PORT,
+                "protocol", "TCP", "port", (int) RELAY_SOCKS_PORT, "egress", dns_rule, "to", anywhere, "ports",
+                rule_ports(p));
+        add_doc(b, "NetworkPolicy", name, np,
+                strdup("allow_domains: the egress pod takes connections from the agent's pod alone, and\n"
+                       "reaches DNS and, on the rules' ports, the addresses the broker has checked."));
+}
+
+/* The agent's proxy variables: the egress pod's Service, by the address
+ * the kubelet gives (service links); a variable the profile sets stays. */
+static void egress_env(Build *b, json_t *env) {
+        _cleanup_free_ char *host = egress_host_var(b);
+        if (!host) {
+                b->oom = true;
+                return;
+        }
+        char http[160], socks[160];
+        snprintf(http, sizeof(http), "http://$(%s):%u", host, RELAY_HTTP_PORT);
+        snprintf(socks, sizeof(socks), "socks5h://$(%s):%u", host, RELAY_SOCKS_PORT);
+        const struct {
+                const char *name, *value;
+        } vars[] = {
+                { "HTTP_PROXY", http },
+                { "HTTPS_PROXY", http },
+                { "http_proxy", http },
+                { "https_proxy", http },
+                { "ALL_PROXY", socks },
+                { "all_proxy", socks },
+                { "NO_PROXY", "localhost,127.0.0.1,::1" },
+                { "no_proxy", "localhost,127.0.0.1,::1" },
+                { "NODE_USE_ENV_PROXY", "1" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(vars); i++) {
+                bool set = false;
+                for (size_t k = 0; k < b->p->n_env && !set; k++)
+                        set = streq(b->p->env[k].name, vars[i].name);
+                if (!set)
+                        json_array_append_new(env,
+                                              json_pack("{s:s, s:s}", "name", vars[i].name, "value", vars[i].value));
+        }
 }
 
 int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, KubeDocs *ret, char **ret_error) {
@@ -448,6 +684,14 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
         if (keys.len > 0)
                 warn(&b, "the environment the host gave is the Secret %s: kubectl create secret generic %s%s", secret,
                      secret, strbuf_str(&keys));
+        if (env && p->n_domains > 0) {
+                egress_env(&b, env);
+                warn(&b,
+                     "allow_domains: the broker is the egress pod %s-egress; git over SSH does not go through it "
+                     "on a cluster (use HTTPS), and the agent's pod has the namespace's service links (give it "
+                     "a namespace of its own)",
+                     b.name);
+        }
         strbuf_done(&keys);
         free(secret);
 
@@ -486,9 +730,9 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
         json_t *pod =
                 json_pack("{s:s, s:s, s:b, s:b, s:b, s:b, s:b, s:s, s:o, s:{s:{s:s}}, s:[o], s:O}", "runtimeClassName",
                           KUBE_RUNTIME_CLASS, "restartPolicy", "Never", "automountServiceAccountToken", 0,
-                          "enableServiceLinks", 0, "hostNetwork", 0, "hostPID", 0, "hostIPC", 0, "dnsPolicy", "None",
-                          "dnsConfig", dns, "securityContext", "seccompProfile", "type", "RuntimeDefault", "containers",
-                          container, "volumes", volumes);
+                          "enableServiceLinks", p->n_domains > 0, "hostNetwork", 0, "hostPID", 0, "hostIPC", 0,
+                          "dnsPolicy", "None", "dnsConfig", dns, "securityContext", "seccompProfile", "type",
+                          "RuntimeDefault", "containers", container, "volumes", volumes);
         if (pod && json_array_size(init) > 0)
                 json_object_set(pod, "initContainers", init);
         json_decref(security);
@@ -503,15 +747,21 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
                 workload = agent_sandbox(&b, pod, &tmpl);
                 json_decref(pod);
         } else if (pod && job) {
-                json_t *meta = json_pack("{s:o}", "labels", labels(&b));
+                json_t *meta = json_pack("{s:o}", "labels", agent_labels(&b));
                 workload = json_pack("{s:s, s:s, s:o, s:{s:i, s:{s:o, s:o}}}", "apiVersion", "batch/v1", "kind", "Job",
                                      "metadata", metadata(&b, b.name), "spec", "backoffLimit", 0, "template",
                                      "metadata", meta, "spec", pod);
-        } else if (pod)
-                workload = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "Pod", "metadata",
-                                     metadata(&b, b.name), "spec", pod);
+        } else if (pod) {
+                json_t *meta = metadata(&b, b.name);
+                if (meta)
+                        json_object_set_new(meta, "labels", agent_labels(&b));
+                workload = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "Pod", "metadata", meta,
+                                     "spec", pod);
+        }
         json_decref(b.claim_templates);
         r = network_policy(&b);
+        if (r >= 0 && p->n_domains > 0)
+                egress(&b);
         if (r < 0 || b.oom || !workload || (sandbox && !tmpl)) {
                 json_decref(workload);
                 json_decref(tmpl);
@@ -525,13 +775,21 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
                         strdup("The same as a template, for SandboxClaims and warm pools: the controller's managed\n"
                                "NetworkPolicy is off (it would add to the one below and reopen egress), and\n"
                                "claims may add no environment variables and no volumes."));
+        const char *apply;
+        if (sandbox)
+                apply = p->n_domains > 0 ? "An agent-sandbox Sandbox (kubernetes-sigs/agent-sandbox): its controller "
+                                           "makes the pod\nand the claims. Apply the NetworkPolicies and the egress "
+                                           "pod's objects before it."
+                                         : "An agent-sandbox Sandbox (kubernetes-sigs/agent-sandbox): its controller "
+                                           "makes the pod\nand the claims. Apply the NetworkPolicy before it.";
+        else
+                apply = p->n_domains > 0 ? "Apply the claims, the NetworkPolicies and the egress pod's ConfigMap, Pod "
+                                           "and\nService before it (its proxy variables need the Service)."
+                                         : "Apply the claims and the NetworkPolicy before it.";
         char head[512];
         snprintf(head, sizeof(head),
                  "lazaret kube: profile %s as one agent Domain (%s), in gVisor (RuntimeClass %s).\n%s", p->name,
-                 p->domain_hash, KUBE_RUNTIME_CLASS,
-                 sandbox ? "An agent-sandbox Sandbox (kubernetes-sigs/agent-sandbox): its controller makes the pod\n"
-                           "and the claims. Apply the NetworkPolicy before it."
-                         : "Apply the claims and the NetworkPolicy before it.");
+                 p->domain_hash, KUBE_RUNTIME_CLASS, apply);
         strbuf_puts(&b.claim_notes, "");
         _cleanup_free_ char *notes = strbuf_steal(&b.claim_notes);
         _cleanup_free_ char *full = NULL;

@@ -15,6 +15,8 @@
 #define KUBE_RUNTIME_CLASS         "gvisor"
 #define KUBE_AGENT_SANDBOX_API     "agents.x-k8s.io/v1beta1"
 #define KUBE_AGENT_SANDBOX_EXT_API "extensions.agents.x-k8s.io/v1beta1"
+/* `lazaret image build broker`'s name; --broker-image names another. */
+#define KUBE_BROKER_IMAGE_DEFAULT "localhost/lazaret/broker:latest"
 
 typedef enum KubeFormat {
         KUBE_FORMAT_KUBERNETES, /* a Pod or Job, claims */
@@ -39,6 +41,7 @@ typedef struct KubeOptions {
         const char *image; /* pinned: NAME[:TAG]@sha256:HEX */
         const char *image_user; /* the image's user ("" root), or NULL when not known */
         char *const *command; /* a command that ends (a Job), or NULL: the profile's, in a Pod */
+        const char *broker_image; /* allow_domains: the broker's image, pinned (the egress pod's) */
         KubeFormat format;
 } KubeOptions;
 

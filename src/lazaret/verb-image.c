@@ -994,7 +994,7 @@ static int node_tar(Build *b, const char *tar_path) {
 
 /* The Network Sidecar's image: lazaret-netd from beside this program, the
  * only file (decision 13, NFR-4: no shell, no libc, nothing else). */
-static int netd_beside_self(char **ret) {
+static int beside_self(const char *name, char **ret) {
         char self[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
         if (n <= 0)
@@ -1004,8 +1004,103 @@ static int netd_beside_self(char **ret) {
         if (!slash)
                 return -ENOENT;
         *slash = '\0';
-        *ret = path_join(self, "lazaret-netd");
+        *ret = path_join(self, name);
         return *ret ? 0 : -ENOMEM;
+}
+
+static int netd_beside_self(char **ret) {
+        return beside_self("lazaret-netd", ret);
+}
+
+/* mkdir -p of rel's parents below dfd, each 0755. */
+static int mkdir_parents_at(int dfd, const char *rel) {
+        _cleanup_free_ char *p = strdup(rel);
+        if (!p)
+                return -ENOMEM;
+        for (char *sl = strchr(p, '/'); sl; sl = strchr(sl + 1, '/')) {
+                *sl = '\0';
+                if (*p && mkdirat(dfd, p, 0755) < 0 && errno != EEXIST)
+                        return negative_errno();
+                *sl = '/';
+        }
+        return 0;
+}
+
+/* The broker's own image (issue 23, an egress pod): lazaret-broker with
+ * the shared libraries ldd names for it, at their paths, and the static
+ * lazaret-relay; nothing else (no shell). */
+static int broker_tar(Build *b, const char *tar_path) {
+        _cleanup_free_ char *broker = NULL, *relay = NULL, *ldd = NULL;
+        int r = beside_self("lazaret-broker", &broker);
+        if (r >= 0)
+                r = beside_self("lazaret-relay", &relay);
+        if (r == -ENOMEM)
+                return oom();
+        if (r < 0 || access(broker, X_OK) < 0 || access(relay, X_OK) < 0 || elf_is_static(relay) <= 0) {
+                log_error("lazaret-broker and a static lazaret-relay must be installed next to lazaret (%s, %s)",
+                          broker ?: "lazaret-broker", relay ?: "lazaret-relay");
+                return EXIT_LAZARET;
+        }
+        r = exec_find_program(b->search, "ldd", &ldd);
+        if (r == -ENOMEM)
+                return oom();
+        if (r < 0) {
+                log_error("ldd is not installed, which names the broker's libraries: %sapt-get install libc-bin",
+                          sudo_prefix());
+                return EXIT_LAZARET;
+        }
+        char *ldd_argv[] = { ldd, broker, NULL };
+        _cleanup_(run_done) Run l = {};
+        r = run(ldd_argv, NULL, TIMEOUT_QUICK_USEC, NULL, &l);
+        if (r < 0)
+                return log_error_errno(r, "cannot run ldd: %s", strerror(-r)), EXIT_LAZARET;
+        if (run_failed(&l) || l.out_truncated)
+                return report_failure("ldd", &l, "check that lazaret-broker is a program of this machine");
+
+        _cleanup_free_ char *root = path_join(b->dir, "rootfs");
+        if (!root)
+                return oom();
+        if (mkdir(root, 0755) < 0 || chmod(root, 0755) < 0)
+                return log_error_errno(errno, "cannot create %s: %s", root, strerror(errno)), EXIT_LAZARET;
+        _cleanup_close_ int rfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (rfd < 0)
+                return log_error_errno(errno, "cannot open %s: %s", root, strerror(errno)), EXIT_LAZARET;
+        /* Lines "libx.so.1 => /lib/.../libx.so.1 (0x...)" and
+         * "/lib64/ld-linux-x86-64.so.2 (0x...)"; the vDSO has no file. */
+        unsigned n_libs = 0;
+        for (char *line = l.out, *next; line && *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+                char *arrow = strstr(line, "=> ");
+                char *lib = arrow ? arrow + 3 : line + strspn(line, " \t");
+                lib[strcspn(lib, " \t(")] = '\0';
+                if (lib[0] != '/') {
+                        if (arrow && !startswith(lib, "("))
+                                return log_error("ldd cannot find a library of lazaret-broker: %s", line), EXIT_LAZARET;
+                        continue;
+                }
+                if (path_has_dotdot(lib))
+                        continue;
+                r = mkdir_parents_at(rfd, lib + 1);
+                if (r >= 0)
+                        r = copy_at(lib, rfd, lib + 1, 0755);
+                if (r == -EEXIST)
+                        continue;
+                if (r < 0)
+                        return log_error_errno(r, "cannot copy %s: %s", lib, strerror(-r)), EXIT_LAZARET;
+                n_libs++;
+        }
+        if ((r = copy_at(broker, rfd, "lazaret-broker", 0755)) < 0 ||
+            (r = copy_at(relay, rfd, "lazaret-relay", 0755)) < 0)
+                return log_error_errno(r, "cannot copy the broker or the relay: %s", strerror(-r)), EXIT_LAZARET;
+        /* The pod's runtime mounts resolv.conf and hosts over these. */
+        if ((r = mkdirat(rfd, "etc", 0755)) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "cannot create etc: %m"), EXIT_LAZARET;
+        if ((r = mkdir_mode(rfd, "tmp", 01777)) < 0 || (r = mkdir_mode(rfd, "run", 0755)) < 0)
+                return log_error_errno(r, "cannot create tmp or run: %s", strerror(-r)), EXIT_LAZARET;
+        log_info("broker: lazaret-broker with %u libraries, lazaret-relay", n_libs);
+        return tar_rootfs(b, root, ".", tar_path);
 }
 
 static int sidecar_tar(Build *b, const char *tar_path) {
@@ -1083,6 +1178,12 @@ static const Flavour flavours[] = {
                              "ENV LANG=C.UTF-8", "LABEL io.lazaret.debian-packages=" DEBIAN_PACKAGES },
         },
         {
+                .name = "broker",
+                .default_ref = "localhost/lazaret/broker:latest",
+                .make_tar = broker_tar,
+                .changes = { "CMD [\"/lazaret-broker\", \"--help\"]" },
+        },
+        {
                 .name = "node",
                 .default_ref = NODE_IMAGE,
                 .make_tar = node_tar,
@@ -1122,7 +1223,7 @@ static const char *tag_problem(const char *ref) {
 }
 
 static void image_help(void) {
-        printf("Usage: lazaret image build busybox|debian|node|sidecar [--tag REF]\n\n"
+        printf("Usage: lazaret image build busybox|debian|node|sidecar|broker [--tag REF]\n\n"
                "Build a local OCI image without a registry into the calling user's Podman\n"
                "storage (rootless for a normal user, rootful for root) and print its name,\n"
                "ID and digest.\n\n"
@@ -1141,7 +1242,9 @@ static void image_help(void) {
                "            localhost/lazaret/node:" NODE_VERSION ".\n"
                "  sidecar   the Network Sidecar: lazaret-netd from beside lazaret, the only\n"
                "            file (no shell). Default REF localhost/lazaret/sidecar:netd-HASH,\n"
-               "            HASH from lazaret-netd's SHA-256; lazaret run builds it when missing.\n\n"
+               "            HASH from lazaret-netd's SHA-256; lazaret run builds it when missing.\n"
+               "  broker    lazaret-broker with its shared libraries and lazaret-relay, for an\n"
+               "            egress pod (lazaret kube). Default REF localhost/lazaret/broker:latest.\n\n"
                "  --tag REF   name the image REF, a fully qualified localhost/ reference\n"
                "  -h, --help  show this help\n\n"
                "The image is tagged only when the build succeeded; on failure nothing is\n"
@@ -1175,7 +1278,7 @@ static int image_build(int argc, char **argv) {
                         return EXIT_USAGE;
                 }
         if (optind >= argc) {
-                log_error("image build needs a flavour: busybox, debian, node or sidecar");
+                log_error("image build needs a flavour: busybox, debian, node, sidecar or broker");
                 return EXIT_USAGE;
         }
         if (argc - optind > 1) {
@@ -1187,7 +1290,7 @@ static int image_build(int argc, char **argv) {
                 if (streq(flavours[i].name, argv[optind]))
                         fl = &flavours[i];
         if (!fl) {
-                log_error("unknown image flavour '%s' (use busybox, debian, node or sidecar)", argv[optind]);
+                log_error("unknown image flavour '%s' (use busybox, debian, node, sidecar or broker)", argv[optind]);
                 return EXIT_USAGE;
         }
         if (tag) {

@@ -25,12 +25,14 @@
 #define KUBE_TOOL_USEC (UINT64_C(120) * 1000000)
 
 static const char help[] = "Usage: lazaret kube [PROFILE] [--namespace NS] [--output DIR] [--format FORMAT] [--check]\n"
-                           "                    [-- CMD [ARG]...]\n\n"
+                           "                    [--broker-image REF] [-- CMD [ARG]...]\n\n"
                            "Write PROFILE as Kubernetes manifests for one agent Domain: a Pod running the\n"
                            "profile's command (a Job running CMD when one is given) in gVisor's\n"
                            "RuntimeClass, non-root where the image allows, no privilege escalation, every\n"
                            "capability dropped, the image pinned by digest, requests and limits from the\n"
-                           "profile; a NetworkPolicy compiled from the Derived Network Policy; the\n"
+                           "profile; a NetworkPolicy compiled from the Derived Network Policy; for\n"
+                           "allow_domains an egress pod (the broker and the relay) the agent reaches by\n"
+                           "its Service and nothing else by name; the\n"
                            "workspace, the persistent directories and the volumes as claims; what the\n"
                            "host's environment gave as references to a Secret (never the values). What\n"
                            "cannot carry over is refused with the reason; what carries over in part is\n"
@@ -40,6 +42,9 @@ static const char help[] = "Usage: lazaret kube [PROFILE] [--namespace NS] [--ou
                            "  -f, --format FORMAT kubernetes (the default), or agent-sandbox: a Sandbox and a\n"
                            "                      SandboxTemplate of kubernetes-sigs/agent-sandbox, its managed\n"
                            "                      NetworkPolicy off in favour of this one\n"
+                           "  --broker-image REF  allow_domains: the image of the egress pod's broker and\n"
+                           "                      relay (default " KUBE_BROKER_IMAGE_DEFAULT ", from\n"
+                           "                      lazaret image build broker, pinned from Podman's store)\n"
                            "  --check             validate them with kubernetes-validate (pip install\n"
                            "                      kubernetes-validate); exit 1 when they do not pass\n"
                            "See lazaret(1) and docs/kubernetes.md.\n";
@@ -58,22 +63,30 @@ static bool dns_label(const char *s) {
 /* The image pinned, and its user, from Podman's store. A pinned image
  * that is not there is used as it is (its user unknown); one that is not
  * pinned must be there. Returns 0, or an exit status after saying why. */
+static int image_facts_of(const char *what, const char *ref, const char *fix, char **ret_image, char **ret_user);
+
 static int image_facts(const ConfigProfile *p, char **ret_image, char **ret_user) {
+        _cleanup_free_ char *what = NULL, *fix = NULL;
+        if (asprintf(&what, "profile %s: the image %s", p->name, p->image) < 0 ||
+            asprintf(&fix, "pull it (podman pull %s) or pin it in the profile (%s@sha256:...)", p->image, p->image) < 0)
+                return EXIT_LAZARET;
+        return image_facts_of(what, p->image, fix, ret_image, ret_user);
+}
+
+static int image_facts_of(const char *what, const char *ref, const char *fix, char **ret_image, char **ret_user) {
         _cleanup_free_ char *podman = NULL;
         const char *search = getenv("PATH");
-        bool pinned = kube_image_pinned(p->image);
+        bool pinned = kube_image_pinned(ref);
         _cleanup_(exec_result_done) ExecResult res = {};
         int r = exec_find_program(search && *search ? search : "/usr/bin:/bin", "podman", &podman);
         if (r == 0)
                 r = exec_capture(podman,
                                  (const char *const[]){ "podman", "image", "inspect", "--format",
-                                                        "{{.Digest}} {{.Config.User}}", p->image, NULL },
+                                                        "{{.Digest}} {{.Config.User}}", ref, NULL },
                                  KUBE_TOOL_USEC, &res);
         bool found = r == 0 && res.status == 0 && res.out && startswith(res.out, "sha256:");
         if (!found && !pinned) {
-                log_error("profile %s: the image %s is not pinned by digest and not in Podman's store: pull it "
-                          "(podman pull %s) or pin it in the profile (%s@sha256:...)",
-                          p->name, p->image, p->image, p->image);
+                log_error("%s is not pinned by digest and not in Podman's store: %s", what, fix);
                 return EXIT_CONFIG;
         }
         *ret_user = NULL;
@@ -92,15 +105,15 @@ static int image_facts(const ConfigProfile *p, char **ret_image, char **ret_user
         }
         char *img = NULL;
         if (pinned)
-                img = strdup(p->image);
-        else if (asprintf(&img, "%s@%s", p->image, res.out) < 0)
+                img = strdup(ref);
+        else if (asprintf(&img, "%s@%s", ref, res.out) < 0)
                 img = NULL;
         if (!img) {
                 *ret_user = mfree(*ret_user);
                 return EXIT_LAZARET;
         }
         if (!kube_image_pinned(img)) {
-                log_error("podman image inspect gave no usable digest for %s: %s", p->image, img);
+                log_error("podman image inspect gave no usable digest for %s: %s", ref, img);
                 free(img);
                 *ret_user = mfree(*ret_user);
                 return EXIT_LAZARET;
@@ -235,9 +248,13 @@ static int validate(const KubeDocs *docs, const StrBuf *texts) {
 
 int verb_kube(int argc, char **argv, const Globals *g) {
         static const struct option opts[] = {
-                { "help", no_argument, NULL, 'h' },         { "namespace", required_argument, NULL, 'n' },
-                { "output", required_argument, NULL, 'o' }, { "check", no_argument, NULL, 'c' },
-                { "format", required_argument, NULL, 'f' }, {},
+                { "help", no_argument, NULL, 'h' },
+                { "namespace", required_argument, NULL, 'n' },
+                { "output", required_argument, NULL, 'o' },
+                { "check", no_argument, NULL, 'c' },
+                { "format", required_argument, NULL, 'f' },
+                { "broker-image", required_argument, NULL, 'b' },
+                {},
         };
         /* The command after "--" is the Job's: options end there. */
         int dashes = argc;
@@ -246,7 +263,7 @@ int verb_kube(int argc, char **argv, const Globals *g) {
                         dashes = i;
                         break;
                 }
-        const char *ns = NULL, *output = NULL;
+        const char *ns = NULL, *output = NULL, *broker_ref = KUBE_BROKER_IMAGE_DEFAULT;
         bool check = false;
         KubeFormat format = KUBE_FORMAT_KUBERNETES;
         int c;
@@ -264,6 +281,9 @@ int verb_kube(int argc, char **argv, const Globals *g) {
                         break;
                 case 'c':
                         check = true;
+                        break;
+                case 'b':
+                        broker_ref = optarg;
                         break;
                 case 'f':
                         if (streq(optarg, "kubernetes"))
@@ -319,9 +339,24 @@ int verb_kube(int argc, char **argv, const Globals *g) {
         r = image_facts(p, &image, &user);
         if (r != 0)
                 return r;
+        /* allow_domains: the broker's own image, for the egress pod. */
+        _cleanup_free_ char *broker_image = NULL, *broker_user = NULL;
+        if (p->n_domains > 0) {
+                _cleanup_free_ char *what = NULL;
+                if (asprintf(&what, "profile %s lists names (allow_domains): the broker's image %s", p->name,
+                             broker_ref) < 0)
+                        return EXIT_LAZARET;
+                r = image_facts_of(what, broker_ref,
+                                   "build it (lazaret image build broker), push it to a registry the cluster pulls "
+                                   "from and name it with --broker-image REGISTRY/NAME@sha256:...",
+                                   &broker_image, &broker_user);
+                if (r != 0)
+                        return r;
+        }
         KubeOptions o = { .ns = ns,
                           .image = image,
                           .image_user = user,
+                          .broker_image = broker_image,
                           .command = dashes < argc ? argv + dashes + 1 : NULL,
                           .format = format };
         KubeDocs docs = {};

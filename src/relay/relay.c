@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* lazaret-relay: the sandbox's proxy for egress by name (issue 18).
  *
- *   lazaret-relay [--broker PATH] [--http-port N] [--socks-port N]
+ *   lazaret-relay [--broker PATH] [--listen ADDR] [--http-port N] [--socks-port N]
  *
- * Listens on 127.0.0.1 at RELAY_HTTP_PORT (HTTP CONNECT and plain-HTTP
+ * Listens on 127.0.0.1 (or ADDR, an IPv4 or IPv6 literal: a broker's own
+ * container listening for another's clients) at RELAY_HTTP_PORT (HTTP CONNECT and plain-HTTP
  * absolute-form) and RELAY_SOCKS_PORT (SOCKS5, no authentication). Each
  * client's request is read (at most 10 s; shared/proxy-request parses it),
  * refused here when it is malformed, and otherwise handed to the Domain's
@@ -80,7 +81,7 @@ static unsigned arg_socks_port = RELAY_SOCKS_PORT;
 
 static _noreturn_ void die_usage(const char *msg) {
         fprintf(stderr, "lazaret-relay: %s\n", msg);
-        fputs("usage: lazaret-relay [--broker PATH] [--http-port N] [--socks-port N]\n"
+        fputs("usage: lazaret-relay [--broker PATH] [--listen ADDR] [--http-port N] [--socks-port N]\n"
               "       lazaret-relay [--broker PATH] --connect HOST PORT\n"
               "       lazaret-relay [--broker PATH] [--listening] --probe HOST PORT\n",
               stderr);
@@ -733,18 +734,33 @@ static void relay_accept(Relay *r, int lfd, bool socks) {
         }
 }
 
+/* --listen ADDR: 127.0.0.1 unless told (an egress pod listens on its
+ * own address for the agent's pod); an IPv4 or IPv6 literal. */
+static const char *arg_listen = "127.0.0.1";
+
 static int listen_on(unsigned port) {
-        struct sockaddr_in sa = {
-                .sin_family = AF_INET,
-                .sin_port = htons((uint16_t) port),
-                .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-        };
+        struct sockaddr_storage ss = {};
+        socklen_t len;
+        struct sockaddr_in *in4 = (struct sockaddr_in *) &ss;
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &ss;
+        if (inet_pton(AF_INET, arg_listen, &in4->sin_addr) == 1) {
+                in4->sin_family = AF_INET;
+                in4->sin_port = htons((uint16_t) port);
+                len = sizeof(*in4);
+        } else if (inet_pton(AF_INET6, arg_listen, &in6->sin6_addr) == 1) {
+                in6->sin6_family = AF_INET6;
+                in6->sin6_port = htons((uint16_t) port);
+                len = sizeof(*in6);
+        } else
+                return -EINVAL;
         int one = 1;
-        _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
         (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || listen(fd, 128) < 0)
+        if (ss.ss_family == AF_INET6)
+                (void) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *) &ss, len) < 0 || listen(fd, 128) < 0)
                 return -errno;
         return TAKE_FD(fd);
 }
@@ -771,13 +787,13 @@ static int serve(void) {
         }
         r.listen_http = listen_on(arg_http_port);
         if (r.listen_http < 0) {
-                fprintf(stderr, "lazaret-relay: cannot listen on 127.0.0.1:%u: %s\n", arg_http_port,
+                fprintf(stderr, "lazaret-relay: cannot listen on %s port %u: %s\n", arg_listen, arg_http_port,
                         strerror(-r.listen_http));
                 return 1;
         }
         r.listen_socks = listen_on(arg_socks_port);
         if (r.listen_socks < 0) {
-                fprintf(stderr, "lazaret-relay: cannot listen on 127.0.0.1:%u: %s\n", arg_socks_port,
+                fprintf(stderr, "lazaret-relay: cannot listen on %s port %u: %s\n", arg_listen, arg_socks_port,
                         strerror(-r.listen_socks));
                 return 1;
         }
@@ -1046,6 +1062,8 @@ int main(int argc, char **argv) {
                         arg_http_port = parse_port_arg(argv[++i]);
                 else if (strcmp(a, "--socks-port") == 0 && i + 1 < argc)
                         arg_socks_port = parse_port_arg(argv[++i]);
+                else if (strcmp(a, "--listen") == 0 && i + 1 < argc)
+                        arg_listen = argv[++i];
                 else if (strcmp(a, "--listening") == 0)
                         arg_wait_listeners = true;
                 else if ((strcmp(a, "--connect") == 0 || strcmp(a, "--probe") == 0) && i + 2 < argc && !mode) {
@@ -1057,6 +1075,11 @@ int main(int argc, char **argv) {
         }
         if (strlen(arg_broker) >= sizeof(((struct sockaddr_un *) NULL)->sun_path))
                 die_usage("the broker's socket path is too long");
+        {
+                unsigned char addr[16];
+                if (inet_pton(AF_INET, arg_listen, addr) != 1 && inet_pton(AF_INET6, arg_listen, addr) != 1)
+                        die_usage("--listen takes an IPv4 or IPv6 address (no name)");
+        }
         if (mode && strcmp(mode, "--probe") == 0)
                 return probe(host, port);
         if (mode)

@@ -591,3 +591,62 @@ def test_bad_configuration(lab, broker, override, message):
     log = b.log()
     assert message in log, log
     assert len(log.strip().splitlines()) == 1, log
+
+
+def test_serve_mode(lab):
+    """--serve SOCKET --config FILE (kube's egress pod): the broker makes
+    its socket and reads its file itself, answers as with descriptors
+    (a listed name pumps, an unlisted one is refused), writes each decision
+    to standard output, ends on SIGTERM with status 0 and removes the
+    socket. Bad use is exit 2, one line naming it, nothing made."""
+    d = tempfile.mkdtemp(prefix="lazaret-broker-serve-")
+    try:
+        cfg_path = os.path.join(d, "broker.json")
+        with open(cfg_path, "w") as f:
+            json.dump({"version": 1, "rules": [f"www.example.test:{lab.port}"], "netpolicy": POLICY,
+                       "resolvers": [HOST4], "connect_timeout": 3}, f)
+        sock = os.path.join(d, "sock")
+        p = subprocess.Popen([lab.binary, "--serve", sock, "--config", cfg_path], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 10
+            while not os.path.exists(sock) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            for host, want in (("www.example.test", "OK "), ("nope.example.test", "ERR name-not-listed")):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.settimeout(20)
+                s.connect(sock)
+                s.sendall(f"CONNECT {host} {lab.port} connect\n".encode())
+                assert read_line(s).startswith(want), host
+                if want == "OK ":
+                    assert echo(s, b"ping\n") == b"ping\n"
+                s.close()
+            got = b""
+            while got.count(b"\n") < 2:
+                r, _, _ = select.select([p.stdout], [], [], 10)
+                assert r, f"no decision on standard output: {got!r}"
+                chunk = os.read(p.stdout.fileno(), 65536)
+                assert chunk, "standard output closed"
+                got += chunk
+            lines = [json.loads(x) for x in got.splitlines()]
+            assert sorted((x["host"], x["verdict"]) for x in lines) == [("nope.example.test", "refused"),
+                                                                       ("www.example.test", "allowed")], lines
+        finally:
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=10)
+        assert p.returncode == 0, err
+        assert not os.path.exists(sock)
+        assert "Sanitizer" not in err.decode() and "runtime error" not in err.decode(), err
+        # Bad use: exit 2, one line, nothing made.
+        plain = os.path.join(d, "plain")
+        open(plain, "w").close()
+        for args, why in (([ "--serve", "rel/sock", "--config", cfg_path], "the socket path must be absolute"),
+                          (["--serve", plain, "--config", cfg_path], "exists and is not a socket"),
+                          (["--serve", os.path.join(d, "s2")], "--serve SOCKET and --config FILE go together"),
+                          (["--serve", os.path.join(d, "s2"), "--config", os.path.join(d, "none.json")],
+                           "none.json: No such file or directory")):
+            r = subprocess.run([lab.binary] + args, capture_output=True, text=True, timeout=10)
+            assert r.returncode == 2 and why in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
+        assert sorted(os.listdir(d)) == ["broker.json", "plain"]
+    finally:
+        subprocess.run(["rm", "-rf", d], check=False)

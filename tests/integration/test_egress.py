@@ -8,12 +8,14 @@ an echo server) live in a network namespace the test makes."""
 import glob
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 import pytest
+import yaml
 
 from testnet import HELPERS, NetLab, sh
 from test_run import Domain, busybox_image, debian_image, kill_cli, node_image, podman, wait_sessions  # noqa: F401
@@ -414,6 +416,84 @@ true
         assert sorted(d.domain_dirs()) == before and d.container_names() == []
     finally:
         gone(lz, d)
+
+
+def test_kube_egress_pod_runs_under_podman(lz, debian_image, names):  # noqa: F811
+    """lazaret kube for a profile with names (issue 23): the egress pod it
+    writes (the broker and the relay from `lazaret image build broker`,
+    their ConfigMap) runs under `podman kube play`; a client on
+    the host's loopback (the pod's ports published there) reaches a listed
+    name through the relay, and an unlisted one, a listed name on another
+    port and a name that resolves to a private address are refused by the
+    broker, which writes each decision to its standard output. (A cluster
+    would also hold the NetworkPolicies, which Podman does not enforce.)"""
+    env = {"HOME": lz.user.pw_dir}
+    r = lz.run("image", "build", "broker", env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    cfg = lz.write("kube-egress.toml", f"""[storage]
+data_root = "{lz.base}/data"
+[network]
+default_allow = []
+default_deny = []
+resolvers = ["{HOST4}"]
+[escalation]
+enabled = false
+socket_dir = "{lz.base}/sock"
+[profiles.pp]
+image = "{debian_image}"
+allow_domains = ["ok.example.test:8080", "private.example.test:8080"]
+""")
+    out = os.path.join(lz.base, "kube-out")
+    os.makedirs(out)
+    os.chown(out, lz.user.pw_uid, lz.user.pw_gid)
+    r = lz.run("--config", cfg, "kube", "pp", "--output", out, env=env)
+    assert r.returncode == 0, r.stderr
+    files = sorted(os.listdir(out))
+    cm = [f for f in files if f.startswith("configmap-")]
+    pod = [f for f in files if f.startswith("pod-") and f.endswith("-egress.yaml")]
+    assert len(cm) == 1 and len(pod) == 1, files
+    # The manifests as they are, but for a host port on each of the relay's
+    # ports (the test reaches the pod from the host's loopback, as the
+    # agent's pod reaches it through its Service on a cluster) and without
+    # the containers' resources (rootless Podman on this host's cgroup v1
+    # cannot set memory limits; on a cluster they are the kubelet's).
+    # Podman runs its own runtime whatever the RuntimeClass says.
+    docs = list(yaml.safe_load_all(open(os.path.join(out, cm[0])).read() + open(os.path.join(out, pod[0])).read()))
+    ports = {}
+    for d in docs:
+        for c in d.get("spec", {}).get("containers", []):
+            assert c.pop("resources")["limits"]["memory"] == "256Mi", c
+            for p in c.get("ports", []):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", 0))
+                    ports[p["name"]] = p["hostPort"] = s.getsockname()[1]
+                p["hostIP"] = "127.0.0.1"
+    play = lz.write("egress-play.yaml", yaml.safe_dump_all(docs))
+    name = pod[0][len("pod-"):-len(".yaml")]
+    try:
+        r = podman(lz.user, "kube", "play", play, check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        http, socks = f"http://127.0.0.1:{ports['http']}", f"socks5h://127.0.0.1:{ports['socks']}"
+        script = f"""
+u=http://ok.example.test:8080/hello.txt
+for i in $(seq 100); do curl -s -o /dev/null -x {http} $u && break; sleep 0.2; done
+curl -sf -x {http} $u; echo listed=$?
+curl -s -o /dev/null -w '%{{http_code}}\\n' -x {http} http://unlisted.example.test:8080/hello.txt
+curl -s -o /dev/null -w '%{{http_code}}\\n' -x {http} http://ok.example.test:9443/
+curl -s -o /dev/null -w '%{{http_code}}\\n' -x {http} http://private.example.test:8080/
+curl -sf -x {socks} $u; echo socks=$?
+"""
+        r = subprocess.run(["/bin/bash", "-c", script], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.stdout.splitlines() == ["hello by name", "listed=0", "403", "403", "403", "hello by name",
+                                         "socks=0"], r.stdout + r.stderr
+        # The broker's decisions on its standard output, one JSON line each.
+        logs = podman(lz.user, "logs", f"{name}-broker", check=False).stdout
+        recs = [json.loads(x) for x in logs.splitlines() if x.startswith("{")]
+        assert any(x.get("verdict") == "allowed" and x.get("name") == "ok.example.test" for x in recs), logs
+        assert any(x.get("verdict") == "refused" and x.get("host") == "unlisted.example.test" for x in recs), logs
+    finally:
+        podman(lz.user, "kube", "down", play, check=False)
 
 
 def test_other_domains_broker_is_out_of_reach(lz, busybox_image, names):  # noqa: F811

@@ -186,8 +186,8 @@ def test_bad_tag(store, tag, why):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["image", "build", "alpine"], "unknown image flavour 'alpine' (use busybox, debian, node or sidecar)"),
-    (["image", "build"], "image build needs a flavour: busybox, debian, node or sidecar"),
+    (["image", "build", "alpine"], "unknown image flavour 'alpine' (use busybox, debian, node, sidecar or broker)"),
+    (["image", "build"], "image build needs a flavour: busybox, debian, node, sidecar or broker"),
     (["image", "build", "busybox", "debian"], "image build takes one flavour (got 'debian' as well)"),
     (["image", "frobnicate"], "unknown image command 'frobnicate' (use build)"),
 ])
@@ -201,7 +201,7 @@ def test_usage_errors(lz, args, message):
 def test_usage_help(lz):
     r = lz.run("image")
     assert r.returncode == 64
-    assert r.stdout.startswith("Usage: lazaret image build busybox|debian|node|sidecar [--tag REF]\n")
+    assert r.stdout.startswith("Usage: lazaret image build busybox|debian|node|sidecar|broker [--tag REF]\n")
     for args in (["image", "--help"], ["image", "build", "--help"]):
         r = lz.run(*args)
         assert r.returncode == 0

@@ -7,6 +7,7 @@ setup.sh installs it from PyPI); the NetworkPolicy's address set equals the
 Derived Network Policy's, computed here independently (longest prefix wins)
 over generated policies; refusals; nothing of a secret's value on the page."""
 import ipaddress
+import json
 import os
 import random
 import re
@@ -190,7 +191,10 @@ def test_kube_refusals_leave_nothing(lz):
         # Refused for what it is even where the image is not pinned.
         (config_with(lz, NONE, 'runsc_network = "host"', image="localhost/lazaret/nosuch:1", name="k1.toml"), 65,
          'runsc_network = "host"'),
-        (config_with(lz, NONE, 'allow_domains = ["api.example.com"]', name="k2.toml"), 65, "allow_domains"),
+        # Names need the broker's image, which the test user's store lacks.
+        (config_with(lz, NONE, 'allow_domains = ["api.example.com"]', name="k2.toml"), 65,
+         "lists names (allow_domains): the broker's image localhost/lazaret/broker:latest is not pinned by digest "
+         "and not in Podman's store: build it (lazaret image build broker)"),
         (config_with(lz, NONE, image="localhost/lazaret/nosuch:1", name="k3.toml"), 65,
          "not pinned by digest and not in Podman's store"),
     ]
@@ -351,3 +355,59 @@ def test_kube_agent_sandbox(lz):
     need_validate()
     r = lz.run("--config", cfg, "kube", "claude", "--format", "agent-sandbox", "--check")
     assert r.returncode == 0 and "its pod and claims were checked as a Pod and claims" in r.stderr, r.stderr
+
+
+def test_kube_allow_domains_egress_pod(lz):
+    """allow_domains on Kubernetes (issue 23): the broker and the relay in
+    an egress pod of their own (never the agent's pod: a NetworkPolicy
+    holds for a whole pod), its ConfigMap the broker's configuration, a
+    Service; the agent's policy adds egress to that pod's relay ports
+    only, the egress pod's takes connections from the agent's pod alone;
+    the agent's proxy variables name the Service's address. Valid for
+    kubernetes-validate."""
+    broker = "registry.example/lazaret/broker@sha256:" + "ab" * 32
+    cfg = config_with(lz, 'default_allow = ["192.0.2.0/24"]\ndefault_deny = []\nresolvers = ["192.0.2.53"]',
+                      'allow_domains = ["api.example.com", "*.example.org:8443"]')
+    args = ["--config", cfg, "kube", "pp", "--broker-image", broker] + (["--check"] if VALIDATE else [])
+    r = lz.run(*args)
+    assert r.returncode == 0, r.stderr
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(r.stdout) if d}
+    agent = next(d for (k, n), d in docs.items() if k == "Pod" and not n.endswith("-egress"))
+    name = agent["metadata"]["name"]
+    egress_name = name + "-egress"
+    assert agent["metadata"]["labels"]["lazaret.dev/role"] == "agent"
+    spec = agent["spec"]
+    assert spec["enableServiceLinks"] is True
+    host = egress_name.upper().replace("-", "_") + "_SERVICE_HOST"
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert env["HTTPS_PROXY"] == f"http://$({host}):3128" and env["ALL_PROXY"] == f"socks5h://$({host}):1080", env
+    assert env["NODE_USE_ENV_PROXY"] == "1"
+    # Nothing of the broker in the agent's pod.
+    assert [c["name"] for c in spec["containers"]] == ["agent"]
+    assert all(c["image"] != broker for c in spec["containers"] + spec.get("initContainers", []))
+
+    pol = docs[("NetworkPolicy", name)]["spec"]
+    assert pol["podSelector"]["matchLabels"]["lazaret.dev/role"] == "agent"
+    sel = {"lazaret.dev/domain": agent["metadata"]["labels"]["lazaret.dev/domain"], "lazaret.dev/role": "egress"}
+    relay_rule = [e for e in pol["egress"] if any("podSelector" in t for t in e["to"])]
+    assert relay_rule == [{"to": [{"podSelector": {"matchLabels": sel}}],
+                           "ports": [{"protocol": "TCP", "port": 3128}, {"protocol": "TCP", "port": 1080}]}], pol
+    assert pol["ingress"] == []
+
+    pod = docs[("Pod", egress_name)]
+    assert pod["metadata"]["labels"]["lazaret.dev/role"] == "egress"
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["broker", "relay"]
+    assert all(c["image"] == broker for c in pod["spec"]["containers"])
+    assert pod["spec"]["runtimeClassName"] == "gvisor" and pod["spec"]["automountServiceAccountToken"] is False
+    assert pod["spec"]["dnsConfig"]["nameservers"] == ["192.0.2.53"]
+    epol = docs[("NetworkPolicy", egress_name)]["spec"]
+    assert epol["podSelector"]["matchLabels"] == sel
+    assert epol["ingress"][0]["from"] == [{"podSelector": {"matchLabels": {**sel, "lazaret.dev/role": "agent"}}}]
+    assert {"protocol": "TCP", "port": 8443} in epol["egress"][1]["ports"], epol
+    assert epol["egress"][0]["to"] == [{"ipBlock": {"cidr": "192.0.2.53/32"}}], epol
+    assert docs[("Service", egress_name)]["spec"]["selector"] == sel
+    conf = json.loads(docs[("ConfigMap", egress_name)]["data"]["broker.json"])
+    assert conf["rules"] == ["api.example.com:443", "*.example.org:8443"] and conf["resolvers"] == ["192.0.2.53"]
+    assert conf["netpolicy"].startswith("lazaret-derived-network-policy v1\n")
+    if VALIDATE:
+        assert "7 manifests valid" in r.stderr or "manifests valid" in r.stderr, r.stderr
