@@ -639,6 +639,9 @@ static int serve_main(const char *path, const char *file, char *argv0) {
         safe_close(p[1]);
         safe_close(listen_fd);
         safe_close(config_fd);
+        /* Standard output that nobody reads loses the decisions, not the
+         * broker. */
+        signal(SIGPIPE, SIG_IGN);
         struct sigaction sa_fwd = { .sa_handler = serve_forward };
         sigemptyset(&sa_fwd.sa_mask);
         (void) sigaction(SIGTERM, &sa_fwd, NULL);
