@@ -686,6 +686,11 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
                      secret, strbuf_str(&keys));
         if (env && p->n_domains > 0) {
                 egress_env(&b, env);
+                if (o->broker_image && startswith(o->broker_image, "localhost/"))
+                        warn(&b,
+                             "the broker's image %s is this host's own: push it to a registry the cluster pulls "
+                             "from and name it with --broker-image",
+                             o->broker_image);
                 warn(&b,
                      "allow_domains: the broker is the egress pod %s-egress; git over SSH does not go through it "
                      "on a cluster (use HTTPS), and the agent's pod has the namespace's service links (give it "

@@ -448,6 +448,7 @@ allow_domains = ["ok.example.test:8080", "private.example.test:8080"]
     os.chown(out, lz.user.pw_uid, lz.user.pw_gid)
     r = lz.run("--config", cfg, "kube", "pp", "--output", out, env=env)
     assert r.returncode == 0, r.stderr
+    assert "the broker's image localhost/lazaret/broker:latest@sha256:" in r.stderr and "is this host's own" in r.stderr
     files = sorted(os.listdir(out))
     cm = [f for f in files if f.startswith("configmap-")]
     pod = [f for f in files if f.startswith("pod-") and f.endswith("-egress.yaml")]
