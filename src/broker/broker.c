@@ -613,11 +613,12 @@ static int serve_main(const char *path, const char *file, char *argv0) {
         if (k < 0 || listen(listen_fd, 128) < 0)
                 die_usage("--serve %s: %s", path, strerror(errno));
         int p[2];
-        if (pipe2(p, O_CLOEXEC) < 0)
-                die_usage("pipe: %s", strerror(errno));
-        pid_t pid = fork();
-        if (pid < 0)
-                die_usage("fork: %s", strerror(errno));
+        pid_t pid = pipe2(p, O_CLOEXEC) < 0 ? -1 : fork();
+        if (pid < 0) {
+                int e = errno;
+                (void) unlink(path);
+                die_usage("cannot start the broker: %s", strerror(e));
+        }
         if (pid == 0) {
                 /* The broker, with the three descriptors it takes. */
                 char a[3][16];
