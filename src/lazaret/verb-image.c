@@ -95,6 +95,21 @@ static const char *sudo_prefix(void) {
         return geteuid() == 0 ? "" : "sudo ";
 }
 
+/* A helper program from PATH, or one line saying it is missing (why it
+ * is needed, when why is not NULL) and how to install it. Returns 0, or
+ * an exit status. */
+static int need_program(const char *search, const char *name, const char *package, const char *why, char **ret) {
+        int r = exec_find_program(search, name, ret);
+        if (r == -ENOMEM)
+                return log_error("out of memory"), EXIT_LAZARET;
+        if (r < 0) {
+                log_error("%s is not installed%s%s: %sapt-get install %s", name, why ? ", which " : "", why ?: "",
+                          sudo_prefix(), package);
+                return EXIT_LAZARET;
+        }
+        return 0;
+}
+
 /* ---- running helper programs ---- */
 
 typedef void (*LineFn)(const char *line);
@@ -712,23 +727,14 @@ static int env_with_tmpdir(const char *dir, char ***ret_envp, char **ret_tmpdir)
  * runs in root mode. */
 static int debian_tar(Build *b, const char *tar_path) {
         _cleanup_free_ char *mmdebstrap = NULL;
-        int r = exec_find_program(b->search, "mmdebstrap", &mmdebstrap);
-        if (r == -ENOMEM)
-                return oom();
-        if (r < 0) {
-                log_error("mmdebstrap is not installed: %sapt-get install mmdebstrap", sudo_prefix());
-                return EXIT_LAZARET;
-        }
+        int r = need_program(b->search, "mmdebstrap", "mmdebstrap", NULL, &mmdebstrap);
+        if (r != 0)
+                return r;
         if (b->rootless) {
                 _cleanup_free_ char *newuidmap = NULL;
-                r = exec_find_program(b->search, "newuidmap", &newuidmap);
-                if (r == -ENOMEM)
-                        return oom();
-                if (r < 0) {
-                        log_error("newuidmap is missing, which a build without root needs: %sapt-get install uidmap",
-                                  sudo_prefix());
-                        return EXIT_LAZARET;
-                }
+                r = need_program(b->search, "newuidmap", "uidmap", "a build without root needs", &newuidmap);
+                if (r != 0)
+                        return r;
         }
 
         /* In unshare mode the chroot is built by subordinate ids, which must
@@ -879,14 +885,9 @@ static int run_tar(Build *b, char **argv, const char *what) {
  * registry and checked against the digests above. */
 static int node_tar(Build *b, const char *tar_path) {
         _cleanup_free_ char *curl = NULL;
-        int r = exec_find_program(b->search, "curl", &curl);
-        if (r == -ENOMEM)
-                return oom();
-        if (r < 0) {
-                log_error("curl is not installed, which fetches Node.js from the npm registry: %sapt-get install curl",
-                          sudo_prefix());
-                return EXIT_LAZARET;
-        }
+        int r = need_program(b->search, "curl", "curl", "fetches Node.js from the npm registry", &curl);
+        if (r != 0)
+                return r;
         /* Fetched first: a registry that does not answer fails in seconds,
          * not after the Debian system is made. */
         _cleanup_free_ char *node_tgz = path_join(b->dir, "node.tgz"), *npm_tgz = path_join(b->dir, "npm.tgz"),
@@ -1041,14 +1042,9 @@ static int broker_tar(Build *b, const char *tar_path) {
                           broker ?: "lazaret-broker", relay ?: "lazaret-relay");
                 return EXIT_LAZARET;
         }
-        r = exec_find_program(b->search, "ldd", &ldd);
-        if (r == -ENOMEM)
-                return oom();
-        if (r < 0) {
-                log_error("ldd is not installed, which names the broker's libraries: %sapt-get install libc-bin",
-                          sudo_prefix());
-                return EXIT_LAZARET;
-        }
+        r = need_program(b->search, "ldd", "libc-bin", "names the broker's libraries", &ldd);
+        if (r != 0)
+                return r;
         char *ldd_argv[] = { ldd, broker, NULL };
         _cleanup_(run_done) Run l = {};
         r = run(ldd_argv, NULL, TIMEOUT_QUICK_USEC, NULL, &l);
@@ -1327,20 +1323,11 @@ static int build_flavour(const Flavour *fl, const char *ref) {
         _cleanup_(build_done) Build b = { .rootless = geteuid() != 0 };
         const char *path_env = getenv("PATH");
         b.search = path_env && *path_env ? path_env : DEFAULT_SEARCH_PATH;
-        int r = exec_find_program(b.search, "podman", &b.podman);
-        if (r == -ENOMEM)
-                return oom();
-        if (r < 0) {
-                log_error("podman is not installed: %sapt-get install podman", sudo_prefix());
-                return EXIT_LAZARET;
-        }
-        r = exec_find_program(b.search, "tar", &b.tar);
-        if (r == -ENOMEM)
-                return oom();
-        if (r < 0) {
-                log_error("tar is not installed: %sapt-get install tar", sudo_prefix());
-                return EXIT_LAZARET;
-        }
+        int r = need_program(b.search, "podman", "podman", NULL, &b.podman);
+        if (r == 0)
+                r = need_program(b.search, "tar", "tar", NULL, &b.tar);
+        if (r != 0)
+                return r;
 
         /* Interruptions unwind the build instead of killing us half-way. */
         struct sigaction sa = { .sa_handler = on_signal };

@@ -476,6 +476,18 @@ static bool reserved_container_path(const char *p) {
         return false;
 }
 
+/* The placeholders a profile's host paths may use ({profile_dir} and its
+ * kin), for expand_string(). */
+static ExpandContext profile_expand_context(const Validator *v, const ConfigProfile *p) {
+        ExpandContext ctx = { .home = v->c->home };
+        ctx.values[EXPAND_PROFILE_NAME] = p->name;
+        ctx.values[EXPAND_PROFILE_DIR] = p->profile_dir;
+        ctx.values[EXPAND_DOMAIN_HASH] = p->domain_hash;
+        ctx.values[EXPAND_DOMAIN_DIR] = p->domain_dir;
+        ctx.values[EXPAND_WORKSPACE_DIR] = v->c->workspace;
+        return ctx;
+}
+
 static int validate_volume(Validator *v, ConfigProfile *p, const ConfigNode *vol, const TomlValue *t, size_t idx,
                            const char *pname) {
         const char *file = vol->src->path;
@@ -523,12 +535,7 @@ static int validate_volume(Validator *v, ConfigProfile *p, const ConfigNode *vol
         }
 
         if (ok && v->data_root_ok) {
-                ExpandContext ctx = { .home = v->c->home };
-                ctx.values[EXPAND_PROFILE_NAME] = p->name;
-                ctx.values[EXPAND_PROFILE_DIR] = p->profile_dir;
-                ctx.values[EXPAND_DOMAIN_HASH] = p->domain_hash;
-                ctx.values[EXPAND_DOMAIN_DIR] = p->domain_dir;
-                ctx.values[EXPAND_WORKSPACE_DIR] = v->c->workspace;
+                ExpandContext ctx = profile_expand_context(v, p);
                 _cleanup_free_ char *hn = NULL;
                 StrBuf hb = STRBUF_INIT;
                 strbuf_printf(&hb, "%s.host", name);
@@ -832,12 +839,7 @@ static int validate_ca(Validator *v, ConfigProfile *p, const ConfigNode *n, cons
                 } else {
                         if (!v->data_root_ok)
                                 continue;
-                        ExpandContext ctx = { .home = v->c->home };
-                        ctx.values[EXPAND_PROFILE_NAME] = p->name;
-                        ctx.values[EXPAND_PROFILE_DIR] = p->profile_dir;
-                        ctx.values[EXPAND_DOMAIN_HASH] = p->domain_hash;
-                        ctx.values[EXPAND_DOMAIN_DIR] = p->domain_dir;
-                        ctx.values[EXPAND_WORKSPACE_DIR] = v->c->workspace;
+                        ExpandContext ctx = profile_expand_context(v, p);
                         int r = config_host_path(v, n->src->path, e->pos, en ?: name, e->str.s, &ctx, &c);
                         if (r == -ENOMEM)
                                 return r;
