@@ -36,6 +36,7 @@ struct ScanProc {
         uint64_t start_time;
         uint32_t sid; /* index + 1 in Trace.sids; 0: none */
         bool forked; /* a fork that has not run execve yet (PF_FORKNOEXEC) */
+        bool again; /* not recorded yet: its command line read empty (in execve, or ending) */
         char comm[16];
 };
 
@@ -168,7 +169,7 @@ static bool not_an_exec(const ProcScan *sc, const ScanProc *p, const char *cmd, 
         return cmdline_of(p->parent, &pcmd, &plen) >= 0 && plen == len && memcmp(pcmd, cmd, len) == 0;
 }
 
-static void record(Coordinator *co, const ScanProc *p) {
+static void record(Coordinator *co, ScanProc *p) {
         ProcScan *sc = &co->scan;
         Trace *t = &co->trace;
         _cleanup_free_ char *cmd = NULL;
@@ -178,7 +179,15 @@ static void record(Coordinator *co, const ScanProc *p) {
          * not_an_exec() cannot tell): the next scan records the program. */
         if (p->forked)
                 return;
-        if (exe_of(p->pid, &before) < 0 || cmdline_of(p->pid, &cmd, &len) < 0 || not_an_exec(sc, p, cmd, len, &before))
+        if (exe_of(p->pid, &before) < 0 || cmdline_of(p->pid, &cmd, &len) < 0)
+                return;
+        /* No command line at all: its memory is between two programs or
+         * already gone. The next scan records it, if it is still there. */
+        if (len == 0) {
+                p->again = true;
+                return;
+        }
+        if (not_an_exec(sc, p, cmd, len, &before))
                 return;
         sc->execs++;
         if (!p->sid)
@@ -285,7 +294,7 @@ static void scan_once(Coordinator *co) {
                                 p->sid = trace_session_sid(co, s);
                 /* New, or a new program (its name, or the first execve
                  * of a fork, whatever its name). */
-                if (!same || strcmp(old->comm, p->comm) != 0 || (old->forked && !p->forked)) {
+                if (!same || strcmp(old->comm, p->comm) != 0 || (old->forked && !p->forked) || old->again) {
                         record(co, p);
                         changed = true;
                 }
