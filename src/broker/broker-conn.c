@@ -562,11 +562,13 @@ static int open_flow(Flow *f) {
         return 0;
 }
 
-/* Move what can move without blocking. Returns <0 on a socket error,
- * else whether anything moved. */
-static int flow_run(Flow *f, int src, int dst) {
+/* Move what can move without blocking; whether anything moved. A failure
+ * ends the flow (f->error): writing dst's at once, reading src's once what
+ * the pipe holds is delivered (a reset after the last bytes loses none of
+ * them). */
+static bool flow_run(Flow *f, int src, int dst) {
         bool moved_any = false;
-        for (;;) {
+        while (f->error == 0) {
                 bool moved = false;
                 if (!f->eof && !f->full && f->bytes < f->cap) {
                         ssize_t n = splice(src, NULL, f->pipe[1], NULL, f->cap - f->bytes,
@@ -582,8 +584,11 @@ static int flow_run(Flow *f, int src, int dst) {
                                  * full of small pieces: wait for the drain. */
                                 if (f->bytes > 0)
                                         f->full = true;
-                        } else if (errno != EINTR)
-                                return negative_errno();
+                        } else if (errno != EINTR) {
+                                f->read_error = negative_errno();
+                                f->eof = true;
+                                moved = true;
+                        }
                 }
                 if (f->bytes > 0) {
                         ssize_t n = splice(f->pipe[0], NULL, dst, NULL, f->bytes, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
@@ -592,10 +597,15 @@ static int flow_run(Flow *f, int src, int dst) {
                                 f->total += (uint64_t) n;
                                 f->full = false;
                                 moved = true;
-                        } else if (n == 0)
-                                return -EPIPE;
-                        else if (errno != EAGAIN && errno != EINTR)
-                                return negative_errno();
+                        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+                                f->error = n == 0 ? -EPIPE : negative_errno();
+                                f->dst_failed = true;
+                                return true;
+                        }
+                }
+                if (f->eof && f->bytes == 0 && f->read_error < 0) {
+                        f->error = f->read_error;
+                        return true;
                 }
                 if (f->eof && f->bytes == 0 && !f->shut) {
                         (void) shutdown(dst, SHUT_WR);
@@ -605,20 +615,28 @@ static int flow_run(Flow *f, int src, int dst) {
                         return moved_any;
                 moved_any = true;
         }
+        return moved_any;
 }
 
+/* A failure ends the connection, but for one: writing to the server. A
+ * server that closes while its client still sends (its last window
+ * updates, the upload it refused) has the kernel reset the connection, and
+ * what it sent before that is still the client's: the other way goes on
+ * until it ends too. */
 static void pump(Conn *c) {
-        int r = flow_run(&c->up, c->client.fd, c->server.fd);
-        int s = r < 0 ? 0 : flow_run(&c->down, c->server.fd, c->client.fd);
-        if (r < 0 || s < 0) {
+        bool r = flow_run(&c->up, c->client.fd, c->server.fd);
+        bool s = flow_run(&c->down, c->server.fd, c->client.fd);
+        if (r || s)
+                c->last_activity = now_usec();
+        bool up_over = c->up.error < 0 && (!c->up.dst_failed || c->down.shut);
+        if (up_over || c->down.error < 0) {
                 char msg[BROKER_MESSAGE_MAX];
-                snprintf(msg, sizeof(msg), "%s: %s", r < 0 ? "client to server" : "server to client",
-                         strerror(-(r < 0 ? r : s)));
+                bool down = c->down.error < 0;
+                snprintf(msg, sizeof(msg), "%s: %s", down ? "server to client" : "client to server",
+                         strerror(-(down ? c->down.error : c->up.error)));
                 conn_close(c, msg);
                 return;
         }
-        if (r > 0 || s > 0)
-                c->last_activity = now_usec();
         if (c->up.shut && c->down.shut)
                 conn_close(c, "closed");
         else if (c->client_hup && c->up.shut)

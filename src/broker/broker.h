@@ -85,6 +85,9 @@ typedef struct Flow {
         bool full; /* a splice into the pipe did not fit */
         bool eof; /* src ended */
         bool shut; /* dst got shutdown(SHUT_WR) */
+        int read_error; /* reading src failed (-errno): an end, after what the pipe holds */
+        int error; /* the flow failed (-errno): writing dst, or read_error once the pipe is empty */
+        bool dst_failed; /* error is dst's */
         uint64_t total; /* delivered to dst */
 } Flow;
 

@@ -291,6 +291,7 @@ typedef struct Conn {
         char answer[RELAY_ANSWER_MAX];
         size_t answer_len;
         bool c2b_eof, b2c_eof, c2b_shut, b2c_shut;
+        bool c2b_lost; /* the broker took no more: the client's bytes are read and dropped until its end */
         Buf c2b, b2c; /* client to broker (the request first), broker to client */
 } Conn;
 
@@ -578,6 +579,18 @@ static void conn_client_event(Relay *r, Conn *c, uint32_t ev) {
                 return conn_parse(r, c);
         }
         case CONN_PUMP:
+                if (c->c2b_lost) {
+                        /* Read and dropped (unread, it would make our close
+                         * a reset, which may cost the client what we sent
+                         * last), to its end. */
+                        char sink[4096];
+                        ssize_t k = read(c->client, sink, sizeof(sink));
+                        if (k == 0)
+                                c->c2b_lost = false;
+                        else if (k < 0 && errno != EAGAIN && errno != EINTR)
+                                return conn_close(r, c);
+                        return;
+                }
                 if (!pump_in(c->client, &c->c2b, &c->c2b_eof))
                         return conn_close(r, c);
                 return;
@@ -604,11 +617,18 @@ static void conn_broker_event(Relay *r, Conn *c, uint32_t ev) {
         }
         if (c->state != CONN_PUMP)
                 return;
-        if ((ev & EPOLLOUT) && !pump_out(c->broker, &c->c2b))
-                return conn_close(r, c);
+        /* The broker's end takes no more (the server closed while the
+         * client still sent): what the client sends from here has nowhere
+         * to go and is dropped, and what the broker sent still reaches the
+         * client, as it does before a reset from the broker. */
+        if ((ev & EPOLLOUT) && !pump_out(c->broker, &c->c2b)) {
+                c->c2b_lost = !c->c2b_eof;
+                c->c2b_eof = c->c2b_shut = true;
+                c->c2b.start = c->c2b.end = 0;
+        }
         if ((ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) && (c->broker_mask & EPOLLIN) &&
             !pump_in(c->broker, &c->b2c, &c->b2c_eof))
-                return conn_close(r, c);
+                c->b2c_eof = true;
 }
 
 /* Shut what is done, register what is wanted, close what is over. */
@@ -638,7 +658,7 @@ static void conn_update(Relay *r, Conn *c) {
                 }
                 if (c->c2b_shut && c->b2c_shut)
                         return conn_close(r, c);
-                if (!c->c2b_eof && buf_room(&c->c2b))
+                if ((!c->c2b_eof && buf_room(&c->c2b)) || c->c2b_lost)
                         cm |= EPOLLIN;
                 if (!buf_empty(&c->c2b))
                         bm |= EPOLLOUT;
@@ -1008,7 +1028,10 @@ static int connect_stream(const char *host_arg, const char *port_arg) {
 
         /* stdin to the broker, the broker to stdout. Writes block: the
          * other end (ssh, the broker) reads as it can, and neither waits on
-         * us to read before reading itself. */
+         * us to read before reading itself. When the broker takes no more
+         * (the server closed while ssh still sent), what it sent before
+         * still goes to stdout, to its end: exit 0 on its end, 1 on a
+         * reset or a failed write to stdout. */
         static char buf[RELAY_BUF_SIZE];
         bool in_eof = false;
         for (;;) {
@@ -1029,7 +1052,7 @@ static int connect_stream(const char *host_arg, const char *port_arg) {
                                 in_eof = true;
                                 (void) shutdown(fd, SHUT_WR);
                         } else if (write_all(fd, buf, (size_t) k) < 0)
-                                return 1;
+                                in_eof = true; /* the broker's side is gone: ours too */
                 }
                 if (p[1].revents) {
                         ssize_t k = read(fd, buf, sizeof(buf));

@@ -531,6 +531,46 @@ def test_server_name_check(lab, broker):
     assert sorted(int(c[3]) for c in new) == [0, 0, 0, 0, len(http), len(hello)]
 
 
+def test_server_reset_loses_nothing_it_sent(lab, broker):
+    """A server that closes while its client still sends (the client's
+    bytes unread: the kernel resets the connection), after sending
+    everything: what it sent still reaches the client, though the client's
+    next bytes find the server gone. (A git clone over SSH lost the end of
+    its pack so: the broker ended the connection on the failed write
+    towards the server, with the server's last bytes still in its pipe.)"""
+    b = broker()
+    n = 2_000_000
+    s, line = b.ask("www.example.test")
+    assert line.startswith("OK "), line
+    s.sendall(b"blast %d\n" % n)
+    got = len(s.recv(1))
+    # Bytes the server will not read, then its close (a reset).
+    s.sendall(b"y" * 1000)
+    # Read slowly until the server is done: what it sent last waits in
+    # the broker's queue and pipe and in the client's socket.
+    deadline = time.monotonic() + 30
+    while not any(c[3] == str(n) for c in closes(lab)) and time.monotonic() < deadline:
+        got += len(s.recv(16384))
+        time.sleep(0.01)
+    assert any(c[3] == str(n) for c in closes(lab)), "the server did not finish"
+    assert got < n - 100_000, "the client read too fast: nothing waited for it"
+    time.sleep(0.2)
+    # The client writes again, to a server that is gone; only then reads.
+    with contextlib.suppress(OSError):
+        s.sendall(b"z" * 1000)
+    time.sleep(0.2)
+    with contextlib.suppress(ConnectionResetError):
+        while True:
+            k = len(s.recv(1 << 16))
+            if not k:
+                break
+            got += k
+    s.close()
+    assert got == n, (got, n)
+    e = b.event()
+    assert e["verdict"] == "allowed" and e["bytes_in"] == n, e
+
+
 def test_events_dropped_and_log_bounded(lab, broker):
     b = broker()
     # Refusals without reading the events pipe (64 KiB) until it is full.

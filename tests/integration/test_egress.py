@@ -280,7 +280,7 @@ echo ssh_done; grep -c 'usage: ssh' /tmp/ssh.out
 cp /workspace/agent-ssh-key /tmp/k && chmod 600 /tmp/k
 GIT_SSH_COMMAND="$GIT_SSH_COMMAND -i /tmp/k -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
 export GIT_SSH_COMMAND
-timeout 60 git clone -q ssh://git@ok.example.test:2222/repo.git /tmp/s && cat /tmp/s/file.txt; echo git_ssh=$?
+timeout 60 git clone -q ssh://git@ok.example.test:2222/repo.git /tmp/s 2>/tmp/s.err && cat /tmp/s/file.txt; echo git_ssh=$?; sed 's/^/git_ssh stderr: /' /tmp/s.err
 timeout 60 git clone -q ssh://git@unlisted.example.test:2222/repo.git /tmp/su 2>/dev/null; echo git_ssh_unlisted=$?
 true
 """
@@ -290,8 +290,11 @@ true
         out = r.stdout
         for ok in ("curl", "connect", "socks", "py", "git"):
             assert f"{ok}=0" in out, out
-        assert out.count("hello by name\n") == 4 and out.count("cloned by name\n") == 2, out
-        assert "git_ssh=0" in out and "git_ssh_unlisted=0" not in out, out
+        # The test hosts' log and the broker's record say why, should a
+        # clone fail.
+        why = out + open(names.log).read() + d.log()
+        assert out.count("hello by name\n") == 4 and out.count("cloned by name\n") == 2, why
+        assert "git_ssh=0" in out and "git_ssh_unlisted=0" not in out, why
         # The clone went over SSH to the test host: its server ran
         # git-upload-pack for the agent's key.
         assert "ssh-exec git-upload-pack /repo.git" in open(names.log).read()

@@ -6,6 +6,7 @@ SOCKS5 port, --connect and --probe, and the refusals: SOCKS4, SOCKS5 BIND
 and UDP ASSOCIATE, userinfo, a head over 8 KiB, a client too slow to finish
 its request, and the broker's ERR answers mapped to HTTP statuses and SOCKS
 replies with the reason named. Loopback only; no Podman, no test user."""
+import contextlib
 import http.server
 import os
 import shutil
@@ -34,6 +35,9 @@ REFUSE = {
     "ctl.test": "ERR name-not-listed bad\x1b[31mred\x07",
     "192.0.2.9": "ERR ip-literal no CIDR rule permits 192.0.2.9",
 }
+
+
+BLAST = 8 << 20
 
 
 class Web(http.server.BaseHTTPRequestHandler):
@@ -70,6 +74,7 @@ class Broker(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.web_port = web_port
         self.requests = []
         self.banner = b""
+        self.blasted = threading.Event()
         super().__init__(path, BrokerHandler)
 
 
@@ -102,6 +107,13 @@ class BrokerHandler(socketserver.BaseRequestHandler):
                 s.shutdown(socket.SHUT_WR)
             except OSError:
                 pass
+            return
+        if host == "blast.test":
+            # The end of a server that closed while its client still
+            # sent: BLAST bytes, then a close with the client's bytes
+            # unread (a reset after the last byte).
+            s.sendall(b"OK 127.0.0.1 7\n" + b"x" * BLAST)
+            srv.blasted.set()
             return
         if host == "silent.test":
             time.sleep(40)
@@ -289,6 +301,49 @@ def test_large_transfer_both_ways(lab):
     t.join()
     s.close()
     assert len(got) == len(data) and got == data
+
+
+def read_after_reset(lab, s, got):
+    """Read slowly until the broker has sent everything and closed, write
+    to it again (it is gone), then read the rest: the relay lost nothing
+    the broker sent."""
+    while not lab.broker.blasted.is_set():
+        got += len(s.recv(16384))
+        time.sleep(0.005)
+    assert got < BLAST - 100_000, "read too fast: nothing waited in the relay"
+    time.sleep(0.2)
+    with contextlib.suppress(OSError):
+        s.sendall(b"z" * 100000)
+    time.sleep(0.2)
+    with contextlib.suppress(ConnectionResetError):  # after the last byte
+        while d := s.recv(65536):
+            got += len(d)
+    return got
+
+
+def test_broker_reset_loses_nothing_it_sent(lab):
+    s = socks_connect(lab, socks_name("blast.test", 7))
+    assert s.recv(10) == b"\x05\x00\x00\x01" + bytes(6)
+    s.sendall(b"y" * 1000)  # unread by the broker: its close is a reset
+    assert read_after_reset(lab, s, 0) == BLAST
+    s.close()
+
+
+def test_connect_mode_broker_reset_loses_nothing_it_sent(lab):
+    a, b = socket.socketpair()
+    p = subprocess.Popen([RELAY, "--broker", lab.sock, "--connect", "blast.test", "7"], stdin=b.fileno(),
+                         stdout=b.fileno(), stderr=subprocess.PIPE)
+    b.close()
+    a.settimeout(20)
+    try:
+        a.sendall(b"y" * 1000)
+        assert read_after_reset(lab, a, 0) == BLAST
+        p.wait(10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        a.close()
 
 
 def test_connect_mode(lab):

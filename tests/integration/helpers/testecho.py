@@ -2,14 +2,23 @@
 # SPDX-License-Identifier: MIT
 """A TCP echo server for tests, run inside a network namespace a test made:
 it sends back every byte it gets; when the client half-closes, it sends
-"eof\\n" and closes. The log records each connection: "accept ADDR PEER"
-when it comes, "close ADDR PEER NBYTES" when it ends.
+"eof\\n" and closes. A connection that begins "blast N\\n" gets N bytes
+of "x" instead, then the end a server gives that closes while its client
+still sends: its bytes acknowledged, then a close with the client's later
+bytes unread, which the kernel answers with a reset. The log records each
+connection: "accept ADDR PEER" when it comes, "close ADDR PEER NBYTES"
+(the bytes it got, or sent for blast) when it ends.
 
 usage: testecho.py ADDR PORT [--log FILE]
 Prints "ready" on stdout once listening."""
+import fcntl
+import select
 import socket
+import struct
 import sys
+import termios
 import threading
+import time
 
 lock = threading.Lock()
 
@@ -20,11 +29,33 @@ def note(log, line):
             log.write(line + "\n")
 
 
+def blast(c, n):
+    c.sendall(b"x" * n)
+    c.shutdown(socket.SHUT_WR)
+    # Every byte acknowledged (the send queue empty), so that only the
+    # client's unread bytes make the close a reset.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        queued = struct.unpack("i", fcntl.ioctl(c.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        if queued == 0:
+            break
+        time.sleep(0.01)
+    # The client's bytes after the request: in the queue, unread.
+    select.select([c], [], [], 10)
+
+
 def serve(c, addr, peer, log):
     total = 0
     try:
+        first = True
         while True:
             data = c.recv(65536)
+            if first and data.startswith(b"blast "):
+                n = int(data.split(b"\n")[0].split()[1])
+                blast(c, n)
+                total = n
+                break
+            first = False
             if not data:
                 c.sendall(b"eof\n")
                 break
