@@ -20,12 +20,13 @@
 /* The watchdog's end of its pipe (its fd 3 is the same LaunchSpec). */
 #define WATCHDOG_PIPE_FD 4
 
-/* Run the coordinator until teardown. Returns the process exit status. */
-int coordinator_main(void);
+/* Run the coordinator until teardown. Returns the process exit status.
+ * argv is main()'s: the watchdog (a fork of it) writes its name over it. */
+int coordinator_main(int argc, char **argv);
 
-/* The coordinator's watchdog, `lazaret __watchdog` (issue 16): started by
- * the coordinator in a session of its own, it waits on a pipe whose write
- * end only the coordinator holds. "done" there means the coordinator
+/* The coordinator's watchdog, "lazaret __watchdog" to ps(1) (issue 16):
+ * forked by the coordinator as it starts, in a session of its own, it
+ * waits on a pipe whose write end only the coordinator holds. "done" there means the coordinator
  * cleaned up itself; the end of the pipe without it means the coordinator
  * died, and the watchdog removes what the Domain Store records (the
  * sandbox, its sidecar, the routers, the sockets), as the next coordinator

@@ -103,13 +103,13 @@ int main(int argc, char **argv) {
         /* The hidden verb the leader CLI starts the coordinator with. */
         if (n == 1 && streq(rest[0], "__coordinator")) {
                 free(rest);
-                return coordinator_main();
+                return coordinator_main(argc, argv);
         }
-        /* The one the coordinator starts to outlive it (issue 16). */
-        if ((n == 1 || (n == 2 && streq(rest[1], "--now"))) && streq(rest[0], "__watchdog")) {
-                bool now = n == 2;
+        /* 'lazaret stop''s watchdog when no coordinator answers (the
+         * coordinator's own is a fork of it, issue 16). */
+        if (n == 2 && streq(rest[0], "__watchdog") && streq(rest[1], "--now")) {
                 free(rest);
-                return coordinator_watchdog_main(now);
+                return coordinator_watchdog_main(true);
         }
         /* The coordinator's measure of the work files (issue 16). */
         if (n >= 4 && streq(rest[0], "__diskwatch")) {
