@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <pwd.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "exec-util.h"
 #include "fd-util.h"
 #include "fileio.h"
+#include "landlock.h"
 #include "log.h"
 #include "path-util.h"
 #include "runtime-dir.h"
@@ -378,7 +380,7 @@ static void sha256_hex(const unsigned char *p, size_t n, char out[65]) {
 static void conn_io(EscConn *c);
 static void conn_end(EscConn *c, const char *why);
 static void conn_enqueue(EscConn *c, const EscalateRequest *req);
-static void conn_run(EscConn *c, char **argv, const char *decided_by);
+static void conn_run(EscConn *c, char **argv, const char *decided_by, const AutoApproveRule *rule);
 static void prompt_over(Escalation *e, const char *session_id, const char *request_id);
 
 /* The answer is ready: send it, then record it. */
@@ -474,10 +476,86 @@ static int add_pipe(EscConn *c, Pipe *p) {
         return epoll_ctl(c->e->epfd, EPOLL_CTL_ADD, p->fd, &ev) < 0 ? negative_errno() : 0;
 }
 
+/* What an auto-approved command may reach of the host's file system:
+ * the system's programs and configuration (/usr, /etc, a /lib or /bin
+ * that is no symlink into /usr) and /dev/null, /dev/zero and the random
+ * devices; the workspace's entries, every one but .git, to read and write,
+ * and its directory to list; and its program and what its entry names by
+ * absolute path, to read. Nothing else: not the home directory, /tmp, /run or /proc.
+ * The match checked each word beneath the workspace, but only when it was
+ * made: the agent, which writes the workspace, may swap a name for a
+ * symlink to ~/.ssh/id_rsa between that check and the command's open.
+ * Landlock decides at the open, on the file reached. */
+static int confine(const Escalation *e, const AutoApproveRule *rule, LandlockRules **ret, char **ret_why) {
+        static const char *const system_ro[] = { "/usr",      "/etc",         "/bin",        "/sbin",
+                                                 "/lib",      "/lib32",       "/lib64",      "/libx32",
+                                                 "/dev/zero", "/dev/urandom", "/dev/random", NULL };
+        _cleanup_(landlock_rules_freep) LandlockRules *r = NULL;
+        int q = landlock_rules_new(0, &r);
+        if (q < 0)
+                return q;
+        for (const char *const *p = system_ro; *p; p++) {
+                struct stat st;
+                /* /bin as a symlink into /usr is reached through /usr's rule. */
+                if (lstat(*p, &st) < 0 || S_ISLNK(st.st_mode))
+                        continue;
+                if ((q = landlock_rules_add(r, *p, LANDLOCK_GRANT_READ_ONLY, ret_why)) < 0)
+                        return q;
+        }
+        /* Rules take resolved paths. */
+        _cleanup_free_ char *ws = realpath(e->workspace, NULL);
+        if (!ws)
+                return negative_errno();
+        if ((q = landlock_rules_add(r, "/dev/null", LANDLOCK_GRANT_READ_WRITE, ret_why)) < 0 ||
+            (q = landlock_rules_add(r, ws, LANDLOCK_GRANT_NAMES_READ_ONLY, ret_why)) < 0)
+                return q;
+        /* The program and the person's own absolute words ("cat
+         * /etc/hostname"), as they resolve now. */
+        for (size_t i = 0; i < rule->argc; i++) {
+                if (rule->argv[i][0] != '/')
+                        continue;
+                _cleanup_free_ char *real = realpath(rule->argv[i], NULL);
+                if (real && (q = landlock_rules_add(r, real, LANDLOCK_GRANT_READ_ONLY, ret_why)) < 0)
+                        return q;
+        }
+        DIR *d = opendir(ws);
+        if (!d)
+                return negative_errno();
+        struct dirent *de;
+        while ((errno = 0, de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, "..") || streq(de->d_name, ".git"))
+                        continue;
+                _cleanup_free_ char *path = path_join(ws, de->d_name);
+                _cleanup_free_ char *why = NULL;
+                q = path ? landlock_rules_add(r, path, LANDLOCK_GRANT_READ_WRITE, &why) : -ENOMEM;
+                /* A symlink (now, or swapped in since readdir) is reached
+                 * through the rule of where it leads, if any; a name gone
+                 * meanwhile, not at all. */
+                if (q == -ELOOP || q == -ENOENT)
+                        q = 0;
+                else if (q < 0) {
+                        *ret_why = TAKE_PTR(why);
+                        break;
+                }
+        }
+        if (q >= 0 && errno != 0)
+                q = negative_errno();
+        closedir(d);
+        if (q < 0)
+                return q;
+        *ret = TAKE_PTR(r);
+        return 0;
+}
+
+static int apply_confinement(void *userdata) {
+        const char *why;
+        return landlock_apply(userdata, 0, &why);
+}
+
 /* Start the vector: fixed environment, stdin /dev/null, stdout and
  * stderr to pipes, no other fd, the workspace's host directory as cwd, a
  * session of its own. */
-static int start_command(EscConn *c, char **argv) {
+static int start_command(EscConn *c, char **argv, const LandlockRules *rules) {
         Escalation *e = c->e;
         int out[2] = { -1, -1 }, err[2] = { -1, -1 };
         _cleanup_close_ int cwd = open(e->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -508,6 +586,10 @@ static int start_command(EscConn *c, char **argv) {
         sp.n_fds = ELEMENTSOF(fds);
         sp.cwd_fd = cwd;
         sp.new_session = true;
+        if (rules) {
+                sp.before_exec = apply_confinement;
+                sp.before_exec_data = (void *) rules;
+        }
         int r = spawn(&sp, &c->pid);
         safe_close(out[1]);
         safe_close(err[1]);
@@ -580,11 +662,21 @@ static void conn_decide(EscConn *c) {
         char **argv = NULL;
         size_t argc = 0;
         const char *meta = words_metachar(req.command, strlen(req.command));
-        bool approved = false;
+        const AutoApproveRule *rule = NULL;
         _cleanup_close_ int wfd = open(e->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (!meta && words_split(req.command, strlen(req.command), &argv, &argc, &why) == 0 && argc > 0)
-                for (size_t i = 0; i < e->n_rules && !approved; i++)
-                        approved = autoapprove_match(&e->rules[i], argv, argc, AUTOAPPROVE_SEARCH_PATH, wfd);
+                for (size_t i = 0; i < e->n_rules && !rule; i++)
+                        if (autoapprove_match(&e->rules[i], argv, argc, AUTOAPPROVE_SEARCH_PATH, wfd))
+                                rule = &e->rules[i];
+        /* Without Landlock an approved command could not be held to what
+         * its entry meant (see confine()): the person decides. */
+        if (rule && landlock_abi() <= 0) {
+                log_info("escalation %s: '%s' matches an auto_approve entry, but this kernel has no Landlock to "
+                         "confine it; it needs the person",
+                         req.request_id, req.command);
+                rule = NULL;
+        }
+        bool approved = rule != NULL;
         if (!approved) {
                 words_free(argv);
                 if (!interactive)
@@ -597,14 +689,14 @@ static void conn_decide(EscConn *c) {
                 return;
         }
         escalate_request_done(&req);
-        conn_run(c, argv, "auto");
+        conn_run(c, argv, "auto", rule);
         words_free(argv);
 }
 
 /* Run an approved vector: the program as PATH resolves it here (for an
- * auto_approve entry, as the rule resolved it), never as the sandbox's
- * PATH would. */
-static void conn_run(EscConn *c, char **argv, const char *decided_by) {
+ * auto_approve entry, as the rule resolved it, and confined to what the
+ * entry meant), never as the sandbox's PATH would. */
+static void conn_run(EscConn *c, char **argv, const char *decided_by, const AutoApproveRule *rule) {
         char when[32];
         now_iso(when);
         c->decided_by = decided_by;
@@ -619,7 +711,16 @@ static void conn_run(EscConn *c, char **argv, const char *decided_by) {
         _cleanup_free_ char *final = strbuf_steal(&fin);
         audit_set(c, "final_command", final ? json_string(final) : json_null());
         audit_set(c, "decided_at", json_string(when));
-        int r = start_command(c, argv);
+        _cleanup_(landlock_rules_freep) LandlockRules *rules = NULL;
+        _cleanup_free_ char *why = NULL;
+        int r = rule ? confine(c->e, rule, &rules, &why) : 0;
+        if (r < 0) {
+                log_error("escalation %s: cannot confine the auto-approved command: %s", c->request_id,
+                          why ?: strerror(-r));
+                conn_respond(c, false, "policy", "the auto-approved command could not be confined to the workspace");
+                return;
+        }
+        r = start_command(c, argv, rules);
         if (r < 0) {
                 char msg[128];
                 snprintf(msg, sizeof(msg), "the command could not be started: %s", strerror(-r));
@@ -763,7 +864,7 @@ int escalation_answer(Escalation *e, const char *session_id, const char *request
                 return 0;
         }
         log_info("escalation %s: approved by the user%s", rid, streq(by, "edited") ? " (edited)" : "");
-        conn_run(c, argv, by);
+        conn_run(c, argv, by, NULL);
         words_free(argv);
         /* A command that could not start was answered already. */
         EscConn *still = find_shown(e, sid, rid);

@@ -131,6 +131,13 @@ _noreturn_ _no_sanitize_address_ static void child(const SpawnSpec *s, int repor
         if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
                 child_fail(report);
 
+        if (s->before_exec) {
+                int r = s->before_exec(s->before_exec_data);
+                if (r < 0) {
+                        errno = -r;
+                        child_fail(report);
+                }
+        }
         execve(s->path, s->argv, s->envp ? s->envp : environ);
         child_fail(report);
 }

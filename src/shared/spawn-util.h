@@ -37,6 +37,12 @@ typedef struct SpawnSpec {
         bool new_pgroup; /* setpgid(0, 0) */
         bool detach; /* not our child: reparented at once */
         bool no_wait; /* return before its exec: a failure before it is exit status 127 (not with detach) */
+        /* Called in the child last, right before its execve (descriptors,
+         * signals and namespaces in place): only system calls, nothing
+         * allocated (the child may share our memory); a -errno fails the
+         * spawn with it. */
+        int (*before_exec)(void *userdata);
+        void *before_exec_data;
 } SpawnSpec;
 
 /* SPAWN_SPEC_INIT(path, argv): argv may be a compound literal (its commas

@@ -90,6 +90,34 @@ def test_a_symlinked_file_is_never_read_by_an_exact_entry(edom, lz):
     assert (r.returncode, r.stdout) == (0, "readme\n"), r.stderr
 
 
+def test_a_symlink_swapped_in_after_the_check_is_not_followed_out(edom, lz):
+    """The agent swaps README.md between a file and a symlink to a file of
+    the person's outside the workspace, as fast as it can, while it asks
+    for the auto-approved "cat README.md" again and again: the check finds
+    a file beneath the workspace, and by the time cat opens the name it may
+    be the symlink. Landlock holds the command to the workspace (and the
+    system's files): the secret never comes back. Without it, it came back
+    in most runs of this test."""
+    secret = lz.write("secret.txt", "the person's secret\n", mode=0o600)
+    lz.write("work/README.md", "readme\n")
+    script = f"""
+cd /workspace
+printf 'readme\\n' > /tmp/r
+( while :; do ln -sf {secret} .a && mv -f .a README.md; cp /tmp/r .b && mv -f .b README.md; done ) &
+i=0
+while [ $i -lt 120 ]; do /run/lazaret/escalate cat README.md; i=$((i+1)); done
+kill $!
+"""
+    r = edom.run("run", "--", "/bin/sh", "-c", script, timeout=600)
+    assert "secret" not in r.stdout, r.stdout
+    # The race ran: requests were approved and read the file, others found
+    # the symlink (the person's to decide), and some were approved on the
+    # file and found the symlink when they opened it (Landlock refused).
+    assert r.stdout.count("readme\n") >= 5, (r.stdout, r.stderr)
+    assert "needs the person at the terminal" in r.stderr, r.stderr
+    assert "Permission denied" in r.stderr, r.stderr
+
+
 def test_what_needs_a_person_is_refused_without_a_terminal(edom):
     cases = [
         "uname -a; id",  # metacharacters: never auto-approved

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,6 +64,37 @@ static void test_failure_before_exec_is_the_error(void **state) {
         s.cwd = "/nonexistent/lazaret-dir";
         assert_int_equal(spawn(&s, &pid), -ENOENT);
         /* No child is left behind by either. */
+        assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+        assert_int_equal(errno, ECHILD);
+}
+
+static int refuse(void *userdata) {
+        return -*(int *) userdata;
+}
+
+static int no_new_privs(void *userdata) {
+        (void) userdata;
+        return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : 0;
+}
+
+/* before_exec runs in the child, last: what it does holds for the program
+ * (Landlock's restrict_self, for auto-approved escalations), and its error
+ * is the call's, with no child left behind. */
+static void test_before_exec(void **state) {
+        (void) state;
+        char out[4096];
+        SpawnSpec s = SPAWN_SPEC_INIT("/bin/grep", (char *const[]){ (char *) "grep", (char *) "^NoNewPrivs:",
+                                                                    (char *) "/proc/self/status", NULL });
+        assert_int_equal(run(s, out, sizeof(out)), 0);
+        assert_non_null(strstr(out, "\t0"));
+        s.before_exec = no_new_privs;
+        assert_int_equal(run(s, out, sizeof(out)), 0);
+        assert_non_null(strstr(out, "\t1"));
+        int e = EACCES;
+        s.before_exec = refuse;
+        s.before_exec_data = &e;
+        pid_t pid = 0;
+        assert_int_equal(spawn(&s, &pid), -EACCES);
         assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
         assert_int_equal(errno, ECHILD);
 }
@@ -276,6 +308,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_no_wait),
                 cmocka_unit_test(test_failure_before_exec_is_the_error),
+                cmocka_unit_test(test_before_exec),
                 cmocka_unit_test(test_only_listed_descriptors),
                 cmocka_unit_test(test_descriptors_swapped),
                 cmocka_unit_test(test_signals_at_their_defaults),
