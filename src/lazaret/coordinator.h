@@ -26,11 +26,11 @@ int coordinator_main(int argc, char **argv);
 
 /* The coordinator's watchdog, "lazaret __watchdog" to ps(1) (issue 16):
  * forked by the coordinator as it starts, in a session of its own, it
- * waits on a pipe whose write end only the coordinator holds. "done" there means the coordinator
- * cleaned up itself; the end of the pipe without it means the coordinator
- * died, and the watchdog removes what the Domain Store records (the
- * sandbox, its sidecar, the routers, the sockets), as the next coordinator
- * would. */
+ * waits on a pipe whose write end only the coordinator holds. "done"
+ * there means the coordinator cleaned up itself; the end of the pipe
+ * without it means the coordinator died, and the watchdog removes what
+ * the Domain Store records (the sandbox, its sidecar, the routers, the
+ * sockets), as the next coordinator would. */
 int coordinator_watchdog_main(bool now);
 
 /* `lazaret __watchdog --now` (for 'lazaret stop' when no coordinator

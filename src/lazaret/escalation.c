@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <pwd.h>
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -481,8 +481,8 @@ static int add_pipe(EscConn *c, Pipe *p) {
  * that is no symlink into /usr) and /dev/null, /dev/zero and the random
  * devices; the workspace's entries, every one but .git, to read and write,
  * and its directory to list; and its program and what its entry names by
- * absolute path, to read. Nothing else: not the home directory, /tmp, /run or /proc.
- * The match checked each word beneath the workspace, but only when it was
+ * absolute path, to read. Nothing else: not the home directory, /tmp,
+ * /run or /proc. The match checked each word beneath the workspace, but only when it was
  * made: the agent, which writes the workspace, may swap a name for a
  * symlink to ~/.ssh/id_rsa between that check and the command's open.
  * Landlock decides at the open, on the file reached. */
@@ -671,9 +671,9 @@ static void conn_decide(EscConn *c) {
         /* Without Landlock an approved command could not be held to what
          * its entry meant (see confine()): the person decides. */
         if (rule && landlock_abi() <= 0) {
-                log_info("escalation %s: '%s' matches an auto_approve entry, but this kernel has no Landlock to "
-                         "confine it; it needs the person",
-                         req.request_id, req.command);
+                log_info("escalation %s: an auto_approve entry matches, but this kernel has no Landlock to "
+                         "confine the command; it needs the person",
+                         req.request_id);
                 rule = NULL;
         }
         bool approved = rule != NULL;
