@@ -58,7 +58,7 @@ as_test_user() {
 # State Anchor's bad-file-system test), then what a sandbox launch needs
 # (lazaret doctor checks the same list).
 PACKAGES="meson ninja-build gcc clang clang-format pkg-config libclang-rt-14-dev
-libssl-dev libjansson-dev liblmdb-dev libseccomp-dev libc-ares-dev libcmocka-dev libncurses-dev libvterm-dev libyaml-dev python3-pytest libfuse3-dev fuse3
+libssl-dev zlib1g-dev libjansson-dev liblmdb-dev libseccomp-dev libc-ares-dev libcmocka-dev libncurses-dev libvterm-dev libyaml-dev python3-pytest libfuse3-dev fuse3
 dosfstools fusefat lmdb-utils tmux nftables
 podman runsc runc fuse-overlayfs fuse2fs e2fsprogs slirp4netns uidmap sudo busybox-static mmdebstrap curl git iproute2"
 

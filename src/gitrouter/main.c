@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fd-util.h"
+#include "host-git.h"
 #include "macro.h"
 #include "path-pattern.h"
 #include "router.h"
@@ -162,6 +163,12 @@ int main(int argc, char *argv[]) {
         /* A gone reader is an EPIPE on the events pipe, never our end. */
         if (events_fd >= 0)
                 (void) signal(SIGPIPE, SIG_IGN);
+        /* The host's git checks the packs the sandbox adds (router.c):
+         * nothing of ours may change what it reads or runs. */
+        if (host_git_drop_environment() < 0) {
+                fprintf(stderr, "lazaret-gitrouter: out of memory\n");
+                return 1;
+        }
         if (reserve_std_fds() < 0) {
                 fprintf(stderr, "lazaret-gitrouter: cannot reserve standard descriptors\n");
                 return 1;

@@ -14,7 +14,10 @@
 #include <unistd.h>
 
 #include "event-record.h"
+#include "exec-util.h"
 #include "fd-util.h"
+#include "git-object.h"
+#include "host-git.h"
 #include "macro.h"
 #include "path-pattern.h"
 #include "router.h"
@@ -450,6 +453,152 @@ static int move_allowed(int root, const char *rel_from, const char *rel_to) {
         return move_walk(&w, fd, sub, 0);
 }
 
+/* The path below the repository's .git for rel (relative to the served
+ * root), or NULL when rel is not in it. */
+static const char *git_rel_of(const Router *r, const char *rel) {
+        if (!r->workspace)
+                return rel;
+        if (!workspace_policy_in_git(&r->ws, rel))
+                return NULL;
+        return rel[4] == '/' ? rel + 5 : "";
+}
+
+/* rel with its last `from` suffix replaced by `to` (caller frees). */
+static char *swap_suffix(const char *rel, const char *from, const char *to) {
+        size_t n = strlen(rel), f = strlen(from);
+        if (n < f || strcmp(rel + n - f, from) != 0)
+                return NULL;
+        char *s = malloc(n - f + strlen(to) + 1);
+        if (!s)
+                return NULL;
+        memcpy(s, rel, n - f);
+        strcpy(s + n - f, to);
+        return s;
+}
+
+static bool exists_beneath(int root, const char *rel) {
+        _cleanup_close_ int fd = openat2_beneath(root, rel, O_PATH | O_NOFOLLOW, 0);
+        return fd >= 0;
+}
+
+/* The host's git checks that the index at idx_fd is the one the pack at
+ * pack_fd makes: `index-pack --verify` re-hashes every object of the pack
+ * and compares the index it computes with idx_fd's byte for byte. It wants
+ * the two as <stem>.idx and <stem>.pack in one directory: symbolic links
+ * to its own descriptors, in a directory of the isolated root that no
+ * request path reaches (hooks are the only way into that root). */
+static int verify_pack(Router *r, int idx_fd, int pack_fd) {
+        static char *git = NULL;
+        int q;
+
+        if (!git) {
+                const char *path = getenv("PATH");
+                q = exec_find_program(path && *path ? path : DEFAULT_SEARCH_PATH, "git", &git);
+                if (q < 0)
+                        return q;
+        }
+        if (mkdirat(r->iso_fd, ".lazaret-verify", 0700) < 0 && errno != EEXIST)
+                return negative_errno();
+        _cleanup_close_ int dir = openat2_beneath(r->iso_fd, ".lazaret-verify", O_PATH | O_DIRECTORY, 0);
+        if (dir < 0)
+                return dir;
+        _cleanup_close_ int dir_rw = openat2_beneath(r->iso_fd, ".lazaret-verify", O_RDONLY | O_DIRECTORY, 0);
+        if (dir_rw < 0)
+                return dir_rw;
+        static const char *const links[][2] = { { "v.idx", "/proc/self/fd/4" }, { "v.pack", "/proc/self/fd/5" } };
+        for (size_t i = 0; i < ELEMENTSOF(links); i++) {
+                if (unlinkat(dir_rw, links[i][0], 0) < 0 && errno != ENOENT)
+                        return negative_errno();
+                if (symlinkat(links[i][1], dir_rw, links[i][0]) < 0)
+                        return negative_errno();
+        }
+        const char *argv[32];
+        size_t n = 0;
+        argv[n++] = "git";
+        for (const char *const *o = host_git_options; *o; o++)
+                argv[n++] = *o;
+        argv[n++] = "--git-dir=/proc/self/fd/3";
+        argv[n++] = "index-pack";
+        argv[n++] = "--verify";
+        argv[n++] = "-o";
+        argv[n++] = "/proc/self/fd/6/v.idx";
+        argv[n++] = "/proc/self/fd/6/v.pack";
+        argv[n] = NULL;
+        int gitdir = r->workspace ? openat2_beneath(r->host_fd, ".git", O_PATH | O_DIRECTORY, 0)
+                                  : fcntl(r->host_fd, F_DUPFD_CLOEXEC, 3);
+        if (gitdir < 0)
+                return gitdir < -1 ? gitdir : negative_errno();
+        const int fds[] = { gitdir, idx_fd, pack_fd, dir };
+        ExecResult res = {};
+        q = exec_capture_fds(git, argv, fds, ELEMENTSOF(fds), 600ULL * 1000000, &res);
+        safe_close(gitdir);
+        if (q >= 0 && exec_result_failed(&res))
+                q = res.spawn_error < 0 ? res.spawn_error : -EBADMSG;
+        exec_result_done(&res);
+        (void) unlinkat(dir_rw, "v.idx", 0);
+        (void) unlinkat(dir_rw, "v.pack", 0);
+        return q;
+}
+
+/* A rename onto an object file of the repository (git_rel names it below
+ * .git): 0 when its content is what its name says, so host git may take
+ * it; -EACCES otherwise. A loose object is re-hashed; a pack may come only
+ * while its index is not there yet, and the index only when the pack it
+ * indexes is in place and `git index-pack --verify` agrees with it. */
+static int admit_object(Router *r, int root_from, const char *rel_from, const char *rel_to, const char *git_rel,
+                        GitObjectFile kind) {
+        _cleanup_close_ int fd = openat2_beneath(root_from, rel_from, O_RDONLY | O_NOFOLLOW, 0);
+        struct stat st;
+        int q = 0;
+
+        if (fd < 0)
+                return fd == -ELOOP || fd == -EISDIR ? -EACCES : fd;
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (!S_ISREG(st.st_mode))
+                return -EACCES;
+        switch (kind) {
+        case GIT_OBJECT_FILE_LOOSE: {
+                /* objects/ab/cdef...: the ID is the two names joined. */
+                char hex[65];
+                const char *dir = git_rel + strlen("objects/"), *slash = strchr(dir, '/');
+                if (!slash ||
+                    snprintf(hex, sizeof hex, "%.*s%s", (int) (slash - dir), dir, slash + 1) >= (int) sizeof hex)
+                        return -EACCES;
+                q = git_object_verify_loose(fd, hex);
+                break;
+        }
+        case GIT_OBJECT_FILE_PACK: {
+                _cleanup_free_ char *idx = swap_suffix(rel_to, ".pack", ".idx");
+                if (!idx)
+                        return -ENOMEM;
+                if (exists_beneath(r->host_fd, idx))
+                        return -EACCES;
+                return 0;
+        }
+        case GIT_OBJECT_FILE_INDEX: {
+                _cleanup_free_ char *pack = swap_suffix(rel_to, ".idx", ".pack");
+                if (!pack)
+                        return -ENOMEM;
+                _cleanup_close_ int pack_fd = openat2_beneath(r->host_fd, pack, O_RDONLY | O_NOFOLLOW, 0);
+                if (pack_fd < 0)
+                        return -EACCES;
+                if (fstat(pack_fd, &st) < 0)
+                        return negative_errno();
+                if (!S_ISREG(st.st_mode))
+                        return -EACCES;
+                q = verify_pack(r, fd, pack_fd);
+                break;
+        }
+        case GIT_OBJECT_FILE_AUX:
+        case GIT_OBJECT_FILE_NONE:
+        case _GIT_OBJECT_FILE_MAX:
+        case _GIT_OBJECT_FILE_INVALID:
+                return kind == GIT_OBJECT_FILE_NONE ? 0 : -EACCES;
+        }
+        return q == -EBADMSG ? -EACCES : q;
+}
+
 static int rt_rename(const char *from, const char *to, unsigned int flags) {
         _cleanup_free_ char *rel_from = NULL, *rel_to = NULL, *x1 = NULL, *x2 = NULL;
         _cleanup_close_ int pfd_from = -EBADF, pfd_to = -EBADF;
@@ -484,6 +633,32 @@ static int rt_rename(const char *from, const char *to, unsigned int flags) {
                         q = move_allowed(root_to, rel_to, rel_from);
                 if (q < 0 && q != -ENOENT)
                         return q;
+        }
+        /* An object file comes into the host's store only with the
+         * content its name says (issue 40): checked here, where no other
+         * request runs (one thread), so nothing changes it between the
+         * check and the rename; later writes to it are refused (rt_write). */
+        const char *git_to = root_to == router()->host_fd ? git_rel_of(router(), rel_to) : NULL;
+        GitObjectFile kind = git_to ? git_policy_object_file(git_to) : GIT_OBJECT_FILE_NONE;
+        if (kind == GIT_OBJECT_FILE_NONE && git_to && strncmp(git_to, "objects/", 8) == 0 &&
+            strncmp(git_to, "objects/incoming-", 17) != 0) {
+                /* A directory moved into the store would bring unchecked
+                 * objects with it (git itself moves files one by one). */
+                _cleanup_close_ int src = openat2_beneath(root_from, rel_from, O_PATH | O_NOFOLLOW, 0);
+                struct stat st;
+                if (src >= 0 && fstat(src, &st) == 0 && S_ISDIR(st.st_mode)) {
+                        router_refused(router(), rel_to, GIT_OP_RENAME_TO, EACCES);
+                        return -EACCES;
+                }
+        }
+        if (kind != GIT_OBJECT_FILE_NONE) {
+                q = (flags & RENAME_EXCHANGE) ? -EPERM
+                                              : admit_object(router(), root_from, rel_from, rel_to, git_to, kind);
+                if (q < 0) {
+                        if (q == -EACCES || q == -EPERM)
+                                router_refused(router(), rel_to, GIT_OP_RENAME_TO, -q);
+                        return q;
+                }
         }
         pfd_from = open_parent(root_from, rel_from, &base_from);
         if (pfd_from < 0)
@@ -723,8 +898,33 @@ static int rt_read(const char *path, char *buf, size_t size, off_t off, struct f
         return n < 0 ? negative_errno() : (int) n;
 }
 
+/* A file opened for writing under a scratch name may have been renamed
+ * since: one that is now an object file of the store (admitted by
+ * rt_rename) never changes through a descriptor opened before. Renames
+ * into other read-only names are refused by the policy itself; a path of
+ * NULL is a file no longer in the tree. */
+static int still_writable(const char *path) {
+        Router *r = router();
+        _cleanup_free_ char *rel = NULL;
+        int e = 0;
+
+        if (!path)
+                return 0;
+        int q = git_policy_normalize(path, &rel);
+        if (q < 0)
+                return q;
+        const char *g = git_rel_of(r, rel);
+        if (!g || git_policy_object_file(g) == GIT_OBJECT_FILE_NONE)
+                return 0;
+        e = git_policy_refusal(GIT_OP_WRITE);
+        router_refused(r, rel, GIT_OP_WRITE, e);
+        return -e;
+}
+
 static int rt_write(const char *path, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
-        (void) path;
+        int q = still_writable(path);
+        if (q < 0)
+                return q;
         /* On an O_APPEND fd Linux pwrite appends, whatever the kernel's idea
          * of the file size was. */
         ssize_t n = pwrite((int) fi->fh, buf, size, off);

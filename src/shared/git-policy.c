@@ -85,19 +85,60 @@ static bool op_is_dir_op(GitOp op) {
         return op == GIT_OP_MKDIR || op == GIT_OP_RMDIR;
 }
 
+static bool seg_is_hex(const Seg *g, size_t n) {
+        if (g->n != n)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((g->s[i] >= '0' && g->s[i] <= '9') || (g->s[i] >= 'a' && g->s[i] <= 'f')))
+                        return false;
+        return true;
+}
+
+static GitObjectFile object_file(const Seg *g, int n) {
+        if (n != 3 || !seg_is(&g[0], "objects"))
+                return GIT_OBJECT_FILE_NONE;
+        if (seg_is_hex(&g[1], 2) && (seg_is_hex(&g[2], 38) || seg_is_hex(&g[2], 62)))
+                return GIT_OBJECT_FILE_LOOSE;
+        if (!seg_is(&g[1], "pack"))
+                return GIT_OBJECT_FILE_NONE;
+        /* Git takes any name ending in .idx for a pack's index (and the
+         * same stem's .pack for its pack), not only pack-<hash>: a tmp_
+         * name too. */
+        if (seg_endswith(&g[2], ".lock"))
+                return GIT_OBJECT_FILE_NONE;
+        if (seg_endswith(&g[2], ".pack"))
+                return GIT_OBJECT_FILE_PACK;
+        if (seg_endswith(&g[2], ".idx"))
+                return GIT_OBJECT_FILE_INDEX;
+        if (seg_endswith(&g[2], ".rev") || seg_endswith(&g[2], ".bitmap") || seg_endswith(&g[2], ".mtimes") ||
+            seg_startswith(&g[2], "multi-pack-index"))
+                return GIT_OBJECT_FILE_AUX;
+        return GIT_OBJECT_FILE_NONE;
+}
+
 /* objects/..., but not objects/info/...: new objects may appear, existing ones
- * never change. */
+ * never change. An object file git reads comes only by a rename, which the
+ * router admits after checking the content (git-object.h); one that would
+ * change how git reads the packs (.rev, .bitmap, .mtimes, a multi-pack
+ * index) never comes from the sandbox. */
 static bool objects_writable(const Seg *g, int n, GitOp op) {
         if (n < 2 || !seg_is(&g[0], "objects") || seg_is(&g[1], "info"))
                 return false;
         switch (op) {
         case GIT_OP_CREATE:
+                return object_file(g, n) == GIT_OBJECT_FILE_NONE;
+        case GIT_OP_RENAME_TO:
+                return object_file(g, n) != GIT_OBJECT_FILE_AUX;
         case GIT_OP_MKDIR:
         case GIT_OP_RMDIR:
         case GIT_OP_SETATTR:
-        case GIT_OP_RENAME_TO:
                 return true;
         case GIT_OP_WRITE:
+                if (object_file(g, n) != GIT_OBJECT_FILE_NONE)
+                        return false;
+                if (seg_startswith(&g[1], "incoming-"))
+                        return true;
+                return seg_startswith(&g[n - 1], "tmp_") || seg_endswith(&g[n - 1], ".lock");
         case GIT_OP_UNLINK:
         case GIT_OP_RENAME_FROM:
                 if (seg_startswith(&g[1], "incoming-"))
@@ -226,6 +267,12 @@ deny:
         if (ret_errno)
                 *ret_errno = e;
         return GIT_DECISION_DENY;
+}
+
+GitObjectFile git_policy_object_file(const char *relpath) {
+        Seg g[GIT_SEGMENTS];
+        int n = relpath ? split(relpath, g) : -1;
+        return n < 0 ? GIT_OBJECT_FILE_NONE : object_file(g, n);
 }
 
 bool git_policy_rename_noreplace(const char *relpath) {

@@ -13,6 +13,13 @@
  *   objects/... except objects/info/...     create, mkdir, rmdir, setattr,
  *                                          rename-to (never replacing: see
  *                                          git_policy_rename_noreplace);
+ *                                          an object file git reads (see
+ *                                          git_policy_object_file) is never
+ *                                          created, only renamed into place
+ *                                          (the router checks its content
+ *                                          first), and .rev, .bitmap,
+ *                                          .mtimes and multi-pack-index*
+ *                                          are refused;
  *                                          write, unlink, rename-from only
  *                                          for scratch names (tmp_*, *.lock,
  *                                          objects/incoming-*), so existing
@@ -91,6 +98,22 @@ typedef struct GitPolicy {
  * the positive errno in *ret_errno (which may be NULL), otherwise leaves it
  * untouched. An op outside the enum is denied with EINVAL. */
 GitDecision git_policy_check(const GitPolicy *p, const char *relpath, GitOp op, int *ret_errno);
+
+/* The files of the object store that git reads as objects, by their path
+ * below .git (issue 40). */
+typedef enum GitObjectFile {
+        GIT_OBJECT_FILE_NONE, /* anything else: scratch, flags (.keep, .promisor), elsewhere */
+        GIT_OBJECT_FILE_LOOSE, /* objects/<2 hex>/<38 or 62 hex> */
+        GIT_OBJECT_FILE_PACK, /* objects/pack/<stem>.pack */
+        GIT_OBJECT_FILE_INDEX, /* objects/pack/<stem>.idx: makes the stem's pack count */
+        GIT_OBJECT_FILE_AUX, /* objects/pack/ *.rev, *.bitmap, *.mtimes, multi-pack-index*: refused */
+        _GIT_OBJECT_FILE_MAX,
+        _GIT_OBJECT_FILE_INVALID = -22 /* -EINVAL */,
+} GitObjectFile;
+
+/* Which of those relpath (normalized, below .git) is; NONE for an invalid
+ * path. */
+GitObjectFile git_policy_object_file(const char *relpath);
 
 /* True when a rename onto relpath must not replace an existing file (loose
  * objects and packs are immutable: a rename onto one is refused with EEXIST,

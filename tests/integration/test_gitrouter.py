@@ -103,8 +103,11 @@ class Routed:
         self.sh('set -e; git init -q -b main "$R"; cd "$R"; echo one > a; git add a; '
                 'git commit -qm init; git worktree add -q -b ' + BRANCH + ' "$W"', check=True)
 
-    def start(self):
+    def start(self, workspace=False):
         argv = [ROUTER, "--host-git", self.git, "--isolated", self.iso, "--worktree", WT, self.mnt]
+        if workspace:
+            # Direct mode: the whole working tree, its .git under the policy.
+            argv = [ROUTER, "--workspace", self.repo, "--isolated", self.iso, "--git", "--allow-main-head", self.mnt]
         if self.user:
             argv = self.as_user() + argv
         self.log = open(os.path.join(self.base, "router.log"), "w+")
@@ -284,3 +287,178 @@ def test_kill9_leaves_errors_never_host_git(routed):
         assert "HEAD" not in p.stdout.split()
     p = routed.sh('cat "$M/config"')
     assert "Transport endpoint is not connected" in p.stdout, p.stdout
+
+
+# Issue 40: what the sandbox adds to the object store is what its name says.
+# The agent's tools: a pack of one object filed under any ID, written with
+# the pack and index formats alone (git's own tools cannot make a lie).
+FORGE = r'''
+import hashlib, os, struct, sys, zlib
+M, mode, target, body = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].encode()
+otype = {"blob": 3, "tree": 2, "commit": 1}[sys.argv[5]]
+pack_dir = os.path.join(M, "objects", "pack")
+
+def obj_header(t, n):
+    b = (t << 4) | (n & 15); n >>= 4; out = bytearray()
+    while n:
+        out.append(b | 0x80); b = n & 0x7f; n >>= 7
+    out.append(b); return bytes(out)
+
+if mode == "pack":
+    data = b"PACK" + struct.pack(">II", 2, 1) + obj_header(otype, len(body)) + zlib.compress(body)
+    data += hashlib.sha1(data).digest()
+    oid = bytes.fromhex(target)
+    fan = [0] * 256
+    for i in range(oid[0], 256):
+        fan[i] = 1
+    idx = b"\377tOc" + struct.pack(">I", 2) + b"".join(struct.pack(">I", f) for f in fan)
+    idx += oid + struct.pack(">I", zlib.crc32(data[12:-20])) + struct.pack(">I", 12) + data[-20:]
+    idx += hashlib.sha1(idx).digest()
+    stem = "pack-" + hashlib.sha1(data).hexdigest()
+    for tmp, final, content in (("tmp_pack_f", stem + ".pack", data), ("tmp_idx_f", stem + ".idx", idx)):
+        with open(os.path.join(pack_dir, tmp), "wb") as f:
+            f.write(content)
+        try:
+            os.rename(os.path.join(pack_dir, tmp), os.path.join(pack_dir, final))
+            print("renamed", final)
+        except OSError as e:
+            print("refused", final, e.errno)
+            sys.exit(1)
+elif mode in ("loose", "loose-direct", "loose-then-write"):
+    kind = {3: b"blob", 2: b"tree", 1: b"commit"}[otype]
+    raw = zlib.compress(kind + b" %d\0" % len(body) + body)
+    d = os.path.join(M, "objects", target[:2])
+    os.makedirs(d, exist_ok=True)
+    final = os.path.join(d, target[2:])
+    try:
+        if mode == "loose-direct":
+            with open(final, "xb") as f:
+                f.write(raw)
+        else:
+            f = open(os.path.join(d, "tmp_obj_f"), "wb")
+            f.write(raw); f.flush()
+            os.rename(os.path.join(d, "tmp_obj_f"), final)
+            print("renamed")
+            if mode == "loose-then-write":
+                f.seek(0); f.write(zlib.compress(b"blob 5\0evil\n")); f.flush()
+                print("wrote after the rename")
+            f.close()
+    except OSError as e:
+        print("refused", e.errno)
+        sys.exit(1)
+'''
+
+
+def _forge(routed, mode, target, body, otype="blob"):
+    path = os.path.join(routed.base, "forge.py")
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(FORGE)
+        os.chmod(path, 0o644)
+    return routed.sh(f'/usr/bin/python3 {path} "$M" {mode} {target} \'{body}\' {otype}', client=True)
+
+
+def _host(routed, cmd):
+    return routed.sh('cd "$R" && ' + cmd, check=True).stdout
+
+
+@pytest.mark.parametrize("otype", ["blob", "tree", "commit"])
+def test_a_pack_shadowing_an_existing_object_is_refused(routed, otype):
+    """Issue 40, item 1: a pack whose index files the agent's bytes under the
+    ID of an object the host has. Host git reads packs first and does not
+    re-hash, so an admitted pack would make `git show`, checkout and diff
+    return the agent's bytes for the person's own history."""
+    target = {"blob": "main:a", "tree": "main^{tree}", "commit": "main"}[otype]
+    oid = _host(routed, f"git rev-parse {target}").strip()
+    before = _host(routed, f"git cat-file -p {oid}")
+    evil = {"blob": "echo pwned", "tree": "", "commit": "tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor"}[otype]
+    p = _forge(routed, "pack", oid, evil, otype)
+    assert p.returncode != 0 and "refused pack-" in p.stdout and ".idx" in p.stdout, p.stdout
+    assert _host(routed, f"git cat-file -p {oid}") == before
+    assert not [n for n in os.listdir(os.path.join(routed.git, "objects", "pack")) if n.endswith(".idx")]
+    _host(routed, "git fsck --no-dangling")
+    routed.assert_host_safe()
+    if otype == "blob":
+        # The forged pack does shadow the object when nothing checks it:
+        # written straight into a copy of the repository, host git shows
+        # the agent's bytes for the person's file.
+        routed.sh('cp -r "$R/.git" "$R/../copy.git"', check=True)
+        p = routed.sh(f'/usr/bin/python3 {routed.base}/forge.py "$R/../copy.git" pack {oid} "echo pwned" blob')
+        assert p.returncode == 0, p.stdout
+        assert routed.sh(f'git --git-dir="$R/../copy.git" cat-file -p {oid}', check=True).stdout == "echo pwned"
+
+
+def test_a_loose_object_whose_name_is_not_its_hash_is_refused(routed):
+    """A loose object filed under an ID its content does not have: neither
+    renamed into place nor created there directly; a true one is admitted."""
+    oid = routed.sh('printf "future\\n" | git hash-object --stdin', check=True).stdout.strip()
+    final = os.path.join(routed.git, "objects", oid[:2], oid[2:])
+    for mode in ("loose", "loose-direct"):
+        p = _forge(routed, mode, oid, "echo pwned\n")
+        assert p.returncode != 0 and "refused" in p.stdout, (mode, p.stdout)
+        assert not os.path.exists(final), mode
+    p = _forge(routed, "loose", oid, "future\n")
+    assert p.returncode == 0, p.stdout
+    assert _host(routed, f"git cat-file -p {oid}") == "future\n"
+
+
+def test_an_admitted_object_cannot_change_through_an_open_descriptor(routed):
+    """The descriptor git wrote the temporary file with stays open across the
+    rename: writes through it after the check are refused."""
+    oid = routed.sh('printf "fine\\n" | git hash-object --stdin', check=True).stdout.strip()
+    p = _forge(routed, "loose-then-write", oid, "fine\n")
+    assert "renamed" in p.stdout and "wrote after the rename" not in p.stdout, p.stdout
+    assert _host(routed, f"git cat-file -p {oid}") == "fine\n"
+    _host(routed, "git fsck --no-dangling")
+
+
+def test_unchecked_objects_cannot_come_by_a_directory_or_a_pack_side_file(routed):
+    """A directory of loose objects renamed into the store, and the files
+    that change how git reads packs (.rev, .bitmap, a multi-pack index)."""
+    oid = routed.sh('printf "dir\\n" | git hash-object --stdin', check=True).stdout.strip()
+    script = (f'mkdir "$M/objects/tmp_d" && printf x > "$M/objects/tmp_d/{oid[2:]}" && '
+              f'! mv -T "$M/objects/tmp_d" "$M/objects/{oid[:2]}" 2>/dev/null && echo dir-refused; '
+              'for f in pack-1.rev pack-1.bitmap multi-pack-index; do '
+              'printf x > "$M/objects/pack/tmp_side" && ! mv "$M/objects/pack/tmp_side" "$M/objects/pack/$f" 2>/dev/null && '
+              '! (printf x > "$M/objects/pack/$f") 2>/dev/null && echo "$f-refused"; done')
+    out = routed.sh(script, client=True).stdout.split()
+    assert out == ["dir-refused", "pack-1.rev-refused", "pack-1.bitmap-refused", "multi-pack-index-refused"], out
+    assert not os.path.exists(os.path.join(routed.git, "objects", oid[:2], oid[2:]))
+    for f in ("pack-1.rev", "pack-1.bitmap", "multi-pack-index"):
+        assert not os.path.exists(os.path.join(routed.git, "objects", "pack", f))
+
+
+def test_a_true_pack_is_admitted(routed):
+    """What git itself writes passes the check: a pack made by pack-objects
+    and stored by index-pack (as a fetch does), readable by the host."""
+    routed.sh('cd "$W" && for i in 1 2 3; do echo $i > f$i; git add f$i; git commit -qm c$i; done && '
+              'git pack-objects --revs --stdout </dev/null >/dev/null && '
+              'echo HEAD | git pack-objects --revs --stdout > ../p.pack && '
+              'git index-pack --stdin < ../p.pack', client=True, check=True)
+    idx = [n for n in os.listdir(os.path.join(routed.git, "objects", "pack")) if n.endswith(".idx")]
+    assert len(idx) == 1, idx
+    _host(routed, "git verify-pack .git/objects/pack/" + idx[0])
+    assert _host(routed, f"git log --format=%s {BRANCH}").split() == ["c3", "c2", "c1", "init"]
+    _host(routed, "git fsck --no-dangling")
+
+
+def test_direct_mode_objects_are_checked_too(routed):
+    """The workspace router (direct mode) serves the tree's .git under the
+    same policy: the same forged pack and loose object are refused there."""
+    routed.stop()
+    routed.cleanup()
+    routed.start(workspace=True)
+    oid = _host(routed, "git rev-parse main:a").strip()
+    path = os.path.join(routed.base, "forge.py")
+    with open(path, "w") as f:
+        f.write(FORGE)
+    p = routed.sh(f'/usr/bin/python3 {path} "$M/.git" pack {oid} "echo pwned" blob')
+    assert p.returncode != 0 and "refused pack-" in p.stdout, p.stdout
+    p = routed.sh(f'/usr/bin/python3 {path} "$M/.git" loose {"cd" * 20} "echo pwned" blob')
+    assert p.returncode != 0 and "refused" in p.stdout, p.stdout
+    assert _host(routed, f"git cat-file -p {oid}") == "one\n"
+    # git itself still commits through it.
+    routed.sh('cd "$M" && git switch -qc lazaret/d && echo two > b && git add b && git commit -qm direct',
+              check=True)
+    assert _host(routed, "git log -1 --format=%s lazaret/d").strip() == "direct"
+    _host(routed, "git fsck --no-dangling")

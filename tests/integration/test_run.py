@@ -1120,6 +1120,47 @@ git config --get lz.marker || echo no-marker
     d.assert_clean()
 
 
+def test_agent_cannot_shadow_the_persons_objects(lz, debian_image):
+    """Issue 40, item 1, from inside the sandbox: the agent writes a pack
+    and index of its own that file its bytes under the ID of the person's
+    committed file (host git reads packs first and never re-hashes a blob
+    for checkout). The index is refused, the person's checkout, diff and
+    log show their own bytes, and what git itself writes inside (commits,
+    a pack stored by index-pack as a fetch does) is still admitted."""
+    from test_gitrouter import FORGE
+    make_repo(lz)
+    oid = git_as(lz, "rev-parse", "main:tracked.txt").strip()
+    d = Domain(lz, debian_image)
+    gitdir = os.path.join(lz.work, ".git")
+    r = d.run("run", "--", "/usr/bin/python3", "-c", FORGE, gitdir, "pack", oid, "echo pwned", "blob")
+    assert r.returncode != 0 and "renamed pack-" in r.stdout and "refused pack-" in r.stdout, r.stdout + r.stderr
+    r = d.run("run", "--", "/usr/bin/python3", "-c", FORGE, gitdir, "loose", "ab" * 20, "echo pwned", "blob")
+    assert r.returncode != 0 and "refused" in r.stdout, r.stdout + r.stderr
+    script = r"""
+set -eu
+cd /workspace
+export GIT_AUTHOR_NAME=agent GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=agent GIT_COMMITTER_EMAIL=a@a
+for i in 1 2 3; do echo $i > f$i; git add f$i; git commit -qm c$i; done
+echo HEAD | git pack-objects --revs --stdout > /tmp/p.pack
+git index-pack --stdin < /tmp/p.pack >/dev/null
+echo PACKED
+"""
+    r = d.run("run", "--", "/bin/bash", "-c", script)
+    assert r.returncode == 0 and "PACKED" in r.stdout, r.stdout + r.stderr + d.log()
+    # The person's file, as host git shows and checks it out.
+    assert git_as(lz, "cat-file", "-p", oid) == "committed\n"
+    git_as(lz, "checkout", "-q", "--", "tracked.txt")
+    with open(os.path.join(lz.work, "tracked.txt")) as f:
+        assert f.read() == "committed\n"
+    assert git_as(lz, "diff", "main", "--", "tracked.txt") == ""
+    assert git_as(lz, "log", "--format=%s", "lazaret/agent-shell").split() == ["c3", "c2", "c1", "first"]
+    packs = os.listdir(os.path.join(gitdir, "objects", "pack"))
+    assert len([n for n in packs if n.endswith(".idx")]) == 1, packs
+    assert not os.path.exists(os.path.join(gitdir, "objects", "ab", "ab" * 19))
+    git_as(lz, "fsck", "--no-dangling")
+    d.assert_clean()
+
+
 def test_output_reader_goes_away(dom):
     """lazaret run -- cmd | head: when the reader leaves, the session ends
     as with a local pipe (128 + SIGPIPE), and nothing is left behind."""

@@ -199,6 +199,53 @@ static void test_objects(void **state) {
         expect(&direct, "objects/info/alternates", GIT_OP_CREATE, D, AC);
         expect(&branch, "objects/info/alternates", GIT_OP_RENAME_TO, D, AC);
         expect(&branch, "objects/ab", GIT_OP_LINK, D, EPERM);
+        /* Object files git reads come only by a rename the router checks
+         * (issue 40): never created under their final names. */
+        const char *loose = "objects/ce/013625030ba8dba906f756967f9e9ca394464a";
+        const char *loose256 = "objects/2c/f8d83d9ee29543b34a87727421fdecb7e3f3a183d337639025de576db9ebb4";
+        const char *finals[] = { loose,
+                                 loose256,
+                                 "objects/pack/pack-1.pack",
+                                 "objects/pack/pack-1.idx",
+                                 "objects/pack/anything.idx",
+                                 "objects/pack/x.pack",
+                                 "objects/pack/tmp_x.idx" };
+        for (size_t i = 0; i < sizeof(finals) / sizeof(finals[0]); i++) {
+                expect(&branch, finals[i], GIT_OP_CREATE, D, AC);
+                expect(&direct, finals[i], GIT_OP_CREATE, D, AC);
+                expect(&branch, finals[i], GIT_OP_RENAME_TO, A, 0);
+                expect(&branch, finals[i], GIT_OP_WRITE, D, RO);
+        }
+        /* What changes how git reads the packs never comes from the sandbox. */
+        const char *aux[] = { "objects/pack/pack-1.rev", "objects/pack/pack-1.bitmap", "objects/pack/pack-1.mtimes",
+                              "objects/pack/multi-pack-index", "objects/pack/multi-pack-index-1.bitmap" };
+        for (size_t i = 0; i < sizeof(aux) / sizeof(aux[0]); i++) {
+                expect(&branch, aux[i], GIT_OP_CREATE, D, AC);
+                expect(&branch, aux[i], GIT_OP_RENAME_TO, D, AC);
+        }
+        /* Scratch names, flags and names git does not read stay creatable. */
+        const char *free_names[] = { "objects/pack/tmp_idx_1",
+                                     "objects/pack/pack-1.keep",
+                                     "objects/pack/pack-1.promisor",
+                                     "objects/pack/multi-pack-index.lock",
+                                     "objects/ce/tmp_obj_1",
+                                     "objects/ce/013625030ba8dba906f756967f9e9ca39446",
+                                     "objects/CE/013625030ba8dba906f756967f9e9ca394464a" };
+        for (size_t i = 0; i < sizeof(free_names) / sizeof(free_names[0]); i++)
+                expect(&branch, free_names[i], GIT_OP_CREATE, A, 0);
+        assert_int_equal(git_policy_object_file(loose), GIT_OBJECT_FILE_LOOSE);
+        assert_int_equal(git_policy_object_file(loose256), GIT_OBJECT_FILE_LOOSE);
+        assert_int_equal(git_policy_object_file("objects/pack/p.pack"), GIT_OBJECT_FILE_PACK);
+        assert_int_equal(git_policy_object_file("objects/pack/p.idx"), GIT_OBJECT_FILE_INDEX);
+        assert_int_equal(git_policy_object_file("objects/pack/p.rev"), GIT_OBJECT_FILE_AUX);
+        assert_int_equal(git_policy_object_file("objects/pack/tmp_pack_1"), GIT_OBJECT_FILE_NONE);
+        /* git reads any *.idx in objects/pack, a scratch name's too. */
+        assert_int_equal(git_policy_object_file("objects/pack/tmp_pack_1.pack"), GIT_OBJECT_FILE_PACK);
+        assert_int_equal(git_policy_object_file("objects/pack/.tmp-1-pack-2.idx"), GIT_OBJECT_FILE_INDEX);
+        assert_int_equal(git_policy_object_file("objects/pack/sub/p.idx"), GIT_OBJECT_FILE_NONE);
+        assert_int_equal(git_policy_object_file("objects/incoming-1/pack/p.idx"), GIT_OBJECT_FILE_NONE);
+        assert_int_equal(git_policy_object_file("refs/heads/lazaret/p.idx"), GIT_OBJECT_FILE_NONE);
+        assert_int_equal(git_policy_object_file("objects/../x"), GIT_OBJECT_FILE_NONE);
         expect(&branch, "objects/ab/cd", GIT_OP_LINK, D, EPERM);
 }
 
