@@ -57,7 +57,7 @@ static int show_difference(const Config *cfg) {
                                 show_value(&b, x->trusted);
                         } else
                                 strbuf_puts(&b, "yours: not set");
-                        strbuf_printf(&b, "\n      (%s)\n", x->rule->why);
+                        strbuf_printf(&b, "\n      (%s)\n", x->why);
                 }
         }
         if (b.oom) {
