@@ -260,6 +260,55 @@ def test_trust_shows_a_key_swap_as_a_widening(lz):
     assert lz.run("config", "check").returncode == 0
 
 
+# What a terminal must never be sent raw (issue 40, item 6): the C1 CSI
+# (U+009B, which xterm obeys: "1A" moves up a line, "2K" erases it), the
+# C1 OSC and ST, and bidi marks, embeddings, overrides and isolates.
+RAW = ["\u009b", "\u009d", "\u009c", "\u200e", "\u200f", "\u202a", "\u202e", "\u2066", "\u2069"]
+UP_AND_ERASE = "\\u009b1A\\u009b2K" * 4 + "\\u202e\\u2066"
+
+
+def test_the_trust_screen_is_inert(lz):
+    """A workspace file hides a volume of the host's root from the person
+    asked to trust it: a later value moves the cursor up and erases the
+    lines above. The screen shows every such character escaped, and the
+    volume stays on it."""
+    write_trusted(lz)
+    lz.write("work/lazaret.toml", '[profiles.shell]\nvolumes = [{ host = "/", container = "/host", mode = "rw" }]\n'
+             f'persistent_dirs = ["/x{UP_AND_ERASE}"]\n')
+    r = lz.run("trust")
+    assert r.returncode == 64, r.stderr
+    assert not [c for c in RAW if c in r.stdout + r.stderr], repr(r.stdout + r.stderr)
+    assert 'profiles.shell.volumes[0] = { host = "/", container = "/host", mode = "rw" }' in r.stdout, r.stdout
+    assert f'profiles.shell.persistent_dirs = ["/x{UP_AND_ERASE}"]' in r.stdout, r.stdout
+    assert not os.path.exists(store_path(lz))
+
+
+def test_the_manifest_trust_screen_is_inert(lz):
+    """The same for lazaret trust --manifest: a directory whose name, and a
+    command whose words, carry C1 controls and bidi marks, shown escaped;
+    so are the paths of the list."""
+    evil = "\u009b1A\u009b2K\u202e"
+    odd = os.path.join(lz.work, f"d{evil}")
+    os.makedirs(odd)
+    os.chown(odd, lz.user.pw_uid, lz.user.pw_gid)
+    path = lz.write(f"work/m{evil}.toml", '[agents.one]\nprofile = "shell"\n'
+                    f'workspace = "d\\u009b1A\\u009b2K\\u202e"\ncommand = ["echo", "{UP_AND_ERASE}"]\n')
+    r = lz.run("trust", "--manifest", path)
+    assert r.returncode == 64, r.stderr
+    assert not [c for c in RAW if c in r.stdout + r.stderr], repr(r.stdout + r.stderr)
+    assert f'command ["echo", "{UP_AND_ERASE}"]' in r.stdout, r.stdout
+    assert '/d\\u009b1A\\u009b2K\\u202e"' in r.stdout, r.stdout
+    r = lz.run("trust", "--manifest", path, "--yes")
+    assert r.returncode == 0, r.stderr
+    try:
+        assert not [c for c in RAW if c in r.stdout + r.stderr], repr(r.stdout + r.stderr)
+        r = lz.run("trust", "--list")
+        assert not [c for c in RAW if c in r.stdout], repr(r.stdout)
+        assert "/m<U+009B>1A<U+009B>2K<U+202E>.toml  (a manifest" in r.stdout, r.stdout
+    finally:
+        assert lz.run("trust", "--revoke", "--manifest", path).returncode == 0
+
+
 def test_revoke_without_a_record_makes_nothing(lz):
     write_trusted(lz)
     r = lz.run("trust", "--revoke")
