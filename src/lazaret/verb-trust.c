@@ -97,13 +97,18 @@ static int trust_list_manifests(const char *home) {
                 return r;
         for (size_t i = 0; i < recs.n; i++) {
                 const WsTrustRecord *rec = &recs.items[i];
-                _cleanup_free_ char *err = NULL, *canonical = NULL;
-                char sha[WSTRUST_SHA256_HEX_LEN + 1] = "";
-                r = manifest_identify(rec->path, &canonical, sha, &err);
-                const char *state = r == -ENOENT                                             ? "missing"
-                                    : r < 0                                                  ? "refused"
-                                    : streq(sha, rec->sha256) && streq(canonical, rec->path) ? "trusted"
-                                                                                             : "changed";
+                /* Its bytes and where its agents' directories resolve now,
+                 * as up would check them. */
+                _cleanup_(manifest_done) Manifest m = {};
+                _cleanup_free_ char *err = NULL;
+                char digest[WSTRUST_SHA256_HEX_LEN + 1] = "";
+                r = manifest_load(rec->path, home, &m, &err);
+                if (r >= 0 && manifest_trust_digest(&m, digest) < 0)
+                        return EXIT_LAZARET;
+                const char *state = r == -ENOENT                                                  ? "missing"
+                                    : r < 0                                                       ? "refused"
+                                    : streq(digest, rec->sha256) && streq(m.canonical, rec->path) ? "trusted"
+                                                                                                  : "changed";
                 char when[64];
                 format_time(rec->when, when, sizeof(when));
                 _cleanup_free_ char *vp = vis(rec->path);
@@ -230,21 +235,29 @@ static int trust_manifest(const char *file, bool yes, const char *home) {
                 }
                 strbuf_puts(&b, "]\n");
         }
+        strbuf_puts(&b, "\nTrust covers these bytes and these directories as they resolve now: a workspace that "
+                        "later resolves elsewhere (a symbolic link put in its place) voids it.\n");
+        char digest[WSTRUST_SHA256_HEX_LEN + 1];
+        if (manifest_trust_digest(&m, digest) < 0)
+                b.oom = true;
         if (!b.oom)
                 put_inert(stdout, strbuf_str(&b));
+        bool oom = b.oom;
         strbuf_done(&b);
-        r = confirm(yes, m.canonical);
+        r = oom ? EXIT_LAZARET : confirm(yes, m.canonical);
         if (r == 0 && wstrust_manifest_store_path(home, &store) < 0)
                 r = EXIT_LAZARET;
         if (r == 0) {
-                int k = wstrust_set(store, m.canonical, m.sha256, (int64_t) time(NULL));
+                int k = wstrust_set(store, m.canonical, digest, (int64_t) time(NULL));
                 if (k < 0) {
                         log_error("cannot record the trust in %s: %s", store,
                                   k == -EINVAL ? "its path has control characters" : strerror(-k));
                         r = EXIT_LAZARET;
                 } else {
                         _cleanup_free_ char *vp = vis(m.canonical);
-                        printf("trusted %s (sha256 %s); any change to it voids this\n", vp ?: "?", m.sha256);
+                        printf("trusted %s (sha256 %s) with its agents' directories; any change to it, or to "
+                               "where they resolve, voids this\n",
+                               vp ?: "?", m.sha256);
                 }
         }
         manifest_done(&m);
@@ -299,7 +312,9 @@ int verb_trust(int argc, char **argv, const Globals *g) {
                                "--revoke removes this workspace's record.\n\n"
                                "A manifest (lazaret up) chooses its agents' directories and profiles: up\n"
                                "refuses it until --manifest FILE shows what each agent gets and records its\n"
-                               "bytes the same way ($XDG_DATA_HOME/lazaret/trusted-manifests).\n");
+                               "bytes and the directories its agents resolve to\n"
+                               "($XDG_DATA_HOME/lazaret/trusted-manifests); a directory that resolves\n"
+                               "elsewhere later (a symbolic link in its place) voids the trust too.\n");
                         return 0;
                 case 'y':
                         yes = true;
