@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 """Every key of config_key_rules[] (src/shared/config-authority.c), the one
 classification of who may widen the sandbox, is listed in lazaret.toml(5)
-under "Who may widen the sandbox" with its class."""
+under "Who may widen the sandbox" with its class, and every pattern of
+config_env_names[] (env variables a workspace may not set without trust)
+under its env class."""
 import re
 import sys
 
@@ -26,7 +28,17 @@ for path, cls in rules:
     body = blocks.get(heading[cls], "")
     if not re.search(r"(^|\s)" + re.escape(name) + r"(\s|,|$)", body.replace("\\-", "-"), re.M):
         missing.append(f"{name} ({heading[cls]})")
+code = open(src).read()
+table = code[code.index("const ConfigEnvName config_env_names[]"):]
+table = table[:table.index("};")]
+env_names = re.findall(r'\{ "([A-Za-z0-9_*]+)", WHY_', table)
+env_body = blocks.get("env", "").replace("\\-", "-")
+for name in env_names:
+    if not re.search(r"^\.BR? " + re.escape(name) + r"( |$)", env_body, re.M):
+        missing.append(f"{name} (env variable)")
+if len(env_names) < 10:
+    missing.append("config_env_names[] (not found in the source)")
 if missing:
     print("lazaret.toml(5) does not list under its class: " + ", ".join(missing))
     sys.exit(1)
-print(f"{len([r for r in rules if r[1] != 'TABLE'])} keys listed under their class")
+print(f"{len([r for r in rules if r[1] != 'TABLE'])} keys listed under their class, {len(env_names)} env patterns")

@@ -17,6 +17,7 @@
 #include "manifest.h"
 #include "path-util.h"
 #include "profile-pick.h"
+#include "prompt-text.h"
 #include "strbuf.h"
 #include "string-util.h"
 #include "toml-write.h"
@@ -24,9 +25,25 @@
 #include "workspace-trust.h"
 
 static void show_value(StrBuf *b, const TomlValue *v) {
-        /* toml_write_value escapes every control character: nothing the
-         * file holds can repaint this screen. */
+        /* toml_write_value escapes control characters, C1 controls, bidi
+         * marks and invisible characters: nothing the file holds can
+         * repaint this screen. */
         toml_write_value(b, v);
+}
+
+/* Everything these screens show passes through prompt-text's inert
+ * rendering (as lazaret diff's does) on its way out, TOML's own escapes
+ * kept: a path, a key or a value that slipped past the TOML writer still
+ * cannot move the cursor, erase a line above or reorder text. */
+static void put_inert(FILE *f, const char *text) {
+        _cleanup_free_ char *v = prompt_inert(text, strlen(text));
+        fputs(v ?: "(out of memory)\n", f);
+        fflush(f);
+}
+
+/* One name for a message, inert; caller frees (NULL only on OOM). */
+static char *vis(const char *s) {
+        return prompt_inert(s, strlen(s));
 }
 
 static void format_time(int64_t when, char *buf, size_t size) {
@@ -57,15 +74,14 @@ static int show_difference(const Config *cfg) {
                                 show_value(&b, x->trusted);
                         } else
                                 strbuf_puts(&b, "yours: not set");
-                        strbuf_printf(&b, "\n      (%s)\n", x->rule->why);
+                        strbuf_printf(&b, "\n      (%s)\n", x->why);
                 }
         }
         if (b.oom) {
                 strbuf_done(&b);
                 return -ENOMEM;
         }
-        fputs(strbuf_str(&b), stdout);
-        fflush(stdout);
+        put_inert(stdout, strbuf_str(&b));
         strbuf_done(&b);
         return 0;
 }
@@ -81,16 +97,22 @@ static int trust_list_manifests(const char *home) {
                 return r;
         for (size_t i = 0; i < recs.n; i++) {
                 const WsTrustRecord *rec = &recs.items[i];
-                _cleanup_free_ char *err = NULL, *canonical = NULL;
-                char sha[WSTRUST_SHA256_HEX_LEN + 1] = "";
-                r = manifest_identify(rec->path, &canonical, sha, &err);
-                const char *state = r == -ENOENT                                             ? "missing"
-                                    : r < 0                                                  ? "refused"
-                                    : streq(sha, rec->sha256) && streq(canonical, rec->path) ? "trusted"
-                                                                                             : "changed";
+                /* Its bytes and where its agents' directories resolve now,
+                 * as up would check them. */
+                _cleanup_(manifest_done) Manifest m = {};
+                _cleanup_free_ char *err = NULL;
+                char digest[WSTRUST_SHA256_HEX_LEN + 1] = "";
+                r = manifest_load(rec->path, home, &m, &err);
+                if (r >= 0 && manifest_trust_digest(&m, digest) < 0)
+                        return EXIT_LAZARET;
+                const char *state = r == -ENOENT                                                  ? "missing"
+                                    : r < 0                                                       ? "refused"
+                                    : streq(digest, rec->sha256) && streq(m.canonical, rec->path) ? "trusted"
+                                                                                                  : "changed";
                 char when[64];
                 format_time(rec->when, when, sizeof(when));
-                printf("%-8s %s  (a manifest, since %s)\n", state, rec->path, when);
+                _cleanup_free_ char *vp = vis(rec->path);
+                printf("%-8s %s  (a manifest, since %s)\n", state, vp ?: "?", when);
         }
         return 0;
 }
@@ -127,7 +149,8 @@ static int trust_list(const char *home) {
                         state = streq(sha, rec->sha256) ? "trusted" : "changed";
                 char when[64];
                 format_time(rec->when, when, sizeof(when));
-                printf("%-8s %s  (since %s)\n", state, rec->path, when);
+                _cleanup_free_ char *vp = vis(rec->path);
+                printf("%-8s %s  (since %s)\n", state, vp ?: "?", when);
         }
         return 0;
 }
@@ -136,22 +159,24 @@ static int trust_revoke(const Globals *g, const char *home) {
         _cleanup_free_ char *ws = NULL, *store = NULL;
         int r = config_workspace(g->workspace, &ws);
         if (r < 0) {
-                log_error("workspace %s: %s", g->workspace ?: "(current directory)", strerror(-r));
+                _cleanup_free_ char *vw = vis(g->workspace ?: "(current directory)");
+                log_error("workspace %s: %s", vw ?: "?", strerror(-r));
                 return EXIT_USAGE;
         }
         _cleanup_free_ char *path = path_join(ws, "lazaret.toml");
         if (!path || wstrust_store_path(home, &store) < 0)
                 return EXIT_LAZARET;
         r = wstrust_set(store, path, NULL, 0);
+        _cleanup_free_ char *vp = vis(path);
         if (r == -ENOENT) {
-                log_error("%s is not trusted: nothing to revoke", path);
+                log_error("%s is not trusted: nothing to revoke", vp ?: "?");
                 return EXIT_PROBLEMS;
         }
         if (r < 0) {
                 log_error("cannot update %s: %s", store, strerror(-r));
                 return EXIT_LAZARET;
         }
-        printf("%s is no longer trusted: it may only narrow the sandbox\n", path);
+        printf("%s is no longer trusted: it may only narrow the sandbox\n", vp ?: "?");
         return 0;
 }
 
@@ -168,7 +193,8 @@ static int confirm(bool yes, const char *path) {
                 log_error("trust needs confirmation: run it on a terminal, or pass --yes after reading the above");
                 return EXIT_USAGE;
         }
-        fprintf(stderr, "\nTrust these exact bytes of %s? [y/N] ", path);
+        _cleanup_free_ char *vp = vis(path);
+        fprintf(stderr, "\nTrust these exact bytes of %s? [y/N] ", vp ?: "?");
         char answer[16] = "";
         if (!fgets(answer, sizeof(answer), stdin) || (answer[0] != 'y' && answer[0] != 'Y')) {
                 fprintf(stderr, "nothing was trusted\n");
@@ -184,7 +210,8 @@ static int trust_manifest(const char *file, bool yes, const char *home) {
         _cleanup_free_ char *err = NULL, *store = NULL;
         int r = manifest_load(file, home, &m, &err);
         if (r < 0) {
-                log_error("%s", err ? err : strerror(-r));
+                _cleanup_free_ char *ve = vis(err ? err : strerror(-r));
+                log_error("%s", ve ?: "?");
                 log_error("nothing was trusted: the manifest is not valid");
                 return r == -EINVAL ? EXIT_CONFIG : EXIT_LAZARET;
         }
@@ -208,22 +235,30 @@ static int trust_manifest(const char *file, bool yes, const char *home) {
                 }
                 strbuf_puts(&b, "]\n");
         }
-        if (!b.oom) {
-                fputs(strbuf_str(&b), stdout);
-                fflush(stdout);
-        }
+        strbuf_puts(&b, "\nTrust covers these bytes and these directories as they resolve now: a workspace that "
+                        "later resolves elsewhere (a symbolic link put in its place) voids it.\n");
+        char digest[WSTRUST_SHA256_HEX_LEN + 1];
+        if (manifest_trust_digest(&m, digest) < 0)
+                b.oom = true;
+        if (!b.oom)
+                put_inert(stdout, strbuf_str(&b));
+        bool oom = b.oom;
         strbuf_done(&b);
-        r = confirm(yes, m.canonical);
+        r = oom ? EXIT_LAZARET : confirm(yes, m.canonical);
         if (r == 0 && wstrust_manifest_store_path(home, &store) < 0)
                 r = EXIT_LAZARET;
         if (r == 0) {
-                int k = wstrust_set(store, m.canonical, m.sha256, (int64_t) time(NULL));
+                int k = wstrust_set(store, m.canonical, digest, (int64_t) time(NULL));
                 if (k < 0) {
                         log_error("cannot record the trust in %s: %s", store,
                                   k == -EINVAL ? "its path has control characters" : strerror(-k));
                         r = EXIT_LAZARET;
-                } else
-                        printf("trusted %s (sha256 %s); any change to it voids this\n", m.canonical, m.sha256);
+                } else {
+                        _cleanup_free_ char *vp = vis(m.canonical);
+                        printf("trusted %s (sha256 %s) with its agents' directories; any change to it, or to "
+                               "where they resolve, voids this\n",
+                               vp ?: "?", m.sha256);
+                }
         }
         manifest_done(&m);
         return r;
@@ -232,21 +267,23 @@ static int trust_manifest(const char *file, bool yes, const char *home) {
 static int revoke_manifest(const char *file, const char *home) {
         _cleanup_free_ char *canonical = NULL, *store = NULL;
         if (manifest_canonical(file, &canonical) < 0) {
-                log_error("%s: cannot resolve its directory: %s", file, strerror(errno));
+                _cleanup_free_ char *vf = vis(file);
+                log_error("%s: cannot resolve its directory: %s", vf ?: "?", strerror(errno));
                 return EXIT_USAGE;
         }
         if (wstrust_manifest_store_path(home, &store) < 0)
                 return EXIT_LAZARET;
         int r = wstrust_set(store, canonical, NULL, 0);
+        _cleanup_free_ char *vp = vis(canonical);
         if (r == -ENOENT) {
-                log_error("%s is not trusted: nothing to revoke", canonical);
+                log_error("%s is not trusted: nothing to revoke", vp ?: "?");
                 return EXIT_PROBLEMS;
         }
         if (r < 0) {
                 log_error("cannot update %s: %s", store, strerror(-r));
                 return EXIT_LAZARET;
         }
-        printf("%s is no longer trusted: lazaret up refuses it\n", canonical);
+        printf("%s is no longer trusted: lazaret up refuses it\n", vp ?: "?");
         return 0;
 }
 
@@ -275,7 +312,9 @@ int verb_trust(int argc, char **argv, const Globals *g) {
                                "--revoke removes this workspace's record.\n\n"
                                "A manifest (lazaret up) chooses its agents' directories and profiles: up\n"
                                "refuses it until --manifest FILE shows what each agent gets and records its\n"
-                               "bytes the same way ($XDG_DATA_HOME/lazaret/trusted-manifests).\n");
+                               "bytes and the directories its agents resolve to\n"
+                               "($XDG_DATA_HOME/lazaret/trusted-manifests); a directory that resolves\n"
+                               "elsewhere later (a symbolic link in its place) voids the trust too.\n");
                         return 0;
                 case 'y':
                         yes = true;
@@ -329,14 +368,15 @@ int verb_trust(int argc, char **argv, const Globals *g) {
                 log_error("nothing was trusted: the configuration it would make is not valid (above)");
         if (r != 0)
                 return r;
+        _cleanup_free_ char *vp = vis(cfg->wsfile.path);
         if (cfg->wsfile.trust == CONFIG_TRUST_EXPLICIT) {
                 log_error("%s is named with --config, which already trusts it; leave --config out to trust it as "
                           "the workspace's file",
-                          cfg->wsfile.path);
+                          vp ?: "?");
                 return EXIT_USAGE;
         }
         if (!cfg->wsfile.exists) {
-                log_error("%s does not exist: there is nothing to trust", cfg->wsfile.path);
+                log_error("%s does not exist: there is nothing to trust", vp ?: "?");
                 return EXIT_USAGE;
         }
         if (show_difference(cfg) < 0)
@@ -350,13 +390,13 @@ int verb_trust(int argc, char **argv, const Globals *g) {
                 return EXIT_LAZARET;
         r = wstrust_set(store, cfg->wsfile.path, cfg->wsfile.sha256, (int64_t) time(NULL));
         if (r == -EINVAL) {
-                log_error("%s cannot be recorded: its path has control characters", cfg->wsfile.path);
+                log_error("%s cannot be recorded: its path has control characters", vp ?: "?");
                 return EXIT_LAZARET;
         }
         if (r < 0) {
                 log_error("cannot record the trust in %s: %s", store, strerror(-r));
                 return EXIT_LAZARET;
         }
-        printf("trusted %s (sha256 %s); any change to it voids this\n", cfg->wsfile.path, cfg->wsfile.sha256);
+        printf("trusted %s (sha256 %s); any change to it voids this\n", vp ?: "?", cfg->wsfile.sha256);
         return 0;
 }

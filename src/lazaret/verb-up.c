@@ -29,6 +29,7 @@
 #include "manifest.h"
 #include "path-util.h"
 #include "profile-pick.h"
+#include "prompt-text.h"
 #include "report.h"
 #include "spawn-util.h"
 #include "strbuf.h"
@@ -319,14 +320,26 @@ int up_manifest_trusted(const Manifest *m, const char *home) {
         int r = trust_records_read(store, &recs);
         if (r != 0)
                 return r;
+        char digest[WSTRUST_SHA256_HEX_LEN + 1];
+        if (manifest_trust_digest(m, digest) < 0)
+                return EXIT_LAZARET;
         const WsTrustRecord *rec = wstrust_find(&recs, m->canonical);
-        if (rec && streq(rec->sha256, m->sha256))
+        if (rec && streq(rec->sha256, digest))
                 return 0;
-        if (rec)
-                log_error("%s changed since you trusted it, which voids that trust: read it again, then run "
-                          "'lazaret trust --manifest %s'; nothing was started",
-                          m->canonical, m->path);
-        else
+        if (rec) {
+                /* The bytes, or where a workspace resolves (a symbolic
+                 * link an agent put in its place), are not what the person
+                 * read: say where each agent would go now. */
+                StrBuf b = STRBUF_INIT;
+                for (size_t i = 0; i < m->n_agents; i++)
+                        strbuf_printf(&b, "%s%s in %s", i ? ", " : "", m->agents[i].name, m->agents[i].workspace);
+                _cleanup_free_ char *dirs = strbuf_steal(&b);
+                _cleanup_free_ char *vis = dirs ? prompt_inert(dirs, strlen(dirs)) : NULL;
+                log_error("%s changed since you trusted it (its bytes, or the directory an agent's workspace "
+                          "resolves to: now %s), which voids that trust: check it and those directories, then run "
+                          "'lazaret trust --manifest %s' again; nothing was started",
+                          m->canonical, vis ?: "?", m->path);
+        } else
                 log_error("%s is not trusted: a manifest chooses each agent's workspace and profile, and an agent "
                           "that could write it would choose them for the next run. Read it, then run 'lazaret trust "
                           "--manifest %s'; nothing was started",

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,8 +83,8 @@ const ConfigKeyRule config_key_rules[] = {
           .why = "host files in the sandbox, and the authorities its TLS clients trust" },
         { "profiles.*.env", CONFIG_KEY_TABLE, .why = "a table" },
         { "profiles.*.env.*", CONFIG_KEY_ENV,
-          .why = "a literal value acts inside the sandbox only; \"env:VAR\" (or \"env?:VAR\") copies a host variable "
-                 "(often a secret) in" },
+          .why = "\"env:VAR\" (or \"env?:VAR\") copies a host variable (often a secret) in; a literal acts inside "
+                 "only, unless it replaces your own value or names a credential, endpoint or start-up variable" },
         { "profiles.*.volumes", CONFIG_KEY_SUBSET, CONFIG_ENTRY_VOLUME,
           .why = "host paths in the sandbox: dropping entries or making one read-only narrows" },
 
@@ -99,6 +100,68 @@ const ConfigKeyRule config_key_rules[] = {
         { "workspace.mask", CONFIG_KEY_UNION, .why = "more secrets the sandbox sees empty: added to the trusted ones" },
 };
 const size_t config_key_rules_n = ELEMENTSOF(config_key_rules);
+
+#define WHY_CREDENTIAL                                                                                                 \
+        "a credential: a workspace's value puts the agent's work, with your prompts and code, on another's account"
+#define WHY_ENDPOINT "an endpoint: where a program sends its requests, and with them your prompts, code and keys"
+#define WHY_PROXY    "a proxy: every request of the programs that honour it goes there first, keys and all"
+#define WHY_TLS      "whom TLS clients trust: a workspace's authority could read and change the agent's traffic"
+#define WHY_STARTUP  "code or options a program loads at its start: it runs inside the agent, beside your keys"
+#define WHY_CONFIG   "where a program finds its configuration, which can name another endpoint, key or program"
+
+/* The one list of variables a workspace may not set without trust
+ * (config-authority.h). Broad on purpose: a false match costs one question
+ * of lazaret trust, a miss costs the person's keys. */
+const ConfigEnvName config_env_names[] = {
+        { "*_KEY", WHY_CREDENTIAL },
+        { "*_KEY_ID", WHY_CREDENTIAL },
+        { "*_TOKEN", WHY_CREDENTIAL },
+        { "*_SECRET", WHY_CREDENTIAL },
+        { "*_PASSWORD", WHY_CREDENTIAL },
+        { "*_PASSWD", WHY_CREDENTIAL },
+        { "*_CREDENTIALS", WHY_CREDENTIAL },
+        { "*_AUTH", WHY_CREDENTIAL },
+        { "*_URL", WHY_ENDPOINT },
+        { "*_URI", WHY_ENDPOINT },
+        { "*_ENDPOINT", WHY_ENDPOINT },
+        { "*_HOST", WHY_ENDPOINT },
+        { "*_API_BASE", WHY_ENDPOINT },
+        { "*_REGISTRY", WHY_ENDPOINT },
+        { "*_PROXY", WHY_PROXY },
+        { "SSL_CERT_*", WHY_TLS },
+        { "*_CA_BUNDLE", WHY_TLS },
+        { "*_CA_CERTS", WHY_TLS },
+        { "LD_*", WHY_STARTUP },
+        { "NODE_OPTIONS", WHY_STARTUP },
+        { "NODE_PATH", WHY_STARTUP },
+        { "PYTHONSTARTUP", WHY_STARTUP },
+        { "PYTHONPATH", WHY_STARTUP },
+        { "PYTHONHOME", WHY_STARTUP },
+        { "PERL5OPT", WHY_STARTUP },
+        { "PERL5LIB", WHY_STARTUP },
+        { "RUBYOPT", WHY_STARTUP },
+        { "RUBYLIB", WHY_STARTUP },
+        { "JAVA_TOOL_OPTIONS", WHY_STARTUP },
+        { "_JAVA_OPTIONS", WHY_STARTUP },
+        { "JDK_JAVA_OPTIONS", WHY_STARTUP },
+        { "BASH_ENV", WHY_STARTUP },
+        { "ENV", WHY_STARTUP },
+        { "PROMPT_COMMAND", WHY_STARTUP },
+        { "PATH", WHY_STARTUP },
+        { "GIT_*", WHY_CONFIG },
+        { "HOME", WHY_CONFIG },
+        { "*_HOME", WHY_CONFIG },
+        { "XDG_*", WHY_CONFIG },
+        { "*CONFIG*", WHY_CONFIG },
+};
+const size_t config_env_names_n = ELEMENTSOF(config_env_names);
+
+const ConfigEnvName *config_env_name_find(const char *name) {
+        for (size_t i = 0; i < config_env_names_n; i++)
+                if (fnmatch(config_env_names[i].pattern, name, FNM_CASEFOLD) == 0)
+                        return &config_env_names[i];
+        return NULL;
+}
 
 const char *config_key_class_to_string(ConfigKeyClass c) {
         switch (c) {
@@ -264,7 +327,7 @@ typedef struct Walk {
 } Walk;
 
 static int widen(Walk *w, const char *key, TomlPos pos, const TomlValue *value, const TomlValue *trusted,
-                 const ConfigKeyRule *rule) {
+                 const ConfigKeyRule *rule, const char *why) {
         ConfigWidening *n = realloc(w->out->items, (w->out->n + 1) * sizeof(ConfigWidening));
         if (!n)
                 return -ENOMEM;
@@ -272,7 +335,9 @@ static int widen(Walk *w, const char *key, TomlPos pos, const TomlValue *value, 
         char *k = strdup(key);
         if (!k)
                 return -ENOMEM;
-        n[w->out->n++] = (ConfigWidening){ .key = k, .pos = pos, .value = value, .trusted = trusted, .rule = rule };
+        n[w->out->n++] = (ConfigWidening){
+                .key = k, .pos = pos, .value = value, .trusted = trusted, .rule = rule, .why = why ?: rule->why
+        };
         return 0;
 }
 
@@ -297,7 +362,7 @@ static int walk_entry(Walk *w, const TomlEntry *e, const ConfigNode *tn, const c
         case CONFIG_KEY_AUTHORITY:
                 if (tv && toml_value_equal(v, tv))
                         return 0;
-                return widen(w, name, v->pos, v, tv, rule);
+                return widen(w, name, v->pos, v, tv, rule, NULL);
         case CONFIG_KEY_NARROW_VALUE:
                 if (rule->narrow_str) {
                         if (v->type != TOML_STRING)
@@ -312,13 +377,27 @@ static int walk_entry(Walk *w, const TomlEntry *e, const ConfigNode *tn, const c
                 }
                 if (tv && toml_value_equal(v, tv))
                         return 0;
-                return widen(w, name, v->pos, v, tv, rule);
-        case CONFIG_KEY_ENV:
-                if (v->type != TOML_STRING || !(startswith(v->str.s, "env:") || startswith(v->str.s, "env?:")))
+                return widen(w, name, v->pos, v, tv, rule, NULL);
+        case CONFIG_KEY_ENV: {
+                if (v->type != TOML_STRING || (tv && toml_value_equal(v, tv)))
                         return 0;
-                if (tv && toml_value_equal(v, tv))
+                /* A host variable copied in; else a literal, which acts
+                 * inside only, unless it takes the place of the person's
+                 * own value (their key swapped for another's) or names a
+                 * variable that chooses accounts, endpoints or start-up
+                 * code. */
+                const ConfigEnvName *known = NULL;
+                const char *why = NULL;
+                if (startswith(v->str.s, "env:") || startswith(v->str.s, "env?:"))
+                        why = "it copies a host variable (often a secret) into the sandbox";
+                else if (tv)
+                        why = "your own files set this variable: the workspace's value would replace yours";
+                else if ((known = config_env_name_find(e->key)))
+                        why = known->why;
+                else
                         return 0;
-                return widen(w, name, v->pos, v, tv, rule);
+                return widen(w, name, v->pos, v, tv, rule, why);
+        }
         case CONFIG_KEY_SUBSET:
                 if (v->type != TOML_ARRAY)
                         return 0;
@@ -334,7 +413,7 @@ static int walk_entry(Walk *w, const TomlEntry *e, const ConfigNode *tn, const c
                         _cleanup_free_ char *en = strbuf_steal(&b);
                         if (!en)
                                 return -ENOMEM;
-                        int r = widen(w, en, x->pos, x, tv, rule);
+                        int r = widen(w, en, x->pos, x, tv, rule, NULL);
                         if (r < 0)
                                 return r;
                 }

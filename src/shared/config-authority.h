@@ -27,7 +27,8 @@ typedef enum ConfigKeyClass {
         CONFIG_KEY_NARROW_VALUE, /* one value narrows (narrow_str / narrow_bool); any other widens */
         CONFIG_KEY_SUBSET, /* a list: keeping entries of the trusted files' list narrows, any other entry widens */
         CONFIG_KEY_UNION, /* a list that can only narrow: the workspace's entries are added to the trusted ones */
-        CONFIG_KEY_ENV, /* a literal value acts inside only; "env:VAR" copies a host variable in */
+        CONFIG_KEY_ENV, /* "env:VAR" copies a host variable in; a literal widens when it replaces the trusted
+                         * files' value or names a variable of config_env_names[] */
         _CONFIG_KEY_CLASS_MAX,
         _CONFIG_KEY_CLASS_INVALID = -EINVAL,
 } ConfigKeyClass;
@@ -64,6 +65,26 @@ const ConfigKeyRule *config_key_rule(const char *const *path, size_t n);
  * at most max - 1 names). Returns how many. */
 size_t config_key_children(const char *parent, const char **ret, size_t max);
 
+/* Variables whose literal value, set by an untrusted workspace file, would
+ * widen what the sandbox gets although it acts inside only: it chooses
+ * whose account the agent works on (a credential), where the agent's
+ * requests go with the person's prompts and code (an endpoint, a proxy,
+ * whom TLS trusts), or code that runs at a program's start (the loader,
+ * interpreters' start-up options, git's configuration). A workspace file
+ * setting one needs trust, as does one replacing any variable the trusted
+ * files set. Patterns are fnmatch(3) globs matched ignoring case (proxy
+ * variables are read in either case); lazaret.toml(5) lists them. */
+typedef struct ConfigEnvName {
+        const char *pattern;
+        const char *why; /* what a workspace's value could do (lazaret trust shows it) */
+} ConfigEnvName;
+
+extern const ConfigEnvName config_env_names[];
+extern const size_t config_env_names_n;
+
+/* The first entry of config_env_names[] that name matches, or NULL. */
+const ConfigEnvName *config_env_name_find(const char *name);
+
 /* One thing an untrusted workspace file would add over the trusted files. */
 typedef struct ConfigWidening {
         char *key; /* "profiles.tt.volumes[0]" */
@@ -71,6 +92,7 @@ typedef struct ConfigWidening {
         const TomlValue *value; /* points into the workspace file's tree */
         const TomlValue *trusted; /* the trusted files' value at that key, or NULL when they set none */
         const ConfigKeyRule *rule;
+        const char *why; /* why this value widens: rule->why, or for env the variable's own reason (static) */
 } ConfigWidening;
 
 typedef struct ConfigWidenings {

@@ -2,7 +2,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,6 +243,26 @@ int manifest_canonical(const char *path, char **ret) {
                 return -errno ?: -EINVAL;
         *ret = path_join(buf, base);
         return *ret ? 0 : -ENOMEM;
+}
+
+int manifest_trust_digest(const Manifest *m, char ret[65]) {
+        static const char tag[] = "lazaret manifest trust 1";
+        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+        unsigned char md[32];
+        unsigned int mdlen = 0;
+        bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+                  EVP_DigestUpdate(ctx, tag, sizeof(tag)) == 1 &&
+                  EVP_DigestUpdate(ctx, m->sha256, strlen(m->sha256) + 1) == 1;
+        for (size_t i = 0; ok && i < m->n_agents; i++)
+                ok = EVP_DigestUpdate(ctx, m->agents[i].name, strlen(m->agents[i].name) + 1) == 1 &&
+                     EVP_DigestUpdate(ctx, m->agents[i].workspace, strlen(m->agents[i].workspace) + 1) == 1;
+        ok = ok && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == sizeof(md);
+        EVP_MD_CTX_free(ctx);
+        if (!ok)
+                return -EIO;
+        for (size_t i = 0; i < sizeof(md); i++)
+                snprintf(ret + 2 * i, 3, "%02x", md[i]);
+        return 0;
 }
 
 int manifest_load(const char *path, const char *home, Manifest *ret, char **ret_error) {

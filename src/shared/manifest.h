@@ -20,7 +20,11 @@
  * lazaret.toml it is trusted only by its exact bytes (lazaret trust
  * --manifest; records in $XDG_DATA_HOME/lazaret/trusted-manifests), and it
  * is read without following a symbolic link, a regular file of the user's
- * own. */
+ * own. Its bytes alone do not say which directories its agents get: a
+ * relative workspace (or one through a directory an agent can write) names
+ * whatever a symbolic link put in its place points to. So what is trusted
+ * is manifest_trust_digest(): the bytes together with the canonical
+ * directory each agent's workspace resolved to when the person read them. */
 
 #include <stddef.h>
 
@@ -61,5 +65,13 @@ int manifest_identify(const char *path, char **ret_canonical, char ret_sha256[65
  * (its directory resolved, its name kept): what names it in trust records
  * and a group's directory. Caller frees. */
 int manifest_canonical(const char *path, char **ret);
+
+/* What trust records of a loaded manifest, as lowercase hex (65 bytes with
+ * the NUL): the SHA-256 of "lazaret manifest trust 1", the SHA-256 of its
+ * bytes, then each agent's name and canonical workspace, every field
+ * NUL-terminated (no name or path holds a NUL, so no two manifests share
+ * the text). Equal only for the same bytes whose agents resolve to the same
+ * directories. 0 or -EIO. */
+int manifest_trust_digest(const Manifest *m, char ret[65]);
 
 void manifest_done(Manifest *m);

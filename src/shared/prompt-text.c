@@ -7,10 +7,12 @@
 #include <string.h>
 
 #include "prompt-text.h"
+#include "strbuf.h"
 
 /* Length of the valid UTF-8 sequence at s (at most n bytes) and its code
  * point, or 0 when it is not one (overlong, surrogate, beyond U+10FFFF). */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *ret) {
+size_t prompt_utf8_decode(const char *str, size_t n, uint32_t *ret) {
+        const unsigned char *s = (const unsigned char *) str;
         if (s[0] < 0x80) {
                 *ret = s[0];
                 return 1;
@@ -32,7 +34,7 @@ static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *ret) {
 }
 
 /* Characters that change how text around them is shown, or show nothing. */
-static bool invisible(uint32_t cp) {
+bool prompt_char_invisible(uint32_t cp) {
         /* C1 controls, bidi marks and overrides, zero-width characters, and
          * the default-ignorable ones a terminal shows as nothing or a blank:
          * the soft hyphen, the combining grapheme joiner, Hangul fillers,
@@ -115,14 +117,14 @@ size_t prompt_unit(const char *s, size_t len, PromptUnit *ret) {
                 return 1;
         }
         uint32_t cp = 0;
-        size_t n = utf8_decode(p, len, &cp);
+        size_t n = prompt_utf8_decode(s, len, &cp);
         if (n == 0) {
                 ret->kind = PROMPT_ESCAPED;
                 snprintf(ret->text, sizeof(ret->text), "\\x%02x", c);
                 return 1;
         }
         ret->cp = cp;
-        if (invisible(cp)) {
+        if (prompt_char_invisible(cp)) {
                 ret->kind = PROMPT_ESCAPED;
                 snprintf(ret->text, sizeof(ret->text), "<U+%04X>", (unsigned) cp);
         } else
@@ -168,4 +170,18 @@ char *prompt_visible(const char *s, size_t len) {
         }
         prompt_segments_free(v, n);
         return out;
+}
+
+char *prompt_inert(const char *s, size_t len) {
+        StrBuf b = STRBUF_INIT;
+        for (size_t i = 0; i < len;) {
+                PromptUnit u;
+                size_t n = s[i] == '\n' ? 1 : prompt_unit(s + i, len - i, &u);
+                if (s[i] != '\n' && u.kind == PROMPT_ESCAPED && s[i] != '\\')
+                        strbuf_puts(&b, u.text);
+                else
+                        strbuf_putn(&b, s + i, n);
+                i += n;
+        }
+        return strbuf_steal(&b);
 }

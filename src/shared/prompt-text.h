@@ -9,7 +9,9 @@
  * shell's metacharacters are marked, so the prompt can highlight them.
  * Pure; libc only. */
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum PromptSegKind {
         PROMPT_PLAIN, /* text as it is */
@@ -37,3 +39,22 @@ void prompt_segments_free(PromptSeg *v, size_t n);
 
 /* The segments joined (caller frees); NULL on OOM. */
 char *prompt_visible(const char *s, size_t len);
+
+/* Is cp a character that changes how the text around it is shown, or
+ * shows as nothing (C1 controls, bidi marks and overrides, zero-width and
+ * other default-ignorable characters)? The one list prompt_unit uses; the
+ * TOML writer escapes the same characters. */
+bool prompt_char_invisible(uint32_t cp);
+
+/* The length of the valid UTF-8 sequence at s (at most n > 0 bytes) and its
+ * code point in *ret, or 0 when it is not one (overlong, a surrogate, past
+ * U+10FFFF, cut short). */
+size_t prompt_utf8_decode(const char *s, size_t n, uint32_t *ret);
+
+/* s (len bytes) made inert for a screen whose own quoting must stay, such
+ * as TOML text that is already escaped: every character prompt_unit shows
+ * escaped (control characters, bytes that are not UTF-8, C1 controls, bidi
+ * and invisible characters) is its escape, but a newline stays a newline
+ * and backslashes and shell metacharacters stay as they are. Caller frees;
+ * NULL on OOM. */
+char *prompt_inert(const char *s, size_t len);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "prompt-text.h"
 #include "toml-write.h"
 
 static void write_string(StrBuf *b, const char *s, size_t n) {
@@ -23,11 +24,26 @@ static void write_string(StrBuf *b, const char *s, size_t n) {
                 case '\t':
                         strbuf_puts(b, "\\t");
                         break;
-                default:
-                        if (c < 0x20 || c == 0x7f)
+                default: {
+                        if (c < 0x20 || c == 0x7f) {
                                 strbuf_printf(b, "\\u%04x", c);
-                        else
-                                strbuf_putc(b, (char) c);
+                                break;
+                        }
+                        /* What prompt-text shows escaped (C1 controls, bidi
+                         * marks, invisible characters) as TOML's own escape:
+                         * a terminal reads U+009B as CSI, and the same value
+                         * parses back. */
+                        uint32_t cp = 0;
+                        size_t k = c < 0x80 ? 1 : prompt_utf8_decode(s + i, n - i, &cp);
+                        if (k > 1 && prompt_char_invisible(cp)) {
+                                strbuf_printf(b, cp > 0xffff ? "\\U%08" PRIx32 : "\\u%04" PRIx32, cp);
+                                i += k - 1;
+                        } else if (k > 1) {
+                                strbuf_putn(b, s + i, k);
+                                i += k - 1;
+                        } else
+                                strbuf_putc(b, (char) c); /* ASCII, or not UTF-8 (no parsed value is) */
+                }
                 }
         }
         strbuf_putc(b, '"');

@@ -359,6 +359,45 @@ def test_an_agent_cannot_widen_the_next_run_through_its_manifest(lz):
     wait_clean(d)
 
 
+def test_a_trusted_manifest_does_not_follow_a_symlink_an_agent_made(lz):
+    """Issue 40, item 5: the manifest names agent bb with the workspace
+    agents/b; an agent that writes the manifest's directory (direct mode)
+    moves agents/b aside and puts a symbolic link to another directory of
+    the person's in its place. The manifest's bytes did not change, but
+    its trust covered the directories it resolved to: the next up refuses,
+    naming the fix, and nothing runs in the other directory."""
+    d = native(lz)
+    b = os.path.join(lz.work, "agents", "b")
+    os.makedirs(b)
+    os.chown(os.path.dirname(b), lz.user.pw_uid, lz.user.pw_gid)
+    os.chown(b, lz.user.pw_uid, lz.user.pw_gid)
+    path = manifest(lz, '[agents.bb]\nprofile = "shell"\nworkspace = "agents/b"\ncommand = ["touch", "ran-bb"]\n')
+    r = d.run("up", path)
+    assert r.returncode == 0 and os.path.exists(os.path.join(b, "ran-bb")), r.stdout + r.stderr
+    wait_clean(d)
+    # The swap, as the agent would make it.
+    secret = os.path.join(lz.home, "secret")
+    os.makedirs(secret)
+    os.chown(secret, lz.user.pw_uid, lz.user.pw_gid)
+    os.rename(b, b + ".aside")
+    os.symlink(secret, b)
+    os.lchown(b, lz.user.pw_uid, lz.user.pw_gid)
+    r = d.run("up", path)
+    assert r.returncode == 65, r.stdout + r.stderr
+    assert f"{path} changed since you trusted it (its bytes, or the directory an agent's workspace resolves " \
+           f"to: now bb in {secret})" in r.stderr, r.stderr
+    assert f"then run 'lazaret trust --manifest {path}' again; nothing was started" in r.stderr, r.stderr
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+    assert os.listdir(secret) == []
+    r = lz.run("trust", "--list", env=real_home(lz))
+    assert f"changed  {path}  (a manifest" in r.stdout, r.stdout
+    # The directory put back: the trust holds again.
+    os.unlink(b)
+    os.rename(b + ".aside", b)
+    r = lz.run("trust", "--list", env=real_home(lz))
+    assert f"trusted  {path}  (a manifest" in r.stdout, r.stdout
+
+
 def group_dir(lz, path):
     # No XDG_RUNTIME_DIR in the test's environment: /tmp/lazaret-UID.
     h = hashlib.sha256(os.path.realpath(path).encode()).hexdigest()[:16]

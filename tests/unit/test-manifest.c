@@ -126,6 +126,48 @@ static void test_identity(void **state) {
         free(err);
 }
 
+/* Issue 40, item 5: trust covers the directories the agents resolved to.
+ * The same bytes with a workspace replaced by a symbolic link to another
+ * directory give the same SHA-256 of the bytes but another trust digest;
+ * the directory put back gives the first again. */
+static void test_trust_digest(void **state) {
+        (void) state;
+        char path[PATH_MAX + 16], b[PATH_MAX + 16], other[PATH_MAX + 16], aside[PATH_MAX + 16];
+        snprintf(b, sizeof(b), "%s/repo/b", dir);
+        snprintf(other, sizeof(other), "%s/home/src", dir);
+        snprintf(aside, sizeof(aside), "%s/repo/b.aside", dir);
+        assert_int_equal(mkdir(b, 0700), 0);
+        write_manifest("[agents.aa]\nprofile = \"shell\"\ncommand = [\"true\"]\nworkspace = \"repo\"\n"
+                       "[agents.bb]\nprofile = \"shell\"\ncommand = [\"true\"]\nworkspace = \"repo/b\"\n",
+                       path, sizeof(path));
+        Manifest m = {};
+        char *err = NULL, first[65], sha[65], now[65];
+        assert_int_equal(manifest_load(path, NULL, &m, &err), 0);
+        assert_int_equal(manifest_trust_digest(&m, first), 0);
+        assert_int_equal(strlen(first), 64);
+        assert_string_not_equal(first, m.sha256); /* not the bytes' alone */
+        memcpy(sha, m.sha256, sizeof(sha));
+        manifest_done(&m);
+
+        /* The agent's swap: its directory moved aside, a symlink in its place. */
+        assert_int_equal(rename(b, aside), 0);
+        assert_int_equal(symlink(other, b), 0);
+        assert_int_equal(manifest_load(path, NULL, &m, &err), 0);
+        assert_string_equal(m.sha256, sha);
+        assert_string_equal(m.agents[1].workspace, other);
+        assert_int_equal(manifest_trust_digest(&m, now), 0);
+        assert_string_not_equal(now, first);
+        manifest_done(&m);
+
+        /* Put back: trusted again. */
+        assert_int_equal(unlink(b), 0);
+        assert_int_equal(rename(aside, b), 0);
+        assert_int_equal(manifest_load(path, NULL, &m, &err), 0);
+        assert_int_equal(manifest_trust_digest(&m, now), 0);
+        assert_string_equal(now, first);
+        manifest_done(&m);
+}
+
 typedef struct Bad {
         const char *text;
         const char *want; /* in the error, after "PATH:" */
@@ -196,10 +238,8 @@ static void test_too_many(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_valid),
-                cmocka_unit_test(test_bad),
-                cmocka_unit_test(test_identity),
-                cmocka_unit_test(test_too_many),
+                cmocka_unit_test(test_valid),        cmocka_unit_test(test_bad),      cmocka_unit_test(test_identity),
+                cmocka_unit_test(test_trust_digest), cmocka_unit_test(test_too_many),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -17,6 +17,7 @@
 
 #include "fd-util.h"
 #include "strbuf.h"
+#include "toml-write.h"
 #include "toml.h"
 
 static TomlValue *parse_ok_n(const char *s, size_t len, const TomlLimits *limits) {
@@ -597,21 +598,41 @@ static void test_misc(void **state) {
         toml_free(root);
 }
 
+/* A value shown on a terminal (config show, lazaret trust) cannot repaint
+ * it: C1 controls, bidi marks and invisible characters are TOML escapes,
+ * and the text parses back to the same value (issue 40, item 6). */
+static void test_write_inert(void **state) {
+        (void) state;
+        static const char doc[] = "v = \"a\\u009b2Jb\\u202Ec\\u2066d\\u200Be\\U000E0041f\\u001bg caf\\u00e9 \\\\\"\n";
+        _cleanup_(toml_freep) TomlValue *root = NULL;
+        TomlError e = {};
+        assert_int_equal(toml_parse(doc, sizeof(doc) - 1, NULL, &root, &e), 0);
+        const TomlValue *v = toml_table_get(root, "v")->value;
+        StrBuf b = STRBUF_INIT;
+        toml_write_value(&b, v);
+        assert_string_equal(strbuf_str(&b),
+                            "\"a\\u009b2Jb\\u202ec\\u2066d\\u200be\\U000e0041f\\u001bg caf\xc3\xa9 \\\\\"");
+        for (const unsigned char *c = (const unsigned char *) strbuf_str(&b); *c; c++)
+                assert_true(*c >= 0x20 && *c != 0x7f && *c != 0xc2); /* no C0, no U+0080..U+00BF */
+        /* It parses back to the same value. */
+        StrBuf d = STRBUF_INIT;
+        strbuf_printf(&d, "v = %s\n", strbuf_str(&b));
+        _cleanup_(toml_freep) TomlValue *again = NULL;
+        assert_int_equal(toml_parse(strbuf_str(&d), d.len, NULL, &again, &e), 0);
+        assert_true(toml_value_equal(toml_table_get(again, "v")->value, v));
+        strbuf_done(&b);
+        strbuf_done(&d);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_positions),
-                cmocka_unit_test(test_positions_crlf_and_bom),
-                cmocka_unit_test(test_error_messages),
-                cmocka_unit_test(test_document_order),
-                cmocka_unit_test(test_many_keys),
-                cmocka_unit_test(test_limit_depth),
-                cmocka_unit_test(test_limit_string),
-                cmocka_unit_test(test_table_get),
-                cmocka_unit_test(test_nul),
-                cmocka_unit_test(test_values),
-                cmocka_unit_test(test_float_locale),
-                cmocka_unit_test(test_redefinition),
-                cmocka_unit_test(test_misc),
+                cmocka_unit_test(test_positions),      cmocka_unit_test(test_positions_crlf_and_bom),
+                cmocka_unit_test(test_error_messages), cmocka_unit_test(test_document_order),
+                cmocka_unit_test(test_many_keys),      cmocka_unit_test(test_write_inert),
+                cmocka_unit_test(test_limit_depth),    cmocka_unit_test(test_limit_string),
+                cmocka_unit_test(test_table_get),      cmocka_unit_test(test_nul),
+                cmocka_unit_test(test_values),         cmocka_unit_test(test_float_locale),
+                cmocka_unit_test(test_redefinition),   cmocka_unit_test(test_misc),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -225,6 +225,36 @@ static void visible(const char *in, size_t len, const char *want) {
 
 #define V(lit, want) visible(lit, sizeof(lit) - 1, want)
 
+static void inert(const char *in, size_t len, const char *want) {
+        char *got = prompt_inert(in, len);
+        assert_non_null(got);
+        assert_string_equal(got, want);
+        free(got);
+}
+
+#define I(lit, want) inert(lit, sizeof(lit) - 1, want)
+
+/* The trust screens' rendering (issue 40, item 6): prompt-text's escapes,
+ * but the screen's own newlines and TOML's backslashes stay. */
+static void test_prompt_inert(void **state) {
+        (void) state;
+        I("a = \"x\\\\y\"\n  b", "a = \"x\\\\y\"\n  b");
+        I("c1\xc2\x9b"
+          "2J",
+          "c1<U+009B>2J"); /* CSI as UTF-8: xterm erases the screen */
+        I("\xc2\x9d"
+          "0;t\xc2\x9c",
+          "<U+009D>0;t<U+009C>"); /* OSC ... ST */
+        I("rm \xe2\x80\xae\x66\x64\x70", "rm <U+202E>fdp");
+        I("\xe2\x80\x8e\xe2\x80\x8f\xe2\x81\xa9", "<U+200E><U+200F><U+2069>");
+        I("esc\x1b[2J\rcr\tt", "esc\\x1b[2J\\rcr\\tt");
+        I("bad\xff\x9b", "bad\\xff\\x9b"); /* not UTF-8: a lone 0x9B is CSI to an 8-bit terminal */
+        I("ls; $(x) > y", "ls; $(x) > y");
+        I("caf\xc3\xa9", "caf\xc3\xa9");
+        assert_true(prompt_char_invisible(0x9b) && prompt_char_invisible(0x202a) && prompt_char_invisible(0x2066));
+        assert_false(prompt_char_invisible(0xe9));
+}
+
 static void test_prompt_text(void **state) {
         (void) state;
         V("ls -l", "ls -l");
@@ -289,6 +319,7 @@ int main(void) {
                 cmocka_unit_test(test_prefix_syntax),
                 cmocka_unit_test(test_refused),
                 cmocka_unit_test(test_prompt_text),
+                cmocka_unit_test(test_prompt_inert),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
