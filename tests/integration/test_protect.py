@@ -366,3 +366,47 @@ def test_git_directory_and_venv_read_only(lz, busybox_image):
     lz.write("work/proj/main.py", "print(1)\n")
     assert tree_digest(lz.work) == before
     d.assert_clean()
+
+
+def test_preset_agent_configs(lz, busybox_image):
+    """The configuration of the agents our presets install runs commands on
+    the host when the person runs that agent there (MCP servers, hooks,
+    plugins, lint and test commands; issue 40): in every direct workspace
+    the sandbox can neither change it nor create it, at any depth."""
+    existing = {
+        ".mcp.json": '{"mcpServers": {}}\n',
+        ".claude/settings.json": '{"permissions": {}}\n',
+        ".aider.conf.yml": "auto-commits: false\n",
+        "opencode.json": '{"$schema": "https://opencode.ai/config.json"}\n',
+    }
+    for rel, text in existing.items():
+        lz.write(os.path.join("work", rel), text)
+    lz.write("work/sub/readme.txt", "x\n")
+    d = Domain(lz, busybox_image)
+    before = tree_digest(lz.work)
+    hook = '{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "touch /tmp/x"}]}]}}'
+    attacks = [
+        ("change .mcp.json", "echo '{\"mcpServers\": {\"x\": {\"command\": \"sh\"}}}' > .mcp.json"),
+        ("a nested .mcp.json", "echo '{}' > sub/.mcp.json"),
+        ("a Claude Code hook", f"echo '{hook}' > .claude/settings.json"),
+        ("Claude Code local settings", f"echo '{hook}' > .claude/settings.local.json"),
+        ("Gemini CLI settings", "mkdir -p .gemini && echo '{}' > .gemini/settings.json"),
+        ("Codex config", "mkdir -p .codex && echo 'x = 1' > .codex/config.toml"),
+        ("change opencode.json", "echo '{}' > opencode.json"),
+        ("opencode.jsonc", "echo '{}' > sub/opencode.jsonc"),
+        ("an opencode plugin", "mkdir -p .opencode/plugin && echo 'x' > .opencode/plugin/x.js"),
+        ("the Aider lint command", "echo 'lint-cmd: touch /tmp/x' >> .aider.conf.yml"),
+        ("a new .aider.conf.yml", "echo 'test-cmd: touch /tmp/x' > sub/.aider.conf.yml"),
+        ("rename onto .mcp.json", "echo '{}' > m && mv -f m sub/.mcp.json"),
+        ("rename .gemini into place", "mkdir -p gm && echo '{}' > gm/settings.json && mv gm .gemini"),
+    ]
+    script = "cd /workspace\n" + "".join(
+        f"if ( {cmd} ) 2>/dev/null; then echo 'WORKED {name}'; else echo 'refused {name}'; fi\n"
+        for name, cmd in attacks) + "rm -rf m gm .gemini .codex .opencode 2>/dev/null; cat .mcp.json\n"
+    r = d.run("run", "--", "/bin/sh", "-c", script, timeout=180)
+    lines = r.stdout.splitlines()
+    assert [x for x in lines[:len(attacks)] if not x.startswith("refused ")] == [], r.stdout
+    assert r.returncode == 0, r.stderr + d.log()
+    assert lines[len(attacks):] == ['{"mcpServers": {}}'], r.stdout  # readable as it is
+    assert tree_digest(lz.work) == before
+    d.assert_clean()
