@@ -410,3 +410,46 @@ def test_preset_agent_configs(lz, busybox_image):
     assert lines[len(attacks):] == ['{"mcpServers": {}}'], r.stdout  # readable as it is
     assert tree_digest(lz.work) == before
     d.assert_clean()
+
+
+def test_home_as_direct_workspace_refused(lz, busybox_image):
+    """HOME, or a directory holding it, as a workspace the sandbox writes
+    (issue 40): the agent would write .bashrc, .profile, .gitconfig,
+    .config/ and .local/, which run on the host. Refused before anything
+    starts, whether direct mode is asked for or the home is no repository;
+    $HOME and the passwd entry's home both count. A project below is fine."""
+    base = os.path.join(lz.base, "h")
+    home = os.path.join(base, "home")
+    for rel, text in {"h/home/.bashrc": "# host bashrc\n", "h/home/.gitconfig": "[user]\n\tname = me\n",
+                      "h/home/.config/git/config": "", "h/home/proj/x.txt": "x\n"}.items():
+        lz.write(rel, text)
+    real = lz.user.pw_dir
+    # $HOME is the test's own; Podman's store and configuration stay the
+    # real home's.
+    env = {"HOME": home, "XDG_CONFIG_HOME": os.path.join(real, ".config"),
+           "XDG_DATA_HOME": os.path.join(real, ".local/share")}
+    attack = ("cd /workspace; for f in .bashrc home/.bashrc; do [ -e $f ] && echo 'touch /tmp/pwned' >> $f; done; "
+              "for f in .gitconfig home/.gitconfig; do [ -e $f ] && printf '[core]\\n\\tfsmonitor = x\\n' >> $f; done;"
+              " mkdir -p .config/autostart && echo x > .config/autostart/x.desktop; true")
+    before = tree_digest(base)
+    fix = (": the agent could write your login files, ~/.gitconfig, ~/.config and ~/.local, which run on the host. "
+           "Run lazaret in a project directory below it (in a git repository, workspace_mode = \"branch\", the "
+           "default, gives the agent its own worktree)")
+    for ws, what, mode in [(home, "is your home directory", "branch"), (home, "is your home directory", "direct"),
+                           (base, f"holds your home directory {home}", "branch")]:
+        dm = Domain(lz, busybox_image, extra=f'workspace_mode = "{mode}"\n')
+        r = dm.run("--workspace", ws, "run", "--", "/bin/sh", "-c", attack, env=env)
+        assert (r.returncode, r.stderr.splitlines()) == (125, [f"lazaret: error: the workspace {ws} {what}{fix}"]), \
+            (ws, r.returncode, r.stderr)
+    assert tree_digest(base) == before
+    # The passwd entry's home counts whatever $HOME says: a workspace
+    # holding it is refused too.
+    d = Domain(lz, busybox_image)
+    r = d.run("--workspace", os.path.dirname(real), "run", "--", "true")
+    assert r.returncode == 125 and f"holds your home directory {real}:" in r.stderr, r.stderr
+    # A project directory below the home is the agent's to write.
+    r = d.run("--workspace", os.path.join(home, "proj"), "run", "--", "/bin/sh", "-c",
+              "echo y > /workspace/y.txt", env=env)
+    assert r.returncode == 0, r.stderr + d.log()
+    assert open(os.path.join(home, "proj/y.txt")).read() == "y\n"
+    d.assert_clean()
