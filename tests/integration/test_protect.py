@@ -327,6 +327,12 @@ def test_git_directory_lookalike_direct_mode(lz, busybox_image):
     from test_events import events
     got = {(e["data"]["rule"], e["data"]["path"]) for e in events(d, "--source", "paths")}
     assert ("git-directory", "g1/HEAD") in got and ("git-directory", "g2/refs") in got, sorted(got)
+    # The report gives them a rule of their own.
+    r = d.run("report", "--format", "sarif")
+    assert r.returncode == 0, r.stderr
+    [run] = json.loads(r.stdout)["runs"]
+    ids = {res["ruleId"] for res in run["results"]}
+    assert "paths.git-directory" in ids, ids
     d.assert_clean()
 
 
