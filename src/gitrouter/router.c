@@ -42,7 +42,7 @@ static const char *refusal_rule(const Router *r, const char *rel) {
         return "guarded";
 }
 
-void router_refused(Router *r, const char *rel, GitOp op, int err) {
+static void refused_as(Router *r, const char *rel, GitOp op, int err, const char *rule) {
         if (r->events_fd < 0)
                 return;
         char path[4200];
@@ -53,8 +53,8 @@ void router_refused(Router *r, const char *rel, GitOp op, int err) {
          * escaped (at most six characters each): a longer one would be
          * dropped, and an agent could turn its refusals into a count. */
         json_t *pj = event_string(path, strnlen(path, 512));
-        json_t *o = json_pack("{s:s, s:s, s:o*, s:s}", "rule", refusal_rule(r, rel), "op", git_op_to_string(op) ?: "?",
-                              "path", pj, "errno", strerrorname_np(err) ?: "?");
+        json_t *o = json_pack("{s:s, s:s, s:o*, s:s}", "rule", rule, "op", git_op_to_string(op) ?: "?", "path", pj,
+                              "errno", strerrorname_np(err) ?: "?");
         if (o && r->events_dropped > 0)
                 json_object_set_new(o, "dropped", json_integer((json_int_t) r->events_dropped));
         char *line = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
@@ -69,6 +69,10 @@ void router_refused(Router *r, const char *rel, GitOp op, int err) {
         else
                 r->events_dropped++;
         free(line);
+}
+
+void router_refused(Router *r, const char *rel, GitOp op, int err) {
+        refused_as(r, rel, op, err, refusal_rule(r, rel));
 }
 
 static int openat2_beneath(int root, const char *rel, int flags, mode_t mode) {
@@ -127,6 +131,57 @@ static int ensure_isolated(const Router *r, const char *rel) {
         return 0;
 }
 
+/* The markers (workspace-policy.h) directory dfd holds: each name that
+ * exists as anything. A name that cannot be looked at counts as there. */
+static unsigned dir_markers(int dfd) {
+        unsigned m = 0;
+        for (size_t i = 0; workspace_marker_names[i]; i++) {
+                struct stat st;
+                if (fstatat(dfd, workspace_marker_names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+                        m |= 1u << i;
+        }
+        return m;
+}
+
+/* Directories known by what they hold, in the working tree outside the
+ * repository's .git: 0, or the refusal (-errno, on the record) of op on rel
+ * because a directory above it is a git directory or a venv, or because
+ * rel's name would make its directory one. Looked at each time: the
+ * router is single-threaded, and the sandbox changes the tree only
+ * through it. */
+static int marker_check(Router *r, const char *rel, GitOp op) {
+        char buf[4096];
+        size_t len = strlen(rel);
+        if (len >= sizeof buf)
+                return -ENAMETOOLONG;
+        memcpy(buf, rel, len + 1);
+        _cleanup_close_ int fd = fcntl(r->host_fd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return negative_errno();
+        bool creates = op == GIT_OP_CREATE || op == GIT_OP_MKDIR || op == GIT_OP_LINK || op == GIT_OP_RENAME_TO;
+        for (char *seg = buf;;) {
+                unsigned m = dir_markers(fd);
+                char *slash = strchr(seg, '/');
+                WsMarked k = workspace_markers_kind(m);
+                if (k == WS_MARKED_NONE && !slash && creates)
+                        k = workspace_markers_kind(m | workspace_marker_of(seg));
+                if (k != WS_MARKED_NONE) {
+                        int e = git_policy_refusal(op);
+                        refused_as(r, rel, op, e, ws_marked_to_string(k) ?: "guarded");
+                        return -e;
+                }
+                if (!slash)
+                        return 0;
+                *slash = '\0';
+                int nfd = openat2_beneath(fd, seg, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+                if (nfd < 0)
+                        return 0; /* not a directory here: the operation itself fails */
+                safe_close(fd);
+                fd = nfd;
+                seg = slash + 1;
+        }
+}
+
 /* route() succeeded on a masked name (reads only): serve it empty. */
 #define ROUTE_MASKED 1
 
@@ -145,6 +200,8 @@ static int route(const char *path, GitOp op, char **ret_rel, int *ret_root) {
                 const char *git_rel = NULL;
                 switch (workspace_policy_check(&r->ws, rel, op, &e, &git_rel)) {
                 case WS_DECISION_ALLOW:
+                        if (op != GIT_OP_READ && !git_rel && (q = marker_check(r, rel, op)) < 0)
+                                return q;
                         *ret_root = r->host_fd;
                         *ret_rel = TAKE_PTR(rel);
                         return 0;
@@ -359,7 +416,8 @@ static int rt_rmdir(const char *path) {
 
 /* Moving a directory moves every name beneath it. In workspace mode a
  * directory may move only when no name beneath it is guarded (protected,
- * masked or the repository's .git), under its old path or its new one:
+ * masked or the repository's .git), under its old path or its new one,
+ * and no directory in it is a git directory or a venv (marker_check):
  * otherwise the agent could carry a protected file to where a host program
  * runs it, or make one appear by renaming a directory onto a guarded
  * path. The walk has a budget; a larger tree gets EXDEV, so mv falls back
@@ -373,6 +431,14 @@ typedef struct MoveWalk {
 } MoveWalk;
 
 static int move_walk(MoveWalk *w, int dfd, char *sub, size_t sublen) {
+        /* A git directory or a venv moves nowhere, nor does what holds one. */
+        WsMarked k = w->check_from ? workspace_markers_kind(dir_markers(dfd)) : WS_MARKED_NONE;
+        if (k != WS_MARKED_NONE) {
+                char a[8192];
+                snprintf(a, sizeof a, "%s%s%s", w->from, sublen ? "/" : "", sub);
+                refused_as(router(), a, GIT_OP_RENAME_FROM, EACCES, ws_marked_to_string(k) ?: "guarded");
+                return -EACCES;
+        }
         int fd = openat2_beneath(dfd, "", O_RDONLY | O_DIRECTORY, 0);
         if (fd < 0)
                 return fd;

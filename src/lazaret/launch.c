@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -584,7 +585,7 @@ static int protect_if_inside(const char *workspace, const char *path, char ***li
 }
 
 /* Lazaret's own files must never be the agent's to change, even when the
- * workspace holds them (direct mode on a home directory): the person's
+ * workspace holds them (a direct workspace above the data root): the person's
  * configuration files and the trusted workspace files are protected, and
  * the data root (every Domain's store, layers, worktrees and the router's
  * own mount point) is masked. */
@@ -607,6 +608,33 @@ static int protect_own_paths(const Config *cfg, char ***list, char ***mask) {
             (r = protect_if_inside(cfg->workspace, store, list)) < 0 ||
             (r = protect_if_inside(cfg->workspace, cfg->data_root, mask)) < 0)
                 return r;
+        return 0;
+}
+
+/* A workspace the sandbox writes itself (direct mode, or a workspace that
+ * is no git repository) must not be the person's home directory or hold it
+ * ("/", "/home"): the agent would write the login files, ~/.gitconfig
+ * (whose core.fsmonitor runs on the next git status anywhere), ~/.config
+ * (autostart entries, systemd user units, every tool's settings) and
+ * ~/.local, all run on the host (issue 40). Both $HOME and the passwd
+ * entry's home count. */
+static int refuse_home_workspace(const Config *cfg, char **ret_error) {
+        const struct passwd *pw = getpwuid(getuid());
+        const char *homes[] = { cfg->home, pw ? pw->pw_dir : NULL };
+        for (size_t i = 0; i < ELEMENTSOF(homes); i++) {
+                _cleanup_free_ char *h = NULL;
+                if (!path_is_absolute(homes[i]) || path_canonicalize(homes[i], &h) < 0)
+                        continue; /* no such directory: nothing of it to reach */
+                if (!path_under(h, cfg->workspace))
+                        continue;
+                bool is = streq(h, cfg->workspace);
+                return fail(ret_error,
+                            "the workspace %s %s your home directory%s%s: the agent could write your login files, "
+                            "~/.gitconfig, ~/.config and ~/.local, which run on the host. Run lazaret in a project "
+                            "directory below it (in a git repository, workspace_mode = \"branch\", the default, "
+                            "gives the agent its own worktree)",
+                            cfg->workspace, is ? "is" : "holds", is ? "" : " ", is ? "" : h);
+        }
         return 0;
 }
 
@@ -850,6 +878,11 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                                 return -ENOMEM;
                         if (r > 0 && is_dir && !*sub && !(s.git_dir = path_join(top, ".git")))
                                 return -ENOMEM;
+                        /* Direct, whether asked for or a workspace that is
+                         * no repository. */
+                        r = refuse_home_workspace(cfg, ret_error);
+                        if (r < 0)
+                                return r;
                 }
         }
 

@@ -150,6 +150,14 @@ static const Rule RULES[] = {
         { "paths.masked", "MaskedPathAccessRefused", "warning",
           "The sandbox tried to reach a masked path of the workspace.",
           "The path is masked by the workspace policy ([workspace] mask): the sandbox cannot see it." },
+        { "paths.git-directory", "GitDirectoryWriteRefused", "error",
+          "The sandbox tried to make or change a directory that git would take as a repository.",
+          "A directory holding HEAD with objects and refs (or commondir) is a repository to git whatever its name, "
+          "and its config names commands the host's git runs. An agent that tries may be trying to escape." },
+        { "paths.venv", "VirtualEnvironmentWriteRefused", "warning",
+          "The sandbox tried to make or change a Python virtual environment in the workspace.",
+          "A directory holding pyvenv.cfg is a virtual environment whose programs run on the host when it is used; "
+          "make the sandbox's own outside the workspace." },
         { "paths.root", "WorkspaceRootChangeRefused", "warning",
           "The sandbox tried to replace or remove the workspace's own root.", "The workspace's root stays as it is." },
         { "paths.refused", "PathRefused", "warning", "The git router refused an operation on the workspace.",

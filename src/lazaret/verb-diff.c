@@ -32,6 +32,7 @@
 #include "strbuf.h"
 #include "string-util.h"
 #include "verbs.h"
+#include "workspace-policy.h"
 
 /* What git may write for one call; more is cut, and the reader told so. */
 #define DIFF_OUTPUT_MAX   (UINT64_C(64) * 1024 * 1024)
@@ -210,9 +211,100 @@ typedef enum PathClass {
         _PATH_CLASS_INVALID = -EINVAL,
 } PathClass;
 
+/* The next NUL-terminated field of a -z listing, or NULL at its end. */
+static const char *next_field(const GitOut *o, size_t *pos) {
+        if (*pos >= o->len)
+                return NULL;
+        const char *f = o->data + *pos;
+        *pos += strnlen(f, o->len - *pos) + 1;
+        return f;
+}
+
+/* Directories of the branch's tree known by what they hold (issue 40,
+ * workspace-policy.h): a git directory whatever its name, a venv. Git
+ * tracks no empty directory, so objects/ and refs/ are there when a file
+ * beneath them is. */
+typedef struct MarkedDir {
+        char *dir; /* "" for the top of the tree */
+        unsigned markers;
+} MarkedDir;
+
+typedef struct MarkedDirs {
+        MarkedDir *v;
+        size_t n, cap;
+} MarkedDirs;
+
+static void marked_dirs_done(MarkedDirs *m) {
+        for (size_t i = 0; i < m->n; i++)
+                free(m->v[i].dir);
+        free(m->v);
+        *m = (MarkedDirs){};
+}
+
+static int marked_dirs_add(MarkedDirs *m, const char *dir, size_t len, unsigned bit) {
+        for (size_t i = 0; i < m->n; i++)
+                if (strlen(m->v[i].dir) == len && memcmp(m->v[i].dir, dir, len) == 0) {
+                        m->v[i].markers |= bit;
+                        return 0;
+                }
+        if (m->n == m->cap) {
+                size_t cap = m->cap ? m->cap * 2 : 16;
+                MarkedDir *nv = reallocarray(m->v, cap, sizeof(MarkedDir));
+                if (!nv)
+                        return -ENOMEM;
+                m->v = nv;
+                m->cap = cap;
+        }
+        char *d = strndup(dir, len);
+        if (!d)
+                return -ENOMEM;
+        m->v[m->n++] = (MarkedDir){ .dir = d, .markers = bit };
+        return 0;
+}
+
+/* From a -z list of the tree's files: each directory holding a marker
+ * name (HEAD, commondir and pyvenv.cfg as files or symlinks, objects and
+ * refs as anything). */
+static int marked_dirs_from(MarkedDirs *m, const GitOut *o) {
+        size_t pos = 0;
+        for (const char *f; (f = next_field(o, &pos)) && *f;)
+                for (const char *c = f;;) {
+                        const char *end = strchr(c, '/');
+                        size_t n = end ? (size_t) (end - c) : strlen(c);
+                        char name[16];
+                        unsigned bit = 0;
+                        if (n < sizeof name) {
+                                memcpy(name, c, n);
+                                name[n] = '\0';
+                                bit = workspace_marker_of(name);
+                        }
+                        if (bit & (WS_MARKER_HEAD | WS_MARKER_COMMONDIR | WS_MARKER_PYVENV) && end)
+                                bit = 0; /* a directory of that name is not git's, nor a venv's */
+                        if (bit && marked_dirs_add(m, f, c == f ? 0 : (size_t) (c - f) - 1, bit) < 0)
+                                return -ENOMEM;
+                        if (!end)
+                                break;
+                        c = end + 1;
+                }
+        return 0;
+}
+
+/* The git directory or venv rel lies in, or NULL. */
+static const MarkedDir *marked_above(const MarkedDirs *m, const char *rel) {
+        for (size_t i = 0; m && i < m->n; i++) {
+                size_t len = strlen(m->v[i].dir);
+                if (workspace_markers_kind(m->v[i].markers) != WS_MARKED_NONE &&
+                    (len == 0 || (strncmp(rel, m->v[i].dir, len) == 0 && rel[len] == '/')))
+                        return &m->v[i];
+        }
+        return NULL;
+}
+
 /* The extra protected patterns ([workspace] protect) add to the built-in
- * ones. */
-static PathClass path_class(const char *rel, const char *const *extra, size_t n_extra) {
+ * ones; a file in a git directory or a venv is protected too. */
+static PathClass path_class(const char *rel, const char *const *extra, size_t n_extra, const MarkedDirs *marked) {
+        if (marked_above(marked, rel))
+                return PATH_PROTECTED;
         if (path_pattern_match_any(rel, path_pattern_protect_default,
                                    path_pattern_count(path_pattern_protect_default)) ||
             path_pattern_match_any(rel, extra, n_extra))
@@ -243,15 +335,6 @@ static int change_cmp_shown(const void *a, const void *b) {
         if (x->class != y->class)
                 return x->class < y->class ? -1 : 1;
         return strcmp(x->path, y->path);
-}
-
-/* The next NUL-terminated field of a -z listing, or NULL at its end. */
-static const char *next_field(const GitOut *o, size_t *pos) {
-        if (*pos >= o->len)
-                return NULL;
-        const char *f = o->data + *pos;
-        *pos += strnlen(f, o->len - *pos) + 1;
-        return f;
 }
 
 typedef struct DiffRequest {
@@ -286,6 +369,7 @@ static int show_failure(int r, const char *err) {
 /* What git says, all of it gathered before anything is shown, so a failure
  * (a bad GIT-DIFF-ARGS word) prints one error and no half review. */
 typedef struct DiffOutput {
+        GitOut markers; /* the branch's files named as git's and venvs' markers, -z */
         GitOut names; /* --name-status -z */
         GitOut stats; /* --numstat -z */
         GitOut commits; /* log -z, one subject line each */
@@ -293,6 +377,7 @@ typedef struct DiffOutput {
 } DiffOutput;
 
 static void diff_output_done(DiffOutput *d) {
+        git_out_done(&d->markers);
         git_out_done(&d->names);
         git_out_done(&d->stats);
         git_out_done(&d->commits);
@@ -313,7 +398,18 @@ static int diff_gather(const DiffRequest *q, DiffOutput *d) {
         ns[n] = num[n] = NULL;
 
         _cleanup_free_ char *err = NULL, *range = NULL;
-        int r = git_run(&q->git, "diff", ns, &d->names, &err);
+        /* Every file of the branch's tree that names a marker: against the
+         * empty tree (of the repository's hash), so all of them, changed
+         * or not. */
+        const char *empty = strlen(q->tip) == 64 ? "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
+                                                 : "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+        const char *mk[] = { "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", "-z", "--name-only", empty,
+                             q->tip, "--", ":(glob)**/HEAD", ":(glob)**/commondir", ":(glob)**/pyvenv.cfg",
+                             /* a file or symlink of the name, and a directory's files */
+                             ":(glob)**/objects", ":(glob)**/objects/**", ":(glob)**/refs", ":(glob)**/refs/**", NULL };
+        int r = git_run(&q->git, "diff", mk, &d->markers, &err);
+        if (r >= 0)
+                r = git_run(&q->git, "diff", ns, &d->names, &err);
         if (r >= 0)
                 r = git_run(&q->git, "diff", num, &d->stats, &err);
         if (r < 0)
@@ -350,9 +446,13 @@ static int diff_gather(const DiffRequest *q, DiffOutput *d) {
         return 0;
 }
 
-static int show_summary(const DiffRequest *q, const GitOut *names, const GitOut *stats) {
+static int show_summary(const DiffRequest *q, const GitOut *names, const GitOut *stats, const GitOut *markers) {
         size_t n_changes = 0, cap = 0, pos = 0;
         _cleanup_free_ Change *v = NULL;
+        _cleanup_(marked_dirs_done) MarkedDirs marked_dirs = {};
+        const MarkedDirs *marked = &marked_dirs;
+        if (marked_dirs_from(&marked_dirs, markers) < 0)
+                return oom();
         for (;;) {
                 const char *status = next_field(names, &pos), *path = next_field(names, &pos);
                 if (!status || !path || !*status || !*path)
@@ -367,7 +467,7 @@ static int show_summary(const DiffRequest *q, const GitOut *names, const GitOut 
                 v[n_changes++] = (Change){ .path = path,
                                            .status = status,
                                            .kind = change_kind_from_status(status),
-                                           .class = path_class(path, q->protect, q->n_protect) };
+                                           .class = path_class(path, q->protect, q->n_protect, marked) };
         }
         if (n_changes > 0)
                 qsort(v, n_changes, sizeof(Change), change_cmp_path);
@@ -409,6 +509,24 @@ static int show_summary(const DiffRequest *q, const GitOut *names, const GitOut 
                 printf("! %zu protected %s: host programs run or obey %s, read %s first\n", protected,
                        protected == 1 ? "file" : "files", protected == 1 ? "it" : "them",
                        protected == 1 ? "it" : "them");
+        /* Each git directory or venv the branch changes, named: merged,
+         * the host's git takes the one as a repository (its config names
+         * commands), and the person runs the other's programs. */
+        for (size_t k = 0; k < marked->n; k++) {
+                const MarkedDir *md = &marked->v[k];
+                WsMarked kind = workspace_markers_kind(md->markers);
+                bool touched = false;
+                for (size_t i = 0; kind != WS_MARKED_NONE && !touched && i < n_changes; i++)
+                        touched = marked_above(marked, v[i].path) == md;
+                if (!touched)
+                        continue;
+                printf("! ");
+                put_visible(*md->dir ? md->dir : ".", *md->dir ? strlen(md->dir) : 1, false);
+                printf(kind == WS_MARKED_GIT ? "/ is a git directory: merged, git on the host takes it as a repository "
+                                               "and runs the commands its config names\n"
+                                             : "/ is a Python virtual environment: merged, its programs run when you "
+                                               "use it\n");
+        }
         if (n_changes > 0)
                 printf("\n");
         for (size_t i = 0; i < n_changes; i++) {
@@ -539,7 +657,8 @@ int verb_diff(int argc, char **argv, const Globals *g) {
                         printf("Usage: lazaret diff [PROFILE] [-- GIT-DIFF-ARGS...]\n\n"
                                "Show the agent's branch (lazaret/agent-PROFILE) against the host's HEAD: first\n"
                                "the changed files, protected host-run files (lazaret.toml, .vscode/, .envrc,\n"
-                               ".git, ...) first and marked '! protected', then other dotfiles, then the rest;\n"
+                               ".git, ..., and files in a directory git would take as a repository or in a\n"
+                               "venv) first and marked '! protected', then other dotfiles, then the rest;\n"
                                "then the branch's commits; then the diff. Everything the agent wrote (contents,\n"
                                "file names, commit messages) is shown inertly: control characters and escape\n"
                                "sequences as \\xNN, invisible and bidi characters as <U+XXXX>, a backslash as\n"
@@ -647,7 +766,7 @@ int verb_diff(int argc, char **argv, const Globals *g) {
         _cleanup_(diff_output_done) DiffOutput d = {};
         r = diff_gather(&q, &d);
         if (r == 0)
-                r = show_summary(&q, &d.names, &d.stats);
+                r = show_summary(&q, &d.names, &d.stats, &d.markers);
         if (r == 0)
                 r = show_commits(&q, &d.commits);
         if (r == 0)

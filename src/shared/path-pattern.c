@@ -8,9 +8,27 @@
 #include "path-pattern.h"
 
 const char *const path_pattern_protect_default[] = {
-        "lazaret.toml", ".vscode/", ".idea/",   ".devcontainer/",
-        ".envrc",       ".claude/", ".cursor/", ".pre-commit-config.yaml",
-        ".npmrc",       ".git",     NULL,
+        "lazaret.toml",
+        ".vscode/",
+        ".idea/",
+        ".devcontainer/",
+        ".envrc",
+        ".claude/",
+        ".cursor/",
+        ".pre-commit-config.yaml",
+        ".npmrc",
+        ".git",
+        /* The configuration of the agents the presets install, which run
+         * the commands it names (MCP servers, hooks, plugins, lint and test
+         * commands) when the person runs them on the host (issue 40). */
+        ".mcp.json",
+        ".gemini/",
+        ".codex/",
+        "opencode.json",
+        "opencode.jsonc",
+        ".opencode/",
+        ".aider.conf.yml",
+        NULL,
 };
 
 const char *const path_pattern_mask_default[] = {

@@ -104,3 +104,40 @@ const char *ws_decision_to_string(WsDecision d) {
         }
         return NULL;
 }
+
+const char *const workspace_marker_names[] = { "HEAD", "objects", "refs", "commondir", "pyvenv.cfg", NULL };
+
+unsigned workspace_marker_of(const char *name) {
+        for (size_t i = 0; workspace_marker_names[i]; i++)
+                if (strcmp(name, workspace_marker_names[i]) == 0)
+                        return 1u << i;
+        return 0;
+}
+
+static bool markers_git(unsigned m) {
+        if (!(m & WS_MARKER_HEAD))
+                return false;
+        return (m & WS_MARKER_COMMONDIR) || ((m & WS_MARKER_OBJECTS) && (m & WS_MARKER_REFS));
+}
+
+WsMarked workspace_markers_kind(unsigned present) {
+        if (markers_git(present))
+                return WS_MARKED_GIT;
+        if (present & WS_MARKER_PYVENV)
+                return WS_MARKED_VENV;
+        return WS_MARKED_NONE;
+}
+
+const char *ws_marked_to_string(WsMarked k) {
+        switch (k) {
+        case WS_MARKED_GIT:
+                return "git-directory";
+        case WS_MARKED_VENV:
+                return "venv";
+        case WS_MARKED_NONE:
+        case _WS_MARKED_MAX:
+        case _WS_MARKED_INVALID:
+                break;
+        }
+        return NULL;
+}

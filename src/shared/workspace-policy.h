@@ -60,3 +60,50 @@ bool workspace_policy_guarded(const WorkspacePolicy *p, const char *rel);
 bool workspace_policy_in_git(const WorkspacePolicy *p, const char *rel);
 
 const char *ws_decision_to_string(WsDecision d);
+
+/* Directories a host program runs from, known by what they hold rather than
+ * by their own name (issue 40):
+ *
+ *   a git directory   HEAD with objects and refs, or HEAD with commondir
+ *                     (git's is_git_directory: the names alone, of any file
+ *                     type, since a symlink counts and a file's contents can
+ *                     change later). Git takes one as a repository wherever
+ *                     it is (safe.bareRepository defaults to "all"), and its
+ *                     config names commands (core.fsmonitor).
+ *   a Python venv     pyvenv.cfg: its bin/ and site-packages' .pth files run
+ *                     when the person uses it on the host.
+ *
+ * Everything beneath such a directory is read-only. No name may be brought
+ * into existence (created, made a directory, symlinked, linked or renamed
+ * to) that would make a directory one, so the sandbox never makes one; the
+ * router looks at the directory's names, this decides. */
+typedef enum WsMarker {
+        WS_MARKER_HEAD = 1u << 0,
+        WS_MARKER_OBJECTS = 1u << 1,
+        WS_MARKER_REFS = 1u << 2,
+        WS_MARKER_COMMONDIR = 1u << 3,
+        WS_MARKER_PYVENV = 1u << 4,
+} WsMarker;
+
+/* The marker names, NULL-terminated, name i standing for bit 1 << i. */
+extern const char *const workspace_marker_names[];
+
+/* The marker bit of a single file name, or 0 for any other name. */
+unsigned workspace_marker_of(const char *name);
+
+typedef enum WsMarked {
+        WS_MARKED_NONE, /* a plain directory */
+        WS_MARKED_GIT, /* a git directory */
+        WS_MARKED_VENV, /* a Python virtual environment */
+        _WS_MARKED_MAX,
+        _WS_MARKED_INVALID = -22 /* -EINVAL */,
+} WsMarked;
+
+/* What a directory holding the markers present is. To ask whether a new
+ * name may appear in a directory, ask about present | workspace_marker_of
+ * (name): anything but WS_MARKED_NONE is refused. */
+WsMarked workspace_markers_kind(unsigned present);
+
+/* "git-directory", "venv" (the rule named on the record), NULL for
+ * WS_MARKED_NONE and invalid values. */
+const char *ws_marked_to_string(WsMarked k);

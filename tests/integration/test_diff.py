@@ -197,3 +197,56 @@ def test_workspace_protect_is_marked(lz):
     assert [x.split()[-1] for x in rows[:2]] == ["ci/run.sh", "deploy.sh"], lines
     assert all(x.startswith("  ! protected  added ") for x in rows[:2]), lines
     assert not any("protected" in x for x in lines[4:] if x.endswith("notes.txt")), lines
+
+
+def test_git_directory_and_venv_are_flagged(lz):
+    """A git directory not named .git (issue 40): in branch mode the agent
+    can commit vendor/lib/{HEAD,objects/,refs/,config}, which a merge turns
+    into a repository the host's git runs commands from (core.fsmonitor);
+    a venv's programs likewise. lazaret diff marks every such file protected
+    and names the directory; look-alikes that git would not take are plain."""
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/tracked.txt", "committed\n")
+    git_as(lz, "add", "tracked.txt")
+    git_as(lz, "commit", "-q", "-m", "first")
+    git_as(lz, "checkout", "-q", "-b", BRANCH)
+    files = {
+        "vendor/lib/HEAD": "ref: refs/heads/main\n",
+        "vendor/lib/objects/pack/.keep": "",
+        "vendor/lib/refs/heads/.keep": "",
+        "vendor/lib/config": "[core]\n\tbare = false\n\tworktree = ..\n\tfsmonitor = touch /tmp/pwned\n",
+        "tools/env/pyvenv.cfg": "home = /usr/bin\n",
+        "tools/env/bin/python": "#!/bin/sh\n",
+        # Not git's: HEAD is a directory; objects and refs without HEAD.
+        "docs/HEAD/readme": "x\n",
+        "docs/objects/a": "x\n",
+        "docs/refs/b": "x\n",
+        "src/objects/x.c": "int x;\n",
+    }
+    for name, text in files.items():
+        lz.write(os.path.join("work", name), text)
+    git_as(lz, "add", "-A")
+    git_as(lz, "commit", "-q", "-m", "vendored")
+    git_as(lz, "checkout", "-q", "main")
+    dom = Domain(lz, "localhost/lazaret-diff-no-image")
+    r = raw_diff(dom)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.decode().splitlines()
+    assert lines[1].startswith("! 6 protected files:"), lines
+    assert "! tools/env/ is a Python virtual environment: merged, its programs run when you use it" in lines, lines
+    assert ("! vendor/lib/ is a git directory: merged, git on the host takes it as a repository and runs the "
+            "commands its config names") in lines, lines
+    rows = [x for x in lines[4:] if x.startswith("  ")]
+    marked = sorted(x.split()[-1] for x in rows if x.startswith("  ! protected"))
+    assert marked == sorted(n for n in files if n.startswith(("vendor/", "tools/"))), lines
+    # A git directory already in HEAD whose config alone the agent changed is
+    # still flagged (the tree, not the change, makes it one).
+    git_as(lz, "merge", "-q", "--ff-only", BRANCH)
+    git_as(lz, "checkout", "-q", BRANCH)
+    lz.write("work/vendor/lib/config", "[core]\n\tfsmonitor = touch /tmp/pwned2\n")
+    git_as(lz, "commit", "-q", "-am", "config")
+    git_as(lz, "checkout", "-q", "main")
+    r = raw_diff(dom)
+    lines = r.stdout.decode().splitlines()
+    assert r.returncode == 0 and lines[1].startswith("! 1 protected file:"), (lines, r.stderr)
+    assert any(x.startswith("  ! protected  changed") and x.endswith("vendor/lib/config") for x in lines), lines

@@ -6,6 +6,8 @@ tree is compared byte for byte afterwards. The workspace reaches the sandbox
 only through the workspace router (lazaret-gitrouter --workspace), which
 leaves nothing behind in the host's tree."""
 import json
+import shutil
+import subprocess
 import os
 
 import pytest
@@ -273,4 +275,187 @@ def test_many_files_through_the_router(lz, busybox_image):
     r = d.run("run", "--", "/bin/sh", "-c", script, timeout=300)
     assert (r.returncode, r.stdout.strip()) == (0, "3000"), r.stderr
     assert not os.path.exists(os.path.join(lz.work, "many"))
+    d.assert_clean()
+
+
+# Git takes a directory as a repository when it holds HEAD, objects and refs
+# (or HEAD and commondir), whatever its name (issue 40): each way of making
+# the last of them appear, from inside the sandbox.
+LOOKALIKE_ATTACKS = [
+    ("HEAD last", "mkdir -p g1/objects g1/refs && echo 'ref: refs/heads/main' > g1/HEAD"),
+    ("refs last", "mkdir -p g2/objects && echo 'ref: refs/heads/main' > g2/HEAD && mkdir g2/refs"),
+    ("objects last", "mkdir -p g3/refs && echo 'ref: refs/heads/main' > g3/HEAD && mkdir g3/objects"),
+    ("refs as a symlink", "mkdir -p g4/objects && echo 'ref: refs/heads/main' > g4/HEAD && ln -s objects g4/refs"),
+    ("HEAD as a symlink", "mkdir -p g5/objects g5/refs && ln -s refs/heads/main g5/HEAD"),
+    ("a directory renamed to refs", "mkdir -p g6/objects r6 && echo 'ref: refs/heads/main' > g6/HEAD && mv r6 g6/refs"),
+    ("a file renamed to HEAD", "mkdir -p g7/objects g7/refs && echo 'ref: refs/heads/main' > h7 && mv h7 g7/HEAD"),
+    ("a hard link as HEAD", "mkdir -p g8/objects g8/refs && echo 'ref: refs/heads/main' > h8 && ln h8 g8/HEAD"),
+    ("HEAD with commondir", "mkdir -p g9 && echo 'ref: refs/heads/main' > g9/HEAD && echo ../c9 > g9/commondir"),
+    ("a prepared directory moved in", "mkdir -p /tmp/p/objects /tmp/p/refs && echo 'ref: refs/heads/main' > /tmp/p/HEAD"
+     " && mv /tmp/p g10 && test -e g10/HEAD -a -e g10/refs"),
+    ("the whole attack", "mkdir -p vendor/lib/objects vendor/lib/refs && printf '[core]\\n\\tbare = false\\n"
+     "\\tworktree = WORK/vendor/lib\\n\\tfsmonitor = touch PWNED\\n' > vendor/lib/config"
+     " && echo 'ref: refs/heads/main' > vendor/lib/HEAD"),
+]
+
+
+def test_git_directory_lookalike_direct_mode(lz, busybox_image):
+    """A git directory not named .git (issue 40): in a workspace that is no
+    repository the agent cannot make a directory that git would take as
+    one, and a git status on the host runs nothing the agent wrote."""
+    lz.write("work/plain/file.txt", "plain\n")
+    pwned = os.path.join(lz.base, "pwned")
+    d = Domain(lz, busybox_image)
+    before = tree_digest(lz.work)
+    script = "cd /workspace\n" + "".join(
+        f"if ( {cmd.replace('PWNED', pwned).replace('WORK', lz.work)} ) 2>/dev/null; then echo 'WORKED {name}'; else echo 'refused {name}'; fi\n"
+        for name, cmd in LOOKALIKE_ATTACKS) + "rm -rf g1 g2 g3 g4 g5 g6 g7 g8 g9 g10 r6 h7 h8 2>/dev/null; true\n"
+    r = d.run("run", "--", "/bin/sh", "-c", script, timeout=180)
+    assert r.returncode == 0, r.stderr + d.log()
+    assert [x for x in r.stdout.splitlines() if not x.startswith("refused ")] == [], r.stdout
+    # What the agent could make (config, objects/, refs/) is no repository:
+    # the host's git, run there as a shell prompt would, runs nothing.
+    lib = os.path.join(lz.work, "vendor/lib")
+    assert os.path.isfile(os.path.join(lib, "config")) and not os.path.lexists(os.path.join(lib, "HEAD"))
+    env = ["env", "-i", f"HOME={lz.home}", "PATH=/usr/bin:/bin", f"GIT_CEILING_DIRECTORIES={lz.base}"]
+    g = subprocess.run(["runuser", "-u", lz.user.pw_name, "--"] + env + ["git", "status"], cwd=lib,
+                       capture_output=True, text=True, timeout=60)
+    assert g.returncode != 0 and "not a git repository" in g.stderr, (g.returncode, g.stdout, g.stderr)
+    assert not os.path.exists(pwned)
+    shutil.rmtree(os.path.join(lz.work, "vendor"))
+    assert tree_digest(lz.work) == before
+    from test_events import events
+    got = {(e["data"]["rule"], e["data"]["path"]) for e in events(d, "--source", "paths")}
+    assert ("git-directory", "g1/HEAD") in got and ("git-directory", "g2/refs") in got, sorted(got)
+    # The report gives them a rule of their own.
+    r = d.run("report", "--format", "sarif")
+    assert r.returncode == 0, r.stderr
+    [run] = json.loads(r.stdout)["runs"]
+    ids = {res["ruleId"] for res in run["results"]}
+    assert "paths.git-directory" in ids, ids
+    d.assert_clean()
+
+
+def test_git_directory_and_venv_read_only(lz, busybox_image):
+    """A repository not named .git and a Python venv the host already has
+    (issue 40): nothing beneath either can be changed, created, moved or
+    removed, nor can a directory holding one move; no venv can be made."""
+    git_as(lz, "init", "-q", "--bare", "lib.git")
+    lz.write("work/proj/.venv/pyvenv.cfg", "home = /usr/bin\n")
+    lz.write("work/proj/.venv/bin/python", "#!/bin/sh\necho host python\n", mode=0o755)
+    lz.write("work/proj/.venv/lib/python3/site-packages/ok.pth", "\n")
+    lz.write("work/proj/main.py", "print(1)\n")
+    d = Domain(lz, busybox_image)
+    before = tree_digest(lz.work)
+    attacks = [
+        ("git config", "echo '[core] fsmonitor = touch /tmp/x' >> lib.git/config"),
+        ("git hook", "echo 'touch /tmp/x' > lib.git/hooks/post-checkout"),
+        ("remove HEAD", "rm lib.git/HEAD"),
+        ("move the repository", "mv lib.git lib2"),
+        ("move refs away", "mv lib.git/refs lib.git/refs2"),
+        ("venv interpreter", "echo 'touch /tmp/x' > proj/.venv/bin/python"),
+        ("venv .pth", "echo 'import os' > proj/.venv/lib/python3/site-packages/evil.pth"),
+        ("venv pyvenv.cfg", "rm proj/.venv/pyvenv.cfg"),
+        ("move the venv", "mv proj/.venv proj/venv-old"),
+        ("move what holds the venv", "mv proj proj2"),
+        ("a new venv", "mkdir -p nv/bin && echo 'home = /usr/bin' > nv/pyvenv.cfg"),
+    ]
+    script = "cd /workspace\n" + "".join(
+        f"if ( {cmd} ) 2>/dev/null; then echo 'WORKED {name}'; else echo 'refused {name}'; fi\n"
+        for name, cmd in attacks) + "echo ok > proj/main.py && cat proj/.venv/bin/python && rm -rf nv\n"
+    r = d.run("run", "--", "/bin/sh", "-c", script, timeout=180)
+    lines = r.stdout.splitlines()
+    assert [x for x in lines[:len(attacks)] if not x.startswith("refused ")] == [], r.stdout
+    assert r.returncode == 0, r.stderr + d.log()
+    # Beside them the tree is the agent's, and both read as they are.
+    assert lines[len(attacks):] == ["#!/bin/sh", "echo host python"], r.stdout
+    lz.write("work/proj/main.py", "print(1)\n")
+    assert tree_digest(lz.work) == before
+    d.assert_clean()
+
+
+def test_preset_agent_configs(lz, busybox_image):
+    """The configuration of the agents our presets install runs commands on
+    the host when the person runs that agent there (MCP servers, hooks,
+    plugins, lint and test commands; issue 40): in every direct workspace
+    the sandbox can neither change it nor create it, at any depth."""
+    existing = {
+        ".mcp.json": '{"mcpServers": {}}\n',
+        ".claude/settings.json": '{"permissions": {}}\n',
+        ".aider.conf.yml": "auto-commits: false\n",
+        "opencode.json": '{"$schema": "https://opencode.ai/config.json"}\n',
+    }
+    for rel, text in existing.items():
+        lz.write(os.path.join("work", rel), text)
+    lz.write("work/sub/readme.txt", "x\n")
+    d = Domain(lz, busybox_image)
+    before = tree_digest(lz.work)
+    hook = '{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "touch /tmp/x"}]}]}}'
+    attacks = [
+        ("change .mcp.json", "echo '{\"mcpServers\": {\"x\": {\"command\": \"sh\"}}}' > .mcp.json"),
+        ("a nested .mcp.json", "echo '{}' > sub/.mcp.json"),
+        ("a Claude Code hook", f"echo '{hook}' > .claude/settings.json"),
+        ("Claude Code local settings", f"echo '{hook}' > .claude/settings.local.json"),
+        ("Gemini CLI settings", "mkdir -p .gemini && echo '{}' > .gemini/settings.json"),
+        ("Codex config", "mkdir -p .codex && echo 'x = 1' > .codex/config.toml"),
+        ("change opencode.json", "echo '{}' > opencode.json"),
+        ("opencode.jsonc", "echo '{}' > sub/opencode.jsonc"),
+        ("an opencode plugin", "mkdir -p .opencode/plugin && echo 'x' > .opencode/plugin/x.js"),
+        ("the Aider lint command", "echo 'lint-cmd: touch /tmp/x' >> .aider.conf.yml"),
+        ("a new .aider.conf.yml", "echo 'test-cmd: touch /tmp/x' > sub/.aider.conf.yml"),
+        ("rename onto .mcp.json", "echo '{}' > m && mv -f m sub/.mcp.json"),
+        ("rename .gemini into place", "mkdir -p gm && echo '{}' > gm/settings.json && mv gm .gemini"),
+    ]
+    script = "cd /workspace\n" + "".join(
+        f"if ( {cmd} ) 2>/dev/null; then echo 'WORKED {name}'; else echo 'refused {name}'; fi\n"
+        for name, cmd in attacks) + "rm -rf m gm .gemini .codex .opencode 2>/dev/null; cat .mcp.json\n"
+    r = d.run("run", "--", "/bin/sh", "-c", script, timeout=180)
+    lines = r.stdout.splitlines()
+    assert [x for x in lines[:len(attacks)] if not x.startswith("refused ")] == [], r.stdout
+    assert r.returncode == 0, r.stderr + d.log()
+    assert lines[len(attacks):] == ['{"mcpServers": {}}'], r.stdout  # readable as it is
+    assert tree_digest(lz.work) == before
+    d.assert_clean()
+
+
+def test_home_as_direct_workspace_refused(lz, busybox_image):
+    """HOME, or a directory holding it, as a workspace the sandbox writes
+    (issue 40): the agent would write .bashrc, .profile, .gitconfig,
+    .config/ and .local/, which run on the host. Refused before anything
+    starts, whether direct mode is asked for or the home is no repository;
+    $HOME and the passwd entry's home both count. A project below is fine."""
+    base = os.path.join(lz.base, "h")
+    home = os.path.join(base, "home")
+    for rel, text in {"h/home/.bashrc": "# host bashrc\n", "h/home/.gitconfig": "[user]\n\tname = me\n",
+                      "h/home/.config/git/config": "", "h/home/proj/x.txt": "x\n"}.items():
+        lz.write(rel, text)
+    real = lz.user.pw_dir
+    # $HOME is the test's own; Podman's store and configuration stay the
+    # real home's.
+    env = {"HOME": home, "XDG_CONFIG_HOME": os.path.join(real, ".config"),
+           "XDG_DATA_HOME": os.path.join(real, ".local/share")}
+    attack = ("cd /workspace; for f in .bashrc home/.bashrc; do [ -e $f ] && echo 'touch /tmp/pwned' >> $f; done; "
+              "for f in .gitconfig home/.gitconfig; do [ -e $f ] && printf '[core]\\n\\tfsmonitor = x\\n' >> $f; done;"
+              " mkdir -p .config/autostart && echo x > .config/autostart/x.desktop; true")
+    before = tree_digest(base)
+    fix = (": the agent could write your login files, ~/.gitconfig, ~/.config and ~/.local, which run on the host. "
+           "Run lazaret in a project directory below it (in a git repository, workspace_mode = \"branch\", the "
+           "default, gives the agent its own worktree)")
+    for ws, what, mode in [(home, "is your home directory", "branch"), (home, "is your home directory", "direct"),
+                           (base, f"holds your home directory {home}", "branch")]:
+        dm = Domain(lz, busybox_image, extra=f'workspace_mode = "{mode}"\n')
+        r = dm.run("--workspace", ws, "run", "--", "/bin/sh", "-c", attack, env=env)
+        assert (r.returncode, r.stderr.splitlines()) == (125, [f"lazaret: error: the workspace {ws} {what}{fix}"]), \
+            (ws, r.returncode, r.stderr)
+    assert tree_digest(base) == before
+    # The passwd entry's home counts whatever $HOME says: a workspace
+    # holding it is refused too.
+    d = Domain(lz, busybox_image)
+    r = d.run("--workspace", os.path.dirname(real), "run", "--", "true")
+    assert r.returncode == 125 and f"holds your home directory {real}:" in r.stderr, r.stderr
+    # A project directory below the home is the agent's to write.
+    r = d.run("--workspace", os.path.join(home, "proj"), "run", "--", "/bin/sh", "-c",
+              "echo y > /workspace/y.txt", env=env)
+    assert r.returncode == 0, r.stderr + d.log()
+    assert open(os.path.join(home, "proj/y.txt")).read() == "y\n"
     d.assert_clean()

@@ -135,7 +135,7 @@ static void test_defaults(void **state) {
         const char *const *prot = path_pattern_protect_default;
         const char *const *mask = path_pattern_mask_default;
         size_t np = path_pattern_count(prot), nm = path_pattern_count(mask);
-        assert_int_equal(np, 10);
+        assert_int_equal(np, 17);
         assert_int_equal(nm, 12);
         for (size_t i = 0; i < np; i++)
                 assert_null(path_pattern_problem(prot[i]));
@@ -152,7 +152,15 @@ static void test_defaults(void **state) {
                                                  ".pre-commit-config.yaml",
                                                  "pkg/.npmrc",
                                                  "vendor/x/.git/config",
-                                                 ".git" };
+                                                 ".git",
+                                                 ".mcp.json",
+                                                 ".claude/settings.local.json",
+                                                 ".gemini/settings.json",
+                                                 ".codex/config.toml",
+                                                 "opencode.json",
+                                                 "sub/opencode.jsonc",
+                                                 ".opencode/plugin/x.js",
+                                                 ".aider.conf.yml" };
         for (size_t i = 0; i < ELEMENTSOF(protected); i++)
                 if (!path_pattern_match_any(protected[i], prot, np))
                         fail_msg("%s is not protected", protected[i]);

@@ -157,12 +157,59 @@ static void test_guarded(void **state) {
         expect(&p, "x", (GitOp) 99, D, EINVAL);
 }
 
+/* Git's discovery and venvs: a directory is known by the names it holds
+ * (issue 40), whatever order they arrive in. */
+static void test_markers(void **state) {
+        (void) state;
+        const unsigned H_ = WS_MARKER_HEAD, O = WS_MARKER_OBJECTS, R = WS_MARKER_REFS, C = WS_MARKER_COMMONDIR;
+        assert_int_equal(workspace_marker_of("HEAD"), H_);
+        assert_int_equal(workspace_marker_of("objects"), O);
+        assert_int_equal(workspace_marker_of("refs"), R);
+        assert_int_equal(workspace_marker_of("commondir"), C);
+        assert_int_equal(workspace_marker_of("pyvenv.cfg"), WS_MARKER_PYVENV);
+        assert_int_equal(workspace_marker_of("head"), 0);
+        assert_int_equal(workspace_marker_of("config"), 0);
+        assert_int_equal(workspace_marker_of("refs.bak"), 0);
+        for (size_t i = 0; workspace_marker_names[i]; i++)
+                assert_int_equal(workspace_marker_of(workspace_marker_names[i]), 1u << i);
+
+#define KIND(m)      workspace_markers_kind(m)
+#define MAY(m, name) (KIND((m) | workspace_marker_of(name)) == WS_MARKED_NONE)
+        assert_int_equal(KIND(0), WS_MARKED_NONE);
+        assert_int_equal(KIND(H_), WS_MARKED_NONE);
+        assert_int_equal(KIND(O | R), WS_MARKED_NONE); /* no HEAD: not git's */
+        assert_int_equal(KIND(H_ | O), WS_MARKED_NONE);
+        assert_int_equal(KIND(H_ | R), WS_MARKED_NONE);
+        assert_int_equal(KIND(H_ | O | R), WS_MARKED_GIT);
+        assert_int_equal(KIND(H_ | C), WS_MARKED_GIT);
+        assert_int_equal(KIND(WS_MARKER_PYVENV), WS_MARKED_VENV);
+        assert_int_equal(KIND(WS_MARKER_PYVENV | H_ | O | R), WS_MARKED_GIT);
+        assert_string_equal(ws_marked_to_string(WS_MARKED_GIT), "git-directory");
+        assert_string_equal(ws_marked_to_string(WS_MARKED_VENV), "venv");
+        assert_null(ws_marked_to_string(WS_MARKED_NONE));
+        assert_null(ws_marked_to_string(_WS_MARKED_INVALID));
+
+        /* The last of the three is refused, whichever it is. */
+        assert_false(MAY(O | R, "HEAD"));
+        assert_false(MAY(H_ | R, "objects"));
+        assert_false(MAY(H_ | O, "refs"));
+        assert_false(MAY(H_, "commondir"));
+        assert_false(MAY(C, "HEAD"));
+        /* Two of them, or other names, are plain files. */
+        assert_true(MAY(0, "HEAD"));
+        assert_true(MAY(H_, "objects"));
+        assert_true(MAY(O, "refs"));
+        assert_true(MAY(O | R, "config"));
+        /* A venv is never made inside the workspace. */
+        assert_false(MAY(0, "pyvenv.cfg"));
+#undef MAY
+#undef KIND
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_protected),
-                cmocka_unit_test(test_masked),
-                cmocka_unit_test(test_repository),
-                cmocka_unit_test(test_guarded),
+                cmocka_unit_test(test_protected), cmocka_unit_test(test_masked),  cmocka_unit_test(test_repository),
+                cmocka_unit_test(test_guarded),   cmocka_unit_test(test_markers),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
