@@ -6,14 +6,27 @@
  * images may have no libc at all.
  *
  *   lazaret-init [--relay PATH]
+ *   lazaret-init --reap FD -- PROGRAM [ARG]...
  *
  * With --relay it also runs PATH (lazaret-relay, no arguments) and starts
  * it again whenever it exits, at most once a second; on SIGTERM, SIGINT or
- * SIGHUP it sends the relay SIGTERM before exiting. */
+ * SIGHUP it sends the relay SIGTERM before exiting.
+ *
+ * With --reap (on the host, for an auto-approved escalation, issue 41) it
+ * is no PID 1: it becomes a child subreaper, runs PROGRAM in its own
+ * process group and, once PROGRAM has ended, ends with SIGKILL whatever
+ * PROGRAM left running (a setsid'd or double-forked child is reparented
+ * to it, not to the host's init), then exits with PROGRAM's status (128 +
+ * the signal that ended it). FD is our own /proc/PID/task/PID/children,
+ * opened before a Landlock ruleset without /proc was applied. SIGTERM,
+ * SIGINT and SIGHUP are passed to PROGRAM. */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,16 +55,102 @@ static pid_t start_relay(const char *path, const sigset_t *set) {
         return pid;
 }
 
+extern char **environ;
+
+static int wait_status(int st) {
+        return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+}
+
+/* Kill every child until none is left: those that die leave their own
+ * children to us, the subreaper, for the next round. */
+static void reap_all(int children_fd) {
+        char buf[8192];
+        for (int round = 0;; round++) {
+                ssize_t n = pread(children_fd, buf, sizeof buf - 1, 0);
+                if (n > 0) {
+                        buf[n] = '\0';
+                        for (char *p = buf, *end; *p; p = end) {
+                                long pid = strtol(p, &end, 10);
+                                if (end == p)
+                                        break;
+                                if (pid > 0)
+                                        kill((pid_t) pid, SIGKILL);
+                        }
+                }
+                int st;
+                pid_t w = waitpid(-1, &st, n > 0 ? 0 : WNOHANG);
+                if (w < 0 && errno == ECHILD)
+                        return;
+                if (w == 0 && n <= 0 && round > 1000)
+                        return; /* none listed and none to reap: nothing left */
+        }
+}
+
+static int reap_main(int children_fd, char **argv) {
+        sigset_t set;
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
+                fprintf(stderr, "lazaret-init: cannot become a subreaper: %s\n", strerror(errno));
+                return 125;
+        }
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGHUP);
+        sigaddset(&set, SIGCHLD);
+        if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+                return 125;
+        pid_t main_pid = fork();
+        if (main_pid < 0) {
+                fprintf(stderr, "lazaret-init: fork: %s\n", strerror(errno));
+                return 125;
+        }
+        if (main_pid == 0) {
+                sigprocmask(SIG_UNBLOCK, &set, NULL);
+                close(children_fd);
+                execve(argv[0], argv, environ);
+                fprintf(stderr, "lazaret-init: cannot run %s: %s\n", argv[0], strerror(errno));
+                _exit(errno == ENOENT ? 127 : 126);
+        }
+        int status = 1;
+        for (bool done = false; !done;) {
+                int sig;
+                if (sigwait(&set, &sig) != 0)
+                        continue;
+                if (sig != SIGCHLD) {
+                        kill(main_pid, sig);
+                        continue;
+                }
+                int st;
+                pid_t pid;
+                while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+                        if (pid == main_pid) {
+                                status = wait_status(st);
+                                done = true;
+                        }
+        }
+        reap_all(children_fd);
+        return status;
+}
+
 int main(int argc, char **argv) {
         const char *relay = NULL;
         pid_t relay_pid = 0;
         long long last_start = 0, restart_at = -1;
         sigset_t set;
 
+        if (argc >= 5 && strcmp(argv[1], "--reap") == 0 && strcmp(argv[3], "--") == 0 && argv[4][0] == '/') {
+                char *end;
+                long fd = strtol(argv[2], &end, 10);
+                if (*end || fd < 3) {
+                        fputs("lazaret-init: --reap takes the descriptor of our children file\n", stderr);
+                        return 125;
+                }
+                return reap_main((int) fd, argv + 4);
+        }
         if (argc == 3 && strcmp(argv[1], "--relay") == 0 && argv[2][0] != '\0')
                 relay = argv[2];
         else if (argc != 1) {
-                fputs("lazaret-init: usage: lazaret-init [--relay PATH]\n", stderr);
+                fputs("lazaret-init: usage: lazaret-init [--relay PATH] | --reap FD -- /PROGRAM [ARG]...\n", stderr);
                 return 2;
         }
         sigemptyset(&set);

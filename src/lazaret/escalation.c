@@ -10,7 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/openat2.h>
+#include <grp.h>
+#include <limits.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -26,6 +31,8 @@
 #include "fileio.h"
 #include "landlock.h"
 #include "log.h"
+#include "path-pattern.h"
+#include "seccomp-filter.h"
 #include "path-util.h"
 #include "runtime-dir.h"
 #include "spawn-util.h"
@@ -114,6 +121,17 @@ struct Escalation {
         size_t output_max;
         uint64_t prompt_seq;
         char env_home[4200], env_user[300], env_logname[300]; /* looked up once */
+        /* How an auto-approved command runs (issue 41): under lazaret-init
+         * --reap (no process outlives it), with this seccomp program (no
+         * socket, no device node, none of the kernel's riskier interfaces)
+         * and, rootful, as the workspace's owner. confinable is false when
+         * any of it is missing: every request then goes to the person. */
+        bool confinable;
+        char *init_path;
+        struct sock_fprog seccomp;
+        bool drop_ids;
+        uid_t run_uid;
+        gid_t run_gid;
 };
 
 /* ---- setup -------------------------------------------------------------- */
@@ -214,6 +232,34 @@ void escalation_remove(const char *state_dir, const char *socket_dir) {
                 (void) rmdir(state_dir);
 }
 
+/* What an auto-approved command needs besides Landlock (see struct
+ * Escalation); a missing part sends every request to the person. */
+static void confinable_setup(Escalation *e) {
+        const char *why = NULL;
+        e->confinable = false;
+        if (landlock_abi() <= 0)
+                why = "this kernel has no Landlock";
+        else if (!e->spec->init || !(e->init_path = realpath(e->spec->init, NULL)))
+                why = "lazaret-init is not beside lazaret";
+        else if (native_seccomp_export(NATIVE_SECCOMP_NO_SOCKET, &e->seccomp) < 0)
+                why = "the seccomp filter could not be built";
+        else if (geteuid() == 0) {
+                /* Rootful: never as root. As the workspace's owner, who
+                 * has its files anyway; a workspace of root's has none. */
+                struct stat st;
+                if (stat(e->workspace, &st) < 0 || st.st_uid == 0)
+                        why = "lazaret runs as root and the workspace belongs to root";
+                else {
+                        e->drop_ids = true;
+                        e->run_uid = st.st_uid;
+                        e->run_gid = st.st_gid;
+                }
+        }
+        if (why && e->n_rules > 0)
+                log_warning("auto_approve is off for this sandbox (%s): every request goes to the person", why);
+        e->confinable = !why;
+}
+
 int escalation_new(const LaunchSpec *s, const char *sandbox_id, const char *workspace, const EscalationHost *host,
                    Escalation **ret, char **ret_error) {
         Escalation *e = calloc(1, sizeof(Escalation));
@@ -244,6 +290,7 @@ int escalation_new(const LaunchSpec *s, const char *sandbox_id, const char *work
         snprintf(e->env_home, sizeof(e->env_home), "HOME=%s", pw && pw->pw_dir ? pw->pw_dir : "/");
         snprintf(e->env_user, sizeof(e->env_user), "USER=%s", pw && pw->pw_name ? pw->pw_name : "");
         snprintf(e->env_logname, sizeof(e->env_logname), "LOGNAME=%s", pw && pw->pw_name ? pw->pw_name : "");
+        confinable_setup(e);
 
         /* The certificates: private on the host (the runtime dir is 0700). */
         if ((r = private_dir(e->state_dir, &why)) < 0 || (r = owned_dir(e->certs_dir, 0755, &why)) < 0) {
@@ -476,16 +523,141 @@ static int add_pipe(EscConn *c, Pipe *p) {
         return epoll_ctl(c->e->epfd, EPOLL_CTL_ADD, p->fd, &ev) < 0 ? negative_errno() : 0;
 }
 
-/* What an auto-approved command may reach of the host's file system:
- * the system's programs and configuration (/usr, /etc, a /lib or /bin
- * that is no symlink into /usr) and /dev/null, /dev/zero and the random
- * devices; the workspace's entries, every one but .git, to read and write,
- * and its directory to list; and its program and what its entry names by
- * absolute path, to read. Nothing else: not the home directory, /tmp,
- * /run or /proc. The match checked each word beneath the workspace, but only when it was
- * made: the agent, which writes the workspace, may swap a name for a
- * symlink to ~/.ssh/id_rsa between that check and the command's open.
- * Landlock decides at the open, on the file reached. */
+/* The workspace, granted to an auto-approved command as the sandbox sees
+ * it (issue 41): a masked name not at all (the sandbox reads it empty),
+ * a protected one and any nested .git read-only, the top .git not at all,
+ * everything else read-write. Landlock cannot take a path out of a grant,
+ * so a directory that holds such a name is granted piecewise: its names
+ * (list, create and remove entries) and each entry on its own; a directory
+ * that holds none, whole. */
+#define GRANT_WALK_MAX 100000
+
+typedef enum GrantKind { GRANT_NONE, GRANT_RO, GRANT_RW, GRANT_DONE } GrantKind;
+
+typedef struct GrantWalk {
+        LandlockRules *rules;
+        const char *const *protect, *const *mask;
+        size_t n_protect, n_mask;
+        size_t seen;
+        char *why;
+} GrantWalk;
+
+static int grant(GrantWalk *w, const char *path, LandlockGrant g) {
+        _cleanup_free_ char *why = NULL;
+        int q = landlock_rules_add(w->rules, path, g, &why);
+        /* A name gone or swapped for a symlink since we looked is reached
+         * through the rule of where it leads, if any. */
+        if (q == -ELOOP || q == -ENOENT)
+                return 0;
+        if (q < 0 && !w->why)
+                w->why = TAKE_PTR(why);
+        return q;
+}
+
+/* Walk the directory at path (rel below the workspace, "" for its root);
+ * *ret_clean when nothing beneath needs a grant of its own, in which case
+ * nothing was added (the caller grants the whole directory). */
+static int grant_walk(GrantWalk *w, const char *path, const char *rel, bool *ret_clean) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT || errno == ELOOP || errno == ENOTDIR ? (*ret_clean = true, 0)
+                                                                             : negative_errno();
+        DIR *d = fdopendir(fd);
+        if (!d)
+                return negative_errno();
+        TAKE_FD(fd);
+        char **names = NULL;
+        GrantKind *kinds = NULL;
+        size_t n = 0, cap = 0;
+        bool clean = true;
+        int q = 0;
+        struct dirent *de;
+        while ((errno = 0, de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (++w->seen > GRANT_WALK_MAX) {
+                        q = -E2BIG;
+                        break;
+                }
+                _cleanup_free_ char *crel = *rel ? path_join(rel, de->d_name) : strdup(de->d_name);
+                _cleanup_free_ char *cpath = path_join(path, de->d_name);
+                if (!crel || !cpath) {
+                        q = -ENOMEM;
+                        break;
+                }
+                GrantKind k;
+                unsigned char type = de->d_type;
+                if (type == DT_UNKNOWN) {
+                        struct stat st;
+                        type = lstat(cpath, &st) < 0 ? DT_UNKNOWN
+                               : S_ISDIR(st.st_mode) ? DT_DIR
+                               : S_ISLNK(st.st_mode) ? DT_LNK
+                                                     : DT_REG;
+                }
+                if (type == DT_LNK)
+                        k = GRANT_NONE; /* reached through where it leads */
+                else if (!*rel && streq(de->d_name, ".git"))
+                        k = GRANT_NONE, clean = false;
+                else if (path_pattern_match_any(crel, w->mask, w->n_mask))
+                        k = GRANT_NONE, clean = false;
+                else if (streq(de->d_name, ".git") || path_pattern_match_any(crel, w->protect, w->n_protect))
+                        k = GRANT_RO, clean = false;
+                else if (type == DT_DIR) {
+                        bool sub_clean = false;
+                        q = grant_walk(w, cpath, crel, &sub_clean);
+                        if (q < 0)
+                                break;
+                        k = sub_clean ? GRANT_RW : GRANT_DONE;
+                        if (!sub_clean)
+                                clean = false;
+                } else
+                        k = GRANT_RW;
+                if (n == cap) {
+                        size_t nc = cap ? cap * 2 : 16;
+                        char **nn = reallocarray(names, nc, sizeof *nn);
+                        if (nn)
+                                names = nn;
+                        GrantKind *nk = nn ? reallocarray(kinds, nc, sizeof *nk) : NULL;
+                        if (!nn || !nk) {
+                                q = -ENOMEM;
+                                break;
+                        }
+                        kinds = nk;
+                        cap = nc;
+                }
+                names[n] = TAKE_PTR(cpath);
+                kinds[n++] = k;
+        }
+        if (q >= 0 && errno != 0)
+                q = negative_errno();
+        closedir(d);
+        if (q >= 0 && !clean) {
+                /* The directory's names, and each entry on its own. */
+                q = grant(w, path, LANDLOCK_GRANT_NAMES_READ_WRITE);
+                for (size_t i = 0; q >= 0 && i < n; i++)
+                        if (kinds[i] == GRANT_RO || kinds[i] == GRANT_RW)
+                                q = grant(w, names[i],
+                                          kinds[i] == GRANT_RO ? LANDLOCK_GRANT_READ_ONLY : LANDLOCK_GRANT_READ_WRITE);
+        }
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+        free(kinds);
+        if (q >= 0)
+                *ret_clean = clean;
+        return q;
+}
+
+/* What an auto-approved command may reach of the host's file system: the
+ * system's programs and configuration (/usr, /etc, a /lib or /bin that is
+ * no symlink into /usr), /dev/null, /dev/zero and the random devices, its
+ * program, lazaret-init and what its entry names by absolute path, to
+ * read; the workspace as above. Nothing else: not the home directory,
+ * /tmp, /run or /proc. The match checked each word beneath the workspace,
+ * but only when it was made: the agent, which writes the workspace, may
+ * swap a name for a symlink to ~/.ssh/id_rsa or to a masked .env between
+ * that check and the command's open. Landlock decides at the open, on the
+ * file reached. */
 static int confine(const Escalation *e, const AutoApproveRule *rule, LandlockRules **ret, char **ret_why) {
         static const char *const system_ro[] = { "/usr",      "/etc",         "/bin",        "/sbin",
                                                  "/lib",      "/lib32",       "/lib64",      "/libx32",
@@ -507,7 +679,7 @@ static int confine(const Escalation *e, const AutoApproveRule *rule, LandlockRul
         if (!ws)
                 return negative_errno();
         if ((q = landlock_rules_add(r, "/dev/null", LANDLOCK_GRANT_READ_WRITE, ret_why)) < 0 ||
-            (q = landlock_rules_add(r, ws, LANDLOCK_GRANT_NAMES_READ_ONLY, ret_why)) < 0)
+            (q = landlock_rules_add(r, e->init_path, LANDLOCK_GRANT_READ_ONLY, ret_why)) < 0)
                 return q;
         /* The program and the person's own absolute words ("cat
          * /etc/hostname"), as they resolve now. */
@@ -518,38 +690,92 @@ static int confine(const Escalation *e, const AutoApproveRule *rule, LandlockRul
                 if (real && (q = landlock_rules_add(r, real, LANDLOCK_GRANT_READ_ONLY, ret_why)) < 0)
                         return q;
         }
-        DIR *d = opendir(ws);
-        if (!d)
-                return negative_errno();
-        struct dirent *de;
-        while ((errno = 0, de = readdir(d))) {
-                if (streq(de->d_name, ".") || streq(de->d_name, "..") || streq(de->d_name, ".git"))
-                        continue;
-                _cleanup_free_ char *path = path_join(ws, de->d_name);
-                _cleanup_free_ char *why = NULL;
-                q = path ? landlock_rules_add(r, path, LANDLOCK_GRANT_READ_WRITE, &why) : -ENOMEM;
-                /* A symlink (now, or swapped in since readdir) is reached
-                 * through the rule of where it leads, if any; a name gone
-                 * meanwhile, not at all. */
-                if (q == -ELOOP || q == -ENOENT)
-                        q = 0;
-                else if (q < 0) {
-                        *ret_why = TAKE_PTR(why);
-                        break;
-                }
-        }
-        if (q >= 0 && errno != 0)
-                q = negative_errno();
-        closedir(d);
-        if (q < 0)
+        GrantWalk w = { .rules = r,
+                        .protect = (const char *const *) e->spec->protect,
+                        .n_protect = e->spec->protect ? path_pattern_count((const char *const *) e->spec->protect) : 0,
+                        .mask = (const char *const *) e->spec->mask,
+                        .n_mask = e->spec->mask ? path_pattern_count((const char *const *) e->spec->mask) : 0 };
+        bool clean = false;
+        q = grant_walk(&w, ws, "", &clean);
+        if (q >= 0 && clean)
+                q = grant(&w, ws, LANDLOCK_GRANT_READ_WRITE);
+        if (q < 0) {
+                *ret_why = w.why         ? TAKE_PTR(w.why)
+                           : q == -E2BIG ? strdup("the workspace has more than 100000 entries to look through")
+                                         : NULL;
+                free(w.why);
                 return q;
+        }
         *ret = TAKE_PTR(r);
         return 0;
 }
 
+/* Does a word of the request name a file the sandbox sees masked (through
+ * a symlink too: "ln -s .env README.md")? Then the person decides. */
+static bool names_masked(const Escalation *e, int wfd, char *const *argv, size_t argc) {
+        if (!e->spec->mask || wfd < 0)
+                return false;
+        _cleanup_free_ char *ws = realpath(e->workspace, NULL);
+        if (!ws)
+                return true;
+        size_t n_mask = path_pattern_count((const char *const *) e->spec->mask);
+        for (size_t i = 1; i < argc; i++) {
+                if (argv[i][0] == '-' || argv[i][0] == '/')
+                        continue;
+                struct open_how how = { .flags = O_PATH | O_CLOEXEC,
+                                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
+                _cleanup_close_ int fd = (int) syscall(SYS_openat2, wfd, argv[i], &how, sizeof how);
+                if (fd < 0)
+                        continue; /* names nothing beneath: the match decided */
+                char proc[64], real[PATH_MAX];
+                snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+                ssize_t k = readlink(proc, real, sizeof real - 1);
+                if (k < 0)
+                        return true;
+                real[k] = '\0';
+                size_t wl = strlen(ws);
+                const char *rel = strncmp(real, ws, wl) == 0 && (real[wl] == '/' || !real[wl]) ? real + wl : NULL;
+                if (!rel)
+                        return true;
+                if (*rel == '/')
+                        rel++;
+                if (*rel && path_pattern_match_any(rel, (const char *const *) e->spec->mask, n_mask))
+                        return true;
+        }
+        return false;
+}
+
+typedef struct Confinement {
+        const Escalation *e;
+        const LandlockRules *rules;
+} Confinement;
+
+/* In the child, right before lazaret-init is executed: its own children
+ * list on fd 3 (it is ours now: execve keeps the pid), rootful the
+ * workspace owner's ids, then Landlock, then seccomp. System calls only. */
 static int apply_confinement(void *userdata) {
+        const Confinement *c = userdata;
         const char *why;
-        return landlock_apply(userdata, 0, &why);
+        char path[64];
+        int pid = (int) getpid();
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+                return -errno;
+        if (fd != 3) {
+                if (dup2(fd, 3) < 0)
+                        return -errno;
+                close(fd);
+        }
+        if (c->e->drop_ids) {
+                if (setgroups(0, NULL) < 0 || setresgid(c->e->run_gid, c->e->run_gid, c->e->run_gid) < 0 ||
+                    setresuid(c->e->run_uid, c->e->run_uid, c->e->run_uid) < 0)
+                        return -errno;
+        }
+        int q = landlock_apply(c->rules, 0, &why);
+        if (q < 0)
+                return q;
+        return native_seccomp_load(&c->e->seccomp);
 }
 
 /* Start the vector: fixed environment, stdin /dev/null, stdout and
@@ -580,7 +806,28 @@ static int start_command(EscConn *c, char **argv, const LandlockRules *rules) {
                          (char *) "LANG=C.UTF-8",
                          NULL };
         SpawnFd fds[] = { { out[1], 1 }, { err[1], 2 } };
-        SpawnSpec sp = SPAWN_SPEC_INIT(argv[0], argv);
+        /* An auto-approved command runs under lazaret-init --reap: when it
+         * ends, so does everything it started (setsid or not). */
+        size_t n = 0;
+        while (argv[n])
+                n++;
+        _cleanup_free_ char **wrapped = rules ? calloc(n + 5, sizeof(char *)) : NULL;
+        if (rules && !wrapped) {
+                safe_close(out[0]);
+                safe_close(out[1]);
+                safe_close(err[0]);
+                safe_close(err[1]);
+                return -ENOMEM;
+        }
+        if (wrapped) {
+                wrapped[0] = e->init_path;
+                wrapped[1] = (char *) "--reap";
+                wrapped[2] = (char *) "3";
+                wrapped[3] = (char *) "--";
+                memcpy(wrapped + 4, argv, n * sizeof(char *));
+        }
+        Confinement conf = { .e = e, .rules = rules };
+        SpawnSpec sp = SPAWN_SPEC_INIT(wrapped ? wrapped[0] : argv[0], wrapped ? wrapped : argv);
         sp.envp = envp;
         sp.fds = fds;
         sp.n_fds = ELEMENTSOF(fds);
@@ -588,7 +835,7 @@ static int start_command(EscConn *c, char **argv, const LandlockRules *rules) {
         sp.new_session = true;
         if (rules) {
                 sp.before_exec = apply_confinement;
-                sp.before_exec_data = (void *) rules;
+                sp.before_exec_data = &conf;
         }
         int r = spawn(&sp, &c->pid);
         safe_close(out[1]);
@@ -668,12 +915,17 @@ static void conn_decide(EscConn *c) {
                 for (size_t i = 0; i < e->n_rules && !rule; i++)
                         if (autoapprove_match(&e->rules[i], argv, argc, AUTOAPPROVE_SEARCH_PATH, wfd))
                                 rule = &e->rules[i];
-        /* Without Landlock an approved command could not be held to what
-         * its entry meant (see confine()): the person decides. */
-        if (rule && landlock_abi() <= 0) {
-                log_info("escalation %s: an auto_approve entry matches, but this kernel has no Landlock to "
-                         "confine the command; it needs the person",
+        /* Without its confinement an approved command could not be held
+         * to what its entry meant (see confine()): the person decides. */
+        if (rule && !e->confinable) {
+                log_info("escalation %s: an auto_approve entry matches, but the command cannot be confined "
+                         "here (see the warning at the start); it needs the person",
                          req.request_id);
+                rule = NULL;
+        }
+        /* A file the sandbox sees masked is the person's to hand out. */
+        if (rule && names_masked(e, wfd, argv, argc)) {
+                log_info("escalation %s: a word names a masked file; it needs the person", req.request_id);
                 rule = NULL;
         }
         bool approved = rule != NULL;
@@ -1197,6 +1449,8 @@ Escalation *escalation_free(Escalation *e) {
         for (size_t i = 0; i < e->n_rules; i++)
                 autoapprove_rule_done(&e->rules[i]);
         free(e->rules);
+        free(e->init_path);
+        native_seccomp_prog_done(&e->seccomp);
         free(e->seen);
         free(e->sandbox_id);
         free(e->workspace);

@@ -4,8 +4,17 @@
 #include <seccomp.h>
 #include <stdint.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/seccomp.h>
+#include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fd-util.h"
 
 #include "log.h"
 #include "macro.h"
@@ -70,7 +79,7 @@ static void seccomp_releasep(scmp_filter_ctx *ctx) {
                 seccomp_release(*ctx);
 }
 
-int native_seccomp_apply(unsigned flags) {
+static int build(unsigned flags, scmp_filter_ctx *ret) {
         _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
         int r;
 
@@ -138,8 +147,64 @@ int native_seccomp_apply(unsigned flags) {
                         return log_debug_errno(r, "seccomp: cannot limit socketpair to AF_UNIX: %s", strerror(-r));
         }
 
+        if (flags & NATIVE_SECCOMP_NO_SOCKET) {
+                static const int calls[] = { SCMP_SYS(socket), SCMP_SYS(mknod), SCMP_SYS(mknodat) };
+                for (size_t i = 0; i < ELEMENTSOF(calls); i++) {
+                        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), calls[i], 0);
+                        if (r < 0)
+                                return log_debug_errno(r, "seccomp: cannot deny system call %d: %s", calls[i],
+                                                       strerror(-r));
+                }
+        }
+        *ret = TAKE_PTR(ctx);
+        return 0;
+}
+
+int native_seccomp_apply(unsigned flags) {
+        _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
+        int r = build(flags, &ctx);
+        if (r < 0)
+                return r;
         r = seccomp_load(ctx);
         if (r < 0)
                 return log_debug_errno(r, "seccomp: loading the filter failed: %s", strerror(-r));
+        return 0;
+}
+
+int native_seccomp_export(unsigned flags, struct sock_fprog *ret) {
+        _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
+        int r = build(flags, &ctx);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int fd = memfd_create("seccomp", MFD_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        r = seccomp_export_bpf(ctx, fd);
+        if (r < 0)
+                return r;
+        off_t size = lseek(fd, 0, SEEK_END);
+        if (size <= 0 || size % sizeof(struct sock_filter) != 0 || size / sizeof(struct sock_filter) > USHRT_MAX)
+                return -EINVAL;
+        struct sock_filter *f = malloc((size_t) size);
+        if (!f)
+                return -ENOMEM;
+        if (pread(fd, f, (size_t) size, 0) != size) {
+                free(f);
+                return -EIO;
+        }
+        *ret = (struct sock_fprog){ .len = (unsigned short) (size / sizeof(struct sock_filter)), .filter = f };
+        return 0;
+}
+
+void native_seccomp_prog_done(struct sock_fprog *p) {
+        free(p->filter);
+        *p = (struct sock_fprog){};
+}
+
+int native_seccomp_load(const struct sock_fprog *p) {
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return -errno;
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, p) < 0)
+                return -errno;
         return 0;
 }

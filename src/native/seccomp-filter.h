@@ -14,6 +14,8 @@
  * On x86-64 the filter also covers the 32-bit x86 system calls (int 0x80);
  * a call under any other ABI (x32 among them) kills the process. */
 
+#include <linux/filter.h>
+
 #include "macro.h"
 
 typedef enum NativeSeccompFlags {
@@ -22,7 +24,13 @@ typedef enum NativeSeccompFlags {
          * socketcall() multiplexer cannot have its family inspected, so its
          * socket and socketpair calls fail whatever the family. */
         NATIVE_SECCOMP_NO_NET = 1u << 0,
-        _NATIVE_SECCOMP_FLAGS_ALL = NATIVE_SECCOMP_NO_NET,
+        /* An auto-approved escalation's command (issue 41): no socket at
+         * all (socket(2) fails with EPERM: no network, no Unix socket of
+         * the host's such as the D-Bus session bus), and no mknod(2) (no
+         * device node, where the command runs as root). socketpair(2)
+         * stays: its two ends reach nothing. */
+        NATIVE_SECCOMP_NO_SOCKET = 1u << 1,
+        _NATIVE_SECCOMP_FLAGS_ALL = NATIVE_SECCOMP_NO_NET | NATIVE_SECCOMP_NO_SOCKET,
 } NativeSeccompFlags;
 
 /* Build the filter for flags (NativeSeccompFlags) and load it into the
@@ -34,3 +42,15 @@ typedef enum NativeSeccompFlags {
  * the kernel most often means it lacks seccomp filtering), in which case
  * nothing was loaded and the agent must not be executed. */
 int native_seccomp_apply(unsigned flags);
+
+struct sock_fprog;
+
+/* The same filter as a BPF program to load later, in a child that may not
+ * allocate (a spawn() before_exec): *ret->filter is allocated, freed by
+ * native_seccomp_prog_done. Returns 0 or -errno as above. */
+int native_seccomp_export(unsigned flags, struct sock_fprog *ret);
+void native_seccomp_prog_done(struct sock_fprog *p);
+
+/* Set no_new_privs and load p into the calling thread: system calls only.
+ * Returns 0 or -errno. */
+int native_seccomp_load(const struct sock_fprog *p);

@@ -283,8 +283,12 @@ bool autoapprove_match(const AutoApproveRule *rule, char *const *req, size_t req
                 const char *w = req[i];
                 bool configured = i < rule->argc;
                 if (w[0] == '-' && w[1] != '\0') {
-                        if (!configured && strchr(w, '='))
-                                return false; /* an option with a value may name a file */
+                        /* Only the person's own options: an added one may
+                         * name a program to run (sort --compress-program,
+                         * rg --pre) or carry a file in it (-m/etc/shadow,
+                         * --output=x). */
+                        if (!configured)
+                                return false;
                         continue;
                 }
                 if (configured && w[0] == '/')

@@ -8,8 +8,10 @@
  * absolute path, and its words are exactly the entry's ("uname -a" approves
  * "uname -a" and nothing else). An entry that ends in the word "..." is a
  * prefix: the request may add words after the entry's, but each added word
- * is a plain option ("-l", "--all", no '=') or names an existing file
- * beneath the workspace. The entry's own relative words that name
+ * names an existing file beneath the workspace and is no option (nothing
+ * that starts with '-': an added option may name a program to run, as
+ * sort's --compress-program does, or a file outside, as "-m/etc/shadow";
+ * options belong in the entry: "ls -l ..."). The entry's own relative words that name
  * something existing must resolve beneath the workspace too, with no
  * symlink leaving it (openat2 RESOLVE_BENEATH), so a symlink README.md ->
  * /etc/shadow never makes "cat README.md" read it; a word that names

@@ -90,15 +90,21 @@ def test_a_symlinked_file_is_never_read_by_an_exact_entry(edom, lz):
     assert (r.returncode, r.stdout) == (0, "readme\n"), r.stderr
 
 
-def test_a_symlink_swapped_in_after_the_check_is_not_followed_out(edom, lz):
+@pytest.mark.parametrize("target", ["outside", "masked"])
+def test_a_symlink_swapped_in_after_the_check_is_not_followed_out(edom, lz, target):
     """The agent swaps README.md between a file and a symlink to a file of
-    the person's outside the workspace, as fast as it can, while it asks
-    for the auto-approved "cat README.md" again and again: the check finds
-    a file beneath the workspace, and by the time cat opens the name it may
-    be the symlink. Landlock holds the command to the workspace (and the
-    system's files): the secret never comes back. Without it, it came back
-    in most runs of this test."""
-    secret = lz.write("secret.txt", "the person's secret\n", mode=0o600)
+    the person's outside the workspace (or to the workspace's .env, which
+    the sandbox reads empty), as fast as it can, while it asks for the
+    auto-approved "cat README.md" again and again: the check finds a file
+    beneath the workspace, and by the time cat opens the name it may be the
+    symlink. Landlock holds the command to the workspace as the sandbox
+    sees it (and the system's files): the secret never comes back. Without
+    it, it came back in most runs of this test."""
+    if target == "outside":
+        secret = lz.write("secret.txt", "the person's secret\n", mode=0o600)
+    else:
+        lz.write("work/.env", "the person's secret\n", mode=0o600)
+        secret = ".env"
     lz.write("work/README.md", "readme\n")
     script = f"""
 cd /workspace
@@ -517,3 +523,129 @@ def test_the_socket_cannot_be_replaced_from_inside(edom, lz):
     # And the next run of the Domain still escalates.
     r = escalate(edom, "uname", "-a")
     assert r.returncode == 0, r.stderr
+
+
+def probe_domain(lz, image, entries):
+    sock = os.path.join(lz.base, "sock")
+    os.makedirs(sock, mode=0o700, exist_ok=True)
+    os.chown(sock, lz.user.pw_uid, lz.user.pw_gid)
+    d = Domain(lz, image)
+    text = open(d.cfg).read().replace("[escalation]\nenabled = false\n",
+                                      f"[escalation]\nenabled = true\nauto_approve = {json.dumps(entries)}\n")
+    lz.write("cfg.toml", text)
+    d.sock = sock
+    return d
+
+
+def test_a_prefix_entry_takes_no_option_the_person_did_not_write(lz, busybox_image):
+    """Issue 41: with "sort ...", GNU sort's --compress-program runs a program
+    of the request's choosing on the agent's data: a shell on the host.
+    Options the entry did not name (and values stuck to one, -m/etc/shadow)
+    now send the request to the person."""
+    d = probe_domain(lz, busybox_image, ["sort ..."])
+    marker = os.path.join(lz.base, "sort-ran")
+    lz.write("work/sub/data.txt", "".join(f"touch {marker} # {i:06d}\n" for i in range(20000)))
+    lz.write("work/sh", "")
+    for words in (["sort", "-S1", "-Tsub", "--compress-program", "sh", "sub/data.txt"],
+                  ["sort", "--compress-program", "sh", "sub/data.txt"], ["sort", "-m/etc/shadow", "sub/data.txt"]):
+        r = escalate(d, *words)
+        assert r.returncode == 126 and "needs the person at the terminal" in r.stderr, (words, r.stderr)
+        assert not os.path.exists(marker), words
+    r = escalate(d, "sort", "sub/data.txt")
+    assert r.returncode == 0 and r.stdout.startswith(f"touch {marker} # 000000\n"), r.stderr
+    assert not os.path.exists(marker)
+    d.assert_clean()
+
+
+def test_auto_approve_never_hands_out_a_masked_file(lz, busybox_image):
+    """Issue 41: .env reads empty inside the sandbox; an auto-approved host
+    command read the real one through a symlink the agent made or, with a
+    prefix entry, by its name."""
+    d = probe_domain(lz, busybox_image, ["cat README.md", "cat ..."])
+    lz.write("work/.env", "API_KEY=hostsecret\n")
+    lz.write("work/sub/x", "x\n")
+    r = d.run("run", "--", "/bin/sh", "-c", "cd /workspace && cat .env; rm -f README.md && ln -s .env README.md && "
+              "/run/lazaret/escalate cat README.md; /run/lazaret/escalate cat .env; "
+              "/run/lazaret/escalate cat sub/../.env; echo DONE")
+    assert "hostsecret" not in r.stdout, r.stdout
+    assert r.stdout.strip().endswith("DONE"), r.stdout + r.stderr
+    assert r.stderr.count("needs the person at the terminal") == 3, r.stderr
+    d.assert_clean()
+
+
+PROBE = r"""#!/bin/sh
+# An auto-approved program of the person's that the agent turns (issue 41):
+# it tries the network, a host Unix socket and a masked file, and leaves
+# processes behind.
+/usr/bin/python3 -c '
+import socket
+for fam, addr in ((socket.AF_INET, ("127.0.0.1", PORT)), (socket.AF_UNIX, "SOCK")):
+    try:
+        s = socket.socket(fam)
+        s.settimeout(5)
+        s.connect(addr)
+        print("CONNECTED", fam.name)
+    except OSError as e:
+        print("refused", fam.name, e.errno)
+try:
+    print("SECRET", open(".env").read().strip())
+except OSError as e:
+    print("env refused", e.errno)
+'
+setsid sleep 3171 </dev/null >/dev/null 2>&1 &
+( sleep 3172 </dev/null >/dev/null 2>&1 & )
+echo "probe-uid $(id -u)"; echo probe-done
+"""
+
+
+def test_an_auto_approved_command_runs_in_a_sandbox_of_its_own(lz, busybox_image, request):
+    """Issue 41: an auto-approved command is confined beyond files: no
+    network and no socket (a host loopback service, a host Unix socket in
+    the workspace, which Landlock up to ABI 8 does not guard), no masked
+    file, and nothing it starts outlives it (setsid or double fork)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    unix_path = os.path.join(lz.work, "host.sock")
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind(unix_path)
+    os.chmod(unix_path, 0o777)
+    unix.listen(8)
+    probe = "/usr/local/bin/lazaret-test-probe"
+    with open(probe, "w") as f:
+        f.write(PROBE.replace("PORT", str(port)).replace("SOCK", unix_path))
+    os.chmod(probe, 0o755)
+    request.addfinalizer(lambda: os.unlink(probe))
+    request.addfinalizer(listener.close)
+    request.addfinalizer(unix.close)
+    lz.write("work/.env", "API_KEY=hostsecret\n")
+    d = probe_domain(lz, busybox_image, ["lazaret-test-probe"])
+    r = escalate(d, "lazaret-test-probe")
+    time.sleep(0.5)
+    # (Any user's: rootful, the command would run as the workspace's owner.)
+    survivors = subprocess.run(["pgrep", "-f", "^sleep 317[12]$"], capture_output=True, text=True).stdout.split()
+    for pid in survivors:
+        os.kill(int(pid), 9)
+    assert r.returncode == 0 and "probe-done" in r.stdout, (r.stdout, r.stderr)
+    assert "CONNECTED" not in r.stdout and "SECRET" not in r.stdout, r.stdout
+    assert "refused AF_INET" in r.stdout and "refused AF_UNIX" in r.stdout and "env refused" in r.stdout, r.stdout
+    assert f"probe-uid {lz.user.pw_uid}" in r.stdout, r.stdout
+    assert survivors == [], "processes outlived the auto-approved command"
+    d.assert_clean()
+
+
+def test_rootful_an_auto_approved_command_never_runs_as_root(lazaret_bin, tmp_path, test_user):
+    """Issue 41: run by root, lazaret ran auto-approved commands as root
+    (Landlock lets them read /etc, where /etc/shadow is root's). Now they
+    run as the workspace's owner, and a workspace of root's sends every
+    request to the person."""
+    from conftest import Rootful
+    rf = Rootful(lazaret_bin, tmp_path)
+    rf.cfg.write_text(rf.cfg.read_text().replace("[escalation]\nenabled = false\n",
+                                                 '[escalation]\nenabled = true\nauto_approve = ["id -u"]\n'))
+    r = rf.run("run", "--", "/run/lazaret/escalate", "id", "-u")
+    assert r.returncode == 126 and "needs the person at the terminal" in r.stderr, (r.stdout, r.stderr)
+    os.chown(rf.work, test_user.pw_uid, test_user.pw_gid)
+    r = rf.run("run", "--", "/run/lazaret/escalate", "id", "-u")
+    assert (r.returncode, r.stdout) == (0, f"{test_user.pw_uid}\n"), r.stderr

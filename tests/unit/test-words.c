@@ -154,10 +154,23 @@ static void test_match(void **state) {
         assert_false(match(&uname, "uname"));
         assert_false(match(&uname, "uname -a -r"));
 
-        /* A prefix: added words are plain options or files in the workspace. */
+        /* A prefix: added words are files in the workspace, never options
+         * (issue 41: "sort ..." with --compress-program sh ran a shell on
+         * the host; -m/etc/shadow carries a file in the option). */
+        AutoApproveRule lsla = rule("ls -la ..."), sortp = rule("sort ...");
         assert_true(match(&ls, "ls"));
-        assert_true(match(&ls, "ls -la src"));
-        assert_true(match(&ls, "ls --all src/main.c readme"));
+        assert_true(match(&ls, "ls src"));
+        assert_false(match(&ls, "ls -la src"));
+        assert_false(match(&ls, "ls --all src/main.c readme"));
+        assert_true(match(&lsla, "ls -la src/main.c readme"));
+        assert_false(match(&lsla, "ls -la -R src"));
+        assert_false(match(&lsla, "ls -la -- src"));
+        assert_false(match(&sortp, "sort -S1 -Tsrc --compress-program sh README.md"));
+        assert_false(match(&sortp, "sort --compress-program sh README.md"));
+        assert_false(match(&sortp, "sort -m/etc/shadow README.md"));
+        assert_true(match(&sortp, "sort README.md"));
+        autoapprove_rule_done(&lsla);
+        autoapprove_rule_done(&sortp);
         assert_false(match(&ls, "ls -R /"));
         assert_false(match(&ls, "ls -la /root/.ssh"));
         assert_false(match(&ls, "ls ../"));
