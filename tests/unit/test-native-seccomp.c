@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/io_uring.h>
+#include <linux/filter.h>
 #include <linux/keyctl.h>
 #include <linux/perf_event.h>
 #include <linux/userfaultfd.h>
@@ -30,6 +31,7 @@
 #include <sys/mount.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -45,6 +47,7 @@
 #endif
 
 #define NO_FILTER (-1)
+#define EXPORTED  (1 << 30) /* with a flag: native_seccomp_export, then native_seccomp_load */
 
 typedef int (*Attempt)(const void *arg);
 
@@ -68,7 +71,16 @@ static Outcome run(int flags, Attempt a, const void *arg) {
         if (pid == 0) {
                 Outcome o = { 0 };
                 close(p[0]);
-                if (flags != NO_FILTER)
+                if (flags != NO_FILTER && (flags & EXPORTED)) {
+                        /* Built and exported here, loaded as a spawn()
+                         * child loads it: the same filter. */
+                        struct sock_fprog prog;
+                        o.apply = native_seccomp_export((unsigned) flags & ~(unsigned) EXPORTED, &prog);
+                        if (o.apply == 0) {
+                                o.apply = native_seccomp_load(&prog);
+                                native_seccomp_prog_done(&prog);
+                        }
+                } else if (flags != NO_FILTER)
                         o.apply = native_seccomp_apply((unsigned) flags);
                 if (o.apply == 0)
                         o.result = a(arg);
@@ -418,6 +430,29 @@ static void test_no_net(void **state) {
         check_denied("socket(AF_INET)", NATIVE_SECCOMP_NO_NET, a_socket, &inet, -EAFNOSUPPORT);
 }
 
+static int a_mkfifo(const void *arg) {
+        (void) arg;
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/lazaret-seccomp-fifo-%d", (int) getpid());
+        int r = errno_of(mknod(path, S_IFIFO | 0600, 0));
+        (void) unlink(path);
+        return r;
+}
+
+/* An auto-approved escalation's filter (issue 41), exported and loaded as
+ * the escalation's child does: no socket of any family, no mknod, and
+ * the base list with it. */
+static void test_no_socket_exported(void **state) {
+        (void) state;
+        static const int unix_ = AF_UNIX, inet = AF_INET;
+        check_denied("socket(AF_UNIX)", EXPORTED | NATIVE_SECCOMP_NO_SOCKET, a_socket, &unix_, -EPERM);
+        check_denied("socket(AF_INET)", EXPORTED | NATIVE_SECCOMP_NO_SOCKET, a_socket, &inet, -EPERM);
+        check_denied("mknod(FIFO)", EXPORTED | NATIVE_SECCOMP_NO_SOCKET, a_mkfifo, NULL, -EPERM);
+        check_allowed("socketpair(AF_UNIX)", EXPORTED | NATIVE_SECCOMP_NO_SOCKET, a_socketpair, &unix_);
+        CHECK_DENIED_OR_SKIP("unshare(CLONE_NEWUSER)", EXPORTED | NATIVE_SECCOMP_NO_SOCKET, a_unshare_newuser, NULL,
+                             -EPERM);
+}
+
 /* The rest of the list, with arguments that make each fail harmlessly
  * unfiltered (bad descriptors, missing paths, invalid sizes). */
 typedef struct Call {
@@ -615,6 +650,7 @@ int main(void) {
                 cmocka_unit_test(test_clone_namespaces),
                 cmocka_unit_test(test_clone3_and_fallback),
                 cmocka_unit_test(test_no_net),
+                cmocka_unit_test(test_no_socket_exported),
                 cmocka_unit_test(test_other_denied_calls),
 #if defined(__x86_64__)
                 cmocka_unit_test(test_x86_32bit_abi),
