@@ -756,6 +756,18 @@ static int rt_link(const char *from, const char *to) {
         const char *base_from, *base_to;
         int root_from, root_to, q;
 
+        /* git stores every object by link(2) first and falls back to
+         * rename(2) when the file system refuses (finalize_object_file):
+         * refused quietly, that fallback is no refusal of the person's
+         * policy, and a commit inside leaves no record of one (issue 42). */
+        {
+                _cleanup_free_ char *f = NULL, *t = NULL;
+                if (git_policy_normalize(from, &f) >= 0 && git_policy_normalize(to, &t) >= 0) {
+                        const char *gf = git_rel_of(router(), f), *gt = git_rel_of(router(), t);
+                        if (gf && gt && strncmp(gf, "objects/", 8) == 0 && strncmp(gt, "objects/", 8) == 0)
+                                return -EPERM;
+                }
+        }
         /* A hard link is a second name for the same inode: both names must be
          * creatable, which the policy allows only inside the isolated root. */
         q = route(from, GIT_OP_LINK, &rel_from, &root_from);
@@ -880,6 +892,17 @@ static int open_existing(const char *path, struct fuse_file_info *fi) {
         int acc = fi->flags & O_ACCMODE;
         GitOp op = (acc != O_RDONLY || (fi->flags & O_TRUNC)) ? GIT_OP_WRITE : GIT_OP_READ;
 
+        /* When git stores an object that is already there, gVisor opens
+         * the existing file for writing (git itself only freshens its
+         * time): refused quietly, since an object file never changes and
+         * that is no refusal of the agent's (issue 42). A truncation is
+         * still recorded. */
+        if (acc != O_RDONLY && !(fi->flags & O_TRUNC)) {
+                _cleanup_free_ char *n = NULL;
+                const char *g = git_policy_normalize(path, &n) >= 0 ? git_rel_of(router(), n) : NULL;
+                if (g && git_policy_object_file(g) != GIT_OBJECT_FILE_NONE)
+                        return -git_policy_refusal(GIT_OP_WRITE);
+        }
         q = route(path, op, &rel, &root);
         if (q < 0)
                 return q;

@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from test_escalation import esc_domain, escalate
-from test_run import Domain, busybox_image, kill_cli, make_repo  # noqa: F401  (fixture)
+from test_run import Domain, busybox_image, debian_image, kill_cli, make_repo  # noqa: F401  (fixture)
 
 
 def events(d, *args, want=lambda evs: True, timeout=10):
@@ -208,6 +208,27 @@ def test_git_refusals_on_record(lz, busybox_image):
     assert all(e["kind"] == "refused" and e["data"]["rule"] == "git" for e in evs), evs
     st = d.run("events", "--source", "git")
     assert ".git/config" in st.stdout and "errno=EROFS" in st.stdout, st.stdout
+
+
+def test_an_ordinary_commit_is_no_refusal(lz, debian_image):
+    """Issue 42: git stores each object by link(2) first and falls back to
+    rename(2); the router's refusal of the link was recorded, so one
+    `git add -A && git commit` showed as refusals (six, in red) and as SARIF
+    errors. Now the commit leaves no refusal, and a real one still does."""
+    make_repo(lz)
+    d = Domain(lz, debian_image)
+    script = ("cd /workspace && export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a "
+              "GIT_COMMITTER_EMAIL=a@a && for i in 1 2 3; do echo $i > f$i; done && git add -A && "
+              "git commit -qm work && echo COMMITTED")
+    r = d.run("run", "--", "/bin/bash", "-c", script)
+    assert r.returncode == 0 and "COMMITTED" in r.stdout, r.stderr + d.log()
+    time.sleep(1)
+    assert events(d, "--source", "git") == []
+    r = d.run("run", "--", "/bin/bash", "-c", f"echo x >> {lz.work}/.git/config; echo rc=$?")
+    assert "rc=1" in r.stdout, r.stdout
+    evs = events(d, "--source", "git", want=lambda evs: len(evs) >= 1)
+    assert [(e["data"]["path"], e["data"]["op"]) for e in evs] == [(".git/config", "write")], evs
+    d.assert_clean()
 
 
 def test_a_flood_of_refusals_is_bounded(lz, busybox_image):
