@@ -140,8 +140,10 @@ int main(int argc, char **argv) {
                 if (!v) {
                         log_error("unknown verb '%s'; run 'lazaret --help' for the list", rest[0]);
                         ret = EXIT_USAGE;
-                } else
+                } else {
+                        g.verb = v->name;
                         ret = v->run(n, rest, &g);
+                }
         }
         free(rest);
         return ret;

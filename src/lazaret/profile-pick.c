@@ -38,10 +38,13 @@ static int load(const Globals *g, const char *name, bool launch, Config **ret_cf
                 }
         } else if (cfg->n_profiles == 1)
                 p = &cfg->profiles[0];
+        else if (cfg->default_profile)
+                p = config_find_profile(cfg, cfg->default_profile); /* validated: it names one */
         else {
                 _cleanup_free_ char *names = profile_names(cfg);
-                log_error("several profiles are configured (%s): name one, e.g. 'lazaret run %s'", names ?: "?",
-                          cfg->profiles[0].name);
+                log_error("several profiles are configured (%s): name one, e.g. 'lazaret %s %s', or set "
+                          "default_profile = \"%s\" at the top of your configuration",
+                          names ?: "?", g->verb ?: "run", cfg->profiles[0].name, cfg->profiles[0].name);
         }
         if (!p) {
                 config_free(cfg);

@@ -39,6 +39,7 @@ static int mkdir_parents(const char *path, mode_t mode) {
 static int add_agent(const char *path, const char *name, const Preset *ps, const StarterHost *host) {
         _cleanup_free_ char *old = NULL, *profile = NULL;
         size_t size = 0;
+        bool has_default = false;
         int r = read_file_capped(path, CONFIG_FILE_MAX, &old, &size);
         if (r == -ENOENT) {
                 r = starter_config(host, &old);
@@ -61,6 +62,7 @@ static int add_agent(const char *path, const char *name, const Preset *ps, const
                 }
                 const TomlEntry *pt = toml_table_get(root, "profiles");
                 bool taken = pt && pt->value->type == TOML_TABLE && toml_table_get(pt->value, name);
+                has_default = toml_table_get(root, "default_profile") != NULL;
                 toml_free(root);
                 if (taken) {
                         log_error("%s has a profile %s already; keeping it (choose another name with --name)", path,
@@ -72,6 +74,14 @@ static int add_agent(const char *path, const char *name, const Preset *ps, const
         if (r < 0)
                 return log_error_errno(r, "cannot build the profile: %s", strerror(-r)), EXIT_LAZARET;
         StrBuf b = STRBUF_INIT;
+        /* The agent just added is what a bare "lazaret run" starts, unless
+         * the person chose a default already. A top-level key goes before
+         * every table: at the very top. */
+        if (!has_default)
+                strbuf_printf(&b,
+                              "# The profile \"lazaret run\" (and every verb given no profile name) uses.\n"
+                              "default_profile = \"%s\"\n\n",
+                              name);
         strbuf_putn(&b, old, size);
         if (size > 0 && old[size - 1] != '\n')
                 strbuf_putc(&b, '\n');
@@ -85,8 +95,9 @@ static int add_agent(const char *path, const char *name, const Preset *ps, const
         r = write_file_atomic(path, text, strlen(text), 0644, 0);
         if (r < 0)
                 return log_error_errno(r, "cannot write %s: %s", path, strerror(-r)), EXIT_LAZARET;
-        printf("added profile %s (preset %s) to %s\nnext: lazaret image build %s, then lazaret run %s\n", name,
-               ps->name, path, ps->image_flavour, name);
+        printf("added profile %s (preset %s) to %s%s\nnext: lazaret image build %s, then lazaret run%s%s\n", name,
+               ps->name, path, has_default ? "" : " as the default profile", ps->image_flavour, has_default ? " " : "",
+               has_default ? name : "");
         return 0;
 }
 

@@ -24,6 +24,7 @@ typedef struct Globals {
         const char *config_path; /* --config FILE, or NULL */
         const char *workspace; /* --workspace DIR, or NULL for the current directory */
         const char *agent; /* --agent NAME: one of several agents on this workspace and profile, or NULL */
+        const char *verb; /* the verb typed ("run", "report"...), for messages; NULL: none */
 } Globals;
 
 typedef struct Verb {

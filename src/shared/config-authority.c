@@ -98,6 +98,9 @@ const ConfigKeyRule config_key_rules[] = {
         { "workspace.protect", CONFIG_KEY_UNION,
           .why = "more host-run files the sandbox may read but not change: added to the trusted ones" },
         { "workspace.mask", CONFIG_KEY_UNION, .why = "more secrets the sandbox sees empty: added to the trusted ones" },
+        { "default_profile", CONFIG_KEY_AUTHORITY,
+          .why = "which of the person's profiles a verb given no profile name uses (a repository may not pick "
+                 "a wider one)" },
 };
 const size_t config_key_rules_n = ELEMENTSOF(config_key_rules);
 

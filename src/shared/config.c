@@ -973,6 +973,18 @@ static int validate(Validator *v) {
                 if (r < 0)
                         return r;
         }
+        const ConfigNode *dp = config_node_get(root, "default_profile");
+        if (dp && config_want_type(v, dp, "default_profile", TOML_STRING)) {
+                if (!config_node_get(profiles, dp->value->str.s)) {
+                        StrBuf b = STRBUF_INIT;
+                        for (size_t i = 0; i < profiles->n_children; i++)
+                                strbuf_printf(&b, "%s%s", i ? ", " : "", profiles->children[i].key);
+                        _cleanup_free_ char *names = strbuf_steal(&b);
+                        KEY_ERR(v, dp, "default_profile = \"%s\" names no profile (configured: %s)", dp->value->str.s,
+                                names ?: "?");
+                } else if (!(v->c->default_profile = strdup(dp->value->str.s)))
+                        return -ENOMEM;
+        }
         return 0;
 }
 
@@ -1019,6 +1031,7 @@ Config *config_free(Config *c) {
         free(c->profiles);
         free(c->workspace);
         free(c->home);
+        free(c->default_profile);
         free(c->data_root);
         strv_free_n(c->default_allow, c->n_default_allow);
         strv_free_n(c->default_deny, c->n_default_deny);

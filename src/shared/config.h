@@ -241,6 +241,7 @@ typedef struct Config {
         ConfigNode root;
         char *workspace; /* canonical */
         char *home;
+        char *default_profile; /* default_profile: the profile of a verb given none; NULL: the only one */
         char *data_root; /* expanded and canonicalized */
         char **default_allow;
         size_t n_default_allow;

@@ -130,18 +130,32 @@ def test_init_agent(lz):
     r = lz.run("init", "--agent", "claude")
     path = os.path.join(lz.home, ".config/lazaret/config.toml")
     assert r.returncode == 0, r.stderr
-    assert r.stdout == f"added profile claude (preset claude) to {path}\nnext: lazaret image build node, then " \
-                       "lazaret run claude\n"
+    assert r.stdout == f"added profile claude (preset claude) to {path} as the default profile\nnext: lazaret " \
+                       "image build node, then lazaret run\n"
+    # Bare verbs use it (issue 42: they failed with "several profiles are
+    # configured (claude, shell)", and suggested 'lazaret run' for any verb).
+    r = lz.run("events")
+    assert r.returncode == 0, r.stderr
     r = lz.run("init", "--agent", "gemini", "--name", "gem")
     assert r.returncode == 0, r.stderr
+    assert r.stdout.endswith("then lazaret run gem\n"), r.stdout
     text = open(path, encoding="utf-8").read()
     doc = tomllib.loads(text)
+    assert doc["default_profile"] == "claude"
     assert doc["profiles"]["claude"]["preset"] == "claude" and doc["profiles"]["gem"]["preset"] == "gemini"
     assert "shell" in doc["profiles"]  # the starter's
     assert "# the only names it reaches, through the broker (no other network):\n#   allow_domains = [" in text
     r = lz.run("config", "check")
     assert r.returncode == 0, r.stderr
     assert shown(lz, "gem")["image"]["file"] == "preset gemini"
+    # Without a default, the error names the verb typed and the key.
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text.replace('default_profile = "claude"\n', ""))
+    r = lz.run("report")
+    assert r.returncode != 0 and "name one, e.g. 'lazaret report " in r.stderr, r.stderr
+    assert "default_profile" in r.stderr, r.stderr
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
     before = open(path, encoding="utf-8").read()
     r = lz.run("init", "--agent", "codex", "--name", "gem")
     assert r.returncode == 125 and "has a profile gem already" in r.stderr, r.stderr

@@ -557,8 +557,9 @@ static void test_key_rules(void **state) {
         assert_null(config_key_rule(p3, 2));
         assert_null(config_key_rule(p4, 4));
         const char *k[32];
-        assert_int_equal(config_key_children("", k, 32), 6);
+        assert_int_equal(config_key_children("", k, 32), 7);
         assert_string_equal(k[0], "storage");
+        assert_string_equal(k[6], "default_profile");
         assert_string_equal(k[3], "profiles");
         assert_string_equal(k[4], "runtime");
         assert_int_equal(config_key_children("profiles.*", k, 32), 19);
@@ -576,6 +577,47 @@ static void test_key_rules(void **state) {
         assert_string_equal(k[18], "volumes");
         assert_null(k[19]);
         assert_int_equal(config_key_children("profiles", k, 32), 0);
+}
+
+/* default_profile (issue 42): names one of the profiles, or is an error
+ * listing them; only the person's own files may set it. */
+static void test_default_profile(void **state) {
+        (void) state;
+        char ws[128], cfg[1024];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        ConfigLoadOptions o = { .workspace = ws };
+        ConfigDiags d = {};
+        Config *c = NULL;
+        put("ws/lazaret.toml", "");
+        snprintf(cfg, sizeof cfg, "default_profile = \"shell\"\n%s[profiles.shell]\nimage = \"localhost/s:1\"\n",
+                 base_cfg);
+        put("xdg/lazaret/config.toml", cfg);
+        assert_int_equal(config_load(&o, &c, &d), 0);
+        assert_string_equal(c->default_profile, "shell");
+        config_free(c);
+        config_diags_done(&d);
+
+        snprintf(cfg, sizeof cfg, "default_profile = \"nope\"\n%s[profiles.shell]\nimage = \"localhost/s:1\"\n",
+                 base_cfg);
+        put("xdg/lazaret/config.toml", cfg);
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), -EINVAL);
+        assert_int_equal(config_diags_errors(&d), 1);
+        assert_string_equal(d.items[0].message,
+                            "default_profile = \"nope\" names no profile (configured: claude, shell)");
+        assert_int_equal(d.items[0].pos.line, 1);
+        config_diags_done(&d);
+
+        /* A repository does not choose among the person's profiles. */
+        snprintf(cfg, sizeof cfg, "%s[profiles.shell]\nimage = \"localhost/s:1\"\n", base_cfg);
+        put("xdg/lazaret/config.toml", cfg);
+        put("ws/lazaret.toml", "default_profile = \"shell\"\n");
+        d = (ConfigDiags){};
+        c = NULL;
+        assert_int_equal(config_load(&o, &c, &d), -EPERM);
+        config_free(c);
+        config_diags_done(&d);
+        put("ws/lazaret.toml", "");
 }
 
 static int load_ws(const char *text, Config **ret, ConfigDiags *d) {
@@ -970,6 +1012,7 @@ int main(void) {
                 cmocka_unit_test(test_persist_dirs),
                 cmocka_unit_test_setup_teardown(test_persist_config, setup_dirs, teardown_dirs),
                 cmocka_unit_test(test_key_rules),
+                cmocka_unit_test_setup_teardown(test_default_profile, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_domains_config, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_authority, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_authority_env, setup_dirs, teardown_dirs),
