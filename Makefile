@@ -15,13 +15,12 @@ PYTEST      := /usr/bin/python3 -B -m pytest -p no:cacheprovider
 # (and writes no root-owned caches into the checkout).
 AS_ROOT     := $(if $(filter 0,$(shell id -u)),,sudo)
 LAZARET     := $(BUILD)/bin/lazaret
-RUNDIR      := $(BUILD)/run
 
 # Sanitizer findings fail the test that triggered them.
 export ASAN_OPTIONS  := detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS := halt_on_error=1:abort_on_error=1:print_stacktrace=1
 
-.PHONY: all deps deps-test build build-clang build-asan check unit asan integration integration-asan format format-check run bench fuzz clean
+.PHONY: all not-through-sudo deps deps-test build build-clang build-asan check unit asan integration integration-asan format format-check run bench fuzz clean
 
 all: build
 
@@ -47,6 +46,8 @@ $(BUILD_FUZZ)/build.ninja:
 # lazaret finds its helpers beside itself: stage the programs in one
 # directory ($(BUILD)/bin, hard links) for make run.
 build: $(BUILD)/build.ninja
+	@echo "note: linking the static lazaret-escalate prints the linker's warnings that OpenSSL's libcrypto.a"
+	@echo "      uses dlopen, getaddrinfo and gethostbyname; expected and harmless: it only talks over a Unix socket"
 	ninja -C $(BUILD)
 	mkdir -p $(BUILD)/bin
 	ln -f $(BUILD)/src/lazaret/lazaret $(BUILD)/src/lazaret/lazaret-init \
@@ -91,22 +92,42 @@ check: deps-test
 	$(MAKE) format-check build build-clang
 	$(MAKE) unit asan integration integration-asan
 
-# The main job: check the host, write and validate a starter configuration,
-# build the Debian image once, and open the starter profile's sandbox on this
-# directory (a shell when run from a terminal).
-STARTER := $(RUNDIR)/xdg/lazaret/config.toml
-run: deps build
+# The main job: check the host, write and validate a starter configuration
+# (your own ~/.config/lazaret/config.toml, written only when there is none),
+# put lazaret on your PATH (a symbolic link in ~/.local/bin to this build),
+# build the Debian image once, and open the starter profile's sandbox on
+# this directory (a shell when run from a terminal). Run it as yourself:
+# it asks sudo, itself, only to install packages; run through sudo it would
+# be root's and leave root-owned files in your checkout, so it refuses.
+CONFIG_DIR := $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/lazaret
+STARTER := $(CONFIG_DIR)/config.toml
+BIN_DIR := $(or $(XDG_BIN_HOME),$(HOME)/.local/bin)
+run: not-through-sudo deps build
 	@echo "== lazaret doctor"
 	$(LAZARET) doctor
-	@echo "== a starter configuration (lazaret init), validated and shown"
-	mkdir -p $(RUNDIR)/xdg
-	[ -f $(STARTER) ] || XDG_CONFIG_HOME=$(abspath $(RUNDIR)/xdg) $(LAZARET) init
-	$(LAZARET) --config $(STARTER) config check
-	$(LAZARET) --config $(STARTER) config show
+	@echo "== lazaret on your PATH: $(BIN_DIR)/lazaret -> $(abspath $(LAZARET))"
+	@mkdir -p $(BIN_DIR)
+	@if [ -e $(BIN_DIR)/lazaret ] && [ ! -L $(BIN_DIR)/lazaret ]; then \
+		echo "   $(BIN_DIR)/lazaret is a file of your own: left as it is; this build is $(abspath $(LAZARET))"; \
+	else ln -sfn $(abspath $(LAZARET)) $(BIN_DIR)/lazaret; fi
+	@case ":$$PATH:" in *":$(BIN_DIR):"*) ;; \
+	*) echo "   $(BIN_DIR) is not on your PATH yet: Debian's ~/.profile adds it at your next login, or run"; \
+	   echo "   export PATH=\"$(BIN_DIR):\$$PATH\"";; esac
+	@echo "== your configuration, $(STARTER) (lazaret init writes a starter only when there is none), validated and shown"
+	[ -f $(STARTER) ] || $(LAZARET) init
+	$(LAZARET) config check
+	$(LAZARET) config show
 	@echo "== the Debian image (built once, offline from Debian's mirror)"
 	podman image exists localhost/lazaret/debian:bookworm || $(LAZARET) image build debian
 	@echo "== lazaret run (exit the shell to tear the sandbox down)"
-	$(LAZARET) --config $(STARTER) --workspace $(CURDIR) run
+	$(LAZARET) --workspace $(CURDIR) run
+
+# sudo make run would build and run as root in your checkout.
+not-through-sudo:
+	@if [ "$$(id -u)" = 0 ] && [ -n "$$SUDO_USER" ] && [ "$$SUDO_USER" != root ]; then \
+		echo "make run: run it as $$SUDO_USER, without sudo: 'make run'. It asks for sudo itself, only to install"; \
+		echo "          packages; as root it would be root's sandbox and leave root-owned files in this checkout."; \
+		exit 1; fi
 
 # Benchmarks (rootless, as the test user): start-up against bare Podman,
 # and git through the router against a plain bind mount. Every one runs,

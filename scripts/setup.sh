@@ -40,8 +40,20 @@ else
 		echo "setup: not root and sudo is missing: run 'make' as root, or install sudo" >&2
 		exit 1
 	}
-	SUDO="sudo"
+	SUDO=as_root
 fi
+
+# sudo for what needs root (packages, /etc/subuid, devices), saying why
+# before it first asks for a password.
+sudo_explained=0
+as_root() {
+	if [ "$sudo_explained" -eq 0 ] && ! sudo -n true 2>/dev/null; then
+		echo "setup: installing what this host lacks (Debian packages, /etc/subuid entries, device modes) needs root:" >&2
+		echo "setup: sudo asks for your password for that alone; lazaret itself runs as you" >&2
+	fi
+	sudo_explained=1
+	sudo "$@"
+}
 
 say() { echo "setup: $*"; }
 
