@@ -535,7 +535,7 @@ static int supervise(const Globals *g, const char *self, const Manifest *m, cons
                 ret = EXIT_LAZARET;
         } else {
                 /* The comparison: for down, the group's directory and --report. */
-                _cleanup_free_ char *md = up_compare(g, self, m, run, started, report_dir, &ret);
+                _cleanup_free_ char *md = up_compare(g, self, m, run, started, report_dir, &ret, NULL);
                 if (md && write_file_atomic(gp->report, md, strlen(md), 0600, 0) < 0)
                         log_error("cannot write %s", gp->report);
                 for (size_t c = 0; c < CLIENTS_MAX; c++) {

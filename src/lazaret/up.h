@@ -56,11 +56,15 @@ int up_start_agent(const Globals *g, const char *self, UpAgent *r, int pty);
 /* Once all have ended: the side-by-side table (Markdown; caller frees, NULL
  * when out of memory), each agent's figures from its own Domain, also
  * written as report_dir/up-report.{md,json} when report_dir is set (*ret
- * set to EXIT_LAZARET when that fails). */
+ * set to EXIT_LAZARET when that fails); *ret_text (may be NULL) gets it as
+ * columns for a terminal. */
 char *up_compare(const Globals *g, const char *self, const Manifest *m, const UpAgent *run, size_t n,
-                 const char *report_dir, int *ret);
+                 const char *report_dir, int *ret, char **ret_text);
 json_t *up_agent_summary(const Globals *g, const char *self, const char *git, const UpAgent *r);
 char *up_summary_markdown(const char *manifest, json_t *agents);
+/* The table as aligned plain columns for a terminal, strings made inert,
+ * each unreadable record's reason below it (caller frees; NULL on OOM). */
+char *up_summary_text(const char *manifest, json_t *agents);
 
 /* --detach / --attach NAME: the group in the background (up-group.c).
  * Returns the exit status. */

@@ -250,15 +250,35 @@ static bool branch_numstat(const char *git, const ManifestAgent *a, const char *
  * boundaries is merged. */
 /* The agent's own report (lazaret --agent NAME report --format FORMAT),
  * parsed, or NULL. */
-static json_t *agent_report(const Globals *g, const char *self, const ManifestAgent *a, const char *format) {
+static json_t *agent_report(const Globals *g, const char *self, const ManifestAgent *a, const char *format,
+                            char **ret_why) {
+        /* The agent's own profile, named: with several configured, a bare
+         * report would take the default one, or fail (issue 42: the table
+         * was all '?'). */
         const char *argv[] = { "lazaret", "--config", g->config_path, "--workspace", a->workspace, "--agent",
-                               a->name,   "report",   "--format",     format,        NULL };
+                               a->name,   "report",   a->profile,     "--format",    format,       NULL };
         if (!g->config_path)
                 memmove(argv + 1, argv + 3, sizeof(argv) - 3 * sizeof(*argv));
         _cleanup_(exec_result_done) ExecResult res = {};
-        if (exec_capture(self, argv, 60 * 1000000ULL, &res) < 0 || res.status != 0 || !res.out)
-                return NULL;
-        return json_loads(res.out, 0, NULL);
+        json_t *rep = NULL;
+        if (exec_capture(self, argv, 60 * 1000000ULL, &res) >= 0 && res.status == 0 && res.out)
+                rep = json_loads(res.out, 0, NULL);
+        if (!rep && ret_why) {
+                /* Its last line, and the command that says it in full. */
+                const char *err = res.err ? res.err : "";
+                size_t n = strlen(err);
+                while (n > 0 && err[n - 1] == '\n')
+                        n--;
+                const char *line = err + n;
+                while (line > err && line[-1] != '\n')
+                        line--;
+                StrBuf b = STRBUF_INIT;
+                strbuf_printf(&b, "unreadable: %.*s ('lazaret --workspace %s --agent %s report %s' says it)",
+                              line < err + n ? (int) (err + n - line) : 12, line < err + n ? line : "no JSON came",
+                              a->workspace, a->name, a->profile);
+                *ret_why = strbuf_steal(&b);
+        }
+        return rep;
 }
 
 json_t *up_agent_summary(const Globals *g, const char *self, const char *git, const UpAgent *r) {
@@ -272,9 +292,15 @@ json_t *up_agent_summary(const Globals *g, const char *self, const char *git, co
                               (json_int_t) ((r->ended - r->started) / 1000));
         if (!s)
                 return NULL;
-        json_t *rep = agent_report(g, self, a, "json");
+        /* A workspace outside git has no branch to name. */
+        json_int_t bfiles = 0, badded = 0, bdeleted = 0;
+        bool on_branch = branch_numstat(git, a, branch, &bfiles, &badded, &bdeleted);
+        if (!on_branch)
+                json_object_set_new(s, "branch", json_null());
+        _cleanup_free_ char *why = NULL;
+        json_t *rep = agent_report(g, self, a, "json", &why);
         if (!rep) {
-                json_object_set_new(s, "record", json_string("unreadable: 'lazaret --agent NAME report' says why"));
+                json_object_set_new(s, "record", json_string(why ?: "unreadable"));
                 return s;
         }
         json_int_t files = 0, added = 0, deleted = 0, allowed = 0, refused = 0, refusals = 0;
@@ -294,9 +320,11 @@ json_t *up_agent_summary(const Globals *g, const char *self, const char *git, co
         json_decref(rep);
         /* Branch mode: what its branch holds; otherwise what its sessions
          * changed in the workspace, by its record. */
-        bool on_branch = branch_numstat(git, a, branch, &files, &added, &deleted);
-        if (!on_branch)
-                json_object_set_new(s, "branch", json_null());
+        if (on_branch) {
+                files = bfiles;
+                added = badded;
+                deleted = bdeleted;
+        }
         json_object_update_new(s, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "changes_from",
                                             on_branch ? "branch" : "record", "files_changed", files, "lines_added",
                                             added, "lines_deleted", deleted, "network_allowed", allowed,
@@ -380,6 +408,77 @@ char *up_summary_markdown(const char *manifest, json_t *agents) {
         }
         strbuf_printf(&b, "\nEach agent ran in a boundary of its own; `lazaret --agent NAME report` has its "
                           "details.\n");
+        return strbuf_steal(&b);
+}
+
+/* The same table for a terminal: plain columns, aligned, no Markdown. */
+char *up_summary_text(const char *manifest, json_t *agents) {
+        enum { COLS = 9 };
+        static const char *const head[COLS] = { "agent",     "profile",     "exit",     "duration", "files",
+                                                "lines +/-", "network +/-", "refusals", "branch" };
+        size_t n = json_array_size(agents), w[COLS];
+        char *(*cell)[COLS] = calloc(n + 1, sizeof *cell);
+        if (!cell)
+                return NULL;
+        for (size_t c = 0; c < COLS; c++)
+                cell[0][c] = strdup(head[c]);
+        size_t i;
+        json_t *a;
+        json_array_foreach(agents, i, a) {
+                char **r = cell[i + 1];
+                bool known = !json_object_get(a, "record");
+                StrBuf b;
+#define CELL(k, ...)                                                                                                   \
+        do {                                                                                                           \
+                b = (StrBuf) STRBUF_INIT;                                                                              \
+                strbuf_printf(&b, __VA_ARGS__);                                                                        \
+                r[k] = strbuf_steal(&b);                                                                               \
+        } while (0)
+                CELL(0, "%s", json_string_value(json_object_get(a, "name")) ?: "?");
+                CELL(1, "%s", json_string_value(json_object_get(a, "profile")) ?: "?");
+                CELL(2, "%lld", (long long) json_integer_value(json_object_get(a, "exit")));
+                CELL(3, "%.1f s", (double) json_integer_value(json_object_get(a, "duration_ms")) / 1000);
+                if (known) {
+                        CELL(4, "%lld", (long long) json_integer_value(json_object_get(a, "files_changed")));
+                        CELL(5, "+%lld -%lld", (long long) json_integer_value(json_object_get(a, "lines_added")),
+                             (long long) json_integer_value(json_object_get(a, "lines_deleted")));
+                        CELL(6, "%lld/%lld", (long long) json_integer_value(json_object_get(a, "network_allowed")),
+                             (long long) json_integer_value(json_object_get(a, "network_refused")));
+                        CELL(7, "%lld", (long long) json_integer_value(json_object_get(a, "refusals")));
+                } else
+                        for (size_t c = 4; c < 8; c++)
+                                CELL(c, "?");
+                CELL(8, "%s", json_string_value(json_object_get(a, "branch")) ?: "(no branch)");
+#undef CELL
+        }
+        for (size_t c = 0; c < COLS; c++) {
+                w[c] = 0;
+                for (size_t r = 0; r <= n; r++)
+                        if (cell[r][c] && strlen(cell[r][c]) > w[c])
+                                w[c] = strlen(cell[r][c]);
+        }
+        StrBuf b = STRBUF_INIT;
+        _cleanup_free_ char *title = prompt_inert(manifest, strlen(manifest));
+        strbuf_printf(&b, "lazaret up: %s\n\n", title ?: "");
+        for (size_t r = 0; r <= n; r++) {
+                for (size_t c = 0; c < COLS; c++)
+                        strbuf_printf(&b, "%s%-*s", c ? "  " : "", c + 1 < COLS ? (int) w[c] : 0, cell[r][c] ?: "?");
+                strbuf_printf(&b, "\n");
+        }
+        json_array_foreach(agents, i, a) {
+                const char *why = json_string_value(json_object_get(a, "record"));
+                if (why) {
+                        _cleanup_free_ char *vis = prompt_inert(why, strlen(why));
+                        strbuf_printf(&b, "%s: record %s\n", json_string_value(json_object_get(a, "name")) ?: "?",
+                                      vis ?: "?");
+                }
+        }
+        strbuf_printf(&b, "\nEach agent ran in a boundary of its own; 'lazaret --agent NAME report PROFILE' has its "
+                          "details.\n");
+        for (size_t r = 0; r <= n; r++)
+                for (size_t c = 0; c < COLS; c++)
+                        free(cell[r][c]);
+        free(cell);
         return strbuf_steal(&b);
 }
 
@@ -478,7 +577,7 @@ static char *summary_html(const char *manifest, json_t *agents) {
 static char *combined_sarif(const Globals *g, const char *self, const UpAgent *run, size_t n) {
         json_t *runs = json_array();
         for (size_t k = 0; runs && k < n; k++) {
-                json_t *one = agent_report(g, self, run[k].agent, "sarif");
+                json_t *one = agent_report(g, self, run[k].agent, "sarif", NULL);
                 size_t i;
                 json_t *r;
                 json_array_foreach(json_object_get(one, "runs"), i, r) {
@@ -530,7 +629,7 @@ static int write_reports(const Globals *g, const char *self, const Manifest *m, 
 }
 
 char *up_compare(const Globals *g, const char *self, const Manifest *m, const UpAgent *run, size_t n,
-                 const char *report_dir, int *ret) {
+                 const char *report_dir, int *ret, char **ret_text) {
         _cleanup_free_ char *git = NULL;
         const char *search = getenv("PATH");
         if (exec_find_program(search && *search ? search : "/usr/bin:/bin", "git", &git) < 0 ||
@@ -540,6 +639,8 @@ char *up_compare(const Globals *g, const char *self, const Manifest *m, const Up
         for (size_t k = 0; agents && k < n; k++)
                 json_array_append_new(agents, up_agent_summary(g, self, git, &run[k]));
         char *md = agents ? up_summary_markdown(m->path, agents) : NULL;
+        if (ret_text)
+                *ret_text = agents ? up_summary_text(m->path, agents) : NULL;
         if (report_dir && md && write_reports(g, self, m, run, n, report_dir, md, agents) < 0) {
                 log_error("cannot write the report in %s", report_dir);
                 *ret = EXIT_LAZARET;
@@ -728,9 +829,12 @@ int verb_up(int argc, char **argv, const Globals *g) {
                         ret = 1;
         /* Side by side, once all have ended (not after a failed start:
          * that group never ran). */
-        _cleanup_free_ char *md = failed ? NULL : up_compare(g, self, &m, run, started, report_dir, &ret);
+        _cleanup_free_ char *text = NULL;
+        _cleanup_free_ char *md = failed ? NULL : up_compare(g, self, &m, run, started, report_dir, &ret, &text);
+        /* Markdown where it goes on to a file or a program; columns on a
+         * terminal (issue 42: the terminal showed the raw Markdown). */
         if (md)
-                fputs(md, stdout);
+                fputs(text && isatty(STDOUT_FILENO) ? text : md, stdout);
         else
                 for (size_t k = 0; k < started; k++)
                         printf("%-16s exit %d after %.1f s\n", run[k].agent->name, run[k].status,

@@ -10,6 +10,8 @@ import fcntl
 import hashlib
 import json
 import os
+import re
+import shlex
 import select
 import signal
 import struct
@@ -61,6 +63,34 @@ def wait_clean(d, seconds=15):
     while time.monotonic() < end and domain_processes(d):
         time.sleep(0.1)
     assert not domain_processes(d), domain_processes(d)
+
+
+def test_up_table_with_several_profiles(lz):
+    """Issue 42: with more than one profile configured (the starter's and an
+    agent's), every figure of the table was '?': up asked each agent's
+    report without its profile. Now the figures are the agent's own, and a
+    record that cannot be read says why, with a command that works."""
+    repo(lz)
+    d = native(lz)
+    text = open(d.cfg).read()
+    shell = text[text.index("[profiles.shell]"):]
+    lz.write("cfg.toml", text + "\n" + shell.replace("[profiles.shell]", "[profiles.other]"))
+    path = manifest(lz, f'[agents.alpha]\nprofile = "shell"\ncommand = {COMMIT.format(name="alpha")}\n')
+    r = d.run("up", path, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| alpha | shell | 0 | " in r.stdout and "| 1 | +1 -0 | 0/0 | 0 | `lazaret/agent-alpha` |" in r.stdout, \
+        r.stdout
+    assert "?" not in r.stdout.split("| agent |")[1], r.stdout
+    # On a terminal, columns rather than the Markdown source.
+    argv = d.lz.cmdline(["--config", d.cfg, "up", path], {**d.lz.env, **d.env})
+    t = subprocess.run(["script", "-qec", shlex.join(argv), "/dev/null"], capture_output=True, text=True,
+                       cwd=lz.work, timeout=180, stdin=subprocess.DEVNULL)
+    out = t.stdout.replace("\r\n", "\n")
+    # (Its commit has nothing new this time: the agent exits 1, up with it.)
+    assert t.returncode == 1, out
+    assert "| agent |" not in out and "|---|" not in out, out
+    assert re.search(r"^agent +profile +exit +duration +files +lines \+/- +network \+/- +refusals +branch$", out, re.M), out
+    assert re.search(r"^alpha +shell +1 +[0-9.]+ s +1 +\+1 -0 +0/0 +0 +lazaret/agent-alpha$", out, re.M), out
 
 
 def test_up_three_agents_three_branches(lz):
