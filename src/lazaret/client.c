@@ -15,8 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "client.h"
 #include "coordinator.h"
+#include "ctl-key.h"
 #include "exec-util.h"
 #include "fd-util.h"
 #include "log.h"
@@ -78,6 +81,41 @@ int client_send(int fd, const CtlMessage *m) {
         if (r < 0)
                 return r;
         return write_all(fd, frame, len);
+}
+
+int client_send_hello(int fd, const char *socket_path, CtlMessage *hello, char **ret_error) {
+        _cleanup_free_ char *key_path = ctl_key_path(socket_path);
+        char key[CTL_KEY_TEXT + 1];
+        *ret_error = NULL;
+        if (!key_path)
+                return -ENOMEM;
+        int r = ctl_key_read(key_path, key);
+        if (r < 0) {
+                StrBuf b = STRBUF_INIT;
+                if (r == -ENOENT)
+                        strbuf_printf(&b,
+                                      "the control socket's key %s is missing (its coordinator was made by another "
+                                      "lazaret, or is stopping); run 'lazaret stop', then run again",
+                                      key_path);
+                else if (r == -EACCES)
+                        strbuf_printf(&b,
+                                      "cannot read the control socket's key %s: permission denied (this process is "
+                                      "confined, or runs as another user); run lazaret as yourself outside every "
+                                      "sandbox",
+                                      key_path);
+                else
+                        strbuf_printf(&b,
+                                      "the control socket's key %s is not one Lazaret made (%s): it must be a "
+                                      "regular file of yours, mode 0600; run 'lazaret stop', then run again",
+                                      key_path, r == -EBADMSG ? "no key in it" : strerror(-r));
+                *ret_error = strbuf_steal(&b);
+                return r;
+        }
+        hello->key = key;
+        r = client_send(fd, hello);
+        hello->key = NULL;
+        OPENSSL_cleanse(key, sizeof(key));
+        return r;
 }
 
 int client_recv(int fd, CtlReader *rd, CtlMessage *ret, int timeout_ms) {

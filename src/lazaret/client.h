@@ -20,6 +20,13 @@ int client_connect(const char *socket_path, int *ret_fd);
  * holds one line naming the cause (caller frees). */
 int client_connect_or_spawn(const LaunchSpec *spec, int *ret_fd, char **ret_error);
 
+/* Send hello (a CTL_HELLO) on fd with the key of the socket at
+ * socket_path (ctl-key.h), which the coordinator requires before anything
+ * else. When the key cannot be read, *ret_error (caller frees) names the
+ * file, the cause and the fix, and nothing is sent; a failed send leaves it
+ * NULL. Returns 0 or -errno. */
+int client_send_hello(int fd, const char *socket_path, CtlMessage *hello, char **ret_error);
+
 /* Send a message (blocking). */
 int client_send(int fd, const CtlMessage *m);
 

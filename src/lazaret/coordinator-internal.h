@@ -45,6 +45,7 @@
 #include "coordinator.h"
 #include "disk-watch.h"
 #include "domain-root.h"
+#include "ctl-key.h"
 #include "ctl-proto.h"
 #include "exec-util.h"
 #include "host-git.h"
@@ -213,6 +214,7 @@ struct Conn {
         CtlReader rd;
         OutQueue out;
         bool counted; /* holds a reference on the sandbox */
+        pid_t peer_pid; /* SO_PEERCRED at accept, for the log */
         int cli_pid;
         char *hello_policy; /* CONN_HELLO_WAIT: the policy its Hello declared */
         bool close_after_flush;
@@ -227,6 +229,7 @@ struct Conn {
 
 struct Coordinator {
         struct stat self_exe; /* our own binary: every CLI is the same file */
+        char ctl_key[CTL_KEY_TEXT + 1]; /* what a CLI's Hello must carry (ctl-key.h) */
         LaunchSpec spec;
         int epfd;
         int listen_fd, signal_fd, runtime_fd, status_fd;
@@ -356,7 +359,10 @@ void co_begin_stop(Coordinator *co, const char *reason);
 void co_teardown(Coordinator *co);
 void co_release(Coordinator *co);
 int start_failed(Coordinator *co);
+/* Make the control socket's key file, then bind and listen. */
 int co_bind_socket(Coordinator *co);
+/* Remove a control socket and its key file. */
+void co_unlink_socket(const char *socket_path);
 
 /* ---- coordinator-session.c: connections and sessions ------------------- */
 

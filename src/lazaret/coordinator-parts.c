@@ -257,7 +257,7 @@ static int publication_release(void *ctx, void *obj, json_t *own, uint64_t gener
         (void) generation;
         const char *sock = json_string_value(json_object_get(own, "socket_path"));
         if (sock)
-                (void) unlink(sock);
+                co_unlink_socket(sock);
         const char *state_dir = json_string_value(json_object_get(own, "escalation_state_dir")),
                    *socket_dir = json_string_value(json_object_get(own, "escalation_socket_dir"));
         if (state_dir || socket_dir) {

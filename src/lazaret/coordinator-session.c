@@ -1084,6 +1084,20 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
                         ok = false;
                         break;
                 }
+                /* The key proves the person's CLI: our binary can be
+                 * run by any process of the user (under LD_PRELOAD, or
+                 * exec'd over a connection already made), but only one
+                 * that reads the runtime directory has the key (issue
+                 * 41). Nothing else is looked at before it. */
+                if (!ctl_key_equal(co->ctl_key, m.key)) {
+                        log_warning("refused a control connection from pid %d: its Hello carried %s, not the control "
+                                    "socket's key",
+                                    (int) c->peer_pid, m.key ? "another key" : "no key");
+                        conn_send_error(c, "this connection did not show the control socket's key, which only the "
+                                           "lazaret CLI of this user, outside every sandbox, can read; if this is it, "
+                                           "run it again");
+                        break;
+                }
                 c->cli_pid = m.cli_pid;
                 /* Never a silent switch of the boundary: a CLI that asked
                  * for another backend does not join this one. */
@@ -1352,7 +1366,7 @@ void accept_clients(Coordinator *co) {
                         safe_close(fd);
                         continue;
                 }
-                *c = (Conn){ .co = co, .fd = fd, .state = CONN_NEW, .next = co->conns };
+                *c = (Conn){ .co = co, .fd = fd, .state = CONN_NEW, .peer_pid = cred.pid, .next = co->conns };
                 c->w = (Watch){ WATCH_CONN, c };
                 if (co_epoll_add(co, fd, EPOLLIN | EPOLLRDHUP, &c->w) < 0) {
                         safe_close(fd);

@@ -85,7 +85,7 @@ void co_begin_stop(Coordinator *co, const char *reason) {
         /* No new clients from now on. */
         if (co->listen_fd >= 0) {
                 co->listen_fd = co_close_watched(co, co->listen_fd);
-                (void) unlink(co->spec.socket_path);
+                co_unlink_socket(co->spec.socket_path);
         }
         for (Session *s = co->sessions; s; s = s->next)
                 if (!s->exited && s->pid > 0) {
@@ -233,17 +233,31 @@ static int recover(Coordinator *co) {
         return removed;
 }
 
+void co_unlink_socket(const char *socket_path) {
+        (void) unlink(socket_path);
+        _cleanup_free_ char *key_path = ctl_key_path(socket_path);
+        if (key_path)
+                (void) unlink(key_path);
+}
+
 int co_bind_socket(Coordinator *co) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         if (strlen(co->spec.socket_path) >= sizeof(sa.sun_path))
                 return -ENAMETOOLONG;
         strcpy(sa.sun_path, co->spec.socket_path);
+        /* The key first: a CLI that can connect can read it (issue 41). */
+        _cleanup_free_ char *key_path = ctl_key_path(co->spec.socket_path);
+        if (!key_path)
+                return -ENOMEM;
+        int r = ctl_key_create(key_path, co->ctl_key);
+        if (r < 0)
+                return r;
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return negative_errno();
         (void) unlink(co->spec.socket_path);
         mode_t old = umask(0077);
-        int r = bind(fd, (struct sockaddr *) &sa, sizeof(sa));
+        r = bind(fd, (struct sockaddr *) &sa, sizeof(sa));
         umask(old);
         if (r < 0 || listen(fd, 64) < 0) {
                 r = negative_errno();
@@ -280,7 +294,7 @@ void co_teardown(Coordinator *co) {
 
         if (co->listen_fd >= 0) {
                 co->listen_fd = co_close_watched(co, co->listen_fd);
-                (void) unlink(co->spec.socket_path);
+                co_unlink_socket(co->spec.socket_path);
         }
         (void) part_end(&co->ps, &co->p_publication, co, co);
         (void) part_end(&co->ps, &co->p_sandbox, co, co);
@@ -1085,7 +1099,7 @@ int coordinator_main(int argc, char **argv) {
                  * sandbox, and nothing may outlive that. */
                 log_info("stopping: the lazaret that started this coordinator is gone");
                 co.listen_fd = safe_close(co.listen_fd);
-                (void) unlink(co.spec.socket_path);
+                co_unlink_socket(co.spec.socket_path);
                 co.worker = store_worker_free(co.worker);
                 co_teardown(&co);
                 co_release(&co);

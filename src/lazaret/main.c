@@ -117,12 +117,6 @@ int main(int argc, char **argv) {
                 free(rest);
                 return ret;
         }
-        /* For the control protocol's tests: raw frames from this binary. */
-        if (n == 2 && streq(rest[0], "__ctl-raw")) {
-                ret = ctl_raw_main(rest[1]);
-                free(rest);
-                return ret;
-        }
         if (n == 0) {
                 help();
                 ret = EXIT_USAGE;

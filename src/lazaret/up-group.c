@@ -12,13 +12,17 @@
  *       lock      held by the supervisor while the group runs (one group
  *                 per manifest)
  *       sock      attach and down connect here (only our own uid)
+ *       sock.key  the socket's key (ctl-key.h), made before it listens: a
+ *                 client's first frame must carry it (issue 41)
  *       agents    "manifest PATH", then one agent name per line
  *       up.log    the supervisor's own messages
  *       NAME.log  what agent NAME's terminal showed (at most 16 MiB)
  *       up-report.md  the table, once all have ended
  *
  * Frames both ways: a type byte, a zero byte, a 16-bit big-endian length
- * and at most 4096 bytes. To the supervisor: A (attach NAME), D (down), i
+ * and at most 4096 bytes. To the supervisor: k (the key, first and only
+ * first; anything else first, or another key, drops the client), A
+ * (attach NAME), D (down), i
  * (keys for the attached terminal), w (its size: rows, columns, 16-bit
  * each). From it: o (terminal output), x (the agent's exit status, 32-bit),
  * e (an error, text), r (the table, in pieces, then the end of the
@@ -42,8 +46,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include <dirent.h>
 
+#include "ctl-key.h"
 #include "exec-util.h"
 #include "fd-util.h"
 #include "fileio.h"
@@ -64,6 +71,7 @@
 #define DETACH_KEY    0x1c /* Ctrl-\ */
 
 enum {
+        F_KEY = 'k',
         F_ATTACH = 'A',
         F_DOWN = 'D',
         F_INPUT = 'i',
@@ -75,13 +83,14 @@ enum {
 };
 
 typedef struct GroupPaths {
-        char *dir, *lock, *sock, *agents, *log, *report;
+        char *dir, *lock, *sock, *key, *agents, *log, *report;
 } GroupPaths;
 
 static void group_paths_done(GroupPaths *p) {
         free(p->dir);
         free(p->lock);
         free(p->sock);
+        free(p->key);
         free(p->agents);
         free(p->log);
         free(p->report);
@@ -92,10 +101,11 @@ static int group_paths_in(const char *dir, GroupPaths *ret) {
         GroupPaths p = { .dir = strdup(dir),
                          .lock = path_join(dir, "lock"),
                          .sock = path_join(dir, "sock"),
+                         .key = path_join(dir, "sock.key"),
                          .agents = path_join(dir, "agents"),
                          .log = path_join(dir, "up.log"),
                          .report = path_join(dir, "up-report.md") };
-        if (!p.dir || !p.lock || !p.sock || !p.agents || !p.log || !p.report) {
+        if (!p.dir || !p.lock || !p.sock || !p.key || !p.agents || !p.log || !p.report) {
                 group_paths_done(&p);
                 return -ENOMEM;
         }
@@ -213,6 +223,8 @@ typedef struct Term {
 
 typedef struct Client {
         int fd;
+        pid_t pid; /* SO_PEERCRED at accept, for the log */
+        bool authed; /* its first frame carried the key */
         int agent; /* attached to, or -1 */
         bool down;
         uint8_t in[4 + FRAME_MAX];
@@ -227,6 +239,7 @@ static void on_signal(int sig) {
 
 static void client_drop(Client *c) {
         c->fd = safe_close(c->fd);
+        c->authed = false;
         c->agent = -1;
         c->down = false;
         c->in_len = 0;
@@ -316,10 +329,26 @@ static int open_pty(int *ret_master, int *ret_slave) {
 }
 
 /* One frame from a client, in its buffer. */
-static void client_frame(Client *c, UpAgent *run, Term *terms, size_t n, bool *stopping) {
+static void client_frame(Client *c, const char *key, UpAgent *run, Term *terms, size_t n, bool *stopping) {
         char type = (char) c->in[0];
         size_t len = (size_t) c->in[2] << 8 | c->in[3];
         const uint8_t *p = c->in + 4;
+        if (!c->authed) {
+                /* The uid alone lets in any process of the user: only the
+                 * person's CLI reads the key (issue 41). */
+                char given[CTL_KEY_TEXT + 1] = "";
+                if (type == F_KEY && len == CTL_KEY_TEXT)
+                        memcpy(given, p, len);
+                if (!ctl_key_equal(key, given)) {
+                        log_warning("refused a connection from pid %d: its first frame did not carry the group "
+                                    "socket's key",
+                                    (int) c->pid);
+                        client_drop(c);
+                        return;
+                }
+                c->authed = true;
+                return;
+        }
         switch (type) {
         case F_ATTACH: {
                 char name[64];
@@ -362,12 +391,13 @@ static void client_frame(Client *c, UpAgent *run, Term *terms, size_t n, bool *s
                                 (void) ioctl(terms[c->agent].master, TIOCSWINSZ, &ws);
                 }
                 return;
+        case F_KEY: /* only first */
         default:
                 client_drop(c);
         }
 }
 
-static void client_read(Client *c, UpAgent *run, Term *terms, size_t n, bool *stopping) {
+static void client_read(Client *c, const char *key, UpAgent *run, Term *terms, size_t n, bool *stopping) {
         ssize_t k = read(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len);
         if (k < 0 && (errno == EINTR || errno == EAGAIN))
                 return;
@@ -385,7 +415,7 @@ static void client_read(Client *c, UpAgent *run, Term *terms, size_t n, bool *st
                 }
                 if (c->in_len < 4 + len)
                         return;
-                client_frame(c, run, terms, n, stopping);
+                client_frame(c, key, run, terms, n, stopping);
                 if (c->fd < 0)
                         return;
                 memmove(c->in, c->in + 4 + len, c->in_len - 4 - len);
@@ -405,7 +435,7 @@ static void client_accept(int listen_fd, Client *clients) {
         }
         for (size_t c = 0; c < CLIENTS_MAX; c++)
                 if (clients[c].fd < 0) {
-                        clients[c] = (Client){ .fd = fd, .agent = -1 };
+                        clients[c] = (Client){ .fd = fd, .pid = cred.pid, .agent = -1 };
                         return;
                 }
         (void) frame_send(fd, F_ERROR, "too many clients attached", 25, MSG_DONTWAIT);
@@ -427,7 +457,7 @@ static void notify_fail(int *fd, const char *what) {
 }
 
 static int supervise(const Globals *g, const char *self, const Manifest *m, const char *report_dir,
-                     const GroupPaths *gp, int listen_fd, int notify_fd, uint64_t up_started) {
+                     const GroupPaths *gp, const char *key, int listen_fd, int notify_fd, uint64_t up_started) {
         struct sigaction sa = { .sa_handler = on_signal };
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
@@ -494,7 +524,7 @@ static int supervise(const Globals *g, const char *self, const Manifest *m, cons
                                 client_accept(listen_fd, clients);
                         for (size_t c = 0; c < CLIENTS_MAX; c++)
                                 if (pf[1 + c].revents && clients[c].fd >= 0)
-                                        client_read(&clients[c], run, terms, started, &stopping);
+                                        client_read(&clients[c], key, run, terms, started, &stopping);
                         for (size_t k = 0; k < started; k++) {
                                 struct pollfd *t = &pf[1 + CLIENTS_MAX + 2 * k];
                                 if (t[0].revents && terms[k].master >= 0 && !term_pump(&terms[k], clients, (int) k))
@@ -551,6 +581,7 @@ static int supervise(const Globals *g, const char *self, const Manifest *m, cons
                 notify_fail(&notify_fd, "(the group ended before all its agents started)");
         }
         (void) unlink(gp->sock);
+        (void) unlink(gp->key);
         for (size_t c = 0; c < CLIENTS_MAX; c++)
                 safe_close(clients[c].fd);
         free(terms);
@@ -560,14 +591,38 @@ static int supervise(const Globals *g, const char *self, const Manifest *m, cons
 
 /* The client side. */
 
-static int group_connect(const char *sock) {
+/* Connect to the group's socket and show its key, or -errno; -ENOKEY
+ * after saying why the key cannot be read. */
+static int group_connect(const GroupPaths *gp) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", gp->sock);
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
         if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
                 return -errno;
+        char key[CTL_KEY_TEXT + 1];
+        int r = ctl_key_read(gp->key, key);
+        if (r < 0) {
+                if (r == -EACCES)
+                        log_error("cannot read the group socket's key %s: permission denied (this process is "
+                                  "confined, or runs as another user); run lazaret as yourself outside every sandbox",
+                                  gp->key);
+                else
+                        log_error("the group socket's key %s %s, so the group cannot be reached; end its "
+                                  "supervisor (the process holding %s), then 'lazaret down MANIFEST' removes the rest",
+                                  gp->key,
+                                  r == -ENOENT    ? "is missing (a group started by an earlier lazaret has none)"
+                                  : r == -EPERM   ? "is not a private file of yours (mode 0600)"
+                                  : r == -EBADMSG ? "holds no key"
+                                                  : strerror(-r),
+                                  gp->lock);
+                return -ENOKEY;
+        }
+        r = frame_send(fd, F_KEY, key, CTL_KEY_TEXT, 0);
+        OPENSSL_cleanse(key, sizeof(key));
+        if (r < 0)
+                return r;
         return TAKE_FD(fd);
 }
 
@@ -590,8 +645,10 @@ static void send_winsize(int fd) {
 /* Attach this terminal to agent name of the group at sock until the agent
  * ends or Ctrl-\. Returns the exit status: the agent's when it ended, 0
  * when detached. */
-static int attach_to(const char *sock, const char *name, const char *manifest) {
-        _cleanup_close_ int fd = group_connect(sock);
+static int attach_to(const GroupPaths *gp, const char *name, const char *manifest) {
+        _cleanup_close_ int fd = group_connect(gp);
+        if (fd == -ENOKEY)
+                return EXIT_LAZARET;
         if (fd < 0) {
                 log_error("cannot reach the group of %s: %s", manifest, strerror(-fd));
                 return EXIT_LAZARET;
@@ -725,6 +782,10 @@ int up_group(const Globals *g, const char *self, const Manifest *m, const char *
                 strbuf_printf(&ab, "%s\n", m->agents[i].name);
         int r = ab.oom ? -ENOMEM : write_file_atomic(gp.agents, strbuf_str(&ab), ab.len, 0600, 0);
         strbuf_done(&ab);
+        /* The key before the socket: a client that can connect can read it. */
+        char key[CTL_KEY_TEXT + 1] = "";
+        if (r >= 0)
+                r = ctl_key_create(gp.key, key);
         _cleanup_close_ int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", gp.sock);
@@ -760,7 +821,7 @@ int up_group(const Globals *g, const char *self, const Manifest *m, const char *
                         _exit(EXIT_LAZARET);
                 safe_close(null);
                 safe_close(logfd);
-                _exit(supervise(g, self, m, report_dir, &gp, listen_fd, pipe_fd[1], started));
+                _exit(supervise(g, self, m, report_dir, &gp, key, listen_fd, pipe_fd[1], started));
         }
         safe_close(pipe_fd[1]);
         listen_fd = safe_close(listen_fd);
@@ -806,7 +867,7 @@ int up_group(const Globals *g, const char *self, const Manifest *m, const char *
                                 m->path);
                         return 0;
                 }
-                return attach_to(gp.sock, attach, m->path);
+                return attach_to(&gp, attach, m->path);
         }
         /* The start failed: the supervisor ended the others and is gone
          * (its pipe closed at its end). */
@@ -929,7 +990,7 @@ int verb_attach(int argc, char **argv, const Globals *g) {
                 return EXIT_PROBLEMS;
         }
         signal(SIGPIPE, SIG_IGN);
-        return attach_to(gp.sock, name, mpath);
+        return attach_to(&gp, name, mpath);
 }
 
 int verb_down(int argc, char **argv, const Globals *g) {
@@ -960,7 +1021,9 @@ int verb_down(int argc, char **argv, const Globals *g) {
         }
         signal(SIGPIPE, SIG_IGN);
         StrBuf report = STRBUF_INIT;
-        _cleanup_close_ int fd = group_connect(gp.sock);
+        _cleanup_close_ int fd = group_connect(&gp);
+        if (fd == -ENOKEY)
+                return EXIT_LAZARET;
         if (fd >= 0 && frame_send(fd, F_DOWN, NULL, 0, 0) == 0) {
                 fprintf(stderr, "lazaret: ending every agent of %s\n", argv[1]);
                 char type;

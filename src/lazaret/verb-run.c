@@ -912,7 +912,7 @@ int verb_run(int argc, char **argv, const Globals *g) {
         bool settled = false;
         for (int attempt = 0; attempt < 3; attempt++) {
                 _cleanup_close_ int fd = -EBADF;
-                _cleanup_free_ char *e = NULL;
+                _cleanup_free_ char *e = NULL, *key_error = NULL;
                 r = client_connect_or_spawn(&spec, &fd, &e);
                 if (r < 0 && !e) {
                         snprintf(retry, sizeof(retry), "cannot reach or start the coordinator: %s", strerror(-r));
@@ -959,7 +959,23 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 while (open_m.argv[n_argv])
                         n_argv++;
                 open_m.n_argv = n_argv;
-                if ((r = client_send(fd, &hello)) < 0 || (r = client_send(fd, &open_m)) < 0) {
+                r = client_send_hello(fd, spec.socket_path, &hello, &key_error);
+                if (key_error && r == -ENOENT) {
+                        /* A coordinator that is stopping removes its key
+                         * with its socket. */
+                        snprintf(retry, sizeof(retry),
+                                 "the coordinator was stopping before the session opened (its control socket's key "
+                                 "is gone)");
+                        settled = false;
+                        ctl_reader_done(&rd);
+                        continue;
+                }
+                if (key_error) {
+                        log_error("%s", key_error);
+                        ctl_reader_done(&rd);
+                        break;
+                }
+                if (r < 0 || (r = client_send(fd, &open_m)) < 0) {
                         snprintf(retry, sizeof(retry),
                                  "the coordinator closed the connection before the session opened (it was "
                                  "stopping): %s",

@@ -290,10 +290,13 @@ static int remove_leftovers(const char *domain_dir) {
         return spawn_wait(pid);
 }
 
-static int ask(int fd, CtlMessage *req, CtlMessage *ret) {
+static int ask(int fd, const char *sock, CtlMessage *req, CtlMessage *ret) {
         CtlReader rd = {};
         CtlMessage hello = { .type = CTL_HELLO, .version = CTL_PROTOCOL_VERSION, .cli_pid = (int) getpid() };
-        int r = client_send(fd, &hello);
+        _cleanup_free_ char *why = NULL;
+        int r = client_send_hello(fd, sock, &hello, &why);
+        if (why)
+                log_error("%s", why);
         if (r >= 0)
                 r = client_send(fd, req);
         if (r >= 0 && ret)
@@ -337,7 +340,7 @@ int verb_status(int argc, char **argv, const Globals *g) {
         _cleanup_close_ int fd = -EBADF;
         CtlMessage reply = {};
         CtlMessage req = { .type = CTL_STATUS_REQUEST };
-        if (client_connect(sock, &fd) < 0 || ask(fd, &req, &reply) < 0 || reply.type != CTL_STATUS) {
+        if (client_connect(sock, &fd) < 0 || ask(fd, sock, &req, &reply) < 0 || reply.type != CTL_STATUS) {
                 ctl_message_done(&reply);
                 json_t *left = leftover_containers(d.domain_hash);
                 if (json) {
@@ -554,7 +557,7 @@ int verb_stop(int argc, char **argv, const Globals *g) {
                 return 0;
         }
         CtlMessage req = { .type = CTL_STOP_REQUEST, .message = (char *) "lazaret stop" };
-        if (ask(fd, &req, NULL) < 0) {
+        if (ask(fd, d.socket, &req, NULL) < 0) {
                 log_error("cannot reach the coordinator");
                 return EXIT_LAZARET;
         }

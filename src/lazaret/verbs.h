@@ -43,7 +43,6 @@ int verb_diff(int argc, char **argv, const Globals *g);
 int verb_events(int argc, char **argv, const Globals *g);
 int verb_report(int argc, char **argv, const Globals *g);
 int verb_reset(int argc, char **argv, const Globals *g);
-int ctl_raw_main(const char *socket_path);
 int verb_trust(int argc, char **argv, const Globals *g);
 int verb_status(int argc, char **argv, const Globals *g);
 int verb_stop(int argc, char **argv, const Globals *g);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <openssl/crypto.h>
 
 #include "ctl-proto.h"
 #include "fd-util.h"
@@ -356,6 +357,7 @@ static const Field hello_fields[] = {
         /* Any version parses; message_check() then says "unsupported". */
         FIELD("version", FIELD_UNSIGNED, PRESENCE_REQUIRED, 0, INT_MAX, version),
         FIELD("cli_pid", FIELD_INT, PRESENCE_REQUIRED, 1, INT_MAX, cli_pid),
+        FIELD("key", FIELD_STRING, PRESENCE_OPTIONAL, CTL_KEY_TEXT, CTL_KEY_TEXT, key),
         FIELD("netpolicy", FIELD_STRING, PRESENCE_OPTIONAL, 1, CTL_FRAME_MAX, netpolicy),
         FIELD("backend", FIELD_STRING, PRESENCE_OPTIONAL, 1, 16, backend),
 };
@@ -677,6 +679,9 @@ void ctl_message_done(CtlMessage *m) {
         free(m->bytes);
         free(m->message);
         free(m->netpolicy);
+        if (m->key)
+                OPENSSL_cleanse(m->key, strlen(m->key));
+        free(m->key);
         free(m->backend);
         free(m->anchor);
         free(m->profile);

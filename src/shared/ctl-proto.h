@@ -11,7 +11,9 @@
  * (terminal data, terminfo) travel base64-encoded (RFC 4648, with padding).
  *
  * Messages, CLI -> coordinator:
- *   Hello           {type, version, cli_pid, netpolicy?, backend?}  first frame, always;
+ *   Hello           {type, version, cli_pid, key?, netpolicy?, backend?}  first frame, always;
+ *                                                         key: the socket's key (ctl-key.h),
+ *                                                         which the coordinator requires;
  *                                                         netpolicy: the joining CLI's Derived
  *                                                         Network Policy (canonical form);
  *                                                         backend: the one it launched with (a
@@ -68,6 +70,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ctl-key.h"
 #include "macro.h"
 
 #define CTL_PROTOCOL_VERSION 1
@@ -131,6 +134,7 @@ typedef struct CtlMessage {
         /* Hello */
         unsigned version;
         int cli_pid;
+        char *key; /* the control socket's key (ctl-key.h); may be NULL */
         char *netpolicy; /* may be NULL */
         char *backend; /* "gvisor" or "native"; may be NULL */
 

@@ -8,9 +8,11 @@ world-readable directory first: the checkout may live somewhere the test user
 cannot read.
 """
 import hashlib
+import json
 import os
 import pwd
 import shutil
+import struct
 import subprocess
 import tempfile
 
@@ -138,16 +140,29 @@ class Lazaret:
             return ["runuser", "-u", self.user.pw_name, "--"] + inner
         return ["sudo", "-n", "-u", self.user.pw_name, "--"] + inner
 
-    def raw(self, socket_path, data, env=None, timeout=60):
-        """Bytes sent to a control socket as they are, through the binary's
-        hidden __ctl-raw verb (the coordinator talks to its own binary
-        only); returns every byte it answered."""
+    def raw(self, socket_path, data, env=None, timeout=60, confine_key=None, hold=False):
+        """Bytes sent to a control socket as they are, by the real binary
+        with tests/ctl-shim.c preloaded (the coordinator talks to its own
+        binary only; release builds have no raw entry point); returns
+        (every byte it answered, its standard error). A Hello needs the
+        socket's key (ctl_key). confine_key: the shim first confines itself
+        under Landlock, as an auto-approved host command is, and tries to
+        read that key file. hold: keep the connection open after sending
+        (until the server closes it or is silent for 10 s)."""
+        shim = build_tool(self, "ctl-shim.so")
         e = dict(self.env)
         e.update(env or {})
-        r = subprocess.run(self.cmdline(["__ctl-raw", socket_path], e), input=data, capture_output=True,
-                           timeout=timeout)
+        e["LD_PRELOAD"] = shim
+        e["CTL_SHIM_SOCKET"] = socket_path
+        # An ASan build wants its runtime first; the shim runs before it matters.
+        e["ASAN_OPTIONS"] = ":".join(filter(None, [e.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
+        if confine_key:
+            e["CTL_SHIM_CONFINE"] = confine_key
+        if hold:
+            e["CTL_SHIM_HOLD"] = "1"
+        r = subprocess.run(self.cmdline(["--version"], e), input=data, capture_output=True, timeout=timeout)
         assert r.returncode == 0, r.stderr
-        return r.stdout
+        return r.stdout, r.stderr.decode()
 
     def run(self, *args, cwd=None, env=None, input=None, timeout=60):
         e = dict(self.env)
@@ -160,6 +175,19 @@ class Lazaret:
 
 
 SYSTEM_DIRS = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+
+
+def ctl_key(socket_path):
+    """The key a control socket's server wrote beside it (ctl-key.h)."""
+    base = socket_path[:-5] if socket_path.endswith(".sock") else socket_path
+    with open(base + ".key") as f:
+        return f.read()
+
+
+def ctl_frame(obj):
+    """One control frame: u32 big-endian length, then the JSON."""
+    b = json.dumps(obj).encode()
+    return struct.pack(">I", len(b)) + b
 
 
 def build_tool(lz, name):

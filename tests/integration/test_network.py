@@ -23,6 +23,7 @@ import time
 
 import pytest
 
+from conftest import ctl_frame, ctl_key
 from test_netd import compile_policy
 from test_run import Domain, _read_until, kill_cli, podman, pty_session, wait_sessions
 from test_run import busybox_image  # noqa: F401  (fixture)
@@ -719,8 +720,8 @@ def test_hello_with_bad_policy_drops_that_peer_only(netdom):
         st = wait_sessions(dom, 1)
         bad = ("lazaret-derived-network-policy v1\nfamily ipv4 enabled default deny\nfamily ipv6 disabled\n"
                "rule 198.51.100.0/24 allow\nrule 10.0.0.0/8 allow\n")  # rules out of order
-        h = json.dumps({"type": "Hello", "version": 1, "cli_pid": 1, "netpolicy": bad}).encode()
-        d = dom.lz.raw(dom.socket_path(), struct.pack(">I", len(h)) + h, env=dom.env)
+        h = ctl_frame({"type": "Hello", "version": 1, "cli_pid": 1, "key": ctl_key(dom.socket_path()), "netpolicy": bad})
+        d, _ = dom.lz.raw(dom.socket_path(), h, env=dom.env)
         assert json.loads(d[4:])["message"] == "the network policy sent is not canonical", d
         st2 = dom.status()
         assert st2["network"] == st["network"] and len(st2["sessions"]) == 1

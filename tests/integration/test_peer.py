@@ -3,16 +3,18 @@
 14). A sandbox that reaches the runtime directory (runsc host-uds=open with
 escalation on, and any mount that holds it) could otherwise speak to its own
 coordinator as the same uid: send a wider policy, open sessions, answer its
-own prompts. Two walls, each tested on its own: the launch refuses any
-mount that reaches the runtime directory, socket_dir or the data root; and
-the coordinator talks only to its own binary outside every sandbox."""
+own prompts. Three walls, each tested on its own: the launch refuses any
+mount that reaches the runtime directory, socket_dir or the data root; the
+coordinator talks only to its own binary outside every sandbox; and only a
+client that shows the key in the runtime directory gets past Hello (issue
+41: a process of the user can run that binary too)."""
 import json
 import os
 import shutil
 
 import pytest
 
-from conftest import build_tool
+from conftest import build_tool, ctl_frame
 from test_escalation import esc_domain
 from test_run import Domain, busybox_image, wait_sessions  # noqa: F401
 
@@ -89,6 +91,50 @@ def test_the_control_socket_refuses_the_sandbox(lz, busybox_image, mode):
         assert "not this lazaret binary outside the sandbox" in d.log()
         after = wait_sessions(d, 1)
         assert after["network"] == before["network"] and after["generation"] == before["generation"]
+    finally:
+        d.run("stop")
+        holder.wait(timeout=30)
+    d.assert_clean()
+
+
+@pytest.mark.parametrize("key", ["none", "wrong"])
+def test_a_borrowed_lazaret_binary_cannot_open_a_session(lz, busybox_image, key):
+    """Issue 41: a host process of the person's uid that is not the CLI
+    runs the real lazaret binary with a library preloaded (so the check of
+    the peer's executable passes), confined as an auto-approved host
+    command is (Landlock: no runtime directory). It cannot read the
+    control socket's key, and without it the coordinator opens no session
+    and takes no other frame (a prompt is answered only on the connection
+    of the session it belongs to); the person's CLI goes on working."""
+    d = esc_domain(lz, busybox_image)
+    holder = d.popen("run", "--", "/bin/sleep", "1000")
+    try:
+        before = wait_sessions(d, 1)
+        sock = d.socket_path()
+        keyfile = sock[:-5] + ".key"
+        hello = {"type": "Hello", "version": 1, "cli_pid": 1}
+        if key == "wrong":
+            hello["key"] = "0" * 64
+        frames = ctl_frame(hello) + ctl_frame({
+            "type": "SessionOpen", "argv": ["/bin/touch", "/workspace/pwned"], "env": [], "interactive": False,
+            "rows": 24, "columns": 80})
+        out, err = lz.raw(sock, frames, env=d.env, confine_key=keyfile, hold=True)
+        assert b"SessionOpened" not in out and b"SessionExit" not in out, out
+        assert "key: Permission denied" in err.splitlines(), err
+        st = os.stat(keyfile)
+        assert (st.st_uid, st.st_mode & 0o777) == (lz.user.pw_uid, 0o600)
+        assert json.loads(out[4:]) == {
+            "type": "Error", "message": "this connection did not show the control socket's key, which only the "
+                                        "lazaret CLI of this user, outside every sandbox, can read; if this is it, "
+                                        "run it again"}
+        assert (f"its Hello carried {'no key' if key == 'none' else 'another key'}, not the control socket's key"
+                in d.log())
+        after = wait_sessions(d, 1)
+        assert after["generation"] == before["generation"]
+        assert not os.path.exists(os.path.join(lz.work, "pwned"))
+        # The person's CLI, the same binary without the library, still works.
+        r = d.run("run", "--", "echo", "ok")
+        assert (r.returncode, r.stdout) == (0, "ok\n"), r.stderr
     finally:
         d.run("stop")
         holder.wait(timeout=30)

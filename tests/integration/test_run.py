@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import TEST_USER, tool_dir
+from conftest import TEST_USER, ctl_frame, ctl_key, tool_dir
 
 IMAGE = "localhost/lazaret/busybox:latest"
 
@@ -164,7 +164,8 @@ runsc_network = "{runsc_network}"
                 "containers": self.container_names(),
                 "coordinators": self.coordinator_pids(),
                 "watchdogs": self.watchdog_pids(),
-                "socket": [self.socket_path()] if self.domain_dirs() and os.path.exists(self.socket_path()) else [],
+                "socket": [p for p in ([self.socket_path(), self.socket_path()[:-5] + ".key"] if self.domain_dirs()
+                                       else []) if os.path.exists(p)],
                 # The trace sink's directory: its configuration, the sessions' pid files.
                 "runtime files": [p for p in self.runtime_leftovers() if "lazaret_trace_" in p],
                 "mounts": [ln for ln in open("/proc/self/mountinfo") if self.data in ln],
@@ -535,7 +536,7 @@ def test_peer_with_other_uid_refused(dom):
     assert r.stdout.split() == ["True"], r.stderr
     assert "not this lazaret binary outside the sandbox" in dom.log()
     # A malformed frame from the lazaret binary drops that peer only.
-    d = dom.lz.raw(dom.socket_path(), struct.pack(">I", 5) + b"{bad}", env=dom.env)
+    d, _ = dom.lz.raw(dom.socket_path(), struct.pack(">I", 5) + b"{bad}", env=dom.env)
     assert b"Error" in d
     st = dom.status()
     assert st["running"] and len(st["sessions"]) == 1
@@ -609,11 +610,13 @@ def pty_session(dom, env=None):
         os.close(fd)
 
 
-def test_retries_end_in_one_line_naming_the_cause(dom):
+@pytest.mark.parametrize("key", [True, False])
+def test_retries_end_in_one_line_naming_the_cause(dom, key):
     """Issue 17: a listener at the control socket that hangs up before a
     session opens (as a coordinator that is stopping does) makes lazaret
     run try three times, then say so in one line; it never exits without
-    a message."""
+    a message. Without the socket's key beside it (a stopping coordinator
+    removes it with the socket, issue 41) the same, naming that."""
     r = dom.run("run", "--", "/bin/true")
     assert r.returncode == 0, r.stderr
     # Its coordinator removes the socket as it tears down.
@@ -628,6 +631,12 @@ def test_retries_end_in_one_line_naming_the_cause(dom):
     os.chmod(path, 0o777)
     srv.listen(8)
     srv.settimeout(60)
+    keyfile = path[:-5] + ".key"
+    if key:
+        with open(keyfile, "w") as f:
+            f.write("ab" * 32)
+        os.chown(keyfile, dom.lz.user.pw_uid, dom.lz.user.pw_gid)
+        os.chmod(keyfile, 0o600)
     seen = []
 
     def hang_up():
@@ -645,15 +654,17 @@ def test_retries_end_in_one_line_naming_the_cause(dom):
         r = dom.run("run", "--", "/bin/echo", "never")
     finally:
         srv.close()
-        if os.path.exists(path):
-            os.unlink(path)
+        for p in (path, keyfile):
+            if os.path.exists(p):
+                os.unlink(p)
         t.join(timeout=10)
     assert r.returncode == 125, r.stderr
     assert r.stdout == ""
     lines = r.stderr.splitlines()
     assert len(lines) == 1, r.stderr
-    assert re.fullmatch(r"lazaret: error: cannot open a session after three attempts: the coordinator closed the "
-                        r"connection before the session opened \(it was stopping\)(: .*)?; run it again",
+    why = (r"the coordinator closed the connection before the session opened \(it was stopping\)(: .*)?" if key else
+           r"the coordinator was stopping before the session opened \(its control socket's key is gone\)")
+    assert re.fullmatch(r"lazaret: error: cannot open a session after three attempts: " + why + "; run it again",
                         lines[0]), lines[0]
     assert len(seen) == 3
 
@@ -792,9 +803,8 @@ def test_missing_prerequisite(lz, busybox_image):
 def test_oversized_frame_drops_that_peer_only(dom):
     a = dom.popen("run", "--", "/bin/sh", "-c", "read x; echo $x")
     wait_sessions(dom, 1)
-    h = json.dumps({"type": "Hello", "version": 1, "cli_pid": 1}).encode()
-    d = dom.lz.raw(dom.socket_path(), struct.pack(">I", len(h)) + h + struct.pack(">I", 0xffffffff) + b"x" * 1000,
-                   env=dom.env)
+    h = ctl_frame({"type": "Hello", "version": 1, "cli_pid": 1, "key": ctl_key(dom.socket_path())})
+    d, _ = dom.lz.raw(dom.socket_path(), h + struct.pack(">I", 0xffffffff) + b"x" * 1000, env=dom.env)
     assert b"Error" in d
     out, err = a.communicate(input=b"alive\n", timeout=30)
     assert (a.returncode, out) == (0, b"alive\n"), err

@@ -647,3 +647,35 @@ def test_an_agent_cannot_reach_its_groups_socket(lz):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "| victim | shell | 143 | " in r.stdout and "| attacker | shell | 143 | " in r.stdout, r.stdout
     wait_clean(d, 30)
+
+
+def test_a_borrowed_lazaret_binary_cannot_end_or_watch_the_group(lz):
+    """Issue 41: the group's socket checked the uid alone. A host process
+    of the person's uid that is not the CLI (the real binary with a library
+    preloaded, confined as an auto-approved host command is: no runtime
+    directory) connects and sends D (down), or attaches to an agent: it
+    cannot read the socket's key, the supervisor drops it at its first
+    frame, and the group goes on; the person's down still ends it."""
+    repo(lz)
+    d = native(lz)
+    path = manifest(lz, '[agents.victim]\nprofile = "shell"\ncommand = ["sh", "-c", "echo victim-up; sleep 60"]\n')
+    r = d.run("up", "--detach", path, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    gdir = group_dir(lz, path)
+    sock, key = os.path.join(gdir, "sock"), os.path.join(gdir, "sock.key")
+    for frame in (b"D\0" + struct.pack(">H", 0), b"A\0" + struct.pack(">H", 6) + b"victim",
+                  b"k\0" + struct.pack(">H", 64) + b"0" * 64 + b"D\0" + struct.pack(">H", 0)):
+        out, err = lz.raw(sock, frame, env=real_home(lz), confine_key=key)
+        assert b"victim-up" not in out, out
+        time.sleep(0.5)
+        assert os.path.exists(sock), (frame, os.listdir(gdir))
+        assert "key: Permission denied" in err.splitlines(), err
+    st = os.stat(key)
+    assert (st.st_uid, st.st_mode & 0o777) == (lz.user.pw_uid, 0o600)
+    said = open(os.path.join(gdir, "up.log"), errors="replace").read()
+    assert said.count("its first frame did not carry the group socket's key") == 3, said
+    r = d.run("down", path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| victim | shell | 143 | " in r.stdout, r.stdout
+    assert not os.path.exists(gdir)
+    wait_clean(d, 30)

@@ -229,6 +229,11 @@ static void test_roundtrip_hello(void **state) {
         m.cli_pid = 7;
         m.backend = (char *) "native";
         roundtrip_expect(&m, "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":7,\"backend\":\"native\"}");
+        /* The control socket's key (issue 41). */
+        m.backend = NULL;
+        m.key = (char *) "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        roundtrip_expect(&m, "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":7,\"key\":"
+                             "\"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\"}");
 }
 
 static void test_roundtrip_session_open(void **state) {
@@ -560,6 +565,11 @@ static const struct {
         { "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":0}", "cli_pid: out of range" },
         { "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":-5}", "cli_pid: out of range" },
         { "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":2147483648}", "cli_pid: out of range" },
+        { "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":1,\"key\":\"00\"}", "key: empty" },
+        { "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":1,\"key\":"
+          "\"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff0\"}",
+          "key: too long" },
+        { "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":1,\"key\":1}", "key: wrong type" },
         /* SessionOpen. */
         { OPEN_WITH("[]", "[]"), "argv: empty" },
         { OPEN_WITH("[\"\"]", "[]"), "argv: first entry empty" },
