@@ -10,6 +10,7 @@ import select
 import subprocess
 import time
 
+from test_egress import HOST4, RULES, names  # noqa: F401  (fixture)
 from test_escalation import esc_domain, escalate
 from test_run import Domain, busybox_image, debian_image, kill_cli, make_repo  # noqa: F401  (fixture)
 
@@ -353,6 +354,40 @@ def test_a_flood_of_refusals_cannot_wipe_the_record(lz, busybox_image):
     r = d.run("report", "--format", "md")
     assert r.returncode == 0, r.stderr
     assert "refusals were aggregated" in r.stdout and "rotated away" in r.stdout, r.stdout
+
+
+def test_a_flood_of_broker_refusals_is_aggregated(lz, busybox_image, names):  # noqa: F811
+    """Issue 41: the agent asks the broker for an unlisted name 400 times
+    in a few seconds: the first few refusals are on record one by one, the
+    rest counted on that destination; the run's totals say so, and the
+    report counts every one on the destination."""
+    d = Domain(lz, busybox_image,
+               network=f'default_allow = []\ndefault_deny = []\nipv6 = "disabled"\nresolvers = ["{HOST4}"]\n'
+                       f'probe_domains = ["ok.example.test:8080"]\n',
+               extra=f"allow_domains = {json.dumps(RULES)}\n")
+    flood = ("i=0; while [ $i -lt 400 ]; do /run/lazaret/relay --probe unlisted.example.test 8080 >/dev/null 2>&1; "
+             "i=$((i+1)); done; echo done")
+    r = d.run("run", "--", "/bin/sh", "-c", flood, timeout=300)
+    assert (r.returncode, r.stdout) == (0, "done\n"), r.stderr
+    d.assert_clean()
+    evs = [e for e in events(d, "--source", "network") if e["data"].get("name") == "unlisted.example.test" or
+           e["data"].get("host") == "unlisted.example.test"]
+    full = [e for e in evs if e["kind"] == "connection"]
+    agg = [e["data"] for e in evs if e["kind"] == "aggregated"]
+    assert 0 < len(full) <= 5, full
+    assert all(e["data"]["reason"] == "name-not-listed" for e in full), full
+    assert agg and all(a["of"] == "connection" and a["reason"] == "name-not-listed" and a["port"] == 8080
+                       for a in agg), agg
+    dropped = sum(e["data"].get("dropped", 0) for e in events(d, "--source", "network"))
+    assert len(full) + sum(a["count"] for a in agg) + dropped == 400, (len(full), agg, dropped)
+    stopped = [e for e in events(d) if e["kind"] == "stopped"][-1]["data"]
+    assert stopped["records"]["network"]["aggregated"] == sum(a["count"] for a in agg), stopped
+
+    rep = json.loads(d.run("report", "--format", "json").stdout)
+    [line] = [x for x in rep["sandboxes"][-1]["network"] if x.get("host") == "unlisted.example.test" or
+              x.get("name") == "unlisted.example.test"]
+    assert line["count"] == len(full) + sum(a["count"] for a in agg), line
+    assert rep["record"]["aggregated"] == sum(a["count"] for a in agg), rep["record"]
 
 
 def test_files_changed_by_a_session(lz, busybox_image):
