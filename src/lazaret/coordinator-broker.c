@@ -248,6 +248,21 @@ void co_broker_line(Coordinator *co, const char *line, size_t len) {
         json_object_del(j, "time");
         if (co->egress_probing)
                 json_object_set_new(j, "probe", json_true());
+        else if (verdict && streq(verdict, "refused")) {
+                /* The agent can be refused as often as it likes: per
+                 * destination, the first few in full, then counted. */
+                json_t *key = json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "verdict",
+                                        json_object_get(j, "verdict"), "via", json_object_get(j, "via"), "host",
+                                        json_object_get(j, "host"), "name", json_object_get(j, "name"), "port",
+                                        json_object_get(j, "port"), "reason", json_object_get(j, "reason"));
+                bool full = event_limiter_admit(co->limiter, "network", "connection", key,
+                                                json_is_integer(d) ? (uint64_t) json_integer_value(d) : 0, now_usec());
+                json_decref(key);
+                if (!full) {
+                        json_decref(j);
+                        return;
+                }
+        }
         event_emit(co->events, "network", "connection", NULL, j);
 }
 

@@ -57,6 +57,7 @@
 #include "router-run.h"
 #include "state-anchor.h"
 #include "escalation.h"
+#include "event-limit.h"
 #include "event-record.h"
 #include "participant.h"
 #include "session-anchor.h"
@@ -308,6 +309,7 @@ struct Coordinator {
         /* The Domain's event record (issue 19): NULL when it cannot be
          * written (status says why; enforcement never depends on it). */
         EventLog *events;
+        EventLimiter *limiter; /* what the agent can put on record at will */
         char events_unwritten[200];
         Trace trace;
         ProcScan scan;

@@ -135,7 +135,20 @@ void co_router_line(Coordinator *co, const char *line, size_t len) {
                 co->git_refused++;
                 co_status_touch(co);
         }
-        event_emit(co->events, rule && streq(rule, "git") ? "git" : "paths", "refused", NULL, j);
+        /* Per rule, operation, path and errno: the first few in full, then
+         * counted (the agent can be refused as often as it likes). */
+        const char *source = rule && streq(rule, "git") ? "git" : "paths";
+        json_t *key = json_pack("{s:O?, s:O?, s:O?, s:O?}", "rule", json_object_get(j, "rule"), "op",
+                                json_object_get(j, "op"), "path", json_object_get(j, "path"), "errno",
+                                json_object_get(j, "errno"));
+        bool full = event_limiter_admit(co->limiter, source, "refused", key,
+                                        json_is_integer(d) ? (uint64_t) json_integer_value(d) : 0, now_usec());
+        json_decref(key);
+        if (!full) {
+                json_decref(j);
+                return;
+        }
+        event_emit(co->events, source, "refused", NULL, j);
 }
 
 const PartKind kind_router = {

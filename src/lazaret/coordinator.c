@@ -308,10 +308,13 @@ void co_teardown(Coordinator *co) {
         stop_router(co);
         if (co->generation)
                 gen_decide(co, co->generation, GENERATION_TORN_DOWN);
+        /* The run's summary: what was counted rather than recorded. */
+        event_limiter_flush(co->limiter, co->events, now_usec(), true);
         event_emit(co->events, "sandbox", "stopped", NULL,
-                   json_pack("{s:s, s:b, s:I}", "reason", co->stop_reason ?: "no session is left", "runtime_lost",
+                   json_pack("{s:s, s:b, s:I, s:o*}", "reason", co->stop_reason ?: "no session is left", "runtime_lost",
                              co->runtime_lost, "uptime_seconds",
-                             (json_int_t) ((now_usec() - co->started_usec) / 1000000)));
+                             (json_int_t) ((now_usec() - co->started_usec) / 1000000), "records",
+                             co->limiter ? event_limiter_totals(co->limiter) : NULL));
         log_info("torn down");
 }
 
@@ -334,6 +337,8 @@ static uint64_t next_deadline(Coordinator *co) {
                 d = co->status_last + STATUS_LINE_USEC;
         if (co->scan.on && !co->stopping && co->scan.next < d)
                 d = co->scan.next;
+        if (event_limiter_next(co->limiter) < d)
+                d = event_limiter_next(co->limiter);
         return d;
 }
 
@@ -344,6 +349,7 @@ static void run_timers(Coordinator *co) {
         if (co->status_dirty && now >= co->status_last + STATUS_LINE_USEC)
                 co_status_line_send(co);
         scan_run(co);
+        event_limiter_flush(co->limiter, co->events, now, false);
         for (Session *s = co->sessions; s; s = s->next) {
                 if (!s->exited && s->kill_deadline && now >= s->kill_deadline) {
                         (void) kill(s->pid, SIGKILL);
@@ -546,6 +552,7 @@ void co_release(Coordinator *co) {
         co->broker_lines.fd = safe_close(co->broker_lines.fd);
         co->router_lines.fd = safe_close(co->router_lines.fd);
         co->events = event_log_close(co->events);
+        co->limiter = event_limiter_free(co->limiter);
         co->broker_dir = mfree(co->broker_dir);
 }
 
@@ -855,7 +862,19 @@ int coordinator_main(int argc, char **argv) {
         }
         /* The event record: losing it weakens nothing, so a start goes on
          * without it (status says why). */
-        r = event_log_open(co.spec.domain_dir, NULL, &co.events);
+        /* Tests make the record's segments small (a flood rotates them in
+         * seconds); never larger than the default. */
+        EventLimits lim = { EVENT_SEGMENT_MAX, EVENT_SEGMENTS, EVENT_QUEUE_RECORDS, EVENT_QUEUE_BYTES, 0 };
+        const char *seg = getenv("LAZARET_TEST_EVENT_SEGMENT_BYTES");
+        char *end = NULL;
+        if (seg && (lim.segment_max = strtoull(seg, &end, 10)) >= 4096 && *end == '\0' &&
+            lim.segment_max < EVENT_SEGMENT_MAX)
+                log_warning("the event record's segments are %" PRIu64 " bytes (LAZARET_TEST_EVENT_SEGMENT_BYTES)",
+                            lim.segment_max);
+        else
+                lim.segment_max = EVENT_SEGMENT_MAX;
+        co.limiter = event_limiter_new(now_usec());
+        r = event_log_open(co.spec.domain_dir, &lim, &co.events);
         if (r < 0) {
                 snprintf(co.events_unwritten, sizeof(co.events_unwritten), "cannot open %s/%s: %s", co.spec.domain_dir,
                          EVENT_DIR, strerror(-r));

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -94,6 +96,69 @@ static int walk_one(const char *path, const struct stat *st, int type, struct FT
         return 0;
 }
 
+static bool ends_deleted(const char *s, size_t len) {
+        static const char mark[] = " (deleted)";
+        return len >= sizeof(mark) - 1 && memcmp(s + len - (sizeof(mark) - 1), mark, sizeof(mark) - 1) == 0;
+}
+
+/* One process's descriptors (dfd: its /proc/PID/fd, taken). */
+static int unlinked_open_of(int dfd, const dev_t *devs, size_t n_devs) {
+        DIR *fds = fdopendir(dfd);
+        if (!fds) {
+                safe_close(dfd);
+                return 0;
+        }
+        int r = 0;
+        struct dirent *fe;
+        while (r >= 0 && (fe = readdir(fds))) {
+                if (fe->d_name[0] == '.')
+                        continue;
+                char target[PATH_MAX];
+                ssize_t k = readlinkat(dirfd(fds), fe->d_name, target, sizeof(target));
+                if (k <= 0 || !ends_deleted(target, (size_t) k))
+                        continue;
+                struct stat st;
+                if (fstatat(dirfd(fds), fe->d_name, &st, 0) < 0 || !S_ISREG(st.st_mode) || st.st_nlink > 0)
+                        continue;
+                bool ours = false;
+                for (size_t i = 0; i < n_devs && !ours; i++)
+                        ours = st.st_dev == devs[i];
+                if (!ours)
+                        continue;
+                r = seen_before(st.st_dev, st.st_ino);
+                if (r == 0)
+                        walk.bytes += (uint64_t) st.st_blocks * 512;
+        }
+        closedir(fds);
+        return r < 0 ? r : 0;
+}
+
+/* Files unlinked but held open on the devices of paths: no walk finds
+ * them, yet their blocks stay taken until the last descriptor closes.
+ * Every process whose descriptors we may read (/proc/PID/fd), the git
+ * router's and the sandbox's among them; only a link that names a deleted
+ * file is followed, so a live file of some other mount (a FUSE file
+ * system that does not answer) is never touched. Added to walk.bytes,
+ * each inode once. */
+static int unlinked_open(const dev_t *devs, size_t n_devs) {
+        DIR *proc = opendir("/proc");
+        if (!proc)
+                return negative_errno();
+        int r = 0;
+        struct dirent *de;
+        while (r >= 0 && (de = readdir(proc))) {
+                if (de->d_name[0] < '1' || de->d_name[0] > '9')
+                        continue;
+                char path[300];
+                snprintf(path, sizeof(path), "%s/fd", de->d_name);
+                int dfd = openat(dirfd(proc), path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (dfd >= 0) /* else gone, or not ours to read */
+                        r = unlinked_open_of(dfd, devs, n_devs);
+        }
+        closedir(proc);
+        return r;
+}
+
 int diskwatch_measure(char *const *paths, uint64_t *ret_bytes, uint64_t *ret_unreadable) {
         walk.bytes = walk.unreadable = 0;
         walk.n_seen = 0;
@@ -114,6 +179,37 @@ int diskwatch_measure(char *const *paths, uint64_t *ret_bytes, uint64_t *ret_unr
         *ret_bytes = walk.bytes;
         if (ret_unreadable)
                 *ret_unreadable = walk.unreadable;
+        return 0;
+}
+
+int diskwatch_unlinked(char *const *paths, uint64_t *ret_bytes) {
+        dev_t devs[16];
+        size_t n_devs = 0;
+        for (; *paths; paths++) {
+                struct stat st;
+                if (stat(*paths, &st) == 0 && n_devs < ELEMENTSOF(devs))
+                        devs[n_devs++] = st.st_dev;
+        }
+        walk.bytes = 0;
+        walk.n_seen = 0;
+        if (walk.seen)
+                memset(walk.seen, 0, walk.cap * sizeof(Inode));
+        int r = unlinked_open(devs, n_devs);
+        if (r < 0)
+                return r;
+        *ret_bytes = walk.bytes;
+        return 0;
+}
+
+/* The walk and the unlinked files together. */
+static int measure_all(char *const *paths, uint64_t *ret_bytes, uint64_t *ret_unreadable) {
+        uint64_t walked, unlinked;
+        int r = diskwatch_measure(paths, &walked, ret_unreadable);
+        if (r >= 0)
+                r = diskwatch_unlinked(paths, &unlinked);
+        if (r < 0)
+                return r;
+        *ret_bytes = walked + unlinked;
         return 0;
 }
 
@@ -161,7 +257,7 @@ int diskwatch_main(int argc, char **argv) {
         (void) signal(SIGPIPE, SIG_IGN);
 
         uint64_t base, unreadable;
-        int r = diskwatch_measure(paths, &base, &unreadable);
+        int r = measure_all(paths, &base, &unreadable);
         if (r < 0) {
                 log_error("cannot measure the work files: %s", strerror(-r));
                 return 1;
@@ -188,7 +284,7 @@ int diskwatch_main(int argc, char **argv) {
                 uint64_t grown = used > base ? used - base : 0, room = limit > grown ? limit - grown : 0;
                 if (grew < room / 2 && grew < limit / 8 && now_usec() - walked < DISKWATCH_WALK_USEC)
                         continue;
-                r = diskwatch_measure(paths, &used, NULL);
+                r = measure_all(paths, &used, NULL);
                 if (r < 0) {
                         log_error("cannot measure the work files: %s", strerror(-r));
                         return 1;

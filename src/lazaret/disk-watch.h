@@ -8,7 +8,9 @@
  * them instead: a walk at the start (the baseline), then every
  * DISKWATCH_TICK_USEC a look at how much the file systems under them grew
  * (statfs, nearly free), and a walk again when that growth could have
- * taken them past the limit, or a minute went by. It writes "base BYTES"
+ * taken them past the limit, or a minute went by. Each measure adds the
+ * files unlinked but still held open on their file systems
+ * (diskwatch_unlinked). It writes "base BYTES"
  * and then "used BYTES" lines to its stdout; the coordinator waits for the
  * baseline before the sandbox starts, and stops the sandbox when they grew
  * by more than disk_limit during the run.
@@ -31,6 +33,13 @@
  * entered). Unreadable directories are skipped and counted in
  * *ret_unreadable. */
 int diskwatch_measure(char *const *paths, uint64_t *ret_bytes, uint64_t *ret_unreadable);
+
+/* The bytes of disk taken by files unlinked but still open (st_nlink 0,
+ * each inode once) on the file systems of paths, held by any process
+ * whose /proc/PID/fd this one may read: no walk finds them, yet they are
+ * the disk's until the last descriptor closes (issue 41). Only a link
+ * that names a deleted file is followed. */
+int diskwatch_unlinked(char *const *paths, uint64_t *ret_bytes);
 
 /* `lazaret __diskwatch PARENT_PID LIMIT_BYTES PATH...` */
 int diskwatch_main(int argc, char **argv);

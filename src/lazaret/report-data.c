@@ -339,6 +339,24 @@ static void render_sarif(json_t *m, StrBuf *out) {
                          (int64_t) dropped);
                 json_array_append_new(notes, json_pack("{s:{s:s}, s:s}", "message", "text", msg, "level", "warning"));
         }
+        json_int_t aggregated = json_integer_value(json_object_get(rec, "aggregated"));
+        if (aggregated > 0) {
+                char msg[200];
+                snprintf(msg, sizeof(msg),
+                         "%" PRIi64 " refusals were aggregated: counted, not recorded one by one "
+                         "(occurrenceCount includes them).",
+                         (int64_t) aggregated);
+                json_array_append_new(notes, json_pack("{s:{s:s}, s:s}", "message", "text", msg, "level", "note"));
+        }
+        json_int_t rotated = json_integer_value(json_object_get(rec, "rotated"));
+        if (rotated > 0) {
+                char msg[200];
+                snprintf(msg, sizeof(msg),
+                         "%" PRIi64 " older records were rotated away with the record's oldest segments "
+                         "(sessions, escalations and the sandbox's starts and stops were kept).",
+                         (int64_t) rotated);
+                json_array_append_new(notes, json_pack("{s:{s:s}, s:s}", "message", "text", msg, "level", "warning"));
+        }
         const char *ws = json_string_value(json_object_get(m, "workspace"));
         json_t *base = NULL;
         if (ws && ws[0] == '/') {

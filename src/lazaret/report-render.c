@@ -478,6 +478,18 @@ void report_render_doc(json_t *m, bool html, StrBuf *out) {
         if (dropped > 0)
                 litf(&d, " %" PRIi64 " records were dropped when they came faster than they could be written.",
                      (int64_t) dropped);
+        json_int_t aggregated = json_integer_value(json_object_get(rec, "aggregated"));
+        json_int_t rotated = json_integer_value(json_object_get(rec, "rotated"));
+        if (aggregated > 0)
+                litf(&d,
+                     " %" PRIi64 " refusals were aggregated: past the first few of each, or over the rate, they"
+                     " were counted, not recorded one by one (the counts are below).",
+                     (int64_t) aggregated);
+        if (rotated > 0)
+                litf(&d,
+                     " %" PRIi64 " older records were rotated away with the record's oldest segments (sessions,"
+                     " escalations and the sandbox's starts and stops were kept).",
+                     (int64_t) rotated);
         if (unread > 0)
                 litf(&d, " %" PRIi64 " lines of the record could not be read.", (int64_t) unread);
         json_t *sess = json_object_get(m, "session");

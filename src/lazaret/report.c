@@ -93,7 +93,7 @@ typedef struct Build {
         json_t *by_request; /* request id -> escalation object */
         json_t *net_index, *ref_index; /* "G\x1fkey" -> entry object */
         unsigned open_matched; /* sessions matching meta->session now open */
-        uint64_t records, dropped;
+        uint64_t records, dropped, aggregated, rotated;
         const char *first, *last; /* times (kept alive by the copies in model) */
         char first_buf[40], last_buf[40];
 } Build;
@@ -165,16 +165,17 @@ static json_t *entry_add(json_t *sb, json_t *index, const char *list, const char
         return fresh;
 }
 
-static void seen(json_t *e, json_t *time) {
+/* n occurrences (an "aggregated" record stands for its count). */
+static void seen(json_t *e, json_t *time, json_int_t k) {
         json_t *n = json_object_get(e, "count");
         if (json_is_integer(n))
-                json_integer_set(n, json_integer_value(n) + 1);
+                json_integer_set(n, json_integer_value(n) + k);
         if (json_is_null(json_object_get(e, "first")))
                 json_object_set(e, "first", time);
         json_object_set(e, "last", time);
 }
 
-static void on_network(Build *b, json_t *sb, json_int_t gen, json_t *d, json_t *time) {
+static void on_network(Build *b, json_t *sb, json_int_t gen, json_t *d, json_t *time, json_int_t count) {
         /* The launch's own proof of egress by name, before any session. */
         if (json_is_true(json_object_get(d, "probe")))
                 return;
@@ -196,7 +197,7 @@ static void on_network(Build *b, json_t *sb, json_int_t gen, json_t *d, json_t *
                                         "bytes_out", 0, "bytes_in", 0));
         if (!e)
                 return;
-        seen(e, time);
+        seen(e, time, count);
         add_int(e, "bytes_out", json_object_get(d, "bytes_out"));
         add_int(e, "bytes_in", json_object_get(d, "bytes_in"));
         const char *name = json_string_value(json_object_get(d, "name"));
@@ -204,7 +205,8 @@ static void on_network(Build *b, json_t *sb, json_int_t gen, json_t *d, json_t *
                 json_object_set_new(e, "name", json_string(name));
 }
 
-static void on_refusal(Build *b, json_t *sb, json_int_t gen, const char *source, json_t *d, json_t *time) {
+static void on_refusal(Build *b, json_t *sb, json_int_t gen, const char *source, json_t *d, json_t *time,
+                       json_int_t count) {
         const char *rule = json_string_value(json_object_get(d, "rule")) ?: source;
         const char *op = json_string_value(json_object_get(d, "op")) ?: "?";
         const char *path = json_string_value(json_object_get(d, "path")) ?: "";
@@ -219,7 +221,7 @@ static void on_refusal(Build *b, json_t *sb, json_int_t gen, const char *source,
                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:n, s:n}", "source", source, "rule", rule,
                                         "op", op, "path", path, "errno", err, "count", 0, "first", "last"));
         if (e)
-                seen(e, time);
+                seen(e, time, count);
 }
 
 static json_t *session_for(Build *b, json_t *sb, const char *id, json_t *time) {
@@ -415,8 +417,23 @@ static void on_record(Build *b, json_t *ev) {
             (streq(source, "network") || streq(source, "git") || streq(source, "paths")))
                 b->dropped += (uint64_t) json_integer_value(json_object_get(data, "dropped"));
         if (streq(source, "record")) {
-                b->dropped += (uint64_t) json_integer_value(json_object_get(data, "count"));
+                json_int_t n = json_integer_value(json_object_get(data, "count"));
+                if (streq(kind, "dropped"))
+                        b->dropped += (uint64_t) n;
+                else if (streq(kind, "rotated"))
+                        b->rotated += (uint64_t) n;
                 return;
+        }
+        /* Repeats the coordinator counted rather than recorded (issue 41):
+         * one record for their count. */
+        json_int_t count = 1;
+        if (streq(kind, "aggregated") && (streq(source, "network") || streq(source, "git") || streq(source, "paths"))) {
+                count = json_integer_value(json_object_get(data, "count"));
+                if (count <= 0)
+                        return;
+                b->aggregated += (uint64_t) count;
+                if (json_is_true(json_object_get(data, "other")))
+                        return; /* no key: counted, not listed */
         }
         json_t *sb = sandbox_for(b, gen);
         if (!sb)
@@ -432,9 +449,9 @@ static void on_record(Build *b, json_t *ev) {
         else if (streq(source, "process") && streq(kind, "started"))
                 on_process(b, sb, session, data, time);
         else if (streq(source, "network") && sandbox_wide_wanted(b))
-                on_network(b, sb, gen, data, time);
+                on_network(b, sb, gen, data, time, count);
         else if ((streq(source, "git") || streq(source, "paths")) && sandbox_wide_wanted(b))
-                on_refusal(b, sb, gen, source, data, time);
+                on_refusal(b, sb, gen, source, data, time, count);
 }
 
 static void format_usec(uint64_t usec, char buf[static 40]) {
@@ -476,11 +493,12 @@ int report_build(EventReader *rd, const ReportMeta *meta, json_t **ret) {
                 if (json_array_size(json_object_get(json_array_get(b.sandboxes, i - 1), "sessions")) == 0)
                         json_array_remove(b.sandboxes, i - 1);
         if (r >= 0) {
-                b.model = json_pack("{s:i, s:s, s:s, s:s?, s:s, s:s?, s:{s:I, s:s?, s:s?, s:I, s:I}, s:O}",
+                b.model = json_pack("{s:i, s:s, s:s, s:s?, s:s, s:s?, s:{s:I, s:s?, s:s?, s:I, s:I, s:I, s:I}, s:O}",
                                     "lazaret_report", REPORT_VERSION, "lazaret_version", LAZARET_VERSION, "profile",
                                     meta->profile, "workspace", meta->workspace, "generated", now, "session",
                                     meta->session, "record", "records", (json_int_t) b.records, "first", b.first,
-                                    "last", b.last, "dropped", (json_int_t) b.dropped, "unreadable_lines",
+                                    "last", b.last, "dropped", (json_int_t) b.dropped, "aggregated",
+                                    (json_int_t) b.aggregated, "rotated", (json_int_t) b.rotated, "unreadable_lines",
                                     (json_int_t) (rd ? event_reader_skipped(rd) : 0), "sandboxes", b.sandboxes);
                 if (!b.model)
                         r = -ENOMEM;

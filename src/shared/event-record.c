@@ -30,6 +30,13 @@ typedef struct EventLine {
 struct EventLog {
         int dir_fd, fd;
         uint64_t size; /* of the current segment */
+        int kept_fd; /* the kept segment, opened at the first rotation */
+        uint64_t kept_size;
+        /* The kept segment's last line when it is a "rotated" note (one
+         * rotation after another merge into it): its offset and counts. */
+        bool note;
+        uint64_t note_off, note_count, note_kept, note_kept_lost;
+        char note_first[40];
         EventLimits lim;
         pthread_mutex_t mutex;
         pthread_cond_t wake;
@@ -73,9 +80,144 @@ static int open_current(EventLog *l) {
         return 0;
 }
 
-/* events.jsonl -> .1 -> .2 ...; the oldest is replaced. */
+bool event_kept(const char *source, const char *kind) {
+        return streq(source, "sandbox") || streq(source, "session") || streq(source, "escalation") ||
+               streq(source, "record") || streq(kind, "summary");
+}
+
+static EventLine *make_line(EventLog *l, const char *source, const char *kind, const char *session, json_t *data);
+
+/* Append one line to the kept segment; past kept_max it is rotated once
+ * (kept.jsonl -> kept.jsonl.1, the older one falls away). */
+static int kept_append(EventLog *l, const char *text, size_t len) {
+        if (l->kept_fd >= 0 && l->kept_size > 0 && l->kept_size + len > l->lim.kept_max) {
+                l->kept_fd = safe_close(l->kept_fd);
+                if (renameat(l->dir_fd, EVENT_KEPT_FILE, l->dir_fd, EVENT_KEPT_FILE ".1") < 0)
+                        return negative_errno();
+        }
+        if (l->kept_fd < 0) {
+                int fd = openat(l->dir_fd, EVENT_KEPT_FILE,
+                                O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+                if (fd < 0)
+                        return negative_errno();
+                struct stat st;
+                if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                        safe_close(fd);
+                        return -EBADF;
+                }
+                l->kept_fd = fd;
+                l->kept_size = (uint64_t) st.st_size;
+        }
+        size_t off = 0;
+        while (off < len) {
+                ssize_t k = write(l->kept_fd, text + off, len - off);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return k < 0 ? negative_errno() : -EIO;
+                off += (size_t) k;
+        }
+        l->kept_size += len;
+        return 0;
+}
+
+/* The oldest segment is about to fall away: its rare records (the kept
+ * kinds) move to the kept segment, in order, and a "record"/"rotated"
+ * record says how many others went and from when to when. The segment is
+ * read whole here, on the writer's thread: once per segment_max bytes. */
+static void keep_rare(EventLog *l, const char *name) {
+        _cleanup_close_ int fd = openat(l->dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+                return;
+        _cleanup_free_ char *buf = malloc(READ_LINE_MAX);
+        if (!buf)
+                return;
+        uint64_t lost = 0, kept = 0, kept_lost = 0;
+        char first[40] = "", last[40] = "";
+        size_t len = 0;
+        bool discarding = false;
+        for (;;) {
+                ssize_t k = read(fd, buf + len, READ_LINE_MAX - len);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                len += (size_t) k;
+                size_t off = 0;
+                char *nl;
+                while ((nl = memchr(buf + off, '\n', len - off))) {
+                        size_t ll = (size_t) (nl - (buf + off));
+                        const char *line = buf + off;
+                        off += ll + 1;
+                        if (discarding) {
+                                discarding = false;
+                                continue;
+                        }
+                        json_t *j = json_loadb(line, ll, 0, NULL);
+                        const char *src = json_string_value(json_object_get(j, "source"));
+                        const char *kind = json_string_value(json_object_get(j, "kind"));
+                        const char *t = json_string_value(json_object_get(j, "time"));
+                        if (src && kind && event_kept(src, kind)) {
+                                if (kept_append(l, line, ll + 1) < 0)
+                                        kept_lost++;
+                                else
+                                        kept++;
+                        } else {
+                                lost++;
+                                if (t && !first[0])
+                                        snprintf(first, sizeof(first), "%s", t);
+                                if (t)
+                                        snprintf(last, sizeof(last), "%s", t);
+                        }
+                        json_decref(j);
+                }
+                memmove(buf, buf + off, len - off);
+                len -= off;
+                if (len == READ_LINE_MAX) {
+                        len = 0; /* not ours: skipped */
+                        discarding = true;
+                }
+        }
+        if (lost == 0 && kept_lost == 0)
+                return;
+        if (kept == 0 && l->note && l->kept_fd >= 0 && ftruncate(l->kept_fd, (off_t) l->note_off) == 0) {
+                /* Nothing kept since the last note: it grows instead. */
+                l->kept_size = l->note_off;
+                lost += l->note_count;
+                kept = l->note_kept;
+                kept_lost += l->note_kept_lost;
+                if (l->note_first[0])
+                        snprintf(first, sizeof(first), "%s", l->note_first);
+        }
+        l->note = false;
+        json_t *d = json_pack("{s:I, s:s?, s:s?, s:I, s:I}", "count", (json_int_t) lost, "first",
+                              first[0] ? first : NULL, "last", last[0] ? last : NULL, "kept", (json_int_t) kept,
+                              "kept_lost", (json_int_t) kept_lost);
+        if (!d)
+                return;
+        pthread_mutex_lock(&l->mutex);
+        EventLine *e = make_line(l, "record", "rotated", NULL, d);
+        pthread_mutex_unlock(&l->mutex);
+        json_decref(d);
+        if (e && kept_append(l, e->text, e->len) >= 0) {
+                l->note = true;
+                l->note_off = l->kept_size - e->len;
+                l->note_count = lost;
+                l->note_kept = kept;
+                l->note_kept_lost = kept_lost;
+                snprintf(l->note_first, sizeof(l->note_first), "%s", first);
+        } else
+                l->write_errors++;
+        free(e);
+}
+
+/* events.jsonl -> .1 -> .2 ...; the oldest is replaced, its rare records
+ * kept. */
 static int rotate(EventLog *l) {
         char from[64], to[64];
+        snprintf(from, sizeof(from), "%s.%u", EVENT_FILE, l->lim.segments - 1);
+        keep_rare(l, from);
         for (unsigned i = l->lim.segments - 1; i >= 1; i--) {
                 if (i == 1)
                         snprintf(from, sizeof(from), "%s", EVENT_FILE);
@@ -155,9 +297,11 @@ static int open_event_dir(const char *domain_dir, bool make) {
 int event_log_open(const char *domain_dir, const EventLimits *lim, EventLog **ret) {
         if (!domain_dir || !ret)
                 return -EINVAL;
-        EventLimits d = { EVENT_SEGMENT_MAX, EVENT_SEGMENTS, EVENT_QUEUE_RECORDS, EVENT_QUEUE_BYTES };
+        EventLimits d = { EVENT_SEGMENT_MAX, EVENT_SEGMENTS, EVENT_QUEUE_RECORDS, EVENT_QUEUE_BYTES, EVENT_KEPT_MAX };
         if (lim)
                 d = *lim;
+        if (d.kept_max == 0)
+                d.kept_max = d.segment_max;
         if (d.segments < 2 || d.segment_max == 0 || d.queue_records == 0 || d.queue_bytes == 0)
                 return -EINVAL;
 
@@ -172,6 +316,7 @@ int event_log_open(const char *domain_dir, const EventLimits *lim, EventLog **re
         }
         l->dir_fd = dfd;
         l->fd = -EBADF;
+        l->kept_fd = -EBADF;
         l->lim = d;
         snprintf(l->path, sizeof(l->path), "%s/%s/%s", domain_dir, EVENT_DIR, EVENT_FILE);
         pthread_mutex_init(&l->mutex, NULL);
@@ -427,6 +572,7 @@ EventLog *event_log_close(EventLog *l) {
                 l->head = n;
         }
         safe_close(l->fd);
+        safe_close(l->kept_fd);
         safe_close(l->dir_fd);
         pthread_mutex_destroy(&l->mutex);
         pthread_cond_destroy(&l->wake);
@@ -534,7 +680,7 @@ struct EventReader {
 };
 
 typedef struct SegName {
-        unsigned index; /* 0: the current one */
+        unsigned index; /* 0: the current one; kept ones above every other */
         char name[64];
 } SegName;
 
@@ -584,9 +730,15 @@ int event_reader_open(const char *domain_dir, EventReader **ret) {
         struct dirent *de;
         while ((de = readdir(d)) && n < READ_SEGMENTS) {
                 const char *rest = startswith(de->d_name, EVENT_FILE);
+                unsigned idx = 0;
+                /* The kept segments hold what fell out of the oldest:
+                 * read before every other. */
+                if (streq(de->d_name, EVENT_KEPT_FILE ".1"))
+                        rest = "", idx = 100002;
+                else if (streq(de->d_name, EVENT_KEPT_FILE))
+                        rest = "", idx = 100001;
                 if (!rest)
                         continue;
-                unsigned idx = 0;
                 if (*rest) {
                         char *end;
                         if (rest[0] != '.' || !isdigit((unsigned char) rest[1]))

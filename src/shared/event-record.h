@@ -9,6 +9,13 @@
  * is), in segments: events.jsonl is written, events.jsonl.1 .. .N-1 are
  * older; a segment that would grow past its limit is rotated (the oldest
  * falls away), so the record is bounded at segments x segment_max bytes.
+ * Rare records (event_kept(): the sandbox's starts and stops, sessions,
+ * escalations, the record's own notes, summaries) are not lost with it:
+ * before the oldest segment falls away they are appended to kept.jsonl,
+ * followed by a "record"/"rotated" record (count, first, last: the others
+ * that went; kept, kept_lost); kept.jsonl is itself rotated once past
+ * kept_max (kept.jsonl.1, the older one falls away). Readers take the
+ * kept segments first: they are older than every other.
  * Each record:
  *   {"time":"2026-12-01T23:59:01.123456Z","seq":N,"generation":G,
  *    "session":"UUID"|null,"source":"...","kind":"...","data":{...}}
@@ -34,18 +41,25 @@
 
 #define EVENT_DIR           "events"
 #define EVENT_FILE          "events.jsonl"
+#define EVENT_KEPT_FILE     "kept.jsonl"
 #define EVENT_SEGMENT_MAX   (UINT64_C(8) * 1024 * 1024)
 #define EVENT_SEGMENTS      4
 #define EVENT_QUEUE_RECORDS 16384
 #define EVENT_QUEUE_BYTES   (4u * 1024u * 1024u)
 #define EVENT_LINE_MAX      (16u * 1024u)
 #define EVENT_STRING_MAX    2048u /* bytes of one string kept in a record */
+#define EVENT_KEPT_MAX      (UINT64_C(8) * 1024 * 1024)
 
 typedef struct EventLimits {
         uint64_t segment_max;
         unsigned segments; /* 2 or more */
         size_t queue_records, queue_bytes;
+        uint64_t kept_max; /* 0: segment_max */
 } EventLimits;
+
+/* Whether records of this source and kind are kept when their segment
+ * falls away: those the agent cannot make at will. */
+bool event_kept(const char *source, const char *kind);
 
 typedef struct EventLog EventLog;
 

@@ -309,6 +309,29 @@ def test_disk_limit_counts_the_agents_worktree(lz, busybox_image):  # noqa: F811
     dom.assert_clean()
 
 
+# The same writer into a file it unlinked first and keeps open (issue 41,
+# item 8): no walk finds it, yet the host's disk holds every byte.
+UNLINKED_FILLER = ("exec 3>/workspace/.h && rm /workspace/.h && i=0; "
+                   "while [ $i -lt 125 ]; do dd if=/dev/zero bs=1M count=8 >&3 2>/dev/null; "
+                   "i=$((i+1)); sleep 0.2; done; echo finished")
+
+
+def test_disk_limit_counts_an_unlinked_open_file(lz, busybox_image):  # noqa: F811
+    """A file the agent unlinked but holds open (the git router holds its
+    host descriptor) is still on the host's disk: the measure counts it,
+    and the sandbox stops past disk_limit, telling the terminal why."""
+    dom = Domain(lz, busybox_image, extra="disk_limit = 64\n")
+    p = dom.popen("run", "--", "/bin/sh", "-c", UNLINKED_FILLER)
+    try:
+        _, err = p.communicate(timeout=90)
+    finally:
+        p.kill()
+    assert p.returncode == 125, err
+    assert b"the work files grew by" in err and b"past disk_limit = 64 MiB" in err, err
+    assert not os.path.exists(os.path.join(lz.work, ".h"))
+    dom.assert_clean()
+
+
 def test_console_writes_do_not_reach_the_host_disk(lz, busybox_image):  # noqa: F811
     """The agent writes 8 MiB to PID 1's stdout (/proc/1/fd/1, the
     container's console): none of it lands in a file on the host (Podman's

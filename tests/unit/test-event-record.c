@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "event-limit.h"
 #include "event-record.h"
 
 static char *tmpdir(void) {
@@ -176,13 +177,85 @@ static void test_rotation(void **state) {
         }
         assert_true(total <= 3 * 4096);
         json_t *all = read_all(d, NULL);
-        size_t n = json_array_size(all);
-        assert_true(n > 20 && n < 1000);
+        /* First what the segments that fell away left: their notes. */
+        json_int_t gone = 0;
+        size_t notes = 0;
+        while (notes < json_array_size(all)) {
+                json_t *e = json_array_get(all, notes);
+                if (strcmp(json_string_value(json_object_get(e, "source")), "record") != 0)
+                        break;
+                assert_string_equal(json_string_value(json_object_get(e, "kind")), "rotated");
+                gone += json_integer_value(json_object_get(json_object_get(e, "data"), "count"));
+                notes++;
+        }
+        size_t n = json_array_size(all) - notes;
+        assert_true(notes > 0 && n > 20 && n < 1000);
+        assert_int_equal(gone + (json_int_t) n, 1000);
         for (size_t i = 0; i < n; i++) {
-                json_t *data = json_object_get(json_array_get(all, i), "data");
+                json_t *data = json_object_get(json_array_get(all, notes + i), "data");
                 assert_int_equal(json_integer_value(json_object_get(data, "i")), (json_int_t) (1000 - n + i));
         }
         json_decref(all);
+        rmtree(d);
+        free(d);
+}
+
+/* Issue 41: a flood of records the agent can make (refusals) rotates
+ * every segment, yet the rare ones written before it (a session, an
+ * escalation request) are still there, in order, before the flood's
+ * survivors, with notes saying how many records went and when. */
+static void test_rare_records_survive_a_flood(void **state) {
+        (void) state;
+        char *d = tmpdir();
+        EventLimits lim = { .segment_max = 4096, .segments = 2, .queue_records = 1 << 20, .queue_bytes = 1 << 28 };
+        EventLog *l = NULL;
+        assert_int_equal(event_log_open(d, &lim, &l), 0);
+        assert_true(event_emit(l, "sandbox", "started", NULL, NULL));
+        assert_true(event_emit(l, "session", "started", "s1", json_pack("{s:s}", "cwd", "/workspace")));
+        assert_true(event_emit(l, "paths", "refused", NULL, json_pack("{s:s}", "path", "before")));
+        assert_true(event_emit(l, "escalation", "requested", "s1", json_pack("{s:s}", "request_id", "r1")));
+        for (int i = 0; i < 5000; i++)
+                assert_true(event_emit(l, "network", "connection", NULL, json_pack("{s:i}", "i", i)));
+        assert_true(event_emit(l, "network", "summary", NULL, json_pack("{s:i}", "total", 5000)));
+        for (int i = 0; i < 5000; i++)
+                assert_true(event_emit(l, "network", "connection", NULL, json_pack("{s:i}", "i", i)));
+        l = event_log_close(l);
+
+        json_t *all = read_all(d, NULL);
+        /* The kept ones first, in order; the first flood's note between
+         * the escalation and the summary. */
+        const char *want[] = { "sandbox", "session", "escalation", "record", "network", "record" };
+        for (size_t i = 0; i < 6; i++)
+                assert_string_equal(json_string_value(json_object_get(json_array_get(all, i), "source")), want[i]);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(all, 4), "kind")), "summary");
+        json_int_t gone = 0, connections = 0;
+        bool before = false;
+        size_t i;
+        json_t *e;
+        json_array_foreach(all, i, e) {
+                const char *src = json_string_value(json_object_get(e, "source"));
+                json_t *data = json_object_get(e, "data");
+                if (strcmp(src, "record") == 0) {
+                        assert_string_equal(json_string_value(json_object_get(e, "kind")), "rotated");
+                        assert_non_null(json_string_value(json_object_get(data, "first")));
+                        assert_int_equal(json_integer_value(json_object_get(data, "kept_lost")), 0);
+                        gone += json_integer_value(json_object_get(data, "count"));
+                } else if (strcmp(src, "network") == 0 &&
+                           strcmp(json_string_value(json_object_get(e, "kind")), "connection") == 0)
+                        connections++;
+                else if (strcmp(src, "paths") == 0)
+                        before = true;
+        }
+        assert_false(before); /* a refusal is not kept: its count is */
+        assert_int_equal(gone + connections, 10001);
+        json_decref(all);
+
+        /* The kept segment is bounded too. */
+        struct stat st;
+        char p[512];
+        snprintf(p, sizeof(p), "%s/events/kept.jsonl", d);
+        assert_int_equal(stat(p, &st), 0);
+        assert_true(st.st_size <= 4096);
         rmtree(d);
         free(d);
 }
@@ -333,12 +406,80 @@ static void test_times(void **state) {
         assert_int_equal(event_since_parse("yesterday", now, &t), -EINVAL);
 }
 
+/* Issue 41: refusals per key, the first few in full, then counted and
+ * put on record as one "aggregated" record per key; many keys are held to
+ * the bucket's rate; the totals say what was done. */
+static void test_limiter(void **state) {
+        (void) state;
+        char *d = tmpdir();
+        EventLog *l = NULL;
+        assert_int_equal(event_log_open(d, NULL, &l), 0);
+        uint64_t now = 1000000;
+        EventLimiter *lim = event_limiter_new(now);
+        assert_non_null(lim);
+        json_t *key = json_pack("{s:s, s:i}", "host", "evil.example", "port", 443);
+        unsigned full = 0;
+        for (int i = 0; i < 1000; i++)
+                full += event_limiter_admit(lim, "network", "connection", key, i == 500 ? 7 : 0, now);
+        assert_int_equal(full, EVENT_LIMIT_FULL);
+        assert_int_equal(event_limiter_next(lim), now + EVENT_LIMIT_INTERVAL_USEC);
+        event_limiter_flush(lim, l, now + 1, false); /* not due yet */
+        /* Distinct paths: the bucket, not the keys, bounds them. */
+        full = 0;
+        for (int i = 0; i < 1000; i++) {
+                json_t *k = json_pack("{s:s, s:i}", "path", "p", "i", i);
+                full += event_limiter_admit(lim, "paths", "refused", k, 0, now);
+                json_decref(k);
+        }
+        assert_int_equal(full, EVENT_LIMIT_BURST - EVENT_LIMIT_FULL);
+        /* A second later, the rate's worth again. */
+        json_t *k2 = json_pack("{s:s}", "path", "later");
+        assert_true(event_limiter_admit(lim, "paths", "refused", k2, 0, now + 1000000));
+        json_decref(k2);
+        event_limiter_flush(lim, l, now + EVENT_LIMIT_INTERVAL_USEC, false);
+        assert_int_equal(event_limiter_next(lim), UINT64_MAX);
+        json_t *totals = event_limiter_totals(lim);
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(totals, "network"), "aggregated")), 995);
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(totals, "paths"), "recorded")),
+                         EVENT_LIMIT_BURST - EVENT_LIMIT_FULL + 1);
+        json_decref(totals);
+        lim = event_limiter_free(lim);
+        json_decref(key);
+        l = event_log_close(l);
+
+        json_t *all = read_all(d, NULL);
+        json_int_t net = 0, paths = 0, dropped = 0;
+        size_t records = 0, i;
+        json_t *e;
+        json_array_foreach(all, i, e) {
+                json_t *data = json_object_get(e, "data");
+                assert_string_equal(json_string_value(json_object_get(e, "kind")), "aggregated");
+                records++;
+                if (strcmp(json_string_value(json_object_get(e, "source")), "network") == 0) {
+                        assert_string_equal(json_string_value(json_object_get(data, "host")), "evil.example");
+                        assert_string_equal(json_string_value(json_object_get(data, "of")), "connection");
+                        net += json_integer_value(json_object_get(data, "count"));
+                        dropped += json_integer_value(json_object_get(data, "dropped"));
+                } else
+                        paths += json_integer_value(json_object_get(data, "count"));
+        }
+        assert_int_equal(net, 995);
+        assert_int_equal(dropped, 7);
+        assert_int_equal(paths, 1000 - (EVENT_LIMIT_BURST - EVENT_LIMIT_FULL));
+        /* Bounded: the first keys each, the rest in one. */
+        assert_true(records <= EVENT_LIMIT_FLUSH_KEYS + 2);
+        json_decref(all);
+        rmtree(d);
+        free(d);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_round_trip),   cmocka_unit_test(test_bounded_queue),
                 cmocka_unit_test(test_rotation),     cmocka_unit_test(test_long_strings),
                 cmocka_unit_test(test_reader),       cmocka_unit_test(test_times),
-                cmocka_unit_test(test_event_string),
+                cmocka_unit_test(test_event_string), cmocka_unit_test(test_rare_records_survive_a_flood),
+                cmocka_unit_test(test_limiter),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
