@@ -64,19 +64,22 @@ static void job_files_start_done(int result, void *userdata) {
         (void) userdata; /* the session's until it ends */
 }
 
-/* "A\tD\tPATH\0" records of diff --numstat -z (binary: "-\t-\tPATH"). */
-static void add_numstat(json_t *files, const char *out, size_t len, size_t *n, bool *cut) {
-        for (size_t i = 0; i < len;) {
-                const char *rec = out + i;
-                size_t l = strnlen(rec, len - i);
-                i += l + 1;
+/* "A\tD\tPATH\0" records of diff --numstat -z (binary: "-\t-\tPATH"),
+ * up to the empty one the captured output's own NUL ends them with (its
+ * strlen() is the first record's alone: issue 42, one file reported). */
+static void add_numstat(json_t *files, const char *out, size_t *n, bool *cut) {
+        for (const char *rec = out; *rec;) {
+                size_t l = strlen(rec);
+                const char *next = rec + l + 1;
                 const char *t1 = memchr(rec, '\t', l),
                            *t2 = t1 ? memchr(t1 + 1, '\t', l - (size_t) (t1 + 1 - rec)) : NULL;
-                if (!t2)
+                if (!t2) {
+                        rec = next;
                         continue;
+                }
                 if (*n >= FILES_MAX) {
                         *cut = true;
-                        continue;
+                        break;
                 }
                 const char *path = t2 + 1;
                 json_t *e = json_pack("{s:o}", "path", event_string(path, l - (size_t) (path - rec)));
@@ -87,6 +90,7 @@ static void add_numstat(json_t *files, const char *out, size_t len, size_t *n, b
                         json_object_set_new(e, "binary", json_true());
                 json_array_append_new(files, e);
                 (*n)++;
+                rec = next;
         }
 }
 
@@ -107,7 +111,7 @@ static int job_files_end(Store *st, void *userdata) {
                               (const char *const[]){ "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff",
                                                      "--no-textconv", f->start, "--", NULL },
                               &res) >= 0)
-                        add_numstat(files, res.out, strlen(res.out), &n, &cut);
+                        add_numstat(files, res.out, &n, &cut);
                 else
                         why = "git diff failed";
         } else

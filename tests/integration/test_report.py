@@ -24,7 +24,7 @@ from conftest import BUILD
 from test_egress import HOST4, gone, names  # noqa: F401  (fixture)
 from test_escalation import AUTO
 from test_events import events
-from test_run import Domain, busybox_image, make_repo  # noqa: F401  (fixture)
+from test_run import Domain, busybox_image, debian_image, make_repo  # noqa: F401  (fixture)
 
 SCHEMAS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "schemas")
 # What the agent chooses: terminal escapes, a bidi override, markup, a
@@ -403,3 +403,29 @@ def test_report_of_nothing(lz, busybox_image):
     jsonschema.Draft4Validator(schema("sarif-schema-2.1.0.json")).validate(sarif)
     assert sarif["runs"][0]["results"] == []
     assert not glob.glob(os.path.join(lz.base, "data", "domains", "*", "events"))
+
+
+def test_a_session_that_commits_reports_what_it_committed(lz, debian_image):
+    """Issue 42: a session that made three files and committed them was
+    reported with one file, +1 (the record read git diff -z's output up to
+    its first NUL); lazaret diff showed the three. Now the record, the
+    report and lazaret diff agree."""
+    make_repo(lz)
+    d = Domain(lz, debian_image)
+    script = ("cd /workspace && export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a "
+              "GIT_COMMITTER_EMAIL=a@a && printf '1\\n' > one && printf '1\\n2\\n' > two && "
+              "printf 'more\\n' >> tracked.txt && git add -A && git commit -qm three && echo DONE")
+    r = d.run("run", "--", "/bin/bash", "-c", script)
+    assert r.returncode == 0 and "DONE" in r.stdout, r.stderr + d.log()
+    events(d, want=lambda evs: any(e["source"] == "files" for e in evs))
+    rep = json.loads(report(d, "--format", "json"))
+    [sb] = rep["sandboxes"]
+    [ss] = sb["sessions"]
+    got = sorted(f["path"] for f in ss["files"]["files"])
+    assert got == ["one", "tracked.txt", "two"], ss["files"]
+    assert (ss["files"]["added"], ss["files"]["deleted"]) == (4, 0), ss["files"]
+    diff = d.run("diff")
+    assert diff.returncode == 0, diff.stderr
+    for name in got:
+        assert name in diff.stdout, diff.stdout
+    d.assert_clean()
