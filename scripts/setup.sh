@@ -80,7 +80,7 @@ podman runsc runc fuse-overlayfs fuse2fs e2fsprogs slirp4netns uidmap sudo busyb
 # the egress tests' git clone talks to, and for lazaret kube's tests a YAML
 # reader and a venv for kubernetes-validate (below).
 if [ "$want_test_user" -eq 1 ]; then
-	PACKAGES="$PACKAGES python3-jsonschema cmark-gfm chromium bubblewrap python3-yaml python3-venv python3-paramiko catatonit"
+	PACKAGES="$PACKAGES groff-base python3-jsonschema cmark-gfm chromium bubblewrap python3-yaml python3-venv python3-paramiko catatonit"
 fi
 
 missing=

@@ -14,7 +14,7 @@ static const Verb verbs[] = {
         { "audit", verb_audit, "list the host escalations on record, and verify their chain" },
         { "config", verb_config, "check or show the merged configuration" },
         { "doctor", verb_doctor, "check this host's prerequisites for a sandbox launch" },
-        { "image", verb_image, "build local images without a registry (busybox, debian)" },
+        { "image", verb_image, "build local images without a registry (busybox, debian, node, sidecar, broker)" },
         { "init", verb_init, "write a commented starter configuration" },
         { "run", verb_run, "run a command (or the profile's agent) in the workspace's sandbox" },
         { "diff", verb_diff, "show the agent's branch against the host's HEAD" },
