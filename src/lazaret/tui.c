@@ -1384,8 +1384,10 @@ static void put_status(Tui *t, uint64_t now) {
                 snprintf(f[nf].s, sizeof(f[nf].s), " %s %" PRIu64 " ", label[i], t->st_count[i]);
                 f[nf++].style = moved(t, i, now) ? hot : (t->st_count[i] == 0 ? base : warm);
         }
-        snprintf(f[nf].s, sizeof(f[nf].s), " sessions %u  %s  %s %s ", t->st_sessions, t->st_domain, t->st_network,
-                 t->st_digest);
+        /* The policy's digest named; the Domain's hash is lazaret status's
+         * (issue 42: two bare hashes said nothing, and the line is cut at
+         * the terminal's width). */
+        snprintf(f[nf].s, sizeof(f[nf].s), " sessions %u  %s  policy %s ", t->st_sessions, t->st_network, t->st_digest);
         f[nf++].style = base;
         for (size_t i = 0; i < nf && used < t->cols; i++) {
                 strbuf_puts(&text, f[i].style);
