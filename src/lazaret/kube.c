@@ -724,8 +724,18 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
         json_t *ns = json_array();
         for (size_t i = 0; ns && i < p->net.n_resolvers; i++) {
                 char buf[64];
-                netaddr_format(&p->net.resolvers[i], buf, sizeof(buf));
+                const NetAddr *a = &p->net.resolvers[i];
+                netaddr_format(a, buf, sizeof(buf));
                 json_array_append_new(ns, json_string(buf));
+                /* 10.0.2.0/24 is rootless Podman's slirp4netns network,
+                 * which the starter's resolvers name on such a host: no
+                 * cluster's pod reaches it (issue 42). */
+                if (a->family == AF_INET && a->addr[0] == 10 && a->addr[1] == 0 && a->addr[2] == 2)
+                        warn(&b,
+                             "the resolver %s is rootless Podman's own (slirp4netns) on this host: a pod on a cluster "
+                             "cannot reach it, so no name would resolve there; set [network] resolvers (or the "
+                             "profile's) to a DNS server the cluster's pods reach",
+                             buf);
         }
         /* None: no name resolves (Kubernetes wants one nameserver; on the
          * pod's own loopback nothing answers). */

@@ -45,7 +45,7 @@ static const char help[] = "Usage: lazaret kube [PROFILE] [--namespace NS] [--ou
                            "  --broker-image REF  allow_domains: the image of the egress pod's broker and\n"
                            "                      relay (default " KUBE_BROKER_IMAGE_DEFAULT ", from\n"
                            "                      lazaret image build broker, pinned from Podman's store)\n"
-                           "  --check             validate them with kubernetes-validate (pip install\n"
+                           "  --check             validate them with kubernetes-validate (pipx install\n"
                            "                      kubernetes-validate); exit 1 when they do not pass\n"
                            "See lazaret(1) and docs/kubernetes.md.\n";
 
@@ -161,14 +161,23 @@ static int write_all(const char *dir, const KubeDocs *docs, const StrBuf *texts)
 
 /* kubernetes-validate --strict over the files. Returns 0 (they pass), 1
  * (they do not: its words on stderr), or EXIT_LAZARET. */
-static int check_files(char **files, size_t n) {
-        _cleanup_free_ char *tool = NULL;
+/* The validator, looked up before anything is printed (issue 42: without
+ * it the whole YAML went to standard output before the error). Debian
+ * 12's pip refuses to install into the system's Python
+ * (externally-managed-environment): pipx, or a venv of its own. */
+static int find_validator(char **ret) {
         const char *search = getenv("PATH");
-        if (exec_find_program(search && *search ? search : "/usr/bin:/bin", "kubernetes-validate", &tool) < 0) {
-                log_error("--check: kubernetes-validate is not on PATH; install it from PyPI (pip install "
-                          "kubernetes-validate, or pipx install kubernetes-validate)");
+        if (exec_find_program(search && *search ? search : "/usr/bin:/bin", "kubernetes-validate", ret) < 0) {
+                log_error("--check: kubernetes-validate is not on PATH; install it from PyPI with pipx (apt install "
+                          "pipx; pipx install kubernetes-validate), or in a venv of its own (python3 -m venv "
+                          "~/.local/kv && ~/.local/kv/bin/pip install kubernetes-validate && ln -s "
+                          "~/.local/kv/bin/kubernetes-validate ~/.local/bin/); nothing was written");
                 return EXIT_LAZARET;
         }
+        return 0;
+}
+
+static int check_files(const char *tool, char **files, size_t n) {
         const char **argv = calloc(n + 4, sizeof(char *));
         if (!argv)
                 return EXIT_LAZARET;
@@ -207,7 +216,7 @@ static int check_files(char **files, size_t n) {
 
 /* --check: the documents, and what kube_check_docs() adds (a Sandbox's
  * pod and claims), in a directory of their own for kubernetes-validate. */
-static int validate(const KubeDocs *docs, const StrBuf *texts) {
+static int validate(const char *tool, const KubeDocs *docs, const StrBuf *texts) {
         KubeDocs extra = {};
         if (kube_check_docs(docs, &extra) < 0)
                 return EXIT_LAZARET;
@@ -234,7 +243,7 @@ static int validate(const KubeDocs *docs, const StrBuf *texts) {
                 strbuf_done(&t);
         }
         if (ret == 0)
-                ret = check_files(paths, n);
+                ret = check_files(tool, paths, n);
         for (size_t i = 0; paths && i < n; i++) {
                 if (paths[i])
                         (void) unlink(paths[i]);
@@ -323,6 +332,9 @@ int verb_kube(int argc, char **argv, const Globals *g) {
                         return EXIT_USAGE;
                 }
         }
+        _cleanup_free_ char *validator = NULL;
+        if (check && find_validator(&validator) != 0)
+                return EXIT_LAZARET;
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
         int r = profile_load(g, name, &cfg, &p);
@@ -381,7 +393,7 @@ int verb_kube(int argc, char **argv, const Globals *g) {
         if (fflush(stdout) != 0 && ret == 0)
                 ret = EXIT_LAZARET;
         if (ret == 0 && check)
-                ret = validate(&docs, texts);
+                ret = validate(validator, &docs, texts);
         for (size_t i = 0; texts && i < docs.n; i++)
                 strbuf_done(&texts[i]);
         free(texts);

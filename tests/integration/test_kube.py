@@ -112,6 +112,29 @@ def test_kube_check_exits_1_when_the_validator_refuses(lz):
     assert r.returncode == 0 and "manifests valid" in r.stderr, r.stderr
 
 
+def test_kube_check_without_the_validator_prints_nothing(lz):
+    """Issue 42: without kubernetes-validate, --check printed the whole YAML
+    and then the error, whose install line (pip install) Debian 12 refuses.
+    Now one error before anything, naming an install that works there."""
+    cfg = example_config(lz)
+    r = lz.run("--config", cfg, "kube", "claude", "--check", env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 125 and r.stdout == "", r.stdout
+    assert "pipx install kubernetes-validate" in r.stderr and "nothing was written" in r.stderr, r.stderr
+
+
+def test_kube_warns_about_rootless_podmans_resolver(lz):
+    """Issue 42: the starter's resolver on a rootless host, slirp4netns's
+    10.0.2.3, went into the pod's dnsConfig without a word."""
+    cfg = config_with(lz, 'default_allow = ["192.0.2.0/24", "10.0.2.3/32"]\ndefault_deny = []\nresolvers = ["10.0.2.3"]')
+    r = lz.run("--config", cfg, "kube", "pp")
+    assert r.returncode == 0, r.stderr
+    assert "the resolver 10.0.2.3 is rootless Podman's own" in r.stderr, r.stderr
+    cfg = config_with(lz, 'default_allow = ["192.0.2.0/24"]\ndefault_deny = []\nresolvers = ["192.0.2.53"]',
+                      name="k2.toml")
+    r = lz.run("--config", cfg, "kube", "pp")
+    assert r.returncode == 0 and "rootless Podman's own" not in r.stderr, r.stderr
+
+
 def test_kube_output_is_every_file_or_none(lz):
     """--output writes every manifest or none: where the second file cannot
     take its place (a directory of its name), the first is not written
