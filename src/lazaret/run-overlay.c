@@ -9,6 +9,7 @@
 #include "event-record.h"
 #include "fd-util.h"
 #include "macro.h"
+#include "event-text.h"
 #include "run-overlay.h"
 #include "string-util.h"
 
@@ -66,20 +67,21 @@ Overlay *overlay_close(Overlay *o) {
         return NULL;
 }
 
-/* One record as a line: time, source, kind, session, data (as JSON,
- * ASCII). */
+/* One record as a line: time, source, kind, session, then its data as
+ * lazaret events shows it (key=value, inert; issue 42: raw JSON, quotes
+ * and braces, ran off the edge). */
 static void format_record(json_t *j, Line *l) {
         const char *time = json_string_value(json_object_get(j, "time"));
         const char *source = json_string_value(json_object_get(j, "source"));
         const char *kind = json_string_value(json_object_get(j, "kind"));
         const char *session = json_string_value(json_object_get(j, "session"));
         json_t *data = json_object_get(j, "data");
-        _cleanup_free_ char *d = data ? json_dumps(data, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY) : NULL;
+        _cleanup_free_ char *d = json_is_object(data) ? event_text_data(data) : NULL;
         char hms[9] = "--:--:--";
         if (time && strlen(time) >= 19)
                 memcpy(hms, time + 11, 8);
         snprintf(l->source, sizeof(l->source), "%s", source ?: "?");
-        snprintf(l->text, sizeof(l->text), "%s %-10.10s %-14.14s %-8.8s %s", hms, source ?: "?", kind ?: "?",
+        snprintf(l->text, sizeof(l->text), "%s %-10.10s %-14.14s %-8.8s%s", hms, source ?: "?", kind ?: "?",
                  session ?: "-", d ?: "");
         /* The record is ASCII; its strings were read back by JSON and
          * dumped again escaped; still, nothing but printable ASCII. */

@@ -19,6 +19,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "profile-pick.h"
+#include "event-text.h"
 #include "prompt-text.h"
 #include "string-util.h"
 #include "verbs.h"
@@ -46,75 +47,15 @@ static bool wanted(const Filter *f, json_t *ev) {
         return true;
 }
 
-/* A string as the prompt would show it, in quotes when asked or when it
- * holds a space, a quote, an "=" or nothing. */
-static void put_string(const char *s, size_t len, bool quote) {
-        quote = quote || len == 0 || strpbrk(s, " \"=") != NULL || memchr(s, '\0', len) != NULL;
-        _cleanup_free_ char *vis = prompt_visible(s, len);
-        if (!vis) {
-                fputs("?", stdout);
-                return;
-        }
-        if (!quote) {
-                fputs(vis, stdout);
-                return;
-        }
-        putchar('"');
-        for (const char *p = vis; *p; p++) {
-                if (*p == '"')
-                        putchar('\\');
-                putchar(*p);
-        }
-        putchar('"');
-}
-
-/* A value: strings as above (always quoted inside [] and {}), arrays as
- * [a, b], objects as {k=v, ...}, the rest as JSON. */
-static void put_value(json_t *v, unsigned depth) {
-        if (json_is_string(v)) {
-                put_string(json_string_value(v), json_string_length(v), depth > 0);
-                return;
-        }
-        if (json_is_array(v) && depth < 4) {
-                size_t i;
-                json_t *x;
-                putchar('[');
-                json_array_foreach(v, i, x) {
-                        if (i)
-                                fputs(", ", stdout);
-                        put_value(x, depth + 1);
-                }
-                putchar(']');
-                return;
-        }
-        if (json_is_object(v) && depth < 4) {
-                const char *k;
-                json_t *x;
-                bool first = true;
-                putchar('{');
-                json_object_foreach(v, k, x) {
-                        if (!first)
-                                fputs(", ", stdout);
-                        first = false;
-                        put_string(k, strlen(k), false);
-                        putchar('=');
-                        put_value(x, depth + 1);
-                }
-                putchar('}');
-                return;
-        }
-        _cleanup_free_ char *raw =
-                json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
-        put_string(raw ? raw : "?", raw ? strlen(raw) : 1, false);
-}
-
 static void put_text(json_t *ev) {
         const char *t = json_string_value(json_object_get(ev, "time")) ?: "?";
         /* "2026-12-01T23:59:01.123456Z" shown to the millisecond. */
         if (strlen(t) == 27)
                 printf("%.10s %.12sZ", t, t + 11);
-        else
-                put_value(json_object_get(ev, "time"), 0);
+        else {
+                _cleanup_free_ char *tv = event_text_value(json_object_get(ev, "time"));
+                fputs(tv ?: "?", stdout);
+        }
         const char *sess = json_string_value(json_object_get(ev, "session"));
         printf("  ");
         if (sess) {
@@ -126,17 +67,8 @@ static void put_text(json_t *ev) {
         _cleanup_free_ char *vs = prompt_visible(json_string_value(src) ?: "?", json_string_length(src)),
                             *vk = prompt_visible(json_string_value(kind) ?: "?", json_string_length(kind));
         printf("  %-10s %-13s", vs ? vs : "?", vk ? vk : "?");
-        json_t *data = json_object_get(ev, "data");
-        const char *k;
-        json_t *v;
-        json_object_foreach(data, k, v) {
-                if (json_is_null(v))
-                        continue;
-                putchar(' ');
-                put_string(k, strlen(k), false);
-                putchar('=');
-                put_value(v, 0);
-        }
+        _cleanup_free_ char *d = event_text_data(json_object_get(ev, "data"));
+        fputs(d ?: " ?", stdout);
         putchar('\n');
 }
 
