@@ -320,7 +320,23 @@ static int compile_profile_policy(Validator *v, ConfigProfile *p) {
          * so no DNS: the resolvers serve the broker alone (issue 18), and
          * need not be permitted. */
         NetPolicy bare = {};
-        int r = netpolicy_build(enabled, v->net, v->n_net, NULL, 0, &bare, &err);
+        /* A profile with its own address rules drops [network]
+         * default_allow's entries (each keeps its where_index) and keeps
+         * default_deny's and its own. */
+        _cleanup_free_ NetPolicyEntry *own = NULL;
+        const NetPolicyEntry *in = v->net;
+        size_t n_in = v->n_net;
+        if (p->own_address_rules) {
+                own = calloc(v->n_net ?: 1, sizeof(*own));
+                if (!own)
+                        return -ENOMEM;
+                n_in = 0;
+                for (size_t i = 0; i < v->n_net; i++)
+                        if (i >= v->n_net_global || v->net[i].action != NET_ALLOW)
+                                own[n_in++] = v->net[i];
+                in = own;
+        }
+        int r = netpolicy_build(enabled, in, n_in, NULL, 0, &bare, &err);
         if (r == -ENOMEM)
                 return r;
         if (r == 0 && netpolicy_permits_nothing(&bare))
@@ -328,7 +344,7 @@ static int compile_profile_policy(Validator *v, ConfigProfile *p) {
         else {
                 if (r == 0)
                         netpolicy_done(&bare);
-                r = netpolicy_build(enabled, v->net, v->n_net, v->c->resolvers, v->c->n_resolvers, &p->net, &err);
+                r = netpolicy_build(enabled, in, n_in, v->c->resolvers, v->c->n_resolvers, &p->net, &err);
         }
         if (r == -ENOMEM)
                 return r;
@@ -369,8 +385,11 @@ static int compile_profile_policy(Validator *v, ConfigProfile *p) {
                 netaddr_format(&pt->addr, a, sizeof(a));
                 ERR(v->d, pt->where.file, pt->where.pos,
                     "network.probe_targets[%zu]: %s is denied by the policy of profile %s; a probe target must be a "
-                    "destination the sandbox may reach",
-                    i, a, p->name);
+                    "destination the sandbox may reach%s",
+                    i, a, p->name,
+                    p->own_address_rules ? " (the profile does not inherit network.default_allow: add the address to "
+                                           "its allow_egress, or set its inherit_default_allow = true)"
+                                         : "");
         }
         _cleanup_free_ char *canon = NULL;
         size_t len;
@@ -1076,6 +1095,12 @@ int config_validate_profile(Validator *v, const ConfigNode *t) {
                 }
         }
 
+        n = config_node_get(t, "inherit_default_allow");
+        if (n) {
+                _cleanup_free_ char *nn = config_key_path(pname, "inherit_default_allow");
+                if (config_want_type(v, n, nn ?: "inherit_default_allow", TOML_BOOL))
+                        p->own_address_rules = !n->value->boolean;
+        }
         v->n_net = v->n_net_global;
         n = config_node_get(t, "allow_egress");
         bool egress_bad = false;

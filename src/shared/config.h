@@ -178,6 +178,10 @@ typedef struct ConfigProfile {
         char **allow_egress;
         size_t n_allow_egress;
         char *allow_egress_name; /* "profiles.NAME.allow_egress" */
+        /* inherit_default_allow = false: [network] default_allow does not
+         * reach this profile; its addresses are its allow_egress alone
+         * ([network] default_deny still holds). The agent presets say so. */
+        bool own_address_rules;
         /* Egress by name: [network] default_domains, then the profile's
          * allow_domains, without repeats; none: no broker. */
         DomainRule *domains;
