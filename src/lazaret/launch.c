@@ -154,7 +154,8 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                                        "probe_domains", strv_json(s->probe_domains), "broker_resolvers",
                                        strv_json(s->broker_resolvers), "check_server_name", s->check_server_name,
                                        "broker_connections", (json_int_t) s->broker_connections, "broker", s->broker,
-                                       "relay", s->relay)) < 0)) {
+                                       "relay", s->relay)) < 0 ||
+                  json_object_set_new(j, "own_address_rules", json_boolean(s->own_address_rules)) < 0)) {
                 json_decref(j);
                 return NULL;
         }
@@ -354,6 +355,7 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         if (r >= 0 && !s.ca_files != !s.ca_digest)
                 r = -EBADMSG;
         s.check_server_name = json_is_true(json_object_get(j, "check_server_name"));
+        s.own_address_rules = json_is_true(json_object_get(j, "own_address_rules"));
         s.broker_connections = (uint64_t) json_integer_value(json_object_get(j, "broker_connections"));
         s.escalation_enabled = json_is_true(json_object_get(j, "escalation_enabled"));
         s.escalation_output_max = (uint64_t) json_integer_value(json_object_get(j, "escalation_output_max"));
@@ -981,6 +983,7 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                         return -ENOMEM;
         }
         s.check_server_name = p->check_server_name;
+        s.own_address_rules = p->own_address_rules;
         s.broker_connections = cfg->broker_connections;
         if (p->n_domains > 0) {
                 s.broker = path_join(dir, "lazaret-broker");

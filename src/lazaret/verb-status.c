@@ -404,6 +404,13 @@ int verb_status(int argc, char **argv, const Globals *g) {
                                  : "loopback only",
                        json_string_value(json_object_get(net, "policy_digest")) ?: "?",
                        json_is_true(json_object_get(net, "update_in_progress")) ? " (being applied)" : "");
+                const char *rules = json_string_value(json_object_get(net, "address_rules"));
+                if (rules)
+                        printf("  addresses   %s\n",
+                               streq(rules, "own") ? "the profile's own rules (allow_egress, network.default_deny); "
+                                                     "network.default_allow does not reach it"
+                                                   : "the global rules (network.default_allow, network.default_deny), "
+                                                     "with the profile's allow_egress");
                 print_host_addresses(json_object_get(net, "host_addresses"));
                 json_t *eg = json_object_get(net, "egress_by_name");
                 if (eg)
