@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Where a report is written (report.h): the output directory may lie in
- * the workspace, which the agent writes. It is walked with directory
+/* Where a report is written (report.h): the one writer of every file the
+ * CLI writes into a directory the person names (lazaret report --output,
+ * lazaret up --report). The directory may lie in the workspace, which the
+ * agent writes. It is walked with directory
  * descriptors, never through a symbolic link, and a report is only ever
  * a new file: O_EXCL refuses whatever is planted under its name (a link,
  * a FIFO, a file), so nothing is written through it or over it. */
@@ -42,7 +44,7 @@ static int why(char **ret, int r, const char *fmt, ...) {
 int report_output_dir(const char *path, ReportDir *ret, char **ret_why) {
         *ret = (ReportDir){ .fd = -EBADF, .parent_fd = -EBADF };
         if (!path || !*path)
-                return why(ret_why, -EINVAL, "--output needs a directory");
+                return why(ret_why, -EINVAL, "a directory is needed");
         _cleanup_free_ char *copy = strdup(path);
         if (!copy)
                 return -ENOMEM;
@@ -113,7 +115,7 @@ int report_output_write(int dir_fd, const char *name, const char *data, size_t l
                 if (e == EEXIST && fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) >= 0)
                         return why(ret_why, -e,
                                    "%s is already there (%s): a report is only ever written as a new file; "
-                                   "remove it or give another --output",
+                                   "remove it or name another directory",
                                    name, kind_of(st.st_mode));
                 return why(ret_why, -e, "cannot create %s: %s", name, strerror(e));
         }

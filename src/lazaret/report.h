@@ -66,7 +66,9 @@ void report_render(json_t *model, ReportFormat f, StrBuf *out);
 /* Markdown or HTML (report-render.c; report_render() calls it). */
 void report_render_doc(json_t *model, bool html, StrBuf *out);
 
-/* The safe writer (report-output.c). Open the directory path for reports:
+/* The safe writer (report-output.c) of every file the CLI writes into a
+ * directory the person names (report --output, up --report). Open the
+ * directory path for reports:
  * walked a component at a time from "/" or the current directory, none of
  * them followed if it is a symbolic link; the last one made (0700) when it
  * is missing. On failure *ret_why says why in words (caller frees). */
