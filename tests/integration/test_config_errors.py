@@ -62,12 +62,12 @@ CASES = [
     ("unknown-escalation-key", base(escalation=ESCALATION + '«autoapprove = []\n'),
      ["unknown key 'autoapprove' in [escalation] (known: enabled, socket_dir, auto_approve, output_limit, time_limit)"]),
     ("unknown-profile-key", base(extra='«images = "x"\n'),
-     ["unknown key 'images' in [profiles.shell] (known: preset, image, command, runsc_network, backend, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, disk_limit, allow_egress, allow_domains, check_server_name, status_line, clipboard, ca_certificates, env, volumes)"]),
+     ["unknown key 'images' in [profiles.shell] (known: preset, image, command, runsc_network, backend, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, disk_limit, allow_egress, inherit_default_allow, allow_domains, check_server_name, status_line, clipboard, ca_certificates, env, volumes)"]),
     ("unknown-volume-key",
      base(extra='volumes = [{ host = "/tmp", container = "/x", «readonly = true }]\n'),
      ["unknown key 'readonly' in profiles.shell.volumes[0] (known: host, container, mode)"]),
     ("unknown-key-escaped", base(extra='«"a\\u001b[31m" = 1\n'),
-     ["unknown key 'a\\x1b[31m' in [profiles.shell] (known: preset, image, command, runsc_network, backend, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, disk_limit, allow_egress, allow_domains, check_server_name, status_line, clipboard, ca_certificates, env, volumes)"]),
+     ["unknown key 'a\\x1b[31m' in [profiles.shell] (known: preset, image, command, runsc_network, backend, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, disk_limit, allow_egress, inherit_default_allow, allow_domains, check_server_name, status_line, clipboard, ca_certificates, env, volumes)"]),
 
     ("bad-path-pattern", base(extra='[workspace]\nprotect = ["ok", «"a/../b"]\n'),
      ["workspace.protect[1]: 'a/../b' is not a path pattern: a '.' or '..' component"]),
@@ -310,7 +310,7 @@ CASES = [
     # --- several errors at once: all reported, in order
     ("two-errors", base(storage='[storage]\ndata_root = «"rel"\n', extra='«bogus = 1\n'),
      ["storage.data_root: path 'rel' is not absolute after expansion (start it with '/' or '~/')",
-      "unknown key 'bogus' in [profiles.shell] (known: preset, image, command, runsc_network, backend, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, disk_limit, allow_egress, allow_domains, check_server_name, status_line, clipboard, ca_certificates, env, volumes)"]),
+      "unknown key 'bogus' in [profiles.shell] (known: preset, image, command, runsc_network, backend, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, disk_limit, allow_egress, inherit_default_allow, allow_domains, check_server_name, status_line, clipboard, ca_certificates, env, volumes)"]),
 ]
 
 
