@@ -923,8 +923,9 @@ static json_t *status_json(Coordinator *co) {
                                       "runsc's host threads",
                 "memory", "limit_mib", (json_int_t) co->spec.memory_limit_mib, "used_mib",
                 co->mem_fd >= 0 || co->mem_native ? json_integer((json_int_t) (co->mem_used >> 20)) : NULL, "enforced",
-                co->mem_fd >= 0 || co->mem_native, "enforced_by",
-                co->mem_native && co->native.cgroup
+                co->spec.memory_limit_mib > 0 && (co->mem_fd >= 0 || co->mem_native), "enforced_by",
+                co->spec.memory_limit_mib == 0 ? "nothing: memory_limit = 0 in the profile turns the limit off"
+                : co->mem_native && co->native.cgroup
                         ? "the kernel: the sandbox's own memory cgroup (runtime.memory_cgroup), swap included, where "
                           "a process that would pass the limit is ended; the coordinator then stops the sandbox"
                 : co->mem_native    ? "the coordinator: the proportional set size of the sandbox's processes and what "

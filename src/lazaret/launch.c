@@ -694,8 +694,21 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, LaunchSpe
                             p->name, why);
         /* FS-ONLY (no user namespaces here): Landlock and seccomp at the
          * host's paths. What needs namespaces is refused, naming it. */
-        if (mode != NATIVE_MODE_FS_ONLY)
+        if (mode != NATIVE_MODE_FS_ONLY) {
+                /* Only a memory cgroup holds memory_limit on the host's
+                 * kernel: a watch of what processes map misses memory none
+                 * maps any more (a memfd, shared memory), so a limit nothing
+                 * enforces is refused rather than shown (decision 20). */
+                if (p->memory_limit_mib > 0 && !cfg->memory_cgroup)
+                        return fail(ret_error,
+                                    "profile '%s' uses backend = \"native\" with memory_limit = %" PRIu64
+                                    " MiB, which only a memory cgroup enforces on the host's kernel, and "
+                                    "runtime.memory_cgroup is not set: set it (scripts/setup.sh --memory-cgroup "
+                                    "USER makes one), set memory_limit = 0 in [profiles.%s] to run with no memory "
+                                    "limit, or use backend = \"gvisor\"",
+                                    p->name, p->memory_limit_mib, p->name);
                 return 0;
+        }
         s->native_fs_only = true;
         snprintf(desc, sizeof(desc), "FS-ONLY (Landlock ABI %d; %s)", abi, why);
         const char *out = desc;

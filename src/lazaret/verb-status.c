@@ -489,6 +489,10 @@ int verb_status(int argc, char **argv, const Globals *g) {
                                (long long) json_integer_value(json_object_get(lm, "used_mib")),
                                (long long) json_integer_value(json_object_get(lm, "limit_mib")),
                                json_string_value(json_object_get(lm, "enforced_by")));
+                else if (lm && json_integer_value(json_object_get(lm, "limit_mib")) == 0)
+                        printf("  memory      %lld MiB held, no limit: %s\n",
+                               (long long) json_integer_value(json_object_get(lm, "used_mib")),
+                               json_string_value(json_object_get(lm, "enforced_by")));
                 else if (lm)
                         printf("  memory      %lld MiB, NOT ENFORCED: %s\n",
                                (long long) json_integer_value(json_object_get(lm, "limit_mib")),

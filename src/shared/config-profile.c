@@ -922,10 +922,16 @@ int config_validate_profile(Validator *v, const ConfigNode *t) {
                 p->pids_limit = config_bounded_int(
                         v, config_node_get(t, "pids_limit"), np ?: "pids_limit", "tasks", CONFIG_PIDS_LIMIT_MIN,
                         CONFIG_PIDS_LIMIT_MAX, CONFIG_PIDS_LIMIT_DEFAULT, "processes and threads inside the sandbox");
-                p->memory_limit_mib = config_bounded_int(v, config_node_get(t, "memory_limit"), nm ?: "memory_limit",
-                                                         "MiB", CONFIG_MEMORY_LIMIT_MIN, CONFIG_MEMORY_LIMIT_MAX,
-                                                         CONFIG_MEMORY_LIMIT_DEFAULT,
-                                                         "MiB of memory the sandbox's programs may hold");
+                /* 0: no limit, said in so many words (the native backend
+                 * without a memory cgroup has none to give, issue 41). */
+                const ConfigNode *mn = config_node_get(t, "memory_limit");
+                if (mn && mn->value->type == TOML_INTEGER && mn->value->integer == 0)
+                        p->memory_limit_mib = 0;
+                else
+                        p->memory_limit_mib =
+                                config_bounded_int(v, mn, nm ?: "memory_limit", "MiB", CONFIG_MEMORY_LIMIT_MIN,
+                                                   CONFIG_MEMORY_LIMIT_MAX, CONFIG_MEMORY_LIMIT_DEFAULT,
+                                                   "MiB of memory the sandbox's programs may hold, or 0 for no limit");
                 _cleanup_free_ char *nc = config_key_path(pname, "cpu_limit");
                 p->cpu_limit = config_bounded_int(v, config_node_get(t, "cpu_limit"), nc ?: "cpu_limit", "CPUs", 0,
                                                   CONFIG_CPU_LIMIT_MAX, 0,

@@ -168,7 +168,7 @@ typedef struct ConfigProfile {
         Backend backend; /* default gvisor; `lazaret run --backend` overrides it */
         bool workspace_branch; /* workspace_mode: "branch" (default) or "direct" */
         uint64_t pids_limit; /* tasks inside the sandbox */
-        uint64_t memory_limit_mib;
+        uint64_t memory_limit_mib; /* 0: no limit (memory_limit = 0) */
         uint64_t cpu_limit; /* 0: every CPU */
         uint64_t disk_limit_mib; /* the container's root file system */
         char *image;

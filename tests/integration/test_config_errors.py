@@ -148,7 +148,10 @@ CASES = [
       "root file system)"]),
     ("memory-limit-too-high", base(profile=PROFILE + 'memory_limit = «2000000\n'),
      ["profiles.shell.memory_limit: 2000000 MiB is out of range; give 64 to 1048576 (MiB of memory the sandbox's "
-      "programs may hold)"]),
+      "programs may hold, or 0 for no limit)"]),
+    ("memory-limit-too-low", base(profile=PROFILE + 'memory_limit = «63\n'),
+     ["profiles.shell.memory_limit: 63 MiB is out of range; give 64 to 1048576 (MiB of memory the sandbox's "
+      "programs may hold, or 0 for no limit)"]),
     ("image-not-string", base(profile='[profiles.shell]\nimage = «["a"]\n'),
      ["profiles.shell.image must be a string, not an array"]),
 

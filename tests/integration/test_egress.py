@@ -646,7 +646,7 @@ def test_native_backend_names(lz, names):
     d = Domain(lz, "localhost/lazaret/unused:1",
                network=f'default_allow = []\ndefault_deny = []\nipv6 = "disabled"\nresolvers = ["{HOST4}"]\n'
                        f'probe_domains = ["ok.example.test:8080"]\n',
-               extra=f'backend = "native"\nallow_domains = {rules}\n')
+               extra=f'backend = "native"\nmemory_limit = 0\nallow_domains = {rules}\n')
     lz.write("work/get.py", f"""
 import os, signal, socket, urllib.request
 def get(url):

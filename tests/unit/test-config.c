@@ -637,6 +637,41 @@ static void test_own_address_rules(void **state) {
         config_diags_done(&d);
 }
 
+/* memory_limit = 0 says "no limit" in so many words (issue 41, item 10:
+ * the native backend refuses a limit no memory cgroup would hold); below
+ * 64 it is still out of range. */
+static void test_memory_limit_off(void **state) {
+        (void) state;
+        char ws[128];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        put("xdg/lazaret/config.toml", "[storage]\ndata_root = \"~/data\"\n"
+                                       "[network]\ndefault_allow = []\ndefault_deny = []\n"
+                                       "[escalation]\nenabled = false\nsocket_dir = \"/tmp/sock\"\n"
+                                       "[profiles.off]\nimage = \"localhost/agent:1\"\nmemory_limit = 0\n"
+                                       "[profiles.dflt]\nimage = \"localhost/agent:1\"\n");
+        ConfigLoadOptions o = { .workspace = ws };
+        ConfigDiags d = {};
+        Config *c = NULL;
+        int r = config_load(&o, &c, &d);
+        if (r != 0) {
+                config_diags_print(&d, stderr);
+                fail_msg("config_load: %d", r);
+        }
+        assert_int_equal(config_find_profile(c, "off")->memory_limit_mib, 0);
+        assert_int_equal(config_find_profile(c, "dflt")->memory_limit_mib, CONFIG_MEMORY_LIMIT_DEFAULT);
+        config_free(c);
+        config_diags_done(&d);
+        put("xdg/lazaret/config.toml", "[storage]\ndata_root = \"~/data\"\n"
+                                       "[network]\ndefault_allow = []\ndefault_deny = []\n"
+                                       "[escalation]\nenabled = false\nsocket_dir = \"/tmp/sock\"\n"
+                                       "[profiles.low]\nimage = \"localhost/agent:1\"\nmemory_limit = 1\n");
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), -EINVAL);
+        assert_int_equal(config_diags_errors(&d), 1);
+        assert_non_null(strstr(d.items[0].message, "or 0 for no limit"));
+        config_diags_done(&d);
+}
+
 /* ---- authority (decision 15) ------------------------------------------- */
 
 static void test_key_rules(void **state) {
@@ -1115,6 +1150,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_default_profile, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_domains_config, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_own_address_rules, setup_dirs, teardown_dirs),
+                cmocka_unit_test_setup_teardown(test_memory_limit_off, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_authority, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_authority_env, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_ca_config, setup_dirs, teardown_dirs),
