@@ -29,7 +29,12 @@ static const Range ranges[] = {
         { "255.255.255.255/32", AF_INET, { 255, 255, 255, 255 }, 32, false },
         { "::/128", AF_INET6, { 0 }, 128, true },
         { "::1/128", AF_INET6, { [15] = 1 }, 128, true },
+        /* Local-use NAT64 (RFC 8215): an operator's own translator, with
+         * whatever IPv4 behind it, embedded as the operator chooses. */
+        { "64:ff9b:1::/48", AF_INET6, { 0x00, 0x64, 0xff, 0x9b, 0x00, 0x01 }, 48, false },
         { "fe80::/10", AF_INET6, { 0xfe, 0x80 }, 10, false },
+        /* Site-local (RFC 3879 deprecated it; old networks still route it). */
+        { "fec0::/10", AF_INET6, { 0xfe, 0xc0 }, 10, false },
         { "fc00::/7", AF_INET6, { 0xfc }, 7, false },
         { "ff00::/8", AF_INET6, { 0xff }, 8, false },
 };

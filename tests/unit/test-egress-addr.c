@@ -59,10 +59,31 @@ static void test_builtin_ranges_refused(void **state) {
         (void) state;
         NetPolicy p = P(DENY_ALL);
         static const char *const bad[] = {
-                "0.0.0.0",     "0.1.2.3",         "10.1.2.3",      "100.64.0.1",      "127.0.0.1",
-                "127.255.0.1", "169.254.169.254", "172.16.0.1",    "172.31.255.255",  "192.168.1.1",
-                "224.0.0.1",   "239.1.2.3",       "240.0.0.1",     "255.255.255.255", "::",
-                "::1",         "fe80::1",         "fd00:ec2::254", "fc00::1",         "ff02::1",
+                "0.0.0.0",
+                "0.1.2.3",
+                "10.1.2.3",
+                "100.64.0.1",
+                "127.0.0.1",
+                "127.255.0.1",
+                "169.254.169.254",
+                "172.16.0.1",
+                "172.31.255.255",
+                "192.168.1.1",
+                "224.0.0.1",
+                "239.1.2.3",
+                "240.0.0.1",
+                "255.255.255.255",
+                "::",
+                "::1",
+                "fe80::1",
+                "fd00:ec2::254",
+                "fc00::1",
+                "ff02::1",
+                /* Issue 41, item 9: local-use NAT64 and site-local. */
+                "64:ff9b:1::1",
+                "64:ff9b:1:ffff:ffff:ffff:ffff:ffff",
+                "fec0::1",
+                "feff:ffff::1",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 const char *v = verdict(&p, NULL, 0, bad[i]);
@@ -73,7 +94,13 @@ static void test_builtin_ranges_refused(void **state) {
         assert_string_equal(verdict(&p, NULL, 0, "100.128.0.1"), "ok");
         assert_string_equal(verdict(&p, NULL, 0, "172.32.0.1"), "ok");
         assert_string_equal(verdict(&p, NULL, 0, "11.0.0.1"), "ok");
-        assert_string_equal(verdict(&p, NULL, 0, "fec0::1"), "ok");
+        assert_string_equal(verdict(&p, NULL, 0, "fe7f::1"), "ok");
+        assert_string_equal(verdict(&p, NULL, 0, "64:ff9b:2::1"), "ok");
+        assert_string_equal(verdict(&p, NULL, 0, "64:ff9b:1::a01:203"),
+                            "64:ff9b:1::a01:203 is in 64:ff9b:1::/48: a non-public range that no rule of the network "
+                            "policy allows");
+        assert_string_equal(verdict(&p, NULL, 0, "fec0::1"),
+                            "fec0::1 is in fec0::/10: a non-public range that no rule of the network policy allows");
         assert_string_equal(verdict(&p, NULL, 0, "223.255.255.255"), "ok");
         assert_string_equal(verdict(&p, NULL, 0, "10.1.2.3"),
                             "10.1.2.3 is in 10.0.0.0/8: a non-public range that no rule of the network policy "
