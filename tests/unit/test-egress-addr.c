@@ -456,6 +456,48 @@ static void test_http_host(void **state) {
         assert_int_equal(egress_server_name((const uint8_t *) "", 0, name, 256, &why), 0);
 }
 
+static int req_len(const char *s, uint64_t *len, const char **why) {
+        return egress_http_request_length((const uint8_t *) s, strlen(s), len, why);
+}
+
+/* Issue 41, item 9: the length of each request, so that the server-name
+ * check looks at every request of a kept-alive connection. */
+static void test_http_request_length(void **state) {
+        (void) state;
+        uint64_t len = 0;
+        const char *why = NULL;
+        static const char get[] = "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n";
+        assert_int_equal(req_len(get, &len, &why), 1);
+        assert_int_equal(len, strlen(get));
+        /* What follows the request is not counted. */
+        assert_int_equal(req_len("GET / HTTP/1.1\r\nHost: a.test\r\n\r\nGET /evil HTTP/1.1\r\n", &len, &why), 1);
+        assert_int_equal(len, strlen(get));
+        /* A body by its Content-Length (any case, spaces around it). */
+        assert_int_equal(req_len("POST / HTTP/1.1\r\nhost: a.test\r\ncontent-LENGTH:  12 \r\n\r\nxx", &len, &why), 1);
+        assert_int_equal(len, strlen("POST / HTTP/1.1\r\nhost: a.test\r\ncontent-LENGTH:  12 \r\n\r\n") + 12);
+        assert_int_equal(req_len("GET / HTTP/1.1\nHost: a\n\n", &len, &why), 1);
+        assert_int_equal(len, strlen("GET / HTTP/1.1\nHost: a\n\n"));
+        assert_int_equal(req_len("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", &len, &why), 1);
+        /* Not complete yet. */
+        assert_int_equal(req_len("GET / HTTP/1.1\r\nHost: a.test\r\n", &len, &why), 0);
+        /* Lengths that cannot be known: refused. */
+        static const char *const bad[] = {
+                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+                "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+                "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+                "POST / HTTP/1.1\r\nContent-Length: 1e3\r\n\r\n",
+                "POST / HTTP/1.1\r\nContent-Length:\r\n\r\n",
+                "POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                why = NULL;
+                if (req_len(bad[i], &len, &why) != -EINVAL || !why)
+                        fail_msg("%s: not refused", bad[i]);
+        }
+        assert_true(egress_is_http((const uint8_t *) get, strlen(get)));
+        assert_false(egress_is_http((const uint8_t *) "\x16\x03\x01", 3));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_public_passes_without_rules),
@@ -466,6 +508,7 @@ int main(void) {
                 cmocka_unit_test(test_literals),
                 cmocka_unit_test(test_tls_sni),
                 cmocka_unit_test(test_http_host),
+                cmocka_unit_test(test_http_request_length),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
