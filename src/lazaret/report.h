@@ -85,3 +85,10 @@ void report_output_done(ReportDir *d, bool written);
  * file of ours) and write data to it; a failed write removes it. Never
  * opens what is there already. */
 int report_output_write(int dir_fd, const char *name, const char *data, size_t len, char **ret_why);
+/* n files in dir_fd, all or none: each written as report_output_write()
+ * writes (under a temporary name), then renamed to names[i]. Without
+ * replace a name already taken (by anything) is refused; with it, only a
+ * regular file of the caller's is replaced. A failure removes what this
+ * call made. Returns 0, or -errno with *ret_why (caller frees). */
+int report_output_write_all(int dir_fd, const char *const *names, const char *const *data, const size_t *lens, size_t n,
+                            bool replace, char **ret_why);

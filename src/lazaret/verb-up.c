@@ -624,17 +624,19 @@ static int write_reports(const Globals *g, const char *self, const Manifest *m, 
                             *sarif = combined_sarif(g, self, run, n);
         const char *data[ELEMENTSOF(up_report_names)] = { md, html, js, jsonl, sarif };
         _cleanup_free_ char *why = NULL;
-        ReportDir rd;
-        int r = report_output_dir(dir, &rd, &why);
-        size_t written = 0;
-        for (size_t f = 0; r >= 0 && f < ELEMENTSOF(up_report_names); f++) {
-                r = data[f] ? report_output_write(rd.fd, up_report_names[f], data[f], strlen(data[f]), &why) : -ENOMEM;
-                if (r >= 0)
-                        written++;
-        }
-        if (r < 0)
-                for (size_t f = 0; f < written; f++)
-                        (void) unlinkat(rd.fd, up_report_names[f], 0);
+        size_t lens[ELEMENTSOF(up_report_names)];
+        int r = 0;
+        for (size_t f = 0; f < ELEMENTSOF(up_report_names); f++)
+                if (data[f])
+                        lens[f] = strlen(data[f]);
+                else
+                        r = -ENOMEM;
+        ReportDir rd = { .fd = -EBADF, .parent_fd = -EBADF };
+        if (r >= 0)
+                r = report_output_dir(dir, &rd, &why);
+        if (r >= 0)
+                r = report_output_write_all(rd.fd, up_report_names, data, lens, ELEMENTSOF(up_report_names), false,
+                                            &why);
         report_output_done(&rd, r >= 0);
         if (r < 0)
                 log_error("--report %s: %s; no report written", dir, why ?: strerror(-r));
