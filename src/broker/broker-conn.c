@@ -10,7 +10,11 @@
  *   CONNECTING   to the validated addresses in answer order, connect_timeout
  *                each; the first that answers wins; then "OK addr port\n"
  *   SERVER_NAME  with check_server_name: the client's first bytes must name
- *                the server asked for (TLS SNI or HTTP Host); never decrypted
+ *                the server asked for (TLS SNI or HTTP Host); never decrypted.
+ *                Plain HTTP goes on request by request: the pump passes
+ *                one request's length (head and Content-Length body), then
+ *                the next must name the same server (a kept-alive or
+ *                pipelined request for another host closes the connection)
  *   PUMP         splice(2) both ways through a pipe per direction; a
  *                half-close is passed on; idle_timeout without a byte either
  *                way ends it
@@ -549,7 +553,60 @@ static void check_server_name(Conn *c, uint32_t events) {
                 mismatch(c, "the client names the server %s, not %s", canon, c->name);
                 return;
         }
+        if (egress_is_http(scratch, (size_t) n)) {
+                uint64_t len = 0;
+                r = egress_http_request_length(scratch, (size_t) n, &len, &why);
+                if (r <= 0) {
+                        mismatch(c, "%s", r < 0 && why ? why : "the HTTP request's length is unknown");
+                        return;
+                }
+                c->up.per_request = true;
+                c->up.budget = len;
+        }
         start_pump(c);
+}
+
+/* Plain HTTP under check_server_name, the current request passed whole:
+ * the next one's head, peeked, must name the same server before any of it
+ * goes on. Whether it may (a budget set, or the client's end seen). */
+static bool next_request(Conn *c) {
+        ssize_t n = recv(c->client.fd, scratch, sizeof(scratch), MSG_PEEK);
+        if (n < 0)
+                return false; /* EAGAIN: wait for more; a failure shows in the flow */
+        if (n == 0) {
+                c->up.eof = true; /* the client is done: pass the end on */
+                return true;
+        }
+        char sn[DOMAIN_NAME_MAX + 2], shown[BROKER_HOST_SHOWN_MAX + 8], canon[DOMAIN_NAME_MAX + 1];
+        const char *why = NULL;
+        int r = egress_server_name(scratch, (size_t) n, sn, sizeof(sn), &why);
+        if (r == 0) {
+                if ((size_t) n >= sizeof(scratch))
+                        mismatch(c, "no server name in the %zd bytes of the client's next request", n);
+                return false;
+        }
+        if (r < 0 || !egress_is_http(scratch, (size_t) n)) {
+                mismatch(c, "the client's next request: %s", r < 0 && why ? why : "not HTTP");
+                return false;
+        }
+        escape(sn, strlen(sn), shown, sizeof(shown));
+        if (domain_name_canonical(sn, strlen(sn), canon, &why) < 0) {
+                mismatch(c, "the server name %s of the client's next request is no host name: %s", shown,
+                         why ?: "invalid");
+                return false;
+        }
+        if (strcmp(canon, c->name) != 0) {
+                mismatch(c, "the client's next request names the server %s, not %s", canon, c->name);
+                return false;
+        }
+        uint64_t len = 0;
+        r = egress_http_request_length(scratch, (size_t) n, &len, &why);
+        if (r <= 0) {
+                mismatch(c, "the client's next request: %s", r < 0 && why ? why : "its length is unknown");
+                return false;
+        }
+        c->up.budget = len;
+        return true;
 }
 
 /* ---- PUMP ---- */
@@ -570,11 +627,15 @@ static bool flow_run(Flow *f, int src, int dst) {
         bool moved_any = false;
         while (f->error == 0) {
                 bool moved = false;
-                if (!f->eof && !f->full && f->bytes < f->cap) {
-                        ssize_t n = splice(src, NULL, f->pipe[1], NULL, f->cap - f->bytes,
-                                           SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+                size_t room = f->cap - f->bytes;
+                if (f->per_request && f->budget < room)
+                        room = (size_t) f->budget;
+                if (!f->eof && !f->full && room > 0) {
+                        ssize_t n = splice(src, NULL, f->pipe[1], NULL, room, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
                         if (n > 0) {
                                 f->bytes += (size_t) n;
+                                if (f->per_request)
+                                        f->budget -= (uint64_t) n;
                                 moved = true;
                         } else if (n == 0) {
                                 f->eof = true;
@@ -625,6 +686,12 @@ static bool flow_run(Flow *f, int src, int dst) {
  * until it ends too. */
 static void pump(Conn *c) {
         bool r = flow_run(&c->up, c->client.fd, c->server.fd);
+        /* The current request passed: the next is checked before it goes
+         * (the edge that announced it may be spent already). */
+        while (c->up.per_request && c->up.budget == 0 && !c->up.eof && c->up.error == 0 && next_request(c))
+                r = flow_run(&c->up, c->client.fd, c->server.fd) || r;
+        if (c->state == CONN_DEAD)
+                return;
         bool s = flow_run(&c->down, c->server.fd, c->client.fd);
         if (r || s)
                 c->last_activity = now_usec();

@@ -89,6 +89,11 @@ typedef struct Flow {
         int error; /* the flow failed (-errno): writing dst, or read_error once the pipe is empty */
         bool dst_failed; /* error is dst's */
         uint64_t total; /* delivered to dst */
+        /* check_server_name on plain HTTP: the client's bytes go to the
+         * server one request at a time, each checked first; budget is
+         * what is left of the current one. */
+        bool per_request;
+        uint64_t budget;
 } Flow;
 
 typedef struct Lookup {

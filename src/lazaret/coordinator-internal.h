@@ -218,6 +218,7 @@ struct Conn {
         pid_t peer_pid; /* SO_PEERCRED at accept, for the log */
         int cli_pid;
         char *hello_policy; /* CONN_HELLO_WAIT: the policy its Hello declared */
+        int hello_own_rules; /* its address_rules: 1 "own", 0 "global", -1 not said */
         bool close_after_flush;
         bool shut; /* our side is shut down; waiting for the peer's close */
         uint64_t linger_deadline;

@@ -272,6 +272,11 @@ void conn_hello(Coordinator *co, Conn *c, bool resume) {
         }
         if (hello_network(co, c, c->hello_policy) != HELLO_ACCEPTED)
                 return;
+        /* Its policy holds now: say whose address rules made it. */
+        if (c->hello_policy && c->hello_own_rules >= 0 && co->spec.own_address_rules != (c->hello_own_rules == 1)) {
+                co->spec.own_address_rules = c->hello_own_rules == 1;
+                co_status_touch(co);
+        }
         c->state = CONN_READY;
         c->hello_policy = mfree(c->hello_policy);
         conn_update_events(c);

@@ -14,6 +14,8 @@ void co_check_memory(Coordinator *co) {
                                                : limits_memory_used(co->mem_fd, &used) < 0)
                 return;
         co->mem_used = used;
+        if (limit == 0) /* memory_limit = 0: measured for status, never a stop */
+                return;
         /* In a memory cgroup the kernel keeps it under the limit: ending a
          * process there for want of memory is reaching it. */
         uint64_t kills = 0;

@@ -893,10 +893,11 @@ static json_t *status_json(Coordinator *co) {
                                                       host_addr_effect_to_string(co->host.effects[i])));
         }
         json_t *network =
-                json_pack("{s:s?, s:s, s:s, s:s?, s:o*, s:b}", "sidecar", co->sidecar.name, "policy_digest",
+                json_pack("{s:s?, s:s, s:s, s:s?, s:o*, s:b, s:s}", "sidecar", co->sidecar.name, "policy_digest",
                           co->spec.netpolicy_digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only",
                           "readiness_fingerprint", co->readiness_fingerprint[0] ? co->readiness_fingerprint : NULL,
-                          "host_addresses", host, "update_in_progress", co->net_update != NULL);
+                          "host_addresses", host, "update_in_progress", co->net_update != NULL, "address_rules",
+                          co->spec.own_address_rules ? "own" : "global");
         /* Direct mode: what the workspace router protects and masks. */
         json_t *guard = co->spec.branch ? json_pack("{s:s}", "mode", "branch")
                                         : json_pack("{s:s, s:o*, s:o*}", "mode", "direct", "protect_patterns",
@@ -922,8 +923,9 @@ static json_t *status_json(Coordinator *co) {
                                       "runsc's host threads",
                 "memory", "limit_mib", (json_int_t) co->spec.memory_limit_mib, "used_mib",
                 co->mem_fd >= 0 || co->mem_native ? json_integer((json_int_t) (co->mem_used >> 20)) : NULL, "enforced",
-                co->mem_fd >= 0 || co->mem_native, "enforced_by",
-                co->mem_native && co->native.cgroup
+                co->spec.memory_limit_mib > 0 && (co->mem_fd >= 0 || co->mem_native), "enforced_by",
+                co->spec.memory_limit_mib == 0 ? "nothing: memory_limit = 0 in the profile turns the limit off"
+                : co->mem_native && co->native.cgroup
                         ? "the kernel: the sandbox's own memory cgroup (runtime.memory_cgroup), swap included, where "
                           "a process that would pass the limit is ended; the coordinator then stops the sandbox"
                 : co->mem_native    ? "the coordinator: the proportional set size of the sandbox's processes and what "
@@ -1034,8 +1036,14 @@ static json_t *status_line_json(Coordinator *co) {
                 if (!s->finished)
                         sessions++;
         char network[64];
-        snprintf(network, sizeof(network), "%s%s", co->sidecar.name ? "sidecar" : "loopback-only",
-                 co->spec.domains && co->spec.domains[0] ? "+names" : "");
+        bool names = co->spec.domains && co->spec.domains[0];
+        /* Whose address rules hold (decision 20): the profile's own are
+         * marked; with no address at all, it is names only. */
+        if (co->spec.own_address_rules && !co->sidecar.name && names)
+                snprintf(network, sizeof(network), "names-only");
+        else
+                snprintf(network, sizeof(network), "%s%s%s", co->spec.own_address_rules ? "own " : "",
+                         co->sidecar.name ? "sidecar" : "loopback-only", names ? "+names" : "");
         json_t *j =
                 json_pack("{s:I, s:I, s:I, s:I, s:b, s:s, s:s}", "sessions", (json_int_t) sessions,
                           "refused_connections", (json_int_t) co->egress_refused, "refused_git",
@@ -1118,6 +1126,9 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
                 co->refs++;
                 c->state = CONN_HELLO_WAIT;
                 c->hello_policy = TAKE_PTR(m.netpolicy);
+                c->hello_own_rules = streq_ptr(m.address_rules, "own")      ? 1
+                                     : streq_ptr(m.address_rules, "global") ? 0
+                                                                            : -1;
                 conn_hello(co, c, false);
                 break;
         case CTL_SESSION_OPEN:

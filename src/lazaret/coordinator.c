@@ -1050,10 +1050,6 @@ int coordinator_main(int argc, char **argv) {
                         /* Its processes and tmpfs mounts, looked at once a
                          * second like gVisor's memory file. */
                         co.mem_native = true;
-                        if (!co.native.cgroup)
-                                status_warn(&co, "memory_limit is watched by the coordinator, not enforced by the "
-                                                 "kernel: shared memory no process maps any more escapes the watch "
-                                                 "(runtime.memory_cgroup gives the kernel's limit)");
                         co_check_memory(&co);
                 } else if (k < 0) {
                         snprintf(co.mem_unwatched, sizeof(co.mem_unwatched),

@@ -700,8 +700,11 @@ int kube_build(const Config *c, const ConfigProfile *p, const KubeOptions *o, Ku
         strbuf_done(&keys);
         free(secret);
 
-        json_t *limits = json_pack("{s:o, s:o}", "memory", quantity_mib(p->memory_limit_mib), "ephemeral-storage",
-                                   quantity_mib(p->disk_limit_mib));
+        json_t *limits = json_object();
+        if (limits && p->memory_limit_mib > 0) /* memory_limit = 0: none */
+                json_object_set_new(limits, "memory", quantity_mib(p->memory_limit_mib));
+        if (limits)
+                json_object_set_new(limits, "ephemeral-storage", quantity_mib(p->disk_limit_mib));
         if (limits && p->cpu_limit > 0)
                 json_object_set_new(limits, "cpu", json_integer((json_int_t) p->cpu_limit));
         json_t *resources = limits ? json_pack("{s:O, s:O}", "requests", limits, "limits", limits) : NULL;

@@ -154,7 +154,8 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                                        "probe_domains", strv_json(s->probe_domains), "broker_resolvers",
                                        strv_json(s->broker_resolvers), "check_server_name", s->check_server_name,
                                        "broker_connections", (json_int_t) s->broker_connections, "broker", s->broker,
-                                       "relay", s->relay)) < 0)) {
+                                       "relay", s->relay)) < 0 ||
+                  json_object_set_new(j, "own_address_rules", json_boolean(s->own_address_rules)) < 0)) {
                 json_decref(j);
                 return NULL;
         }
@@ -354,6 +355,7 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         if (r >= 0 && !s.ca_files != !s.ca_digest)
                 r = -EBADMSG;
         s.check_server_name = json_is_true(json_object_get(j, "check_server_name"));
+        s.own_address_rules = json_is_true(json_object_get(j, "own_address_rules"));
         s.broker_connections = (uint64_t) json_integer_value(json_object_get(j, "broker_connections"));
         s.escalation_enabled = json_is_true(json_object_get(j, "escalation_enabled"));
         s.escalation_output_max = (uint64_t) json_integer_value(json_object_get(j, "escalation_output_max"));
@@ -692,8 +694,21 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, LaunchSpe
                             p->name, why);
         /* FS-ONLY (no user namespaces here): Landlock and seccomp at the
          * host's paths. What needs namespaces is refused, naming it. */
-        if (mode != NATIVE_MODE_FS_ONLY)
+        if (mode != NATIVE_MODE_FS_ONLY) {
+                /* Only a memory cgroup holds memory_limit on the host's
+                 * kernel: a watch of what processes map misses memory none
+                 * maps any more (a memfd, shared memory), so a limit nothing
+                 * enforces is refused rather than shown (decision 20). */
+                if (p->memory_limit_mib > 0 && !cfg->memory_cgroup)
+                        return fail(ret_error,
+                                    "profile '%s' uses backend = \"native\" with memory_limit = %" PRIu64
+                                    " MiB, which only a memory cgroup enforces on the host's kernel, and "
+                                    "runtime.memory_cgroup is not set: set it (scripts/setup.sh --memory-cgroup "
+                                    "USER makes one), set memory_limit = 0 in [profiles.%s] to run with no memory "
+                                    "limit, or use backend = \"gvisor\"",
+                                    p->name, p->memory_limit_mib, p->name);
                 return 0;
+        }
         s->native_fs_only = true;
         snprintf(desc, sizeof(desc), "FS-ONLY (Landlock ABI %d; %s)", abi, why);
         const char *out = desc;
@@ -981,6 +996,7 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                         return -ENOMEM;
         }
         s.check_server_name = p->check_server_name;
+        s.own_address_rules = p->own_address_rules;
         s.broker_connections = cfg->broker_connections;
         if (p->n_domains > 0) {
                 s.broker = path_join(dir, "lazaret-broker");

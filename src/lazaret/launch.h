@@ -61,6 +61,9 @@ typedef struct LaunchSpec {
          * nothing (loopback only, no sidecar). */
         char *netpolicy;
         char *netpolicy_digest;
+        /* The policy came from the profile's own address rules
+         * (inherit_default_allow = false), not [network] default_allow. */
+        bool own_address_rules;
         char **probe_targets; /* "ADDR:PORT" / "[ADDR6]:PORT", NULL-terminated */
         char *probe_dns_name;
         char *netd; /* lazaret-netd on the host */

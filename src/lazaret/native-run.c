@@ -110,10 +110,12 @@ static int cgroup_make(const LaunchSpec *s, char **ret_path, char **ret_error) {
         }
         char limit[32];
         snprintf(limit, sizeof(limit), "%" PRIu64 "\n", s->memory_limit_mib << 20);
-        r = write_text(p, "memory.limit_in_bytes", limit);
+        /* memory_limit = 0: the cgroup holds the sandbox's processes (and
+         * ends them all), with no limit. */
+        r = s->memory_limit_mib > 0 ? write_text(p, "memory.limit_in_bytes", limit) : 0;
         /* Without swap accounting there is no memsw file, and nothing to
          * hold to the limit. */
-        if (r >= 0) {
+        if (r >= 0 && s->memory_limit_mib > 0) {
                 r = write_text(p, "memory.memsw.limit_in_bytes", limit);
                 if (r == -ENOENT)
                         r = 0;
@@ -581,9 +583,12 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
          * namespace (each join sets it too). */
         argv_add(&a, "--nproc");
         argv_addf(&a, "%" PRIu64, s->nproc);
-        /* /tmp and the home are memory: memory_limit caps each. */
-        argv_add(&a, "--tmp-size");
-        argv_addf(&a, "%" PRIu64, s->memory_limit_mib << 20);
+        /* /tmp and the home are memory: memory_limit caps each (0: the
+         * kernel's default, half the host's memory). */
+        if (s->memory_limit_mib > 0) {
+                argv_add(&a, "--tmp-size");
+                argv_addf(&a, "%" PRIu64, s->memory_limit_mib << 20);
+        }
         add_editor_masks(&a, workspace);
         NativeRun n = { .loopback = names };
         if (s->memory_cgroup) {

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* Where a report is written (report.h): the output directory may lie in
- * the workspace, which the agent writes. It is walked with directory
+/* Where a report is written (report.h): the one writer of every file the
+ * CLI writes into a directory the person names (lazaret report --output,
+ * lazaret up --report). The directory may lie in the workspace, which the
+ * agent writes. It is walked with directory
  * descriptors, never through a symbolic link, and a report is only ever
  * a new file: O_EXCL refuses whatever is planted under its name (a link,
  * a FIFO, a file), so nothing is written through it or over it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +45,7 @@ static int why(char **ret, int r, const char *fmt, ...) {
 int report_output_dir(const char *path, ReportDir *ret, char **ret_why) {
         *ret = (ReportDir){ .fd = -EBADF, .parent_fd = -EBADF };
         if (!path || !*path)
-                return why(ret_why, -EINVAL, "--output needs a directory");
+                return why(ret_why, -EINVAL, "a directory is needed");
         _cleanup_free_ char *copy = strdup(path);
         if (!copy)
                 return -ENOMEM;
@@ -113,7 +116,7 @@ int report_output_write(int dir_fd, const char *name, const char *data, size_t l
                 if (e == EEXIST && fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) >= 0)
                         return why(ret_why, -e,
                                    "%s is already there (%s): a report is only ever written as a new file; "
-                                   "remove it or give another --output",
+                                   "remove it or name another directory",
                                    name, kind_of(st.st_mode));
                 return why(ret_why, -e, "cannot create %s: %s", name, strerror(e));
         }
@@ -133,4 +136,49 @@ int report_output_write(int dir_fd, const char *name, const char *data, size_t l
                 return why(ret_why, -e, "cannot write %s: %s (removed)", name, strerror(e));
         }
         return 0;
+}
+
+int report_output_write_all(int dir_fd, const char *const *names, const char *const *data, const size_t *lens, size_t n,
+                            bool replace, char **ret_why) {
+        /* Each to a new file of its own first (report_output_write's
+         * checks), then renamed into place: RENAME_NOREPLACE unless the
+         * person asked to replace, and then only a file of theirs. */
+        _cleanup_free_ char **tmp = calloc(n ?: 1, sizeof(char *));
+        if (!tmp)
+                return -ENOMEM;
+        int r = 0;
+        size_t made = 0, placed = 0;
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                struct stat st;
+                if (fstatat(dir_fd, names[i], &st, AT_SYMLINK_NOFOLLOW) >= 0 &&
+                    (!replace || !S_ISREG(st.st_mode) || st.st_uid != geteuid()))
+                        r = why(ret_why, -EEXIST,
+                                replace ? "%s is already there (%s, not a file of yours): only such a file is replaced"
+                                        : "%s is already there (%s): a file is only ever written as a new file "
+                                          "here; remove it or name another directory",
+                                names[i], kind_of(st.st_mode));
+                else if (asprintf(&tmp[i], ".%s.lazaret-%d-%zu", names[i], (int) getpid(), i) < 0) {
+                        tmp[i] = NULL;
+                        r = -ENOMEM;
+                } else if ((r = report_output_write(dir_fd, tmp[i], data[i], lens[i], ret_why)) >= 0)
+                        made++;
+        }
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                if (renameat2(dir_fd, tmp[i], dir_fd, names[i], replace ? 0 : RENAME_NOREPLACE) < 0) {
+                        int e = errno;
+                        r = why(ret_why, -e, "cannot put %s in place: %s", names[i], strerror(e));
+                        break;
+                }
+                placed++;
+        }
+        /* A failure leaves nothing of this call: its temporary files and
+         * what it placed (never a file it replaced: that one is gone). */
+        for (size_t i = 0; i < n; i++) {
+                if (r < 0 && i < placed && !replace)
+                        (void) unlinkat(dir_fd, names[i], 0);
+                if (tmp[i] && (r < 0 || i >= placed) && i < made)
+                        (void) unlinkat(dir_fd, tmp[i], 0);
+                free(tmp[i]);
+        }
+        return r < 0 ? r : 0;
 }

@@ -66,7 +66,9 @@ void report_render(json_t *model, ReportFormat f, StrBuf *out);
 /* Markdown or HTML (report-render.c; report_render() calls it). */
 void report_render_doc(json_t *model, bool html, StrBuf *out);
 
-/* The safe writer (report-output.c). Open the directory path for reports:
+/* The safe writer (report-output.c) of every file the CLI writes into a
+ * directory the person names (report --output, up --report). Open the
+ * directory path for reports:
  * walked a component at a time from "/" or the current directory, none of
  * them followed if it is a symbolic link; the last one made (0700) when it
  * is missing. On failure *ret_why says why in words (caller frees). */
@@ -83,3 +85,10 @@ void report_output_done(ReportDir *d, bool written);
  * file of ours) and write data to it; a failed write removes it. Never
  * opens what is there already. */
 int report_output_write(int dir_fd, const char *name, const char *data, size_t len, char **ret_why);
+/* n files in dir_fd, all or none: each written as report_output_write()
+ * writes (under a temporary name), then renamed to names[i]. Without
+ * replace a name already taken (by anything) is refused; with it, only a
+ * regular file of the caller's is replaced. A failure removes what this
+ * call made. Returns 0, or -errno with *ret_why (caller frees). */
+int report_output_write_all(int dir_fd, const char *const *names, const char *const *data, const size_t *lens, size_t n,
+                            bool replace, char **ret_why);

@@ -182,7 +182,8 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
          * task), and the sentry's own memory over the programs'. */
         if (!s->rootless) {
                 argv_addf(&a, "--pids-limit=%" PRIu64, s->nproc * SANDBOX_HOST_THREADS_PER_TASK + 256);
-                argv_addf(&a, "--memory=%" PRIu64 "m", s->memory_limit_mib + s->memory_limit_mib / 4 + 256);
+                if (s->memory_limit_mib > 0)
+                        argv_addf(&a, "--memory=%" PRIu64 "m", s->memory_limit_mib + s->memory_limit_mib / 4 + 256);
         }
         /* PID 1's stdout and stderr are the container's log, a host file
          * conmon fills without a bound, and the agent can write them

@@ -237,6 +237,8 @@ static const char *preset_key_note(const char *key, const Preset *ps) {
                 { "persistent_dirs", "kept across restarts, per workspace: the installed agent" },
                 { "env", "passed in from your environment when set (never written here)" },
                 { "volumes", "the agent's login and settings, in {profile_dir}, for every workspace" },
+                { "inherit_default_allow",
+                  "names only: [network] default_allow does not reach it, only its own allow_egress (none here)" },
                 { "allow_domains", "the only names it reaches, through the broker (no other network)" },
         };
         if (streq(key, "image"))

@@ -166,6 +166,11 @@ static void show_resolved_profile(StrBuf *b, const ConfigProfile *p) {
                 b->oom = true;
                 return;
         }
+        strbuf_printf(b, "# resolved: address rules = %s\n",
+                      p->own_address_rules
+                              ? "the profile's own (allow_egress, with network.default_deny; network.default_allow "
+                                "does not reach it)"
+                              : "inherited (network.default_allow and network.default_deny, with allow_egress)");
         strbuf_printf(b, "# resolved: network policy sha256 = %s\n", p->net_digest);
         for (const char *l = canon; *l;) {
                 const char *nl = strchr(l, '\n');

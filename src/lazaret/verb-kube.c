@@ -19,13 +19,14 @@
 #include "log.h"
 #include "path-util.h"
 #include "profile-pick.h"
+#include "report.h"
 #include "string-util.h"
 #include "verbs.h"
 
 #define KUBE_TOOL_USEC (UINT64_C(120) * 1000000)
 
 static const char help[] = "Usage: lazaret kube [PROFILE] [--namespace NS] [--output DIR] [--format FORMAT] [--check]\n"
-                           "                    [--broker-image REF] [-- CMD [ARG]...]\n\n"
+                           "                    [--force] [--broker-image REF] [-- CMD [ARG]...]\n\n"
                            "Write PROFILE as Kubernetes manifests for one agent Domain: a Pod running the\n"
                            "profile's command (a Job running CMD when one is given) in gVisor's\n"
                            "RuntimeClass, non-root where the image allows, no privilege escalation, every\n"
@@ -38,7 +39,9 @@ static const char help[] = "Usage: lazaret kube [PROFILE] [--namespace NS] [--ou
                            "cannot carry over is refused with the reason; what carries over in part is\n"
                            "said at the top of the workload.\n"
                            "  -n, --namespace NS  the manifests' namespace\n"
-                           "  -o, --output DIR    one file per object in DIR (an existing directory)\n"
+                           "  -o, --output DIR    one file per object in DIR, each new (0600); no symbolic\n"
+                           "                      link is followed on DIR's path\n"
+                           "  --force             with --output: replace files of yours already there\n"
                            "  -f, --format FORMAT kubernetes (the default), or agent-sandbox: a Sandbox and a\n"
                            "                      SandboxTemplate of kubernetes-sigs/agent-sandbox, its managed\n"
                            "                      NetworkPolicy off in favour of this one\n"
@@ -122,41 +125,35 @@ static int image_facts_of(const char *what, const char *ref, const char *fix, ch
         return 0;
 }
 
-/* Every file in dir, or none: each is written to a temporary file first,
- * and only when all are written are they renamed into place. */
-static int write_all(const char *dir, const KubeDocs *docs, const StrBuf *texts) {
-        char **paths = calloc(docs->n, sizeof(char *)), **temps = calloc(docs->n, sizeof(char *));
-        int ret = paths && temps ? 0 : EXIT_LAZARET;
-        for (size_t i = 0; ret == 0 && i < docs->n; i++) {
-                int r = (paths[i] = path_join(dir, docs->v[i].file)) ? 0 : -ENOMEM;
-                struct stat st;
-                if (r == 0 && lstat(paths[i], &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-                        r = -EISDIR; /* a file takes its place by rename, which a directory refuses */
-                if (r == 0)
-                        r = write_file_temp(paths[i], texts[i].data, texts[i].len, 0644, &temps[i]);
-                if (r < 0) {
-                        log_error("cannot write %s/%s: %s; nothing was written", dir, docs->v[i].file, strerror(-r));
-                        ret = EXIT_LAZARET;
-                }
+/* Every file in dir, or none, through the safe writer of report --output
+ * (report.h): dir walked without following a symbolic link, each file new
+ * (0600) unless --force replaces a file of the user's there. */
+static int write_all(const char *dir, const KubeDocs *docs, const StrBuf *texts, bool force) {
+        _cleanup_free_ const char **names = calloc(docs->n ?: 1, sizeof(char *)),
+                                  **data = calloc(docs->n ?: 1, sizeof(char *));
+        _cleanup_free_ size_t *lens = calloc(docs->n ?: 1, sizeof(size_t));
+        _cleanup_free_ char *why = NULL;
+        if (!names || !data || !lens)
+                return EXIT_LAZARET;
+        for (size_t i = 0; i < docs->n; i++) {
+                names[i] = docs->v[i].file;
+                data[i] = texts[i].data ?: "";
+                lens[i] = texts[i].len;
         }
-        for (size_t i = 0; ret == 0 && i < docs->n; i++) {
-                if (rename(temps[i], paths[i]) < 0) {
-                        log_error("cannot rename %s to %s: %m", temps[i], paths[i]);
-                        ret = EXIT_LAZARET;
-                        break;
-                }
-                temps[i] = mfree(temps[i]);
-                printf("%s\n", paths[i]);
+        ReportDir rd;
+        int r = report_output_dir(dir, &rd, &why);
+        if (r >= 0)
+                r = report_output_write_all(rd.fd, names, data, lens, docs->n, force, &why);
+        report_output_done(&rd, r >= 0);
+        if (r < 0) {
+                log_error("--output %s: %s; nothing was written", dir, why ?: strerror(-r));
+                return EXIT_LAZARET;
         }
         for (size_t i = 0; i < docs->n; i++) {
-                if (temps && temps[i])
-                        (void) unlink(temps[i]);
-                free(temps ? temps[i] : NULL);
-                free(paths ? paths[i] : NULL);
+                _cleanup_free_ char *p = path_join(dir, names[i]);
+                printf("%s\n", p ?: names[i]);
         }
-        free(temps);
-        free(paths);
-        return ret;
+        return 0;
 }
 
 /* kubernetes-validate --strict over the files. Returns 0 (they pass), 1
@@ -257,13 +254,10 @@ static int validate(const char *tool, const KubeDocs *docs, const StrBuf *texts)
 
 int verb_kube(int argc, char **argv, const Globals *g) {
         static const struct option opts[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "namespace", required_argument, NULL, 'n' },
-                { "output", required_argument, NULL, 'o' },
-                { "check", no_argument, NULL, 'c' },
-                { "format", required_argument, NULL, 'f' },
-                { "broker-image", required_argument, NULL, 'b' },
-                {},
+                { "help", no_argument, NULL, 'h' },         { "namespace", required_argument, NULL, 'n' },
+                { "output", required_argument, NULL, 'o' }, { "check", no_argument, NULL, 'c' },
+                { "format", required_argument, NULL, 'f' }, { "broker-image", required_argument, NULL, 'b' },
+                { "force", no_argument, NULL, 'F' },        {},
         };
         /* The command after "--" is the Job's: options end there. */
         int dashes = argc;
@@ -273,7 +267,7 @@ int verb_kube(int argc, char **argv, const Globals *g) {
                         break;
                 }
         const char *ns = NULL, *output = NULL, *broker_ref = KUBE_BROKER_IMAGE_DEFAULT;
-        bool check = false;
+        bool check = false, force = false;
         KubeFormat format = KUBE_FORMAT_KUBERNETES;
         int c;
         optind = 1;
@@ -290,6 +284,9 @@ int verb_kube(int argc, char **argv, const Globals *g) {
                         break;
                 case 'c':
                         check = true;
+                        break;
+                case 'F':
+                        force = true;
                         break;
                 case 'b':
                         broker_ref = optarg;
@@ -325,10 +322,23 @@ int verb_kube(int argc, char **argv, const Globals *g) {
                           ns);
                 return EXIT_USAGE;
         }
+        if (force && !output) {
+                log_error("kube: --force replaces files in --output DIR; give --output");
+                return EXIT_USAGE;
+        }
         if (output) {
-                struct stat st;
-                if (stat(output, &st) < 0 || !S_ISDIR(st.st_mode) || access(output, W_OK) < 0) {
-                        log_error("--output %s: not a directory you may write; make it first", output);
+                /* Checked now by the walk that will write there (a directory
+                 * it makes is taken away again). */
+                _cleanup_free_ char *why = NULL;
+                ReportDir rd;
+                int k = report_output_dir(output, &rd, &why);
+                report_output_done(&rd, false);
+                if (k < 0) {
+                        log_error("--output %s", why ?: strerror(-k));
+                        return EXIT_USAGE;
+                }
+                if (access(output, W_OK) < 0) {
+                        log_error("--output %s: not a directory you may write: %s", output, strerror(errno));
                         return EXIT_USAGE;
                 }
         }
@@ -387,7 +397,7 @@ int verb_kube(int argc, char **argv, const Globals *g) {
                 if (kube_yaml(&docs.v[i], &texts[i]) < 0)
                         ret = EXIT_LAZARET;
         if (ret == 0 && output)
-                ret = write_all(output, &docs, texts);
+                ret = write_all(output, &docs, texts, force);
         for (size_t i = 0; ret == 0 && !output && i < docs.n; i++)
                 fwrite(texts[i].data, 1, texts[i].len, stdout);
         if (fflush(stdout) != 0 && ret == 0)

@@ -930,7 +930,8 @@ int verb_run(int argc, char **argv, const Globals *g) {
                                      .version = CTL_PROTOCOL_VERSION,
                                      .cli_pid = (int) getpid(),
                                      .netpolicy = spec.netpolicy,
-                                     .backend = (char *) backend_to_string(spec.backend) };
+                                     .backend = (char *) backend_to_string(spec.backend),
+                                     .address_rules = (char *) (spec.own_address_rules ? "own" : "global") };
                 struct winsize ws = { .ws_row = 24, .ws_col = 80 };
                 if (interactive)
                         (void) ioctl(STDIN_FILENO, TIOCGWINSZ, &ws);

@@ -404,6 +404,13 @@ int verb_status(int argc, char **argv, const Globals *g) {
                                  : "loopback only",
                        json_string_value(json_object_get(net, "policy_digest")) ?: "?",
                        json_is_true(json_object_get(net, "update_in_progress")) ? " (being applied)" : "");
+                const char *rules = json_string_value(json_object_get(net, "address_rules"));
+                if (rules)
+                        printf("  addresses   %s\n",
+                               streq(rules, "own") ? "the profile's own rules (allow_egress, network.default_deny); "
+                                                     "network.default_allow does not reach it"
+                                                   : "the global rules (network.default_allow, network.default_deny), "
+                                                     "with the profile's allow_egress");
                 print_host_addresses(json_object_get(net, "host_addresses"));
                 json_t *eg = json_object_get(net, "egress_by_name");
                 if (eg)
@@ -481,6 +488,10 @@ int verb_status(int argc, char **argv, const Globals *g) {
                         printf("  memory      %lld of %lld MiB: %s\n",
                                (long long) json_integer_value(json_object_get(lm, "used_mib")),
                                (long long) json_integer_value(json_object_get(lm, "limit_mib")),
+                               json_string_value(json_object_get(lm, "enforced_by")));
+                else if (lm && json_integer_value(json_object_get(lm, "limit_mib")) == 0)
+                        printf("  memory      %lld MiB held, no limit: %s\n",
+                               (long long) json_integer_value(json_object_get(lm, "used_mib")),
                                json_string_value(json_object_get(lm, "enforced_by")));
                 else if (lm)
                         printf("  memory      %lld MiB, NOT ENFORCED: %s\n",

@@ -597,8 +597,14 @@ static char *combined_sarif(const Globals *g, const char *self, const UpAgent *r
         return out;
 }
 
+static const char *const up_report_names[] = { "up-report.md", "up-report.html", "up-report.json", "up-report.jsonl",
+                                               "up-report.sarif" };
+
 /* --report DIR: the comparison as up-report.md, .html, .json, .jsonl (one
- * agent a line) and .sarif. */
+ * agent a line) and .sarif, each a new file (0600) written through
+ * report-output's walk (no symbolic link followed, nothing replaced), as
+ * lazaret report --output writes. All of them or none: a failure takes
+ * away the ones this call wrote, and says why once. */
 static int write_reports(const Globals *g, const char *self, const Manifest *m, const UpAgent *run, size_t n,
                          const char *dir, const char *md, json_t *agents) {
         json_t *doc = json_pack("{s:i, s:s, s:O}", "lazaret_up_report", 1, "manifest", m->path, "agents", agents);
@@ -616,16 +622,25 @@ static int write_reports(const Globals *g, const char *self, const Manifest *m, 
         }
         _cleanup_free_ char *jsonl = strbuf_steal(&jl), *html = summary_html(m->path, agents),
                             *sarif = combined_sarif(g, self, run, n);
-        const struct {
-                const char *ext, *data;
-        } files[] = { { "md", md }, { "html", html }, { "json", js }, { "jsonl", jsonl }, { "sarif", sarif } };
-        for (size_t f = 0; f < ELEMENTSOF(files); f++) {
-                _cleanup_free_ char *path = NULL;
-                if (!files[f].data || asprintf(&path, "%s/up-report.%s", dir, files[f].ext) < 0 ||
-                    write_file_atomic(path, files[f].data, strlen(files[f].data), 0644, 0) < 0)
-                        return -EIO;
-        }
-        return 0;
+        const char *data[ELEMENTSOF(up_report_names)] = { md, html, js, jsonl, sarif };
+        _cleanup_free_ char *why = NULL;
+        size_t lens[ELEMENTSOF(up_report_names)];
+        int r = 0;
+        for (size_t f = 0; f < ELEMENTSOF(up_report_names); f++)
+                if (data[f])
+                        lens[f] = strlen(data[f]);
+                else
+                        r = -ENOMEM;
+        ReportDir rd = { .fd = -EBADF, .parent_fd = -EBADF };
+        if (r >= 0)
+                r = report_output_dir(dir, &rd, &why);
+        if (r >= 0)
+                r = report_output_write_all(rd.fd, up_report_names, data, lens, ELEMENTSOF(up_report_names), false,
+                                            &why);
+        report_output_done(&rd, r >= 0);
+        if (r < 0)
+                log_error("--report %s: %s; no report written", dir, why ?: strerror(-r));
+        return r;
 }
 
 char *up_compare(const Globals *g, const char *self, const Manifest *m, const UpAgent *run, size_t n,
@@ -641,10 +656,8 @@ char *up_compare(const Globals *g, const char *self, const Manifest *m, const Up
         char *md = agents ? up_summary_markdown(m->path, agents) : NULL;
         if (ret_text)
                 *ret_text = agents ? up_summary_text(m->path, agents) : NULL;
-        if (report_dir && md && write_reports(g, self, m, run, n, report_dir, md, agents) < 0) {
-                log_error("cannot write the report in %s", report_dir);
+        if (report_dir && md && write_reports(g, self, m, run, n, report_dir, md, agents) < 0)
                 *ret = EXIT_LAZARET;
-        }
         json_decref(agents);
         return md;
 }
@@ -692,9 +705,28 @@ int verb_up(int argc, char **argv, const Globals *g) {
                 return EXIT_USAGE;
         }
         if (report_dir) {
-                struct stat rst;
-                if (stat(report_dir, &rst) < 0 || !S_ISDIR(rst.st_mode) || access(report_dir, W_OK) < 0) {
-                        log_error("--report %s: not a directory you may write; make it first", report_dir);
+                /* Checked before any agent starts, by the walk that will
+                 * write it (a directory it makes is taken away again). */
+                _cleanup_free_ char *why = NULL;
+                ReportDir rd;
+                int k = report_output_dir(report_dir, &rd, &why);
+                struct stat st;
+                for (size_t f = 0; k >= 0 && f < ELEMENTSOF(up_report_names); f++)
+                        if (fstatat(rd.fd, up_report_names[f], &st, AT_SYMLINK_NOFOLLOW) >= 0) {
+                                log_error("--report %s: %s is already there: a report is only ever written as a "
+                                          "new file; remove it or name another directory",
+                                          report_dir, up_report_names[f]);
+                                k = -EEXIST;
+                        }
+                report_output_done(&rd, false);
+                if (k == -EEXIST)
+                        return EXIT_USAGE;
+                if (k < 0) {
+                        log_error("--report %s", why ?: strerror(-k));
+                        return EXIT_USAGE;
+                }
+                if (access(report_dir, W_OK) < 0) {
+                        log_error("--report %s: not a directory you may write: %s", report_dir, strerror(errno));
                         return EXIT_USAGE;
                 }
         }
@@ -727,9 +759,16 @@ int verb_up(int argc, char **argv, const Globals *g) {
         if (r == 0 && up_self(self, sizeof(self)) < 0)
                 r = EXIT_LAZARET;
         /* A group outlives this directory's name: its report goes where
-         * --report meant when it was given. */
-        if (r == 0 && report_dir && !(abs_report = realpath(report_dir, NULL)))
-                r = EXIT_LAZARET;
+         * --report meant when it was given (made absolute, never resolved:
+         * the walk that writes it follows no symbolic link). */
+        if (r == 0 && report_dir) {
+                char cwd[4096];
+                abs_report = path_is_absolute(report_dir) ? strdup(report_dir)
+                             : getcwd(cwd, sizeof(cwd))   ? path_join(cwd, report_dir)
+                                                          : NULL;
+                if (!abs_report)
+                        r = EXIT_LAZARET;
+        }
         if (r != 0) {
                 manifest_done(&m);
                 return r;

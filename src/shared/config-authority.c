@@ -71,6 +71,8 @@ const ConfigKeyRule config_key_rules[] = {
           .why = "how much of the host's disk the sandbox's root file system may take" },
         { "profiles.*.allow_egress", CONFIG_KEY_SUBSET, CONFIG_ENTRY_CIDR,
           .why = "destinations this profile may reach: keeping fewer of the trusted entries narrows" },
+        { "profiles.*.inherit_default_allow", CONFIG_KEY_NARROW_VALUE, .narrow_bool = false,
+          .why = "false narrows: true lets network.default_allow's destinations reach this profile too" },
         { "profiles.*.allow_domains", CONFIG_KEY_AUTHORITY,
           .why = "host names this profile may reach through the broker" },
         { "profiles.*.check_server_name", CONFIG_KEY_NARROW_VALUE, .narrow_bool = true,

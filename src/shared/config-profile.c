@@ -320,7 +320,23 @@ static int compile_profile_policy(Validator *v, ConfigProfile *p) {
          * so no DNS: the resolvers serve the broker alone (issue 18), and
          * need not be permitted. */
         NetPolicy bare = {};
-        int r = netpolicy_build(enabled, v->net, v->n_net, NULL, 0, &bare, &err);
+        /* A profile with its own address rules drops [network]
+         * default_allow's entries (each keeps its where_index) and keeps
+         * default_deny's and its own. */
+        _cleanup_free_ NetPolicyEntry *own = NULL;
+        const NetPolicyEntry *in = v->net;
+        size_t n_in = v->n_net;
+        if (p->own_address_rules) {
+                own = calloc(v->n_net ?: 1, sizeof(*own));
+                if (!own)
+                        return -ENOMEM;
+                n_in = 0;
+                for (size_t i = 0; i < v->n_net; i++)
+                        if (i >= v->n_net_global || v->net[i].action != NET_ALLOW)
+                                own[n_in++] = v->net[i];
+                in = own;
+        }
+        int r = netpolicy_build(enabled, in, n_in, NULL, 0, &bare, &err);
         if (r == -ENOMEM)
                 return r;
         if (r == 0 && netpolicy_permits_nothing(&bare))
@@ -328,7 +344,7 @@ static int compile_profile_policy(Validator *v, ConfigProfile *p) {
         else {
                 if (r == 0)
                         netpolicy_done(&bare);
-                r = netpolicy_build(enabled, v->net, v->n_net, v->c->resolvers, v->c->n_resolvers, &p->net, &err);
+                r = netpolicy_build(enabled, in, n_in, v->c->resolvers, v->c->n_resolvers, &p->net, &err);
         }
         if (r == -ENOMEM)
                 return r;
@@ -369,8 +385,11 @@ static int compile_profile_policy(Validator *v, ConfigProfile *p) {
                 netaddr_format(&pt->addr, a, sizeof(a));
                 ERR(v->d, pt->where.file, pt->where.pos,
                     "network.probe_targets[%zu]: %s is denied by the policy of profile %s; a probe target must be a "
-                    "destination the sandbox may reach",
-                    i, a, p->name);
+                    "destination the sandbox may reach%s",
+                    i, a, p->name,
+                    p->own_address_rules ? " (the profile does not inherit network.default_allow: add the address to "
+                                           "its allow_egress, or set its inherit_default_allow = true)"
+                                         : "");
         }
         _cleanup_free_ char *canon = NULL;
         size_t len;
@@ -903,10 +922,16 @@ int config_validate_profile(Validator *v, const ConfigNode *t) {
                 p->pids_limit = config_bounded_int(
                         v, config_node_get(t, "pids_limit"), np ?: "pids_limit", "tasks", CONFIG_PIDS_LIMIT_MIN,
                         CONFIG_PIDS_LIMIT_MAX, CONFIG_PIDS_LIMIT_DEFAULT, "processes and threads inside the sandbox");
-                p->memory_limit_mib = config_bounded_int(v, config_node_get(t, "memory_limit"), nm ?: "memory_limit",
-                                                         "MiB", CONFIG_MEMORY_LIMIT_MIN, CONFIG_MEMORY_LIMIT_MAX,
-                                                         CONFIG_MEMORY_LIMIT_DEFAULT,
-                                                         "MiB of memory the sandbox's programs may hold");
+                /* 0: no limit, said in so many words (the native backend
+                 * without a memory cgroup has none to give, issue 41). */
+                const ConfigNode *mn = config_node_get(t, "memory_limit");
+                if (mn && mn->value->type == TOML_INTEGER && mn->value->integer == 0)
+                        p->memory_limit_mib = 0;
+                else
+                        p->memory_limit_mib =
+                                config_bounded_int(v, mn, nm ?: "memory_limit", "MiB", CONFIG_MEMORY_LIMIT_MIN,
+                                                   CONFIG_MEMORY_LIMIT_MAX, CONFIG_MEMORY_LIMIT_DEFAULT,
+                                                   "MiB of memory the sandbox's programs may hold, or 0 for no limit");
                 _cleanup_free_ char *nc = config_key_path(pname, "cpu_limit");
                 p->cpu_limit = config_bounded_int(v, config_node_get(t, "cpu_limit"), nc ?: "cpu_limit", "CPUs", 0,
                                                   CONFIG_CPU_LIMIT_MAX, 0,
@@ -1076,6 +1101,12 @@ int config_validate_profile(Validator *v, const ConfigNode *t) {
                 }
         }
 
+        n = config_node_get(t, "inherit_default_allow");
+        if (n) {
+                _cleanup_free_ char *nn = config_key_path(pname, "inherit_default_allow");
+                if (config_want_type(v, n, nn ?: "inherit_default_allow", TOML_BOOL))
+                        p->own_address_rules = !n->value->boolean;
+        }
         v->n_net = v->n_net_global;
         n = config_node_get(t, "allow_egress");
         bool egress_bad = false;

@@ -168,7 +168,7 @@ typedef struct ConfigProfile {
         Backend backend; /* default gvisor; `lazaret run --backend` overrides it */
         bool workspace_branch; /* workspace_mode: "branch" (default) or "direct" */
         uint64_t pids_limit; /* tasks inside the sandbox */
-        uint64_t memory_limit_mib;
+        uint64_t memory_limit_mib; /* 0: no limit (memory_limit = 0) */
         uint64_t cpu_limit; /* 0: every CPU */
         uint64_t disk_limit_mib; /* the container's root file system */
         char *image;
@@ -178,6 +178,10 @@ typedef struct ConfigProfile {
         char **allow_egress;
         size_t n_allow_egress;
         char *allow_egress_name; /* "profiles.NAME.allow_egress" */
+        /* inherit_default_allow = false: [network] default_allow does not
+         * reach this profile; its addresses are its allow_egress alone
+         * ([network] default_deny still holds). The agent presets say so. */
+        bool own_address_rules;
         /* Egress by name: [network] default_domains, then the profile's
          * allow_domains, without repeats; none: no broker. */
         DomainRule *domains;

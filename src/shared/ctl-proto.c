@@ -360,6 +360,7 @@ static const Field hello_fields[] = {
         FIELD("key", FIELD_STRING, PRESENCE_OPTIONAL, CTL_KEY_TEXT, CTL_KEY_TEXT, key),
         FIELD("netpolicy", FIELD_STRING, PRESENCE_OPTIONAL, 1, CTL_FRAME_MAX, netpolicy),
         FIELD("backend", FIELD_STRING, PRESENCE_OPTIONAL, 1, 16, backend),
+        FIELD("address_rules", FIELD_STRING, PRESENCE_OPTIONAL, 1, 16, address_rules),
 };
 
 static const Field session_open_fields[] = {
@@ -683,6 +684,7 @@ void ctl_message_done(CtlMessage *m) {
                 OPENSSL_cleanse(m->key, strlen(m->key));
         free(m->key);
         free(m->backend);
+        free(m->address_rules);
         free(m->anchor);
         free(m->profile);
         free(m->command);

@@ -11,11 +11,13 @@
  * (terminal data, terminfo) travel base64-encoded (RFC 4648, with padding).
  *
  * Messages, CLI -> coordinator:
- *   Hello           {type, version, cli_pid, key?, netpolicy?, backend?}  first frame, always;
+ *   Hello           {type, version, cli_pid, key?, netpolicy?, backend?, address_rules?}  first frame, always;
  *                                                         key: the socket's key (ctl-key.h),
  *                                                         which the coordinator requires;
  *                                                         netpolicy: the joining CLI's Derived
  *                                                         Network Policy (canonical form);
+ *                                                         address_rules: with netpolicy, whose
+ *                                                         address rules made it, "global" or "own";
  *                                                         backend: the one it launched with (a
  *                                                         different running one refuses it)
  *   SessionOpen     {type, argv[], env[], interactive, rows, columns,
@@ -137,6 +139,7 @@ typedef struct CtlMessage {
         char *key; /* the control socket's key (ctl-key.h); may be NULL */
         char *netpolicy; /* may be NULL */
         char *backend; /* "gvisor" or "native"; may be NULL */
+        char *address_rules; /* "global" or "own" (the profile's, decision 20); may be NULL */
 
         /* SessionOpen */
         char **argv; /* NULL-terminated; n_argv >= 1 */

@@ -29,7 +29,12 @@ static const Range ranges[] = {
         { "255.255.255.255/32", AF_INET, { 255, 255, 255, 255 }, 32, false },
         { "::/128", AF_INET6, { 0 }, 128, true },
         { "::1/128", AF_INET6, { [15] = 1 }, 128, true },
+        /* Local-use NAT64 (RFC 8215): an operator's own translator, with
+         * whatever IPv4 behind it, embedded as the operator chooses. */
+        { "64:ff9b:1::/48", AF_INET6, { 0x00, 0x64, 0xff, 0x9b, 0x00, 0x01 }, 48, false },
         { "fe80::/10", AF_INET6, { 0xfe, 0x80 }, 10, false },
+        /* Site-local (RFC 3879 deprecated it; old networks still route it). */
+        { "fec0::/10", AF_INET6, { 0xfe, 0xc0 }, 10, false },
         { "fc00::/7", AF_INET6, { 0xfc }, 7, false },
         { "ff00::/8", AF_INET6, { 0xff }, 8, false },
 };
@@ -449,4 +454,59 @@ int egress_server_name(const uint8_t *buf, size_t len, char *out, size_t size, c
         if (buf[0] == TLS_RECORD_HANDSHAKE)
                 return tls_server_name(buf, len, out, size, ret_error);
         return http_server_name(buf, len, out, size, ret_error);
+}
+
+bool egress_is_http(const uint8_t *buf, size_t len) {
+        return len > 0 && buf[0] != TLS_RECORD_HANDSHAKE;
+}
+
+int egress_http_request_length(const uint8_t *ubuf, size_t len, uint64_t *ret_len, const char **ret_error) {
+        const char *buf = (const char *) ubuf;
+        size_t head = 0;
+        for (size_t i = 0; i + 1 < len && head == 0; i++)
+                if (buf[i] == '\n' && buf[i + 1] == '\n')
+                        head = i + 2;
+                else if (buf[i] == '\n' && i + 2 < len && buf[i + 1] == '\r' && buf[i + 2] == '\n')
+                        head = i + 3;
+        if (head == 0)
+                return 0;
+        const char *nl = memchr(buf, '\n', head);
+        bool have_length = false;
+        uint64_t body = 0;
+        for (const char *line = nl + 1; line < buf + head;) {
+                const char *eol = memchr(line, '\n', (size_t) (buf + head - line));
+                if (!eol)
+                        break;
+                const char *ve = eol > line && eol[-1] == '\r' ? eol - 1 : eol;
+                if ((size_t) (ve - line) >= 18 && strncasecmp(line, "transfer-encoding:", 18) == 0)
+                        return fail(ret_error, -EINVAL,
+                                    "the HTTP request's body comes in chunks (Transfer-Encoding), whose end the "
+                                    "server-name check cannot find to check the next request");
+                if ((size_t) (ve - line) >= 15 && strncasecmp(line, "content-length:", 15) == 0) {
+                        const char *v = line + 15;
+                        while (v < ve && is_ows(*v))
+                                v++;
+                        const char *e = ve;
+                        while (e > v && is_ows(e[-1]))
+                                e--;
+                        uint64_t x = 0;
+                        if (v == e)
+                                return fail(ret_error, -EINVAL, "the HTTP request's Content-Length is empty");
+                        for (const char *c = v; c < e; c++) {
+                                if (*c < '0' || *c > '9' || x > (UINT64_MAX - 9) / 10)
+                                        return fail(ret_error, -EINVAL,
+                                                    "the HTTP request's Content-Length is not a number");
+                                x = x * 10 + (uint64_t) (*c - '0');
+                        }
+                        if (have_length && x != body)
+                                return fail(ret_error, -EINVAL, "the HTTP request has two Content-Length values");
+                        have_length = true;
+                        body = x;
+                }
+                line = eol + 1;
+        }
+        if (body > UINT64_MAX - head)
+                return fail(ret_error, -EINVAL, "the HTTP request's Content-Length is not a number");
+        *ret_len = head + body;
+        return 1;
 }

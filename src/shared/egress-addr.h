@@ -88,3 +88,19 @@ void egress_refusal_format(const NetAddr *a, const EgressRefusal *r, char *buf, 
  * gets a static reason for the negative ones. */
 #define EGRESS_FIRST_BYTES_MAX (16u * 1024u)
 int egress_server_name(const uint8_t *buf, size_t len, char *out, size_t size, const char **ret_error);
+
+/* Whether buf (what egress_server_name() read a name from) is an HTTP
+ * request rather than a TLS ClientHello. */
+bool egress_is_http(const uint8_t *buf, size_t len);
+
+/* The length of the HTTP/1.x request buf starts with: its head (through
+ * the empty line) and its body (Content-Length; none without it), so that
+ * the server-name check can look at every request of a kept-alive
+ * connection, not only the first (issue 41). Call it once
+ * egress_server_name() found the request's name.
+ *
+ * Returns 1 with *ret_len set, 0 when the head is not complete yet, or
+ * -EINVAL when the length cannot be known: a body sent in chunks
+ * (Transfer-Encoding), a Content-Length that is not a number or differs
+ * from another; *ret_error (may be NULL) gets a static reason. */
+int egress_http_request_length(const uint8_t *buf, size_t len, uint64_t *ret_len, const char **ret_error);

@@ -29,6 +29,7 @@ const Preset presets[] = {
                                        "\"/root/.claude\" }\n"
                                        "volumes = [{ host = \"{profile_dir}/claude\", container = \"/root/.claude\" "
                                        "}]\n"
+                                       "inherit_default_allow = false\n"
                                        "allow_domains = [\"api.anthropic.com\", \"claude.ai\", "
                                        "\"console.anthropic.com\", "
                                        "\"statsig.anthropic.com\", \"registry.npmjs.org\", " GIT_HOSTS "]\n",
@@ -43,6 +44,7 @@ const Preset presets[] = {
                                      "env = { OPENAI_API_KEY = \"env?:OPENAI_API_KEY\", CODEX_HOME = \"/root/.codex\" "
                                      "}\n"
                                      "volumes = [{ host = \"{profile_dir}/codex\", container = \"/root/.codex\" }]\n"
+                                     "inherit_default_allow = false\n"
                                      "allow_domains = [\"api.openai.com\", \"auth.openai.com\", \"chatgpt.com\", "
                                      "\"registry.npmjs.org\", " GIT_HOSTS "]\n",
         },
@@ -62,6 +64,7 @@ const Preset presets[] = {
                         "env = { OPENAI_API_KEY = \"env?:OPENAI_API_KEY\", ANTHROPIC_API_KEY = "
                         "\"env?:ANTHROPIC_API_KEY\" }\n"
                         "volumes = [{ host = \"{profile_dir}/aider\", container = \"/root/.aider\" }]\n"
+                        "inherit_default_allow = false\n"
                         "allow_domains = [\"api.openai.com\", \"api.anthropic.com\", \"pypi.org\", "
                         "\"files.pythonhosted.org\", \"deb.debian.org:80\", " GIT_HOSTS "]\n",
         },
@@ -75,6 +78,7 @@ const Preset presets[] = {
                                       "env = { GEMINI_API_KEY = \"env?:GEMINI_API_KEY\", GOOGLE_API_KEY = "
                                       "\"env?:GOOGLE_API_KEY\" }\n"
                                       "volumes = [{ host = \"{profile_dir}/gemini\", container = \"/root/.gemini\" }]\n"
+                                      "inherit_default_allow = false\n"
                                       "allow_domains = [\"generativelanguage.googleapis.com\", "
                                       "\"cloudcode-pa.googleapis.com\", "
                                       "\"oauth2.googleapis.com\", \"accounts.google.com\", "
@@ -93,6 +97,7 @@ const Preset presets[] = {
                                     "\"/root/.local/share/opencode\" "
                                     "}, { host = \"{profile_dir}/opencode-config\", container = "
                                     "\"/root/.config/opencode\" }]\n"
+                                    "inherit_default_allow = false\n"
                                     "allow_domains = [\"opencode.ai\", \"models.dev\", \"api.anthropic.com\", "
                                     "\"api.openai.com\", "
                                     "\"registry.npmjs.org\", " GIT_HOSTS "]\n",
@@ -104,6 +109,7 @@ const Preset presets[] = {
                 .body = "image = \"" DEBIAN_IMAGE "\"\n"
                         "command = [\"/bin/bash\", \"-l\"]\n"
                         "persistent_dirs = [\"/usr\", \"/var\", \"/etc\", \"/root\"]\n"
+                        "inherit_default_allow = false\n"
                         "allow_domains = [\"deb.debian.org:80\", \"registry.npmjs.org\", \"pypi.org\", "
                         "\"files.pythonhosted.org\", " GIT_HOSTS "]\n",
         },

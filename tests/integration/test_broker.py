@@ -531,6 +531,65 @@ def test_server_name_check(lab, broker):
     assert sorted(int(c[3]) for c in new) == [0, 0, 0, 0, len(http), len(hello)]
 
 
+def test_server_name_check_every_request(lab, broker):
+    """Issue 41, item 9: with check_server_name, every request of a
+    kept-alive or pipelined plain-HTTP connection must name the server
+    asked for, not only the first: another Host closes the connection and
+    the server never gets that request; a body is passed by its
+    Content-Length; a chunked body, whose end cannot be found, is refused."""
+    b = broker(check_server_name=True)
+    before = closes(lab)
+    one = b"POST /a HTTP/1.1\r\nHost: v4.example.test\r\nContent-Length: 5\r\n\r\nHost:"
+    two = b"GET /b HTTP/1.1\r\nHost: V4.example.test:443\r\n\r\n"
+    # Pipelined and kept alive, all for the name asked for: all pass.
+    s, line = b.ask("v4.example.test", via="http")
+    assert line.startswith("OK "), line
+    assert echo(s, one + two) == one + two
+    assert echo(s, two) == two
+    s.close()
+    e = b.event()
+    assert e["verdict"] == "allowed" and e["bytes_out"] == len(one) + 2 * len(two), e
+    # A second request for another host, pipelined or kept alive: closed
+    # before any of it reaches the server.
+    evil = b"GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+    for pipelined in (True, False):
+        s, line = b.ask("v4.example.test", via="http")
+        assert line.startswith("OK "), line
+        if pipelined:
+            # Closed as soon as the broker sees it (the first request's
+            # answer may be lost with it: the client asked for both).
+            s.sendall(one + evil)
+            with contextlib.suppress(ConnectionResetError):
+                while s.recv(100):
+                    pass
+        else:
+            assert echo(s, one) == one
+            s.sendall(evil)
+        with contextlib.suppress(ConnectionResetError):
+            assert s.recv(100) == b""
+        s.close()
+        e = b.event()
+        assert (e["verdict"], e["reason"]) == ("refused", "server-name-mismatch"), e
+        assert "next request names the server evil.test" in e["message"], e
+        assert e["bytes_out"] == len(one), e
+    # A chunked body: refused at once, nothing sent.
+    s, line = b.ask("v4.example.test", via="http")
+    assert line.startswith("OK "), line
+    s.sendall(b"POST / HTTP/1.1\r\nHost: v4.example.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+              b"5\r\nHost:\r\n0\r\n\r\n" + evil)
+    with contextlib.suppress(ConnectionResetError):
+        assert s.recv(100) == b""
+    s.close()
+    e = b.event()
+    assert (e["verdict"], e["reason"], e["bytes_out"]) == ("refused", "server-name-mismatch", 0), e
+    time.sleep(0.3)
+    new = closes(lab)[len(before):]
+    # What reached the server: the allowed connection's three requests, the
+    # first request of each refused one, nothing of the chunked one (or of
+    # evil.test's requests).
+    assert sorted(int(c[3]) for c in new) == sorted([0, len(one), len(one), len(one) + 2 * len(two)]), new
+
+
 def test_server_reset_loses_nothing_it_sent(lab, broker):
     """A server that closes while its client still sends (the client's
     bytes unread: the kernel resets the connection), after sending

@@ -53,7 +53,7 @@ CASES = [
     ("toml-string-too-long", base(extra='a = «"' + 'x' * 4097 + '"\n'), ["string longer than 4096 bytes"]),
     # --- the schema: unknown keys, with their position
     ("unknown-section", base(extra='[«stroage]\nx = 1\n'),
-     ["unknown key 'stroage' in the top level (known: storage, network, escalation, profiles, runtime, workspace)"]),
+     ["unknown key 'stroage' in the top level (known: storage, network, escalation, profiles, runtime, workspace, default_profile)"]),
     ("unknown-storage-key", base(storage='[storage]\ndata_root = "{root}/data"\n«dataroot = "x"\n'),
      ["unknown key 'dataroot' in [storage] (known: data_root)"]),
     ("unknown-network-key", base(network=NETWORK + '«default_allows = []\n'),
@@ -62,12 +62,12 @@ CASES = [
     ("unknown-escalation-key", base(escalation=ESCALATION + '«autoapprove = []\n'),
      ["unknown key 'autoapprove' in [escalation] (known: enabled, socket_dir, auto_approve, output_limit, time_limit)"]),
     ("unknown-profile-key", base(extra='«images = "x"\n'),
-     ["unknown key 'images' in [profiles.shell] (known: preset, image, command, runsc_network, backend, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, disk_limit, allow_egress, allow_domains, check_server_name, status_line, clipboard, ca_certificates, env, volumes)"]),
+     ["unknown key 'images' in [profiles.shell] (known: preset, image, command, runsc_network, backend, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, disk_limit, allow_egress, inherit_default_allow, allow_domains, check_server_name, status_line, clipboard, ca_certificates, env, volumes)"]),
     ("unknown-volume-key",
      base(extra='volumes = [{ host = "/tmp", container = "/x", «readonly = true }]\n'),
      ["unknown key 'readonly' in profiles.shell.volumes[0] (known: host, container, mode)"]),
     ("unknown-key-escaped", base(extra='«"a\\u001b[31m" = 1\n'),
-     ["unknown key 'a\\x1b[31m' in [profiles.shell] (known: preset, image, command, runsc_network, backend, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, disk_limit, allow_egress, allow_domains, check_server_name, status_line, clipboard, ca_certificates, env, volumes)"]),
+     ["unknown key 'a\\x1b[31m' in [profiles.shell] (known: preset, image, command, runsc_network, backend, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, disk_limit, allow_egress, inherit_default_allow, allow_domains, check_server_name, status_line, clipboard, ca_certificates, env, volumes)"]),
 
     ("bad-path-pattern", base(extra='[workspace]\nprotect = ["ok", «"a/../b"]\n'),
      ["workspace.protect[1]: 'a/../b' is not a path pattern: a '.' or '..' component"]),
@@ -148,7 +148,10 @@ CASES = [
       "root file system)"]),
     ("memory-limit-too-high", base(profile=PROFILE + 'memory_limit = «2000000\n'),
      ["profiles.shell.memory_limit: 2000000 MiB is out of range; give 64 to 1048576 (MiB of memory the sandbox's "
-      "programs may hold)"]),
+      "programs may hold, or 0 for no limit)"]),
+    ("memory-limit-too-low", base(profile=PROFILE + 'memory_limit = «63\n'),
+     ["profiles.shell.memory_limit: 63 MiB is out of range; give 64 to 1048576 (MiB of memory the sandbox's "
+      "programs may hold, or 0 for no limit)"]),
     ("image-not-string", base(profile='[profiles.shell]\nimage = «["a"]\n'),
      ["profiles.shell.image must be a string, not an array"]),
 
@@ -310,7 +313,7 @@ CASES = [
     # --- several errors at once: all reported, in order
     ("two-errors", base(storage='[storage]\ndata_root = «"rel"\n', extra='«bogus = 1\n'),
      ["storage.data_root: path 'rel' is not absolute after expansion (start it with '/' or '~/')",
-      "unknown key 'bogus' in [profiles.shell] (known: preset, image, command, runsc_network, backend, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, disk_limit, allow_egress, allow_domains, check_server_name, status_line, clipboard, ca_certificates, env, volumes)"]),
+      "unknown key 'bogus' in [profiles.shell] (known: preset, image, command, runsc_network, backend, workspace_mode, persistent_dirs, pids_limit, memory_limit, cpu_limit, disk_limit, allow_egress, inherit_default_allow, allow_domains, check_server_name, status_line, clipboard, ca_certificates, env, volumes)"]),
 ]
 
 

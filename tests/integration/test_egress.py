@@ -247,6 +247,50 @@ def test_status_and_no_sidecar(namedom, names):
         holder.wait()
 
 
+def test_preset_is_names_only_whatever_default_allow_says(lz, busybox_image, names):  # noqa: F811
+    """Issue 41, item 6 (decision 20): a profile from an agent preset
+    reaches its names through the broker and no address, even where the
+    global default_allow reaches the test host directly; status says whose
+    address rules hold. Said otherwise in the profile
+    (inherit_default_allow = true), the global rule reaches it again: the
+    direct connection is refused by the policy, not by chance."""
+    net = (f'default_allow = ["198.51.100.232/29"]\ndefault_deny = []\nipv6 = "disabled"\n'
+           f'resolvers = ["{HOST4}"]\nprobe_domains = ["ok.example.test:8080"]\n')
+    script = (f"wget -q -O - http://ok.example.test:8080/hello.txt; echo ok=$?; "
+              f"nc -w 2 {HOST4} 8080 </dev/null; echo direct=$?")
+    for inherit in (None, "true"):
+        extra = ('preset = "shell"\npersistent_dirs = []\nallow_domains = ["ok.example.test:8080"]\n'
+                 + (f"inherit_default_allow = {inherit}\n" if inherit else ""))
+        d = Domain(lz, busybox_image, network=net, extra=extra)
+        try:
+            before = len(accepts(names))
+            holder = d.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+            try:
+                wait_sessions(d, 1)
+                st = d.status()["network"]
+                text = d.run("status").stdout
+                r = d.run("run", "--", "/bin/sh", "-c", script, timeout=180)
+            finally:
+                kill_cli(holder)
+                holder.wait()
+            assert r.returncode == 0, r.stderr + d.log()
+            assert "hello by name\nok=0" in r.stdout, r.stdout + d.log()
+            if inherit is None:
+                assert st["mode"] == "loopback-only" and st.get("sidecar") is None, st
+                assert st["address_rules"] == "own", st
+                assert "addresses   the profile's own rules" in text, text
+                assert "direct=0" not in r.stdout, r.stdout
+                # Only the broker's connection reached the test host.
+                assert len(accepts(names)) == before, accepts(names)[before:]
+            else:
+                assert st["mode"] == "sidecar" and st["address_rules"] == "global", st
+                assert "addresses   the global rules" in text, text
+                assert "direct=0" in r.stdout, r.stdout + d.log()
+        finally:
+            d.run("stop")
+            gone(lz, d)
+
+
 def test_debian_clients_by_name(lz, debian_image, names):  # noqa: F811
     """In the Debian image, unchanged clients reach a listed name through
     the relay with the proxy variables every session gets: curl (plain
@@ -602,7 +646,7 @@ def test_native_backend_names(lz, names):
     d = Domain(lz, "localhost/lazaret/unused:1",
                network=f'default_allow = []\ndefault_deny = []\nipv6 = "disabled"\nresolvers = ["{HOST4}"]\n'
                        f'probe_domains = ["ok.example.test:8080"]\n',
-               extra=f'backend = "native"\nallow_domains = {rules}\n')
+               extra=f'backend = "native"\nmemory_limit = 0\nallow_domains = {rules}\n')
     lz.write("work/get.py", f"""
 import os, signal, socket, urllib.request
 def get(url):

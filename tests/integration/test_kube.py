@@ -9,6 +9,7 @@ over generated policies; refusals; nothing of a secret's value on the page."""
 import ipaddress
 import json
 import os
+import stat
 import random
 import re
 import shutil
@@ -151,9 +152,52 @@ def test_kube_output_is_every_file_or_none(lz):
         os.unlink(os.path.join(out, n))
     os.mkdir(os.path.join(out, names[1]))
     r = lz.run("--config", cfg, "kube", "claude", "--output", out)
-    assert r.returncode != 0 and f"cannot write {out}/{names[1]}" in r.stderr, r.stderr
+    assert r.returncode != 0 and f"--output {out}: {names[1]} is already there (a directory)" in r.stderr, r.stderr
     assert "nothing was written" in r.stderr and r.stdout == "", r.stdout + r.stderr
     assert os.listdir(out) == [names[1]], os.listdir(out)
+
+
+def test_kube_output_is_written_as_report_output_writes(lz):
+    """Issue 41, item 5: --output DIR writes through the one safe writer of
+    report --output: new files 0600, never through a symbolic link on DIR's
+    path or one planted with a manifest's name, never over a file without
+    --force; --force replaces the user's own files, still not a link."""
+    cfg = example_config(lz)
+    out = os.path.join(lz.base, "out3")
+    os.makedirs(out)
+    os.chown(out, lz.user.pw_uid, lz.user.pw_gid)
+    secret = os.path.join(lz.base, "secret.yaml")
+    with open(secret, "w") as f:
+        f.write("keep\n")
+    os.chown(secret, lz.user.pw_uid, lz.user.pw_gid)
+    link = os.path.join(lz.base, "out-link")
+    os.symlink(out, link)
+    r = lz.run("--config", cfg, "kube", "claude", "--output", link)
+    assert r.returncode == 64 and "out-link is a symbolic link" in r.stderr, r.stderr
+    assert os.listdir(out) == []
+    r = lz.run("--config", cfg, "kube", "claude", "--output", out)
+    assert r.returncode == 0, r.stderr
+    names = sorted(os.path.basename(p) for p in r.stdout.split())
+    assert sorted(os.listdir(out)) == names
+    for n in names:
+        st = os.lstat(os.path.join(out, n))
+        assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600, (n, oct(st.st_mode))
+    before = {n: open(os.path.join(out, n)).read() for n in names}
+    r = lz.run("--config", cfg, "kube", "claude", "--output", out, "--namespace", "other")
+    assert r.returncode != 0 and "is already there (a file)" in r.stderr, r.stderr
+    assert {n: open(os.path.join(out, n)).read() for n in names} == before
+    assert sorted(os.listdir(out)) == names, os.listdir(out)
+    r = lz.run("--config", cfg, "kube", "claude", "--output", out, "--namespace", "other", "--force")
+    assert r.returncode == 0, r.stderr
+    assert all("namespace: other" in open(os.path.join(out, n)).read() for n in names)
+    # A link planted with a manifest's name: refused even with --force, and
+    # what it points at is unchanged.
+    os.unlink(os.path.join(out, names[0]))
+    os.symlink(secret, os.path.join(out, names[0]))
+    r = lz.run("--config", cfg, "kube", "claude", "--output", out, "--force")
+    assert r.returncode != 0 and "a symbolic link, not a file of yours" in r.stderr, r.stderr
+    assert open(secret).read() == "keep\n"
+    assert sorted(os.listdir(out)) == names and not any(n.startswith(".") for n in os.listdir(out))
 
 
 def test_kube_image_user_cannot_write_to_the_terminal(lz, busybox_image):  # noqa: F811

@@ -46,7 +46,10 @@ IMAGE = "localhost/lazaret/unused:1"
 
 
 def native(lz, extra="", network='default_allow = []\ndefault_deny = []\n'):
-    return Domain(lz, IMAGE, extra='backend = "native"\n' + extra, network=network)
+    # Without runtime.memory_cgroup the native backend takes no memory
+    # limit (issue 41): these tests say so unless they set one.
+    off = "" if "memory_limit" in extra or "memory_cgroup" in network else "memory_limit = 0\n"
+    return Domain(lz, IMAGE, extra='backend = "native"\n' + off + extra, network=network)
 
 
 def alive(pid):
@@ -197,11 +200,14 @@ def test_native_run_branch_mode(lz):
         assert sb["backend"] == "native", sb
         assert "git" not in sb, "routed, not read-only: " + json.dumps(sb)
         assert st["limits"]["pids"]["enforced"] is True, st["limits"]
-        assert st["limits"]["memory"]["enforced"] is True, st["limits"]
+        # No memory cgroup here: the profile says memory_limit = 0 (no
+        # limit), and status says so; what it holds is still measured.
+        assert (st["limits"]["memory"]["enforced"], st["limits"]["memory"]["limit_mib"]) == (False, 0), st["limits"]
         assert st["limits"]["memory"]["used_mib"] < 200, st["limits"]
         text = d.run("status")
         assert text.returncode == 0, text.stderr
         assert "native:" in text.stdout and "NOT ENFORCED" not in text.stdout, text.stdout
+        assert "MiB held, no limit: nothing: memory_limit = 0" in text.stdout, text.stdout
         script = r"""
 export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a
 cat b.txt
@@ -360,7 +366,7 @@ def test_native_backend_flag_and_mismatch(lz):
     """--backend native overrides the profile's gvisor; a CLI asking for the
     other backend is refused by the running sandbox, naming both, and never
     silently joins it."""
-    d = Domain(lz, IMAGE)  # the profile says nothing: gvisor
+    d = Domain(lz, IMAGE, extra="memory_limit = 0\n")  # the profile says gvisor; no memory cgroup here
     p = d.popen("run", "--backend", "native", "--tui=none", "--", "/bin/sh", "-c", "exec sleep 300")
     try:
         st = wait_status(d)
@@ -477,33 +483,32 @@ def test_native_pids_limit(lz):
     assert not domain_processes(d)
 
 
-@pytest.mark.parametrize("how", ["process", "tmpfs"])
-def test_native_memory_limit_stops_the_sandbox(lz, how):
-    """Memory the sandbox holds over memory_limit, in a process (dd's 200 MB
-    buffer held while the pipe's reader sleeps) or in its /tmp (a tmpfs of
-    memory_limit, filled, with a process beside it): the coordinator, which
-    looks once a second, stops the sandbox and the terminal is told why;
-    nothing is left. Under the limit the same program runs to its end."""
-    d = native(lz, extra="memory_limit = 128\n")
-    cmd = {"process": "dd if=/dev/zero bs=200M count=1 2>/dev/null | sleep 30; echo slept",
-           "tmpfs": "dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>/dev/null; "
-                    "dd if=/dev/zero bs=32M count=1 2>/dev/null | sleep 30; echo slept"}[how]
-    start = time.monotonic()
-    r = d.run("run", "--tui=none", "--", "/bin/sh", "-c", cmd, timeout=120)
-    assert r.returncode == 125, r.stdout + r.stderr + d.log()
-    assert "the sandbox reached its memory limit" in r.stderr and "memory_limit = 128 MiB" in r.stderr, r.stderr
-    # Without runtime.memory_cgroup the start says the limit is watched.
-    assert "memory_limit is watched by the coordinator, not enforced by the kernel" in r.stderr, r.stderr
-    assert time.monotonic() - start < 25, "stopped, not the sleep's end"
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and domain_processes(d):
-        time.sleep(0.1)
-    assert not domain_processes(d)
-    if how == "process":
-        d2 = native(lz, extra="memory_limit = 1024\n")
-        r = d2.run("run", "--tui=none", "--", "/bin/sh", "-c",
-                   "dd if=/dev/zero bs=200M count=1 of=/dev/null 2>/dev/null; echo done", timeout=120)
-        assert (r.returncode, r.stdout) == (0, "done\n"), r.stderr
+def test_native_memory_limit_without_a_memory_cgroup_is_refused(lz):
+    """Issue 41, item 10 (decision 20): on the host's kernel only a memory
+    cgroup holds memory_limit (a watch of what processes map misses a
+    memfd none maps), so without runtime.memory_cgroup a limit is refused
+    before anything starts, one error naming the fixes, instead of a
+    warning while 1 GiB sits in a memfd under a limit of 256 MiB. Said off
+    (memory_limit = 0), the sandbox runs and status says nothing limits
+    its memory."""
+    lz.write("work/hide.py", HIDDEN_MEMORY.replace("300 * (1 << 20)", "1024 * (1 << 20)"))
+    d = native(lz, extra="memory_limit = 256\n")
+    r = d.run("run", "--tui=none", "--", PYTHON, "hide.py", "memfd", timeout=120)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "still running" not in r.stdout, r.stdout
+    errs = [x for x in r.stderr.splitlines() if "error" in x]
+    assert len(errs) == 1, r.stderr
+    assert ("memory_limit = 256 MiB" in errs[0] and "runtime.memory_cgroup is not set" in errs[0]
+            and "memory_limit = 0" in errs[0] and "scripts/setup.sh --memory-cgroup" in errs[0]), errs[0]
+    assert not domain_processes(d) and not d.runtime_leftovers()
+    d = native(lz, extra="memory_limit = 0\n")
+    p = d.popen("run", "--tui=none", "--", "/bin/sh", "-c", "exec sleep 300")
+    try:
+        mem = wait_status(d)["limits"]["memory"]
+        assert (mem["limit_mib"], mem["enforced"]) == (0, False), mem
+        assert mem["enforced_by"].startswith("nothing: memory_limit = 0"), mem
+    finally:
+        end_cli(p)
 
 
 # Shared memory the watch cannot see: pages a process wrote and then let

@@ -156,6 +156,20 @@ def test_init_agent(lz):
     assert "default_profile" in r.stderr, r.stderr
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
+    # Names only (issue 41, item 6): the starter's global default_allow
+    # reaches every address, yet not a preset's profile, and config show
+    # says whose rules hold; the starter's own shell profile keeps them.
+    assert "# names only: [network] default_allow does not reach it" in text, text
+    assert doc["network"]["default_allow"][0] == "0.0.0.0/0", doc["network"]
+    for prof, own in (("claude", True), ("gem", True), ("shell", False)):
+        r = lz.run("config", "show", "--profile", prof)
+        assert r.returncode == 0, r.stderr
+        if own:
+            assert "# resolved: address rules = the profile's own" in r.stdout, r.stdout
+            assert "# resolved: network routes ipv4 = 0 gateway" in r.stdout, r.stdout
+        else:
+            assert "# resolved: address rules = inherited" in r.stdout, r.stdout
+            assert "# resolved: network routes ipv4 = 0 gateway" not in r.stdout, r.stdout
     before = open(path, encoding="utf-8").read()
     r = lz.run("init", "--agent", "codex", "--name", "gem")
     assert r.returncode == 125 and "has a profile gem already" in r.stderr, r.stderr

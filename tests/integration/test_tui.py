@@ -99,6 +99,27 @@ def shell(tpanes, dom, name="a", *args, **kw):
     return p
 
 
+@pytest.fixture
+def ndom(lz, busybox_image, names):  # noqa: F811
+    """A preset's profile under a global default_allow that reaches the
+    names lab's address directly."""
+    make_repo(lz)
+    d = Domain(lz, busybox_image,
+               network=f'default_allow = ["198.51.100.232/29"]\ndefault_deny = []\nipv6 = "disabled"\n'
+                       f'resolvers = ["{HOST4}"]\nprobe_domains = ["ok.example.test:8080"]\n',
+               extra='preset = "shell"\npersistent_dirs = []\nallow_domains = ["ok.example.test:8080"]\n')
+    yield d
+    gone(lz, d)
+
+
+def test_status_line_says_names_only(ndom, tpanes):
+    """Issue 41, item 6: the preset's profile has its own address rules
+    (none), so the status line says names-only, not sidecar+names."""
+    p = shell(tpanes, ndom)
+    st = wait_status(p, "names-only", ndom)
+    assert "sidecar" not in st and "loopback-only" not in st, st
+
+
 def test_status_line_counts_what_is_refused(tdom, tpanes, lz):
     p = shell(tpanes, tdom)
     st = wait_status(p, "loopback-only+names", tdom)

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+import stat
 import select
 import signal
 import struct
@@ -233,8 +234,54 @@ def test_up_bad_manifest(lz):
     assert d.domain_dirs() == []
     r = d.run("--agent", "x1", "up", path)
     assert r.returncode == 64 and "takes no --agent" in r.stderr, r.stderr
-    r = d.run("up", "--report", os.path.join(lz.base, "none"), path)
-    assert r.returncode == 64 and "not a directory you may write" in r.stderr, r.stderr
+    r = d.run("up", "--report", os.path.join(lz.base, "none", "deeper"), path)
+    assert r.returncode == 64 and "cannot open none" in r.stderr, r.stderr
+
+
+def test_up_report_is_written_as_report_output_writes(lz):
+    """Issue 41, item 5: --report DIR writes through the one safe writer
+    of lazaret report --output: new files 0600 (not 0644, whatever the
+    umask), never over a file there (nor through a link planted with a
+    report's name), never through a symbolic link on DIR's path; each
+    refusal is one error before any agent starts, and the host file it
+    would have reached is unchanged."""
+    d = native(lz)
+    path = manifest(lz, '[agents.quiet]\nprofile = "shell"\ncommand = ["true"]\n')
+    reports = os.path.join(lz.base, "reports")
+    os.makedirs(reports)
+    os.chown(reports, lz.user.pw_uid, lz.user.pw_gid)
+    secret = os.path.join(lz.base, "secret.txt")
+    with open(secret, "w") as f:
+        f.write("keep\n")
+    os.chown(secret, lz.user.pw_uid, lz.user.pw_gid)
+    # A symbolic link on DIR's path: refused, nothing written where it points.
+    link = os.path.join(lz.base, "via-link")
+    os.symlink(reports, link)
+    r = d.run("up", "--report", link, path)
+    assert r.returncode == 64 and "via-link is a symbolic link" in r.stderr, r.stderr
+    assert os.listdir(reports) == [] and d.domain_dirs() == [], os.listdir(reports)
+    # A link with a report's name: refused, its target unchanged.
+    planted = os.path.join(reports, "up-report.md")
+    os.symlink(secret, planted)
+    r = d.run("up", "--report", reports, path)
+    assert r.returncode == 64 and "up-report.md is already there" in r.stderr, r.stderr
+    assert r.stderr.count("error") <= 1, r.stderr
+    assert open(secret).read() == "keep\n" and d.domain_dirs() == []
+    os.unlink(planted)
+    # Written: every file new and the person's alone.
+    r = d.run("up", "--report", reports, path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    names = sorted(os.listdir(reports))
+    assert names == ["up-report.html", "up-report.json", "up-report.jsonl", "up-report.md", "up-report.sarif"], names
+    for n in names:
+        st = os.lstat(os.path.join(reports, n))
+        assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600, (n, oct(st.st_mode))
+    # Again into the same directory: nothing replaced.
+    before = {n: open(os.path.join(reports, n)).read() for n in names}
+    r = d.run("up", "--report", reports, path)
+    assert r.returncode == 64 and "up-report.md is already there" in r.stderr, r.stderr
+    assert {n: open(os.path.join(reports, n)).read() for n in names} == before
+    wait_clean(d)
 
 
 def test_up_shows_the_agents_output_inert(lz):

@@ -539,6 +539,139 @@ static void test_domains_config(void **state) {
         config_diags_done(&d);
 }
 
+static NetAction verdict_of(const ConfigProfile *p, const char *addr) {
+        NetAddr a;
+        assert_int_equal(netaddr_parse(addr, &a), 0);
+        return netpolicy_verdict(&p->net, &a);
+}
+
+/* Decision 20: a profile can say that [network] default_allow does not
+ * reach it, and the agent presets are names-only (issue 41, item 6). */
+static void test_own_address_rules(void **state) {
+        (void) state;
+        char ws[128];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        put("xdg/lazaret/config.toml", "[storage]\ndata_root = \"~/data\"\n"
+                                       "[network]\ndefault_allow = [\"0.0.0.0/0\"]\ndefault_deny = [\"10.0.0.0/8\"]\n"
+                                       "[escalation]\nenabled = false\nsocket_dir = \"/tmp/sock\"\n"
+                                       "[profiles.cc]\npreset = \"claude\"\n"
+                                       "[profiles.wide]\npreset = \"claude\"\ninherit_default_allow = true\n"
+                                       "[profiles.own]\nimage = \"localhost/agent:1\"\ninherit_default_allow = false\n"
+                                       "allow_egress = [\"0.0.0.0/0\"]\n"
+                                       "[profiles.few]\nimage = \"localhost/agent:1\"\ninherit_default_allow = false\n"
+                                       "allow_egress = [\"198.51.100.0/24\"]\n"
+                                       "[profiles.plain]\nimage = \"localhost/agent:1\"\n");
+        ConfigLoadOptions o = { .workspace = ws };
+        ConfigDiags d = {};
+        Config *c = NULL;
+        int r = config_load(&o, &c, &d);
+        if (r != 0) {
+                config_diags_print(&d, stderr);
+                fail_msg("config_load: %d", r);
+        }
+        /* The preset: its names through the broker, no address at all. */
+        const ConfigProfile *p = config_find_profile(c, "cc");
+        assert_true(p->own_address_rules);
+        assert_true(p->n_domains > 0);
+        assert_true(netpolicy_permits_nothing(&p->net));
+        assert_int_equal(verdict_of(p, "203.0.113.1"), NET_DENY);
+        /* Said otherwise, the global rules reach it again. */
+        p = config_find_profile(c, "wide");
+        assert_false(p->own_address_rules);
+        assert_int_equal(verdict_of(p, "203.0.113.1"), NET_ALLOW);
+        assert_int_equal(verdict_of(p, "10.1.2.3"), NET_DENY);
+        /* Its own addresses; default_deny still holds. */
+        p = config_find_profile(c, "own");
+        assert_true(p->own_address_rules);
+        assert_int_equal(verdict_of(p, "203.0.113.1"), NET_ALLOW);
+        assert_int_equal(verdict_of(p, "10.1.2.3"), NET_DENY);
+        p = config_find_profile(c, "few");
+        assert_int_equal(verdict_of(p, "198.51.100.7"), NET_ALLOW);
+        assert_int_equal(verdict_of(p, "203.0.113.1"), NET_DENY);
+        p = config_find_profile(c, "plain");
+        assert_false(p->own_address_rules);
+        assert_int_equal(verdict_of(p, "203.0.113.1"), NET_ALLOW);
+        /* Two policies, two digests. */
+        assert_string_not_equal(config_find_profile(c, "cc")->net_digest, p->net_digest);
+        config_free(c);
+        config_diags_done(&d);
+
+        /* A workspace file may turn the global rules off (it narrows), not
+         * on for a preset that has them off. */
+        put("ws/lazaret.toml", "[profiles.plain]\ninherit_default_allow = false\n");
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), 0);
+        assert_true(config_find_profile(c, "plain")->own_address_rules);
+        assert_int_equal(verdict_of(config_find_profile(c, "plain"), "203.0.113.1"), NET_DENY);
+        config_free(c);
+        config_diags_done(&d);
+        put("ws/lazaret.toml", "[profiles.cc]\ninherit_default_allow = true\n");
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), -EPERM);
+        assert_true(startswith(d.items[0].message, "profiles.cc.inherit_default_allow widens"));
+        config_diags_done(&d);
+
+        /* A value that is not a bool; a probe target the profile's own
+         * rules deny: the error says why. */
+        char wsfile[160];
+        snprintf(wsfile, sizeof(wsfile), "%s/lazaret.toml", ws);
+        assert_int_equal(unlink(wsfile), 0);
+        put("xdg/lazaret/config.toml",
+            "[storage]\ndata_root = \"~/data\"\n"
+            "[network]\ndefault_allow = [\"0.0.0.0/0\"]\ndefault_deny = []\nprobe_targets = [\"203.0.113.9:443\"]\n"
+            "[escalation]\nenabled = false\nsocket_dir = \"/tmp/sock\"\n"
+            "[profiles.cc]\npreset = \"claude\"\ninherit_default_allow = \"no\"\n");
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), -EINVAL);
+        assert_non_null(strstr(d.items[0].message, "inherit_default_allow"));
+        config_diags_done(&d);
+        put("xdg/lazaret/config.toml",
+            "[storage]\ndata_root = \"~/data\"\n"
+            "[network]\ndefault_allow = [\"0.0.0.0/0\"]\ndefault_deny = []\nprobe_targets = [\"203.0.113.9:443\"]\n"
+            "[escalation]\nenabled = false\nsocket_dir = \"/tmp/sock\"\n"
+            "[profiles.cc]\npreset = \"claude\"\n");
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), -EINVAL);
+        assert_int_equal(config_diags_errors(&d), 1);
+        assert_non_null(strstr(d.items[0].message, "does not inherit network.default_allow"));
+        config_diags_done(&d);
+}
+
+/* memory_limit = 0 says "no limit" in so many words (issue 41, item 10:
+ * the native backend refuses a limit no memory cgroup would hold); below
+ * 64 it is still out of range. */
+static void test_memory_limit_off(void **state) {
+        (void) state;
+        char ws[128];
+        snprintf(ws, sizeof(ws), "%s/ws", dir);
+        put("xdg/lazaret/config.toml", "[storage]\ndata_root = \"~/data\"\n"
+                                       "[network]\ndefault_allow = []\ndefault_deny = []\n"
+                                       "[escalation]\nenabled = false\nsocket_dir = \"/tmp/sock\"\n"
+                                       "[profiles.off]\nimage = \"localhost/agent:1\"\nmemory_limit = 0\n"
+                                       "[profiles.dflt]\nimage = \"localhost/agent:1\"\n");
+        ConfigLoadOptions o = { .workspace = ws };
+        ConfigDiags d = {};
+        Config *c = NULL;
+        int r = config_load(&o, &c, &d);
+        if (r != 0) {
+                config_diags_print(&d, stderr);
+                fail_msg("config_load: %d", r);
+        }
+        assert_int_equal(config_find_profile(c, "off")->memory_limit_mib, 0);
+        assert_int_equal(config_find_profile(c, "dflt")->memory_limit_mib, CONFIG_MEMORY_LIMIT_DEFAULT);
+        config_free(c);
+        config_diags_done(&d);
+        put("xdg/lazaret/config.toml", "[storage]\ndata_root = \"~/data\"\n"
+                                       "[network]\ndefault_allow = []\ndefault_deny = []\n"
+                                       "[escalation]\nenabled = false\nsocket_dir = \"/tmp/sock\"\n"
+                                       "[profiles.low]\nimage = \"localhost/agent:1\"\nmemory_limit = 1\n");
+        d = (ConfigDiags){};
+        assert_int_equal(config_load(&o, &c, &d), -EINVAL);
+        assert_int_equal(config_diags_errors(&d), 1);
+        assert_non_null(strstr(d.items[0].message, "or 0 for no limit"));
+        config_diags_done(&d);
+}
+
 /* ---- authority (decision 15) ------------------------------------------- */
 
 static void test_key_rules(void **state) {
@@ -562,20 +695,22 @@ static void test_key_rules(void **state) {
         assert_string_equal(k[6], "default_profile");
         assert_string_equal(k[3], "profiles");
         assert_string_equal(k[4], "runtime");
-        assert_int_equal(config_key_children("profiles.*", k, 32), 19);
+        assert_int_equal(config_key_children("profiles.*", k, 32), 20);
         assert_string_equal(k[0], "preset");
         assert_string_equal(k[4], "backend");
         assert_string_equal(k[7], "pids_limit");
         assert_string_equal(k[8], "memory_limit");
         assert_string_equal(k[9], "cpu_limit");
         assert_string_equal(k[10], "disk_limit");
-        assert_string_equal(k[12], "allow_domains");
-        assert_string_equal(k[13], "check_server_name");
-        assert_string_equal(k[14], "status_line");
-        assert_string_equal(k[15], "clipboard");
-        assert_string_equal(k[16], "ca_certificates");
-        assert_string_equal(k[18], "volumes");
-        assert_null(k[19]);
+        assert_string_equal(k[11], "allow_egress");
+        assert_string_equal(k[12], "inherit_default_allow");
+        assert_string_equal(k[13], "allow_domains");
+        assert_string_equal(k[14], "check_server_name");
+        assert_string_equal(k[15], "status_line");
+        assert_string_equal(k[16], "clipboard");
+        assert_string_equal(k[17], "ca_certificates");
+        assert_string_equal(k[19], "volumes");
+        assert_null(k[20]);
         assert_int_equal(config_key_children("profiles", k, 32), 0);
 }
 
@@ -1014,6 +1149,8 @@ int main(void) {
                 cmocka_unit_test(test_key_rules),
                 cmocka_unit_test_setup_teardown(test_default_profile, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_domains_config, setup_dirs, teardown_dirs),
+                cmocka_unit_test_setup_teardown(test_own_address_rules, setup_dirs, teardown_dirs),
+                cmocka_unit_test_setup_teardown(test_memory_limit_off, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_authority, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_authority_env, setup_dirs, teardown_dirs),
                 cmocka_unit_test_setup_teardown(test_ca_config, setup_dirs, teardown_dirs),

@@ -234,6 +234,12 @@ static void test_roundtrip_hello(void **state) {
         m.key = (char *) "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
         roundtrip_expect(&m, "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":7,\"key\":"
                              "\"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\"}");
+        /* Whose address rules made its policy (decision 20). */
+        m.key = NULL;
+        m.backend = (char *) "native";
+        m.address_rules = (char *) "own";
+        roundtrip_expect(&m, "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":7,\"backend\":\"native\","
+                             "\"address_rules\":\"own\"}");
 }
 
 static void test_roundtrip_session_open(void **state) {

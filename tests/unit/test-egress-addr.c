@@ -59,10 +59,31 @@ static void test_builtin_ranges_refused(void **state) {
         (void) state;
         NetPolicy p = P(DENY_ALL);
         static const char *const bad[] = {
-                "0.0.0.0",     "0.1.2.3",         "10.1.2.3",      "100.64.0.1",      "127.0.0.1",
-                "127.255.0.1", "169.254.169.254", "172.16.0.1",    "172.31.255.255",  "192.168.1.1",
-                "224.0.0.1",   "239.1.2.3",       "240.0.0.1",     "255.255.255.255", "::",
-                "::1",         "fe80::1",         "fd00:ec2::254", "fc00::1",         "ff02::1",
+                "0.0.0.0",
+                "0.1.2.3",
+                "10.1.2.3",
+                "100.64.0.1",
+                "127.0.0.1",
+                "127.255.0.1",
+                "169.254.169.254",
+                "172.16.0.1",
+                "172.31.255.255",
+                "192.168.1.1",
+                "224.0.0.1",
+                "239.1.2.3",
+                "240.0.0.1",
+                "255.255.255.255",
+                "::",
+                "::1",
+                "fe80::1",
+                "fd00:ec2::254",
+                "fc00::1",
+                "ff02::1",
+                /* Issue 41, item 9: local-use NAT64 and site-local. */
+                "64:ff9b:1::1",
+                "64:ff9b:1:ffff:ffff:ffff:ffff:ffff",
+                "fec0::1",
+                "feff:ffff::1",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 const char *v = verdict(&p, NULL, 0, bad[i]);
@@ -73,7 +94,13 @@ static void test_builtin_ranges_refused(void **state) {
         assert_string_equal(verdict(&p, NULL, 0, "100.128.0.1"), "ok");
         assert_string_equal(verdict(&p, NULL, 0, "172.32.0.1"), "ok");
         assert_string_equal(verdict(&p, NULL, 0, "11.0.0.1"), "ok");
-        assert_string_equal(verdict(&p, NULL, 0, "fec0::1"), "ok");
+        assert_string_equal(verdict(&p, NULL, 0, "fe7f::1"), "ok");
+        assert_string_equal(verdict(&p, NULL, 0, "64:ff9b:2::1"), "ok");
+        assert_string_equal(verdict(&p, NULL, 0, "64:ff9b:1::a01:203"),
+                            "64:ff9b:1::a01:203 is in 64:ff9b:1::/48: a non-public range that no rule of the network "
+                            "policy allows");
+        assert_string_equal(verdict(&p, NULL, 0, "fec0::1"),
+                            "fec0::1 is in fec0::/10: a non-public range that no rule of the network policy allows");
         assert_string_equal(verdict(&p, NULL, 0, "223.255.255.255"), "ok");
         assert_string_equal(verdict(&p, NULL, 0, "10.1.2.3"),
                             "10.1.2.3 is in 10.0.0.0/8: a non-public range that no rule of the network policy "
@@ -429,6 +456,48 @@ static void test_http_host(void **state) {
         assert_int_equal(egress_server_name((const uint8_t *) "", 0, name, 256, &why), 0);
 }
 
+static int req_len(const char *s, uint64_t *len, const char **why) {
+        return egress_http_request_length((const uint8_t *) s, strlen(s), len, why);
+}
+
+/* Issue 41, item 9: the length of each request, so that the server-name
+ * check looks at every request of a kept-alive connection. */
+static void test_http_request_length(void **state) {
+        (void) state;
+        uint64_t len = 0;
+        const char *why = NULL;
+        static const char get[] = "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n";
+        assert_int_equal(req_len(get, &len, &why), 1);
+        assert_int_equal(len, strlen(get));
+        /* What follows the request is not counted. */
+        assert_int_equal(req_len("GET / HTTP/1.1\r\nHost: a.test\r\n\r\nGET /evil HTTP/1.1\r\n", &len, &why), 1);
+        assert_int_equal(len, strlen(get));
+        /* A body by its Content-Length (any case, spaces around it). */
+        assert_int_equal(req_len("POST / HTTP/1.1\r\nhost: a.test\r\ncontent-LENGTH:  12 \r\n\r\nxx", &len, &why), 1);
+        assert_int_equal(len, strlen("POST / HTTP/1.1\r\nhost: a.test\r\ncontent-LENGTH:  12 \r\n\r\n") + 12);
+        assert_int_equal(req_len("GET / HTTP/1.1\nHost: a\n\n", &len, &why), 1);
+        assert_int_equal(len, strlen("GET / HTTP/1.1\nHost: a\n\n"));
+        assert_int_equal(req_len("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", &len, &why), 1);
+        /* Not complete yet. */
+        assert_int_equal(req_len("GET / HTTP/1.1\r\nHost: a.test\r\n", &len, &why), 0);
+        /* Lengths that cannot be known: refused. */
+        static const char *const bad[] = {
+                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+                "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+                "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+                "POST / HTTP/1.1\r\nContent-Length: 1e3\r\n\r\n",
+                "POST / HTTP/1.1\r\nContent-Length:\r\n\r\n",
+                "POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                why = NULL;
+                if (req_len(bad[i], &len, &why) != -EINVAL || !why)
+                        fail_msg("%s: not refused", bad[i]);
+        }
+        assert_true(egress_is_http((const uint8_t *) get, strlen(get)));
+        assert_false(egress_is_http((const uint8_t *) "\x16\x03\x01", 3));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_public_passes_without_rules),
@@ -439,6 +508,7 @@ int main(void) {
                 cmocka_unit_test(test_literals),
                 cmocka_unit_test(test_tls_sni),
                 cmocka_unit_test(test_http_host),
+                cmocka_unit_test(test_http_request_length),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

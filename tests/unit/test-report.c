@@ -392,6 +392,53 @@ static void test_output(void **state) {
         free(d);
 }
 
+/* Several files all or none (lazaret up --report, lazaret kube --output):
+ * new files only, unless replace, and then only a regular file of ours. */
+static void test_output_all(void **state) {
+        (void) state;
+        char *d = tmpdir();
+        char q[512], *why = NULL;
+        int fd = open(d, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        const char *names[] = { "a.md", "b.md" }, *data[] = { "one", "two" };
+        size_t lens[] = { 3, 3 };
+        assert_int_equal(report_output_write_all(fd, names, data, lens, 2, false, &why), 0);
+        struct stat st;
+        snprintf(q, sizeof(q), "%s/b.md", d);
+        assert_int_equal(stat(q, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0600);
+        /* Taken names: refused, nothing of this call left. */
+        const char *more[] = { "c.md", "b.md" };
+        assert_int_equal(report_output_write_all(fd, more, data, lens, 2, false, &why), -EEXIST);
+        assert_non_null(strstr(why, "b.md is already there (a file)"));
+        free(why);
+        why = NULL;
+        snprintf(q, sizeof(q), "%s/c.md", d);
+        assert_int_equal(access(q, F_OK), -1);
+        /* Replaced on request; a link with the name is not, even then. */
+        const char *again[] = { "new", "NEW" };
+        assert_int_equal(report_output_write_all(fd, names, again, lens, 2, true, &why), 0);
+        snprintf(q, sizeof(q), "%s/b.md", d);
+        char buf[8] = "";
+        FILE *f = fopen(q, "re");
+        assert_non_null(f);
+        assert_non_null(fgets(buf, sizeof(buf), f));
+        fclose(f);
+        assert_string_equal(buf, "NEW");
+        snprintf(q, sizeof(q), "%s/target", d);
+        assert_int_equal(mknod(q, S_IFREG | 0600, 0), 0);
+        assert_int_equal(unlinkat(fd, "a.md", 0), 0);
+        assert_int_equal(symlinkat(q, fd, "a.md"), 0);
+        assert_int_equal(report_output_write_all(fd, names, data, lens, 2, true, &why), -EEXIST);
+        assert_non_null(strstr(why, "a symbolic link, not a file of yours"));
+        free(why);
+        assert_int_equal(stat(q, &st), 0);
+        assert_int_equal(st.st_size, 0);
+        close(fd);
+        rmtree(d);
+        free(d);
+}
+
 static void proc(EventLog *l, const char *sid, const char *arg, json_t *extra) {
         json_t *d =
                 json_pack("{s:i, s:i, s:s, s:[s, s], s:i, s:s, s:i, s:i}", "pid", 42, "ppid", 7, "path", "/bin/echo",
@@ -486,7 +533,8 @@ static void test_processes(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_sanitiser), cmocka_unit_test(test_formats), cmocka_unit_test(test_model),
-                cmocka_unit_test(test_bounds),    cmocka_unit_test(test_output),  cmocka_unit_test(test_processes),
+                cmocka_unit_test(test_bounds),    cmocka_unit_test(test_output),  cmocka_unit_test(test_output_all),
+                cmocka_unit_test(test_processes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
