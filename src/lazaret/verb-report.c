@@ -7,7 +7,9 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,6 +54,7 @@ int verb_report(int argc, char **argv, const Globals *g) {
                                "  --session ID       one session (its id, or the first characters of it)\n"
                                "  -f, --format FORMAT  md (the default), html, json, jsonl or sarif (SARIF 2.1.0)\n"
                                "  -o, --output DIR   write lazaret-report-PROFILE[-ID].EXT, a new file, in DIR\n"
+                               "                     (-2, -3... before .EXT when a report has that name)\n"
                                "                     (made when missing) instead of to standard output\n");
                         return 0;
                 case 'f':
@@ -138,7 +141,26 @@ int verb_report(int argc, char **argv, const Globals *g) {
                 log_error("--output %s", why ?: "cannot be opened");
                 return EXIT_LAZARET;
         }
+        /* A report already there under that name gets a new name beside
+         * it, -2, -3...: never written over (issue 42: the second report
+         * into one directory failed). Anything else there (a link, a FIFO:
+         * planted) is refused, as report_output_write says. */
         r = report_output_write(dir.fd, file, doc, len, &why);
+        for (unsigned k = 2; r == -EEXIST && k <= 999; k++) {
+                struct stat st;
+                if (fstatat(dir.fd, file, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                        break;
+                free(file);
+                file = NULL;
+                why = mfree(why);
+                if (asprintf(&file, "lazaret-report-%s%s%s-%u.%s", p->name, session ? "-" : "", session ?: "", k,
+                             report_format_extension(format)) < 0) {
+                        report_output_done(&dir, false);
+                        log_error("out of memory writing the report");
+                        return EXIT_LAZARET;
+                }
+                r = report_output_write(dir.fd, file, doc, len, &why);
+        }
         report_output_done(&dir, r >= 0);
         if (r < 0) {
                 log_error("--output %s: %s", output, why ?: "cannot write the report");

@@ -387,9 +387,14 @@ def test_the_writer_refuses_what_the_agent_planted(lz, busybox_image):
     r = d.run("report", "--format", "sarif", "--output", "reports")
     assert r.returncode == 0, r.stderr
     assert os.path.isfile(os.path.join(lz.work, "reports", "lazaret-report-shell.sarif"))
-    # And never over a report already there.
-    r = d.run("report", "--format", "sarif", "--output", "reports")
-    assert r.returncode == 125 and "already there (a file)" in r.stderr, r.stderr
+    # And never over a report already there: the next one beside it
+    # (issue 42: a second report into one directory failed).
+    first = open(os.path.join(lz.work, "reports", "lazaret-report-shell.sarif"), "rb").read()
+    for k in (2, 3):
+        r = d.run("report", "--format", "sarif", "--output", "reports")
+        assert r.returncode == 0 and r.stdout == f"reports/lazaret-report-shell-{k}.sarif\n", r.stdout + r.stderr
+        assert os.path.isfile(os.path.join(lz.work, "reports", f"lazaret-report-shell-{k}.sarif"))
+    assert open(os.path.join(lz.work, "reports", "lazaret-report-shell.sarif"), "rb").read() == first
 
 
 def test_report_of_nothing(lz, busybox_image):
