@@ -644,25 +644,35 @@ static int refuse_home_workspace(const Config *cfg, char **ret_error) {
  * before anything starts, naming what is missing and the way out; never a
  * silent fallback to something weaker. lazaret-native's own --check proves
  * Landlock and user namespaces on this host. */
-static int native_preflight(const Config *cfg, const ConfigProfile *p, LaunchSpec *s, const char *dir,
+static int native_preflight(const Config *cfg, const ConfigProfile *p, bool from_flag, LaunchSpec *s, const char *dir,
                             char **ret_error) {
+        /* Who asked for it: the profile, or only --backend (issue 42: the
+         * error said the profile "uses backend = native" when it did not). */
+        char who[160];
+        if (from_flag)
+                snprintf(who, sizeof who, "--backend native (for profile '%s')", p->name);
+        else
+                snprintf(who, sizeof who, "profile '%s' uses backend = \"native\", which", p->name);
         if (geteuid() == 0)
                 return fail(ret_error,
-                            "profile '%s' uses backend = \"native\", which runs the agent as the user who starts it "
+                            "%s runs the agent as the user who starts it "
                             "and refuses root (its files would be root's on the host): run lazaret as your own user, "
                             "or use backend = \"gvisor\"",
-                            p->name);
+                            who);
         if (!netpolicy_permits_nothing(&p->net))
                 return fail(ret_error,
-                            "profile '%s' uses backend = \"native\", which cannot enforce address rules "
-                            "(allow_egress): they need the gVisor backend's network sidecar. Remove them from "
-                            "[profiles.%s] and [network], or use backend = \"gvisor\"",
-                            p->name, p->name);
+                            "%s cannot enforce address rules: they need the gVisor backend's network "
+                            "sidecar. %s",
+                            who,
+                            p->own_address_rules || cfg->n_default_allow == 0
+                                    ? "Remove allow_egress from the profile, or use backend = \"gvisor\""
+                                    : "This profile has them from [network] default_allow: set inherit_default_allow "
+                                      "= false in it (names only, through the broker), or use backend = \"gvisor\"");
         if (p->n_persistent_dirs > 0)
                 return fail(ret_error,
-                            "profile '%s' uses backend = \"native\", which runs the host's own system directories "
+                            "%s runs the host's own system directories "
                             "read-only and keeps no image layers: persistent_dirs need backend = \"gvisor\"",
-                            p->name);
+                            who);
         /* Volumes are bound where they say, but not over the sandbox's own
          * mounts (lazaret-native refuses those destinations too). */
         for (size_t i = 0; i < p->n_volumes; i++) {
@@ -673,10 +683,10 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, LaunchSpe
                         bad = path_below(c, below[k]);
                 if (bad)
                         return fail(ret_error,
-                                    "profile '%s' uses backend = \"native\", whose sandbox cannot take volume %s there "
+                                    "%s cannot take volume %s there "
                                     "(%s:%u:%u): not /, /tmp or the home, and not /proc, /dev, /workspace or "
                                     "/run/lazaret or below them; choose another container path",
-                                    p->name, c, p->volumes[i].where.file, p->volumes[i].where.pos.line,
+                                    who, c, p->volumes[i].where.file, p->volumes[i].where.pos.line,
                                     p->volumes[i].where.pos.col);
         }
         s->native = path_join(dir, "lazaret-native");
@@ -690,8 +700,7 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, LaunchSpe
         NativeMode mode = _NATIVE_MODE_INVALID;
         int abi = 0;
         if (native_probe(NATIVE_MODE_AUTO, &mode, &abi, why, sizeof(why)) < 0)
-                return fail(ret_error, "profile '%s' uses backend = \"native\", which cannot work on this host: %s",
-                            p->name, why);
+                return fail(ret_error, "%s cannot work on this host: %s", who, why);
         /* FS-ONLY (no user namespaces here): Landlock and seccomp at the
          * host's paths. What needs namespaces is refused, naming it. */
         if (mode != NATIVE_MODE_FS_ONLY) {
@@ -701,12 +710,12 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, LaunchSpe
                  * enforces is refused rather than shown (decision 20). */
                 if (p->memory_limit_mib > 0 && !cfg->memory_cgroup)
                         return fail(ret_error,
-                                    "profile '%s' uses backend = \"native\" with memory_limit = %" PRIu64
-                                    " MiB, which only a memory cgroup enforces on the host's kernel, and "
+                                    "%s cannot hold memory_limit = %" PRIu64
+                                    " MiB here: only a memory cgroup enforces it on the host's kernel, and "
                                     "runtime.memory_cgroup is not set: set it (scripts/setup.sh --memory-cgroup "
                                     "USER makes one), set memory_limit = 0 in [profiles.%s] to run with no memory "
                                     "limit, or use backend = \"gvisor\"",
-                                    p->name, p->memory_limit_mib, p->name);
+                                    who, p->memory_limit_mib, p->name);
                 return 0;
         }
         s->native_fs_only = true;
@@ -717,38 +726,38 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, LaunchSpe
          * signals from the user's other processes (the coordinator's). */
         if (abi < 6)
                 return fail(ret_error,
-                            "profile '%s' uses backend = \"native\", which runs %.*s here: FS-ONLY needs Landlock "
+                            "%s runs %.*s here: FS-ONLY needs Landlock "
                             "ABI 6 (Linux 6.12) to keep the sandbox's signals from the user's other processes, and "
                             "this kernel has ABI %d; allow unprivileged user namespaces, or use backend = \"gvisor\"",
-                            p->name, l, out, abi);
+                            who, l, out, abi);
         if (p->n_domains > 0)
                 return fail(ret_error,
-                            "profile '%s' uses backend = \"native\", which runs %.*s here: egress by name "
+                            "%s runs %.*s here: egress by name "
                             "(allow_domains) needs FULL mode, whose network namespace the broker's relay listens in; "
                             "allow unprivileged user namespaces, or use backend = \"gvisor\"",
-                            p->name, l, out);
+                            who, l, out);
         if (cfg->escalation_enabled)
                 return fail(
                         ret_error,
-                        "profile '%s' uses backend = \"native\", which runs %.*s here: escalation needs FULL "
+                        "%s runs %.*s here: escalation needs FULL "
                         "mode (FS-ONLY refuses connect(2), and its client is reached at /run/lazaret/escalate); set "
                         "[escalation] enabled = false, allow unprivileged user namespaces, or use backend = "
                         "\"gvisor\"",
-                        p->name, l, out);
+                        who, l, out);
         if (p->n_volumes > 0)
                 return fail(ret_error,
-                            "profile '%s' uses backend = \"native\", which runs %.*s here: volumes need FULL mode's "
+                            "%s runs %.*s here: volumes need FULL mode's "
                             "mount namespace (%s:%u:%u); remove them, allow unprivileged user namespaces, or use "
                             "backend = \"gvisor\"",
-                            p->name, l, out, p->volumes[0].where.file, p->volumes[0].where.pos.line,
+                            who, l, out, p->volumes[0].where.file, p->volumes[0].where.pos.line,
                             p->volumes[0].where.pos.col);
         if (!cfg->memory_cgroup)
                 return fail(ret_error,
-                            "profile '%s' uses backend = \"native\", which runs %.*s here: without a PID namespace "
+                            "%s runs %.*s here: without a PID namespace "
                             "only a memory cgroup holds memory_limit and ends every process the sandbox leaves; set "
                             "runtime.memory_cgroup (scripts/setup.sh --memory-cgroup USER makes one), allow "
                             "unprivileged user namespaces, or use backend = \"gvisor\"",
-                            p->name, l, out);
+                            who, l, out);
         return 0;
 }
 
@@ -1100,7 +1109,7 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
         /* What the native backend cannot provide is refused before
          * anything is made for it (the escalation socket's directory). */
         if (native) {
-                r = native_preflight(cfg, p, &s, dir, ret_error);
+                r = native_preflight(cfg, p, p->backend != BACKEND_NATIVE, &s, dir, ret_error);
                 if (r < 0)
                         return r;
                 if (cfg->memory_cgroup && !(s.memory_cgroup = strdup(cfg->memory_cgroup)))

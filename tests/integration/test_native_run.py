@@ -362,6 +362,25 @@ def test_native_preflight_fails_closed(lz, case, extra, network, env, want):
     assert not d.domain_dirs() or not os.path.exists(os.path.join(d.domain_dirs()[0], "data.mdb"))
 
 
+def test_native_flag_names_the_flag_and_the_inherited_rules(lz):
+    """Issue 42: --backend native on a profile that says nothing of a
+    backend, under the starter's global default_allow: the error said the
+    profile "uses backend = native" and to remove allow_egress it did not
+    have. Now it names the flag, where the rules come from, and the way
+    out; with inherit_default_allow = false the same profile starts."""
+    d = Domain(lz, IMAGE, extra="memory_limit = 0\n", network='default_allow = ["0.0.0.0/0"]\ndefault_deny = []\n')
+    r = d.run("run", "--backend", "native", "--tui=none", "--", "/bin/true")
+    assert r.returncode == 125, (r.stdout, r.stderr)
+    errs = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(errs) == 1 and "--backend native (for profile 'shell') cannot enforce address rules" in errs[0], errs
+    assert "from [network] default_allow: set inherit_default_allow = false" in errs[0], errs
+    assert 'uses backend = "native"' not in errs[0], errs
+    text = open(d.cfg).read().replace("[profiles.shell]\n", "[profiles.shell]\ninherit_default_allow = false\n")
+    lz.write("cfg.toml", text)
+    r = d.run("run", "--backend", "native", "--tui=none", "--", "/bin/echo", "ran")
+    assert r.returncode == 0 and r.stdout == "ran\n", (r.stdout, r.stderr)
+
+
 def test_native_backend_flag_and_mismatch(lz):
     """--backend native overrides the profile's gvisor; a CLI asking for the
     other backend is refused by the running sandbox, naming both, and never
