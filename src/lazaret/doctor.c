@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "doctor.h"
+#include "native-probe.h"
 #include "exec-util.h"
 #include "fd-util.h"
 #include "fileio.h"
@@ -1386,6 +1387,53 @@ static int check_storage_driver(DoctorContext *c, DoctorResult *r) {
                            conf ?: "", conf && !exists ? " asking for overlay" : "");
 }
 
+/* A sysctl's value as an integer, or -1 when it is not there. */
+static long sysctl_long(const char *path) {
+        _cleanup_free_ char *t = NULL;
+        if (read_file_capped(path, 64, &t, NULL) < 0)
+                return -1;
+        char *end;
+        long v = strtol(t, &end, 10);
+        return end == t ? -1 : v;
+}
+
+/* The native backend (issue 42, 45): Landlock's ABI and whether
+ * unprivileged user namespaces work (FULL), else why not (FS-ONLY) and the
+ * fix, Ubuntu's AppArmor restriction of them among the reasons; and what
+ * holds memory_limit there. */
+static int check_native(DoctorContext *c, DoctorResult *r) {
+        (void) c;
+        char why[1024] = "";
+        NativeMode mode = _NATIVE_MODE_INVALID;
+        int abi = 0;
+        if (native_probe(NATIVE_MODE_AUTO, &mode, &abi, why, sizeof why) < 0)
+                return result_fail(r,
+                                   strdup("# Landlock is off in this kernel: add landlock to the lsm= list on the "
+                                          "kernel command line\nsudoedit /etc/default/grub && sudo update-grub && sudo "
+                                          "reboot"),
+                                   "backend = \"native\" cannot run here: %s", why);
+        const char *memory = "memory_limit needs runtime.memory_cgroup (scripts/setup.sh --memory-cgroup USER "
+                             "makes one) or memory_limit = 0";
+        if (mode == NATIVE_MODE_FULL)
+                return result_ok(r, "FULL: Landlock ABI %d, unprivileged user namespaces; %s", abi, memory);
+        /* FS-ONLY: say which switch keeps user namespaces from us. */
+        StrBuf fix = STRBUF_INIT;
+        if (sysctl_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
+                strbuf_puts(&fix, "# AppArmor restricts unprivileged user namespaces (Ubuntu 24.04 and later): lift "
+                                  "it for lazaret-native alone with a profile of its own, or for every program:\n"
+                                  "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0\n");
+        if (sysctl_long("/proc/sys/kernel/unprivileged_userns_clone") == 0)
+                strbuf_puts(&fix, "sudo sysctl -w kernel.unprivileged_userns_clone=1\n");
+        if (sysctl_long("/proc/sys/user/max_user_namespaces") == 0)
+                strbuf_puts(&fix, "sudo sysctl -w user.max_user_namespaces=15000\n");
+        if (fix.len == 0)
+                strbuf_puts(&fix, "# allow unprivileged user namespaces on this host (see the detail)\n");
+        strbuf_puts(&fix, "# or stay with FS-ONLY: Landlock and seccomp alone, which refuses names, escalation and "
+                          "volumes, and needs runtime.memory_cgroup");
+        char *f = strbuf_steal(&fix);
+        return result_fail(r, f, "FS-ONLY (Landlock ABI %d): %s", abi, why);
+}
+
 static const DoctorCheck checks[] = {
         { "podman", true, check_podman },
         { "runsc", true, check_runsc },
@@ -1404,6 +1452,7 @@ static const DoctorCheck checks[] = {
         { "cgroup", false, check_cgroup },
         { "limits", false, check_limits },
         { "storage-driver", false, check_storage_driver },
+        { "native", false, check_native },
 };
 
 const DoctorCheck *doctor_check_table(size_t *ret_n) {

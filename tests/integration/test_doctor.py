@@ -35,6 +35,7 @@ CHECKS = [
     ("cgroup", False),
     ("limits", False),
     ("storage-driver", False),
+    ("native", False),
 ]
 STATUSES = {"ok", "problem", "warning"}
 LINE = re.compile(r"^  (ok|PROBLEM|warning) +(\S+) +(.*)$")
@@ -333,3 +334,18 @@ def test_device_and_subuid_problems(lz, test_user):
     for s, e in taken:
         assert last < s or first >= e, (first, last, s, e)
     assert p.returncode == 1
+
+
+def test_native_backend_checked(lz):
+    """Issue 42: lazaret doctor checked nothing of the native backend. On
+    this host (Landlock ABI 7, user namespaces) it says FULL; where user
+    namespaces are missing it says FS-ONLY, why, and how to allow them."""
+    _, doc = doctor_json(lz)
+    native = by_name(doc)["native"]
+    assert native["status"] == "ok", native
+    assert re.search(r"^FULL: Landlock ABI [0-9]+, unprivileged user namespaces; memory_limit needs "
+                     r"runtime.memory_cgroup", native["detail"]), native
+    _, doc = doctor_json(lz, env={"LAZARET_TEST_NO_USERNS": "1"})
+    native = by_name(doc)["native"]
+    assert native["status"] == "warning" and native["detail"].startswith("FS-ONLY (Landlock ABI "), native
+    assert "user namespaces" in native["fix"], native

@@ -361,6 +361,7 @@ static void test_check_table(void **state) {
                 { "cgroup", false },
                 { "limits", false },
                 { "storage-driver", false },
+                { "native", false },
         };
         assert_int_equal(n, ELEMENTSOF(want));
         for (size_t i = 0; i < n; i++) {
