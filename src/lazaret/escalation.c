@@ -12,7 +12,6 @@
 #include <string.h>
 #include <linux/filter.h>
 #include <linux/openat2.h>
-#include <grp.h>
 #include <limits.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
@@ -767,9 +766,14 @@ static int apply_confinement(void *userdata) {
                         return -errno;
                 close(fd);
         }
+        /* Raw system calls: this child shares the coordinator's memory, and
+         * glibc's setgroups/setresuid would change the ids of every thread
+         * of the process it thinks it is (NPTL's setxid broadcast), the
+         * coordinator's own among them (posix_spawn does the same). */
         if (c->e->drop_ids) {
-                if (setgroups(0, NULL) < 0 || setresgid(c->e->run_gid, c->e->run_gid, c->e->run_gid) < 0 ||
-                    setresuid(c->e->run_uid, c->e->run_uid, c->e->run_uid) < 0)
+                if (syscall(SYS_setgroups, 0, NULL) < 0 ||
+                    syscall(SYS_setresgid, c->e->run_gid, c->e->run_gid, c->e->run_gid) < 0 ||
+                    syscall(SYS_setresuid, c->e->run_uid, c->e->run_uid, c->e->run_uid) < 0)
                         return -errno;
         }
         int q = landlock_apply(c->rules, 0, &why);

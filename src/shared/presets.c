@@ -7,12 +7,15 @@
 #include "string-util.h"
 
 /* The agent installed with npm on its first run into /usr/local (a
- * persistent directory, so it stays); later runs start it at once. */
+ * persistent directory, so it stays); later runs start it at once. npm 11
+ * runs no package's install scripts unless allowed by name: the agent's
+ * own are (Claude Code's postinstall puts its native program in place;
+ * without it the command is a stub), its dependencies' are not (issue 42). */
 #define NPM_AGENT(bin, package, what)                                                                                  \
         "command = [\"/bin/sh\", \"-c\", \"command -v " bin " >/dev/null 2>&1 || { echo 'lazaret: installing " what    \
         " (npm install -g " package                                                                                    \
-        "), once: it stays in /usr/local' >&2; npm install -g --no-audit --no-fund --no-update-notifier " package      \
-        " >&2 || exit 1; }; exec " bin " \\\"$@\\\"\", \"" bin "\"]\n"
+        "), once: it stays in /usr/local' >&2; npm install -g --no-audit --no-fund --no-update-notifier "             \
+        "--allow-scripts=" package " " package " >&2 || exit 1; }; exec " bin " \\\"$@\\\"\", \"" bin "\"]\n"
 
 /* Names every agent's tools reach: its git host (HTTPS and SSH). */
 #define GIT_HOSTS "\"github.com\", \"github.com:22\", \"codeload.github.com\""
@@ -30,9 +33,15 @@ const Preset presets[] = {
                                        "volumes = [{ host = \"{profile_dir}/claude\", container = \"/root/.claude\" "
                                        "}]\n"
                                        "inherit_default_allow = false\n"
+                                       /* From what Claude Code 2.1 names and contacts (issue 42):
+                                        * its API, sign-in (claude.ai, platform.claude.com,
+                                        * console.anthropic.com), its updates and release notes,
+                                        * MCP connectors through Anthropic's proxy. */
                                        "allow_domains = [\"api.anthropic.com\", \"claude.ai\", "
-                                       "\"console.anthropic.com\", "
-                                       "\"statsig.anthropic.com\", \"registry.npmjs.org\", " GIT_HOSTS "]\n",
+                                       "\"platform.claude.com\", \"console.anthropic.com\", "
+                                       "\"statsig.anthropic.com\", \"downloads.claude.ai\", "
+                                       "\"raw.githubusercontent.com\", \"mcp-proxy.anthropic.com\", "
+                                       "\"registry.npmjs.org\", " GIT_HOSTS "]\n",
         },
         {
                 .name = "codex",
