@@ -14,7 +14,7 @@
 #define NPM_AGENT(bin, package, what)                                                                                  \
         "command = [\"/bin/sh\", \"-c\", \"command -v " bin " >/dev/null 2>&1 || { echo 'lazaret: installing " what    \
         " (npm install -g " package                                                                                    \
-        "), once: it stays in /usr/local' >&2; npm install -g --no-audit --no-fund --no-update-notifier "             \
+        "), once: it stays in /usr/local' >&2; npm install -g --no-audit --no-fund --no-update-notifier "              \
         "--allow-scripts=" package " " package " >&2 || exit 1; }; exec " bin " \\\"$@\\\"\", \"" bin "\"]\n"
 
 /* Names every agent's tools reach: its git host (HTTPS and SSH). */
