@@ -526,8 +526,10 @@ static int add_pipe(EscConn *c, Pipe *p) {
  * it (issue 41): a masked name not at all (the sandbox reads it empty),
  * a protected one and any nested .git read-only, the top .git not at all,
  * everything else read-write. Landlock cannot take a path out of a grant,
- * so a directory that holds such a name is granted piecewise: its names
- * (list, create and remove entries) and each entry on its own; a directory
+ * so a directory that holds such a name, or one on the way to it, is
+ * granted piecewise: its names to list, no more (removing or renaming an
+ * entry is a right of the directory, which would let rm or mv take a
+ * protected or masked name away), and each entry on its own; a directory
  * that holds none, whole. */
 #define GRANT_WALK_MAX 100000
 
@@ -631,8 +633,8 @@ static int grant_walk(GrantWalk *w, const char *path, const char *rel, bool *ret
                 q = negative_errno();
         closedir(d);
         if (q >= 0 && !clean) {
-                /* The directory's names, and each entry on its own. */
-                q = grant(w, path, LANDLOCK_GRANT_NAMES_READ_WRITE);
+                /* The directory's names to list, and each entry on its own. */
+                q = grant(w, path, LANDLOCK_GRANT_NAMES_READ_ONLY);
                 for (size_t i = 0; q >= 0 && i < n; i++)
                         if (kinds[i] == GRANT_RO || kinds[i] == GRANT_RW)
                                 q = grant(w, names[i],

@@ -649,3 +649,22 @@ def test_rootful_an_auto_approved_command_never_runs_as_root(lazaret_bin, tmp_pa
     os.chown(rf.work, test_user.pw_uid, test_user.pw_gid)
     r = rf.run("run", "--", "/run/lazaret/escalate", "id", "-u")
     assert (r.returncode, r.stdout) == (0, f"{test_user.pw_uid}\n"), r.stderr
+
+
+def test_an_auto_approved_command_cannot_take_a_protected_name_away(lz, busybox_image):
+    """Removing or renaming a name is a right of its directory: a directory
+    that holds a protected (or masked) name is granted to an auto-approved
+    command for listing only, so "rm ..." cannot remove .envrc (which the
+    sandbox itself may not remove either), at the top or deeper; in a
+    directory that holds none, it works."""
+    d = probe_domain(lz, busybox_image, ["rm ..."])
+    for f in ("work/.envrc", "work/sub/.envrc", "work/sub/plain.txt", "work/other/x.txt"):
+        lz.write(f, "x\n")
+    for word in (".envrc", "sub/.envrc", "sub/plain.txt"):
+        r = escalate(d, "rm", word)
+        assert r.returncode != 0 and "Permission denied" in r.stdout + r.stderr, (word, r.stdout, r.stderr)
+        assert os.path.exists(os.path.join(lz.work, word)), word
+    r = escalate(d, "rm", "other/x.txt")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not os.path.exists(os.path.join(lz.work, "other", "x.txt"))
+    d.assert_clean()
