@@ -24,13 +24,14 @@ AUTO = ('["uname -a", "ls -l ...", "false", "pwd", "printenv", "cat /etc/hostnam
         '"cat /dev/zero", "sleep 9876"]')
 
 
-def esc_domain(lz, image):
+def esc_domain(lz, image, auto=AUTO):
+    """A Domain with escalation on and auto_approve = auto (TOML text)."""
     sock = os.path.join(lz.base, "sock")
     os.makedirs(sock, mode=0o700, exist_ok=True)
     os.chown(sock, lz.user.pw_uid, lz.user.pw_gid)
     d = Domain(lz, image)
     text = open(d.cfg).read().replace("[escalation]\nenabled = false\n",
-                                      f"[escalation]\nenabled = true\nauto_approve = {AUTO}\n")
+                                      f"[escalation]\nenabled = true\nauto_approve = {auto}\n")
     lz.write("cfg.toml", text)
     d.sock = sock
     return d
@@ -526,15 +527,7 @@ def test_the_socket_cannot_be_replaced_from_inside(edom, lz):
 
 
 def probe_domain(lz, image, entries):
-    sock = os.path.join(lz.base, "sock")
-    os.makedirs(sock, mode=0o700, exist_ok=True)
-    os.chown(sock, lz.user.pw_uid, lz.user.pw_gid)
-    d = Domain(lz, image)
-    text = open(d.cfg).read().replace("[escalation]\nenabled = false\n",
-                                      f"[escalation]\nenabled = true\nauto_approve = {json.dumps(entries)}\n")
-    lz.write("cfg.toml", text)
-    d.sock = sock
-    return d
+    return esc_domain(lz, image, auto=json.dumps(entries))
 
 
 def test_a_prefix_entry_takes_no_option_the_person_did_not_write(lz, busybox_image):
