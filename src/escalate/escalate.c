@@ -13,7 +13,8 @@
  *
  * Environment (set by the coordinator for every session):
  *   LAZARET_SESSION_ID, LAZARET_SESSION_CREDENTIAL, LAZARET_PROFILE
- *   LAZARET_ESCALATE_SOCKET (default /run/lazaret/sock/escalate.sock)
+ *   LAZARET_ESCALATE_SOCKET (default: the sandbox's dispenser at
+ *     /run/lazaret/dispense/escalate, else /run/lazaret/sock/escalate.sock)
  *   LAZARET_CERTS           (default /run/lazaret/certs)
  * Static: it runs in any image. */
 #include <errno.h>
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include "ctl-proto.h"
+#include "dispense.h"
 #include "escalate-proto.h"
 #include "fileio.h"
 #include "macro.h"
@@ -162,6 +164,7 @@ int main(int argc, char **argv) {
         if (!sid || !cred || !profile)
                 return fail("this is no Lazaret session (LAZARET_SESSION_ID, LAZARET_SESSION_CREDENTIAL or "
                             "LAZARET_PROFILE is not set)");
+        bool sock_given = sock != NULL;
         if (!sock)
                 sock = "/run/lazaret/sock/escalate.sock";
         if (!certs)
@@ -190,13 +193,15 @@ int main(int argc, char **argv) {
         if (trust_client_ctx(ca, cert, key, &ctx) < 0)
                 return fail("the certificates in %s are not usable", certs);
 
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        if (strlen(sock) >= sizeof(sa.sun_path))
-                return fail("the socket path %s is too long", sock);
-        strcpy(sa.sun_path, sock);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0 || connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
-                return fail("cannot reach the host at %s: %m (is [escalation] enabled?)", sock);
+        /* Through the sandbox's dispenser (gVisor: shared/dispense.h), or
+         * at the socket's path (the native backend; or the one
+         * LAZARET_ESCALATE_SOCKET names, always directly). */
+        const char *via = sock;
+        int fd = dispense_connect(sock_given ? 0 : DISPENSE_ESCALATE, sock, 0, &via);
+        if (fd < 0) {
+                errno = -fd;
+                return fail("cannot reach the host at %s: %m (is [escalation] enabled?)", via);
+        }
         SSL *ssl = SSL_new(ctx);
         if (!ssl || !SSL_set_fd(ssl, fd) || SSL_connect(ssl) != 1)
                 return fail("the TLS handshake with the host failed");

@@ -7,6 +7,7 @@
  *
  *   lazaret-init [--relay PATH]
  *   lazaret-init --reap FD -- PROGRAM [ARG]...
+ *   lazaret-init --dispense FD SERVICES
  *
  * With --relay it also runs PATH (lazaret-relay, no arguments) and starts
  * it again whenever it exits, at most once a second; on SIGTERM, SIGINT or
@@ -19,7 +20,11 @@
  * to it, not to the host's init), then exits with PROGRAM's status (128 +
  * the signal that ended it). FD is our own /proc/PID/task/PID/children,
  * opened before a Landlock ruleset without /proc was applied. SIGTERM,
- * SIGINT and SIGHUP are passed to PROGRAM. */
+ * SIGINT and SIGHUP are passed to PROGRAM.
+ *
+ * With --dispense (run by the coordinator through runsc exec, issue 41) it
+ * is the sandbox's end of the door to the host's sockets: dispense-main.c,
+ * shared/dispense.h. */
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -30,6 +35,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "init.h"
 
 #define RELAY_RESTART_MS 1000
 
@@ -147,10 +154,22 @@ int main(int argc, char **argv) {
                 }
                 return reap_main((int) fd, argv + 4);
         }
+        if (argc == 4 && strcmp(argv[1], "--dispense") == 0) {
+                char *end;
+                long fd = strtol(argv[2], &end, 10);
+                if (*end || fd < 3) {
+                        fputs("lazaret-init: --dispense takes the descriptor of the coordinator's socket\n", stderr);
+                        return 2;
+                }
+                return dispense_main((int) fd, argv[3]);
+        }
         if (argc == 3 && strcmp(argv[1], "--relay") == 0 && argv[2][0] != '\0')
                 relay = argv[2];
         else if (argc != 1) {
-                fputs("lazaret-init: usage: lazaret-init [--relay PATH] | --reap FD -- /PROGRAM [ARG]...\n", stderr);
+                fputs("lazaret-init: usage: lazaret-init [--relay PATH] | --reap FD -- /PROGRAM [ARG]... | --dispense "
+                      "FD "
+                      "SERVICES\n",
+                      stderr);
                 return 2;
         }
         sigemptyset(&set);

@@ -44,6 +44,7 @@
 
 #include "coordinator.h"
 #include "disk-watch.h"
+#include "dispenser.h"
 #include "domain-root.h"
 #include "ctl-key.h"
 #include "ctl-proto.h"
@@ -250,6 +251,7 @@ struct Coordinator {
         char coordinator_id[37];
         char *container_name;
         SandboxInfo sandbox;
+        Dispenser *dispenser; /* gVisor: the door to the escalation and broker sockets */
         NativeRun native; /* backend = "native": the holder of its sandbox */
         /* backend = "native" in branch mode: .git is bound read-only (no
          * git router in the sandbox yet), so commits are refused. */
@@ -299,7 +301,7 @@ struct Coordinator {
         Part p_broker;
         pid_t broker_pid;
         ProcessIdentity broker_ident;
-        char *broker_dir; /* its socket's directory, /run/lazaret/broker in the sandbox */
+        char *broker_dir; /* its socket's directory (native: /run/lazaret/broker in the sandbox) */
         LinePipe broker_lines;
         bool broker_lost;
         uint64_t egress_allowed, egress_refused, egress_dropped;

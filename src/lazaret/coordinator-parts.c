@@ -602,6 +602,28 @@ static int sandbox_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_co
         trace_attached(co, r >= 0);
         if (r < 0)
                 return r;
+        /* Before anything inside asks: the readiness probes go through the
+         * relay to the broker. */
+        if (co->esc || co->p_broker.id) {
+                _cleanup_free_ char *esc_sock =
+                                            co->esc ? path_join(escalation_socket_dir(co->esc), "escalate.sock") : NULL,
+                                    *broker_sock = co->p_broker.id ? path_join(co->broker_dir, "sock") : NULL;
+                DispenserConfig dc = { .runsc = co->spec.runsc,
+                                       .runsc_root = co->sandbox.runsc_root,
+                                       .sandbox_id = co->sandbox.id,
+                                       .rootless = co->spec.rootless,
+                                       .escalate_socket = esc_sock,
+                                       .broker_socket = broker_sock };
+                r = (co->esc && !esc_sock) || (co->p_broker.id && !broker_sock)
+                            ? -ENOMEM
+                            : dispenser_start(&dc, &co->dispenser, ret_error);
+                if (r < 0) {
+                        _cleanup_free_ char *ignored = NULL;
+                        (void) container_remove(&co->spec, co->container_name, &ignored);
+                        sandbox_info_done(&co->sandbox);
+                        return r;
+                }
+        }
         ProcessIdentity conmon = {};
         (void) process_identity_of(co->sandbox.conmon_pid, &conmon);
         *ret_commit = json_pack("{s:s, s:s, s:o}", "container_id", co->sandbox.id, "runtime_root",
@@ -629,6 +651,7 @@ static int sandbox_release(void *ctx, void *obj, json_t *own, uint64_t generatio
                         native_run_remove_leftover_cgroup(cg);
                 return 0;
         }
+        co->dispenser = dispenser_stop(co->dispenser);
         const char *name = json_string_value(json_object_get(own, "container_name"));
         _cleanup_free_ char *err = NULL;
         if (name && container_remove(&co->spec, name, &err) < 0) {

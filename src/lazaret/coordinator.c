@@ -539,6 +539,7 @@ void co_release(Coordinator *co) {
         netpolicy_done(&co->net);
         co->declared_netpolicy = mfree(co->declared_netpolicy);
         host_addrs_done(&co->host);
+        co->dispenser = dispenser_stop(co->dispenser);
         sandbox_info_done(&co->sandbox);
         sidecar_done(&co->sidecar);
         router_run_done(&co->router);

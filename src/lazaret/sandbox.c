@@ -20,7 +20,7 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "path-util.h"
-#include "broker-proto.h"
+#include "dispense.h"
 #include "sandbox.h"
 #include "strbuf.h"
 #include "string-util.h"
@@ -160,10 +160,9 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
          * upper layer is a file in the container's own root (runsc's
          * default medium): disk_limit caps it, ENOSPC inside. */
         argv_addf(&a, "--runtime-flag=overlay2=root:self,size=%" PRIu64 "m", s->disk_limit_mib);
-        /* The Escalation Socket and the broker's are host Unix sockets
-         * (decisions 14 and 16). */
-        if (socket_dir || broker_dir)
-                argv_add(&a, "--runtime-flag=host-uds=open");
+        /* No host Unix socket is reachable (runsc's host-uds stays off):
+         * the Escalation Socket and the broker's come in as descriptors,
+         * through the dispenser (dispenser.h; issue 41). */
         /* gVisor's trace points of the processes started inside, to the
          * coordinator's socket (issue 19); runsc connects when it creates
          * the sandbox, and starts it without them when it cannot. */
@@ -242,23 +241,19 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
                 argv_addf(&a, "--volume=%s:%s:%s", v->host, v->container, strbuf_str(&opts));
                 strbuf_done(&opts);
         }
-        /* Host escalation: the client, the sandbox's certificates, and the
-         * socket's own directory (not the socket: it would go stale when
-         * made anew). */
-        if (certs_dir && socket_dir && s->escalate) {
+        /* Host escalation: the client and the sandbox's certificates. */
+        bool escalate = certs_dir && socket_dir && s->escalate, relay = broker_dir && s->relay;
+        if (escalate) {
                 argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/escalate,ro=true", s->escalate);
                 argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/certs,ro=true", certs_dir);
-                /* Read-only: a socket in it can still be connected to, but
-                 * the sandbox can neither remove nor replace it (issue
-                 * 14: a directory in its place failed every later run). */
-                argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/sock,ro=true", socket_dir);
         }
-        /* Egress by name: the relay (init keeps it running) and the
-         * broker's socket directory, read-only like the escalation's. */
-        if (broker_dir && s->relay) {
+        /* Egress by name: the relay (init keeps it running). */
+        if (relay)
                 argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/relay,ro=true", s->relay);
-                argv_addf(&a, "--mount=type=bind,source=%s,destination=%s,ro=true", broker_dir, BROKER_SOCKET_DIR);
-        }
+        /* The dispenser's sockets (dispenser.h), in a directory of the
+         * sandbox's own that only its root may change. */
+        if (escalate || relay)
+                argv_add(&a, "--mount=type=tmpfs,destination=" DISPENSE_DIR ",tmpfs-mode=0755,tmpfs-size=64k");
         /* The State Anchor: each persistent directory is its overlay's
          * merged view. Podman mounts the deeper paths later, so its own
          * /etc/resolv.conf, hosts and hostname cover /etc's (spec §4.3.4). */
@@ -268,7 +263,7 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
         argv_add(&a, "--");
         /* The same image the layers' lowerdirs come from. */
         argv_add(&a, anchor && anchor->image_id ? anchor->image_id : s->image);
-        if (broker_dir && s->relay) {
+        if (relay) {
                 argv_add(&a, "--relay");
                 argv_add(&a, "/run/lazaret/relay");
         }

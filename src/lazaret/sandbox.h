@@ -40,11 +40,12 @@ void sandbox_info_done(SandboxInfo *i);
  * only). anchor (or NULL) adds the State Anchor's merged directories and
  * runs the image by the id its layers were made from. certs_dir and
  * socket_dir (or NULL): host escalation's certificates, mounted read-only at
- * /run/lazaret/certs, and the socket's directory at /run/lazaret/sock, with
- * lazaret-escalate at /run/lazaret/escalate and runsc's host-uds=open.
- * broker_dir (or NULL): egress by name, the broker's socket directory
- * mounted read-only at /run/lazaret/broker, lazaret-relay at
- * /run/lazaret/relay, which init starts and keeps running. On
+ * /run/lazaret/certs, with lazaret-escalate at /run/lazaret/escalate.
+ * broker_dir (or NULL): egress by name, lazaret-relay at
+ * /run/lazaret/relay, which init starts and keeps running. With either, a
+ * tmpfs at DISPENSE_DIR for the dispenser (dispenser.h), which the caller
+ * runs: no host socket (nor its directory) is mounted, and runsc reaches
+ * none. On
  * failure returns
  * -EIO with *ret_error holding Podman's last error
  * line (caller frees). */

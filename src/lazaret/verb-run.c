@@ -622,10 +622,11 @@ static char **build_env(const Config *cfg, const ConfigProfile *p, size_t *ret_n
         return r < 0 ? NULL : envv;
 }
 
-/* Unix sockets under the workspace and the volumes (decision 14): with
- * escalation on, runsc runs with host-uds=open, so the sandbox could connect
- * to any of them. Looked for in the first SOCKET_SCAN_MAX entries of each
- * tree, without following links; each found is printed as a warning. */
+/* Unix sockets under the workspace and the volumes: the native backend's
+ * sandbox can connect to any of them (Landlock guards files, not a
+ * socket's connect; gVisor reaches none, issue 41). Looked for in the first
+ * SOCKET_SCAN_MAX entries of each tree, without following links; each
+ * found is printed as a warning. */
 #define SOCKET_SCAN_MAX 50000
 static size_t scan_left;
 static unsigned sockets_found;
@@ -634,8 +635,8 @@ static int scan_entry(const char *path, const struct stat *st, int flag, struct 
         (void) flag;
         (void) f;
         if (S_ISSOCK(st->st_mode)) {
-                log_warning("%s is a Unix socket inside what the sandbox mounts; with [escalation] enabled the "
-                            "sandbox can connect to it (runsc host-uds=open): move it out, or set enabled = false",
+                log_warning("%s is a Unix socket inside what the sandbox mounts; with the native backend the "
+                            "sandbox can connect to it: move it out, or use backend = \"gvisor\"",
                             path);
                 sockets_found++;
         }
@@ -643,15 +644,14 @@ static int scan_entry(const char *path, const struct stat *st, int flag, struct 
 }
 
 static void warn_sockets(const LaunchSpec *s) {
-        if (!s->escalation_enabled)
+        if (s->backend != BACKEND_NATIVE)
                 return;
         scan_left = SOCKET_SCAN_MAX;
         (void) nftw(s->workspace, scan_entry, 16, FTW_PHYS);
-        for (size_t i = 0; i < s->n_volumes; i++)
-                if (!s->volumes[i].read_only) {
-                        scan_left = SOCKET_SCAN_MAX;
-                        (void) nftw(s->volumes[i].host, scan_entry, 16, FTW_PHYS);
-                }
+        for (size_t i = 0; i < s->n_volumes; i++) {
+                scan_left = SOCKET_SCAN_MAX;
+                (void) nftw(s->volumes[i].host, scan_entry, 16, FTW_PHYS);
+        }
 }
 
 /* Branch mode masks nothing: the agent's worktree is a checkout of HEAD,

@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "broker-proto.h"
+#include "dispense.h"
 #include "fd-util.h"
 #include "proxy-request.h"
 
@@ -75,6 +76,7 @@
 #define HTTP_ESTABLISHED "HTTP/1.1 200 Connection established\r\n\r\n"
 
 static const char *arg_broker = BROKER_SOCKET_PATH;
+static bool arg_broker_given;
 static unsigned arg_http_port = RELAY_HTTP_PORT;
 static bool arg_wait_listeners = false; /* --probe --listening */
 static unsigned arg_socks_port = RELAY_SOCKS_PORT;
@@ -238,19 +240,11 @@ static void socks_reply(uint8_t out[static 10], uint8_t rep) {
         memcpy(out, r, 10);
 }
 
-static int broker_connect(const char *path, bool nonblock) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        if (strlen(path) >= sizeof(sa.sun_path))
-                return -ENAMETOOLONG;
-        strcpy(sa.sun_path, path);
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
-        if (fd < 0)
-                return -errno;
-        /* A Unix stream connect completes at once or fails (EAGAIN when
-         * the broker's backlog is full): never EINPROGRESS. */
-        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
-                return -errno;
-        return TAKE_FD(fd);
+/* The broker: through the sandbox's dispenser when there is one (gVisor,
+ * shared/dispense.h), else at arg_broker; an explicit --broker is always
+ * connected to directly. *via: what was tried, for messages. */
+static int broker_connect(bool nonblock, const char **via) {
+        return dispense_connect(arg_broker_given ? 0 : DISPENSE_BROKER, arg_broker, nonblock, via);
 }
 
 static size_t broker_request(char *buf, size_t size, const char *host, unsigned port, const char *via) {
@@ -422,9 +416,10 @@ static void conn_ask_broker(Conn *c) {
         size_t n = broker_request(line, sizeof(line), c->target.host, c->target.port, via);
         if (n == 0 || n > BROKER_REQUEST_MAX)
                 return conn_refuse(c, BROKER_ERR_BAD_REQUEST, "the request does not fit the broker's line");
-        int fd = broker_connect(arg_broker, true);
+        const char *where = arg_broker;
+        int fd = broker_connect(true, &where);
         if (fd < 0) {
-                snprintf(why, sizeof(why), "cannot connect to the broker at %s: %s", arg_broker, strerror(-fd));
+                snprintf(why, sizeof(why), "cannot connect to the broker at %s: %s", where, strerror(-fd));
                 return conn_refuse(c, RELAY_ERR_UNREACHABLE, why);
         }
         /* A fresh socket's send buffer takes the short line whole. */
@@ -900,9 +895,10 @@ static int stream_open(const char *host, unsigned port, Answer *ret, int *ret_fd
                 snprintf(why, why_size, "the request does not fit the broker's line");
                 return -EINVAL;
         }
-        _cleanup_close_ int fd = broker_connect(arg_broker, false);
+        const char *via = arg_broker;
+        _cleanup_close_ int fd = broker_connect(false, &via);
         if (fd < 0) {
-                snprintf(why, why_size, "cannot connect to the broker at %s: %s", arg_broker, strerror(-fd));
+                snprintf(why, why_size, "cannot connect to the broker at %s: %s", via, strerror(-fd));
                 return fd;
         }
         int r = write_all(fd, line, n);
@@ -1079,9 +1075,10 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
         for (int i = 1; i < argc; i++) {
                 const char *a = argv[i];
-                if (strcmp(a, "--broker") == 0 && i + 1 < argc)
+                if (strcmp(a, "--broker") == 0 && i + 1 < argc) {
                         arg_broker = argv[++i];
-                else if (strcmp(a, "--http-port") == 0 && i + 1 < argc)
+                        arg_broker_given = true;
+                } else if (strcmp(a, "--http-port") == 0 && i + 1 < argc)
                         arg_http_port = parse_port_arg(argv[++i]);
                 else if (strcmp(a, "--socks-port") == 0 && i + 1 < argc)
                         arg_socks_port = parse_port_arg(argv[++i]);

@@ -178,15 +178,15 @@ echo ping | /run/lazaret/relay --connect ok.example.test 9443; echo "stream=$?"
 /run/lazaret/relay --probe ok.example.test 22; echo "port=$?"
 nc -w 2 {HOST4} 8080 </dev/null; echo "direct=$?"
 nslookup ok.example.test {HOST4} >/dev/null 2>&1; echo "dns=$?"
-touch /run/lazaret/broker/x 2>/dev/null; echo "write=$?"
-rm -f /run/lazaret/broker/sock 2>/dev/null; [ -S /run/lazaret/broker/sock ]; echo "sock=$?"
+[ -e /run/lazaret/broker ]; echo "hostdir=$?"
+[ -S /run/lazaret/dispense/broker ]; echo "sock=$?"
 """
     r = dom.run("run", "--", "/bin/sh", "-c", script, timeout=180)
     assert r.returncode == 0, r.stderr + dom.log()
     out = r.stdout
     assert "http_proxy=http://127.0.0.1:3128" in out, out
     assert "hello by name\nok=0" in out, out + dom.log()
-    for bad in ("unlisted", "private", "mixed", "meta", "self", "port", "direct", "dns", "write"):
+    for bad in ("unlisted", "private", "mixed", "meta", "self", "port", "direct", "dns", "hostdir"):
         assert f"{bad}=0" not in out, out
     assert "ping\neof\nstream=0" in out, out
     assert "sock=0" in out, out
@@ -545,9 +545,9 @@ curl -sf -x {socks} $u; echo socks=$?
 
 
 def test_other_domains_broker_is_out_of_reach(lz, busybox_image, names):  # noqa: F811
-    """Two Domains with names: each sandbox sees only its own broker's
-    socket (its directory, read-only), and the other Domain's rules never
-    apply to it."""
+    """Two Domains with names: each sandbox reaches only its own broker
+    (through its dispenser; no host socket is reachable), and the other
+    Domain's rules never apply to it."""
     other = f"""
 [profiles.other]
 image = "{busybox_image}"
@@ -563,7 +563,7 @@ allow_domains = ["ok.example.test:9443"]
             time.sleep(0.1)
         [mine] = glob.glob(f"/tmp/lazaret-{lz.user.pw_uid}/lazaret_broker_*/sock")
         r = d.run("run", "other", "--", "/bin/sh", "-c", f"""
-ls -A /run/lazaret/broker
+ls -A /run/lazaret/dispense
 [ -e {mine} ]; echo "seen=$?"
 ls /tmp/lazaret-{lz.user.pw_uid} 2>/dev/null; echo "dir=$?"
 /run/lazaret/relay --probe ok.example.test 8080
@@ -571,7 +571,7 @@ ls /tmp/lazaret-{lz.user.pw_uid} 2>/dev/null; echo "dir=$?"
 """, timeout=120)
         assert r.returncode == 0, r.stderr + d.log()
         lines = r.stdout.splitlines()
-        assert lines[0] == "sock", r.stdout
+        assert lines[0] == "broker", r.stdout
         assert "seen=1" in lines and "dir=1" in lines, r.stdout
         assert any(x.startswith("refused port-not-listed") for x in lines), r.stdout
         assert any(x.startswith("ok ") for x in lines), r.stdout

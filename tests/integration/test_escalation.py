@@ -396,23 +396,87 @@ def test_disabled_means_no_socket_and_no_certs(lz, busybox_image):
     d.assert_clean()
 
 
-def test_sockets_in_the_workspace_are_warned_about(edom, lz):
-    """runsc's host-uds=open reaches every host socket the sandbox mounts."""
+@pytest.mark.parametrize("broker", [False, True])
+def test_host_sockets_in_what_the_sandbox_mounts_are_out_of_reach(lz, busybox_image, broker):
+    """Issue 41, item 4: a Unix socket a host program listens on, in the
+    workspace, a volume or a read-only volume, cannot be connected to from
+    inside (runsc ran with host-uds=open whenever escalation or egress by
+    name was on, and reached every one); escalation (and the broker) still
+    work, through the dispenser."""
+    tools = os.path.join(lz.base, "tools")
+    os.makedirs(tools)
+    os.rename(build_tool(lz, "ctl-poke"), os.path.join(tools, "ctl-poke"))
+    os.chmod(tools, 0o755)
+    vol, rovol = os.path.join(lz.base, "vol"), os.path.join(lz.base, "rovol")
+    for v in (vol, rovol):
+        os.makedirs(v)
+        os.chown(v, lz.user.pw_uid, lz.user.pw_gid)
+    d = esc_domain(lz, busybox_image)
+    text = open(d.cfg).read().replace(
+        'runsc_network = "host"\n',
+        'runsc_network = "host"\n'
+        f'volumes = [{{ host = "{vol}", container = "/vol" }}, {{ host = "{rovol}", container = "/rovol", '
+        f'mode = "ro" }}, {{ host = "{tools}", container = "/tools", mode = "ro" }}]\n')
+    if broker:
+        text = text.replace('runsc_network = "host"\n', 'runsc_network = "host"\nallow_domains = ["example.invalid"]\n')
+    lz.write("cfg.toml", text)
     os.makedirs(os.path.join(lz.work, "deep", "er"))
-    path = os.path.join(lz.work, "deep", "er", "agent.sock")
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.bind(path)
+    paths = {"/workspace/deep/er/agent.sock": os.path.join(lz.work, "deep", "er", "agent.sock"),
+             "/vol/bus.sock": os.path.join(vol, "bus.sock"), "/rovol/bus.sock": os.path.join(rovol, "bus.sock")}
+    servers = []
+    for host in paths.values():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(host)
+        os.chmod(host, 0o777)
+        s.listen(8)
+        s.setblocking(False)
+        servers.append(s)
     try:
-        r = edom.run("run", "--", "/bin/true")
-        assert r.returncode == 0, r.stderr
-        assert (f"lazaret: warning: {path} is a Unix socket inside what the sandbox mounts; with [escalation] "
-                "enabled the sandbox can connect to it") in r.stderr, r.stderr
+        script = "; ".join(f"/tools/ctl-poke {p} '{{}}'" for p in paths) + "; /run/lazaret/escalate uname -a"
+        r = d.run("run", "--", "/bin/sh", "-c", script)
+        lines = r.stdout.splitlines()
+        assert lines[:3] == ["cannot connect: Connection refused"] * 3, (r.stdout, r.stderr)
+        host = subprocess.run(["uname", "-a"], capture_output=True, text=True).stdout
+        assert (r.returncode, "\n".join(lines[3:]) + "\n") == (0, host), (r.stdout, r.stderr)
+        assert "Unix socket" not in r.stderr
+        for s in servers:
+            with pytest.raises(BlockingIOError):
+                s.accept()
+        if broker:
+            # The relay reaches the broker (which refuses the name it was
+            # not given): the door works for it too.
+            r = d.run("run", "--", "/run/lazaret/relay", "--probe", "not-listed.example", "443")
+            assert r.stdout.startswith("refused "), (r.stdout, r.stderr)
     finally:
-        s.close()
-        os.unlink(path)
-    edom.assert_clean()
-    r = edom.run("run", "--", "/bin/true")
-    assert "Unix socket" not in r.stderr
+        for s, p in zip(servers, paths.values()):
+            s.close()
+            os.unlink(p)
+    d.assert_clean()
+    assert os.listdir(d.sock) == []
+
+
+def test_the_dispenser_comes_back(edom, lz):
+    """The agent (root in the sandbox) can kill the dispenser or take its
+    socket away: only its own escalation waits, and both come back within
+    a few seconds."""
+    holder = edom.popen("run", "--", "/bin/sleep", "120")
+    try:
+        wait_sessions(edom, 1)
+        script = ("for p in $(ls /proc | grep -E '^[0-9]+$'); do "
+                  "tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -q '^/run/lazaret/init --dispense' && "
+                  "kill -9 $p && echo KILLED; done; "
+                  "i=0; until /run/lazaret/escalate uname -a >/dev/null 2>&1; do i=$((i+1)); "
+                  "[ $i -gt 20 ] && echo NEVER && exit 1; sleep 0.5; done; echo BACK; "
+                  "rm -f /run/lazaret/dispense/escalate; mkdir /run/lazaret/dispense/escalate; "
+                  "i=0; until /run/lazaret/escalate uname -a >/dev/null 2>&1; do i=$((i+1)); "
+                  "[ $i -gt 20 ] && echo NEVER && exit 1; sleep 0.5; done; test -S /run/lazaret/dispense/escalate "
+                  "&& echo MADE-AGAIN")
+        r = edom.run("run", "--", "/bin/sh", "-c", script)
+        assert (r.returncode, r.stdout) == (0, "KILLED\nBACK\nMADE-AGAIN\n"), (r.stdout, r.stderr)
+        assert "the sandbox's dispenser ended; running again" in edom.log()
+    finally:
+        edom.run("stop")
+        holder.wait(timeout=30)
 
 
 def test_flooding_the_socket(edom, lz):
@@ -514,14 +578,16 @@ def test_commands_end_at_the_time_limit_and_with_their_requester(lz, busybox_ima
 
 
 def test_the_socket_cannot_be_replaced_from_inside(edom, lz):
-    """The agent can neither remove the escalation socket nor put a
-    directory in its place (which failed every later run of the Domain)."""
-    script = ("cd /run/lazaret/sock; (rm -f escalate.sock) 2>/dev/null; (mkdir escalate.sock) 2>/dev/null; "
-              "(mkdir x) 2>/dev/null && echo WROTE; test -S escalate.sock && echo SOCKET; "
-              "/run/lazaret/escalate uname -a >/dev/null && echo ASKED")
+    """The host's socket directory is not mounted (the dispenser's socket is
+    in the sandbox's own tmpfs): nothing made inside reaches it, and the
+    next run of the Domain still escalates (issue 14: a directory in its
+    place failed every later run)."""
+    script = ("ls -A /run/lazaret/sock 2>/dev/null; cd /run/lazaret/dispense; (rm -f escalate) 2>/dev/null; "
+              "(mkdir escalate) 2>/dev/null; (mkdir x) 2>/dev/null && echo WROTE; echo DONE")
     r = edom.run("run", "--", "/bin/sh", "-c", script)
-    assert (r.returncode, r.stdout) == (0, "SOCKET\nASKED\n"), r.stderr
-    # And the next run of the Domain still escalates.
+    assert r.returncode == 0 and r.stdout.endswith("DONE\n"), r.stderr
+    for h in os.listdir(edom.sock):
+        assert set(os.listdir(os.path.join(edom.sock, h))) <= {"escalate.sock"}
     r = escalate(edom, "uname", "-a")
     assert r.returncode == 0, r.stderr
 

@@ -451,6 +451,27 @@ def test_native_escalation(lz):
     assert os.listdir(sock) == []
 
 
+def test_native_warns_of_host_sockets_it_mounts(lz):
+    """Landlock guards files, not a Unix socket's connect: the native
+    backend's sandbox can reach a host socket in what it mounts, so the
+    launch names each one (gVisor reaches none; test_escalation.py)."""
+    d = native(lz)
+    os.makedirs(os.path.join(lz.work, "deep"))
+    path = os.path.join(lz.work, "deep", "agent.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    try:
+        r = d.run("run", "--tui=none", "--", "/bin/true")
+        assert r.returncode == 0, r.stderr
+        assert (f"lazaret: warning: {path} is a Unix socket inside what the sandbox mounts; with the native backend "
+                "the sandbox can connect to it: move it out, or use backend = \"gvisor\"") in r.stderr, r.stderr
+    finally:
+        s.close()
+        os.unlink(path)
+    r = d.run("run", "--tui=none", "--", "/bin/true")
+    assert r.returncode == 0 and "Unix socket" not in r.stderr, r.stderr
+
+
 def test_native_volumes(lz):
     """Volumes where they say: a read-only one read, not written; a
     read-write one written by every session (each join may write it), the

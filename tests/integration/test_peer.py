@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: MIT
 """No way back to the host through a coordinator's control socket (issue
-14). A sandbox that reaches the runtime directory (runsc host-uds=open with
-escalation on, and any mount that holds it) could otherwise speak to its own
+14). A sandbox that reached the runtime directory (through a mount that
+holds it, when runsc ran with host-uds=open) could otherwise speak to its own
 coordinator as the same uid: send a wider policy, open sessions, answer its
-own prompts. Three walls, each tested on its own: the launch refuses any
-mount that reaches the runtime directory, socket_dir or the data root; the
-coordinator talks only to its own binary outside every sandbox; and only a
+own prompts. Four walls, each tested on its own: gVisor reaches no host
+Unix socket (issue 41); the launch refuses any mount that reaches the
+runtime directory, socket_dir or the data root; the coordinator talks only to its own binary outside every sandbox; and only a
 client that shows the key in the runtime directory gets past Hello (issue
 41: a process of the user can run that binary too)."""
 import json
@@ -68,10 +68,12 @@ def test_volumes_reaching_socket_dir_or_the_data_root_are_refused(lz, busybox_im
 
 
 @pytest.mark.parametrize("mode", ["ro", "rw"])
-def test_the_control_socket_refuses_the_sandbox(lz, busybox_image, mode):
-    """With the launch check bypassed by its test hook, a client in the
-    sandbox reaches the control socket: refused by the peer check, and the
-    policy and sessions are as they were."""
+def test_the_control_socket_is_out_of_the_sandboxs_reach(lz, busybox_image, mode):
+    """With the launch check bypassed by its test hook and the runtime
+    directory mounted: a client in the sandbox cannot even connect to the
+    control socket (runsc runs without host-uds, issue 41; the peer check
+    behind it is tested from the host in test_run.py), and the policy and
+    sessions are as they were."""
     poke = build_tool(lz, "ctl-poke")
     tools = os.path.dirname(poke)
     d = esc_domain(lz, busybox_image)
@@ -86,9 +88,10 @@ def test_the_control_socket_refuses_the_sandbox(lz, busybox_image, mode):
         hello = json.dumps({"type": "Hello", "version": 1, "cli_pid": 1, "netpolicy": WIDER})
         status = json.dumps({"type": "StatusRequest"})
         r = d.run("run", "--", "/bin/sh", "-c",
-                  f"/tools/ctl-poke {sock} '{hello}'; /tools/ctl-poke {sock} '{status}'", env=hook)
-        assert (r.returncode, r.stdout) == (0, "closed\nclosed\n"), r.stderr
-        assert "not this lazaret binary outside the sandbox" in d.log()
+                  f"test -S {sock} && echo SEEN; /tools/ctl-poke {sock} '{hello}'; /tools/ctl-poke {sock} '{status}'",
+                  env=hook)
+        assert r.stdout == "SEEN\n" + "cannot connect: Connection refused\n" * 2, (r.stdout, r.stderr)
+        assert "refused a control connection" not in d.log()
         after = wait_sessions(d, 1)
         assert after["network"] == before["network"] and after["generation"] == before["generation"]
     finally:
