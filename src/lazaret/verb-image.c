@@ -1474,6 +1474,7 @@ static int build_flavour(const Flavour *fl, const char *ref, bool quiet) {
                 imp[n++] = (char *) "--pull=never";
                 imp[n++] = (char *) "--network=none";
                 imp[n++] = (char *) "--layers=false";
+                imp[n++] = (char *) "--force-rm"; /* its working container even on failure */
                 imp[n++] = (char *) "--quiet";
                 imp[n++] = file_arg;
                 imp[n++] = context;
