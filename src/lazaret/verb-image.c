@@ -365,6 +365,7 @@ typedef struct Build {
         char *tar;
         char *dir; /* private temporary directory; removed by build_done() */
         char *image_id; /* imported but not yet tagged: removed by build_done() */
+        char *base_id; /* the image a layered flavour builds on (64 hex digits) */
 } Build;
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -435,6 +436,7 @@ static void build_done(Build *b) {
         }
         free(b->podman);
         free(b->tar);
+        free(b->base_id);
         *b = (Build){};
 }
 
@@ -881,8 +883,12 @@ static int run_tar(Build *b, char **argv, const char *what) {
         return 0;
 }
 
+static int debian_base(Build *b);
+
 /* The Debian image with Node.js and npm in /usr/local, both from the npm
- * registry and checked against the digests above. */
+ * registry and checked against the digests above: one layer on top of the
+ * debian image (built first when there is none), so that the Debian system
+ * is not made twice (issue 42). tar_path gets that layer alone. */
 static int node_tar(Build *b, const char *tar_path) {
         _cleanup_free_ char *curl = NULL;
         int r = need_program(b->search, "curl", "curl", "fetches Node.js from the npm registry", &curl);
@@ -965,29 +971,34 @@ static int node_tar(Build *b, const char *tar_path) {
             symlinkat("../lib/node_modules/npm/bin/npx-cli.js", sfd, "usr/local/bin/npx") < 0)
                 return log_error_errno(errno, "cannot link npm: %s", strerror(errno)), EXIT_LAZARET;
 
-        r = debian_tar(b, tar_path);
+        r = debian_base(b);
         if (r != 0)
                 return r;
 
+        /* The layer on top of it: only what Node.js and npm add, root-owned,
+         * modes made regular, reproducible. */
         _cleanup_free_ char *file_arg = NULL, *dir_arg = NULL;
         if (asprintf(&file_arg, "--file=%s", tar_path) < 0 || asprintf(&dir_arg, "--directory=%s", stage) < 0)
                 return oom();
-        char *append[] = { b->tar,
-                           (char *) "--append",
-                           file_arg,
-                           (char *) "--owner=0",
-                           (char *) "--group=0",
-                           (char *) "--numeric-owner",
-                           (char *) "--mode=u+rwX,go+rX,go-w",
-                           dir_arg,
-                           (char *) "--",
-                           (char *) "./usr/local/bin/node",
-                           (char *) "./usr/local/bin/npm",
-                           (char *) "./usr/local/bin/npx",
-                           (char *) "./usr/local/lib/node_modules",
-                           (char *) "./usr/local/share/doc/node",
-                           NULL };
-        if ((r = run_tar(b, append, "tar --append")) != 0)
+        char *layer[] = { b->tar,
+                          (char *) "--create",
+                          file_arg,
+                          (char *) "--format=gnu",
+                          (char *) "--sort=name",
+                          (char *) "--mtime=@0",
+                          (char *) "--owner=0",
+                          (char *) "--group=0",
+                          (char *) "--numeric-owner",
+                          (char *) "--mode=u+rwX,go+rX,go-w",
+                          dir_arg,
+                          (char *) "--",
+                          (char *) "./usr/local/bin/node",
+                          (char *) "./usr/local/bin/npm",
+                          (char *) "./usr/local/bin/npx",
+                          (char *) "./usr/local/lib/node_modules",
+                          (char *) "./usr/local/share/doc/node",
+                          NULL };
+        if ((r = run_tar(b, layer, "tar (the node layer)")) != 0)
                 return r;
         log_info("node: Node.js " NODE_VERSION " and npm " NPM_VERSION " in /usr/local");
         return 0;
@@ -1149,7 +1160,10 @@ typedef struct Flavour {
         const char *name;
         const char *default_ref;
         int (*make_tar)(Build *b, const char *tar_path); /* 0 or an exit status; reports its own errors */
-        const char *changes[6]; /* podman import --change instructions */
+        /* Containerfile instructions: for podman import --change, or after
+         * FROM and ADD for a flavour that is a layer on b->base_id */
+        const char *changes[6];
+        bool layered; /* make_tar sets b->base_id; podman build, not import */
 } Flavour;
 
 static const Flavour flavours[] = {
@@ -1185,8 +1199,9 @@ static const Flavour flavours[] = {
                 .make_tar = node_tar,
                 .changes = { "CMD [\"/bin/bash\",\"-l\"]",
                              "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                             "ENV LANG=C.UTF-8", "LABEL io.lazaret.debian-packages=" DEBIAN_PACKAGES,
-                             "LABEL io.lazaret.node=" NODE_VERSION " npm " NPM_VERSION },
+                             "ENV LANG=C.UTF-8", "LABEL io.lazaret.debian-packages=\"" DEBIAN_PACKAGES "\"",
+                             "LABEL io.lazaret.node=\"" NODE_VERSION " npm " NPM_VERSION "\"" },
+                .layered = true,
         },
 };
 
@@ -1232,10 +1247,10 @@ static void image_help(void) {
                "            without root, through subordinate ids as rootless Podman does;\n"
                "            as root it runs in root mode). Takes a few minutes.\n"
                "            Default REF localhost/lazaret/debian:" DEBIAN_SUITE ".\n"
-               "  node      the debian image with Node.js " NODE_VERSION " and npm " NPM_VERSION " in /usr/local,\n"
-               "            both from the npm registry (curl), checked against the sha512\n"
-               "            digests this lazaret was made with. Default REF\n"
-               "            localhost/lazaret/node:" NODE_VERSION ".\n"
+               "  node      one layer on the debian image (built first when missing) with\n"
+               "            Node.js " NODE_VERSION " and npm " NPM_VERSION " in /usr/local, both from the npm\n"
+               "            registry (curl), checked against the sha512 digests this lazaret\n"
+               "            was made with. Default REF localhost/lazaret/node:" NODE_VERSION ".\n"
                "  sidecar   the Network Sidecar: lazaret-netd from beside lazaret, the only\n"
                "            file (no shell). Default REF localhost/lazaret/sidecar:netd-HASH,\n"
                "            HASH from lazaret-netd's SHA-256; lazaret run builds it when missing.\n"
@@ -1251,7 +1266,64 @@ static void image_help(void) {
                "Exit status: 0 built, 64 bad command line, 125 the build failed.\n");
 }
 
-static int build_flavour(const Flavour *fl, const char *ref);
+static int build_flavour(const Flavour *fl, const char *ref, bool quiet);
+
+/* The debian image as b->base_id, built first (with a note why) when the
+ * store has none or one made with other packages. 0 or an exit status. */
+static int debian_base(Build *b) {
+        char *insp[] = { b->podman,
+                         (char *) "image",
+                         (char *) "inspect",
+                         (char *) "--format",
+                         (char *) "{{.Id}} {{index .Labels \"io.lazaret.debian-packages\"}}",
+                         (char *) DEBIAN_IMAGE,
+                         NULL };
+        for (int attempt = 0;; attempt++) {
+                _cleanup_(run_done) Run ri = {};
+                int r = run(insp, NULL, TIMEOUT_QUICK_USEC, NULL, &ri);
+                if (r < 0)
+                        return log_error_errno(r, "cannot run podman: %s", strerror(-r)), EXIT_LAZARET;
+                const char *labels = ri.out ? strchr(ri.out, ' ') : NULL;
+                bool ok = !run_failed(&ri) && labels && streq(labels + 1, DEBIAN_PACKAGES "\n");
+                if (ok) {
+                        b->base_id = parse_image_id(ri.out);
+                        if (!b->base_id) {
+                                log_error("podman image inspect printed no ID for %s: run 'lazaret doctor'",
+                                          DEBIAN_IMAGE);
+                                return EXIT_LAZARET;
+                        }
+                        log_info("node: on %s (sha256:%.12s)", DEBIAN_IMAGE, b->base_id);
+                        return 0;
+                }
+                if (attempt > 0) {
+                        log_error("%s is still not the debian image after building it: run 'lazaret image build "
+                                  "debian' and 'lazaret doctor'",
+                                  DEBIAN_IMAGE);
+                        return EXIT_LAZARET;
+                }
+                log_info("node: %s %s; building it first (lazaret image build debian)", DEBIAN_IMAGE,
+                         run_failed(&ri) ? "is not built" : "was made with other packages");
+                const Flavour *debian = NULL;
+                for (size_t i = 0; i < ELEMENTSOF(flavours); i++)
+                        if (streq(flavours[i].name, "debian"))
+                                debian = &flavours[i];
+                if (!debian)
+                        return EXIT_LAZARET;
+                r = build_flavour(debian, DEBIAN_IMAGE, true);
+                /* The nested build left the signals ignored: ours again. */
+                struct sigaction sa = { .sa_handler = on_signal };
+                sigemptyset(&sa.sa_mask);
+                (void) sigaction(SIGINT, &sa, NULL);
+                (void) sigaction(SIGTERM, &sa, NULL);
+                (void) sigaction(SIGHUP, &sa, NULL);
+                if (r != 0)
+                        return r;
+                if (interrupted) {
+                        log_error("interrupted; the partial build was removed");
+                        return EXIT_LAZARET;
+                }
+        }
+}
 
 static int image_build(int argc, char **argv) {
         static const struct option opts[] = {
@@ -1309,17 +1381,17 @@ static int image_build(int argc, char **argv) {
         }
         if (normalize_ref(tag ?: fl->default_ref ?: sidecar, &ref) < 0)
                 return oom();
-        return build_flavour(fl, ref);
+        return build_flavour(fl, ref, false);
 }
 
 int image_build_sidecar(const char *ref) {
         for (size_t i = 0; i < ELEMENTSOF(flavours); i++)
                 if (streq(flavours[i].name, "sidecar"))
-                        return build_flavour(&flavours[i], ref);
+                        return build_flavour(&flavours[i], ref, false);
         return EXIT_LAZARET;
 }
 
-static int build_flavour(const Flavour *fl, const char *ref) {
+static int build_flavour(const Flavour *fl, const char *ref, bool quiet) {
         _cleanup_(build_done) Build b = { .rootless = geteuid() != 0 };
         const char *path_env = getenv("PATH");
         b.search = path_env && *path_env ? path_env : DEFAULT_SEARCH_PATH;
@@ -1354,9 +1426,14 @@ static int build_flavour(const Flavour *fl, const char *ref) {
 
         uint64_t start = mono_usec();
         log_info("building %s (%s) in %s", ref, fl->name, b.dir);
-        _cleanup_free_ char *tar_path = path_join(b.dir, "rootfs.tar");
+        /* A layered flavour's build context holds the layer and the
+         * Containerfile alone (podman build reads its whole context). */
+        _cleanup_free_ char *context = fl->layered ? path_join(b.dir, "context") : strdup(b.dir);
+        _cleanup_free_ char *tar_path = context ? path_join(context, "rootfs.tar") : NULL;
         if (!tar_path)
                 return oom();
+        if (fl->layered && mkdir(context, 0700) < 0)
+                return log_error_errno(errno, "cannot create %s: %s", context, strerror(errno)), EXIT_LAZARET;
         r = fl->make_tar(&b, tar_path);
         if (r != 0)
                 return r;
@@ -1365,23 +1442,52 @@ static int build_flavour(const Flavour *fl, const char *ref) {
                 return EXIT_LAZARET;
         }
 
-        /* Import without a name; the name comes last, when nothing can fail
-         * any more that would leave it on a half-made image. */
-        log_info("importing into %s Podman storage", b.rootless ? "the rootless" : "the system's");
-        _cleanup_free_ char *message = NULL;
+        /* Import (or build) without a name; the name comes last, when
+         * nothing can fail any more that would leave it on a half-made
+         * image. */
+        const char *what = fl->layered ? "podman build" : "podman import";
+        log_info("%s into %s Podman storage", fl->layered ? "adding the layer" : "importing",
+                 b.rootless ? "the rootless" : "the system's");
+        _cleanup_free_ char *message = NULL, *containerfile = NULL, *file_arg = NULL;
         if (asprintf(&message, "lazaret image build %s", fl->name) < 0)
                 return oom();
-        char *imp[2 + 2 * ELEMENTSOF(fl->changes) + 4];
+        char *imp[2 + 2 * ELEMENTSOF(fl->changes) + 10];
         size_t n = 0;
         imp[n++] = b.podman;
-        imp[n++] = (char *) "import";
-        for (size_t i = 0; i < ELEMENTSOF(fl->changes) && fl->changes[i]; i++) {
-                imp[n++] = (char *) "--change";
-                imp[n++] = (char *) fl->changes[i];
+        if (fl->layered) {
+                /* FROM the base by its ID (never a registry's), the layer,
+                 * the instructions; no container runs. */
+                _cleanup_(strbuf_done) StrBuf cf = {};
+                strbuf_printf(&cf, "FROM sha256:%s\nADD rootfs.tar /\n", b.base_id);
+                for (size_t i = 0; i < ELEMENTSOF(fl->changes) && fl->changes[i]; i++)
+                        strbuf_printf(&cf, "%s\n", fl->changes[i]);
+                strbuf_printf(&cf, "LABEL io.lazaret.base=\"sha256:%s\"\n", b.base_id);
+                containerfile = path_join(context, "Containerfile");
+                if (cf.oom || !containerfile || asprintf(&file_arg, "--file=%s", containerfile) < 0)
+                        return oom();
+                _cleanup_close_ int cfd = open(context, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (cfd < 0 || (r = write_at(cfd, "Containerfile", strbuf_str(&cf), 0600)) < 0)
+                        return log_error_errno(cfd < 0 ? -errno : r, "cannot write %s: %s", containerfile,
+                                               strerror(cfd < 0 ? errno : -r)),
+                               EXIT_LAZARET;
+                imp[n++] = (char *) "build";
+                imp[n++] = (char *) "--pull=never";
+                imp[n++] = (char *) "--network=none";
+                imp[n++] = (char *) "--layers=false";
+                imp[n++] = (char *) "--force-rm"; /* its working container even on failure */
+                imp[n++] = (char *) "--quiet";
+                imp[n++] = file_arg;
+                imp[n++] = context;
+        } else {
+                imp[n++] = (char *) "import";
+                for (size_t i = 0; i < ELEMENTSOF(fl->changes) && fl->changes[i]; i++) {
+                        imp[n++] = (char *) "--change";
+                        imp[n++] = (char *) fl->changes[i];
+                }
+                imp[n++] = (char *) "--message";
+                imp[n++] = message;
+                imp[n++] = tar_path;
         }
-        imp[n++] = (char *) "--message";
-        imp[n++] = message;
-        imp[n++] = tar_path;
         imp[n] = NULL;
         _cleanup_(run_done) Run ri = {};
         r = run(imp, NULL, TIMEOUT_IMPORT_USEC, NULL, &ri);
@@ -1398,9 +1504,9 @@ static int build_flavour(const Flavour *fl, const char *ref) {
         }
         b.image_id = id_line ? parse_image_id(id_line) : NULL;
         if (run_failed(&ri))
-                return report_failure("podman import", &ri, "run 'lazaret doctor' and fix what it reports");
+                return report_failure(what, &ri, "run 'lazaret doctor' and fix what it reports");
         if (!b.image_id) {
-                log_error("podman import printed no image ID: run 'lazaret doctor' and fix what it reports");
+                log_error("%s printed no image ID: run 'lazaret doctor' and fix what it reports", what);
                 return EXIT_LAZARET;
         }
 
@@ -1458,7 +1564,8 @@ static int build_flavour(const Flavour *fl, const char *ref) {
 
         uint64_t secs = (mono_usec() - start + USEC_PER_SEC / 2) / USEC_PER_SEC;
         log_info("built %s in %" PRIu64 " s", ref, secs);
-        printf("image: %s\nid: sha256:%s\ndigest: %s\nlayers: %s\n", ref, id, digest, layers);
+        if (!quiet)
+                printf("image: %s\nid: sha256:%s\ndigest: %s\nlayers: %s\n", ref, id, digest, layers);
         return 0;
 }
 

@@ -11,11 +11,24 @@
  * runs no package's install scripts unless allowed by name: the agent's
  * own are (Claude Code's postinstall puts its native program in place;
  * without it the command is a stub), its dependencies' are not (issue 42). */
-#define NPM_AGENT(bin, package, what)                                                                                  \
+#define NPM_AGENT(bin, package, version, what)                                                                         \
         "command = [\"/bin/sh\", \"-c\", \"command -v " bin " >/dev/null 2>&1 || { echo 'lazaret: installing " what    \
-        " (npm install -g " package                                                                                    \
+        " (npm install -g " package "@" version                                                                        \
         "), once: it stays in /usr/local' >&2; npm install -g --no-audit --no-fund --no-update-notifier "              \
-        "--allow-scripts=" package " " package " >&2 || exit 1; }; exec " bin " \\\"$@\\\"\", \"" bin "\"]\n"
+        "--allow-scripts=" package " " package "@" version " >&2 || exit 1; }; exec " bin " \\\"$@\\\"\", \"" bin      \
+        "\"]\n"
+
+/* The agents' versions, pinned: a preset's names are checked against the
+ * https hosts that version's installed package names (tests/integration/
+ * test_presets.py, test_preset_installs_its_agent_once), so a new version
+ * is a change here, with that test run and its lists of hosts updated. An
+ * agent already installed in a profile's persistent /usr/local (or /opt)
+ * stays as it is: remove it there to get the new pin. */
+#define CLAUDE_VERSION   "2.1.332"
+#define CODEX_VERSION    "0.171.0"
+#define GEMINI_VERSION   "0.61.0"
+#define OPENCODE_VERSION "1.18.33"
+#define AIDER_VERSION    "0.86.2"
 
 /* Names every agent's tools reach: its git host (HTTPS and SSH). */
 #define GIT_HOSTS "\"github.com\", \"github.com:22\", \"codeload.github.com\""
@@ -26,7 +39,7 @@ const Preset presets[] = {
                 .agent = "Claude Code",
                 .image_flavour = "node",
                 .body = "image = \"" NODE_IMAGE "\"\n" NPM_AGENT(
-                        "claude", "@anthropic-ai/claude-code",
+                        "claude", "@anthropic-ai/claude-code", CLAUDE_VERSION,
                         "Claude Code") "persistent_dirs = [\"/usr/local\"]\n"
                                        "env = { ANTHROPIC_API_KEY = \"env?:ANTHROPIC_API_KEY\", CLAUDE_CONFIG_DIR = "
                                        "\"/root/.claude\" }\n"
@@ -48,7 +61,7 @@ const Preset presets[] = {
                 .agent = "Codex CLI",
                 .image_flavour = "node",
                 .body = "image = \"" NODE_IMAGE "\"\n" NPM_AGENT(
-                        "codex", "@openai/codex",
+                        "codex", "@openai/codex", CODEX_VERSION,
                         "Codex CLI") "persistent_dirs = [\"/usr/local\"]\n"
                                      "env = { OPENAI_API_KEY = \"env?:OPENAI_API_KEY\", CODEX_HOME = \"/root/.codex\" "
                                      "}\n"
@@ -64,10 +77,12 @@ const Preset presets[] = {
                 .body = "image = \"" DEBIAN_IMAGE "\"\n"
                         /* pip needs python3-venv, from Debian's mirror (plain HTTP, signed). */
                         "command = [\"/bin/sh\", \"-c\", \"command -v aider >/dev/null 2>&1 || { echo 'lazaret: "
-                        "installing Aider (python3-venv from Debian, aider-chat from PyPI), once: it stays in "
-                        "/opt and /usr' >&2; { python3 -c 'import ensurepip' 2>/dev/null || { apt-get update && "
+                        "installing Aider (python3-venv from Debian, aider-chat " AIDER_VERSION
+                        " from PyPI), once: it stays "
+                        "in /opt and /usr' >&2; { python3 -c 'import ensurepip' 2>/dev/null || { apt-get update && "
                         "apt-get install -y --no-install-recommends python3-venv; }; } && python3 -m venv "
-                        "/opt/aider && /opt/aider/bin/pip install aider-chat && ln -sf /opt/aider/bin/aider "
+                        "/opt/aider && /opt/aider/bin/pip install aider-chat==" AIDER_VERSION
+                        " && ln -sf /opt/aider/bin/aider "
                         "/usr/local/bin/aider; } >&2 || exit 1; exec aider \\\"$@\\\"\", \"aider\"]\n"
                         "persistent_dirs = [\"/usr\", \"/var\", \"/etc\", \"/opt\"]\n"
                         "env = { OPENAI_API_KEY = \"env?:OPENAI_API_KEY\", ANTHROPIC_API_KEY = "
@@ -82,7 +97,7 @@ const Preset presets[] = {
                 .agent = "Gemini CLI",
                 .image_flavour = "node",
                 .body = "image = \"" NODE_IMAGE "\"\n" NPM_AGENT(
-                        "gemini", "@google/gemini-cli",
+                        "gemini", "@google/gemini-cli", GEMINI_VERSION,
                         "Gemini CLI") "persistent_dirs = [\"/usr/local\"]\n"
                                       "env = { GEMINI_API_KEY = \"env?:GEMINI_API_KEY\", GOOGLE_API_KEY = "
                                       "\"env?:GOOGLE_API_KEY\" }\n"
@@ -98,7 +113,7 @@ const Preset presets[] = {
                 .agent = "opencode",
                 .image_flavour = "node",
                 .body = "image = \"" NODE_IMAGE "\"\n" NPM_AGENT(
-                        "opencode", "opencode-ai",
+                        "opencode", "opencode-ai", OPENCODE_VERSION,
                         "opencode") "persistent_dirs = [\"/usr/local\"]\n"
                                     "env = { ANTHROPIC_API_KEY = \"env?:ANTHROPIC_API_KEY\", OPENAI_API_KEY = "
                                     "\"env?:OPENAI_API_KEY\" }\n"

@@ -371,6 +371,28 @@ def test_debian_failure_removes_subordinate_id_files(store):
     assert image_ids(lz) == []
 
 
+def test_node_without_debian_builds_it_first(store):
+    """node is a layer on the debian image (issue 42): in a store without
+    one, node says so and builds it first (here a bootstrap that fails:
+    the whole build stops with its error and leaves nothing, neither
+    image nor temporary files)."""
+    lz = store
+    path = tool_dir(lz, fakes={"mmdebstrap": "#!/bin/sh\necho 'E: simulated bootstrap failure' >&2\nexit 1\n"})
+    r = lz.run("image", "build", "node", env={"PATH": path}, timeout=600)
+    assert r.returncode == 125, r.stdout + r.stderr
+    assert f"lazaret: node: {DEBIAN} is not built; building it first (lazaret image build debian)\n" in r.stderr, \
+        r.stderr
+    assert r.stderr.splitlines()[-1] == (
+        "lazaret: error: mmdebstrap failed (exit status 1): E: simulated bootstrap failure: check that "
+        "deb.debian.org is reachable and that 'lazaret doctor' passes (subordinate ids, newuidmap)")
+    for line in r.stderr.splitlines():
+        m = re.match(r"^lazaret: building \S+ \(\w+\) in (/\S+)$", line)
+        if m:
+            assert not os.path.lexists(m.group(1)), line
+    assert r.stdout == ""
+    assert image_ids(lz) == []
+
+
 @pytest.mark.skipif(not DEBIAN_ENABLED,
                     reason="the Debian image build (minutes, downloads from deb.debian.org) runs only "
                            "with LAZARET_TEST_DEBIAN=1 in the environment")
@@ -396,3 +418,33 @@ def test_debian_build(store):
                "grep -c bookworm-security /etc/apt/sources.list && echo ok")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1] == "ok"
+
+    # node after it is one layer on top of it (issue 42: it ran mmdebstrap
+    # again): debian's layers, then Node.js and npm, and no bootstrap.
+    r = podman(lz, "image", "inspect", "--format", "{{.Id}} {{range .RootFS.Layers}}{{.}} {{end}}", DEBIAN)
+    debian_id, *debian_layers = r.stdout.split()
+    t0 = time.monotonic()
+    r = lz.run("image", "build", "node", timeout=15 * 60)
+    took_node = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    out = parse(r.stdout)
+    assert out["image"].startswith("localhost/lazaret/node:"), r.stdout
+    assert out["layers"].split()[:-1] == debian_layers, (out["layers"], debian_layers)
+    assert len(out["layers"].split()) == len(debian_layers) + 1, out["layers"]
+    assert "lazaret: debian: " not in r.stderr and "building it first" not in r.stderr, r.stderr
+    assert f"lazaret: node: on {DEBIAN} (sha256:{debian_id[:12]})" in r.stderr, r.stderr
+    assert not os.path.lexists(build_dir(r.stderr))
+    r = podman(lz, "image", "inspect", "--format", '{{index .Labels "io.lazaret.base"}}|'
+               '{{index .Labels "io.lazaret.node"}}|{{json .Config.Cmd}}', out["image"])
+    base, node_label, cmd = r.stdout.strip().split("|")
+    assert base == f"sha256:{debian_id}" and cmd == '["/bin/bash","-l"]', r.stdout
+    assert re.fullmatch(r"[0-9.]+ npm [0-9.]+", node_label), node_label
+    r = podman(lz, "run", "--rm", *RUNSC, out["image"], "/bin/bash", "-c",
+               "node --version && npm --version && stat -c '%u:%g %a' /usr/local/bin/node "
+               "/usr/local/lib/node_modules/npm/package.json && git --version >/dev/null && echo ok")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split()
+    assert lines[-1] == "ok" and "v" + node_label.split()[0] == lines[0], r.stdout
+    assert r.stdout.splitlines()[2:4] == ["0:0 755", "0:0 644"], r.stdout
+    print(f"node build after debian took {took_node:.0f} s")
+    assert took_node < took, (took_node, took)
