@@ -687,10 +687,10 @@ def test_native_profile_needs_no_image_and_finds_setups_memory_cgroup(lz):
     runtime.memory_cgroup (nothing wrote that key), the command runs in a
     cgroup of its own there, status says the kernel holds the limit, and
     nothing warns. gVisor still needs the image: the same profile run with
-    --backend gvisor, and one that leaves backend out, are one clear error
-    each, and nothing starts."""
+    --backend gvisor (or made a Kubernetes pod), and one that leaves backend
+    out, are one clear error each, and nothing starts."""
     parent = memory_cgroup()  # a loud skip without setup's
-    d = Domain(lz, IMAGE, extra='backend = "native"\n')
+    d = Domain(lz, IMAGE, extra='backend = "native"\n', runsc_network="sandbox")
     text = open(d.cfg).read()
     assert f'image = "{IMAGE}"\n' in text and "memory_limit" not in text and "[runtime]" not in text
     lz.write("cfg.toml", text.replace(f'image = "{IMAGE}"\n', ""))
@@ -708,6 +708,10 @@ def test_native_profile_needs_no_image_and_finds_setups_memory_cgroup(lz):
         assert os.path.dirname(mem["cgroup"]) == parent, mem
     finally:
         end_cli(p)
+    r = d.run("kube")  # a pod runs an image too
+    assert r.returncode == 65 and r.stderr.splitlines() == [
+        "lazaret: error: profile shell names no image (it says backend = \"native\"), and a Kubernetes pod runs one: "
+        "add image = \"REGISTRY/NAME@sha256:...\" to [profiles.shell]"] and r.stdout == "", r.stdout + r.stderr
     marker = os.path.join(lz.work, "ran")
     r = d.run("run", "--backend", "gvisor", "--tui=none", "--", "/bin/touch", "/workspace/ran")
     errs = [x for x in r.stderr.splitlines() if "error" in x]
