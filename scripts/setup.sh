@@ -228,15 +228,16 @@ give_overlay() {
 
 # The native backend's memory_limit, enforced by the kernel: a directory of
 # the cgroup v1 memory hierarchy the user owns, where each sandbox gets a
-# cgroup of its own (runtime.memory_cgroup names it). cgroup v2 is not
-# supported yet; there, and without the hierarchy, the coordinator watches.
+# cgroup of its own. lazaret finds it by its name (lazaret-USER) when
+# runtime.memory_cgroup names none. cgroup v2 is not supported yet; there,
+# and without the hierarchy, a native profile needs memory_limit = 0.
 # The directory lives in memory: a reboot removes it, and this makes it
 # again.
 MEMCG=/sys/fs/cgroup/memory
 give_memory_cgroup() {
 	u=$1
 	if [ ! -f "$MEMCG/memory.limit_in_bytes" ]; then
-		say "no cgroup v1 memory hierarchy at $MEMCG: the native backend's memory_limit stays watched for $u"
+		say "no cgroup v1 memory hierarchy at $MEMCG: the native backend's memory_limit needs memory_limit = 0 for $u"
 		return 0
 	fi
 	d="$MEMCG/lazaret-$u"
@@ -246,7 +247,7 @@ give_memory_cgroup() {
 		$SUDO chown "$u:" "$d"
 		$SUDO chmod 0755 "$d"
 	fi
-	say "runtime.memory_cgroup = \"$d\" in $u's config gives the native backend's memory_limit to the kernel"
+	say "$d gives the native backend's memory_limit to the kernel for $u (lazaret finds it by itself)"
 }
 
 for u in $cgroup_users; do

@@ -964,8 +964,8 @@ static json_t *status_json(Coordinator *co) {
                                                    : "nothing: the measure has ended"));
         }
         json_t *st = json_pack(
-                "{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s, s:s}, s:o*, s:o*, s:o*, s:I, s:i, s:I, s:s}", "running", 1,
-                "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace", co->spec.workspace,
+                "{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s?, s:s}, s:o*, s:o*, s:o*, s:I, s:i, s:I, s:s}", "running",
+                1, "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace", co->spec.workspace,
                 "generation", (json_int_t) co->generation, "sandbox", "name", co->container_name, "id", co->sandbox.id,
                 "image", co->spec.image, "runsc_network", runsc_network_to_string(co->spec.runsc_network), "sessions",
                 sessions, "network", network, "workspace_guard", guard, "uptime_seconds",

@@ -1103,9 +1103,9 @@ int coordinator_main(int argc, char **argv) {
         }
         gen_decide(&co, co.generation, GENERATION_RUNNING);
         event_emit(co.events, "sandbox", "started", NULL,
-                   json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:I}", "profile", co.spec.profile, "image", co.spec.image,
-                             "container", co.container_name, "workspace", co.spec.workspace, "network_policy",
-                             co.spec.netpolicy, "worktree", co.worktree, "start_ms",
+                   json_pack("{s:s, s:s?, s:s, s:s, s:s, s:s?, s:I}", "profile", co.spec.profile, "image",
+                             co.spec.image, "container", co.container_name, "workspace", co.spec.workspace,
+                             "network_policy", co.spec.netpolicy, "worktree", co.worktree, "start_ms",
                              (json_int_t) ((now_usec() - co.started_usec) / 1000)));
         log_info("sandbox %s running (generation %" PRIu64 ", +%" PRIu64 " ms), listening on %s", co.container_name,
                  co.generation, (now_usec() - co.started_usec) / 1000, co.spec.socket_path);

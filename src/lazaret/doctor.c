@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "doctor.h"
 #include "native-probe.h"
 #include "exec-util.h"
@@ -494,6 +495,7 @@ struct DoctorContext {
         char *user_word; /* the user as a shell word for fix lines */
         char *search_path;
         char *runsc_configured; /* [runtime] runsc, or NULL */
+        char *memory_cgroup_configured; /* [runtime] memory_cgroup, or NULL */
         uint64_t timeout_usec;
 
         /* Probed once, shared by several checks. */
@@ -521,6 +523,7 @@ static DoctorContext *context_free(DoctorContext *c) {
         free(c->user_word);
         free(c->search_path);
         free(c->runsc_configured);
+        free(c->memory_cgroup_configured);
         free(c->podman_path);
         free(c->podman_error);
         doctor_podman_info_done(&c->podman_info);
@@ -670,6 +673,8 @@ static int context_new(const DoctorOptions *opts, const char *user, DoctorContex
         const char *search = opts && opts->path ? opts->path : getenv("PATH");
         c->search_path = strdup(search ? search : DEFAULT_SEARCH_PATH);
         if (opts && opts->runsc && !(c->runsc_configured = strdup(opts->runsc)))
+                return -ENOMEM;
+        if (opts && opts->memory_cgroup && !(c->memory_cgroup_configured = strdup(opts->memory_cgroup)))
                 return -ENOMEM;
         c->who = user ? strdup(user) : strdup_printf("uid %u", (unsigned) c->uid);
         if (user)
@@ -1402,7 +1407,6 @@ static long sysctl_long(const char *path) {
  * fix, Ubuntu's AppArmor restriction of them among the reasons; and what
  * holds memory_limit there. */
 static int check_native(DoctorContext *c, DoctorResult *r) {
-        (void) c;
         char why[1024] = "";
         NativeMode mode = _NATIVE_MODE_INVALID;
         int abi = 0;
@@ -1412,8 +1416,25 @@ static int check_native(DoctorContext *c, DoctorResult *r) {
                                           "kernel command line\nsudoedit /etc/default/grub && sudo update-grub && sudo "
                                           "reboot"),
                                    "backend = \"native\" cannot run here: %s", why);
-        const char *memory = "memory_limit needs runtime.memory_cgroup (scripts/setup.sh --memory-cgroup USER "
-                             "makes one) or memory_limit = 0";
+        /* What holds memory_limit: the configured cgroup, setup's for the
+         * user (found as a run finds it), or nothing, and why. */
+        _cleanup_free_ char *cg = NULL, *cg_why = NULL, *memory = NULL;
+        if (c->memory_cgroup_configured)
+                memory = strdup_printf("memory_limit: the kernel's, in a memory cgroup in %s (runtime.memory_cgroup)",
+                                       c->memory_cgroup_configured);
+        else {
+                int k = config_memory_cgroup_find(c->uid, c->user, &cg, &cg_why);
+                if (k < 0)
+                        return k;
+                memory = k > 0 ? strdup_printf("memory_limit: the kernel's, in a memory cgroup in %s (setup's, "
+                                               "found; runtime.memory_cgroup is not set)",
+                                               cg)
+                               : strdup_printf("memory_limit needs a memory cgroup, and runtime.memory_cgroup is not "
+                                               "set and %s; or memory_limit = 0 (no limit)",
+                                               cg_why);
+        }
+        if (!memory)
+                return -ENOMEM;
         if (mode == NATIVE_MODE_FULL)
                 return result_ok(r, "FULL: Landlock ABI %d, unprivileged user namespaces; %s", abi, memory);
         /* FS-ONLY: say which switch keeps user namespaces from us. */

@@ -45,6 +45,7 @@ typedef struct DoctorOptions {
         const char *path; /* where tools are looked up; NULL: $PATH, or a default when unset */
         const char *const *only; /* NULL-terminated check names to run (in table order); NULL: all */
         const char *runsc; /* the runsc to check ([runtime] runsc); NULL: the one on the path */
+        const char *memory_cgroup; /* [runtime] memory_cgroup; NULL: setup's for the user, looked for */
 } DoctorOptions;
 
 #define DOCTOR_TIMEOUT_USEC_DEFAULT (UINT64_C(30) * 1000000)

@@ -117,7 +117,7 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                                                       s->volumes[i].container, "read_only", s->volumes[i].read_only,
                                                       "relabel", relabel));
         }
-        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o*, s:o*, s:o*, s:s?, s:s, s:s, s:s, s:s?, s:s?, s:s, "
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s, s:o*, s:o*, s:o*, s:s?, s:s, s:s, s:s, s:s?, s:s?, s:s, "
                               "s:b, s:b, s:I, s:I}",
                               "domain_hash", s->domain_hash, "profile", s->profile, "workspace", s->workspace,
                               "domain_dir", s->domain_dir, "image", s->image, "runsc_network",
@@ -276,7 +276,7 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         if (r >= 0)
                 r = get_str(j, "domain_dir", &s.domain_dir);
         if (r >= 0)
-                r = get_str(j, "image", &s.image);
+                r = get_opt_str(j, "image", &s.image); /* none: native (checked below) */
         if (r >= 0)
                 r = get_strv(j, "command", &s.command);
         if (r >= 0)
@@ -367,7 +367,7 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         s.runsc_network = streq(net, "host") ? RUNSC_NETWORK_HOST : RUNSC_NETWORK_SANDBOX;
         s.backend = backend;
         /* Each backend's own programs. */
-        if (backend == BACKEND_NATIVE ? !s.native : !s.podman || !s.runsc) {
+        if (backend == BACKEND_NATIVE ? !s.native : !s.podman || !s.runsc || !s.image) {
                 launch_spec_done(&s);
                 return -EBADMSG;
         }
@@ -640,6 +640,14 @@ static int refuse_home_workspace(const Config *cfg, char **ret_error) {
         return 0;
 }
 
+/* Why the user has no memory cgroup (runtime.memory_cgroup unset, and
+ * none of setup's found), naming the fix. */
+static const char *memory_cgroup_why(const Config *cfg) {
+        return cfg->memory_cgroup_why ? cfg->memory_cgroup_why
+                                      : "no memory cgroup was found for you (sudo scripts/setup.sh --memory-cgroup "
+                                        "USER makes one)";
+}
+
 /* The native backend (issue 21): what it cannot provide fails closed here,
  * before anything starts, naming what is missing and the way out; never a
  * silent fallback to something weaker. lazaret-native's own --check proves
@@ -712,10 +720,9 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, bool from
                         return fail(ret_error,
                                     "%s cannot hold memory_limit = %" PRIu64
                                     " MiB here: only a memory cgroup enforces it on the host's kernel, and "
-                                    "runtime.memory_cgroup is not set: set it (scripts/setup.sh --memory-cgroup "
-                                    "USER makes one), set memory_limit = 0 in [profiles.%s] to run with no memory "
-                                    "limit, or use backend = \"gvisor\"",
-                                    who, p->memory_limit_mib, p->name);
+                                    "runtime.memory_cgroup is not set and %s; or set memory_limit = 0 in "
+                                    "[profiles.%s] to run with no memory limit, or use backend = \"gvisor\"",
+                                    who, p->memory_limit_mib, memory_cgroup_why(cfg), p->name);
                 return 0;
         }
         s->native_fs_only = true;
@@ -754,10 +761,10 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, bool from
         if (!cfg->memory_cgroup)
                 return fail(ret_error,
                             "%s runs %.*s here: without a PID namespace "
-                            "only a memory cgroup holds memory_limit and ends every process the sandbox leaves; set "
-                            "runtime.memory_cgroup (scripts/setup.sh --memory-cgroup USER makes one), allow "
-                            "unprivileged user namespaces, or use backend = \"gvisor\"",
-                            who, l, out);
+                            "only a memory cgroup holds memory_limit and ends every process the sandbox leaves, "
+                            "and runtime.memory_cgroup is not set and %s; or allow unprivileged user namespaces, or "
+                            "use backend = \"gvisor\"",
+                            who, l, out, memory_cgroup_why(cfg));
         return 0;
 }
 
@@ -771,6 +778,14 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                 search = DEFAULT_SEARCH_PATH;
         s.backend = backend >= 0 ? backend : p->backend;
         bool native = s.backend == BACKEND_NATIVE;
+        /* Only a profile that says backend = "native" may name no image
+         * (config validation); gVisor asked for by the flag runs one. */
+        if (!native && !p->image)
+                return fail(ret_error,
+                            "--backend gvisor runs an image, and profile '%s' names none (it says backend = "
+                            "\"native\"): add image = \"localhost/lazaret/debian:bookworm\" to [profiles.%s] "
+                            "(lazaret image build debian makes it), or run it without --backend gvisor",
+                            p->name, p->name);
 
         /* The native backend needs neither (status and stop still use
          * Podman for what an earlier gVisor generation left, when it is
@@ -844,10 +859,10 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
         if (cfg->agent && !(s.agent = strdup(cfg->agent)))
                 return -ENOMEM;
         s.domain_dir = strdup(p->domain_dir);
-        s.image = strdup(p->image);
+        s.image = p->image ? strdup(p->image) : NULL; /* none: native, checked above */
         s.command = strv_copy(p->command, p->n_command);
         s.env_names = calloc(p->n_env + 1, sizeof(char *));
-        if (!s.domain_hash || !s.profile || !s.domain_dir || !s.image || !s.command || !s.env_names)
+        if (!s.domain_hash || !s.profile || !s.domain_dir || (p->image && !s.image) || !s.command || !s.env_names)
                 return -ENOMEM;
         for (size_t i = 0; i < p->n_env; i++)
                 if (!(s.env_names[i] = strdup(p->env[i].name)))

@@ -25,7 +25,7 @@ typedef struct LaunchSpec {
         char *profile;
         char *workspace; /* canonical host directory, mounted at /workspace */
         char *domain_dir; /* Domain Root */
-        char *image; /* gVisor backend only */
+        char *image; /* gVisor backend only; NULL for a native profile that names none */
         RunscNetwork runsc_network;
         /* The boundary (issue 21). The native backend runs lazaret-native
          * (its path in native) instead of Podman and runsc, which it does

@@ -104,6 +104,8 @@ int verb_doctor(int argc, char **argv, const Globals *g) {
 
         /* The configuration plays no part in the host checks but one: the
          * runsc checked is [runtime] runsc when a configuration names it
+         * (and the memory cgroup the native backend uses, [runtime]
+         * memory_cgroup)
          * (one that does not load is left to 'lazaret config check'). */
         _cleanup_(config_freep) Config *cfg = NULL;
         ConfigDiags diags = {};
@@ -111,8 +113,11 @@ int verb_doctor(int argc, char **argv, const Globals *g) {
                                  .agent = g->agent,
                                  .workspace = g->workspace,
                                  .ignore_widening_workspace = true };
-        if (config_load(&lo, &cfg, &diags) == 0 && cfg->runsc)
+        if (config_load(&lo, &cfg, &diags) == 0) {
                 opts.runsc = cfg->runsc;
+                if (!cfg->memory_cgroup_found)
+                        opts.memory_cgroup = cfg->memory_cgroup;
+        }
         config_diags_done(&diags);
 
         optind = 0; /* glibc: reinitialise, argv[0] is the verb */

@@ -70,6 +70,13 @@ static int image_facts_of(const char *what, const char *ref, const char *fix, ch
 
 static int image_facts(const ConfigProfile *p, char **ret_image, char **ret_user) {
         _cleanup_free_ char *what = NULL, *fix = NULL;
+        /* A native profile may name none; a pod runs one (gVisor). */
+        if (!p->image) {
+                log_error("profile %s names no image (it says backend = \"native\"), and a Kubernetes pod runs one: "
+                          "add image = \"REGISTRY/NAME@sha256:...\" to [profiles.%s]",
+                          p->name, p->name);
+                return EXIT_CONFIG;
+        }
         if (asprintf(&what, "profile %s: the image %s", p->name, p->image) < 0 ||
             asprintf(&fix, "pull it (podman pull %s) or pin it in the profile (%s@sha256:...)", p->image, p->image) < 0)
                 return EXIT_LAZARET;

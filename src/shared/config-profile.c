@@ -943,8 +943,15 @@ int config_validate_profile(Validator *v, const ConfigNode *t) {
                                            "MiB the sandbox may write to its own root file system");
         }
 
+        /* The image is what gVisor runs: a profile that says backend =
+         * "native" runs the host's own programs and needs none (issue 42;
+         * run with --backend gvisor, the launch refuses it, naming the
+         * key). The backend key itself is checked below. */
         _cleanup_free_ char *n_image = config_key_path(pname, "image");
-        const ConfigNode *n = config_want_child(v, t, "image", n_image ?: "image", NULL, t->key_pos);
+        const ConfigNode *nb = config_node_get(t, "backend");
+        bool native = nb && nb->value->type == TOML_STRING && backend_from_string(nb->value->str.s) == BACKEND_NATIVE;
+        const ConfigNode *n = native ? config_node_get(t, "image")
+                                     : config_want_child(v, t, "image", n_image ?: "image", NULL, t->key_pos);
         if (n && config_string_ok(v, n, n_image ?: "image")) {
                 bool pinned = false;
                 const char *why = image_problem(n->value->str.s, &pinned);

@@ -776,9 +776,66 @@ static void validate_memory_cgroup(Validator *v, const ConfigNode *t) {
         v->c->memory_cgroup = TAKE_PTR(path);
 }
 
+int config_memory_cgroup_find(uid_t uid, const char *user, char **ret_path, char **ret_why) {
+        const char *root = CONFIG_MEMORY_CGROUP_ROOT;
+        _cleanup_free_ char *name = NULL, *path = NULL, *limit = NULL, *fix = NULL;
+        struct statfs sf;
+        struct stat st;
+
+        *ret_path = NULL;
+        *ret_why = NULL;
+        if (user && asprintf(&name, "lazaret-%s", user) < 0)
+                return -ENOMEM;
+        if (!user && asprintf(&name, "lazaret-%u", (unsigned) uid) < 0)
+                return -ENOMEM;
+        path = path_join(root, name);
+        if (!path || asprintf(&fix, "sudo scripts/setup.sh --memory-cgroup %s", user ? user : "USER") < 0)
+                return -ENOMEM;
+        limit = path_join(root, "memory.limit_in_bytes");
+        if (!limit)
+                return -ENOMEM;
+        int r, e = lstat(path, &st) < 0 ? errno : 0;
+        if (statfs(root, &sf) < 0 || sf.f_type != CGROUP_SUPER_MAGIC || access(limit, F_OK) < 0)
+                r = asprintf(ret_why,
+                             "this host has no cgroup v1 memory hierarchy at %s (cgroup v2 is not supported yet)",
+                             root);
+        else if (e == ENOENT)
+                r = asprintf(ret_why, "there is no %s (%s makes it; a reboot removes it)", path, fix);
+        else if (e != 0)
+                r = asprintf(ret_why, "cannot look at %s: %s", path, strerror(e));
+        else if (!S_ISDIR(st.st_mode))
+                r = asprintf(ret_why, "%s is no directory", path);
+        else if (st.st_uid != uid)
+                r = asprintf(ret_why, "%s is not yours (its owner is uid %u): %s gives it to you", path,
+                             (unsigned) st.st_uid, fix);
+        else if (statfs(path, &sf) < 0 || sf.f_type != CGROUP_SUPER_MAGIC)
+                r = asprintf(ret_why, "%s is not in the cgroup file system", path);
+        else if (access(path, W_OK | X_OK) < 0)
+                r = asprintf(ret_why, "you may not make cgroups in %s (%s): %s gives it to you", path, strerror(errno),
+                             fix);
+        else {
+                *ret_path = TAKE_PTR(path);
+                return 1;
+        }
+        return r < 0 ? -ENOMEM : 0;
+}
+
+/* runtime.memory_cgroup unset: the directory scripts/setup.sh gives the
+ * user is used where it is there (issue 42: setup made it and nothing
+ * named it); why not is kept for the messages that need one. */
+static void find_memory_cgroup(Validator *v) {
+        const struct passwd *pw = getpwuid(getuid());
+        int r = config_memory_cgroup_find(getuid(), pw ? pw->pw_name : NULL, &v->c->memory_cgroup,
+                                          &v->c->memory_cgroup_why);
+        if (r > 0)
+                v->c->memory_cgroup_found = true;
+}
+
 /* [runtime] (optional): runsc, an executable file named by an absolute
  * path (a leading ~ expanded); memory_cgroup. */
 static void validate_runtime(Validator *v, const ConfigNode *t) {
+        if (!t || !config_node_get(t, "memory_cgroup"))
+                find_memory_cgroup(v);
         if (!t || !config_want_type(v, t, "runtime", TOML_TABLE))
                 return;
         config_check_unknown(v, t, "[runtime]", "runtime");
@@ -1044,6 +1101,7 @@ Config *config_free(Config *c) {
         free(c->socket_dir);
         free(c->runsc);
         free(c->memory_cgroup);
+        free(c->memory_cgroup_why);
         free(c->agent);
         strv_free_n(c->auto_approve, c->n_auto_approve);
         for (size_t i = 0; i < c->n_auto_rules; i++)

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "autoapprove.h"
 #include "config-authority.h"
@@ -171,7 +172,7 @@ typedef struct ConfigProfile {
         uint64_t memory_limit_mib; /* 0: no limit (memory_limit = 0) */
         uint64_t cpu_limit; /* 0: every CPU */
         uint64_t disk_limit_mib; /* the container's root file system */
-        char *image;
+        char *image; /* NULL only with backend = "native", which runs none */
         ConfigWhere image_where;
         char **persistent_dirs;
         size_t n_persistent_dirs;
@@ -267,7 +268,10 @@ typedef struct Config {
         char *socket_dir; /* expanded and canonicalized */
         char *runsc; /* runtime.runsc, expanded and canonicalized; NULL: the runsc on PATH */
         char *agent; /* --agent NAME: its own Domain and branch on this workspace and profile; NULL: none */
-        char *memory_cgroup; /* runtime.memory_cgroup (cgroup v1 memory, writable); NULL: memory_limit watched */
+        char *memory_cgroup; /* runtime.memory_cgroup (cgroup v1 memory, writable), or the one setup gives
+                              * the user (memory_cgroup_found); NULL: none */
+        bool memory_cgroup_found; /* not configured: CONFIG_MEMORY_CGROUP_ROOT/lazaret-USER, found */
+        char *memory_cgroup_why; /* neither: why none was found, naming the fix */
         char **auto_approve; /* as written */
         size_t n_auto_approve;
         AutoApproveRule *auto_rules; /* parsed: programs resolved in AUTOAPPROVE_SEARCH_PATH */
@@ -334,6 +338,14 @@ int config_user_path(char **ret);
 
 /* Home directory: $HOME when set and absolute, else the passwd entry. */
 int config_home(char **ret);
+
+/* The memory cgroup scripts/setup.sh gives a user, which runtime.memory_cgroup
+ * left unset stands for: CONFIG_MEMORY_CGROUP_ROOT/lazaret-USER (user NULL:
+ * the uid), when it is a directory of the cgroup v1 memory hierarchy that
+ * uid owns and may make cgroups in. Returns 1 and its path, 0 and why not
+ * (a sentence naming the fix), or -ENOMEM. */
+#define CONFIG_MEMORY_CGROUP_ROOT "/sys/fs/cgroup/memory"
+int config_memory_cgroup_find(uid_t uid, const char *user, char **ret_path, char **ret_why);
 
 /* Resolve --workspace (NULL: the current directory) to a canonical directory. */
 int config_workspace(const char *arg, char **ret);
