@@ -466,6 +466,38 @@ static void on_request(Conn *c, uint32_t events) {
 
 /* ---- RESOLVING ---- */
 
+static void on_addrinfo(void *arg, int status, int timeouts, struct ares_addrinfo *res) {
+        (void) timeouts;
+        Lookup *l = arg;
+        if (l->conn) {
+                l->conn->lookup = NULL;
+                conn_resolved(l->conn, status, res);
+        }
+        if (res)
+                ares_freeaddrinfo(res);
+        free(l);
+}
+
+int broker_resolve(Broker *b, Conn *c) {
+        Lookup *l = calloc(1, sizeof(Lookup));
+        if (!l)
+                return -ENOMEM;
+        l->conn = c;
+        c->lookup = l;
+        /* The trailing dot: the name as it is, never a search domain. */
+        char q[DOMAIN_NAME_MAX + 2];
+        snprintf(q, sizeof(q), "%s.", c->name);
+        struct ares_addrinfo_hints h = {
+                .ai_flags = ARES_AI_NOSORT,
+                .ai_family = b->cfg.policy.enabled[NET_IPV6] ? AF_UNSPEC : AF_INET,
+                .ai_socktype = SOCK_STREAM,
+                .ai_protocol = IPPROTO_TCP,
+        };
+        /* May call back at once. */
+        ares_getaddrinfo(b->ares, q, NULL, &h, on_addrinfo, l);
+        return 0;
+}
+
 static void addrinfo_to_netaddr(const struct ares_addrinfo_node *n, NetAddr *ret) {
         *ret = (NetAddr){ .family = n->ai_family };
         if (n->ai_family == AF_INET)

@@ -2,9 +2,12 @@
 #pragma once
 
 /* lazaret-broker's parts (issue 18): the configuration (broker-config.c),
- * the event loop, the events record and the DNS glue (broker.c), one
- * client connection's life (broker-conn.c). One process per Domain, one
- * thread, one epoll loop. */
+ * the event loop and c-ares' sockets in it (broker.c), the loop's services
+ * (epoll watches, deadlines, the events record, the log, the host's
+ * addresses: broker-loop.c), one client connection's life with its DNS
+ * lookup (broker-conn.c). broker.c calls broker-conn.c, both call
+ * broker-loop.c, never the other way. One process per Domain, one thread,
+ * one epoll loop. */
 
 #include <ares.h>
 #include <stdbool.h>
@@ -146,22 +149,25 @@ struct Broker {
         bool quit;
 };
 
-usec_t now_usec(void);
+/* The loop's services for connections (broker-loop.c): broker.c and
+ * broker-conn.c use them, they call neither. */
+#define LOG_BURST 20.0 /* refusal lines at once */
+#define LOG_RATE  1.0 /* refusal lines per second after the burst */
 
-/* The loop's services for connections (broker.c). */
+usec_t now_usec(void);
 int broker_watch(Broker *b, Watch *w, uint32_t events);
 void broker_unwatch(Broker *b, Watch *w);
 void broker_deadline(Broker *b, usec_t when);
 /* The host's own addresses, at most a second old. */
 void broker_host_addresses(Broker *b, const NetAddr **ret, size_t *ret_n);
-/* Start the lookup of c->name; the answer comes to conn_resolved(). */
-int broker_resolve(Broker *b, Conn *c);
 /* One JSON line to the events pipe (dropped and counted when full). */
 void broker_event(Broker *b, const Conn *c, const char *verdict, const char *reason, const char *message);
 /* An info line, rate-limited (a flood of refusals must not fill the log). */
 void broker_log_refusal(Broker *b, const char *fmt, ...) _printf_(2, 3);
 
-/* A connection's life (broker-conn.c). */
+/* A connection's life (broker-conn.c); broker.c's loop calls these. */
+/* Start the lookup of c->name; the answer comes to conn_resolved(). */
+int broker_resolve(Broker *b, Conn *c);
 void conn_accept(Broker *b, int fd);
 void conn_refuse_limit(Broker *b, int fd);
 void conn_handle(Conn *c, Watch *w, uint32_t events);

@@ -3,7 +3,8 @@
 
 /* lazaret up (issue 22): what the foreground group (verb-up.c) and the
  * detached one (up-group.c: --detach, --attach, lazaret attach, lazaret
- * down) share. */
+ * down) share, which up.c holds; up_group() is up-group.c's. verb-up.c
+ * calls up-group.c, both call up.c, never the other way. */
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -65,6 +66,10 @@ char *up_summary_markdown(const char *manifest, json_t *agents);
 /* The table as aligned plain columns for a terminal, strings made inert,
  * each unreadable record's reason below it (caller frees; NULL on OOM). */
 char *up_summary_text(const char *manifest, json_t *agents);
+
+/* The files of --report DIR (up.c writes them; up refuses a DIR that
+ * holds any of them already). */
+extern const char *const up_report_names[5];
 
 /* --detach / --attach NAME: the group in the background (up-group.c).
  * Returns the exit status. */

@@ -3,8 +3,10 @@
 
 /* What config.c (loading, merging, the top-level sections, the public
  * calls) and config-profile.c (a profile's sections: network, image,
- * volumes, env, command) share: the Validator and its helpers. Nothing
- * else includes it. */
+ * volumes, env, command) share: the Validator and its helpers
+ * (config-node.c, config-validator.c). Nothing else includes it. The
+ * files call downwards only: config.c -> config-profile.c ->
+ * config-validator.c -> config-authority.c -> config-node.c. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <openssl/evp.h>
@@ -48,9 +50,9 @@ typedef struct Validator {
         bool net_bad; /* some network input was invalid: no policy compiled */
 } Validator;
 
-/* ---- the validator's helpers (config.c) --------------------------------- */
+/* ---- the validator's helpers ------------------------------------------- */
 
-/* An error or a warning at file:pos, for the user. */
+/* config-node.c: an error or a warning at file:pos, for the user. */
 _printf_(5, 6) void config_diag_add(ConfigDiags *d, const char *file, TomlPos pos, bool warning, const char *fmt, ...);
 #define ERR(d, file, pos, ...)  config_diag_add((d), (file), (pos), false, __VA_ARGS__)
 #define WARN(d, file, pos, ...) config_diag_add((d), (file), (pos), true, __VA_ARGS__)
@@ -61,6 +63,8 @@ _printf_(5, 6) void config_diag_add(ConfigDiags *d, const char *file, TomlPos po
  * ("/" for none); NULL on OOM. */
 char *config_path_squash(const char *p);
 bool config_env_name_valid(const char *s);
+
+/* config-validator.c */
 ConfigWhere config_where_of(const ConfigNode *n);
 void config_check_unknown(Validator *v, const ConfigNode *n, const char *what, const char *parent);
 bool config_want_type(Validator *v, const ConfigNode *n, const char *name, TomlType t);

@@ -1,168 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+/* The configuration (config.h): the user's paths, loading and merging the
+ * files, validating the top-level sections, and the public calls. Its
+ * parts are listed in config-internal.h. */
 #include <linux/magic.h>
 #include <sys/statfs.h>
 
 #include "config-internal.h"
 #include "presets.h"
-
-/* ---- diagnostics -------------------------------------------------------- */
-
-void config_diag_add(ConfigDiags *d, const char *file, TomlPos pos, bool warning, const char *fmt, ...) {
-        StrBuf b = STRBUF_INIT;
-        va_list ap;
-        va_start(ap, fmt);
-        strbuf_vprintf(&b, fmt, ap);
-        va_end(ap);
-
-        ConfigDiag *n = realloc(d->items, (d->n + 1) * sizeof(ConfigDiag));
-        char *msg = strbuf_steal(&b);
-        char *f = file ? strdup(file) : NULL;
-        if (!n || !msg || (file && !f)) {
-                /* Out of memory while reporting: keep what we have; the
-                 * caller still sees an error count through the earlier ones
-                 * or through its own -ENOMEM. */
-                if (n)
-                        d->items = n;
-                free(msg);
-                free(f);
-                return;
-        }
-        d->items = n;
-        d->items[d->n++] = (ConfigDiag){ .file = f, .pos = pos, .warning = warning, .message = msg };
-}
-
-void config_diags_done(ConfigDiags *d) {
-        for (size_t i = 0; i < d->n; i++) {
-                free(d->items[i].file);
-                free(d->items[i].message);
-        }
-        free(d->items);
-        d->items = NULL;
-        d->n = 0;
-}
-
-size_t config_diags_errors(const ConfigDiags *d) {
-        size_t n = 0;
-        for (size_t i = 0; i < d->n; i++)
-                n += !d->items[i].warning;
-        return n;
-}
-
-void config_diags_print(const ConfigDiags *d, FILE *f) {
-        for (size_t i = 0; i < d->n; i++) {
-                const ConfigDiag *x = &d->items[i];
-                /* Positioned messages follow the compiler convention; the
-                 * others look like every other lazaret message. */
-                if (x->file)
-                        fprintf(f, "%s:%u:%u: %s%s\n", x->file, x->pos.line, x->pos.col, x->warning ? "warning: " : "",
-                                x->message);
-                else
-                        fprintf(f, "lazaret: %s%s\n", x->warning ? "warning: " : "error: ", x->message);
-        }
-}
-
-/* Quote text from a configuration for a message: printable ASCII as is,
- * everything else escaped, so a file cannot put terminal escapes into our
- * output; long text is cut. */
-static void put_quoted(StrBuf *b, const char *s, size_t n) {
-        const size_t max = 64;
-        strbuf_putc(b, '\'');
-        for (size_t i = 0; i < n && i < max; i++) {
-                unsigned char c = (unsigned char) s[i];
-                if (c == '\'' || c == '\\')
-                        strbuf_printf(b, "\\%c", c);
-                else if (c >= 0x20 && c < 0x7f)
-                        strbuf_putc(b, (char) c);
-                else
-                        strbuf_printf(b, "\\x%02x", c);
-        }
-        if (n > max)
-                strbuf_puts(b, "...");
-        strbuf_putc(b, '\'');
-}
-
-/* A string usable in messages; freed by the caller. NULL only on OOM, which
- * is then shown as "?". */
-char *config_quoted(const char *s, size_t n) {
-        StrBuf b = STRBUF_INIT;
-        put_quoted(&b, s, n);
-        return strbuf_steal(&b);
-}
-
-static bool key_is_bare(const char *k) {
-        if (!*k)
-                return false;
-        for (; *k; k++)
-                if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || (*k >= '0' && *k <= '9') || *k == '_' ||
-                      *k == '-'))
-                        return false;
-        return true;
-}
-
-char *config_key_path(const char *parent, const char *key) {
-        StrBuf b = STRBUF_INIT;
-        if (parent && *parent) {
-                strbuf_puts(&b, parent);
-                strbuf_putc(&b, '.');
-        }
-        if (key_is_bare(key))
-                strbuf_puts(&b, key);
-        else {
-                /* Render as a TOML basic string; escaping keeps it one line. */
-                strbuf_putc(&b, '"');
-                for (const char *k = key; *k; k++) {
-                        unsigned char c = (unsigned char) *k;
-                        if (c == '"' || c == '\\')
-                                strbuf_printf(&b, "\\%c", c);
-                        else if (c < 0x20 || c == 0x7f)
-                                strbuf_printf(&b, "\\u%04x", c);
-                        else
-                                strbuf_putc(&b, (char) c);
-                }
-                strbuf_putc(&b, '"');
-        }
-        return strbuf_steal(&b);
-}
-
-/* ---- small helpers ------------------------------------------------------ */
-
-void strv_free_n(char **v, size_t n) {
-        if (!v)
-                return;
-        for (size_t i = 0; i < n; i++)
-                free(v[i]);
-        free(v);
-}
-
-bool config_env_name_valid(const char *s) {
-        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
-                return false;
-        for (s++; *s; s++)
-                if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
-                        return false;
-        return true;
-}
-
-int config_domain_hash(const char *profile, const char *workspace, const char *agent, char ret[13]) {
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int mdlen = 0;
-        StrBuf b = STRBUF_INIT;
-        strbuf_printf(&b, "%s:%s", profile, workspace);
-        if (agent)
-                strbuf_printf(&b, ":agent=%s", agent);
-        _cleanup_free_ char *s = strbuf_steal(&b);
-        if (!s)
-                return -ENOMEM;
-        if (EVP_Digest(s, strlen(s), md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen < 6)
-                return -EIO;
-        static const char hex[] = "0123456789abcdef";
-        for (unsigned i = 0; i < 6; i++) {
-                ret[2 * i] = hex[md[i] >> 4];
-                ret[2 * i + 1] = hex[md[i] & 15];
-        }
-        ret[12] = '\0';
-        return 0;
-}
 
 int config_home(char **ret) {
         const char *h = getenv("HOME");
@@ -224,70 +68,6 @@ int config_workspace(const char *arg, char **ret) {
         return 0;
 }
 
-char *config_path_squash(const char *p) {
-        StrBuf b = STRBUF_INIT;
-        while (*p) {
-                size_t n = strcspn(p, "/");
-                if (n > 0 && !(n == 1 && p[0] == '.')) {
-                        strbuf_putc(&b, '/');
-                        strbuf_putn(&b, p, n);
-                }
-                p += n;
-                while (*p == '/')
-                        p++;
-        }
-        if (b.len == 0)
-                strbuf_putc(&b, '/');
-        return strbuf_steal(&b);
-}
-
-/* Canonicalize a path that need not exist yet: the longest existing prefix
- * is resolved with realpath(3) (all symlinks), the rest is appended as is.
- * The caller has already refused ".." segments, so the remainder cannot climb
- * back out of the resolved prefix. */
-static int canonicalize_partial(const char *path, char **ret) {
-        _cleanup_free_ char *head = strdup(path);
-        if (!head)
-                return -ENOMEM;
-        size_t len = strlen(head);
-        for (;;) {
-                char *r = realpath(head, NULL);
-                if (r) {
-                        const char *rest = path + len;
-                        while (*rest == '/')
-                                rest++;
-                        if (!*rest) {
-                                *ret = r;
-                                return 0;
-                        }
-                        char *j = path_join(r, rest);
-                        free(r);
-                        if (!j)
-                                return -ENOMEM;
-                        /* Drop "." segments and doubled slashes of the tail. */
-                        char *sq = config_path_squash(j);
-                        free(j);
-                        if (!sq)
-                                return -ENOMEM;
-                        *ret = sq;
-                        return 0;
-                }
-                if (errno != ENOENT)
-                        return negative_errno();
-                /* Cut the last segment and try its parent. */
-                while (len > 1 && head[len - 1] == '/')
-                        len--;
-                while (len > 1 && head[len - 1] != '/')
-                        len--;
-                if (len <= 1) {
-                        head[0] = '/';
-                        head[1] = '\0';
-                        len = 1;
-                } else
-                        head[--len] = '\0';
-        }
-}
-
 /* ---- loading and merging ----------------------------------------------- */
 
 static void node_done(ConfigNode *n) {
@@ -296,15 +76,6 @@ static void node_done(ConfigNode *n) {
         free(n->children);
         n->children = NULL;
         n->n_children = 0;
-}
-
-const ConfigNode *config_node_get(const ConfigNode *n, const char *key) {
-        if (!n)
-                return NULL;
-        for (size_t i = 0; i < n->n_children; i++)
-                if (streq(n->children[i].key, key))
-                        return &n->children[i];
-        return NULL;
 }
 
 typedef struct MergePath {
@@ -578,145 +349,6 @@ static int add_presets(Config *c, ConfigDiags *d) {
 
 /* ---- validation --------------------------------------------------------- */
 
-ConfigWhere config_where_of(const ConfigNode *n) {
-        return (ConfigWhere){ .file = n->src->path, .pos = n->value->pos };
-}
-
-/* Report keys of table n that the schema (config_key_rules) does not have
- * below the rule path parent. */
-void config_check_unknown(Validator *v, const ConfigNode *n, const char *what, const char *parent) {
-        const char *known[32];
-        config_key_children(parent, known, ELEMENTSOF(known));
-        for (size_t i = 0; i < n->n_children; i++) {
-                const ConfigNode *k = &n->children[i];
-                bool ok = false;
-                for (const char *const *q = known; *q; q++)
-                        ok = ok || streq(*q, k->key);
-                if (ok)
-                        continue;
-                StrBuf list = STRBUF_INIT;
-                for (const char *const *q = known; *q; q++)
-                        strbuf_printf(&list, "%s%s", q == known ? "" : ", ", *q);
-                _cleanup_free_ char *kq = config_quoted(k->key, strlen(k->key));
-                KEY_ERR(v, k, "unknown key %s in %s (known: %s)", kq ?: "?", what, strbuf_str(&list));
-                strbuf_done(&list);
-        }
-}
-
-bool config_want_type(Validator *v, const ConfigNode *n, const char *name, TomlType t) {
-        if (n->value->type == t)
-                return true;
-        NODE_ERR(v, n, "%s must be %s, not %s", name, toml_type_with_article(t),
-                 toml_type_with_article(n->value->type));
-        return false;
-}
-
-/* A required child of table t (which may itself be missing: then "where" is
- * the best position we have). */
-const ConfigNode *config_want_child(Validator *v, const ConfigNode *t, const char *key, const char *name,
-                                    const char *file, TomlPos pos) {
-        const ConfigNode *n = config_node_get(t, key);
-        if (!n) {
-                if (t && t->src)
-                        ERR(v->d, t->src->path, t->key_pos, "%s is required", name);
-                else
-                        ERR(v->d, file, pos, "%s is required", name);
-        }
-        return n;
-}
-
-bool config_string_ok(Validator *v, const ConfigNode *n, const char *name) {
-        if (!config_want_type(v, n, name, TOML_STRING))
-                return false;
-        if (strlen(n->value->str.s) != n->value->str.len) {
-                NODE_ERR(v, n, "%s must not contain a NUL character", name);
-                return false;
-        }
-        if (n->value->str.len == 0) {
-                NODE_ERR(v, n, "%s must not be empty", name);
-                return false;
-        }
-        return true;
-}
-
-/* Validate an array of non-empty strings; returns a copy (or NULL with
- * *ok=false). */
-char **config_string_list_max(Validator *v, const ConfigNode *n, const char *name, size_t max, size_t *ret_n,
-                              bool *ok) {
-        *ret_n = 0;
-        if (!config_want_type(v, n, name, TOML_ARRAY)) {
-                *ok = false;
-                return NULL;
-        }
-        size_t cnt = n->value->array.n;
-        if (cnt > max) {
-                NODE_ERR(v, n, "%s has %zu entries; at most %zu are allowed", name, cnt, max);
-                *ok = false;
-                return NULL;
-        }
-        char **out = calloc(cnt + 1, sizeof(char *));
-        if (!out) {
-                *ok = false;
-                return NULL;
-        }
-        size_t k = 0;
-        for (size_t i = 0; i < cnt; i++) {
-                const TomlValue *e = n->value->array.items[i];
-                if (e->type != TOML_STRING) {
-                        ERR(v->d, n->src->path, e->pos, "%s[%zu] must be a string, not %s", name, i,
-                            toml_type_with_article(e->type));
-                        *ok = false;
-                        continue;
-                }
-                if (e->str.len == 0 || strlen(e->str.s) != e->str.len) {
-                        ERR(v->d, n->src->path, e->pos, "%s[%zu] must be a non-empty string without NUL characters",
-                            name, i);
-                        *ok = false;
-                        continue;
-                }
-                out[k] = strdup(e->str.s);
-                if (!out[k]) {
-                        *ok = false;
-                        break;
-                }
-                k++;
-        }
-        *ret_n = k;
-        return out;
-}
-
-/* Expand, check for "..", require absolute, canonicalize. */
-int config_host_path(Validator *v, const char *file, TomlPos pos, const char *name, const char *raw,
-                     const ExpandContext *ctx, char **ret) {
-        _cleanup_free_ char *exp = NULL, *why = NULL, *q = NULL;
-        int r = expand_string(raw, ctx, &exp, &why);
-        if (r == -ENOMEM)
-                return r;
-        if (r < 0) {
-                ERR(v->d, file, pos, "%s: %s", name, why);
-                return -EINVAL;
-        }
-        q = config_quoted(exp, strlen(exp));
-        if (path_has_dotdot(exp)) {
-                ERR(v->d, file, pos, "%s: path %s contains a '..' segment after expansion; refusing it", name,
-                    q ?: "?");
-                return -EINVAL;
-        }
-        if (!path_is_absolute(exp)) {
-                ERR(v->d, file, pos, "%s: path %s is not absolute after expansion (start it with '/' or '~/')", name,
-                    q ?: "?");
-                return -EINVAL;
-        }
-        r = canonicalize_partial(exp, ret);
-        if (r == -ENOMEM)
-                return r;
-        if (r < 0) {
-                ERR(v->d, file, pos, "%s: cannot resolve %s: %s", name, q ?: "?", strerror(-r));
-                return -EINVAL;
-        }
-        return 0;
-}
-
 static void validate_storage(Validator *v, const ConfigNode *t, const char *top_file) {
         static const TomlPos top = { 1, 1 };
         if (!t) {
@@ -859,10 +491,6 @@ static void validate_runtime(Validator *v, const ConfigNode *t) {
         v->c->runsc = TAKE_PTR(path);
 }
 
-char **config_string_list(Validator *v, const ConfigNode *n, const char *name, size_t *ret_n, bool *ok) {
-        return config_string_list_max(v, n, name, CONFIG_LIST_MAX, ret_n, ok);
-}
-
 /* A list of path patterns and what an untrusted workspace file added to
  * it; each entry checked with its position. */
 static int pattern_list(Validator *v, const ConfigNode *n, const char *name, char ***ret, size_t *ret_n) {
@@ -917,21 +545,6 @@ static int validate_workspace(Validator *v, const ConfigNode *t) {
                 return r;
         n = config_node_get(t, "mask");
         return n ? pattern_list(v, n, "workspace.mask", &v->c->mask, &v->c->n_mask) : 0;
-}
-
-/* An optional integer key within [min, max]: its value, or def when it is
- * absent or wrong (then with an error naming the range and what it is). */
-uint64_t config_bounded_int(Validator *v, const ConfigNode *n, const char *name, const char *unit, uint64_t min,
-                            uint64_t max, uint64_t def, const char *what) {
-        if (!n || !config_want_type(v, n, name, TOML_INTEGER))
-                return def;
-        int64_t x = n->value->integer;
-        if (x < (int64_t) min || x > (int64_t) max) {
-                NODE_ERR(v, n, "%s: %lld %s is out of range; give %llu to %llu (%s)", name, (long long) x, unit,
-                         (unsigned long long) min, (unsigned long long) max, what);
-                return def;
-        }
-        return (uint64_t) x;
 }
 
 static int validate_escalation(Validator *v, const ConfigNode *t, const char *top_file) {

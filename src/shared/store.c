@@ -2,10 +2,12 @@
 /* The Domain Store on LMDB (store.h). Every public function is one
  * transaction: it either commits all of its changes or none.
  *
- * Its length (some 1,500 lines) is the schema's: its seven tables, their
- * migrations and the audit chain share the transaction helpers and the
- * key layout, which stay private to this file (the worker thread is in
- * store-worker.c). */
+ * This file holds the store itself: opening it, its schema and migrations,
+ * the names of its states, the key and value helpers and transactions the
+ * other parts share (store-internal.h), and process identities. The
+ * records of generations, participants, sessions and terminals are
+ * store-records.c's; the audit trail, store-audit.c's; the worker thread,
+ * store-worker.c's. */
 #include <endian.h>
 #include <errno.h>
 #include <openssl/evp.h>
@@ -23,56 +25,13 @@
 #include "fd-util.h"
 #include "path-util.h"
 #include "lmdb-util.h"
-#include "store.h"
+#include "store-internal.h"
 #include "string-util.h"
 
-/* 64 MiB of address space; the file only grows as pages are used. Far above
- * what a Domain Root records (a few records per launch). */
-#define STORE_MAP_SIZE ((size_t) 64 * 1024 * 1024)
-#define STORE_MAX_DBS  16
-/* No record comes near this; a bigger value is corruption or abuse. */
-#define STORE_VALUE_MAX      ((size_t) 1024 * 1024)
-#define STORE_LOCK_POLL_USEC ((uint64_t) 10000)
-
-#define TABLE_META         "meta"
-#define TABLE_DOMAIN       "domain"
-#define TABLE_GENERATIONS  "generations"
-#define TABLE_PARTICIPANTS "participants"
-#define TABLE_SESSIONS     "sessions"
-#define TABLE_TERMINALS    "terminals"
-#define TABLE_AUDIT        "audit"
-#define META_KEY_SCHEMA    "schema"
-#define DOMAIN_KEY         "domain"
-
-/* Version 0, before this schema (store_write_v0_fixture, migrate_v0_to_v1). */
-#define V0_TABLE_STATE        "state"
-#define V0_META_KEY_VERSION   "schema_version"
-#define V0_SESSION_KEY_PREFIX "session:"
-#define V0_FIXTURE_PHASE      "Attached"
-#define V0_FIXTURE_PID_BASE   1000
-
-struct Store {
-        int lock_fd;
-        MDB_env *env;
-        /* Valid once store_open committed them; before that each
-         * transaction opens its own (LMDB closes handles first opened in a
-         * transaction that aborts). */
-        bool dbis_open;
-        MDB_dbi dbi_meta;
-        MDB_dbi dbi_domain;
-        MDB_dbi dbi_generations;
-        MDB_dbi dbi_participants;
-        MDB_dbi dbi_sessions;
-        MDB_dbi dbi_terminals;
-        MDB_dbi dbi_audit;
-        char *domain_id;
-};
-
-static void env_closep(MDB_env **e) {
+void env_closep(MDB_env **e) {
         if (*e)
                 mdb_env_close(*e);
 }
-#define _cleanup_json_ _cleanup_(json_decrefp)
 
 /* LMDB returns errno values (positive) or its own negative codes. */
 int lmdb_errno(int r) {
@@ -224,13 +183,13 @@ bool terminal_transition_valid(TerminalState from, TerminalState to) {
 
 /* ---- keys and values ---- */
 
-static MDB_val key_u64(uint64_t id, uint64_t *buf) {
+MDB_val key_u64(uint64_t id, uint64_t *buf) {
         /* Big-endian, so LMDB's byte order is id order. */
         *buf = htobe64(id);
         return (MDB_val){ .mv_size = sizeof(*buf), .mv_data = buf };
 }
 
-static int key_to_u64(const MDB_val *k, uint64_t *ret) {
+int key_to_u64(const MDB_val *k, uint64_t *ret) {
         uint64_t be;
         if (k->mv_size != sizeof(be))
                 return -EBADMSG;
@@ -239,12 +198,12 @@ static int key_to_u64(const MDB_val *k, uint64_t *ret) {
         return 0;
 }
 
-static MDB_val key_str(const char *s) {
+MDB_val key_str(const char *s) {
         return (MDB_val){ .mv_size = strlen(s), .mv_data = (void *) s };
 }
 
 /* 8-4-4-4-12 hex digits, as LAZARET_SESSION_ID is generated. */
-static bool session_id_valid(const char *s) {
+bool session_id_valid(const char *s) {
         if (!s || strlen(s) != 36)
                 return false;
         for (size_t i = 0; i < 36; i++) {
@@ -258,7 +217,7 @@ static bool session_id_valid(const char *s) {
         return true;
 }
 
-static int value_decode(const MDB_val *v, json_t **ret) {
+int value_decode(const MDB_val *v, json_t **ret) {
         if (v->mv_size > STORE_VALUE_MAX)
                 return -EBADMSG;
         json_error_t err;
@@ -273,7 +232,7 @@ static int value_decode(const MDB_val *v, json_t **ret) {
         return 0;
 }
 
-static int record_get(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, json_t **ret) {
+int record_get(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, json_t **ret) {
         MDB_val v;
         int r = mdb_get(txn, dbi, key, &v);
         if (r != 0)
@@ -281,7 +240,7 @@ static int record_get(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, json_t **ret) {
         return value_decode(&v, ret);
 }
 
-static int record_put(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, json_t *j, unsigned flags) {
+int record_put(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, json_t *j, unsigned flags) {
         if (!json_is_object(j))
                 return -EINVAL;
         _cleanup_free_ char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
@@ -295,7 +254,7 @@ static int record_put(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, json_t *j, unsign
 }
 
 /* Set key in an object, taking the reference of value (NULL means OOM). */
-static int object_set_new(json_t *o, const char *key, json_t *value) {
+int object_set_new(json_t *o, const char *key, json_t *value) {
         if (!value)
                 return -ENOMEM;
         if (json_object_set_new(o, key, value) < 0)
@@ -303,7 +262,7 @@ static int object_set_new(json_t *o, const char *key, json_t *value) {
         return 0;
 }
 
-static int txn_begin(Store *s, bool write, MDB_txn **ret) {
+int txn_begin(Store *s, bool write, MDB_txn **ret) {
         MDB_txn *txn;
         int r = mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY, &txn);
         if (r != 0)
@@ -312,12 +271,12 @@ static int txn_begin(Store *s, bool write, MDB_txn **ret) {
         return 0;
 }
 
-static int txn_commit(MDB_txn **txn) {
+int txn_commit(MDB_txn **txn) {
         return lmdb_errno(mdb_txn_commit(TAKE_PTR(*txn)));
 }
 
 /* The id after the last key of a u64-keyed table (1 for an empty one). */
-static int table_next_id(MDB_txn *txn, MDB_dbi dbi, uint64_t *ret) {
+int table_next_id(MDB_txn *txn, MDB_dbi dbi, uint64_t *ret) {
         _cleanup_cursor_ MDB_cursor *c = NULL;
         int r = mdb_cursor_open(txn, dbi, &c);
         if (r != 0)
@@ -791,416 +750,6 @@ Store *store_close(Store *s) {
         return NULL;
 }
 
-/* ---- generations ---- */
-
-static const char *const generation_fields[] = {
-        "configuration_fingerprint", "coordinator_id", "network_sidecar_id", "sandbox_id", "durable_decision",
-};
-
-/* The store owns domain_id and generation_id; the schema fields are strings
- * or null; other keys pass through. */
-static int generation_fields_check(json_t *fields) {
-        if (!json_is_object(fields))
-                return -EINVAL;
-        if (json_object_get(fields, "domain_id") || json_object_get(fields, "generation_id"))
-                return -EINVAL;
-        for (size_t i = 0; i < ELEMENTSOF(generation_fields); i++) {
-                json_t *v = json_object_get(fields, generation_fields[i]);
-                if (v && !json_is_string(v) && !json_is_null(v))
-                        return -EINVAL;
-        }
-        return 0;
-}
-
-int store_generation_begin(Store *s, json_t *info, uint64_t *ret_generation_id) {
-        if (!s || !ret_generation_id)
-                return -EINVAL;
-        if (info) {
-                int q = generation_fields_check(info);
-                if (q < 0)
-                        return q;
-        }
-
-        _cleanup_json_ json_t *rec = info ? json_deep_copy(info) : json_object();
-        if (!rec)
-                return -ENOMEM;
-        for (size_t i = 0; i < ELEMENTSOF(generation_fields); i++)
-                if (!json_object_get(rec, generation_fields[i])) {
-                        int q = object_set_new(rec, generation_fields[i], json_null());
-                        if (q < 0)
-                                return q;
-                }
-
-        _cleanup_txn_ MDB_txn *txn = NULL;
-        int r = txn_begin(s, true, &txn);
-        if (r < 0)
-                return r;
-        uint64_t id, kb;
-        r = table_next_id(txn, s->dbi_generations, &id);
-        if (r < 0)
-                return r;
-        r = object_set_new(rec, "domain_id", json_string(s->domain_id));
-        if (r < 0)
-                return r;
-        r = object_set_new(rec, "generation_id", json_integer((json_int_t) id));
-        if (r < 0)
-                return r;
-        MDB_val k = key_u64(id, &kb);
-        r = record_put(txn, s->dbi_generations, &k, rec, MDB_NOOVERWRITE);
-        if (r < 0)
-                return r;
-        r = txn_commit(&txn);
-        if (r < 0)
-                return r;
-        *ret_generation_id = id;
-        return 0;
-}
-
-/* Read key in dbi, merge fields into it (top level), write it back. */
-static int record_merge(Store *s, MDB_dbi dbi, MDB_val *key, json_t *fields) {
-        _cleanup_txn_ MDB_txn *txn = NULL;
-        int r = txn_begin(s, true, &txn);
-        if (r < 0)
-                return r;
-        _cleanup_json_ json_t *rec = NULL;
-        r = record_get(txn, dbi, key, &rec);
-        if (r < 0)
-                return r;
-        if (json_object_update(rec, fields) < 0)
-                return -ENOMEM;
-        r = record_put(txn, dbi, key, rec, 0);
-        if (r < 0)
-                return r;
-        return txn_commit(&txn);
-}
-
-int store_generation_update(Store *s, uint64_t generation_id, json_t *fields) {
-        if (!s)
-                return -EINVAL;
-        int r = generation_fields_check(fields);
-        if (r < 0)
-                return r;
-        uint64_t kb;
-        MDB_val k = key_u64(generation_id, &kb);
-        return record_merge(s, s->dbi_generations, &k, fields);
-}
-
-static int record_get_one(Store *s, MDB_dbi dbi, MDB_val *key, json_t **ret) {
-        _cleanup_txn_ MDB_txn *txn = NULL;
-        int r = txn_begin(s, false, &txn);
-        if (r < 0)
-                return r;
-        return record_get(txn, dbi, key, ret);
-}
-
-int store_generation_get(Store *s, uint64_t generation_id, json_t **ret) {
-        if (!s || !ret)
-                return -EINVAL;
-        uint64_t kb;
-        MDB_val k = key_u64(generation_id, &kb);
-        return record_get_one(s, s->dbi_generations, &k, ret);
-}
-
-int store_generation_last(Store *s, uint64_t *ret_generation_id) {
-        if (!s || !ret_generation_id)
-                return -EINVAL;
-        _cleanup_txn_ MDB_txn *txn = NULL;
-        int r = txn_begin(s, false, &txn);
-        if (r < 0)
-                return r;
-        uint64_t next;
-        r = table_next_id(txn, s->dbi_generations, &next);
-        if (r < 0)
-                return r;
-        if (next == 1)
-                return -ENOENT;
-        *ret_generation_id = next - 1;
-        return 0;
-}
-
-/* ---- participants ---- */
-
-int store_participant_add(Store *s, uint64_t generation_id, ParticipantRole role, json_t *ownership,
-                          uint64_t *ret_participant_id) {
-        const char *role_name = participant_role_to_string(role);
-        if (!s || !ret_participant_id || !role_name || (ownership && !json_is_object(ownership)) ||
-            generation_id > (uint64_t) INT64_MAX)
-                return -EINVAL;
-
-        _cleanup_json_ json_t *own = ownership ? json_deep_copy(ownership) : json_object();
-        if (!own)
-                return -ENOMEM;
-
-        _cleanup_txn_ MDB_txn *txn = NULL;
-        int r = txn_begin(s, true, &txn);
-        if (r < 0)
-                return r;
-        uint64_t gkb, kb, id;
-        MDB_val gk = key_u64(generation_id, &gkb), gv;
-        r = mdb_get(txn, s->dbi_generations, &gk, &gv);
-        if (r != 0)
-                return lmdb_errno(r); /* -ENOENT: no such generation */
-        r = table_next_id(txn, s->dbi_participants, &id);
-        if (r < 0)
-                return r;
-
-        _cleanup_json_ json_t *rec = json_pack("{s:I,s:I,s:s,s:s,s:O}", "participant_id", (json_int_t) id,
-                                               "generation_id", (json_int_t) generation_id, "role", role_name, "state",
-                                               participant_state_to_string(PARTICIPANT_INTENT), "ownership", own);
-        if (!rec)
-                return -ENOMEM;
-        MDB_val k = key_u64(id, &kb);
-        r = record_put(txn, s->dbi_participants, &k, rec, MDB_NOOVERWRITE);
-        if (r < 0)
-                return r;
-        r = txn_commit(&txn);
-        if (r < 0)
-                return r;
-        *ret_participant_id = id;
-        return 0;
-}
-
-static int participant_write(Store *s, uint64_t participant_id, ParticipantState state, bool keep_state,
-                             json_t *ownership);
-
-int store_participant_set_state(Store *s, uint64_t participant_id, ParticipantState state, json_t *ownership) {
-        return participant_write(s, participant_id, state, false, ownership);
-}
-
-int store_participant_update(Store *s, uint64_t participant_id, json_t *ownership) {
-        if (!ownership)
-                return -EINVAL;
-        return participant_write(s, participant_id, PARTICIPANT_INTENT, true, ownership);
-}
-
-static int participant_write(Store *s, uint64_t participant_id, ParticipantState state, bool keep_state,
-                             json_t *ownership) {
-        const char *state_name = participant_state_to_string(state);
-        if (!s || !state_name || (ownership && !json_is_object(ownership)))
-                return -EINVAL;
-
-        _cleanup_txn_ MDB_txn *txn = NULL;
-        int r = txn_begin(s, true, &txn);
-        if (r < 0)
-                return r;
-        uint64_t kb;
-        MDB_val k = key_u64(participant_id, &kb);
-        _cleanup_json_ json_t *rec = NULL;
-        r = record_get(txn, s->dbi_participants, &k, &rec);
-        if (r < 0)
-                return r;
-        ParticipantState from = participant_state_from_string(json_string_value(json_object_get(rec, "state")));
-        if (from < 0)
-                return -EBADMSG;
-        if (keep_state) {
-                if (from == PARTICIPANT_CLEAN)
-                        return -EINVAL;
-                state_name = participant_state_to_string(from);
-        } else if (!participant_transition_valid(from, state))
-                return -EINVAL;
-
-        if (ownership) {
-                json_t *own = json_object_get(rec, "ownership");
-                if (!json_is_object(own))
-                        return -EBADMSG;
-                if (json_object_update(own, ownership) < 0)
-                        return -ENOMEM;
-        }
-        r = object_set_new(rec, "state", json_string(state_name));
-        if (r < 0)
-                return r;
-        r = record_put(txn, s->dbi_participants, &k, rec, 0);
-        if (r < 0)
-                return r;
-        return txn_commit(&txn);
-}
-
-int store_participant_get(Store *s, uint64_t participant_id, json_t **ret) {
-        if (!s || !ret)
-                return -EINVAL;
-        uint64_t kb;
-        MDB_val k = key_u64(participant_id, &kb);
-        return record_get_one(s, s->dbi_participants, &k, ret);
-}
-
-/* Every record of dbi whose "state" is not clean_name, in key order. */
-static int list_not_clean(Store *s, MDB_dbi dbi, int (*state_parse)(const char *), int clean, json_t **ret) {
-        _cleanup_json_ json_t *list = json_array();
-        if (!list)
-                return -ENOMEM;
-        _cleanup_txn_ MDB_txn *txn = NULL;
-        int r = txn_begin(s, false, &txn);
-        if (r < 0)
-                return r;
-        _cleanup_cursor_ MDB_cursor *c = NULL;
-        r = mdb_cursor_open(txn, dbi, &c);
-        if (r != 0)
-                return lmdb_errno(r);
-        MDB_val k, v;
-        for (r = mdb_cursor_get(c, &k, &v, MDB_FIRST); r == 0; r = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-                json_t *rec;
-                int q = value_decode(&v, &rec);
-                if (q < 0)
-                        return q;
-                int st = state_parse(json_string_value(json_object_get(rec, "state")));
-                if (st < 0) {
-                        json_decref(rec);
-                        return -EBADMSG;
-                }
-                if (st == clean) {
-                        json_decref(rec);
-                        continue;
-                }
-                if (json_array_append_new(list, rec) < 0)
-                        return -ENOMEM;
-        }
-        if (r != MDB_NOTFOUND)
-                return lmdb_errno(r);
-        *ret = TAKE_PTR(list);
-        return 0;
-}
-
-static int participant_state_parse(const char *s) {
-        return participant_state_from_string(s);
-}
-
-static int terminal_state_parse(const char *s) {
-        return terminal_state_from_string(s);
-}
-
-int store_list_unclean(Store *s, json_t **ret) {
-        if (!s || !ret)
-                return -EINVAL;
-        return list_not_clean(s, s->dbi_participants, participant_state_parse, PARTICIPANT_CLEAN, ret);
-}
-
-/* ---- sessions and terminals ---- */
-
-int store_session_put(Store *s, json_t *session) {
-        if (!s || !json_is_object(session))
-                return -EINVAL;
-        const char *id = json_string_value(json_object_get(session, "session_id"));
-        if (!session_id_valid(id))
-                return -EINVAL;
-
-        _cleanup_txn_ MDB_txn *txn = NULL;
-        int r = txn_begin(s, true, &txn);
-        if (r < 0)
-                return r;
-        MDB_val k = key_str(id);
-        r = record_put(txn, s->dbi_sessions, &k, session, 0);
-        if (r < 0)
-                return r;
-        return txn_commit(&txn);
-}
-
-/* fields must not rename the record it merges into. */
-static int fields_check_session_id(json_t *fields, const char *session_id) {
-        if (!json_is_object(fields))
-                return -EINVAL;
-        json_t *id = json_object_get(fields, "session_id");
-        if (id && (!json_is_string(id) || !streq(json_string_value(id), session_id)))
-                return -EINVAL;
-        return 0;
-}
-
-int store_session_update(Store *s, const char *session_id, json_t *fields) {
-        if (!s || !session_id_valid(session_id))
-                return -EINVAL;
-        int r = fields_check_session_id(fields, session_id);
-        if (r < 0)
-                return r;
-        MDB_val k = key_str(session_id);
-        return record_merge(s, s->dbi_sessions, &k, fields);
-}
-
-int store_session_get(Store *s, const char *session_id, json_t **ret) {
-        if (!s || !ret || !session_id_valid(session_id))
-                return -EINVAL;
-        MDB_val k = key_str(session_id);
-        return record_get_one(s, s->dbi_sessions, &k, ret);
-}
-
-int store_terminal_put(Store *s, json_t *terminal) {
-        if (!s || !json_is_object(terminal))
-                return -EINVAL;
-        const char *id = json_string_value(json_object_get(terminal, "session_id"));
-        if (!session_id_valid(id))
-                return -EINVAL;
-        if (terminal_state_from_string(json_string_value(json_object_get(terminal, "state"))) < 0)
-                return -EINVAL;
-
-        _cleanup_txn_ MDB_txn *txn = NULL;
-        int r = txn_begin(s, true, &txn);
-        if (r < 0)
-                return r;
-        MDB_val k = key_str(id), v;
-        r = mdb_get(txn, s->dbi_sessions, &k, &v);
-        if (r != 0)
-                return lmdb_errno(r); /* -ENOENT: no such session */
-
-        /* An unclean terminal is a resource still to be removed; replacing
-         * its record would forget it. */
-        _cleanup_json_ json_t *old = NULL;
-        r = record_get(txn, s->dbi_terminals, &k, &old);
-        if (r >= 0) {
-                TerminalState st = terminal_state_from_string(json_string_value(json_object_get(old, "state")));
-                if (st < 0)
-                        return -EBADMSG;
-                if (st != TERMINAL_CLEAN)
-                        return -EEXIST;
-        } else if (r != -ENOENT)
-                return r;
-
-        r = record_put(txn, s->dbi_terminals, &k, terminal, 0);
-        if (r < 0)
-                return r;
-        return txn_commit(&txn);
-}
-
-int store_terminal_set_state(Store *s, const char *session_id, TerminalState state, json_t *fields) {
-        const char *state_name = terminal_state_to_string(state);
-        if (!s || !state_name || !session_id_valid(session_id))
-                return -EINVAL;
-        if (fields) {
-                int q = fields_check_session_id(fields, session_id);
-                if (q < 0)
-                        return q;
-                if (json_object_get(fields, "state"))
-                        return -EINVAL;
-        }
-
-        _cleanup_txn_ MDB_txn *txn = NULL;
-        int r = txn_begin(s, true, &txn);
-        if (r < 0)
-                return r;
-        MDB_val k = key_str(session_id);
-        _cleanup_json_ json_t *rec = NULL;
-        r = record_get(txn, s->dbi_terminals, &k, &rec);
-        if (r < 0)
-                return r;
-        TerminalState from = terminal_state_from_string(json_string_value(json_object_get(rec, "state")));
-        if (from < 0)
-                return -EBADMSG;
-        if (!terminal_transition_valid(from, state))
-                return -EINVAL;
-        if (fields && json_object_update(rec, fields) < 0)
-                return -ENOMEM;
-        r = object_set_new(rec, "state", json_string(state_name));
-        if (r < 0)
-                return r;
-        r = record_put(txn, s->dbi_terminals, &k, rec, 0);
-        if (r < 0)
-                return r;
-        return txn_commit(&txn);
-}
-
-int store_list_unclean_terminals(Store *s, json_t **ret) {
-        if (!s || !ret)
-                return -EINVAL;
-        return list_not_clean(s, s->dbi_terminals, terminal_state_parse, TERMINAL_CLEAN, ret);
-}
-
 /* ---- test support ---- */
 
 int store_write_v0_fixture(const char *dir, const char *const *session_ids, size_t n) {
@@ -1367,188 +916,5 @@ int process_identity_from_json(json_t *j, ProcessIdentity *ret) {
         if (p <= 0 || p > INT_MAX || t < 0)
                 return -EINVAL;
         *ret = (ProcessIdentity){ .pid = (int) p, .start_time = (uint64_t) t };
-        return 0;
-}
-
-/* ---- the escalation audit trail ---- */
-
-#define AUDIT_HASH_DOMAIN "lazaret/audit-record/v1\n"
-#define AUDIT_HASH_ZERO   "0000000000000000000000000000000000000000000000000000000000000000"
-
-/* SHA-256 (hex) over the domain separator and the record's canonical JSON
- * without its "hash". */
-static int audit_hash(json_t *record, char ret[65]) {
-        _cleanup_json_ json_t *copy = json_copy(record);
-        if (!copy)
-                return -ENOMEM;
-        (void) json_object_del(copy, "hash");
-        _cleanup_free_ char *text = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
-        if (!text)
-                return -ENOMEM;
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int n = 0;
-        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-        int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
-                 EVP_DigestUpdate(ctx, AUDIT_HASH_DOMAIN, strlen(AUDIT_HASH_DOMAIN)) &&
-                 EVP_DigestUpdate(ctx, text, strlen(text)) && EVP_DigestFinal_ex(ctx, md, &n);
-        EVP_MD_CTX_free(ctx);
-        if (!ok || n != 32)
-                return -EIO;
-        for (unsigned i = 0; i < n; i++)
-                snprintf(ret + 2 * i, 3, "%02x", md[i]);
-        return 0;
-}
-
-int store_audit_append(Store *s, json_t *fields, uint64_t *ret_seq) {
-        if (!s || !json_is_object(fields) || json_object_get(fields, "seq") || json_object_get(fields, "prev_hash") ||
-            json_object_get(fields, "hash"))
-                return -EINVAL;
-        _cleanup_txn_ MDB_txn *txn = NULL;
-        int r = txn_begin(s, true, &txn);
-        if (r < 0)
-                return r;
-        /* The last record gives the sequence number and the link. */
-        char prev[65] = AUDIT_HASH_ZERO;
-        uint64_t seq = 1;
-        {
-                _cleanup_cursor_ MDB_cursor *c = NULL;
-                r = lmdb_errno(mdb_cursor_open(txn, s->dbi_audit, &c));
-                if (r < 0)
-                        return r;
-                MDB_val k, v;
-                int q = mdb_cursor_get(c, &k, &v, MDB_LAST);
-                if (q == 0) {
-                        uint64_t last;
-                        _cleanup_json_ json_t *rec = NULL;
-                        r = key_to_u64(&k, &last);
-                        if (r >= 0)
-                                r = value_decode(&v, &rec);
-                        if (r < 0)
-                                return r;
-                        const char *h = json_string_value(json_object_get(rec, "hash"));
-                        if (!h || strlen(h) != 64)
-                                return -EBADMSG;
-                        memcpy(prev, h, 65);
-                        seq = last + 1;
-                } else if (q != MDB_NOTFOUND)
-                        return lmdb_errno(q);
-        }
-        _cleanup_json_ json_t *rec = json_deep_copy(fields);
-        if (!rec || json_object_set_new(rec, "seq", json_integer((json_int_t) seq)) < 0 ||
-            json_object_set_new(rec, "prev_hash", json_string(prev)) < 0)
-                return -ENOMEM;
-        char hash[65];
-        r = audit_hash(rec, hash);
-        if (r < 0)
-                return r;
-        if (json_object_set_new(rec, "hash", json_string(hash)) < 0)
-                return -ENOMEM;
-        uint64_t kb;
-        MDB_val k = key_u64(seq, &kb);
-        r = record_put(txn, s->dbi_audit, &k, rec, MDB_NOOVERWRITE);
-        if (r < 0)
-                return r;
-        r = txn_commit(&txn);
-        if (r < 0)
-                return r;
-        if (ret_seq)
-                *ret_seq = seq;
-        return 0;
-}
-
-static int audit_list(MDB_txn *txn, MDB_dbi dbi, json_t **ret) {
-        _cleanup_cursor_ MDB_cursor *c = NULL;
-        int r = lmdb_errno(mdb_cursor_open(txn, dbi, &c));
-        if (r < 0)
-                return r;
-        _cleanup_json_ json_t *list = json_array();
-        if (!list)
-                return -ENOMEM;
-        MDB_val k, v;
-        for (int q = mdb_cursor_get(c, &k, &v, MDB_FIRST); q == 0; q = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-                json_t *rec = NULL;
-                r = value_decode(&v, &rec);
-                if (r < 0)
-                        return r;
-                if (json_array_append_new(list, rec) < 0)
-                        return -ENOMEM;
-        }
-        *ret = TAKE_PTR(list);
-        return 0;
-}
-
-int store_audit_list(Store *s, json_t **ret) {
-        if (!s || !ret)
-                return -EINVAL;
-        _cleanup_txn_ MDB_txn *txn = NULL;
-        int r = txn_begin(s, false, &txn);
-        if (r < 0)
-                return r;
-        return audit_list(txn, s->dbi_audit, ret);
-}
-
-int store_audit_read(const char *dir, json_t **ret) {
-        _cleanup_free_ char *env_path = path_join(dir, "store");
-        if (!env_path)
-                return -ENOMEM;
-        struct stat st;
-        if (stat(env_path, &st) < 0)
-                return negative_errno();
-        _cleanup_(env_closep) MDB_env *env = NULL;
-        int r = lmdb_errno(mdb_env_create(&env));
-        if (r >= 0)
-                r = lmdb_errno(mdb_env_set_maxdbs(env, STORE_MAX_DBS));
-        if (r >= 0)
-                r = lmdb_errno(mdb_env_set_mapsize(env, STORE_MAP_SIZE));
-        /* Read-only, beside a coordinator that may be writing: LMDB's own
-         * reader table keeps us consistent; the store lock is not ours. */
-        if (r >= 0)
-                r = lmdb_errno(mdb_env_open(env, env_path, MDB_RDONLY | MDB_NOTLS, 0600));
-        if (r < 0)
-                return r;
-        _cleanup_txn_ MDB_txn *txn = NULL;
-        r = lmdb_errno(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn));
-        if (r < 0)
-                return r;
-        MDB_dbi dbi;
-        int q = mdb_dbi_open(txn, TABLE_AUDIT, 0, &dbi);
-        if (q == MDB_NOTFOUND) { /* a store from before the audit trail */
-                *ret = json_array();
-                return *ret ? 0 : -ENOMEM;
-        }
-        if (q != 0)
-                return lmdb_errno(q);
-        return audit_list(txn, dbi, ret);
-}
-
-int audit_verify(json_t *records, uint64_t *ret_bad_seq, const char **ret_why) {
-        char prev[65] = AUDIT_HASH_ZERO;
-        size_t i;
-        json_t *rec;
-        *ret_why = NULL;
-        json_array_foreach(records, i, rec) {
-                uint64_t want = (uint64_t) i + 1;
-                json_t *seq = json_object_get(rec, "seq");
-                const char *ph = json_string_value(json_object_get(rec, "prev_hash"));
-                const char *h = json_string_value(json_object_get(rec, "hash"));
-                *ret_bad_seq = want;
-                if (!json_is_integer(seq) || (uint64_t) json_integer_value(seq) != want) {
-                        *ret_why = "its sequence number is not the next one (a record before it is missing)";
-                        return -EBADMSG;
-                }
-                if (!ph || !streq(ph, prev)) {
-                        *ret_why = "it does not link to the record before it";
-                        return -EBADMSG;
-                }
-                char got[65];
-                int r = audit_hash(rec, got);
-                if (r < 0)
-                        return r;
-                if (!h || !streq(h, got)) {
-                        *ret_why = "its content does not match its hash (it was changed)";
-                        return -EBADMSG;
-                }
-                memcpy(prev, got, sizeof(prev));
-        }
         return 0;
 }

@@ -9,9 +9,9 @@
  * seed), biased towards the sequences libvterm mishandles, and the inputs
  * that made it crash or hang, each cut down to what it takes.
  *
- * tui.c is compiled into this test (it is not in shared_dep) so that its
- * own libvterm set-up and resize handling are what is tested; write_all()
- * is stubbed. */
+ * tui.c, tui-encode.c and tui-screen.c are compiled into this test (they
+ * are not in shared_dep) so that their own libvterm set-up and resize
+ * handling are what is tested; write_all() is stubbed. */
 #include <fcntl.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -26,6 +26,8 @@
 
 #include <cmocka.h>
 
+#include "../../src/lazaret/tui-encode.c"
+#include "../../src/lazaret/tui-screen.c"
 #include "../../src/lazaret/tui.c"
 
 /* The terminal: what tui_render() writes, counted and dropped; or, for
