@@ -94,6 +94,25 @@ static void add_numstat(json_t *files, const char *out, size_t *n, bool *cut) {
         }
 }
 
+/* "S\0PATH\0" records of diff --name-status -z --diff-filter=AD: each
+ * file of files the session made (A) or removed (D) says so, so a file
+ * made and committed reads as added, not modified. */
+static void mark_status(json_t *files, const char *out) {
+        for (const char *st = out; *st;) {
+                const char *path = st + strlen(st) + 1;
+                if (!*path)
+                        break;
+                size_t i;
+                json_t *e;
+                json_array_foreach(files, i, e) {
+                        const char *p = json_string_value(json_object_get(e, "path"));
+                        if (p && streq(p, path))
+                                json_object_set_new(e, "status", json_string(st[0] == 'A' ? "added" : "deleted"));
+                }
+                st = path + strlen(path) + 1;
+        }
+}
+
 static int job_files_end(Store *st, void *userdata) {
         (void) st;
         SessionFiles *f = userdata;
@@ -110,9 +129,16 @@ static int job_files_end(Store *st, void *userdata) {
                 if (files_git(f->root,
                               (const char *const[]){ "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff",
                                                      "--no-textconv", f->start, "--", NULL },
-                              &res) >= 0)
+                              &res) >= 0) {
                         add_numstat(files, res.out, &n, &cut);
-                else
+                        _cleanup_(exec_result_done) ExecResult ns = {};
+                        if (n > 0 && files_git(f->root,
+                                               (const char *const[]){ "diff", "--name-status", "-z", "--no-renames",
+                                                                      "--diff-filter=AD", "--no-ext-diff", f->start,
+                                                                      "--", NULL },
+                                               &ns) >= 0)
+                                mark_status(files, ns.out);
+                } else
                         why = "git diff failed";
         } else
                 why = "the session's start commit is unknown (no commit yet, or git failed)";

@@ -313,7 +313,11 @@ static void on_files(Build *b, json_t *sb, const char *id, json_t *d, json_t *ti
                 else {
                         json_int_t a = json_integer_value(json_object_get(f, "added")),
                                    dd = json_integer_value(json_object_get(f, "deleted"));
-                        json_object_set_new(o, "change", json_string("modified"));
+                        const char *status = json_string_value(json_object_get(f, "status"));
+                        json_object_set_new(o, "change",
+                                            json_string(status && (streq(status, "added") || streq(status, "deleted"))
+                                                                ? status
+                                                                : "modified"));
                         json_object_set_new(o, "added", json_integer(a));
                         json_object_set_new(o, "deleted", json_integer(dd));
                         added += a;

@@ -429,6 +429,9 @@ def test_a_session_that_commits_reports_what_it_committed(lz, debian_image):
     got = sorted(f["path"] for f in ss["files"]["files"])
     assert got == ["one", "tracked.txt", "two"], ss["files"]
     assert (ss["files"]["added"], ss["files"]["deleted"]) == (4, 0), ss["files"]
+    # Made and committed: added, not modified (the record says which).
+    change = {f["path"]: f["change"] for f in ss["files"]["files"]}
+    assert change == {"one": "added", "two": "added", "tracked.txt": "modified"}, ss["files"]
     diff = d.run("diff")
     assert diff.returncode == 0, diff.stderr
     for name in got:
