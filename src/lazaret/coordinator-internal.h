@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conn-dispatch.h"
 #include "coordinator.h"
 #include "disk-watch.h"
 #include "dispenser.h"
@@ -200,13 +201,6 @@ struct Session {
         uint32_t trace_sid; /* its index + 1 in Trace.sids, once a process was attributed to it */
         Session *next;
 };
-
-typedef enum ConnState {
-        CONN_NEW, /* waiting for Hello */
-        CONN_HELLO_WAIT, /* Hello seen, its network policy being checked or applied: frames wait */
-        CONN_READY, /* Hello accepted */
-        CONN_SESSION, /* owns a session */
-} ConnState;
 
 struct Conn {
         Coordinator *co;

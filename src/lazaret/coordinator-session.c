@@ -1078,6 +1078,188 @@ void co_status_line_send(Coordinator *co) {
         json_decref(j);
 }
 
+/* The handlers of the messages conn-dispatch's table lets in, each for
+ * its state (and, where the rule says so, its connection's own session s).
+ * False: the message is unexpected here after all. */
+typedef bool (*FrameHandler)(Coordinator *co, Conn *c, CtlMessage *m, Session *s);
+
+static bool on_hello(Coordinator *co, Conn *c, CtlMessage *m, Session *s) {
+        (void) s;
+        /* The key proves the person's CLI: our binary can be run by any
+         * process of the user (under LD_PRELOAD, or exec'd over a
+         * connection already made), but only one that reads the runtime
+         * directory has the key (issue 41). Nothing else is looked at
+         * before it. */
+        if (!ctl_key_equal(co->ctl_key, m->key)) {
+                log_warning("refused a control connection from pid %d: its Hello carried %s, not the control "
+                            "socket's key",
+                            (int) c->peer_pid, m->key ? "another key" : "no key");
+                conn_send_error(c, "this connection did not show the control socket's key, which only the "
+                                   "lazaret CLI of this user, outside every sandbox, can read; if this is it, "
+                                   "run it again");
+                return true;
+        }
+        c->cli_pid = m->cli_pid;
+        /* Never a silent switch of the boundary: a CLI that asked for
+         * another backend does not join this one. */
+        if (m->backend && !streq(m->backend, backend_to_string(co->spec.backend))) {
+                _cleanup_free_ char *msg = NULL;
+                if (asprintf(&msg,
+                             "this Domain's sandbox runs with backend \"%s\", and this lazaret asked for "
+                             "\"%s\": run 'lazaret stop' first to start it with the other, or use the same",
+                             backend_to_string(co->spec.backend), m->backend) < 0)
+                        msg = NULL;
+                conn_send_error(c, msg ?: "the sandbox runs with another backend");
+                return true;
+        }
+        /* Hello takes the reference: the sandbox stays up while this
+         * client is connected (and while its policy is being applied). */
+        c->counted = true;
+        co->refs++;
+        c->state = CONN_HELLO_WAIT;
+        c->hello_policy = TAKE_PTR(m->netpolicy);
+        c->hello_own_rules = streq_ptr(m->address_rules, "own") ? 1 : streq_ptr(m->address_rules, "global") ? 0 : -1;
+        conn_hello(co, c, false);
+        return true;
+}
+
+static bool on_session_open(Coordinator *co, Conn *c, CtlMessage *m, Session *s) {
+        (void) s;
+        handle_session_open(co, c, m, c->cli_pid);
+        return true;
+}
+
+static bool on_terminal_input(Coordinator *co, Conn *c, CtlMessage *m, Session *s) {
+        if (s->finished)
+                return true;
+        if (co_queue_pending(&s->in) + m->n_bytes > IN_QUEUE_MAX) {
+                conn_send_error(c, "too much input queued");
+                return true;
+        }
+        if (m->n_bytes > 0)
+                (void) queue_put(&s->in, m->bytes, m->n_bytes);
+        if (m->eof)
+                s->in_eof = true;
+        int fd = s->interactive ? s->pty : s->in_fd;
+        if (fd >= 0) {
+                int k = co_queue_flush(&s->in, fd);
+                if (k == 1 && s->in_eof && !s->interactive)
+                        s->in_fd = co_close_watched(co, s->in_fd);
+        }
+        session_update_events(s);
+        return true;
+}
+
+static bool on_terminal_resize(Coordinator *co, Conn *c, CtlMessage *m, Session *s) {
+        (void) co;
+        (void) c;
+        if (s->pty >= 0) {
+                struct winsize ws = { .ws_row = (unsigned short) m->rows,
+                                      .ws_col = (unsigned short) m->columns,
+                                      .ws_xpixel = (unsigned short) m->pixel_width,
+                                      .ws_ypixel = (unsigned short) m->pixel_height };
+                (void) ioctl(s->pty, TIOCSWINSZ, &ws);
+        }
+        return true;
+}
+
+static bool on_terminal_signal(Coordinator *co, Conn *c, CtlMessage *m, Session *s) {
+        (void) co;
+        (void) c;
+        int sig = m->signal == CTL_SIGNAL_INTERRUPT ? SIGINT : m->signal == CTL_SIGNAL_QUIT ? SIGQUIT : SIGTSTP;
+        /* runsc exec forwards signals to the guest process. */
+        if (!s->exited && s->pid > 0)
+                (void) kill(s->pid, sig);
+        return true;
+}
+
+static bool on_session_close(Coordinator *co, Conn *c, CtlMessage *m, Session *s) {
+        (void) co;
+        (void) c;
+        (void) m;
+        session_hangup(s);
+        return true;
+}
+
+/* Status and stop: neither keeps the sandbox up. */
+static void conn_drop_reference(Coordinator *co, Conn *c) {
+        if (c->counted && c->state == CONN_READY) {
+                c->counted = false;
+                co->refs--;
+        }
+}
+
+static bool on_status_request(Coordinator *co, Conn *c, CtlMessage *m, Session *s) {
+        (void) m;
+        (void) s;
+        CtlMessage reply = { .type = CTL_STATUS, .status = status_json(co) };
+        (void) conn_send(c, &reply);
+        json_decref(reply.status);
+        conn_drop_reference(co, c);
+        return true;
+}
+
+static bool on_stop_request(Coordinator *co, Conn *c, CtlMessage *m, Session *s) {
+        (void) m;
+        (void) s;
+        conn_drop_reference(co, c);
+        co_begin_stop(co, "the sandbox was stopped with 'lazaret stop'");
+        return true;
+}
+
+static bool on_prompt(Coordinator *co, Conn *c, CtlMessage *m, Session *s) {
+        (void) c;
+        /* An answer to a prompt already taken down (withdrawn, or its
+         * session's requests refused) is stale, not an error. */
+        if (m->type == CTL_PROMPT_CANCEL)
+                (void) escalation_cancel(co->esc, s->id, m->request_id);
+        else if (escalation_answer(co->esc, s->id, m->request_id, m->decision, m->command) >= 0 &&
+                 streq(m->decision, "abort")) {
+                /* [Q]: the person ends this session (and the sandbox,
+                 * when it was the last). */
+                log_info("session %s: aborted at the escalation prompt", s->id);
+                session_hangup(s);
+        }
+        return true;
+}
+
+static bool on_status_watch(Coordinator *co, Conn *c, CtlMessage *m, Session *s) {
+        (void) m;
+        (void) s;
+        c->status_watch = true;
+        /* The first one now. */
+        json_t *j = status_line_json(co);
+        _cleanup_free_ char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (text)
+                status_line_send_to(co, c, j, text);
+        json_decref(j);
+        /* The others see one more session. */
+        co_status_touch(co);
+        return true;
+}
+
+static bool on_sandbox_pause(Coordinator *co, Conn *c, CtlMessage *m, Session *s) {
+        (void) c;
+        (void) s;
+        co_sandbox_pause(co, m->pause);
+        return true;
+}
+
+static const FrameHandler frame_handlers[_CTL_TYPE_MAX] = {
+        [CTL_HELLO] = on_hello,
+        [CTL_SESSION_OPEN] = on_session_open,
+        [CTL_TERMINAL_INPUT] = on_terminal_input,
+        [CTL_TERMINAL_RESIZE] = on_terminal_resize,
+        [CTL_TERMINAL_SIGNAL] = on_terminal_signal,
+        [CTL_SESSION_CLOSE] = on_session_close,
+        [CTL_STATUS_REQUEST] = on_status_request,
+        [CTL_STOP_REQUEST] = on_stop_request,
+        [CTL_PROMPT_ANSWER] = on_prompt,
+        [CTL_PROMPT_CANCEL] = on_prompt,
+        [CTL_STATUS_WATCH] = on_status_watch,
+        [CTL_SANDBOX_PAUSE] = on_sandbox_pause,
+};
+
 static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, size_t len) {
         CtlMessage m = {};
         const char *why = NULL;
@@ -1085,199 +1267,10 @@ static void conn_handle_frame(Coordinator *co, Conn *c, const uint8_t *payload, 
                 conn_send_error(c, why ? why : "malformed frame");
                 return;
         }
-        bool ok = true;
-        switch (m.type) {
-        case CTL_HELLO:
-                if (c->state != CONN_NEW) {
-                        ok = false;
-                        break;
-                }
-                /* The key proves the person's CLI: our binary can be
-                 * run by any process of the user (under LD_PRELOAD, or
-                 * exec'd over a connection already made), but only one
-                 * that reads the runtime directory has the key (issue
-                 * 41). Nothing else is looked at before it. */
-                if (!ctl_key_equal(co->ctl_key, m.key)) {
-                        log_warning("refused a control connection from pid %d: its Hello carried %s, not the control "
-                                    "socket's key",
-                                    (int) c->peer_pid, m.key ? "another key" : "no key");
-                        conn_send_error(c, "this connection did not show the control socket's key, which only the "
-                                           "lazaret CLI of this user, outside every sandbox, can read; if this is it, "
-                                           "run it again");
-                        break;
-                }
-                c->cli_pid = m.cli_pid;
-                /* Never a silent switch of the boundary: a CLI that asked
-                 * for another backend does not join this one. */
-                if (m.backend && !streq(m.backend, backend_to_string(co->spec.backend))) {
-                        _cleanup_free_ char *msg = NULL;
-                        if (asprintf(&msg,
-                                     "this Domain's sandbox runs with backend \"%s\", and this lazaret asked for "
-                                     "\"%s\": run 'lazaret stop' first to start it with the other, or use the same",
-                                     backend_to_string(co->spec.backend), m.backend) < 0)
-                                msg = NULL;
-                        conn_send_error(c, msg ?: "the sandbox runs with another backend");
-                        break;
-                }
-                /* Hello takes the reference: the sandbox stays up while
-                 * this client is connected (and while its policy is being
-                 * applied). */
-                c->counted = true;
-                co->refs++;
-                c->state = CONN_HELLO_WAIT;
-                c->hello_policy = TAKE_PTR(m.netpolicy);
-                c->hello_own_rules = streq_ptr(m.address_rules, "own")      ? 1
-                                     : streq_ptr(m.address_rules, "global") ? 0
-                                                                            : -1;
-                conn_hello(co, c, false);
-                break;
-        case CTL_SESSION_OPEN:
-                if (c->state != CONN_READY)
-                        ok = false;
-                else
-                        handle_session_open(co, c, &m, c->cli_pid);
-                break;
-        case CTL_TERMINAL_INPUT: {
-                Session *s = frame_session(c, &m);
-                if (!s) {
-                        ok = false;
-                        break;
-                }
-                if (s->finished)
-                        break;
-                if (co_queue_pending(&s->in) + m.n_bytes > IN_QUEUE_MAX) {
-                        conn_send_error(c, "too much input queued");
-                        break;
-                }
-                if (m.n_bytes > 0)
-                        (void) queue_put(&s->in, m.bytes, m.n_bytes);
-                if (m.eof)
-                        s->in_eof = true;
-                int fd = s->interactive ? s->pty : s->in_fd;
-                if (fd >= 0) {
-                        int k = co_queue_flush(&s->in, fd);
-                        if (k == 1 && s->in_eof && !s->interactive)
-                                s->in_fd = co_close_watched(co, s->in_fd);
-                }
-                session_update_events(s);
-                break;
-        }
-        case CTL_TERMINAL_RESIZE: {
-                Session *s = frame_session(c, &m);
-                if (!s) {
-                        ok = false;
-                        break;
-                }
-                if (s->pty >= 0) {
-                        struct winsize ws = { .ws_row = (unsigned short) m.rows,
-                                              .ws_col = (unsigned short) m.columns,
-                                              .ws_xpixel = (unsigned short) m.pixel_width,
-                                              .ws_ypixel = (unsigned short) m.pixel_height };
-                        (void) ioctl(s->pty, TIOCSWINSZ, &ws);
-                }
-                break;
-        }
-        case CTL_TERMINAL_SIGNAL: {
-                Session *s = frame_session(c, &m);
-                if (!s) {
-                        ok = false;
-                        break;
-                }
-                int sig = m.signal == CTL_SIGNAL_INTERRUPT ? SIGINT : m.signal == CTL_SIGNAL_QUIT ? SIGQUIT : SIGTSTP;
-                /* runsc exec forwards signals to the guest process. */
-                if (!s->exited && s->pid > 0)
-                        (void) kill(s->pid, sig);
-                break;
-        }
-        case CTL_SESSION_CLOSE:
-                if (!frame_session(c, &m)) {
-                        ok = false;
-                        break;
-                }
-                session_hangup(c->session);
-                break;
-        case CTL_STATUS_REQUEST: {
-                if (c->state == CONN_NEW) {
-                        ok = false;
-                        break;
-                }
-                CtlMessage reply = { .type = CTL_STATUS, .status = status_json(co) };
-                (void) conn_send(c, &reply);
-                json_decref(reply.status);
-                /* A status query does not keep the sandbox up. */
-                if (c->counted && c->state == CONN_READY) {
-                        c->counted = false;
-                        co->refs--;
-                }
-                break;
-        }
-        case CTL_STOP_REQUEST:
-                if (c->state == CONN_NEW) {
-                        ok = false;
-                        break;
-                }
-                if (c->counted && c->state == CONN_READY) {
-                        c->counted = false;
-                        co->refs--;
-                }
-                co_begin_stop(co, "the sandbox was stopped with 'lazaret stop'");
-                break;
-        case CTL_PROMPT_ANSWER:
-        case CTL_PROMPT_CANCEL: {
-                Session *s = frame_session(c, &m);
-                if (!s) {
-                        ok = false;
-                        break;
-                }
-                /* An answer to a prompt already taken down (withdrawn, or
-                 * its session's requests refused) is stale, not an error. */
-                if (m.type == CTL_PROMPT_CANCEL)
-                        (void) escalation_cancel(co->esc, s->id, m.request_id);
-                else if (escalation_answer(co->esc, s->id, m.request_id, m.decision, m.command) >= 0 &&
-                         streq(m.decision, "abort")) {
-                        /* [Q]: the person ends this session (and the
-                         * sandbox, when it was the last). */
-                        log_info("session %s: aborted at the escalation prompt", s->id);
-                        session_hangup(s);
-                }
-                break;
-        }
-        case CTL_STATUS_WATCH: {
-                if (!frame_session(c, &m)) {
-                        ok = false;
-                        break;
-                }
-                c->status_watch = true;
-                /* The first one now. */
-                json_t *j = status_line_json(co);
-                _cleanup_free_ char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-                if (text)
-                        status_line_send_to(co, c, j, text);
-                json_decref(j);
-                /* The others see one more session. */
-                co_status_touch(co);
-                break;
-        }
-        case CTL_SANDBOX_PAUSE:
-                if (!frame_session(c, &m)) {
-                        ok = false;
-                        break;
-                }
-                co_sandbox_pause(co, m.pause);
-                break;
-        case CTL_PROMPT_REQUEST:
-        case CTL_PROMPT_DONE:
-        case CTL_STATUS_LINE:
-        case CTL_SESSION_OPENED:
-        case CTL_TERMINAL_OUTPUT:
-        case CTL_SESSION_EXIT:
-        case CTL_STATUS:
-        case CTL_ERROR:
-        case _CTL_TYPE_MAX:
-        case _CTL_TYPE_INVALID:
-                ok = false;
-                break;
-        }
+        const ConnFrameRule *rule = conn_frame_rule(m.type);
+        Session *s = rule && rule->session ? frame_session(c, &m) : NULL;
+        bool ok = conn_frame_allowed(m.type, c->state) && (!rule->session || s) && frame_handlers[m.type] &&
+                  frame_handlers[m.type](co, c, &m, s);
         if (!ok)
                 conn_send_error(c, "unexpected message for this connection's state");
         ctl_message_done(&m);
