@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <pwd.h>
@@ -32,54 +33,93 @@ static void strv_free(char **v) {
         free(v);
 }
 
+/* The spec's fields, one row each (issue 43): its JSON key, its kind and
+ * where it lives. The JSON form, the reading back and the freeing all
+ * come from this table; the round trip is tested in test-launch-spec.c.
+ * Kept out: runsc_network and backend (enums), volumes, ca_files with
+ * ca_digest (present together or not at all), the fingerprint. */
+#define F(key, kind)                                                                                                   \
+        { #key, kind, offsetof(LaunchSpec, key) }
+static const LaunchField fields[] = {
+        F(domain_hash, LAUNCH_STR),
+        F(profile, LAUNCH_STR),
+        F(workspace, LAUNCH_STR),
+        F(domain_dir, LAUNCH_STR),
+        F(image, LAUNCH_STR_OPT), /* none: native (checked when read) */
+        F(command, LAUNCH_STRV),
+        F(env_names, LAUNCH_STRV),
+        F(git_dir, LAUNCH_STR_OPT),
+        F(runtime_dir, LAUNCH_STR),
+        F(lock_path, LAUNCH_STR),
+        F(socket_path, LAUNCH_STR),
+        F(podman, LAUNCH_STR_OPT),
+        F(runsc, LAUNCH_STR_OPT),
+        F(init, LAUNCH_STR),
+        F(rootless, LAUNCH_BOOL),
+        F(branch, LAUNCH_BOOL),
+        F(nofile, LAUNCH_U64),
+        F(nproc, LAUNCH_U64),
+        F(memory_limit_mib, LAUNCH_U64),
+        F(cpu_limit, LAUNCH_U64),
+        F(disk_limit_mib, LAUNCH_U64),
+        F(netpolicy, LAUNCH_STR),
+        F(netpolicy_digest, LAUNCH_STR),
+        F(own_address_rules, LAUNCH_BOOL_OPT),
+        F(probe_targets, LAUNCH_STRV),
+        F(probe_dns_name, LAUNCH_STR),
+        F(netd, LAUNCH_STR_OPT),
+        F(sidecar_image, LAUNCH_STR_OPT),
+        F(domains, LAUNCH_STRV_OPT),
+        F(probe_domains, LAUNCH_STRV_OPT),
+        F(broker_resolvers, LAUNCH_STRV_OPT),
+        F(check_server_name, LAUNCH_BOOL_OPT),
+        F(broker_connections, LAUNCH_U64_OPT),
+        F(broker, LAUNCH_STR_OPT),
+        F(relay, LAUNCH_STR_OPT),
+        F(persistent_dirs, LAUNCH_STRV),
+        F(fuse_overlayfs, LAUNCH_STR_OPT),
+        F(fuse2fs, LAUNCH_STR_OPT),
+        F(mke2fs, LAUNCH_STR_OPT),
+        F(e2fsck, LAUNCH_STR_OPT),
+        F(resize2fs, LAUNCH_STR_OPT),
+        F(catalog_dir, LAUNCH_STR_OPT),
+        F(escalation_enabled, LAUNCH_BOOL_OPT),
+        F(escalation_socket_dir, LAUNCH_STR_OPT),
+        F(auto_approve, LAUNCH_STRV),
+        F(escalation_output_max, LAUNCH_U64_OPT),
+        F(escalation_time_limit, LAUNCH_U64_OPT),
+        F(escalate, LAUNCH_STR_OPT),
+        F(protect, LAUNCH_STRV),
+        F(mask, LAUNCH_STRV),
+        F(native, LAUNCH_STR_OPT),
+        F(memory_cgroup, LAUNCH_STR_OPT),
+        F(native_fs_only, LAUNCH_BOOL_OPT),
+        F(agent, LAUNCH_STR_OPT),
+};
+#undef F
+
+const LaunchField *launch_spec_fields(size_t *ret_n) {
+        *ret_n = ELEMENTSOF(fields);
+        return fields;
+}
+
+#define FIELD(s, f, type) ((type *) (void *) ((char *) (s) + (f)->offset))
+
 void launch_spec_done(LaunchSpec *s) {
-        free(s->domain_hash);
-        free(s->profile);
-        free(s->workspace);
-        free(s->domain_dir);
-        free(s->image);
-        free(s->native);
-        free(s->memory_cgroup);
-        free(s->agent);
-        strv_free(s->command);
-        strv_free(s->env_names);
+        for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
+                const LaunchField *f = &fields[i];
+                if (f->kind == LAUNCH_STR || f->kind == LAUNCH_STR_OPT)
+                        free(*FIELD(s, f, char *));
+                else if (f->kind == LAUNCH_STRV || f->kind == LAUNCH_STRV_OPT)
+                        strv_free(*FIELD(s, f, char **));
+        }
         for (size_t i = 0; i < s->n_volumes; i++) {
                 free(s->volumes[i].host);
                 free(s->volumes[i].container);
         }
         free(s->volumes);
-        free(s->git_dir);
-        free(s->runtime_dir);
-        free(s->lock_path);
-        free(s->socket_path);
-        free(s->podman);
-        free(s->runsc);
-        free(s->init);
-        free(s->netpolicy);
-        free(s->netpolicy_digest);
-        strv_free(s->probe_targets);
-        free(s->probe_dns_name);
-        free(s->netd);
-        free(s->sidecar_image);
-        strv_free(s->domains);
-        strv_free(s->probe_domains);
-        strv_free(s->broker_resolvers);
-        free(s->broker);
-        free(s->relay);
-        strv_free(s->persistent_dirs);
         strv_free(s->ca_files);
         free(s->ca_digest);
-        free(s->fuse_overlayfs);
-        free(s->fuse2fs);
-        free(s->mke2fs);
-        free(s->e2fsck);
-        free(s->resize2fs);
-        free(s->catalog_dir);
-        free(s->escalation_socket_dir);
-        strv_free(s->auto_approve);
-        strv_free(s->protect);
-        strv_free(s->mask);
-        free(s->escalate);
         *s = (LaunchSpec){};
 }
 
@@ -109,71 +149,56 @@ static json_t *strv_json(char **v) {
         return a;
 }
 
+static json_t *field_json(const LaunchSpec *s, const LaunchField *f) {
+        switch (f->kind) {
+        case LAUNCH_STR:
+                return *FIELD(s, f, char *) ? json_string(*FIELD(s, f, char *)) : NULL;
+        case LAUNCH_STR_OPT:
+                return *FIELD(s, f, char *) ? json_string(*FIELD(s, f, char *)) : json_null();
+        case LAUNCH_STRV:
+        case LAUNCH_STRV_OPT:
+                return strv_json(*FIELD(s, f, char **));
+        case LAUNCH_BOOL:
+        case LAUNCH_BOOL_OPT:
+                return json_boolean(*FIELD(s, f, bool));
+        case LAUNCH_U64:
+        case LAUNCH_U64_OPT:
+                return json_integer((json_int_t) *FIELD(s, f, uint64_t));
+        }
+        return NULL;
+}
+
 static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
-        json_t *vols = json_array();
-        for (size_t i = 0; vols && i < s->n_volumes; i++) {
+        json_t *j = json_object(), *vols = json_array();
+        for (size_t i = 0; j && vols && i < s->n_volumes; i++) {
                 char relabel[2] = { s->volumes[i].relabel, 0 };
-                json_array_append_new(vols, json_pack("{s:s, s:s, s:b, s:s}", "host", s->volumes[i].host, "container",
-                                                      s->volumes[i].container, "read_only", s->volumes[i].read_only,
-                                                      "relabel", relabel));
+                if (json_array_append_new(vols, json_pack("{s:s, s:s, s:b, s:s}", "host", s->volumes[i].host,
+                                                          "container", s->volumes[i].container, "read_only",
+                                                          s->volumes[i].read_only, "relabel", relabel)) < 0) {
+                        json_decref(vols);
+                        vols = NULL;
+                }
         }
-        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s, s:o*, s:o*, s:o*, s:s?, s:s, s:s, s:s, s:s?, s:s?, s:s, "
-                              "s:b, s:b, s:I, s:I}",
-                              "domain_hash", s->domain_hash, "profile", s->profile, "workspace", s->workspace,
-                              "domain_dir", s->domain_dir, "image", s->image, "runsc_network",
-                              runsc_network_to_string(s->runsc_network), "command", strv_json(s->command), "env_names",
-                              strv_json(s->env_names), "volumes", vols, "git_dir", s->git_dir, "runtime_dir",
-                              s->runtime_dir, "lock_path", s->lock_path, "socket_path", s->socket_path, "podman",
-                              s->podman, "runsc", s->runsc, "init", s->init, "rootless", s->rootless, "branch",
-                              s->branch, "nofile", (json_int_t) s->nofile, "nproc", (json_int_t) s->nproc);
-        if (j && (json_object_set_new(j, "memory_limit_mib", json_integer((json_int_t) s->memory_limit_mib)) < 0 ||
-                  json_object_set_new(j, "cpu_limit", json_integer((json_int_t) s->cpu_limit)) < 0 ||
-                  json_object_set_new(j, "disk_limit_mib", json_integer((json_int_t) s->disk_limit_mib)) < 0)) {
+        bool ok = j && vols && json_object_set_new(j, "volumes", vols) == 0;
+        if (!ok && !j)
+                json_decref(vols);
+        for (size_t i = 0; ok && i < ELEMENTSOF(fields); i++) {
+                json_t *v = field_json(s, &fields[i]);
+                ok = v && json_object_set_new(j, fields[i].key, v) == 0;
+        }
+        ok = ok &&
+             json_object_set_new(j, "runsc_network", json_string(runsc_network_to_string(s->runsc_network))) == 0 &&
+             json_object_set_new(j, "backend", json_string(backend_to_string(s->backend))) == 0;
+        /* ca_certificates: both, or neither key. */
+        if (ok && s->ca_files)
+                ok = json_object_set_new(j, "ca_files", strv_json(s->ca_files)) == 0 &&
+                     json_object_set_new(j, "ca_digest", s->ca_digest ? json_string(s->ca_digest) : json_null()) == 0;
+        if (ok && with_fingerprint)
+                ok = json_object_set_new(j, "fingerprint", json_string(s->fingerprint)) == 0;
+        if (!ok) {
                 json_decref(j);
                 return NULL;
         }
-        if (j && (json_object_update_new(j, json_pack("{s:s, s:s, s:o*, s:s, s:s?, s:s?}", "netpolicy", s->netpolicy,
-                                                      "netpolicy_digest", s->netpolicy_digest, "probe_targets",
-                                                      strv_json(s->probe_targets), "probe_dns_name", s->probe_dns_name,
-                                                      "netd", s->netd, "sidecar_image", s->sidecar_image)) < 0 ||
-                  json_object_update_new(j, json_pack("{s:o*, s:s?, s:s?}", "persistent_dirs",
-                                                      strv_json(s->persistent_dirs), "fuse_overlayfs",
-                                                      s->fuse_overlayfs, "catalog_dir", s->catalog_dir)) < 0 ||
-                  json_object_update_new(j, json_pack("{s:s?, s:s?, s:s?, s:s?}", "fuse2fs", s->fuse2fs, "mke2fs",
-                                                      s->mke2fs, "e2fsck", s->e2fsck, "resize2fs", s->resize2fs)) < 0 ||
-                  json_object_update_new(
-                          j, json_pack("{s:b, s:s?, s:o*, s:I, s:s?}", "escalation_enabled", s->escalation_enabled,
-                                       "escalation_socket_dir", s->escalation_socket_dir, "auto_approve",
-                                       strv_json(s->auto_approve), "escalation_output_max",
-                                       (json_int_t) s->escalation_output_max, "escalate", s->escalate)) < 0 ||
-                  json_object_update_new(j, json_pack("{s:o*, s:o*, s:I}", "protect", strv_json(s->protect), "mask",
-                                                      strv_json(s->mask), "escalation_time_limit",
-                                                      (json_int_t) s->escalation_time_limit)) < 0 ||
-                  json_object_update_new(
-                          j, json_pack("{s:o*, s:o*, s:o*, s:b, s:I, s:s?, s:s?}", "domains", strv_json(s->domains),
-                                       "probe_domains", strv_json(s->probe_domains), "broker_resolvers",
-                                       strv_json(s->broker_resolvers), "check_server_name", s->check_server_name,
-                                       "broker_connections", (json_int_t) s->broker_connections, "broker", s->broker,
-                                       "relay", s->relay)) < 0 ||
-                  json_object_set_new(j, "own_address_rules", json_boolean(s->own_address_rules)) < 0)) {
-                json_decref(j);
-                return NULL;
-        }
-        if (j && json_object_update_new(j, json_pack("{s:s, s:s?, s:s?, s:b, s:s?}", "backend",
-                                                     backend_to_string(s->backend), "native", s->native,
-                                                     "memory_cgroup", s->memory_cgroup, "native_fs_only",
-                                                     s->native_fs_only, "agent", s->agent)) < 0) {
-                json_decref(j);
-                return NULL;
-        }
-        if (j && s->ca_files &&
-            json_object_update_new(
-                    j, json_pack("{s:o*, s:s?}", "ca_files", strv_json(s->ca_files), "ca_digest", s->ca_digest)) < 0) {
-                json_decref(j);
-                return NULL;
-        }
-        if (j && with_fingerprint)
-                json_object_set_new(j, "fingerprint", json_string(s->fingerprint));
         return j;
 }
 
@@ -254,6 +279,36 @@ static int get_opt_strv(json_t *j, const char *key, char ***ret) {
         return get_strv(j, key, ret);
 }
 
+/* One field of j into s: -EBADMSG when a field that must be there is
+ * not, or has the wrong type. */
+static int field_from_json(json_t *j, const LaunchField *f, LaunchSpec *s) {
+        json_t *v = json_object_get(j, f->key);
+        bool absent = !v || json_is_null(v);
+        switch (f->kind) {
+        case LAUNCH_STR:
+                return get_str(j, f->key, FIELD(s, f, char *));
+        case LAUNCH_STR_OPT:
+                return get_opt_str(j, f->key, FIELD(s, f, char *));
+        case LAUNCH_STRV:
+                return get_strv(j, f->key, FIELD(s, f, char **));
+        case LAUNCH_STRV_OPT:
+                return get_opt_strv(j, f->key, FIELD(s, f, char **));
+        case LAUNCH_BOOL:
+        case LAUNCH_BOOL_OPT:
+                if (absent ? f->kind == LAUNCH_BOOL : !json_is_boolean(v))
+                        return -EBADMSG;
+                *FIELD(s, f, bool) = json_is_true(v);
+                return 0;
+        case LAUNCH_U64:
+        case LAUNCH_U64_OPT:
+                if (absent ? f->kind == LAUNCH_U64 : !json_is_integer(v) || json_integer_value(v) < 0)
+                        return -EBADMSG;
+                *FIELD(s, f, uint64_t) = absent ? 0 : (uint64_t) json_integer_value(v);
+                return 0;
+        }
+        return -EBADMSG;
+}
+
 int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         LaunchSpec s = {};
         int r = 0;
@@ -262,104 +317,16 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         const char *fp = json_string_value(json_object_get(j, "fingerprint"));
         json_t *vols = json_object_get(j, "volumes");
 
-        if (!net || backend < 0 || !fp || strlen(fp) != 64 || !json_is_array(vols) ||
-            !json_is_boolean(json_object_get(j, "rootless")) || !json_is_integer(json_object_get(j, "nofile")) ||
-            !json_is_integer(json_object_get(j, "nproc")) || !json_is_integer(json_object_get(j, "memory_limit_mib")) ||
-            !json_is_integer(json_object_get(j, "cpu_limit")) || !json_is_integer(json_object_get(j, "disk_limit_mib")))
+        if (!json_is_object(j) || !net || backend < 0 || !fp || strlen(fp) != 64 || !json_is_array(vols))
                 return -EBADMSG;
-        if (r >= 0)
-                r = get_str(j, "domain_hash", &s.domain_hash);
-        if (r >= 0)
-                r = get_str(j, "profile", &s.profile);
-        if (r >= 0)
-                r = get_str(j, "workspace", &s.workspace);
-        if (r >= 0)
-                r = get_str(j, "domain_dir", &s.domain_dir);
-        if (r >= 0)
-                r = get_opt_str(j, "image", &s.image); /* none: native (checked below) */
-        if (r >= 0)
-                r = get_strv(j, "command", &s.command);
-        if (r >= 0)
-                r = get_strv(j, "env_names", &s.env_names);
-        if (r >= 0)
-                r = get_opt_str(j, "git_dir", &s.git_dir);
-        if (r >= 0)
-                r = get_str(j, "runtime_dir", &s.runtime_dir);
-        if (r >= 0)
-                r = get_str(j, "lock_path", &s.lock_path);
-        if (r >= 0)
-                r = get_str(j, "socket_path", &s.socket_path);
-        if (r >= 0)
-                r = get_opt_str(j, "podman", &s.podman);
-        if (r >= 0)
-                r = get_opt_str(j, "runsc", &s.runsc);
-        if (r >= 0)
-                r = get_opt_str(j, "native", &s.native);
-        if (r >= 0)
-                r = get_opt_str(j, "memory_cgroup", &s.memory_cgroup);
-        if (r >= 0)
-                r = get_opt_str(j, "agent", &s.agent);
-        s.native_fs_only = json_is_true(json_object_get(j, "native_fs_only"));
-        if (r >= 0)
-                r = get_str(j, "init", &s.init);
-        if (r >= 0)
-                r = get_str(j, "netpolicy", &s.netpolicy);
-        if (r >= 0)
-                r = get_str(j, "netpolicy_digest", &s.netpolicy_digest);
-        if (r >= 0)
-                r = get_strv(j, "probe_targets", &s.probe_targets);
-        if (r >= 0)
-                r = get_str(j, "probe_dns_name", &s.probe_dns_name);
-        if (r >= 0)
-                r = get_opt_str(j, "netd", &s.netd);
-        if (r >= 0)
-                r = get_opt_str(j, "sidecar_image", &s.sidecar_image);
-        if (r >= 0)
-                r = get_strv(j, "persistent_dirs", &s.persistent_dirs);
-        if (r >= 0)
-                r = get_opt_str(j, "fuse_overlayfs", &s.fuse_overlayfs);
-        if (r >= 0)
-                r = get_opt_str(j, "fuse2fs", &s.fuse2fs);
-        if (r >= 0)
-                r = get_opt_str(j, "mke2fs", &s.mke2fs);
-        if (r >= 0)
-                r = get_opt_str(j, "e2fsck", &s.e2fsck);
-        if (r >= 0)
-                r = get_opt_str(j, "resize2fs", &s.resize2fs);
-        if (r >= 0)
-                r = get_opt_str(j, "catalog_dir", &s.catalog_dir);
-        if (r >= 0)
-                r = get_opt_str(j, "escalation_socket_dir", &s.escalation_socket_dir);
-        if (r >= 0)
-                r = get_opt_str(j, "escalate", &s.escalate);
-        if (r >= 0)
-                r = get_strv(j, "auto_approve", &s.auto_approve);
-        if (r >= 0)
-                r = get_strv(j, "protect", &s.protect);
-        if (r >= 0)
-                r = get_strv(j, "mask", &s.mask);
-        if (r >= 0)
-                r = get_opt_strv(j, "domains", &s.domains);
-        if (r >= 0)
-                r = get_opt_strv(j, "probe_domains", &s.probe_domains);
-        if (r >= 0)
-                r = get_opt_strv(j, "broker_resolvers", &s.broker_resolvers);
-        if (r >= 0)
-                r = get_opt_str(j, "broker", &s.broker);
-        if (r >= 0)
-                r = get_opt_str(j, "relay", &s.relay);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(fields); i++)
+                r = field_from_json(j, &fields[i], &s);
         if (r >= 0 && json_object_get(j, "ca_files"))
                 r = get_strv(j, "ca_files", &s.ca_files);
         if (r >= 0)
                 r = get_opt_str(j, "ca_digest", &s.ca_digest);
         if (r >= 0 && !s.ca_files != !s.ca_digest)
                 r = -EBADMSG;
-        s.check_server_name = json_is_true(json_object_get(j, "check_server_name"));
-        s.own_address_rules = json_is_true(json_object_get(j, "own_address_rules"));
-        s.broker_connections = (uint64_t) json_integer_value(json_object_get(j, "broker_connections"));
-        s.escalation_enabled = json_is_true(json_object_get(j, "escalation_enabled"));
-        s.escalation_output_max = (uint64_t) json_integer_value(json_object_get(j, "escalation_output_max"));
-        s.escalation_time_limit = (uint64_t) json_integer_value(json_object_get(j, "escalation_time_limit"));
         if (r < 0) {
                 launch_spec_done(&s);
                 return r;
@@ -371,13 +338,6 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 launch_spec_done(&s);
                 return -EBADMSG;
         }
-        s.rootless = json_boolean_value(json_object_get(j, "rootless"));
-        s.branch = json_boolean_value(json_object_get(j, "branch"));
-        s.nofile = (uint64_t) json_integer_value(json_object_get(j, "nofile"));
-        s.nproc = (uint64_t) json_integer_value(json_object_get(j, "nproc"));
-        s.memory_limit_mib = (uint64_t) json_integer_value(json_object_get(j, "memory_limit_mib"));
-        s.cpu_limit = (uint64_t) json_integer_value(json_object_get(j, "cpu_limit"));
-        s.disk_limit_mib = (uint64_t) json_integer_value(json_object_get(j, "disk_limit_mib"));
         memcpy(s.fingerprint, fp, 65);
         s.volumes = calloc(json_array_size(vols) + 1, sizeof(LaunchVolume));
         if (!s.volumes) {

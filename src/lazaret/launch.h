@@ -110,6 +110,27 @@ typedef struct LaunchSpec {
         char fingerprint[65]; /* SHA-256 of the canonical JSON (without this field) */
 } LaunchSpec;
 
+/* The table the JSON form is made from (launch.c): each field of the
+ * spec but the enums, the volumes, the CA files and the fingerprint. */
+typedef enum LaunchFieldKind {
+        LAUNCH_STR, /* char *, required */
+        LAUNCH_STR_OPT, /* char *, may be NULL (null in JSON) */
+        LAUNCH_STRV, /* char **, NULL-terminated, required */
+        LAUNCH_STRV_OPT, /* char **, absent in JSON: empty */
+        LAUNCH_BOOL,
+        LAUNCH_BOOL_OPT, /* absent: false */
+        LAUNCH_U64,
+        LAUNCH_U64_OPT, /* absent: 0 */
+} LaunchFieldKind;
+
+typedef struct LaunchField {
+        const char *key;
+        LaunchFieldKind kind;
+        size_t offset; /* in LaunchSpec */
+} LaunchField;
+
+const LaunchField *launch_spec_fields(size_t *ret_n);
+
 void launch_spec_done(LaunchSpec *s);
 int launch_spec_to_json(const LaunchSpec *s, json_t **ret);
 int launch_spec_from_json(json_t *j, LaunchSpec *ret);

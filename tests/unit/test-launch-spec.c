@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/* The LaunchSpec's field table (lazaret/launch, issue 43): every field set
+ * to a value of its own goes to JSON and back unchanged; the JSON has the
+ * keys the CLI and the coordinator have always exchanged (the spec's
+ * fingerprint is a digest of it); a required field missing, or of the
+ * wrong type, is refused and leaks nothing (ASan). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "launch.h"
+
+#define FIELD(s, f, type) ((type *) (void *) ((char *) (s) + (f)->offset))
+
+/* The keys of the JSON form, as the hand-written form had them. */
+static const char *const keys[] = {
+        "agent",
+        "auto_approve",
+        "backend",
+        "branch",
+        "broker",
+        "broker_connections",
+        "broker_resolvers",
+        "ca_digest",
+        "ca_files",
+        "catalog_dir",
+        "check_server_name",
+        "command",
+        "cpu_limit",
+        "disk_limit_mib",
+        "domain_dir",
+        "domain_hash",
+        "domains",
+        "e2fsck",
+        "env_names",
+        "escalate",
+        "escalation_enabled",
+        "escalation_output_max",
+        "escalation_socket_dir",
+        "escalation_time_limit",
+        "fingerprint",
+        "fuse2fs",
+        "fuse_overlayfs",
+        "git_dir",
+        "image",
+        "init",
+        "lock_path",
+        "mask",
+        "memory_cgroup",
+        "memory_limit_mib",
+        "mke2fs",
+        "native",
+        "native_fs_only",
+        "netd",
+        "netpolicy",
+        "netpolicy_digest",
+        "nofile",
+        "nproc",
+        "own_address_rules",
+        "persistent_dirs",
+        "podman",
+        "probe_dns_name",
+        "probe_domains",
+        "probe_targets",
+        "profile",
+        "protect",
+        "relay",
+        "resize2fs",
+        "rootless",
+        "runsc",
+        "runsc_network",
+        "runtime_dir",
+        "sidecar_image",
+        "socket_path",
+        "volumes",
+        "workspace",
+};
+
+static char **strv2(const char *a, const char *b) {
+        char **v = calloc(3, sizeof(char *));
+        v[0] = strdup(a);
+        v[1] = strdup(b);
+        return v;
+}
+
+/* Every field of the table set, each to something no other field has. */
+static void fill(LaunchSpec *s) {
+        size_t n;
+        const LaunchField *fs = launch_spec_fields(&n);
+        for (size_t i = 0; i < n; i++) {
+                const LaunchField *f = &fs[i];
+                char v[128];
+                snprintf(v, sizeof v, "/v/%s", f->key);
+                switch (f->kind) {
+                case LAUNCH_STR:
+                case LAUNCH_STR_OPT:
+                        *FIELD(s, f, char *) = strdup(v);
+                        break;
+                case LAUNCH_STRV:
+                case LAUNCH_STRV_OPT:
+                        *FIELD(s, f, char **) = strv2(v, "second");
+                        break;
+                case LAUNCH_BOOL:
+                case LAUNCH_BOOL_OPT:
+                        *FIELD(s, f, bool) = true;
+                        break;
+                case LAUNCH_U64:
+                case LAUNCH_U64_OPT:
+                        *FIELD(s, f, uint64_t) = 1000 + i;
+                        break;
+                }
+        }
+        s->runsc_network = RUNSC_NETWORK_SANDBOX;
+        s->backend = BACKEND_GVISOR;
+        s->volumes = calloc(2, sizeof(LaunchVolume));
+        s->volumes[0] =
+                (LaunchVolume){ .host = strdup("/h"), .container = strdup("/c"), .read_only = true, .relabel = 'z' };
+        s->n_volumes = 1;
+        s->ca_files = strv2("/ca/one", "/ca/two");
+        s->ca_digest = strdup("ab12");
+        assert_int_equal(launch_spec_fingerprint(s), 0);
+}
+
+static json_t *to_json(const LaunchSpec *s) {
+        json_t *j = NULL;
+        assert_int_equal(launch_spec_to_json(s, &j), 0);
+        return j;
+}
+
+static void test_round_trip(void **state) {
+        (void) state;
+        LaunchSpec a = {}, b = {};
+        fill(&a);
+        json_t *ja = to_json(&a);
+        assert_int_equal(launch_spec_from_json(ja, &b), 0);
+        json_t *jb = to_json(&b);
+        assert_true(json_equal(ja, jb));
+        /* Field by field, not only as JSON. */
+        size_t n;
+        const LaunchField *fs = launch_spec_fields(&n);
+        for (size_t i = 0; i < n; i++) {
+                const LaunchField *f = &fs[i];
+                switch (f->kind) {
+                case LAUNCH_STR:
+                case LAUNCH_STR_OPT:
+                        assert_string_equal(*FIELD(&a, f, char *), *FIELD(&b, f, char *));
+                        break;
+                case LAUNCH_STRV:
+                case LAUNCH_STRV_OPT:
+                        assert_string_equal((*FIELD(&b, f, char **))[0], (*FIELD(&a, f, char **))[0]);
+                        assert_string_equal((*FIELD(&b, f, char **))[1], "second");
+                        assert_null((*FIELD(&b, f, char **))[2]);
+                        break;
+                case LAUNCH_BOOL:
+                case LAUNCH_BOOL_OPT:
+                        assert_true(*FIELD(&b, f, bool));
+                        break;
+                case LAUNCH_U64:
+                case LAUNCH_U64_OPT:
+                        assert_int_equal(*FIELD(&b, f, uint64_t), 1000 + i);
+                        break;
+                }
+        }
+        assert_int_equal(b.runsc_network, RUNSC_NETWORK_SANDBOX);
+        assert_int_equal(b.backend, BACKEND_GVISOR);
+        assert_int_equal(b.n_volumes, 1);
+        assert_string_equal(b.volumes[0].host, "/h");
+        assert_true(b.volumes[0].read_only);
+        assert_int_equal(b.volumes[0].relabel, 'z');
+        assert_string_equal(b.ca_files[1], "/ca/two");
+        assert_string_equal(b.ca_digest, "ab12");
+        assert_string_equal(b.fingerprint, a.fingerprint);
+        /* The fingerprint is of the fields: the copy's is the same. */
+        char fp[65];
+        memcpy(fp, b.fingerprint, sizeof fp);
+        assert_int_equal(launch_spec_fingerprint(&b), 0);
+        assert_string_equal(b.fingerprint, fp);
+        json_decref(ja);
+        json_decref(jb);
+        launch_spec_done(&a);
+        launch_spec_done(&b);
+}
+
+static void test_keys(void **state) {
+        (void) state;
+        LaunchSpec a = {};
+        fill(&a);
+        json_t *j = to_json(&a);
+        size_t n = sizeof(keys) / sizeof(keys[0]);
+        assert_int_equal(json_object_size(j), n);
+        for (size_t i = 0; i < n; i++)
+                if (!json_object_get(j, keys[i]))
+                        fail_msg("no key %s", keys[i]);
+        json_decref(j);
+        launch_spec_done(&a);
+}
+
+static void test_optional_ones(void **state) {
+        (void) state;
+        /* A native spec: no image, Podman or runsc; no CA files, no
+         * escalation keys: read back as NULL, empty and 0. */
+        LaunchSpec a = {}, b = {};
+        fill(&a);
+        a.backend = BACKEND_NATIVE;
+        a.image = (free(a.image), NULL);
+        a.podman = (free(a.podman), NULL);
+        a.runsc = (free(a.runsc), NULL);
+        json_t *j = to_json(&a);
+        assert_true(json_is_null(json_object_get(j, "image")));
+        json_object_del(j, "escalation_output_max");
+        json_object_del(j, "check_server_name");
+        json_object_del(j, "domains");
+        json_object_del(j, "ca_files");
+        json_object_del(j, "ca_digest");
+        assert_int_equal(launch_spec_from_json(j, &b), 0);
+        assert_null(b.image);
+        assert_int_equal(b.escalation_output_max, 0);
+        assert_false(b.check_server_name);
+        assert_non_null(b.domains);
+        assert_null(b.domains[0]);
+        assert_null(b.ca_files);
+        json_decref(j);
+        launch_spec_done(&a);
+        launch_spec_done(&b);
+}
+
+static void test_refused(void **state) {
+        (void) state;
+        size_t n;
+        const LaunchField *fs = launch_spec_fields(&n);
+        LaunchSpec a = {};
+        fill(&a);
+        json_t *j = to_json(&a);
+        for (size_t i = 0; i < n; i++) {
+                const LaunchField *f = &fs[i];
+                LaunchSpec b = {};
+                json_t *k = json_deep_copy(j);
+                bool required = f->kind == LAUNCH_STR || f->kind == LAUNCH_STRV || f->kind == LAUNCH_BOOL ||
+                                f->kind == LAUNCH_U64;
+                /* Each required one left out. */
+                json_object_del(k, f->key);
+                if (required)
+                        assert_int_equal(launch_spec_from_json(k, &b), -EBADMSG);
+                /* Each one of the wrong type: a number where a string is,
+                 * a string where a number or a truth value is. */
+                json_object_set_new(k, f->key,
+                                    f->kind == LAUNCH_U64 || f->kind == LAUNCH_U64_OPT || f->kind == LAUNCH_BOOL ||
+                                                    f->kind == LAUNCH_BOOL_OPT
+                                            ? json_string("x")
+                                            : json_integer(7));
+                assert_int_equal(launch_spec_from_json(k, &b), -EBADMSG);
+                json_decref(k);
+        }
+        /* A CA digest without its files; a gVisor spec without an image. */
+        json_t *k = json_deep_copy(j);
+        json_object_del(k, "ca_files");
+        LaunchSpec b = {};
+        assert_int_equal(launch_spec_from_json(k, &b), -EBADMSG);
+        json_decref(k);
+        k = json_deep_copy(j);
+        json_object_set_new(k, "image", json_null());
+        assert_int_equal(launch_spec_from_json(k, &b), -EBADMSG);
+        json_decref(k);
+        json_decref(j);
+        launch_spec_done(&a);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_round_trip),
+                cmocka_unit_test(test_keys),
+                cmocka_unit_test(test_optional_ones),
+                cmocka_unit_test(test_refused),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
