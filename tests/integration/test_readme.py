@@ -107,8 +107,9 @@ def test_the_readme_path_as_a_user_through_sudo(test_user, node_image):  # noqa:
     shows "refused git 0" on the status line and no refusal in the events;
     lazaret report lists the files the commit changed; lazaret up, with a
     manifest the user trusted, prints a table of real figures.
-    (test_presets' install test covers the other agents; Claude Code's is
-    this one, paid once.) The node image is the fixture's: lazaret image
+    (test_presets' install test installs Claude Code once more, in a
+    profile of its own, to read the hosts the installed package names.) The
+    node image is the fixture's: lazaret image
     build node makes the same one in the same store."""
     image, _ = node_image
     parent = tempfile.mkdtemp(prefix="lazaret-readme-")
