@@ -193,11 +193,20 @@ def test_up_one_agent_killed_the_others_go_on(lz):
         victim = None
         end = time.monotonic() + 20
         while victim is None and time.monotonic() < end:
-            out = subprocess.run(["ps", "-u", lz.user.pw_name, "-o", "pid=,args="], capture_output=True,
+            out = subprocess.run(["ps", "-u", lz.user.pw_name, "-o", "pid=,ppid=,args="], capture_output=True,
                                  text=True).stdout
+            procs = {}
             for line in out.splitlines():
-                pid, _, args = line.strip().partition(" ")
-                if "--agent sleeper run" in args and path not in args:
+                f = line.split(None, 2)
+                if len(f) == 3:
+                    procs[f[0]] = (f[1], f[2])
+            for pid, (ppid, args) in procs.items():
+                # The run itself, not the short-lived middle of its detached
+                # spawn of the coordinator, which shows the same arguments
+                # for a moment (its parent is the run) and is gone before
+                # the kill.
+                parent = procs.get(ppid, ("", ""))[1]
+                if "--agent sleeper run" in args and path not in args and "--agent sleeper run" not in parent:
                     victim = int(pid)
             time.sleep(0.05)
         assert victim, "the sleeper's lazaret run never appeared"
