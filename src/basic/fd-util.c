@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "fd-util.h"
@@ -24,5 +25,20 @@ int loop_write(int fd, const void *buf, size_t len) {
                 p += k;
                 len -= (size_t) k;
         }
+        return 0;
+}
+
+int memfd_from(const char *name, const void *data, size_t len, int *ret_fd) {
+        int fd = memfd_create(name, MFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        int r = loop_write(fd, data, len);
+        if (r >= 0 && lseek(fd, 0, SEEK_SET) < 0)
+                r = -errno;
+        if (r < 0) {
+                safe_close(fd);
+                return r;
+        }
+        *ret_fd = fd;
         return 0;
 }

@@ -13,6 +13,10 @@ int safe_close(int fd);
  * writes). 0, or -errno (-EIO for a write of nothing). */
 int loop_write(int fd, const void *buf, size_t len);
 
+/* A memfd named name (close-on-exec) holding len bytes of data, at offset
+ * 0: the descriptor in *ret_fd, or -errno. */
+int memfd_from(const char *name, const void *data, size_t len, int *ret_fd);
+
 static inline void closep(int *fd) {
         safe_close(*fd);
 }

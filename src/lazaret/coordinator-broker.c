@@ -281,32 +281,7 @@ json_t *co_broker_status(const Coordinator *co) {
 
 /* One probe through the relay in the sandbox: its one line of output. */
 static int egress_probe(Coordinator *co, const char *name, const char *port, char **ret_line) {
-        if (co->spec.backend == BACKEND_NATIVE)
-                return native_run_probe(&co->spec, &co->native, name, port, EGRESS_PROBE_USEC, ret_line);
-        Argv a = {};
-        argv_add(&a, "runsc");
-        argv_addf(&a, "--root=%s", co->sandbox.runsc_root);
-        if (co->spec.rootless)
-                argv_add(&a, "--ignore-cgroups");
-        argv_add(&a, "exec");
-        argv_add(&a, co->sandbox.id);
-        argv_add(&a, "/run/lazaret/relay");
-        argv_add(&a, "--listening");
-        argv_add(&a, "--probe");
-        argv_add(&a, name);
-        argv_add(&a, port);
-        if (a.oom) {
-                argv_done(&a);
-                return -ENOMEM;
-        }
-        _cleanup_(exec_result_done) ExecResult res = {};
-        int r = exec_capture(co->spec.runsc, (const char *const *) a.v, EGRESS_PROBE_USEC, &res);
-        argv_done(&a);
-        if (r < 0)
-                return r;
-        const char *out = res.out && *res.out ? res.out : res.err ? res.err : "";
-        *ret_line = strndup(out, strcspn(out, "\n"));
-        return *ret_line ? 0 : -ENOMEM;
+        return co->sb.backend->egress_probe(&co->sb, name, port, EGRESS_PROBE_USEC, ret_line);
 }
 
 /* Readiness evidence of egress by name: each probe_domains name answers

@@ -45,7 +45,6 @@
 #include "conn-dispatch.h"
 #include "coordinator.h"
 #include "disk-watch.h"
-#include "dispenser.h"
 #include "domain-root.h"
 #include "ctl-key.h"
 #include "ctl-proto.h"
@@ -54,7 +53,6 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "log.h"
-#include "native-run.h"
 #include "path-util.h"
 #include "router-run.h"
 #include "state-anchor.h"
@@ -69,7 +67,7 @@
 #include "netpolicy.h"
 #include "host-addr.h"
 #include "sandbox-limits.h"
-#include "sandbox.h"
+#include "sandbox-backend.h"
 #include "sidecar.h"
 #include "store.h"
 #include "strbuf.h"
@@ -88,9 +86,6 @@
 #define WATCHDOG_STORE_WAIT_USEC (UINT64_C(30) * 1000000)
 #define LINGER_USEC              (UINT64_C(5) * 1000000) /* for a dropped peer to close its end */
 #define MEMORY_CHECK_USEC        (UINT64_C(1000000))
-/* The sandbox's host threads run at this nice value, so that the person's
- * own work comes first. */
-#define SANDBOX_NICE 10
 
 typedef enum WatchKind {
         WATCH_LISTEN,
@@ -244,12 +239,10 @@ struct Coordinator {
         Part p_escalation; /* a Publication: the escalation socket and certificates */
         char coordinator_id[37];
         char *container_name;
-        SandboxInfo sandbox;
-        Dispenser *dispenser; /* gVisor: the door to the escalation and broker sockets */
-        NativeRun native; /* backend = "native": the holder of its sandbox */
-        /* backend = "native" in branch mode: .git is bound read-only (no
-         * git router in the sandbox yet), so commits are refused. */
-        bool git_read_only;
+        /* The sandbox through its backend's ops (sandbox-backend.h), with
+         * this generation's mount plan; sb.backend chosen once from the
+         * spec. */
+        Sandbox sb;
         RouterRun router;
         Part p_router;
         LinePipe router_lines; /* its refusals */
@@ -276,10 +269,9 @@ struct Coordinator {
         uint64_t started_usec;
         bool stopping;
         const char *stop_reason;
-        /* The memory limit (issue 16): gVisor's memory file, looked at
+        /* The memory limit (issue 16): the backend's measure, looked at
          * once a second; why it is not watched when it is not. */
-        int mem_fd;
-        bool mem_native; /* the native backend's memory is watched (native_memory_used), not a file's */
+        bool mem_watched;
         uint64_t mem_next_check, mem_used;
         char mem_unwatched[160];
         char cpus[64], cpu_unset[160]; /* the CPUs the sandbox runs on, or why it runs anywhere */
@@ -434,6 +426,16 @@ json_t *scan_status(const Coordinator *co);
 
 /* ---- coordinator-parts.c: the other participants and the limits -------- */
 
+/* The sandbox's backend and spec in co->sb (idempotent); the mount plan
+ * of this generation (sandbox-backend.h). */
+void co_sandbox_init(Coordinator *co);
+int co_mount_plan(Coordinator *co, char **ret_error);
+/* The observation hooks the backends call (coordinator-trace.c,
+ * coordinator-procscan.c). */
+int co_trace_begin_hook(void *host, char **ret_config);
+void co_trace_attached_hook(void *host, bool started);
+void co_scan_begin_hook(void *host, const char *workspace);
+void co_scan_session_hook(void *host);
 extern const PartKind kind_router, kind_publication, kind_lower, kind_layer, kind_sandbox;
 void co_router_line(Coordinator *co, const char *line, size_t len);
 int start_router(Coordinator *co, char **ret_error);

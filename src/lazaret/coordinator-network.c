@@ -82,7 +82,8 @@ static int job_net_update(Store *st, void *userdata) {
         (void) st;
         int r = sidecar_update(&co->sidecar, co->spec.netpolicy, co->spec.netpolicy_digest, &u->error);
         if (r >= 0 && co->spec.runsc_network == RUNSC_NETWORK_SANDBOX)
-                r = sidecar_update_gvisor(&co->spec, &co->sidecar, &co->sandbox, co->spec.netpolicy, &u->error);
+                r = sidecar_update_gvisor(&co->spec, &co->sidecar, sandbox_gvisor_info(&co->sb), co->spec.netpolicy,
+                                          &u->error);
         if (r >= 0)
                 r = prove_network(co, u->fingerprint, &u->error);
         return r;
@@ -417,7 +418,7 @@ int prove_network(Coordinator *co, char ret_fingerprint[65], char **ret_error) {
         if (!co->sidecar.name)
                 return 0;
         json_t *probe = NULL;
-        int r = sidecar_probe(&co->spec, &co->sidecar, &co->sandbox, &co->net, &probe, ret_error);
+        int r = sidecar_probe(&co->spec, &co->sidecar, sandbox_gvisor_info(&co->sb), &co->net, &probe, ret_error);
         json_t *ns = json_object_get(co->sidecar.attestation, "enforcement_namespace");
         json_t *identity =
                 json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:O?}", "schema_id", "lazaret.network-readiness-identity.v1",

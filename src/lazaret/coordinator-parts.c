@@ -10,8 +10,7 @@
 void co_check_memory(Coordinator *co) {
         uint64_t used = 0, limit = co->spec.memory_limit_mib << 20;
         co->mem_next_check = now_usec() + MEMORY_CHECK_USEC;
-        if (co->spec.backend == BACKEND_NATIVE ? native_memory_used(&co->native, &used) < 0
-                                               : limits_memory_used(co->mem_fd, &used) < 0)
+        if (co->sb.backend->memory_used(&co->sb, &used) < 0)
                 return;
         co->mem_used = used;
         if (limit == 0) /* memory_limit = 0: measured for status, never a stop */
@@ -19,7 +18,7 @@ void co_check_memory(Coordinator *co) {
         /* In a memory cgroup the kernel keeps it under the limit: ending a
          * process there for want of memory is reaching it. */
         uint64_t kills = 0;
-        bool killed = co->spec.backend == BACKEND_NATIVE && native_memory_killed(&co->native, &kills) == 0 && kills > 0;
+        bool killed = co->sb.backend->memory_killed(&co->sb, &kills) == 0 && kills > 0;
         if ((used <= limit && !killed) || co->stopping)
                 return;
         if (killed)
@@ -544,121 +543,76 @@ void stop_disk_watch(Coordinator *co) {
         diskwatch_stop(&co->disk);
 }
 
-/* The sandbox's container: removed by name (Podman's --ignore makes that
- * idempotent). */
+/* The sandbox, through its backend (sandbox-backend.c): ctx is the
+ * coordinator, whose sb carries the backend and this generation's plan. */
+void co_sandbox_init(Coordinator *co) {
+        co->sb.spec = &co->spec;
+        co->sb.backend = sandbox_backend_for(co->spec.backend);
+        co->sb.name = co->container_name;
+        co->sb.generation = co->generation;
+}
+
+static const SandboxHooks sandbox_hooks = {
+        .trace_begin = co_trace_begin_hook,
+        .trace_attached = co_trace_attached_hook,
+        .scan_begin = co_scan_begin_hook,
+        .session_started = co_scan_session_hook,
+};
+
+/* What the sandbox sees, decided once for this generation: which host
+ * directory is /workspace, what guards .git, the doors in. */
+int co_mount_plan(Coordinator *co, char **ret_error) {
+        MountPlan *p = &co->sb.plan;
+        mount_plan_done(p);
+        co_sandbox_init(co);
+        co->sb.hooks = &sandbox_hooks;
+        co->sb.host = co;
+        bool routed = co->router.pid > 0;
+        if (!co->spec.branch && !routed) {
+                *ret_error = strdup("direct mode needs the workspace router, which did not start");
+                return -EIO;
+        }
+        /* Direct mode: the workspace router's mount is the workspace;
+         * branch mode: the worktree, with the git router's mount at .git's
+         * own path (or, without the router, .git read-only). */
+        p->workspace_routed = !co->spec.branch;
+        p->workspace = strdup(p->workspace_routed ? co->router.mountpoint
+                              : co->worktree      ? co->worktree
+                                                  : co->spec.workspace);
+        if (co->spec.branch && co->spec.git_dir && routed)
+                p->git_source = strdup(co->router.mountpoint);
+        p->git_read_only = co->spec.branch && co->spec.git_dir && !routed;
+        p->terminfo_dir = strdup(co->terminfo_dir);
+        p->ca_bundle = launch_ca_bundle_path(&co->spec);
+        if (co->esc) {
+                p->certs_dir = strdup(escalation_certs_dir(co->esc));
+                p->socket_dir = strdup(escalation_socket_dir(co->esc));
+        }
+        if (co->p_broker.id)
+                p->broker_dir = strdup(co->broker_dir);
+        if (co->sidecar.name)
+                p->network_from = strdup(co->sidecar.name);
+        p->anchor = co->anchor.n_layers ? &co->anchor : NULL;
+        if (!p->workspace || (co->spec.branch && co->spec.git_dir && routed && !p->git_source) || !p->terminfo_dir ||
+            (co->esc && (!p->certs_dir || !p->socket_dir)) || (co->p_broker.id && !p->broker_dir) ||
+            (co->sidecar.name && !p->network_from))
+                return -ENOMEM;
+        return 0;
+}
+
 static int sandbox_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
         Coordinator *co = ctx;
         (void) obj;
         (void) intent;
-        if (co->spec.backend == BACKEND_NATIVE) {
-                /* Direct mode: the workspace router's mount is the
-                 * workspace; branch mode: the worktree, with the git
-                 * router's mount at .git's own path (or, without the
-                 * router, .git read-only). */
-                const char *ws = co->worktree                             ? co->worktree
-                                 : co->router.pid > 0 && !co->spec.branch ? co->router.mountpoint
-                                                                          : co->spec.workspace;
-                if (!co->spec.branch && co->router.pid <= 0) {
-                        *ret_error = strdup("direct mode needs the workspace router, which did not start");
-                        return -EIO;
-                }
-                bool routed = co->spec.branch && co->spec.git_dir && co->router.pid > 0;
-                co->git_read_only = co->spec.branch && co->spec.git_dir && !routed;
-                int r = native_run_start(&co->spec, ws, routed ? co->router.mountpoint : NULL, co->terminfo_dir,
-                                         co->esc ? escalation_certs_dir(co->esc) : NULL,
-                                         co->esc ? escalation_socket_dir(co->esc) : NULL,
-                                         co->p_broker.id ? co->broker_dir : NULL, &co->native, ret_error);
-                if (r < 0)
-                        return r;
-                if (!(co->sandbox.id = strdup(co->container_name))) {
-                        native_run_stop(&co->native);
-                        return -ENOMEM;
-                }
-                co->sandbox.conmon_pid = co->native.pid;
-                /* Its processes, observed by a scan of /proc (it has no
-                 * trace points). */
-                if (co->events)
-                        scan_begin(co, ws);
-                else
-                        snprintf(co->trace.why, sizeof(co->trace.why), "there is no event record to keep them");
-                *ret_commit = co->native.fs_only ? json_pack("{s:s, s:s, s:s}", "backend", "native", "mode", "fs-only",
-                                                             "cgroup", co->native.cgroup)
-                                                 : json_pack("{s:s, s:o, s:i, s:s?}", "backend", "native", "holder",
-                                                             process_identity_to_json(&co->native.ident), "init_pid",
-                                                             (int) co->native.init_pid, "cgroup", co->native.cgroup);
-                return 0;
-        }
-        /* The processes inside, when they can be observed: losing them
-         * weakens nothing, so the start goes on without them. */
-        _cleanup_free_ char *trace_config = NULL;
-        int r = trace_begin(co, &trace_config);
-        if (r < 0)
-                return r;
-        r = sandbox_start(&co->spec, co->generation, co->worktree ? co->worktree : co->spec.workspace,
-                          co->router.pid > 0 ? co->router.mountpoint : NULL, co->terminfo_dir, co->sidecar.name,
-                          co->anchor.n_layers ? &co->anchor : NULL, co->esc ? escalation_certs_dir(co->esc) : NULL,
-                          co->esc ? escalation_socket_dir(co->esc) : NULL, co->p_broker.id ? co->broker_dir : NULL,
-                          trace_config, &co->sandbox, ret_error);
-        trace_attached(co, r >= 0);
-        if (r < 0)
-                return r;
-        /* Before anything inside asks: the readiness probes go through the
-         * relay to the broker. */
-        if (co->esc || co->p_broker.id) {
-                _cleanup_free_ char *esc_sock =
-                                            co->esc ? path_join(escalation_socket_dir(co->esc), "escalate.sock") : NULL,
-                                    *broker_sock = co->p_broker.id ? path_join(co->broker_dir, "sock") : NULL;
-                DispenserConfig dc = { .runsc = co->spec.runsc,
-                                       .runsc_root = co->sandbox.runsc_root,
-                                       .sandbox_id = co->sandbox.id,
-                                       .rootless = co->spec.rootless,
-                                       .escalate_socket = esc_sock,
-                                       .broker_socket = broker_sock };
-                r = (co->esc && !esc_sock) || (co->p_broker.id && !broker_sock)
-                            ? -ENOMEM
-                            : dispenser_start(&dc, &co->dispenser, ret_error);
-                if (r < 0) {
-                        _cleanup_free_ char *ignored = NULL;
-                        (void) container_remove(&co->spec, co->container_name, &ignored);
-                        sandbox_info_done(&co->sandbox);
-                        return r;
-                }
-        }
-        ProcessIdentity conmon = {};
-        (void) process_identity_of(co->sandbox.conmon_pid, &conmon);
-        *ret_commit = json_pack("{s:s, s:s, s:o}", "container_id", co->sandbox.id, "runtime_root",
-                                co->sandbox.runsc_root, "runtime_supervisor", process_identity_to_json(&conmon));
-        return 0;
+        return sandbox_part_acquire(&co->sb, ret_commit, ret_error);
 }
 
 static int sandbox_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
         Coordinator *co = ctx;
         (void) obj;
         (void) generation;
-        if (streq_ptr(json_string_value(json_object_get(own, "backend")), "native")) {
-                if (obj && (co->native.pid > 0 || co->native.fs_only)) {
-                        native_run_stop(&co->native);
-                        return 0;
-                }
-                /* A dead coordinator's (it died with it, unless it was
-                 * killed before --die-with-parent took hold); in FS-ONLY,
-                 * what is left in its memory cgroup. */
-                ProcessIdentity pi;
-                if (process_identity_from_json(json_object_get(own, "holder"), &pi) >= 0)
-                        native_run_kill_leftover(&pi);
-                const char *cg = json_string_value(json_object_get(own, "cgroup"));
-                if (cg && co->spec.memory_cgroup && path_under(cg, co->spec.memory_cgroup))
-                        native_run_remove_leftover_cgroup(cg);
-                return 0;
-        }
-        co->dispenser = dispenser_stop(co->dispenser);
-        const char *name = json_string_value(json_object_get(own, "container_name"));
-        _cleanup_free_ char *err = NULL;
-        if (name && container_remove(&co->spec, name, &err) < 0) {
-                log_error("cannot remove the sandbox %s: %s", name, err ? err : "?");
-                return -EIO;
-        }
-        return 0;
+        co_sandbox_init(co);
+        return sandbox_part_release(&co->sb, own);
 }
 
 const PartKind kind_sandbox = { .role = ROLE_SANDBOX, .acquire = sandbox_acquire, .release = sandbox_release };
@@ -676,22 +630,6 @@ typedef struct PauseJob {
         Argv argv;
         char error[200];
 } PauseJob;
-
-static int pause_argv(const Coordinator *co, bool pause, Argv *ret) {
-        Argv a = {};
-        argv_add(&a, "runsc");
-        argv_addf(&a, "--root=%s", co->sandbox.runsc_root);
-        if (co->spec.rootless)
-                argv_add(&a, "--ignore-cgroups");
-        argv_add(&a, pause ? "pause" : "resume");
-        argv_add(&a, co->sandbox.id);
-        if (a.oom) {
-                argv_done(&a);
-                return -ENOMEM;
-        }
-        *ret = a;
-        return 0;
-}
 
 static int run_pause(const char *runsc, char **argv, bool pause, char *error, size_t size) {
         _cleanup_(exec_result_done) ExecResult res = {};
@@ -734,21 +672,22 @@ static void job_pause_done(int result, void *userdata) {
 
 void co_sandbox_pause(Coordinator *co, bool pause) {
         co_status_touch(co);
-        if (co->spec.backend == BACKEND_NATIVE) {
-                snprintf(co->pause_error, sizeof(co->pause_error),
-                         "pause needs the gVisor backend (the native one has no freezer of its own)");
-                return;
-        }
-        if (co->pause_busy || co->paused == pause || co->stopping || !co->slow || !co->sandbox.id)
+        if (co->pause_busy || co->paused == pause || co->stopping || !co->slow || !co->sb.state)
                 return;
         PauseJob *j = calloc(1, sizeof(*j));
         if (!j)
                 return;
         j->co = co;
         j->pause = pause;
-        j->runsc = strdup(co->spec.runsc);
-        if (!j->runsc || pause_argv(co, pause, &j->argv) < 0 ||
-            store_worker_submit(co->slow, job_pause, job_pause_done, j) < 0) {
+        /* The backend's argument vector, run on the slow thread; a backend
+         * without a freezer says why (-EOPNOTSUPP). */
+        int r = co->sb.backend->pause_argv(&co->sb, pause, &j->argv, co->pause_error, sizeof(co->pause_error));
+        if (r == -EOPNOTSUPP) {
+                free(j);
+                return;
+        }
+        j->runsc = strdup(co->sb.backend->session_program(&co->sb));
+        if (r < 0 || !j->runsc || store_worker_submit(co->slow, job_pause, job_pause_done, j) < 0) {
                 argv_done(&j->argv);
                 free(j->runsc);
                 free(j);
@@ -763,7 +702,8 @@ void co_sandbox_unpause(Coordinator *co) {
                 return;
         Argv a = {};
         char error[200];
-        if (pause_argv(co, false, &a) >= 0 && run_pause(co->spec.runsc, a.v, false, error, sizeof(error)) < 0)
+        if (co->sb.backend->pause_argv(&co->sb, false, &a, error, sizeof(error)) >= 0 &&
+            run_pause(co->sb.backend->session_program(&co->sb), a.v, false, error, sizeof(error)) < 0)
                 log_warning("%s", error);
         argv_done(&a);
         co->paused = false;

@@ -330,7 +330,7 @@ void scan_begin(Coordinator *co, const char *workspace) {
         }
         sc->native_dev = st.st_dev;
         sc->native_ino = st.st_ino;
-        sc->init_pid = co->native.init_pid;
+        sc->init_pid = sandbox_native_init_pid(&co->sb);
         sc->workspace = workspace ? strdup(workspace) : NULL;
         sc->on = true;
         sc->last_change = now_usec();
@@ -366,4 +366,16 @@ json_t *scan_status(const Coordinator *co) {
                          "execs", (json_int_t) sc->execs, "recorded", (json_int_t) sc->recorded, "over_rate",
                          (json_int_t) sc->over_rate, "unattributed", (json_int_t) sc->unattributed, "over_limit",
                          (json_int_t) sc->over_limit);
+}
+
+void co_scan_begin_hook(void *host, const char *workspace) {
+        Coordinator *co = host;
+        if (co->events)
+                scan_begin(co, workspace);
+        else
+                snprintf(co->trace.why, sizeof(co->trace.why), "there is no event record to keep them");
+}
+
+void co_scan_session_hook(void *host) {
+        scan_session_started(host);
 }

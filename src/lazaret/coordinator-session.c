@@ -347,7 +347,8 @@ void session_finish(Session *s) {
                 co_check_runtime(co, 1000);
         /* The kernel may have ended it at the memory cgroup's limit: that
          * is the sandbox's end, and the terminal is told so. */
-        if (!co->stopping && abnormal && co->mem_native && co->native.cgroup)
+        if (!co->stopping && abnormal && co->mem_watched &&
+            co->sb.backend->memory_killed(&co->sb, &(uint64_t){ 0 }) != -EOPNOTSUPP)
                 co_check_memory(co);
         /* Whatever is still buffered goes out before the exit. */
         if (s->pty >= 0)
@@ -451,7 +452,7 @@ static json_t *session_env(const Coordinator *co, const Session *s, const CtlMes
         json_t *env = json_array();
         /* The container's own environment (image ENV and Podman's), then
          * what the profile allows from this CLI, then ours. */
-        for (char **p = co->sandbox.env; env && p && *p; p++) {
+        for (char **p = co->sb.backend->base_env(&co->sb); env && p && *p; p++) {
                 if (startswith(*p, "TERM=") || startswith(*p, "LAZARET_"))
                         continue;
                 json_array_append_new(env, json_string(*p));
@@ -480,12 +481,11 @@ static json_t *session_env(const Coordinator *co, const Session *s, const CtlMes
                 for (size_t k = 0; k < m->n_env && !set; k++)
                         set = strncmp(m->env[k], ca_env[i], nl) == 0 && m->env[k][nl] == '=';
                 if (!set)
-                        env_addf(env, "%s=%s", ca_env[i], co->native.fs_only ? co->ca_bundle : CA_BUNDLE_PATH);
+                        env_addf(env, "%s=%s", ca_env[i], co->sb.backend->inside_path(&co->sb, SANDBOX_PATH_CA_BUNDLE));
         }
         if (env && m->interactive) {
                 env_addf(env, "TERM=%s", m->term ? m->term : "xterm");
-                /* FS-ONLY's command sees the host's paths. */
-                env_addf(env, "TERMINFO=%s", co->native.fs_only ? co->terminfo_dir : "/run/lazaret/terminfo");
+                env_addf(env, "TERMINFO=%s", co->sb.backend->inside_path(&co->sb, SANDBOX_PATH_TERMINFO));
         }
         if (env)
                 env_addf(env, "LAZARET_SESSION_ID=%s", s->id);
@@ -502,56 +502,6 @@ static json_t *session_env(const Coordinator *co, const Session *s, const CtlMes
                 env_addf(env, "LAZARET_PROFILE=%s", co->spec.profile);
         }
         return env;
-}
-
-static int write_process_file(const Coordinator *co, const Session *s, const CtlMessage *m, int *ret_fd) {
-        json_t *env = session_env(co, s, m);
-        json_t *args = json_array();
-        char **argv = m->argv;
-        for (size_t i = 0; args && argv[i]; i++)
-                json_array_append_new(args, json_string(argv[i]));
-        json_t *proc = json_pack("{s:b, s:O, s:o*, s:o*, s:s}", "terminal", m->interactive, "user", co->sandbox.user,
-                                 "args", args, "env", env, "cwd", s->cwd);
-        if (!proc)
-                return -ENOMEM;
-        if (m->interactive)
-                json_object_set_new(proc, "consoleSize",
-                                    json_pack("{s:i, s:i}", "height", (int) m->rows, "width", (int) m->columns));
-        return co_json_memfd("lazaret-process", proc, ret_fd);
-}
-
-/* The native backend's joiner reads the environment from a descriptor
- * (--env-fd): NUL-separated NAME=VALUE entries. Never on a command line,
- * which every user of the host can read in /proc. */
-static int write_env_file(const Coordinator *co, const Session *s, const CtlMessage *m, int *ret_fd) {
-        json_t *env = session_env(co, s, m);
-        if (!env)
-                return -ENOMEM;
-        int fd = memfd_create("lazaret-env", MFD_CLOEXEC);
-        if (fd < 0) {
-                json_decref(env);
-                return negative_errno();
-        }
-        size_t i;
-        json_t *e;
-        int r = 0;
-        json_array_foreach(env, i, e) {
-                const char *v = json_string_value(e);
-                size_t n = v ? strlen(v) + 1 : 0;
-                if (v && write(fd, v, n) != (ssize_t) n) {
-                        r = -EIO;
-                        break;
-                }
-        }
-        json_decref(env);
-        if (r >= 0 && lseek(fd, 0, SEEK_SET) < 0)
-                r = negative_errno();
-        if (r < 0) {
-                safe_close(fd);
-                return r;
-        }
-        *ret_fd = fd;
-        return 0;
 }
 
 int co_json_memfd(const char *name, json_t *j, int *ret_fd) {
@@ -608,11 +558,19 @@ static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
         _cleanup_(strv_freep) char **argv = NULL;
         _cleanup_free_ char *pidfile = NULL;
         int pipes[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
-        /* runsc reads the process description from the memfd at its fd 3. */
-        static const char procpath[] = "/proc/self/fd/3";
-        bool native = co->spec.backend == BACKEND_NATIVE;
-        /* The native backend's joiner reads the environment at its fd 3. */
-        int r = native ? write_env_file(co, s, m, &proc_fd) : write_process_file(co, s, m, &proc_fd);
+        const SandboxBackend *b = co->sb.backend;
+        /* What the backend's runner reads at its fd 3: gVisor's process
+         * description, the native joiner's environment. */
+        pidfile = b->traced ? trace_pid_file(co, s) : NULL;
+        SessionExec x = { .argv = m->argv,
+                          .cwd = s->cwd,
+                          .interactive = m->interactive,
+                          .rows = m->rows,
+                          .columns = m->columns,
+                          .pidfile = pidfile };
+        json_t *env = session_env(co, s, m);
+        int r = env ? b->session_input(&co->sb, &x, env, &proc_fd) : -ENOMEM;
+        json_decref(env);
         if (r < 0)
                 return r;
 
@@ -639,9 +597,7 @@ static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
                         }
         }
 
-        pidfile = native ? NULL : trace_pid_file(co, s);
-        argv = native ? native_join_argv(&co->spec, &co->native, s->cwd, true, m->argv)
-                      : sandbox_exec_argv(&co->spec, &co->sandbox, procpath, pidfile);
+        argv = b->session_argv(&co->sb, &x);
         if (!argv) {
                 r = -ENOMEM;
                 goto fail_pipes;
@@ -661,7 +617,7 @@ static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
                 fds[2] = (SpawnFd){ pipes[2][1], 2 };
         }
         fds[3] = (SpawnFd){ proc_fd, 3 };
-        SpawnSpec sp = SPAWN_SPEC_INIT(native ? co->spec.native : co->spec.runsc, argv);
+        SpawnSpec sp = SPAWN_SPEC_INIT(b->session_program(&co->sb), argv);
         sp.fds = fds;
         sp.n_fds = ELEMENTSOF(fds);
         sp.new_session = true;
@@ -671,12 +627,8 @@ static int session_spawn(Coordinator *co, Session *s, const CtlMessage *m) {
         if (r < 0)
                 goto fail_pipes;
         s->pid = pid;
-        if (native)
-                scan_session_started(co);
+        b->session_started(&co->sb, pid);
         (void) process_identity_of(pid, &s->ident);
-        /* cpu_limit: the joiner and what it starts (inherited). */
-        if (native && co->cpus[0])
-                (void) limits_cpu_apply(pid, true, (unsigned) co->spec.cpu_limit, SANDBOX_NICE, (char[64]){}, 64);
         if (!m->interactive) {
                 s->in_fd = pipes[0][1];
                 s->out_fd = pipes[1][0];
@@ -861,9 +813,9 @@ static void handle_session_open(Coordinator *co, Conn *c, CtlMessage *m, int cli
         j->session_rec = json_pack("{s:I, s:s, s:s, s:n, s:s}", "generation_id", (json_int_t) co->generation,
                                    "session_id", s->id, "cli_id", cli, "session_anchor_id", "session_phase",
                                    session_phase_to_string(SESSION_OPENING));
-        j->terminal_rec = json_pack("{s:I, s:s, s:s, s:s, s:o}", "generation_id", (json_int_t) co->generation,
-                                    "session_id", s->id, "state", "Intent", "container_id", co->sandbox.id,
-                                    "host_coordinator", co_self_identity());
+        j->terminal_rec =
+                json_pack("{s:I, s:s, s:s, s:s, s:o}", "generation_id", (json_int_t) co->generation, "session_id",
+                          s->id, "state", "Intent", "container_id", co->sb.id, "host_coordinator", co_self_identity());
         if (!j->session_rec || !j->terminal_rec || store_worker_submit(co->worker, job_open, job_open_done, j) < 0)
                 job_open_done(-ENOMEM, j);
 }
@@ -909,42 +861,22 @@ static json_t *status_json(Coordinator *co) {
                                               "the CPU affinity and nice value of every host thread of the sandbox")
                                   : json_pack("{s:I, s:b, s:s}", "limit", (json_int_t) co->spec.cpu_limit, "enforced",
                                               0, "enforced_by", co->cpu_unset);
-        bool native = co->spec.backend == BACKEND_NATIVE;
-        bool fs_only = native && co->native.fs_only;
-        json_t *limits = json_pack(
-                "{s:{s:I, s:b, s:s}, s:{s:I, s:o*, s:b, s:s}, s:o*, s:{s:I, s:b, s:s}}", "pids", "limit",
-                (json_int_t) co->spec.nproc, "enforced", !fs_only, "enforced_by",
-                fs_only  ? "nothing: FS-ONLY has no user namespace of its own, and RLIMIT_NPROC would count the user's "
-                           "processes on the host too"
-                : native ? "RLIMIT_NPROC of every process of the sandbox, which Linux counts in the "
-                           "sandbox's own user namespace: its tasks, not the user's on the host"
-                : co->spec.rootless ? "gVisor (RLIMIT_NPROC for every task of the sandbox)"
-                                    : "gVisor (RLIMIT_NPROC for every task of the sandbox), and a pids cgroup for "
-                                      "runsc's host threads",
-                "memory", "limit_mib", (json_int_t) co->spec.memory_limit_mib, "used_mib",
-                co->mem_fd >= 0 || co->mem_native ? json_integer((json_int_t) (co->mem_used >> 20)) : NULL, "enforced",
-                co->spec.memory_limit_mib > 0 && (co->mem_fd >= 0 || co->mem_native), "enforced_by",
-                co->spec.memory_limit_mib == 0 ? "nothing: memory_limit = 0 in the profile turns the limit off"
-                : co->mem_native && co->native.cgroup
-                        ? "the kernel: the sandbox's own memory cgroup (runtime.memory_cgroup), swap included, where "
-                          "a process that would pass the limit is ended; the coordinator then stops the sandbox"
-                : co->mem_native    ? "the coordinator: the proportional set size of the sandbox's processes and what "
-                                      "its tmpfs mounts hold, once a second; at the limit it stops the sandbox. Shared "
-                                      "memory no process maps any more escapes it: set runtime.memory_cgroup for the "
-                                      "kernel's limit"
-                : co->mem_fd < 0    ? co->mem_unwatched
-                : co->spec.rootless ? "the coordinator, which stops the sandbox at the limit"
-                                    : "the coordinator, which stops the sandbox at the limit, and a memory cgroup "
-                                      "above it",
-                "cpu", cpu, "disk", "limit_mib", (json_int_t) co->spec.disk_limit_mib, "enforced", 1, "enforced_by",
-                native                    ? "the work files' growth by the coordinator, which stops the sandbox past "
-                                            "it (the native sandbox's system directories are the host's, read-only)"
-                : co->anchor.n_layers > 0 ? "gVisor's overlay of the sandbox's own root file system, and an ext4 image "
-                                            "of that size for each persistent directory's changes (ENOSPC inside); "
-                                            "the work files' growth by the coordinator, which stops the sandbox past it"
-                                          : "gVisor's overlay of the sandbox's own root file system (ENOSPC inside); "
-                                            "the work files' growth by the coordinator, which stops the sandbox past "
-                                            "it");
+        const SandboxBackend *b = co->sb.backend;
+        bool pids_on = false, mem_on = false, disk_on = false;
+        const char *pids_by = b->limit_enforcer(&co->sb, SANDBOX_LIMIT_PIDS, &pids_on),
+                   *mem_by = b->limit_enforcer(&co->sb, SANDBOX_LIMIT_MEMORY, &mem_on),
+                   *disk_by = b->limit_enforcer(&co->sb, SANDBOX_LIMIT_DISK, &disk_on);
+        json_t *limits = json_pack("{s:{s:I, s:b, s:s}, s:{s:I, s:o*, s:b, s:s}, s:o*, s:{s:I, s:b, s:s}}", "pids",
+                                   "limit", (json_int_t) co->spec.nproc, "enforced", pids_on, "enforced_by", pids_by,
+                                   "memory", "limit_mib", (json_int_t) co->spec.memory_limit_mib, "used_mib",
+                                   co->mem_watched ? json_integer((json_int_t) (co->mem_used >> 20)) : NULL, "enforced",
+                                   co->spec.memory_limit_mib > 0 && co->mem_watched && mem_on, "enforced_by",
+                                   co->spec.memory_limit_mib == 0
+                                           ? "nothing: memory_limit = 0 in the profile turns the limit off"
+                                   : !co->mem_watched ? co->mem_unwatched
+                                                      : mem_by,
+                                   "cpu", cpu, "disk", "limit_mib", (json_int_t) co->spec.disk_limit_mib, "enforced",
+                                   disk_on, "enforced_by", disk_by);
         json_t *disk = json_object_get(limits, "disk");
         if (disk) {
                 json_t *layers = json_array();
@@ -966,39 +898,20 @@ static json_t *status_json(Coordinator *co) {
         json_t *st = json_pack(
                 "{s:b, s:s, s:s, s:s, s:I, s:{s:s, s:s, s:s?, s:s}, s:o*, s:o*, s:o*, s:I, s:i, s:I, s:s}", "running",
                 1, "profile", co->spec.profile, "domain_hash", co->spec.domain_hash, "workspace", co->spec.workspace,
-                "generation", (json_int_t) co->generation, "sandbox", "name", co->container_name, "id", co->sandbox.id,
+                "generation", (json_int_t) co->generation, "sandbox", "name", co->container_name, "id", co->sb.id,
                 "image", co->spec.image, "runsc_network", runsc_network_to_string(co->spec.runsc_network), "sessions",
                 sessions, "network", network, "workspace_guard", guard, "uptime_seconds",
                 (json_int_t) ((now - co->started_usec) / 1000000), "coordinator_pid", (int) getpid(), "clients",
                 (json_int_t) co->refs, "coordinator_id", co->coordinator_id);
         if (st && co->spec.agent)
                 (void) json_object_set_new(st, "agent", json_string(co->spec.agent));
-        if (limits && co->native.cgroup)
-                (void) json_object_set_new(json_object_get(limits, "memory"), "cgroup", json_string(co->native.cgroup));
         if (st && limits)
                 json_object_set(st, "limits", limits);
-        /* The boundary: which backend draws it, and for the native one
-         * what .git is in the sandbox. */
-        json_t *sb = json_object_get(st, "sandbox");
-        if (sb) {
-                (void) json_object_set_new(sb, "backend", json_string(backend_to_string(co->spec.backend)));
-                if (native) {
-                        (void) json_object_set_new(
-                                sb, "boundary",
-                                json_string(fs_only ? "Landlock and seccomp at the host's paths, no network, every "
-                                                      "process in a memory cgroup (lazaret-native, FS-ONLY mode: no "
-                                                      "user namespaces here)"
-                                                    : "Landlock, user, mount, IPC, network and PID namespaces, "
-                                                      "seccomp (lazaret-native, FULL mode)"));
-                        if (!fs_only)
-                                (void) json_object_set_new(sb, "init_pid", json_integer(co->native.init_pid));
-                        (void) json_object_set_new(sb, "mode", json_string(fs_only ? "fs-only" : "full"));
-                        if (co->git_read_only)
-                                (void) json_object_set_new(
-                                        sb, "git",
-                                        json_string("read-only: commits are refused (the git "
-                                                    "router could not run; see the coordinator log)"));
-                }
+        /* The boundary: which backend draws it, and what it says of it. */
+        json_t *sbj = json_object_get(st, "sandbox");
+        if (sbj) {
+                (void) json_object_set_new(sbj, "backend", json_string(b->name));
+                b->describe(&co->sb, sbj, json_object_get(st, "limits"));
         }
         EventCounts ec;
         event_log_counts(co->events, &ec);

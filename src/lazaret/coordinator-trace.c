@@ -528,3 +528,11 @@ json_t *trace_status(const Coordinator *co) {
                          (json_int_t) t->sink_dropped, "unattributed", (json_int_t) t->unattributed, "malformed",
                          (json_int_t) t->malformed);
 }
+
+int co_trace_begin_hook(void *host, char **ret_config) {
+        return trace_begin(host, ret_config);
+}
+
+void co_trace_attached_hook(void *host, bool started) {
+        trace_attached(host, started);
+}

@@ -81,7 +81,9 @@ void co_begin_stop(Coordinator *co, const char *reason) {
         log_info("stopping: %s", reason ? reason : "no clients left");
         /* Our hold on gVisor's memory file would keep its pages after the
          * sandbox ends. */
-        co->mem_fd = safe_close(co->mem_fd);
+        if (co->mem_watched)
+                co->sb.backend->memory_close(&co->sb);
+        co->mem_watched = false;
         /* No new clients from now on. */
         if (co->listen_fd >= 0) {
                 co->listen_fd = co_close_watched(co, co->listen_fd);
@@ -114,14 +116,13 @@ static void reap_children(Coordinator *co) {
         }
         escalation_reap(co->esc);
         co_broker_reap(co);
-        if (reaped(co->native.relay_pid, &st)) {
-                /* Names would stop resolving for the agent, silently:
-                 * stop instead. */
-                co->native.relay_pid = 0;
-                if (!co->stopping) {
-                        log_error("the relay of egress by name stopped unexpectedly");
-                        co_begin_stop(co, "the relay of egress by name stopped unexpectedly");
-                }
+        const char *why = NULL;
+        if (co->sb.backend && co->sb.backend->reap(&co->sb, &why) < 0 && !co->stopping) {
+                /* A part of the sandbox it cannot do without (the native
+                 * relay: names would stop resolving for the agent,
+                 * silently): stop instead. */
+                log_error("%s", why);
+                co_begin_stop(co, why);
         }
         if (reaped(co->disk.pid, &st))
                 co->disk.pid = 0; /* its pipe's end says the rest */
@@ -331,7 +332,7 @@ static uint64_t next_deadline(Coordinator *co) {
                         d = c->linger_deadline;
         if (!co->ever_had_session && co->started_usec + IDLE_USEC < d)
                 d = co->started_usec + IDLE_USEC;
-        if ((co->mem_fd >= 0 || co->mem_native) && !co->stopping && co->mem_next_check < d)
+        if (co->mem_watched && !co->stopping && co->mem_next_check < d)
                 d = co->mem_next_check;
         if (co->status_dirty && co->status_last + STATUS_LINE_USEC < d)
                 d = co->status_last + STATUS_LINE_USEC;
@@ -344,7 +345,7 @@ static uint64_t next_deadline(Coordinator *co) {
 
 static void run_timers(Coordinator *co) {
         uint64_t now = now_usec();
-        if ((co->mem_fd >= 0 || co->mem_native) && !co->stopping && now >= co->mem_next_check)
+        if (co->mem_watched && !co->stopping && now >= co->mem_next_check)
                 co_check_memory(co);
         if (co->status_dirty && now >= co->status_last + STATUS_LINE_USEC)
                 co_status_line_send(co);
@@ -527,7 +528,6 @@ void co_release(Coordinator *co) {
         while (co->sessions)
                 session_free(co, co->sessions);
         co->runtime_fd = safe_close(co->runtime_fd);
-        co->mem_fd = safe_close(co->mem_fd);
         diskwatch_stop(&co->disk);
         for (size_t i = 0; co->disk_paths && co->disk_paths[i]; i++)
                 free(co->disk_paths[i]);
@@ -539,8 +539,9 @@ void co_release(Coordinator *co) {
         netpolicy_done(&co->net);
         co->declared_netpolicy = mfree(co->declared_netpolicy);
         host_addrs_done(&co->host);
-        co->dispenser = dispenser_stop(co->dispenser);
-        sandbox_info_done(&co->sandbox);
+        if (co->sb.backend)
+                sandbox_done(&co->sb);
+        mount_plan_done(&co->sb.plan);
         sidecar_done(&co->sidecar);
         router_run_done(&co->router);
         anchor_done(&co->anchor);
@@ -635,7 +636,6 @@ static const char *image_hint(const char *image, const char *err) {
                 .sidecar = { .ctl_fd = -EBADF },                                                                       \
                 .status_fd = (status),                                                                                 \
                 .watchdog_fd = -EBADF,                                                                                 \
-                .mem_fd = -EBADF,                                                                                      \
                 .broker_lines = { .fd = -EBADF, .fn = co_broker_line },                                                \
                 .router_lines = { .fd = -EBADF, .fn = co_router_line },                                                \
                 .disk = { .fd = -EBADF },                                                                              \
@@ -907,15 +907,16 @@ int coordinator_main(int argc, char **argv) {
         /* Branch mode guards the repository's .git; direct mode serves the
          * whole working tree through the router (protected host-run files,
          * masked secrets, and .git under the same policy). */
-        bool native = co.spec.backend == BACKEND_NATIVE;
+        co_sandbox_init(&co);
+        const SandboxBackend *backend = co.sb.backend;
         /* FS-ONLY has no mount namespace to put the git router's mount at
          * .git's path: .git is read-only there. */
-        bool fs_only_branch = native && co.spec.native_fs_only && co.spec.branch;
+        bool fs_only_branch = co.spec.native_fs_only && co.spec.branch;
         if ((!co.spec.branch || co.spec.git_dir) && !fs_only_branch) {
                 r = start_router(&co, &err);
-                /* The native backend's branch mode can do without: .git
-                 * read-only, commits refused, and said so. */
-                if (r < 0 && native && co.spec.branch) {
+                /* A backend whose branch mode can do without (native):
+                 * .git read-only, commits refused, and said so. */
+                if (r < 0 && backend->git_router_optional && co.spec.branch) {
                         log_warning("no git router (%s): .git is read-only in the sandbox", err ?: strerror(-r));
                         status_warn(&co, "the repository's .git is read-only in the sandbox (commits are refused): "
                                          "the git router cannot run here ('lazaret status' says why)");
@@ -951,7 +952,7 @@ int coordinator_main(int argc, char **argv) {
                 status_report(&co, "error: cannot enforce the network policy: %s", err ? err : strerror(-r));
                 return start_failed(&co);
         }
-        if (!native && co.spec.runsc_network == RUNSC_NETWORK_HOST) {
+        if (backend == &sandbox_backend_gvisor && co.spec.runsc_network == RUNSC_NETWORK_HOST) {
                 r = prove_network(&co, co.readiness_fingerprint, &err);
                 if (r < 0) {
                         status_report(&co, "error: %s", err ? err : strerror(-r));
@@ -975,19 +976,20 @@ int coordinator_main(int argc, char **argv) {
                 status_report(&co, "error: %s", err ? err : strerror(-r));
                 return start_failed(&co);
         }
-        r = part_begin(&co.ps, co.generation, &kind_sandbox,
-                       json_pack("{s:s, s:n, s:o, s:s}", "container_name", co.container_name, "container_id",
-                                 "host_coordinator", co_self_identity(), "backend", backend_to_string(co.spec.backend)),
-                       &co, &co, &co.p_sandbox, &err);
+        r = co_mount_plan(&co, &err);
+        if (r >= 0)
+                r = part_begin(&co.ps, co.generation, &kind_sandbox, sandbox_part_intent(&co.sb, co_self_identity()),
+                               &co, &co, &co.p_sandbox, &err);
         if (r < 0) {
-                if (native)
-                        status_report(&co, "error: cannot start the native sandbox: %s", err ? err : strerror(-r));
+                if (!backend->uses_image)
+                        status_report(&co, "error: cannot start the %s sandbox: %s", backend->name,
+                                      err ? err : strerror(-r));
                 else
                         status_report(&co, "error: cannot start the sandbox from %s: %s%s", co.spec.image,
                                       err ? err : strerror(-r), image_hint(co.spec.image, err));
                 return start_failed(&co);
         }
-        if (!native && co.spec.runsc_network == RUNSC_NETWORK_SANDBOX) {
+        if (backend == &sandbox_backend_gvisor && co.spec.runsc_network == RUNSC_NETWORK_SANDBOX) {
                 r = prove_network(&co, co.readiness_fingerprint, &err);
                 if (r < 0) {
                         status_report(&co, "error: %s", err ? err : strerror(-r));
@@ -1000,7 +1002,7 @@ int coordinator_main(int argc, char **argv) {
                 status_report(&co, "error: %s", err ? err : strerror(-r));
                 return start_failed(&co);
         }
-        (void) own_gen_update(co.store, co.generation, json_pack("{s:s}", "sandbox_id", co.sandbox.id));
+        (void) own_gen_update(co.store, co.generation, json_pack("{s:s}", "sandbox_id", co.sb.id));
 
         sigset_t mask;
         sigemptyset(&mask);
@@ -1034,8 +1036,8 @@ int coordinator_main(int argc, char **argv) {
                         r = co_epoll_add(&co, store_worker_fd(co.worker), EPOLLIN, &co.w_store);
                 if (r >= 0)
                         r = co_epoll_add(&co, store_worker_fd(co.slow), EPOLLIN, &co.w_slow);
-                int t = limits_cpu_apply(co.sandbox.conmon_pid, false, (unsigned) co.spec.cpu_limit, SANDBOX_NICE,
-                                         co.cpus, sizeof(co.cpus));
+                int t = limits_cpu_apply(co.sb.supervisor, false, (unsigned) co.spec.cpu_limit, SANDBOX_NICE, co.cpus,
+                                         sizeof(co.cpus));
                 if (t <= 0) {
                         snprintf(co.cpu_unset, sizeof(co.cpu_unset), "the sandbox's host threads cannot be set: %s",
                                  t < 0 ? strerror(-t) : "none found");
@@ -1046,37 +1048,31 @@ int coordinator_main(int argc, char **argv) {
                         status_warn(&co, w);
                 } else
                         log_info("the sandbox's %d host threads run on CPUs %s at nice %d", t, co.cpus, SANDBOX_NICE);
-                int k = native ? 0 : limits_memory_open(co.sandbox.conmon_pid, &co.mem_fd);
-                if (native) {
-                        /* Its processes and tmpfs mounts, looked at once a
-                         * second like gVisor's memory file. */
-                        co.mem_native = true;
-                        co_check_memory(&co);
-                } else if (k < 0) {
-                        snprintf(co.mem_unwatched, sizeof(co.mem_unwatched),
-                                 "gVisor's memory file of the sandbox cannot be read: %s", strerror(-k));
+                snprintf(co.sb.cpus, sizeof(co.sb.cpus), "%s", co.cpus);
+                /* The backend's measure (gVisor's memory file, the native
+                 * sandbox's cgroup or processes), looked at once a second. */
+                int k = backend->memory_open(&co.sb, co.mem_unwatched, sizeof(co.mem_unwatched));
+                if (k < 0) {
                         log_warning("memory_limit is not enforced: %s", co.mem_unwatched);
                         char w[300];
                         snprintf(w, sizeof(w), "memory_limit is not enforced: %s ('lazaret doctor' explains)",
                                  co.mem_unwatched);
                         status_warn(&co, w);
-                } else
+                } else {
+                        co.mem_watched = true;
                         co_check_memory(&co);
-                /* FS-ONLY has no holder to watch: its sessions are all. */
-                co.runtime_fd = native && co.spec.native_fs_only
-                                        ? -EBADF
-                                        : (int) syscall(SYS_pidfd_open, co.sandbox.conmon_pid, 0);
-                if (native && co.spec.native_fs_only) {
-                        status_warn(&co, co.spec.branch
-                                                 ? "FS-ONLY (no user namespaces here): Landlock and seccomp at the "
-                                                   "host's paths, no network, .git read-only (commits are refused); "
-                                                   "pids_limit is not enforced"
-                                                 : "FS-ONLY (no user namespaces here): Landlock and seccomp at the "
-                                                   "host's paths, no network; pids_limit is not enforced");
-                } else if (r >= 0 && co.runtime_fd >= 0)
+                }
+                /* The sandbox's supervisor on the host, whose end is its
+                 * end; FS-ONLY has none: its sessions are all. */
+                const char *warning = backend->start_warning(&co.sb);
+                if (warning)
+                        status_warn(&co, warning);
+                co.runtime_fd = co.sb.supervisor > 0 ? (int) syscall(SYS_pidfd_open, co.sb.supervisor, 0) : -EBADF;
+                if (r >= 0 && co.runtime_fd >= 0)
                         r = co_epoll_add(&co, co.runtime_fd, EPOLLIN, &co.w_runtime);
-                else if (co.runtime_fd < 0)
-                        log_warning("cannot watch conmon (pid %d): %s", (int) co.sandbox.conmon_pid, strerror(errno));
+                else if (co.sb.supervisor > 0 && co.runtime_fd < 0)
+                        log_warning("cannot watch the sandbox's supervisor (pid %d): %s", (int) co.sb.supervisor,
+                                    strerror(errno));
                 co.w_esc = (Watch){ WATCH_ESCALATION, &co };
                 if (r >= 0 && co.esc)
                         r = co_epoll_add(&co, escalation_fd(co.esc), EPOLLIN, &co.w_esc);

@@ -477,8 +477,8 @@ static void add_editor_masks(Argv *a, const char *workspace) {
  * fs-only at the host's paths in the sandbox's memory cgroup: the
  * workspace (the router's mount in direct mode, the worktree in branch
  * mode, its repository's .git read-only), the terminfo read-only. */
-static int fs_only_start(const LaunchSpec *s, const char *workspace, const char *terminfo_dir, NativeRun *ret,
-                         char **ret_error) {
+static int fs_only_start(const LaunchSpec *s, const MountPlan *plan, NativeRun *ret, char **ret_error) {
+        const char *workspace = plan->workspace;
         NativeRun n = { .fs_only = true };
         if (!s->memory_cgroup) {
                 *ret_error = strdup("FS-ONLY needs runtime.memory_cgroup");
@@ -490,16 +490,15 @@ static int fs_only_start(const LaunchSpec *s, const char *workspace, const char 
         argv_add(&a, "fs-only");
         argv_add(&a, "--workspace");
         argv_add(&a, workspace);
-        if (s->branch && s->git_dir) {
+        if (plan->git_read_only) {
                 argv_add(&a, "--ro");
                 argv_add(&a, s->git_dir);
         }
         argv_add(&a, "--ro");
-        argv_add(&a, terminfo_dir);
-        _cleanup_free_ char *ca = launch_ca_bundle_path(s);
-        if (ca) {
+        argv_add(&a, plan->terminfo_dir);
+        if (plan->ca_bundle) {
                 argv_add(&a, "--ro");
-                argv_add(&a, ca);
+                argv_add(&a, plan->ca_bundle);
         }
         add_editor_masks(&a, workspace);
         if (a.oom) {
@@ -520,11 +519,11 @@ static int fs_only_start(const LaunchSpec *s, const char *workspace, const char 
         return 0;
 }
 
-int native_run_start(const LaunchSpec *s, const char *workspace, const char *git_mnt, const char *terminfo_dir,
-                     const char *certs_dir, const char *socket_dir, const char *broker_dir, NativeRun *ret,
-                     char **ret_error) {
+int native_run_start(const LaunchSpec *s, const MountPlan *plan, NativeRun *ret, char **ret_error) {
         if (s->native_fs_only)
-                return fs_only_start(s, workspace, terminfo_dir, ret, ret_error);
+                return fs_only_start(s, plan, ret, ret_error);
+        const char *workspace = plan->workspace, *certs_dir = plan->certs_dir, *socket_dir = plan->socket_dir,
+                   *broker_dir = plan->broker_dir;
         Argv a = {};
         argv_add(&a, "lazaret-native");
         argv_add(&a, "--mode");
@@ -534,20 +533,18 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
         argv_add(&a, workspace);
         /* Branch mode: the repository's .git where the worktree's
          * "gitdir:" line points, through the git router when it runs. */
-        bool routed = s->branch && s->git_dir && git_mnt;
-        if (routed) {
+        if (plan->git_source) {
                 argv_add(&a, "--bind");
-                argv_addf(&a, "%s:%s", git_mnt, s->git_dir);
-        } else if (s->branch && s->git_dir) {
+                argv_addf(&a, "%s:%s", plan->git_source, s->git_dir);
+        } else if (plan->git_read_only) {
                 argv_add(&a, "--ro");
                 argv_add(&a, s->git_dir);
         }
         argv_add(&a, "--ro-bind");
-        argv_addf(&a, "%s:/run/lazaret/terminfo", terminfo_dir);
-        _cleanup_free_ char *ca = launch_ca_bundle_path(s);
-        if (ca) {
+        argv_addf(&a, "%s:/run/lazaret/terminfo", plan->terminfo_dir);
+        if (plan->ca_bundle) {
                 argv_add(&a, "--ro-bind");
-                argv_addf(&a, "%s:" CA_BUNDLE_PATH, ca);
+                argv_addf(&a, "%s:" CA_BUNDLE_PATH, plan->ca_bundle);
         }
         /* Volumes where they say: read-only, or read-write (each join gets
          * --rw for those). */
@@ -619,7 +616,7 @@ int native_run_start(const LaunchSpec *s, const char *workspace, const char *git
         /* Its own process group: a signal for the coordinator's group is
          * not the sandbox's. */
         sp.new_pgroup = true;
-        n.git_routed = routed;
+        n.git_routed = plan->git_source != NULL;
         int r = spawn(&sp, &n.pid);
         argv_done(&a);
         safe_close(out[1]);

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "launch.h"
+#include "sandbox-backend.h"
 #include "store.h"
 
 typedef struct NativeRun {
@@ -30,21 +31,19 @@ typedef struct NativeRun {
         ino_t pidns_ino;
 } NativeRun;
 
-/* Start the sandbox: workspace at /workspace; in branch mode the
- * repository's .git at its own path: git_mnt (the git router's mount)
- * read-write, or without it (NULL) read-only;
- * terminfo_dir read-only at /run/lazaret/terminfo; /tmp and the home
- * tmpfs of memory_limit each; with escalation (certs_dir and socket_dir
- * not NULL) its client, certificates and socket directory read-only at
- * /run/lazaret/escalate, certs and sock, as under gVisor; with egress by
- * name (broker_dir not NULL) the loopback up, the broker's socket
- * directory, the relay and lazaret-init bound read-only, and lazaret-init
- * --relay joined in to keep the relay running (relay_pid). Waits (10 s at most) for the
- * holder's "ready". On failure returns -errno with *ret_error (one line,
- * caller frees) and leaves nothing running. */
-int native_run_start(const LaunchSpec *s, const char *workspace, const char *git_mnt, const char *terminfo_dir,
-                     const char *certs_dir, const char *socket_dir, const char *broker_dir, NativeRun *ret,
-                     char **ret_error);
+/* Start the sandbox from plan (sandbox-backend.h): its workspace at
+ * /workspace; in branch mode the repository's .git at its own path: the
+ * plan's git_source (the git router's mount) read-write, or read-only
+ * (git_read_only); terminfo read-only at /run/lazaret/terminfo; /tmp and
+ * the home tmpfs of memory_limit each; with escalation (certs_dir and
+ * socket_dir) its client, certificates and socket directory read-only at
+ * /run/lazaret/escalate, certs and sock; with egress by name (broker_dir)
+ * the loopback up, the broker's socket directory, the relay and
+ * lazaret-init bound read-only, and lazaret-init --relay joined in to keep
+ * the relay running (relay_pid). Waits (10 s at most) for the holder's
+ * "ready". On failure returns -errno with *ret_error (one line, caller
+ * frees) and leaves nothing running. */
+int native_run_start(const LaunchSpec *s, const MountPlan *plan, NativeRun *ret, char **ret_error);
 
 /* Stop it: SIGTERM to the holder (it ends the sandbox's processes), SIGKILL
  * after 5 s, reaped. Safe to call twice. */

@@ -120,10 +120,10 @@ static int read_spec_env(const char *state, char ***ret, json_t **ret_user) {
         return 0;
 }
 
-int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
-                  const char *terminfo_dir, const char *network_from, const StateAnchor *anchor, const char *certs_dir,
-                  const char *socket_dir, const char *broker_dir, const char *trace_config, SandboxInfo *ret,
-                  char **ret_error) {
+int sandbox_start(const LaunchSpec *s, uint64_t generation, const MountPlan *plan, const char *trace_config,
+                  SandboxInfo *ret, char **ret_error) {
+        const char *workspace = plan->workspace, *network_from = plan->network_from;
+        const StateAnchor *anchor = plan->anchor;
         _cleanup_free_ char *name = NULL, *pidfile = NULL;
         _cleanup_(exec_result_done) ExecResult res = {};
         Argv a = {};
@@ -201,17 +201,18 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
         argv_addf(&a, "--hostname=%s", s->profile);
         argv_add(&a, "--workdir=/workspace");
         /* Direct mode: the working tree only through the workspace router
-         * (git_source), which guards its .git, protected and masked names. */
-        if (git_source && !s->branch)
-                argv_addf(&a, "--volume=%s:/workspace", git_source);
+         * (its mount is the plan's workspace), which guards its .git,
+         * protected and masked names. */
+        if (plan->workspace_routed)
+                argv_addf(&a, "--volume=%s:/workspace", workspace);
         else
                 argv_addf(&a, "--volume=%s:/workspace:z", workspace);
         /* Editor settings are hidden under empty tmpfs mounts, but only where
          * they exist: a mount point would otherwise litter the tree. In
          * direct mode the workspace router serves them read-only instead
          * (protected host-run files). */
-        for (const char *const *m = (const char *const[]){ ".vscode", ".idea", NULL };
-             !(git_source && !s->branch) && *m; m++) {
+        for (const char *const *m = (const char *const[]){ ".vscode", ".idea", NULL }; !plan->workspace_routed && *m;
+             m++) {
                 _cleanup_free_ char *hp = path_join(workspace, *m);
                 struct stat st;
                 if (hp && lstat(hp, &st) == 0 && S_ISDIR(st.st_mode))
@@ -221,17 +222,16 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
          * worktree's "gitdir:" line resolves inside as outside; a mount
          * point, so it cannot be renamed or removed from inside. (Direct
          * mode's .git is the workspace router's, at /workspace/.git.) */
-        if (git_source && s->branch)
-                argv_addf(&a, "--volume=%s:%s", git_source, s->git_dir);
+        if (plan->git_source)
+                argv_addf(&a, "--volume=%s:%s", plan->git_source, s->git_dir);
         argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/init,ro=true", s->init);
-        argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/terminfo,ro=true", terminfo_dir);
+        argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/terminfo,ro=true", plan->terminfo_dir);
         /* gVisor's own stack is probed from inside (decision 7). */
         if (network_from && s->runsc_network == RUNSC_NETWORK_SANDBOX && s->netd)
                 argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/netd,ro=true", s->netd);
         /* ca_certificates: the bundle the coordinator made, read-only. */
-        _cleanup_free_ char *ca = launch_ca_bundle_path(s);
-        if (ca)
-                argv_addf(&a, "--mount=type=bind,source=%s,destination=" CA_BUNDLE_PATH ",ro=true", ca);
+        if (plan->ca_bundle)
+                argv_addf(&a, "--mount=type=bind,source=%s,destination=" CA_BUNDLE_PATH ",ro=true", plan->ca_bundle);
         for (size_t i = 0; i < s->n_volumes; i++) {
                 const LaunchVolume *v = &s->volumes[i];
                 StrBuf opts = STRBUF_INIT;
@@ -242,10 +242,10 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspac
                 strbuf_done(&opts);
         }
         /* Host escalation: the client and the sandbox's certificates. */
-        bool escalate = certs_dir && socket_dir && s->escalate, relay = broker_dir && s->relay;
+        bool escalate = plan->certs_dir && plan->socket_dir && s->escalate, relay = plan->broker_dir && s->relay;
         if (escalate) {
                 argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/escalate,ro=true", s->escalate);
-                argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/certs,ro=true", certs_dir);
+                argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/certs,ro=true", plan->certs_dir);
         }
         /* Egress by name: the relay (init keeps it running). */
         if (relay)

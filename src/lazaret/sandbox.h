@@ -16,6 +16,7 @@
 #include "exec-util.h"
 #include "launch.h"
 #include "podman.h"
+#include "sandbox-backend.h"
 #include "state-anchor.h"
 
 /* "lazaret-coord-<hash>" (spec §4.3.1). */
@@ -31,28 +32,20 @@ typedef struct SandboxInfo {
 
 void sandbox_info_done(SandboxInfo *i);
 
-/* podman run -d ... with the spec's mounts, limits and runtime flags;
- * workspace (the host directory or the agent's worktree) at /workspace;
- * git_source (the git router's mount, or NULL) over the repository's .git;
- * PID 1 is lazaret-init mounted at /run/lazaret/init. terminfo_dir is
- * mounted read-only at /run/lazaret/terminfo. network_from names the
+/* podman run -d ... with the spec's limits and runtime flags and plan's
+ * mounts (sandbox-backend.h): its workspace at /workspace, its git_source
+ * at the repository's .git, terminfo read-only at /run/lazaret/terminfo,
+ * the CA bundle, escalation's client and certificates, the relay; PID 1
+ * is lazaret-init mounted at /run/lazaret/init. network_from names the
  * network sidecar whose namespace the sandbox joins (NULL: none, loopback
  * only). anchor (or NULL) adds the State Anchor's merged directories and
- * runs the image by the id its layers were made from. certs_dir and
- * socket_dir (or NULL): host escalation's certificates, mounted read-only at
- * /run/lazaret/certs, with lazaret-escalate at /run/lazaret/escalate.
- * broker_dir (or NULL): egress by name, lazaret-relay at
- * /run/lazaret/relay, which init starts and keeps running. With either, a
- * tmpfs at DISPENSE_DIR for the dispenser (dispenser.h), which the caller
- * runs: no host socket (nor its directory) is mounted, and runsc reaches
- * none. On
- * failure returns
- * -EIO with *ret_error holding Podman's last error
- * line (caller frees). */
-int sandbox_start(const LaunchSpec *s, uint64_t generation, const char *workspace, const char *git_source,
-                  const char *terminfo_dir, const char *network_from, const StateAnchor *anchor, const char *certs_dir,
-                  const char *socket_dir, const char *broker_dir, const char *trace_config, SandboxInfo *ret,
-                  char **ret_error);
+ * runs the image by the id its layers were made from. With escalation or
+ * names, a tmpfs at DISPENSE_DIR for the dispenser (dispenser.h), which
+ * the caller runs: no host socket (nor its directory) is mounted, and
+ * runsc reaches none. On failure returns -EIO with *ret_error holding
+ * Podman's last error line (caller frees). */
+int sandbox_start(const LaunchSpec *s, uint64_t generation, const MountPlan *plan, const char *trace_config,
+                  SandboxInfo *ret, char **ret_error);
 
 /* workspace_mode = "branch": the agent's worktree on branch
  * lazaret/agent-<profile> under the Domain Root, made from the host's HEAD

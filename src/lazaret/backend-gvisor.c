@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/* The gVisor backend's ops (sandbox-backend.h): one runsc container per
+ * Domain made with Podman (sandbox.c), sessions by runsc exec, the
+ * escalation and broker sockets through the dispenser (dispenser.c), the
+ * memory from gVisor's own file, pause by runsc. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispenser.h"
+#include "fd-util.h"
+#include "log.h"
+#include "macro.h"
+#include "path-util.h"
+#include "sandbox-backend.h"
+#include "sandbox-limits.h"
+#include "sandbox.h"
+#include "store.h"
+#include "string-util.h"
+
+typedef struct GvisorState {
+        SandboxInfo info;
+        Dispenser *dispenser;
+        int mem_fd;
+} GvisorState;
+
+static GvisorState *state_of(Sandbox *sb) {
+        return sb->state;
+}
+
+SandboxInfo *sandbox_gvisor_info(Sandbox *sb) {
+        return sb->backend == &sandbox_backend_gvisor && sb->state ? &state_of(sb)->info : NULL;
+}
+
+static void gvisor_done(Sandbox *sb) {
+        GvisorState *st = state_of(sb);
+        st->dispenser = dispenser_stop(st->dispenser);
+        sandbox_info_done(&st->info);
+        safe_close(st->mem_fd);
+        free(st);
+        sb->state = NULL;
+}
+
+static int gvisor_start(Sandbox *sb, json_t **ret_commit, char **ret_error) {
+        const LaunchSpec *s = sb->spec;
+        const MountPlan *p = &sb->plan;
+        GvisorState *st = calloc(1, sizeof(*st));
+        if (!st)
+                return -ENOMEM;
+        st->mem_fd = -EBADF;
+        /* The processes inside, when they can be observed: losing them
+         * weakens nothing, so the start goes on without them. */
+        _cleanup_free_ char *trace_config = NULL;
+        int r = sb->hooks && sb->hooks->trace_begin ? sb->hooks->trace_begin(sb->host, &trace_config) : 0;
+        if (r < 0) {
+                free(st);
+                return r;
+        }
+        r = sandbox_start(s, sb->generation, p, trace_config, &st->info, ret_error);
+        if (sb->hooks && sb->hooks->trace_attached)
+                sb->hooks->trace_attached(sb->host, r >= 0);
+        if (r < 0) {
+                free(st);
+                return r;
+        }
+        sb->state = st;
+        /* Before anything inside asks: the readiness probes go through the
+         * relay to the broker. */
+        bool esc = p->certs_dir && p->socket_dir;
+        if (esc || p->broker_dir) {
+                _cleanup_free_ char *esc_sock = esc ? path_join(p->socket_dir, "escalate.sock") : NULL,
+                                    *broker_sock = p->broker_dir ? path_join(p->broker_dir, "sock") : NULL;
+                DispenserConfig dc = { .runsc = s->runsc,
+                                       .runsc_root = st->info.runsc_root,
+                                       .sandbox_id = st->info.id,
+                                       .rootless = s->rootless,
+                                       .escalate_socket = esc_sock,
+                                       .broker_socket = broker_sock };
+                r = (esc && !esc_sock) || (p->broker_dir && !broker_sock)
+                            ? -ENOMEM
+                            : dispenser_start(&dc, &st->dispenser, ret_error);
+        }
+        if (r >= 0 && !(sb->id = strdup(st->info.id)))
+                r = -ENOMEM;
+        if (r < 0) {
+                _cleanup_free_ char *ignored = NULL;
+                (void) container_remove(s, sb->name, &ignored);
+                gvisor_done(sb);
+                sb->id = mfree(sb->id);
+                return r;
+        }
+        sb->supervisor = st->info.conmon_pid;
+        ProcessIdentity conmon = {};
+        (void) process_identity_of(st->info.conmon_pid, &conmon);
+        *ret_commit = json_pack("{s:s, s:s, s:o}", "container_id", st->info.id, "runtime_root", st->info.runsc_root,
+                                "runtime_supervisor", process_identity_to_json(&conmon));
+        return 0;
+}
+
+/* The container, removed by name (Podman's --ignore makes that
+ * idempotent), live or a dead coordinator's. */
+static int gvisor_release(Sandbox *sb, json_t *own) {
+        if (sb->state)
+                state_of(sb)->dispenser = dispenser_stop(state_of(sb)->dispenser);
+        const char *name = json_string_value(json_object_get(own, "container_name"));
+        _cleanup_free_ char *err = NULL;
+        if (name && container_remove(sb->spec, name, &err) < 0) {
+                log_error("cannot remove the sandbox %s: %s", name, err ? err : "?");
+                return -EIO;
+        }
+        return 0;
+}
+
+static int gvisor_reap(Sandbox *sb, const char **ret_why) {
+        (void) sb;
+        (void) ret_why;
+        return 0;
+}
+
+/* runsc reads the OCI process description from the memfd at its fd 3. */
+static int gvisor_session_input(Sandbox *sb, const SessionExec *x, json_t *env, int *ret_fd) {
+        json_t *args = json_array();
+        for (size_t i = 0; args && x->argv[i]; i++)
+                if (json_array_append_new(args, json_string(x->argv[i])) < 0) {
+                        json_decref(args);
+                        return -ENOMEM;
+                }
+        if (!args)
+                return -ENOMEM;
+        json_t *proc = json_pack("{s:b, s:O, s:o*, s:O*, s:s}", "terminal", x->interactive, "user",
+                                 state_of(sb)->info.user, "args", args, "env", env, "cwd", x->cwd);
+        if (!proc)
+                return -ENOMEM;
+        if (x->interactive &&
+            json_object_set_new(proc, "consoleSize",
+                                json_pack("{s:i, s:i}", "height", (int) x->rows, "width", (int) x->columns)) < 0) {
+                json_decref(proc);
+                return -ENOMEM;
+        }
+        _cleanup_free_ char *text = json_dumps(proc, JSON_COMPACT);
+        json_decref(proc);
+        if (!text)
+                return -ENOMEM;
+        return memfd_from("lazaret-process", text, strlen(text), ret_fd);
+}
+
+static const char *gvisor_session_program(Sandbox *sb) {
+        return sb->spec->runsc;
+}
+
+static char **gvisor_session_argv(Sandbox *sb, const SessionExec *x) {
+        return sandbox_exec_argv(sb->spec, &state_of(sb)->info, "/proc/self/fd/3", x->pidfile);
+}
+
+static void gvisor_session_started(Sandbox *sb, pid_t pid) {
+        /* cpu_limit holds every host thread of the sandbox already; the
+         * trace points see the process. */
+        (void) sb;
+        (void) pid;
+}
+
+static char **gvisor_base_env(const Sandbox *sb) {
+        const GvisorState *st = sb->state;
+        return st ? st->info.env : NULL;
+}
+
+static const char *gvisor_inside_path(const Sandbox *sb, SandboxPath path) {
+        (void) sb;
+        return path == SANDBOX_PATH_CA_BUNDLE ? CA_BUNDLE_PATH : "/run/lazaret/terminfo";
+}
+
+static int gvisor_memory_open(Sandbox *sb, char *why, size_t size) {
+        GvisorState *st = state_of(sb);
+        int r = limits_memory_open(sb->supervisor, &st->mem_fd);
+        if (r < 0)
+                snprintf(why, size, "gVisor's memory file of the sandbox cannot be read: %s", strerror(-r));
+        return r;
+}
+
+static int gvisor_memory_used(Sandbox *sb, uint64_t *ret_bytes) {
+        return limits_memory_used(state_of(sb)->mem_fd, ret_bytes);
+}
+
+static void gvisor_memory_close(Sandbox *sb) {
+        if (sb->state)
+                state_of(sb)->mem_fd = safe_close(state_of(sb)->mem_fd);
+}
+
+static int gvisor_memory_killed(Sandbox *sb, uint64_t *ret_kills) {
+        (void) sb;
+        (void) ret_kills;
+        return -EOPNOTSUPP; /* no memory cgroup of its own: gVisor's kernel keeps the memory */
+}
+
+static const char *gvisor_limit_enforcer(Sandbox *sb, SandboxLimit limit, bool *ret_enforced) {
+        bool rootless = sb->spec->rootless;
+        *ret_enforced = true;
+        switch (limit) {
+        case SANDBOX_LIMIT_PIDS:
+                return rootless ? "gVisor (RLIMIT_NPROC for every task of the sandbox)"
+                                : "gVisor (RLIMIT_NPROC for every task of the sandbox), and a pids cgroup for runsc's "
+                                  "host threads";
+        case SANDBOX_LIMIT_MEMORY:
+                return rootless ? "the coordinator, which stops the sandbox at the limit"
+                                : "the coordinator, which stops the sandbox at the limit, and a memory cgroup above it";
+        case SANDBOX_LIMIT_DISK:
+                return sb->plan.anchor && sb->plan.anchor->n_layers > 0
+                               ? "gVisor's overlay of the sandbox's own root file system, and an ext4 image of that "
+                                 "size for each persistent directory's changes (ENOSPC inside); the work files' "
+                                 "growth by the coordinator, which stops the sandbox past it"
+                               : "gVisor's overlay of the sandbox's own root file system (ENOSPC inside); the work "
+                                 "files' growth by the coordinator, which stops the sandbox past it";
+        }
+        *ret_enforced = false;
+        return "nothing";
+}
+
+/* runsc pause stops every task of the sandbox's kernel, resume starts
+ * them again. */
+static int gvisor_pause_argv(Sandbox *sb, bool pause, Argv *ret, char *error, size_t size) {
+        GvisorState *st = state_of(sb);
+        Argv a = {};
+        argv_add(&a, "runsc");
+        argv_addf(&a, "--root=%s", st->info.runsc_root);
+        if (sb->spec->rootless)
+                argv_add(&a, "--ignore-cgroups");
+        argv_add(&a, pause ? "pause" : "resume");
+        argv_add(&a, st->info.id);
+        if (a.oom) {
+                argv_done(&a);
+                snprintf(error, size, "out of memory");
+                return -ENOMEM;
+        }
+        *ret = a;
+        return 0;
+}
+
+/* One probe through the relay in the sandbox: its one line of output. */
+static int gvisor_egress_probe(Sandbox *sb, const char *name, const char *port, uint64_t timeout_usec,
+                               char **ret_line) {
+        GvisorState *st = state_of(sb);
+        Argv a = {};
+        argv_add(&a, "runsc");
+        argv_addf(&a, "--root=%s", st->info.runsc_root);
+        if (sb->spec->rootless)
+                argv_add(&a, "--ignore-cgroups");
+        argv_add(&a, "exec");
+        argv_add(&a, st->info.id);
+        argv_add(&a, "/run/lazaret/relay");
+        argv_add(&a, "--listening");
+        argv_add(&a, "--probe");
+        argv_add(&a, name);
+        argv_add(&a, port);
+        if (a.oom) {
+                argv_done(&a);
+                return -ENOMEM;
+        }
+        _cleanup_(exec_result_done) ExecResult res = {};
+        int r = exec_capture(sb->spec->runsc, (const char *const *) a.v, timeout_usec, &res);
+        argv_done(&a);
+        if (r < 0)
+                return r;
+        const char *out = res.out && *res.out ? res.out : res.err ? res.err : "";
+        *ret_line = strndup(out, strcspn(out, "\n"));
+        return *ret_line ? 0 : -ENOMEM;
+}
+
+static const char *gvisor_start_warning(Sandbox *sb) {
+        (void) sb;
+        return NULL;
+}
+
+static void gvisor_describe(Sandbox *sb, json_t *sandbox, json_t *limits) {
+        (void) sb;
+        (void) sandbox;
+        (void) limits;
+}
+
+const SandboxBackend sandbox_backend_gvisor = {
+        .name = "gvisor",
+        .uses_image = true,
+        .traced = true,
+        .git_router_optional = false,
+        .start = gvisor_start,
+        .release = gvisor_release,
+        .done = gvisor_done,
+        .reap = gvisor_reap,
+        .session_input = gvisor_session_input,
+        .session_program = gvisor_session_program,
+        .session_argv = gvisor_session_argv,
+        .session_started = gvisor_session_started,
+        .base_env = gvisor_base_env,
+        .inside_path = gvisor_inside_path,
+        .memory_open = gvisor_memory_open,
+        .memory_used = gvisor_memory_used,
+        .memory_killed = gvisor_memory_killed,
+        .memory_close = gvisor_memory_close,
+        .limit_enforcer = gvisor_limit_enforcer,
+        .pause_argv = gvisor_pause_argv,
+        .egress_probe = gvisor_egress_probe,
+        .start_warning = gvisor_start_warning,
+        .describe = gvisor_describe,
+};
