@@ -29,13 +29,13 @@ import sys
 KNOWN = [
     # The coordinator's seven (issue 43: the coordinator's own step).
     {
-        "src/lazaret/coordinator.c",
-        "src/lazaret/coordinator-broker.c",
-        "src/lazaret/coordinator-network.c",
-        "src/lazaret/coordinator-parts.c",
-        "src/lazaret/coordinator-procscan.c",
-        "src/lazaret/coordinator-session.c",
-        "src/lazaret/coordinator-trace.c",
+        "src/coordinator/coordinator.c",
+        "src/coordinator/coordinator-broker.c",
+        "src/coordinator/coordinator-network.c",
+        "src/coordinator/coordinator-parts.c",
+        "src/coordinator/coordinator-procscan.c",
+        "src/coordinator/coordinator-session.c",
+        "src/coordinator/coordinator-trace.c",
     },
 ]
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of src/lazaret/report*: the one sanitiser, the model built
+/* Unit tests of src/report/report*: the one sanitiser, the model built
  * from a record written by the real event log, the bounds on it, the
  * session filter, and the safe writer against planted links and FIFOs.
  * tests/integration/test_report.py checks the formats against their

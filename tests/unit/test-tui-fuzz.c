@@ -26,9 +26,9 @@
 
 #include <cmocka.h>
 
-#include "../../src/lazaret/tui-encode.c"
-#include "../../src/lazaret/tui-screen.c"
-#include "../../src/lazaret/tui.c"
+#include "../../src/tui/tui-encode.c"
+#include "../../src/tui/tui-screen.c"
+#include "../../src/tui/tui.c"
 
 /* The terminal: what tui_render() writes, counted and dropped; or, for
  * test_writer, written to a pipe (fd >= 0), from the writer thread. */

@@ -15,8 +15,7 @@
 
 #include "launch.h"
 
-#define COORDINATOR_SPEC_FD   3
-#define COORDINATOR_STATUS_FD 4
+/* COORDINATOR_SPEC_FD and COORDINATOR_STATUS_FD: launch.h (the hand-over). */
 /* The watchdog's end of its pipe (its fd 3 is the same LaunchSpec). */
 #define WATCHDOG_PIPE_FD 4
 

@@ -18,7 +18,6 @@
 #include <openssl/crypto.h>
 
 #include "client.h"
-#include "coordinator.h"
 #include "ctl-key.h"
 #include "exec-util.h"
 #include "fd-util.h"

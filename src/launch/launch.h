@@ -13,6 +13,11 @@
 #include "config.h"
 #include "macro.h"
 
+/* The descriptors a coordinator is started with (coordinator.h): the
+ * sealed LaunchSpec and the pipe of its start's one line. */
+#define COORDINATOR_SPEC_FD   3
+#define COORDINATOR_STATUS_FD 4
+
 typedef struct LaunchVolume {
         char *host;
         char *container;
