@@ -495,7 +495,13 @@ int start_disk_watch(Coordinator *co, char **ret_error) {
         for (size_t i = 0; i < n; i++)
                 if (!(co->disk_paths[i] = strdup(v[i])))
                         return -ENOMEM;
-        int r = diskwatch_start(&co->spec, co->disk_paths, co->spec.disk_limit_mib << 20, &co->disk);
+        co_sandbox_init(co);
+        _cleanup_free_ char *pidfile = co->sb.backend->supervisor_pidfile
+                                               ? path_join(co->spec.domain_dir, co->sb.backend->supervisor_pidfile)
+                                               : NULL;
+        if (co->sb.backend->supervisor_pidfile && !pidfile)
+                return -ENOMEM;
+        int r = diskwatch_start(&co->spec, co->disk_paths, pidfile, co->spec.disk_limit_mib << 20, &co->disk);
         if (r < 0) {
                 if (asprintf(ret_error, "cannot start the measure of the work files for disk_limit: %s", strerror(-r)) <
                     0)

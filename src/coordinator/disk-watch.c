@@ -20,6 +20,7 @@
 #include "disk-watch.h"
 #include "exec-util.h"
 #include "fd-util.h"
+#include "fileio.h"
 #include "log.h"
 #include "router-run.h"
 #include "string-util.h"
@@ -133,28 +134,87 @@ static int unlinked_open_of(int dfd, const dev_t *devs, size_t n_devs) {
         return r < 0 ? r : 0;
 }
 
+/* The parent of pid, from /proc/PID/stat (its fourth field, after the
+ * command in parentheses, which may hold anything): 0 when gone. */
+static pid_t parent_of(int proc_fd, const char *pid) {
+        char path[300], buf[512];
+        snprintf(path, sizeof(path), "%s/stat", pid);
+        int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        ssize_t k = read(fd, buf, sizeof(buf) - 1);
+        safe_close(fd);
+        if (k <= 0)
+                return 0;
+        buf[k] = '\0';
+        char *e = strrchr(buf, ')');
+        int ppid = 0;
+        if (!e || sscanf(e + 1, " %*c %d", &ppid) != 1)
+                return 0;
+        return (pid_t) ppid;
+}
+
+typedef struct ProcEntry {
+        pid_t pid, ppid;
+        bool in;
+} ProcEntry;
+
 /* Files unlinked but held open on the devices of paths: no walk finds
  * them, yet their blocks stay taken until the last descriptor closes.
- * Every process whose descriptors we may read (/proc/PID/fd), the git
- * router's and the sandbox's among them; only a link that names a deleted
- * file is followed, so a live file of some other mount (a FUSE file
- * system that does not answer) is never touched. Added to walk.bytes,
- * each inode once. */
-static int unlinked_open(const dev_t *devs, size_t n_devs) {
+ * Only the processes of the roots' trees (the coordinator's: the git and
+ * workspace routers, the native sandbox; conmon's: gVisor's sandbox and
+ * gofer) count: a file some other program of the person's holds on the
+ * same file system is not the sandbox's. Only a link that names a
+ * deleted file is followed, so a live file of some other mount (a FUSE
+ * file system that does not answer) is never touched. Added to
+ * walk.bytes, each inode once. */
+static int unlinked_open(const dev_t *devs, size_t n_devs, const pid_t *roots, size_t n_roots) {
         DIR *proc = opendir("/proc");
         if (!proc)
                 return negative_errno();
+        ProcEntry *ps = NULL;
+        size_t n = 0, cap = 0;
         int r = 0;
         struct dirent *de;
-        while (r >= 0 && (de = readdir(proc))) {
+        while ((de = readdir(proc))) {
                 if (de->d_name[0] < '1' || de->d_name[0] > '9')
                         continue;
-                char path[300];
-                snprintf(path, sizeof(path), "%s/fd", de->d_name);
+                if (n == cap) {
+                        ProcEntry *t = realloc(ps, (cap = cap ? cap * 2 : 256) * sizeof(*ps));
+                        if (!t) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        ps = t;
+                }
+                pid_t pid = (pid_t) strtol(de->d_name, NULL, 10);
+                ps[n++] = (ProcEntry){ pid, parent_of(dirfd(proc), de->d_name), false };
+        }
+        /* The roots, then whatever descends from a process already in,
+         * until nothing is added (a tree's depth in passes). */
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                for (size_t k = 0; k < n_roots && !ps[i].in; k++)
+                        ps[i].in = ps[i].pid == roots[k];
+        for (bool added = true; r >= 0 && added;) {
+                added = false;
+                for (size_t i = 0; i < n; i++) {
+                        if (ps[i].in || ps[i].ppid <= 0)
+                                continue;
+                        for (size_t k = 0; k < n && !ps[i].in; k++)
+                                if (ps[k].in && ps[k].pid == ps[i].ppid)
+                                        ps[i].in = added = true;
+                }
+        }
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                if (!ps[i].in)
+                        continue;
+                char path[64];
+                snprintf(path, sizeof(path), "%d/fd", (int) ps[i].pid);
                 int dfd = openat(dirfd(proc), path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (dfd >= 0) /* else gone, or not ours to read */
                         r = unlinked_open_of(dfd, devs, n_devs);
         }
+        free(ps);
         closedir(proc);
         return r;
 }
@@ -182,7 +242,7 @@ int diskwatch_measure(char *const *paths, uint64_t *ret_bytes, uint64_t *ret_unr
         return 0;
 }
 
-int diskwatch_unlinked(char *const *paths, uint64_t *ret_bytes) {
+int diskwatch_unlinked(char *const *paths, const pid_t *roots, size_t n_roots, uint64_t *ret_bytes) {
         dev_t devs[16];
         size_t n_devs = 0;
         for (; *paths; paths++) {
@@ -194,7 +254,7 @@ int diskwatch_unlinked(char *const *paths, uint64_t *ret_bytes) {
         walk.n_seen = 0;
         if (walk.seen)
                 memset(walk.seen, 0, walk.cap * sizeof(Inode));
-        int r = unlinked_open(devs, n_devs);
+        int r = unlinked_open(devs, n_devs, roots, n_roots);
         if (r < 0)
                 return r;
         *ret_bytes = walk.bytes;
@@ -202,11 +262,34 @@ int diskwatch_unlinked(char *const *paths, uint64_t *ret_bytes) {
 }
 
 /* The walk and the unlinked files together. */
-static int measure_all(char *const *paths, uint64_t *ret_bytes, uint64_t *ret_unreadable) {
+/* The trees whose unlinked files count: the coordinator's (parent) and,
+ * when pidfile names a live conmon, its (gVisor's sandbox). */
+static size_t roots_of(pid_t parent, const char *pidfile, pid_t roots[static 2]) {
+        size_t n = 0;
+        roots[n++] = parent;
+        _cleanup_free_ char *text = NULL, *comm = NULL;
+        if (!pidfile || read_file_capped(pidfile, 64, &text, NULL) < 0)
+                return n;
+        pid_t pid = (pid_t) strtol(text, NULL, 10);
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/comm", (int) pid);
+        /* A pid the kernel gave again to another program is not conmon. */
+        if (pid > 0 && read_file_capped(path, 64, &comm, NULL) >= 0) {
+                comm[strcspn(comm, "\n")] = '\0';
+                if (streq(comm, "conmon"))
+                        roots[n++] = pid;
+        }
+        return n;
+}
+
+static int measure_all(char *const *paths, pid_t parent, const char *pidfile, uint64_t *ret_bytes,
+                       uint64_t *ret_unreadable) {
         uint64_t walked, unlinked;
+        pid_t roots[2];
+        size_t n_roots = roots_of(parent, pidfile, roots);
         int r = diskwatch_measure(paths, &walked, ret_unreadable);
         if (r >= 0)
-                r = diskwatch_unlinked(paths, &unlinked);
+                r = diskwatch_unlinked(paths, roots, n_roots, &unlinked);
         if (r < 0)
                 return r;
         *ret_bytes = walked + unlinked;
@@ -244,11 +327,12 @@ static int say(const char *what, uint64_t bytes) {
 }
 
 int diskwatch_main(int argc, char **argv) {
-        if (argc < 3)
+        if (argc < 4)
                 return 64;
         pid_t parent = (pid_t) strtol(argv[0], NULL, 10);
         uint64_t limit = strtoull(argv[1], NULL, 10);
-        char **paths = argv + 2;
+        const char *pidfile = streq(argv[2], "-") ? NULL : argv[2];
+        char **paths = argv + 3;
         log_set_program("lazaret-diskwatch");
         /* It ends with its coordinator, and yields to everything else. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
@@ -257,7 +341,7 @@ int diskwatch_main(int argc, char **argv) {
         (void) signal(SIGPIPE, SIG_IGN);
 
         uint64_t base, unreadable;
-        int r = measure_all(paths, &base, &unreadable);
+        int r = measure_all(paths, parent, pidfile, &base, &unreadable);
         if (r < 0) {
                 log_error("cannot measure the work files: %s", strerror(-r));
                 return 1;
@@ -284,7 +368,7 @@ int diskwatch_main(int argc, char **argv) {
                 uint64_t grown = used > base ? used - base : 0, room = limit > grown ? limit - grown : 0;
                 if (grew < room / 2 && grew < limit / 8 && now_usec() - walked < DISKWATCH_WALK_USEC)
                         continue;
-                r = measure_all(paths, &used, NULL);
+                r = measure_all(paths, parent, pidfile, &used, NULL);
                 if (r < 0) {
                         log_error("cannot measure the work files: %s", strerror(-r));
                         return 1;
@@ -298,11 +382,11 @@ int diskwatch_main(int argc, char **argv) {
 
 /* ---- the coordinator's side ---------------------------------------------- */
 
-int diskwatch_start(const LaunchSpec *s, char *const *paths, uint64_t limit_bytes, DiskWatch *w) {
+int diskwatch_start(const LaunchSpec *s, char *const *paths, const char *pidfile, uint64_t limit_bytes, DiskWatch *w) {
         size_t n = 0;
         while (paths[n])
                 n++;
-        char **argv = calloc(n + 5, sizeof(char *));
+        char **argv = calloc(n + 6, sizeof(char *));
         char parent[32], limit[32];
         if (!argv)
                 return -ENOMEM;
@@ -312,8 +396,9 @@ int diskwatch_start(const LaunchSpec *s, char *const *paths, uint64_t limit_byte
         argv[1] = (char *) "__diskwatch";
         argv[2] = parent;
         argv[3] = limit;
+        argv[4] = (char *) (pidfile ?: "-");
         for (size_t i = 0; i < n; i++)
-                argv[4 + i] = paths[i];
+                argv[5 + i] = paths[i];
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0) {
                 free(argv);

@@ -35,13 +35,17 @@
 int diskwatch_measure(char *const *paths, uint64_t *ret_bytes, uint64_t *ret_unreadable);
 
 /* The bytes of disk taken by files unlinked but still open (st_nlink 0,
- * each inode once) on the file systems of paths, held by any process
- * whose /proc/PID/fd this one may read: no walk finds them, yet they are
- * the disk's until the last descriptor closes (issue 41). Only a link
- * that names a deleted file is followed. */
-int diskwatch_unlinked(char *const *paths, uint64_t *ret_bytes);
+ * each inode once) on the file systems of paths, held by a process of the
+ * roots' trees (a root or a descendant of one) whose /proc/PID/fd this
+ * one may read: no walk finds them, yet they are the disk's until the
+ * last descriptor closes (issue 41). A file another program of the
+ * person's holds is not the sandbox's. Only a link that names a deleted
+ * file is followed. */
+int diskwatch_unlinked(char *const *paths, const pid_t *roots, size_t n_roots, uint64_t *ret_bytes);
 
-/* `lazaret __diskwatch PARENT_PID LIMIT_BYTES PATH...` */
+/* `lazaret __diskwatch PARENT_PID LIMIT_BYTES PIDFILE|- PATH...`: the
+ * unlinked files of the parent's tree count, and of conmon's when PIDFILE
+ * (read at each measure) names it. */
 int diskwatch_main(int argc, char **argv);
 
 typedef struct DiskWatch {
@@ -55,8 +59,10 @@ typedef struct DiskWatch {
 
 #define DISKWATCH_INIT ((DiskWatch){ .fd = -EBADF })
 
-/* Start the helper for paths (NULL-terminated). */
-int diskwatch_start(const LaunchSpec *s, char *const *paths, uint64_t limit_bytes, DiskWatch *w);
+/* Start the helper for paths (NULL-terminated); pidfile (or NULL) is
+ * where the sandbox's supervisor's pid will be written (gVisor's conmon),
+ * whose tree's unlinked files count as well as ours. */
+int diskwatch_start(const LaunchSpec *s, char *const *paths, const char *pidfile, uint64_t limit_bytes, DiskWatch *w);
 /* Read what it wrote: 1 when the figures changed, 0 when not, -EPIPE when
  * it ended. */
 int diskwatch_read(DiskWatch *w);

@@ -114,6 +114,11 @@ struct SandboxBackend {
         bool traced; /* observed by trace points (sessions get a pid file), else by hooks->scan_begin */
         /* Branch mode may go on without the git router (.git read-only). */
         bool git_router_optional;
+        /* Where, in the Domain Root, the start writes the pid of the
+         * sandbox's supervisor on the host, whose tree holds the files the
+         * sandbox opened (the disk watch counts their unlinked ones), or
+         * NULL: the coordinator's own tree holds them. */
+        const char *supervisor_pidfile;
         /* Start the sandbox from sb->plan; fills sb->id, sb->supervisor and
          * sb->state. On success *ret_commit holds what the record learns.
          * On failure -errno, *ret_error (one line, or NULL), nothing left

@@ -316,10 +316,15 @@ UNLINKED_FILLER = ("exec 3>/workspace/.h && rm /workspace/.h && i=0; "
                    "i=$((i+1)); sleep 0.2; done; echo finished")
 
 
-def test_disk_limit_counts_an_unlinked_open_file(lz, busybox_image):  # noqa: F811
-    """A file the agent unlinked but holds open (the git router holds its
-    host descriptor) is still on the host's disk: the measure counts it,
-    and the sandbox stops past disk_limit, telling the terminal why."""
+@pytest.mark.parametrize("branch", [False, True], ids=["direct", "branch"])
+def test_disk_limit_counts_an_unlinked_open_file(lz, busybox_image, branch):  # noqa: F811
+    """A file the agent unlinked but holds open is still on the host's
+    disk: the measure counts it, and the sandbox stops past disk_limit,
+    telling the terminal why. In direct mode the git router holds its host
+    descriptor (the coordinator's tree); in branch mode gVisor's own
+    processes do (conmon's tree)."""
+    if branch:
+        make_repo(lz)
     dom = Domain(lz, busybox_image, extra="disk_limit = 64\n")
     p = dom.popen("run", "--", "/bin/sh", "-c", UNLINKED_FILLER)
     try:
@@ -329,6 +334,60 @@ def test_disk_limit_counts_an_unlinked_open_file(lz, busybox_image):  # noqa: F8
     assert p.returncode == 125, err
     assert b"the work files grew by" in err and b"past disk_limit = 64 MiB" in err, err
     assert not os.path.exists(os.path.join(lz.work, ".h"))
+    dom.assert_clean()
+
+
+HOST_HOLDER = r"""
+import os, sys
+f = os.path.join(sys.argv[1], "held")
+fd = os.open(f, os.O_WRONLY | os.O_CREAT, 0o600)
+os.unlink(f)
+for _ in range(128):
+    os.write(fd, b"\0" * (1 << 20))
+os.fsync(fd)
+print("held", flush=True)
+sys.stdin.read()  # until the test closes it
+"""
+
+
+def test_disk_limit_ignores_what_other_programs_hold(lz, busybox_image):  # noqa: F811
+    """A file another program of the person's unlinked and holds open on
+    the same file system is not the sandbox's: 128 MiB of it under
+    disk_limit = 64 does not stop the sandbox (the measure looks at the
+    coordinator's and the sandbox's processes only). The holder runs in
+    Podman's user namespace, where another Domain's sandbox runs (several
+    agents of `lazaret up` on one file system): the measure, which runs
+    there too, could read its descriptors and counted them."""
+    dom = Domain(lz, busybox_image, extra="disk_limit = 64\n")
+    p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60; echo finished")
+    elsewhere = os.path.join(lz.base, "elsewhere")
+    os.makedirs(elsewhere)
+    os.chown(elsewhere, lz.user.pw_uid, lz.user.pw_gid)
+    holder = None
+    try:
+        wait_sessions(dom, 1, timeout=60)
+        assert os.stat(elsewhere).st_dev == os.stat(lz.work).st_dev  # the same file system
+        holder = subprocess.Popen(["runuser", "-u", lz.user.pw_name, "--", "env", "-i", f"HOME={lz.user.pw_dir}",
+                                   "PATH=/usr/bin:/bin:/usr/sbin:/sbin", "podman", "unshare", "/usr/bin/python3",
+                                   "-c", HOST_HOLDER, elsewhere],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+        assert holder.stdout.readline().strip() == "held"
+        # Past a walk: the watch walks when its file system grew by an
+        # eighth of the limit, at its next look (every 2 s); a walk may
+        # take seconds on a busy host.
+        deadline = time.time() + 25
+        while time.time() < deadline and p.poll() is None:
+            time.sleep(0.5)
+        assert p.poll() is None, p.communicate()[1]
+        st = json.loads(dom.run("status", "--json").stdout)
+        assert st["running"] and st["limits"]["disk"]["work_files"]["grown_mib"] < 64, st["limits"]["disk"]
+    finally:
+        if holder:
+            holder.stdin.close()
+            holder.wait(timeout=30)
+        if p.poll() is None:
+            kill_cli(p)
+        p.wait()
     dom.assert_clean()
 
 

@@ -8,11 +8,13 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -95,7 +97,8 @@ static void test_unlinked_open_file(void **state) {
         assert_non_null(mkdtemp(tmpl));
         char *paths[] = { tmpl, NULL };
         uint64_t before = 0, held = 0, after = 0;
-        assert_int_equal(diskwatch_unlinked(paths, &before), 0);
+        pid_t me = getpid();
+        assert_int_equal(diskwatch_unlinked(paths, &me, 1, &before), 0);
         _cleanup_free_ char *f = path_join(tmpl, "h");
         int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
         assert_true(fd >= 0);
@@ -106,7 +109,7 @@ static void test_unlinked_open_file(void **state) {
         assert_int_equal(fsync(fd), 0);
         int fd2 = dup(fd); /* one inode, counted once */
         assert_true(fd2 >= 0);
-        assert_int_equal(diskwatch_unlinked(paths, &held), 0);
+        assert_int_equal(diskwatch_unlinked(paths, &me, 1, &held), 0);
         assert_true(held >= before + (4u << 20));
         /* The walk does not find it. */
         uint64_t walked = 0;
@@ -114,8 +117,61 @@ static void test_unlinked_open_file(void **state) {
         assert_true(walked < (1u << 20));
         close(fd);
         close(fd2);
-        assert_int_equal(diskwatch_unlinked(paths, &after), 0);
+        assert_int_equal(diskwatch_unlinked(paths, &me, 1, &after), 0);
         assert_true(after < held);
+        assert_int_equal(rmdir(tmpl), 0);
+}
+
+/* Only the roots' trees count: a file another program holds on the same
+ * file system is not the sandbox's (a person's browser deleting its
+ * cache must not stop the agent); a child of a root's is. */
+static void test_unlinked_only_of_the_roots_trees(void **state) {
+        (void) state;
+        char tmpl[] = "/tmp/test-disk-watch-XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        char *paths[] = { tmpl, NULL };
+        int ready[2];
+        assert_int_equal(pipe(ready), 0);
+        /* holder: a child of ours that holds 4 MiB unlinked; other: a
+         * child of ours that holds nothing, the root of its own tree. */
+        pid_t holder = fork();
+        assert_true(holder >= 0);
+        if (holder == 0) {
+                _cleanup_free_ char *f = path_join(tmpl, "h");
+                int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+                if (fd < 0 || unlink(f) < 0)
+                        _exit(1);
+                char buf[64 << 10] = { 1 };
+                for (int i = 0; i < 64; i++)
+                        if (write(fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf))
+                                _exit(1);
+                (void) fsync(fd);
+                (void) !write(ready[1], "r", 1);
+                pause();
+                _exit(0);
+        }
+        pid_t other = fork();
+        assert_true(other >= 0);
+        if (other == 0) {
+                pause();
+                _exit(0);
+        }
+        char c;
+        assert_int_equal(read(ready[0], &c, 1), 1);
+        uint64_t mine = 0, others = 0, holders = 0;
+        pid_t me = getpid();
+        assert_int_equal(diskwatch_unlinked(paths, &me, 1, &mine), 0); /* the holder descends from us */
+        assert_int_equal(diskwatch_unlinked(paths, &other, 1, &others), 0);
+        assert_int_equal(diskwatch_unlinked(paths, &holder, 1, &holders), 0);
+        assert_true(mine >= (4u << 20));
+        assert_true(holders >= (4u << 20));
+        assert_true(others < (4u << 20)); /* not its tree's */
+        (void) kill(holder, SIGKILL);
+        (void) kill(other, SIGKILL);
+        (void) waitpid(holder, NULL, 0);
+        (void) waitpid(other, NULL, 0);
+        close(ready[0]);
+        close(ready[1]);
         assert_int_equal(rmdir(tmpl), 0);
 }
 
@@ -123,6 +179,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_measure_against_du),
                 cmocka_unit_test(test_unlinked_open_file),
+                cmocka_unit_test(test_unlinked_only_of_the_roots_trees),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

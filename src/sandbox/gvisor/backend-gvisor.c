@@ -282,6 +282,7 @@ const SandboxBackend sandbox_backend_gvisor = {
         .uses_image = true,
         .traced = true,
         .git_router_optional = false,
+        .supervisor_pidfile = SANDBOX_CONMON_PIDFILE,
         .start = gvisor_start,
         .release = gvisor_release,
         .done = gvisor_done,

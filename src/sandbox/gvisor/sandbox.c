@@ -133,7 +133,7 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const MountPlan *pla
         if (r < 0)
                 return r;
         StrBuf pb = STRBUF_INIT;
-        strbuf_printf(&pb, "%s/conmon.pid", s->domain_dir);
+        strbuf_printf(&pb, "%s/" SANDBOX_CONMON_PIDFILE, s->domain_dir);
         pidfile = strbuf_steal(&pb);
         if (!pidfile)
                 return -ENOMEM;

@@ -19,6 +19,9 @@
 #include "sandbox-backend.h"
 #include "state-anchor.h"
 
+/* conmon's pid, written by Podman into the Domain Root. */
+#define SANDBOX_CONMON_PIDFILE "conmon.pid"
+
 /* "lazaret-coord-<hash>" (spec §4.3.1). */
 int sandbox_name(const LaunchSpec *s, char **ret);
 
