@@ -10,9 +10,12 @@ plus 169.254.169.254 as a metadata-style host), and listeners of the test
 itself on the root side and on loopback. Every attack is made from inside
 the sandbox and checked twice: it failed there, and the target saw nothing."""
 import contextlib
+import hashlib
 import json
 import os
 import re
+import shutil
+import signal
 import socket
 import struct
 import tarfile
@@ -23,7 +26,7 @@ import time
 
 import pytest
 
-from conftest import ctl_frame, ctl_key
+from conftest import Lazaret, ctl_frame, ctl_key
 from test_netd import compile_policy
 from test_run import Domain, _read_until, kill_cli, podman, pty_session, wait_sessions
 from test_run import busybox_image  # noqa: F401  (fixture)
@@ -729,3 +732,48 @@ def test_hello_with_bad_policy_drops_that_peer_only(netdom):
     finally:
         kill_cli(holder)
         holder.wait()
+
+
+def test_sigterm_after_the_sidecar_image_is_built_ends_the_start(lz, busybox_image, hosts):  # noqa: F811
+    """A start that had to build the sidecar image still ends promptly on
+    SIGTERM (issue 43). The coordinator used to build it through the image
+    verb, whose signal handling left SIGTERM ignored from the build's end
+    until the coordinator's own loop: a stop asked for then was lost and
+    the start went on. A private copy of lazaret's programs whose
+    lazaret-netd differs by one trailing byte names a sidecar image no
+    store has (the name follows netd's digest), so this start builds it."""
+    src = os.path.dirname(lz.binary)
+    bindir = os.path.join(lz.base, "bin")
+    os.makedirs(bindir)
+    for name in os.listdir(src):
+        shutil.copy2(os.path.join(src, name), os.path.join(bindir, name))
+    with open(os.path.join(bindir, "lazaret-netd"), "ab") as f:
+        f.write(b"\0")
+    with open(os.path.join(bindir, "lazaret-netd"), "rb") as f:
+        ref = "localhost/lazaret/sidecar:netd-" + hashlib.sha256(f.read()).hexdigest()[:12]
+    os.chmod(bindir, 0o755)
+    mine = Lazaret(os.path.join(bindir, "lazaret"), lz.user, lz.base)
+    dom = Domain(mine, busybox_image, network=POLICY)
+    assert podman(lz.user, "image", "exists", ref, check=False).returncode != 0
+    p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    try:
+        deadline = time.monotonic() + 120
+        while podman(lz.user, "image", "exists", ref, check=False).returncode != 0:
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline, f"the sidecar image was never built\n{dom.log()}"
+            time.sleep(0.1)
+        coordinators = dom.coordinator_pids()
+        assert len(coordinators) == 1, (coordinators, dom.log())
+        os.kill(coordinators[0], signal.SIGTERM)
+        stopped = time.monotonic()
+        while os.path.exists(f"/proc/{coordinators[0]}") and time.monotonic() < stopped + 15:
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{coordinators[0]}"), f"SIGTERM did not end the start\n{dom.log()}"
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 125, (p.returncode, err)
+    finally:
+        if p.poll() is None:
+            kill_cli(p)
+            p.communicate()
+        dom.assert_clean(timeout=60)
+        podman(lz.user, "rmi", "--force", ref, check=False)
