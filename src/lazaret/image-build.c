@@ -29,7 +29,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "exec-util.h"
 #include "fd-util.h"
 #include "fileio.h"
