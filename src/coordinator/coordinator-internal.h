@@ -61,6 +61,7 @@
 #include "event-record.h"
 #include "participant.h"
 #include "session-anchor.h"
+#include "session-state.h"
 #include "spawn-util.h"
 #include "runtime-dir.h"
 #include "netpolicy-digest.h"
@@ -180,12 +181,10 @@ struct Session {
         Watch w_pty, w_in, w_out, w_err;
         OutQueue in; /* towards the session */
         bool in_eof; /* close stdin once the queue drains */
-        bool exited;
+        SessionState state; /* session-state.h: changed by session_transition() alone */
         int wstatus;
         uint64_t drain_deadline;
         uint64_t kill_deadline; /* SIGKILL the exec client after a hangup */
-        bool finished;
-        bool pending; /* recorded, exec client not started yet */
         uint64_t started_usec;
         int cli_pid;
         SessionFiles *files; /* what it changed: its start commit (coordinator-files.c) */
@@ -313,7 +312,7 @@ struct Coordinator {
          * takes none. At most ESC_PENDING_MAX. */
         char (*esc_pending)[37];
         size_t n_esc_pending;
-        bool paused, pause_busy;
+        PauseState pause; /* session-state.h: changed by co_pause_transition() alone */
         char pause_error[200];
 };
 
@@ -384,6 +383,9 @@ void conn_free(Coordinator *co, Conn *c);
 void session_update_events(Session *s);
 int session_pump(Session *s, int fd, int stream);
 void session_close_output(Session *s, int *fd);
+/* Move s along its state machine (session-state.h): false, its state
+ * unchanged and the fault logged, when the table has no such transition. */
+bool session_transition(Session *s, SessionEvent event);
 void session_finish(Session *s);
 void session_free(Coordinator *co, Session *s);
 void co_check_runtime(Coordinator *co, int timeout_ms);

@@ -181,7 +181,8 @@ static int esc_session(void *userdata, const char *session_id, unsigned char ret
                        bool *ret_interactive) {
         Coordinator *co = userdata;
         for (Session *s = co->sessions; s; s = s->next)
-                if (streq(s->id, session_id) && !s->finished && !s->exited && s->has_anchor) {
+                if (streq(s->id, session_id) &&
+                    (s->state == SESSION_STATE_OPENING || session_state_running(s->state)) && s->has_anchor) {
                         memcpy(ret_anchor, s->anchor, SESSION_KEY_LEN);
                         *ret_interactive = s->interactive && s->conn;
                         return 0;
@@ -191,7 +192,8 @@ static int esc_session(void *userdata, const char *session_id, unsigned char ret
 
 static Session *prompt_session(Coordinator *co, const char *session_id) {
         for (Session *s = co->sessions; s; s = s->next)
-                if (streq(s->id, session_id) && !s->finished && s->interactive && s->conn && !s->conn->dead)
+                if (streq(s->id, session_id) && session_state_live(s->state) && s->interactive && s->conn &&
+                    !s->conn->dead)
                         return s;
         return NULL;
 }
@@ -658,12 +660,24 @@ static int job_pause(Store *st, void *userdata) {
         return run_pause(j->runsc, j->argv.v, j->pause, j->error, sizeof(j->error));
 }
 
+/* The sandbox's pause state after event (session-state.h); false, the
+ * state unchanged, when the table has no such transition. */
+static bool pause_transition(Coordinator *co, PauseEvent event) {
+        PauseState next = pause_state_next(co->pause, event);
+        if (next < 0) {
+                log_debug("pause: no transition for %s when %s", pause_event_to_string(event),
+                          pause_state_to_string(co->pause));
+                return false;
+        }
+        co->pause = next;
+        return true;
+}
+
 static void job_pause_done(int result, void *userdata) {
         PauseJob *j = userdata;
         Coordinator *co = j->co;
-        co->pause_busy = false;
+        (void) pause_transition(co, result >= 0 ? PAUSE_EVENT_DONE : PAUSE_EVENT_FAILED);
         if (result >= 0) {
-                co->paused = j->pause;
                 co->pause_error[0] = '\0';
                 event_emit(co->events, "sandbox", j->pause ? "paused" : "resumed", NULL, NULL);
         } else {
@@ -678,7 +692,9 @@ static void job_pause_done(int result, void *userdata) {
 
 void co_sandbox_pause(Coordinator *co, bool pause) {
         co_status_touch(co);
-        if (co->pause_busy || co->paused == pause || co->stopping || !co->slow || !co->sb.state)
+        PauseEvent ask = pause ? PAUSE_EVENT_PAUSE : PAUSE_EVENT_RESUME;
+        /* Not while runsc is at work, nor to where it already is. */
+        if (pause_state_next(co->pause, ask) < 0 || co->stopping || !co->slow || !co->sb.state)
                 return;
         PauseJob *j = calloc(1, sizeof(*j));
         if (!j)
@@ -699,12 +715,12 @@ void co_sandbox_pause(Coordinator *co, bool pause) {
                 free(j);
                 return;
         }
-        co->pause_busy = true;
+        (void) pause_transition(co, ask);
 }
 
 /* At teardown: a paused sandbox is resumed first, so that it can stop. */
 void co_sandbox_unpause(Coordinator *co) {
-        if (!co->paused)
+        if (!pause_state_paused(co->pause))
                 return;
         Argv a = {};
         char error[200];
@@ -712,5 +728,5 @@ void co_sandbox_unpause(Coordinator *co) {
             run_pause(co->sb.backend->session_program(&co->sb), a.v, false, error, sizeof(error)) < 0)
                 log_warning("%s", error);
         argv_done(&a);
-        co->paused = false;
+        (void) pause_transition(co, PAUSE_EVENT_TEARDOWN);
 }

@@ -267,7 +267,7 @@ static void scan_once(Coordinator *co) {
         bool full = false, changed = false;
         /* The roots: each session's joiner, the init (orphans). */
         for (Session *s = co->sessions; s; s = s->next)
-                if (s->pid > 0 && !s->exited)
+                if (s->pid > 0 && session_state_running(s->state))
                         push_children(q, &n, s->pid, trace_session_sid(co, s), &full);
         push_children(q, &n, sc->init_pid, 0, &full);
         /* Roots' children have no parent inside: their ppid is 0 (or the

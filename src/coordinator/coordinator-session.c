@@ -338,9 +338,20 @@ void co_check_runtime(Coordinator *co, int timeout_ms) {
         }
 }
 
+bool session_transition(Session *s, SessionEvent event) {
+        SessionState next = session_state_next(s->state, event);
+        if (next < 0) {
+                log_error("session %s: no transition for %s when %s", s->id, session_event_to_string(event),
+                          session_state_to_string(s->state));
+                return false;
+        }
+        s->state = next;
+        return true;
+}
+
 void session_finish(Session *s) {
         Coordinator *co = s->co;
-        if (s->finished)
+        if (s->state == SESSION_STATE_FINISHED)
                 return;
         bool abnormal = WIFSIGNALED(s->wstatus) || (WIFEXITED(s->wstatus) && WEXITSTATUS(s->wstatus) >= 126);
         if (!co->stopping && abnormal)
@@ -357,7 +368,7 @@ void session_finish(Session *s) {
                 (void) session_pump(s, s->out_fd, 1);
         if (s->err_fd >= 0)
                 (void) session_pump(s, s->err_fd, 2);
-        s->finished = true;
+        session_transition(s, SESSION_EVENT_FINISHED);
         co_status_touch(s->co);
 
         CtlMessage m = { .type = CTL_SESSION_EXIT };
@@ -419,7 +430,7 @@ void session_free(Coordinator *co, Session *s) {
 /* The CLI is gone: the guest gets SIGHUP as from a closed terminal, the exec
  * client SIGKILL if it lingers. */
 static void session_hangup(Session *s) {
-        if (s->exited || s->pid <= 0)
+        if (!session_state_running(s->state) || s->pid <= 0)
                 return;
         (void) kill(s->pid, SIGHUP);
         s->kill_deadline = now_usec() + HANGUP_GRACE_USEC;
@@ -684,8 +695,7 @@ static int job_open(Store *st, void *userdata) {
 /* Give up on a session that never ran: tell its CLI (if still there) and
  * leave it to be freed. */
 static void session_abandon(Session *s, const char *why) {
-        s->pending = false;
-        s->finished = true;
+        session_transition(s, SESSION_EVENT_ABANDONED);
         co_status_touch(s->co);
         if (s->conn) {
                 conn_send_error(s->conn, why);
@@ -713,7 +723,7 @@ static void job_open_done(int result, void *userdata) {
                         record_terminal(co, s->id, TERMINAL_CLEAN, NULL);
                         session_abandon(s, "cannot start the session's command in the sandbox");
                 } else {
-                        s->pending = false;
+                        session_transition(s, SESSION_EVENT_STARTED);
                         session_update_events(s);
                         record_session_phase(co, s, SESSION_RUNNING);
                         record_terminal(co, s->id, TERMINAL_RUNNING,
@@ -787,7 +797,7 @@ static void handle_session_open(Coordinator *co, Conn *c, CtlMessage *m, int cli
         *s = (Session){ .co = co,
                         .conn = c,
                         .interactive = m->interactive,
-                        .pending = true,
+                        .state = SESSION_STATE_OPENING,
                         .pty = -EBADF,
                         .in_fd = -EBADF,
                         .out_fd = -EBADF,
@@ -831,7 +841,7 @@ static json_t *status_json(Coordinator *co) {
         json_t *sessions = json_array();
         uint64_t now = now_usec();
         for (Session *s = co->sessions; sessions && s; s = s->next)
-                if (!s->finished)
+                if (session_state_live(s->state))
                         json_array_append_new(
                                 sessions, json_pack("{s:s, s:b, s:i, s:I, s:s}", "session_id", s->id, "interactive",
                                                     s->interactive, "exec_pid", (int) s->pid, "age_seconds",
@@ -946,7 +956,7 @@ void co_status_touch(Coordinator *co) {
 static json_t *status_line_json(Coordinator *co) {
         unsigned sessions = 0;
         for (Session *s = co->sessions; s; s = s->next)
-                if (!s->finished)
+                if (session_state_live(s->state))
                         sessions++;
         char network[64];
         bool names = co->spec.domains && co->spec.domains[0];
@@ -957,11 +967,11 @@ static json_t *status_line_json(Coordinator *co) {
         else
                 snprintf(network, sizeof(network), "%s%s%s", co->spec.own_address_rules ? "own " : "",
                          co->sidecar.name ? "sidecar" : "loopback-only", names ? "+names" : "");
-        json_t *j =
-                json_pack("{s:I, s:I, s:I, s:I, s:b, s:s, s:s}", "sessions", (json_int_t) sessions,
-                          "refused_connections", (json_int_t) co->egress_refused, "refused_git",
-                          (json_int_t) co->git_refused, "escalations_pending", (json_int_t) co->n_esc_pending, "paused",
-                          co->paused, "network", network, "policy_digest", co->spec.netpolicy_digest ?: "");
+        json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:b, s:s, s:s}", "sessions", (json_int_t) sessions,
+                              "refused_connections", (json_int_t) co->egress_refused, "refused_git",
+                              (json_int_t) co->git_refused, "escalations_pending", (json_int_t) co->n_esc_pending,
+                              "paused", pause_state_paused(co->pause), "network", network, "policy_digest",
+                              co->spec.netpolicy_digest ?: "");
         if (j && co->pause_error[0])
                 json_object_set_new(j, "pause_error", json_string(co->pause_error));
         return j;
@@ -1043,7 +1053,7 @@ static bool on_session_open(Coordinator *co, Conn *c, CtlMessage *m, Session *s)
 }
 
 static bool on_terminal_input(Coordinator *co, Conn *c, CtlMessage *m, Session *s) {
-        if (s->finished)
+        if (!session_state_live(s->state))
                 return true;
         if (co_queue_pending(&s->in) + m->n_bytes > IN_QUEUE_MAX) {
                 conn_send_error(c, "too much input queued");
@@ -1081,7 +1091,7 @@ static bool on_terminal_signal(Coordinator *co, Conn *c, CtlMessage *m, Session 
         (void) c;
         int sig = m->signal == CTL_SIGNAL_INTERRUPT ? SIGINT : m->signal == CTL_SIGNAL_QUIT ? SIGQUIT : SIGTSTP;
         /* runsc exec forwards signals to the guest process. */
-        if (!s->exited && s->pid > 0)
+        if (session_state_running(s->state) && s->pid > 0)
                 (void) kill(s->pid, sig);
         return true;
 }

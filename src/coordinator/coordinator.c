@@ -90,7 +90,7 @@ void co_begin_stop(Coordinator *co, const char *reason) {
                 co_unlink_socket(co->spec.socket_path);
         }
         for (Session *s = co->sessions; s; s = s->next)
-                if (!s->exited && s->pid > 0) {
+                if (session_state_running(s->state) && s->pid > 0) {
                         (void) kill(s->pid, SIGKILL);
                 }
 }
@@ -142,9 +142,9 @@ static void reap_children(Coordinator *co) {
                 }
         }
         for (Session *s = co->sessions; s; s = s->next)
-                if (!s->exited && reaped(s->pid, &st)) {
-                        s->exited = true;
+                if (session_state_running(s->state) && reaped(s->pid, &st)) {
                         s->wstatus = st;
+                        session_transition(s, SESSION_EVENT_REAPED);
                         s->drain_deadline = now_usec() + DRAIN_USEC;
                 }
 }
@@ -273,14 +273,14 @@ void co_teardown(Coordinator *co) {
         co_sandbox_unpause(co);
         /* Sessions first: their CLIs hear why. */
         for (Session *s = co->sessions; s; s = s->next)
-                if (!s->finished) {
-                        if (!s->exited && s->pid > 0) {
+                if (session_state_live(s->state)) {
+                        if (session_state_running(s->state) && s->pid > 0) {
                                 (void) kill(s->pid, SIGKILL);
                                 int st;
                                 while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR)
                                         ;
-                                s->exited = true;
                                 s->wstatus = st;
+                                session_transition(s, SESSION_EVENT_REAPED);
                         }
                         session_finish(s);
                 }
@@ -322,9 +322,9 @@ void co_teardown(Coordinator *co) {
 static uint64_t next_deadline(Coordinator *co) {
         uint64_t d = UINT64_MAX;
         for (Session *s = co->sessions; s; s = s->next) {
-                if (s->exited && !s->finished && s->drain_deadline < d)
+                if (s->state == SESSION_STATE_EXITED && s->drain_deadline < d)
                         d = s->drain_deadline;
-                if (!s->exited && s->kill_deadline && s->kill_deadline < d)
+                if (session_state_running(s->state) && s->kill_deadline && s->kill_deadline < d)
                         d = s->kill_deadline;
         }
         for (Conn *c = co->conns; c; c = c->next)
@@ -352,11 +352,11 @@ static void run_timers(Coordinator *co) {
         scan_run(co);
         event_limiter_flush(co->limiter, co->events, now, false);
         for (Session *s = co->sessions; s; s = s->next) {
-                if (!s->exited && s->kill_deadline && now >= s->kill_deadline) {
+                if (session_state_running(s->state) && s->kill_deadline && now >= s->kill_deadline) {
                         (void) kill(s->pid, SIGKILL);
                         s->kill_deadline = 0;
                 }
-                if (s->exited && !s->finished) {
+                if (s->state == SESSION_STATE_EXITED) {
                         bool drained = s->pty < 0 && s->out_fd < 0 && s->err_fd < 0;
                         if (drained || now >= s->drain_deadline)
                                 session_finish(s);
@@ -384,7 +384,7 @@ static void serve(Coordinator *co) {
                 }
                 for (Session *s = co->sessions, *next; s; s = next) {
                         next = s->next;
-                        if (s->finished && !s->conn)
+                        if (s->state == SESSION_STATE_FINISHED && !s->conn)
                                 session_free(co, s);
                 }
                 bool sessions_left = co->sessions != NULL;

@@ -16,7 +16,7 @@
 #include "exec-util.h"
 #include "fd-util.h"
 #include "fileio.h"
-#include "image.h"
+#include "image-build.h"
 #include "log.h"
 #include "netpolicy-digest.h"
 #include "proc-util.h"
@@ -162,6 +162,34 @@ static int conmon_child(pid_t conmon, pid_t *ret) {
         return 0;
 }
 
+/* A stop the coordinator was asked for while it builds: the signal waits,
+ * blocked, so that it is neither lost nor acted on half-way. */
+static bool stop_signal_pending(void *userdata) {
+        sigset_t p;
+        (void) userdata;
+        return sigpending(&p) == 0 &&
+               (sigismember(&p, SIGTERM) == 1 || sigismember(&p, SIGINT) == 1 || sigismember(&p, SIGHUP) == 1);
+}
+
+/* The sidecar image, built by the image library (issue 43: it installs no
+ * handler and ignores no signal). SIGTERM, SIGINT and SIGHUP are blocked
+ * meanwhile and a pending one stops the build, which then removes what it
+ * made; unblocked again, the signal does what it does anywhere else in a
+ * start (kills a starting coordinator, whose watchdog removes the rest;
+ * reaches the signalfd of a running one). 0 or -errno. */
+static int build_sidecar_image(const char *ref) {
+        sigset_t stop, old;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGHUP);
+        if (sigprocmask(SIG_BLOCK, &stop, &old) < 0)
+                return negative_errno();
+        int r = image_build("sidecar", ref, &(ImageStop){ .requested = stop_signal_pending }, NULL);
+        (void) sigprocmask(SIG_SETMASK, &old, NULL);
+        return r;
+}
+
 int sidecar_start(const LaunchSpec *s, Sidecar *ret, char **ret_error) {
         _cleanup_(sidecar_done) Sidecar sc = { .ctl_fd = -EBADF };
         _cleanup_close_ int memfd = -EBADF, theirs = -EBADF;
@@ -279,7 +307,7 @@ int sidecar_start(const LaunchSpec *s, Sidecar *ret, char **ret_error) {
                                 res = (ExecResult){};
                                 if (no_image) {
                                         log_info("building the network sidecar image %s", s->sidecar_image);
-                                        if (image_build_sidecar(s->sidecar_image) != 0)
+                                        if (build_sidecar_image(s->sidecar_image) < 0)
                                                 return fail(
                                                         ret_error, -EIO,
                                                         "cannot build the network sidecar image %s; try 'lazaret image "

@@ -21,8 +21,6 @@
 #define USEC_PER_SEC    UINT64_C(1000000)
 #define KILL_GRACE_USEC (30 * USEC_PER_SEC)
 
-volatile sig_atomic_t image_run_interrupted = 0;
-
 uint64_t mono_usec(void) {
         struct timespec ts;
         (void) clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -121,10 +119,10 @@ static int drain(int fd, StrBuf *to_out, bool *truncated, LineSplitter *to_split
 
 /* Run argv (argv[0] an absolute path) with envp (NULL: ours). Lines of its
  * stderr go to on_line (may be NULL). A program that cannot start, fails,
- * runs past timeout_usec or is stopped because we were interrupted is
+ * runs past timeout_usec or is stopped because stop asked is
  * described in *ret; the return value is -errno only when it could not even
  * be attempted (pipes, fork, memory). */
-int run(char *const *argv, char *const *envp, uint64_t timeout_usec, LineFn on_line, Run *ret) {
+int run(char *const *argv, char *const *envp, uint64_t timeout_usec, LineFn on_line, const ImageStop *stop, Run *ret) {
         _cleanup_close_ int null_fd = -EBADF, out_r = -EBADF, out_w = -EBADF, err_r = -EBADF, err_w = -EBADF;
         LineSplitter split = { .on_line = on_line };
         StrBuf out = STRBUF_INIT;
@@ -193,8 +191,9 @@ int run(char *const *argv, char *const *envp, uint64_t timeout_usec, LineFn on_l
                 }
 
                 uint64_t now = mono_usec();
-                if (!stopping && (image_run_interrupted || now >= deadline)) {
-                        if (image_run_interrupted)
+                bool asked = !stopping && image_stop_requested(stop);
+                if (!stopping && (asked || now >= deadline)) {
+                        if (asked)
                                 res.interrupted = true;
                         else
                                 res.timed_out = true;
@@ -212,7 +211,7 @@ int run(char *const *argv, char *const *envp, uint64_t timeout_usec, LineFn on_l
                         pfd[n++] = (struct pollfd){ .fd = out_r, .events = POLLIN };
                 if (err_r >= 0)
                         pfd[n++] = (struct pollfd){ .fd = err_r, .events = POLLIN };
-                /* 100 ms at most: the exit and our signal flag are noticed
+                /* 100 ms at most: the exit and a stop are noticed
                  * by polling, not by SIGCHLD. */
                 if (poll(n > 0 ? pfd : NULL, n, 100) < 0 && errno != EINTR) {
                         r = negative_errno();

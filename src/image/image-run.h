@@ -5,19 +5,28 @@
  * curl): run with fork and execve of an absolute path, an argument vector
  * and never a shell, stdin from /dev/null, stdout and stderr captured, in
  * a process group of their own so that a time limit or an interruption
- * stops everything they started. No signal handling here: the caller's
- * handler sets image_run_interrupted. */
+ * stops everything they started. No signal handling here: the caller
+ * says when to stop (ImageStop). */
 
-#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #define RUN_STDOUT_MAX (16U * 1024 * 1024)
 #define RUN_LINE_MAX   1024
 
-/* Nonzero (the signal) once the build is to stop: the running helper is
+/* When the caller wants a build stopped (a signal its own handler noted,
+ * a signal pending while blocked): requested(userdata) is asked between
+ * polls, at least every 100 ms, and must be async-signal-safe in spirit
+ * (cheap, no side effects). Once it says true the running helper is
  * stopped and run() returns with .interrupted. */
-extern volatile sig_atomic_t image_run_interrupted;
+typedef struct ImageStop {
+        bool (*requested)(void *userdata);
+        void *userdata;
+} ImageStop;
+
+static inline bool image_stop_requested(const ImageStop *s) {
+        return s && s->requested && s->requested(s->userdata);
+}
 
 typedef void (*LineFn)(const char *line);
 
@@ -39,9 +48,10 @@ void run_done(Run *r);
 bool run_failed(const Run *r);
 
 /* Run argv[0] (an absolute path) with envp (NULL: ours) for at most
- * timeout_usec; on_line (or NULL) gets each line of its stderr. 0 with
- * *ret filled in, or -errno when it could not even be attempted. */
-int run(char *const *argv, char *const *envp, uint64_t timeout_usec, LineFn on_line, Run *ret);
+ * timeout_usec, or until stop (NULL: never) asks; on_line (or NULL) gets
+ * each line of its stderr. 0 with *ret filled in, or -errno when it could
+ * not even be attempted. */
+int run(char *const *argv, char *const *envp, uint64_t timeout_usec, LineFn on_line, const ImageStop *stop, Run *ret);
 
 /* CLOCK_MONOTONIC in microseconds. */
 uint64_t mono_usec(void);

@@ -16,7 +16,7 @@
 #include "domain-root.h"
 #include "exec-util.h"
 #include "fd-util.h"
-#include "image.h"
+#include "image-build.h"
 #include "launch.h"
 #include "native-probe.h"
 #include "path-pattern.h"

@@ -10,9 +10,12 @@ plus 169.254.169.254 as a metadata-style host), and listeners of the test
 itself on the root side and on loopback. Every attack is made from inside
 the sandbox and checked twice: it failed there, and the target saw nothing."""
 import contextlib
+import hashlib
 import json
 import os
 import re
+import shutil
+import signal
 import socket
 import struct
 import tarfile
@@ -23,7 +26,7 @@ import time
 
 import pytest
 
-from conftest import ctl_frame, ctl_key
+from conftest import Lazaret, ctl_frame, ctl_key, tool_dir
 from test_netd import compile_policy
 from test_run import Domain, _read_until, kill_cli, podman, pty_session, wait_sessions
 from test_run import busybox_image  # noqa: F401  (fixture)
@@ -729,3 +732,98 @@ def test_hello_with_bad_policy_drops_that_peer_only(netdom):
     finally:
         kill_cli(holder)
         holder.wait()
+
+
+def lazaret_with_new_netd(lz):
+    """A private copy of lazaret's programs whose lazaret-netd differs by one
+    trailing byte: the sidecar image it names (after netd's digest) is in no
+    store, so a start builds it. Returns (Lazaret, that image's name)."""
+    src = os.path.dirname(lz.binary)
+    bindir = os.path.join(lz.base, "bin")
+    os.makedirs(bindir)
+    for name in os.listdir(src):
+        shutil.copy2(os.path.join(src, name), os.path.join(bindir, name))
+    with open(os.path.join(bindir, "lazaret-netd"), "ab") as f:
+        f.write(b"\0")
+    with open(os.path.join(bindir, "lazaret-netd"), "rb") as f:
+        ref = "localhost/lazaret/sidecar:netd-" + hashlib.sha256(f.read()).hexdigest()[:12]
+    os.chmod(bindir, 0o755)
+    assert podman(lz.user, "image", "exists", ref, check=False).returncode != 0
+    return Lazaret(os.path.join(bindir, "lazaret"), lz.user, lz.base), ref
+
+
+def wait_gone(pid, seconds):
+    deadline = time.monotonic() + seconds
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not os.path.exists(f"/proc/{pid}")
+
+
+def test_sigterm_after_the_sidecar_image_is_built_ends_the_start(lz, busybox_image, hosts):  # noqa: F811
+    """A start that had to build the sidecar image still ends promptly on
+    SIGTERM (issue 43). The coordinator used to build it through the image
+    verb, whose signal handling left SIGTERM ignored from the build's end
+    until the coordinator's own loop: a stop asked for then was lost and
+    the start went on."""
+    mine, ref = lazaret_with_new_netd(lz)
+    dom = Domain(mine, busybox_image, network=POLICY)
+    p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    try:
+        deadline = time.monotonic() + 120
+        while podman(lz.user, "image", "exists", ref, check=False).returncode != 0:
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline, f"the sidecar image was never built\n{dom.log()}"
+            time.sleep(0.1)
+        coordinators = dom.coordinator_pids()
+        assert len(coordinators) == 1, (coordinators, dom.log())
+        os.kill(coordinators[0], signal.SIGTERM)
+        assert wait_gone(coordinators[0], 15), f"SIGTERM did not end the start\n{dom.log()}"
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 125, (p.returncode, err)
+    finally:
+        if p.poll() is None:
+            kill_cli(p)
+            p.communicate()
+        dom.assert_clean(timeout=60)
+        podman(lz.user, "rmi", "--force", ref, check=False)
+
+
+def test_sigterm_while_the_sidecar_image_builds_unwinds_it(lz, busybox_image, hosts):  # noqa: F811
+    """SIGTERM while the coordinator builds the sidecar image (here: its tar
+    hangs) stops the helper, removes the partial build and then ends the
+    start promptly: the signal waits, blocked, until the build has unwound
+    (a coordinator killed half-way would leave the helper running and its
+    temporary directory behind)."""
+    mine, ref = lazaret_with_new_netd(lz)
+    marker = os.path.join(lz.base, "tar-started")
+    fake = "#!/bin/sh\n" \
+           f"echo \"$PPID $$\" > {marker}.new && mv {marker}.new {marker}\n" \
+           "sleep 600\n"
+    os.chmod(lz.base, 0o777)  # the fake tar, run as the test user, writes its marker here
+    path = tool_dir(lz, fakes={"tar": fake})
+    dom = Domain(mine, busybox_image, network=POLICY)
+    p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60", env={"PATH": path})
+    try:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(marker):
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline, f"the fake tar never started\n{dom.log()}"
+            time.sleep(0.05)
+        with open(marker, encoding="utf-8") as f:
+            coordinator, tar = (int(x) for x in f.read().split())
+        assert coordinator in dom.coordinator_pids(), dom.log()
+        os.kill(coordinator, signal.SIGTERM)
+        assert wait_gone(coordinator, 15), f"SIGTERM did not end the start\n{dom.log()}"
+        assert not os.path.exists(f"/proc/{tar}")
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 125, (p.returncode, err)
+        m = re.search(r"building \S+ \(sidecar\) in (/\S+)$", dom.log(), re.M)
+        assert m and not os.path.exists(m.group(1)), dom.log()
+        assert "interrupted while tar ran; the partial build was removed" in dom.log()
+        assert podman(lz.user, "image", "exists", ref, check=False).returncode != 0
+    finally:
+        if p.poll() is None:
+            kill_cli(p)
+            p.communicate()
+        dom.assert_clean(timeout=60)
+        podman(lz.user, "rmi", "--force", ref, check=False)
