@@ -67,6 +67,10 @@ const Preset presets[] = {
                                      "}\n"
                                      "volumes = [{ host = \"{profile_dir}/codex\", container = \"/root/.codex\" }]\n"
                                      "inherit_default_allow = false\n"
+                                     /* From what Codex CLI 0.171 names and contacts (issue 42):
+                                      * the API, ChatGPT sign-in (auth.openai.com) and the
+                                      * ChatGPT plan's backend and model list (chatgpt.com),
+                                      * its update check on the npm registry. */
                                      "allow_domains = [\"api.openai.com\", \"auth.openai.com\", \"chatgpt.com\", "
                                      "\"registry.npmjs.org\", " GIT_HOSTS "]\n",
         },
@@ -75,12 +79,19 @@ const Preset presets[] = {
                 .agent = "Aider",
                 .image_flavour = "debian",
                 .body = "image = \"" DEBIAN_IMAGE "\"\n"
-                        /* pip needs python3-venv, from Debian's mirror (plain HTTP, signed). */
+                        /* pip needs python3-venv, from Debian's mirror (plain HTTP, signed).
+                         * apt's lists and downloads go to /tmp: apt fetches as the user
+                         * _apt, and in a persistent directory a user other than root
+                         * cannot create a file (EOPNOTSUPP; apt-get update failed with
+                         * "Problem hashing file", issue 42); nor are they needed after
+                         * the install. */
                         "command = [\"/bin/sh\", \"-c\", \"command -v aider >/dev/null 2>&1 || { echo 'lazaret: "
                         "installing Aider (python3-venv from Debian, aider-chat " AIDER_VERSION
                         " from PyPI), once: it stays "
-                        "in /opt and /usr' >&2; { python3 -c 'import ensurepip' 2>/dev/null || { apt-get update && "
-                        "apt-get install -y --no-install-recommends python3-venv; }; } && python3 -m venv "
+                        "in /opt and /usr' >&2; { python3 -c 'import ensurepip' 2>/dev/null || { mkdir -p "
+                        "/tmp/lz-apt/lists/partial /tmp/lz-apt/cache/archives/partial && a='apt-get -o "
+                        "Dir::State::Lists=/tmp/lz-apt/lists -o Dir::Cache=/tmp/lz-apt/cache' && $a update && "
+                        "$a install -y --no-install-recommends python3-venv; }; } && python3 -m venv "
                         "/opt/aider && /opt/aider/bin/pip install aider-chat==" AIDER_VERSION
                         " && ln -sf /opt/aider/bin/aider "
                         "/usr/local/bin/aider; } >&2 || exit 1; exec aider \\\"$@\\\"\", \"aider\"]\n"
@@ -89,7 +100,12 @@ const Preset presets[] = {
                         "\"env?:ANTHROPIC_API_KEY\" }\n"
                         "volumes = [{ host = \"{profile_dir}/aider\", container = \"/root/.aider\" }]\n"
                         "inherit_default_allow = false\n"
-                        "allow_domains = [\"api.openai.com\", \"api.anthropic.com\", \"pypi.org\", "
+                        /* From what Aider 0.86 names and contacts (issue 42): the two
+                         * providers whose keys it is given, the models' context windows
+                         * and prices (litellm's list on raw.githubusercontent.com, read at
+                         * start), its update check and install (PyPI, Debian). */
+                        "allow_domains = [\"api.openai.com\", \"api.anthropic.com\", "
+                        "\"raw.githubusercontent.com\", \"pypi.org\", "
                         "\"files.pythonhosted.org\", \"deb.debian.org:80\", " GIT_HOSTS "]\n",
         },
         {
@@ -115,14 +131,21 @@ const Preset presets[] = {
                 .body = "image = \"" NODE_IMAGE "\"\n" NPM_AGENT(
                         "opencode", "opencode-ai", OPENCODE_VERSION,
                         "opencode") "persistent_dirs = [\"/usr/local\"]\n"
+                                    /* opencode upgrades itself to a newer patch release
+                                     * (npm install -g) unless told not to: the pin holds. */
                                     "env = { ANTHROPIC_API_KEY = \"env?:ANTHROPIC_API_KEY\", OPENAI_API_KEY = "
-                                    "\"env?:OPENAI_API_KEY\" }\n"
+                                    "\"env?:OPENAI_API_KEY\", OPENCODE_DISABLE_AUTOUPDATE = \"1\" }\n"
                                     "volumes = [{ host = \"{profile_dir}/opencode-data\", container = "
                                     "\"/root/.local/share/opencode\" "
                                     "}, { host = \"{profile_dir}/opencode-config\", container = "
                                     "\"/root/.config/opencode\" }]\n"
                                     "inherit_default_allow = false\n"
-                                    "allow_domains = [\"opencode.ai\", \"models.dev\", \"api.anthropic.com\", "
+                                    /* From what opencode 1.18 names and contacts (issue 42):
+                                     * its model list (models.opencode.ai, models.dev's
+                                     * catalogue; models.dev itself it no longer contacts),
+                                     * opencode Zen (opencode.ai), the two providers whose keys
+                                     * it is given, provider packages from the npm registry. */
+                                    "allow_domains = [\"opencode.ai\", \"models.opencode.ai\", \"api.anthropic.com\", "
                                     "\"api.openai.com\", "
                                     "\"registry.npmjs.org\", " GIT_HOSTS "]\n",
         },

@@ -4,11 +4,13 @@ a valid profile whose values and their layer are the golden files in
 tests/data/presets/ (config show --json); the person's files set over a
 preset key by key; a workspace file may not choose a preset or hand the
 sandbox the host's certificates without trust; a preset is a name, never a
-path; `lazaret init --agent` writes a profile that uses one. End to end, a
-preset installs its agent from the npm registry on the first run and
-starts it at once after a restart."""
+path; `lazaret init --agent` writes a profile that uses one. End to end,
+every preset with an agent installs it on the first run (npm; Aider from
+PyPI) and starts it at once after a restart, and every https host the
+installed agent names is placed: a preset name, or not needed, with why."""
 import json
 import os
+import re
 import subprocess
 import time
 import tomllib
@@ -16,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from test_run import node_image, podman  # noqa: F401
+from test_run import debian_image, node_image, podman  # noqa: F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "..", "data", "presets")
@@ -180,9 +182,9 @@ def test_init_agent(lz):
     assert open(path, encoding="utf-8").read() == before
 
 
-def registry_answers():
+def registry_answers(url="https://registry.npmjs.org/-/ping"):
     try:
-        with urllib.request.urlopen("https://registry.npmjs.org/-/ping", timeout=20) as resp:
+        with urllib.request.urlopen(url, timeout=20) as resp:
             return resp.status == 200
     except Exception as e:  # noqa: BLE001
         return repr(e)
@@ -294,6 +296,116 @@ NOT_NEEDED = {
         "gist.githubusercontent.com": "git URLs of gists (hosted-git-info), installed only by name",
         "huggingface.co": "the voice input's speech model, downloaded when the person turns it on",
     },
+    "codex": {
+        **dict.fromkeys([
+            "developers.openai.com", "help.openai.com", "community.openai.com", "openai.com", "www.openai.com",
+            "learn.chatgpt.com", "lmstudio.ai", "agent-plugins.org", "agent.robinhood.com", "json-schema.org",
+            "www.w3.org", "encoding.spec.whatwg.org", "html.spec.whatwg.org", "mimesniff.spec.whatwg.org",
+            "docs.python.org", "docs.rs", "crbug.com", "www.pcre.org", "smithy-lang.github.io", "git-scm.com",
+            "gist.github.com", "gitlab.freedesktop.org", "gitlab.gnome.org",
+        ], "documentation, help, a schema's $id, an example or a comment; never fetched"),
+        **dict.fromkeys(["platform.openai.com", "platform.api.openai.org"],
+                        "the API key page the sign-in's web page links to, opened in the person's browser"),
+        "ab.chatgpt.com": "telemetry (OpenTelemetry metrics); refused, nothing fails",
+        # Other OpenAI deployments and sign-ins the preset does not set up.
+        **dict.fromkeys([
+            "chat.openai.com", "chatgpt-staging.com", "gov.chatgpt.com", "gov.api.openai.com", "api.openai.org",
+            "auth.api.openai.org",
+            "aiplatform.googleapis.com",
+        ], "ChatGPT's old name, staging or Gov, OpenAI's workload-identity (SPIFFE) sign-in, or Vertex AI; "
+           "the preset sets up the API key and ChatGPT sign-in"),
+        "persistent.oaistatic.com": "the terminal's animated pets (pictures); refused, the agent works on",
+        "raw.githubusercontent.com": "the tip of the day (announcement_tip.toml); refused, no tip is shown",
+        "api.github.com": "a release check for other install methods and the curated plugins list; refused, "
+                          "the agent works on (its update check is the npm registry's)",
+        "formulae.brew.sh": "the update check of a Homebrew install; this one is npm's",
+        "api.githubcopilot.com": "an MCP server the person adds by name; not the agent's own",
+        **dict.fromkeys([
+            "cdnjs.cloudflare.com", "cdn.jsdelivr.net", "esm.sh", "fonts.bunny.net", "fonts.googleapis.com",
+            "fonts.gstatic.com", "unpkg.com",
+        ], "script and font sources in web pages it writes (their Content-Security-Policy); loaded by a browser"),
+        # codex-cloud-backend.chatgpt.com (cloud tasks, run on OpenAI's
+        # machines) and codex-portals.api.openai.com (remote environments)
+        # are among them: features the preset does not set up.
+        **dict.fromkeys([
+            "api.github.comhttps", "api.openstruct", "api.robishow", "auth.merrdian", "auth.opee",
+            "auth.openai.comjson.lockcredential", "chat.opeotel.environment", "chatgpt.catalog", "chatgpt.comcodex",
+            "codex-cloud-backend.chatgpt.comthis", "codex-portals.api.openai.cominvalid", "github.cenvironment",
+            "gov.chat", "gov.chatgpt.comhttps", "mcp.merccompaction", "oidc-fips.createtokenoutput",
+            "platform.api.openai.orghttps", "portal.sso.https", "rootnet.infailed", "signin-fips.fips",
+            "sts.amazonaws.comhttps",
+        ], "not a host: strings run together in the native program's string table"),
+    },
+    "opencode": {
+        # Read from tests/data/presets/opencode-providers.txt: models.dev's
+        # catalogue of providers, which the program carries.
+        **dict.fromkeys([h.strip() for h in open(os.path.join(GOLDEN, "opencode-providers.txt"), encoding="utf-8")
+                         if h.strip() and not h.startswith("#")],
+                        "another provider in models.dev's catalogue (its API or documentation); the preset sets "
+                        "up Anthropic, OpenAI and opencode Zen"),
+        **dict.fromkeys([
+            "a.co", "ai-sdk.dev", "aka.ms", "babel.dev", "babeljs.io", "bit.ly", "bugs.webkit.org", "bun.com",
+            "bun.sh", "debug.bun.sh", "developer.mozilla.org", "developers.openai.com", "help.openai.com",
+            "docs.cloud.google.com", "docs.expo.dev", "evilmartians.com", "fastify.dev", "feross.org", "git.io",
+            "google.aip.dev", "jimmy.warting.se", "json-schema.org", "mths.be", "nodejs.org", "npm.im",
+            "npmjs.org", "prettier.io", "react-native.canny.io", "reactjs.org", "stackoverflow.com",
+            "tailwindcss.com", "termux.com", "typescript-eslint.io", "ui.shadcn.com", "www.w3.org",
+            "yargs.js.org", "yarnpkg.com", "vercel.com", "vercel.link", "discord.com", "assets.ngc.nvidia.com",
+            "www.nvidia.com", "poolside.ai", "tauri.localhost",
+        ], "documentation, help, a model's description, a comment or the desktop app's origin; never fetched"),
+        **dict.fromkeys([
+            "api.meuprovedor.com", "api.minudbyder.dk", "api.miproveedor.com", "api.mojdostawca.com",
+            "api.mojprovajder.com", "api.monfournisseur.com", "api.myprovider.com", "api.penyediaku.com",
+            "api.penyediasaya.com", "api.saglayicim.com", "company.ghe.com", "registry.mycorp.com",
+        ], "an example in a form or a help text (\"my provider\" in many languages)"),
+        # Providers whose client libraries it carries, beyond the catalogue.
+        **dict.fromkeys([
+            "accounts.google.com", "oauth2.googleapis.com", "www.googleapis.com", "www.gstatic.com",
+            "aiplatform.googleapis.com", "cloudresourcemanager.googleapis.com", "generativelanguage.googleapis.com",
+            "ai-gateway.vercel.sh", "ai.azure.com", "cognitiveservices.azure.com", "api.cerebras.ai",
+            "api.cohere.com", "api.deepinfra.com", "api.digitalocean.com", "cloud.digitalocean.com", "api.groq.com",
+            "api.mistral.ai", "api.together.xyz", "api.v0.dev", "api.vercel.com", "api.venice.ai", "api.x.ai",
+            "auth.x.ai", "bedrock-agent-runtime.us-west-2.amazonaws.com", "bedrock-mantle.us-east-1.api.aws",
+            "bedrock-runtime.us-east-1.amazonaws.com", "cognito-identity-fips.us-east-1.amazonaws.com",
+            "cognito-identity-fips.us-east-2.amazonaws.com", "cognito-identity-fips.us-west-1.amazonaws.com",
+            "cognito-identity-fips.us-west-2.amazonaws.com", "sts.amazonaws.com", "portal.sso", "portal.sso-fips",
+            "cloud.gitlab.com", "gitlab.com", "gateway.ai.cloudflare.com", "workers-binding.ai", "poe.com",
+        ], "another provider, or its cloud's sign-in, which the preset does not set up"),
+        **dict.fromkeys(["chatgpt.com", "auth.openai.com"],
+                        "the OpenAI provider's ChatGPT-plan sign-in; the preset passes OPENAI_API_KEY (add both "
+                        "names to the profile to sign in with a plan)"),
+        # Features the person asks for by name.
+        "opncd.ai": "/share: uploads the session to opencode's share service, at the person's request",
+        "social-cards.sst.dev": "a shared session's picture in a GitHub comment (the GitHub agent)",
+        **dict.fromkeys(["api.opencode.ai", "app.opencode.ai", "dev.opencode.ai"],
+                        "the GitHub agent (opencode github) and the web app; not the terminal agent"),
+        **dict.fromkeys(["mcp.exa.ai", "search.parallel.ai", "www.google.com"],
+                        "the web search tools, off unless enabled; the web is not the sandbox's to reach"),
+        **dict.fromkeys([
+            "api.github.com", "uploads.github.com", "api.releases.hashicorp.com", "download-cdn.jetbrains.com",
+            "www.eclipse.org",
+        ], "language servers it downloads when a file type needs one (GitHub releases, Hashicorp, JetBrains, "
+           "Eclipse), and the GitHub agent's API; refused, it works without them"),
+        **dict.fromkeys(["formulae.brew.sh", "community.chocolatey.org"],
+                        "the update check of a Homebrew or Chocolatey install; this one is npm's, and off"),
+        "raw.githubusercontent.com": "the sources of its syntax-highlighting queries, in comments",
+        "gist.githubusercontent.com": "git URLs of gists (hosted-git-info), installed only by name",
+        "bun.report": "the feedback form and crash reports of Bun, the runtime it is built on, sent only when "
+                      "the person asks",
+        **dict.fromkeys(["fulcio.sigstore.dev", "rekor.sigstore.dev", "tuf-repo-cdn.sigstore.dev"],
+                        "npm's provenance signing (sigstore), used when publishing packages; never by the agent"),
+        **dict.fromkeys(["www.recent", "www.world"], "not a host: text run together in a model's description"),
+    },
+    "aider": {
+        **dict.fromkeys(["aider.chat", "www.conventionalcommits.org", "pygments.org", "networkx.org"],
+                        "documentation, help or a comment; aider.chat is also the Referer sent to OpenRouter; "
+                        "never fetched"),
+        "openrouter.ai": "OpenRouter's models and sign-in, offered when no key is set; another provider the "
+                         "preset does not set up",
+        "api.github.com": "GitHub Copilot's token, for the Copilot provider; not set up by the preset",
+        "us.i.posthog.com": "analytics (PostHog), off unless the person opts in; refused, nothing fails",
+        "download.pytorch.org": "/help's optional install of PyTorch, at the person's request",
+    },
 }
 # Whole files of the package that are not the agent: Gemini CLI bundles the
 # Chrome DevTools MCP server and its dependencies (Lighthouse's list of
@@ -302,9 +414,18 @@ NOT_NEEDED = {
 NOT_NEEDED_FILES = {
     "gemini": {"bundle/bundled/": "the Chrome DevTools MCP server: needs a Chrome browser, which the image lacks"},
 }
-PACKAGES = {"claude": "@anthropic-ai/claude-code", "gemini": "@google/gemini-cli"}
-HOST_SCAN = r"""cd /usr/local/lib/node_modules/"$1" || exit 3
-find . -type f \( -name '*.js' -o -name '*.mjs' -o -name '*.cjs' -o -perm -u+x \)   -exec grep -oaHE 'https://[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)+' {} + |
+# Where each agent's own package lies once installed, and the kind of
+# source file to read there besides executables: Aider's own package only,
+# not its dependencies (litellm, the providers' libraries).
+PACKAGES = {
+    "claude": ("/usr/local/lib/node_modules/@anthropic-ai/claude-code", "js"),
+    "gemini": ("/usr/local/lib/node_modules/@google/gemini-cli", "js"),
+    "codex": ("/usr/local/lib/node_modules/@openai/codex", "js"),
+    "opencode": ("/usr/local/lib/node_modules/opencode-ai", "js"),
+    "aider": ("/opt/aider/lib/python3*/site-packages/aider", "py"),
+}
+HOST_SCAN = r"""cd $1 || exit 3
+find . -type f \( -name '*.js' -o -name '*.mjs' -o -name '*.cjs' -o -name "*.$2" -o -perm -u+x \)   -exec grep -oaHE 'https://[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)+' {} + |
   LC_ALL=C sort -u
 """
 
@@ -327,22 +448,28 @@ def unplaced_hosts(preset, names, scan):
     return sorted(out.items())
 
 
-@pytest.mark.parametrize("preset,agent", [("gemini", "Gemini CLI"), ("claude", "Claude Code")])
-def test_preset_installs_its_agent_once(lz, node_image, preset, agent):  # noqa: F811
-    """The preset installs its agent from the npm registry on the first run
-    (through the broker: the profile reaches nothing but its names) and
-    --version answers; after the sandbox has gone and come back, it answers
+@pytest.mark.parametrize("preset,agent", [("gemini", "Gemini CLI"), ("claude", "Claude Code"), ("codex", "Codex CLI"),
+                                          ("opencode", "opencode"), ("aider", "Aider")])
+def test_preset_installs_its_agent_once(lz, request, preset, agent):
+    """The preset installs its agent on the first run, from the npm registry
+    (Aider: python3-venv from Debian, then PyPI), through the broker (the
+    profile reaches nothing but its names), and --version answers with the
+    pinned version; after the sandbox has gone and come back, it answers
     again without installing. For Claude Code (issue 42) that proves the
     preset's names suffice for the install and that its postinstall put the
     native program in place; it does not prove --allow-scripts is needed:
     the node image's npm 11.21.2 runs that postinstall without it too.
     Then every https host the installed package names is one of the
     preset's names or a host listed above as not needed (issue 42)."""
-    ok = registry_answers()
+    registry = "https://pypi.org/simple/aider-chat/" if preset == "aider" else "https://registry.npmjs.org/-/ping"
+    ok = registry_answers(registry)
     if ok is not True:
-        pytest.skip(f"LOUD SKIP: registry.npmjs.org does not answer from this host ({ok}); the preset "
-                    "cannot install its agent")
-    image, _ = node_image
+        pytest.skip(f"LOUD SKIP: {registry} does not answer from this host ({ok}); the preset cannot install "
+                    "its agent")
+    if preset == "aider":
+        image = request.getfixturevalue("debian_image")
+    else:
+        image, _ = request.getfixturevalue("node_image")
     data = os.path.join(lz.base, "data")
     os.makedirs(data)
     os.chown(data, lz.user.pw_uid, lz.user.pw_gid)
@@ -365,13 +492,17 @@ ca_certificates = "host"
     r = lz.run("--config", cfg, "config", "show", "--json", env=env)
     assert r.returncode == 0, r.stderr
     cmd = json.loads(r.stdout)["config"]["profiles"]["gg"]["command"]["value"]
+    # The version the preset pins (npm's PACKAGE@VERSION, pip's ==VERSION).
+    version = re.search(r"(?:@|==)([0-9]+\.[0-9]+\.[0-9]+) ", cmd[2]).group(1)
     runs = []
     for i in range(2):
         t = time.monotonic()
         r = lz.run("--config", cfg, "run", "gg", "--", *cmd, "--version", env=env, timeout=900)
         runs.append(time.monotonic() - t)
         assert r.returncode == 0, r.stdout + r.stderr
-        assert r.stdout.strip().count(".") == 2, r.stdout  # a version, e.g. 0.61.0
+        # One line naming the pinned version: "0.61.0", "2.1.332 (Claude
+        # Code)", "codex-cli 0.171.0", "aider 0.86.2".
+        assert re.fullmatch(rf"([a-z-]+ )?{re.escape(version)}( \(.*\))?", r.stdout.strip()), r.stdout
         # The first run installs; the second, in a sandbox started anew,
         # finds what the first installed.
         assert (f"lazaret: installing {agent}" in r.stderr) == (i == 0), r.stderr
@@ -384,7 +515,7 @@ ca_certificates = "host"
     print(f"first run {runs[0]:.1f} s (installs), second {runs[1]:.1f} s")
     # The installed package's hosts, read inside the sandbox (what npm put
     # in the persistent /usr/local), against the preset's names.
-    r = lz.run("--config", cfg, "run", "gg", "--", "/bin/sh", "-c", HOST_SCAN, "scan", PACKAGES[preset],
+    r = lz.run("--config", cfg, "run", "gg", "--", "/bin/sh", "-c", HOST_SCAN, "scan", *PACKAGES[preset],
                env=env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
