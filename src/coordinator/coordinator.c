@@ -82,8 +82,7 @@ void co_begin_stop(Coordinator *co, const char *reason) {
         /* Our hold on gVisor's memory file would keep its pages after the
          * sandbox ends. */
         if (co->mem_watched)
-                co->sb.backend->memory_close(&co->sb);
-        co->mem_watched = false;
+                co->sb.backend->memory_close(&co->sb); /* status keeps the last figure */
         /* No new clients from now on. */
         if (co->listen_fd >= 0) {
                 co->listen_fd = co_close_watched(co, co->listen_fd);
