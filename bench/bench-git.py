@@ -16,7 +16,7 @@ goal: within 5x; reported, not enforced).
 import statistics
 import sys
 
-from benchlib import Stage, parse_args
+from benchlib import Stage, parse_args, spread
 
 IMAGE = "localhost/lazaret/debian:bookworm"
 
@@ -57,7 +57,8 @@ done
         # The host's own git status on the same working tree, warmed once.
         h = st.run(["bash", "-c", "git status >/dev/null; for i in $(seq 1 " + str(args.rounds) + "); do "
                     "s=$(date +%s%N); git status >/dev/null; echo $(( ($(date +%s%N) - s) / 1000 )); done"])
-        host = statistics.median(int(v) / 1000.0 for v in h.stdout.split())
+        host_times = [int(v) / 1000.0 for v in h.stdout.split()]
+        host = statistics.median(host_times)
         r = st.run([lz, "--config", cfg, "run", "--", "/bin/bash", "-c", script], env=gitenv, timeout=1800)
         times = {}
         for line in r.stdout.splitlines():
@@ -72,6 +73,9 @@ done
         routed = statistics.median(times["status-routed"])
         print(f"  git status  routed {routed:8.1f} ms   on the host  {host:8.1f} ms   ratio {routed / host:.1f} "
               "(goal 5, reported only)")
+        for k in ("status-routed", "status-plain", "commit-routed", "commit-plain"):
+            print(f"  spread {k:14} {spread(times[k])}")
+        print(f"  spread {'status-host':14} {spread(host_times)}")
         return 0 if status <= 1.25 and commit <= 1.25 else 1
     finally:
         st.remove()

@@ -16,7 +16,7 @@ import os
 import statistics
 import sys
 
-from benchlib import Stage, make_tree, parse_args
+from benchlib import Stage, make_tree, parse_args, spread
 
 IMAGE = "localhost/lazaret/debian:bookworm"
 DIRS, FILES, SIZE = 50, 2500, 20 * 1024
@@ -54,6 +54,7 @@ rmdir /usr/bench /opt/bench
         p, o = statistics.median(times["persistent"]), statistics.median(times["rootfs"])
         print(f"bench-state ({mb:.0f} MB, {FILES} files, {args.rounds} rounds, medians, same sandbox):")
         print(f"  untar  persistent /usr {p:8.1f} ms   container rootfs /opt {o:8.1f} ms   ratio {p / o:.2f}")
+        print(f"  spread persistent {spread(times['persistent'])}; rootfs {spread(times['rootfs'])}")
         return 0
     finally:
         st.remove()

@@ -16,7 +16,7 @@ import os
 import statistics
 import sys
 
-from benchlib import Stage, make_tree, parse_args
+from benchlib import Stage, make_tree, parse_args, spread
 
 IMAGE = "localhost/lazaret/debian:bookworm"
 DIRS, FILES, SIZE = 50, 2500, 20 * 1024
@@ -58,6 +58,7 @@ rmdir /workspace/bench /plain/bench
         w, p = statistics.median(times["router"]), statistics.median(times["plain"])
         print(f"bench-workspace ({mb:.0f} MB, {FILES} files, {args.rounds} rounds, medians, same sandbox):")
         print(f"  untar + read back  workspace router {w:8.1f} ms   plain bind mount {p:8.1f} ms   ratio {w / p:.2f}")
+        print(f"  spread router {spread(times['router'])}; plain {spread(times['plain'])}")
         return 0
     finally:
         st.remove()

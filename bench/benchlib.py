@@ -40,6 +40,12 @@ def make_tree(path, seed, dirs=50, files=2500, size=20 * 1024):
             tf.addfile(info, io.BytesIO(data))
 
 
+def spread(values):
+    """The range of a figure's rounds, for the line under its median: other
+    sessions share these machines, so one median alone hides the noise."""
+    return f"{min(values):.1f} to {max(values):.1f} ms over {len(values)} rounds"
+
+
 def parse_args(rounds, extra=None):
     """The options every benchmark takes (--user, --rounds, --build), plus
     extra(parser) for its own."""

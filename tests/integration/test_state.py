@@ -123,6 +123,20 @@ def test_changes_survive_a_restart(sdom):
     assert in_layer(sdom, "usr", "bin/.wh.env") is not None or in_layer(sdom, "usr", "bin/env") is not None
 
 
+def test_layers_reach_the_sandbox_without_gvisors_own_overlay(sdom):
+    """Each persistent directory is gVisor's gofer mount of the layer (9p
+    in the sandbox's /proc/mounts), so what is written there reaches the
+    layer. Not gVisor's overlay: runsc lays one over a mount hinted as the
+    sandbox's own (dev.gvisor.spec.mount.*.share=container, tried for issue
+    44 to cache the layers), its upper layer a file that goes with the
+    sandbox, and the writes never reach fuse-overlayfs."""
+    r = sdom.run("run", "--", "/bin/cat", "/proc/mounts")
+    assert r.returncode == 0, r.stderr
+    types = {f[1]: f[2] for f in (line.split() for line in r.stdout.splitlines()) if len(f) >= 3}
+    for d in ("/usr", "/etc"):
+        assert types.get(d) == "9p", f"{d} is mounted as {types.get(d)!r} in the sandbox:\n{r.stdout}"
+
+
 def test_other_workspace_and_profile_see_nothing(sdom, lz):
     r = sdom.run("run", "--", "/bin/sh", "-c", "echo mine > /usr/mine")
     assert r.returncode == 0, r.stderr
