@@ -407,10 +407,9 @@ static void test_recovery_by_the_recorded_backend(void **state) {
          * not marked Clean. */
         assert_int_equal(store_generation_begin(st, NULL, &gen), 0);
         uint64_t id;
-        assert_int_equal(store_participant_add(st, gen, ROLE_SANDBOX,
-                                               json_pack("{s:s, s:s}", "container_name", "x", "backend", "nonesuch"),
-                                               &id),
-                         0);
+        json_t *own = json_pack("{s:s, s:s}", "container_name", "x", "backend", "nonesuch");
+        assert_int_equal(store_participant_add(st, gen, ROLE_SANDBOX, own, &id), 0);
+        json_decref(own);
         assert_int_equal(part_recover(&ps, kinds, ELEMENTSOF(kinds), &next), -EIO);
         assert_int_equal(unclean(st), 1);
         store_close(st);
