@@ -538,8 +538,14 @@ int anchor_layer_start(const LaunchSpec *s, const StateAnchor *a, AnchorLayer *l
         scrub_runtime_files(s, l);
         /* writeback=0: the kernel's write-back cache would take writes a
          * full layer cannot hold and report ENOSPC only at close(), which
-         * gVisor does not pass on; without it write() fails, inside. */
-        if (asprintf(&opts, "writeback=0,lowerdir=%s,upperdir=%s,workdir=%s", l->lower, l->changes, l->work) < 0) {
+         * gVisor does not pass on; without it write() fails, inside.
+         * noacl: with POSIX ACLs on, the kernel asks for a file's ACL
+         * whenever someone other than its owner checks it, fuse2fs answers
+         * EOPNOTSUPP, and the check fails with it: a directory another
+         * user owns could not even be listed, and apt (which fetches as
+         * _apt) could not create its files. The mode bits still hold. */
+        if (asprintf(&opts, "noacl,writeback=0,lowerdir=%s,upperdir=%s,workdir=%s", l->lower, l->changes, l->work) <
+            0) {
                 opts = NULL;
                 r = -ENOMEM;
                 goto fail;

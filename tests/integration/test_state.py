@@ -516,6 +516,29 @@ def test_debian_package_persists(lz, debian_image):
             podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
 
 
+def test_another_user_keeps_its_own_files(lz, debian_image):  # noqa: F811
+    """In a persistent directory a user other than root creates files in a
+    directory it owns (apt fetches as _apt: it failed with EOPNOTSUPP, the
+    kernel asking fuse2fs for an ACL it cannot give), a third user is still
+    refused by the mode bits, and the owner stays across a restart."""
+    d = Domain(lz, debian_image, extra='persistent_dirs = ["/var"]\n')
+    try:
+        r = d.run("run", "--", "/bin/sh", "-c",
+                  "mkdir /var/tmp/u && chown 42:42 /var/tmp/u && chmod 755 /var/tmp/u && "
+                  "setpriv --reuid=42 --regid=42 --clear-groups sh -c 'echo mine > /var/tmp/u/f' && "
+                  "ls /var/tmp/u && "
+                  "if setpriv --reuid=43 --regid=43 --clear-groups sh -c 'echo x > /var/tmp/u/g' 2>/dev/null; "
+                  "then echo other-wrote; else echo other-refused; fi")
+        assert (r.returncode, r.stdout) == (0, "f\nother-refused\n"), r.stdout + r.stderr
+        d.assert_clean()
+        r = d.run("run", "--", "/bin/sh", "-c", "stat -c '%u %g' /var/tmp/u/f && cat /var/tmp/u/f")
+        assert (r.returncode, r.stdout) == (0, "42 42\nmine\n"), r.stdout + r.stderr
+        d.assert_clean()
+    finally:
+        for name in d.container_names():
+            podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
+
+
 def test_rootful(lazaret_bin, tmp_path):
     """Lazaret run by root: rootful Podman's image mount and fuse-overlayfs in
     the host's namespace; the same persistence, nothing left mounted."""
