@@ -80,11 +80,11 @@ const Preset presets[] = {
                 .image_flavour = "debian",
                 .body = "image = \"" DEBIAN_IMAGE "\"\n"
                         /* pip needs python3-venv, from Debian's mirror (plain HTTP, signed).
-                         * apt's lists and downloads go to /tmp: apt fetches as the user
-                         * _apt, and in a persistent directory a user other than root
-                         * cannot create a file (EOPNOTSUPP; apt-get update failed with
-                         * "Problem hashing file", issue 42); nor are they needed after
-                         * the install. */
+                         * apt's lists and downloads go to /tmp: they are not needed after
+                         * the install, and stay out of the persistent layers. (They went
+                         * there first because apt, which fetches as _apt, could not
+                         * create files in a persistent directory: EOPNOTSUPP, fixed in
+                         * the State Anchor with fuse-overlayfs's noacl.) */
                         "command = [\"/bin/sh\", \"-c\", \"command -v aider >/dev/null 2>&1 || { echo 'lazaret: "
                         "installing Aider (python3-venv from Debian, aider-chat " AIDER_VERSION
                         " from PyPI), once: it stays "
