@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import paramiko
 
@@ -91,6 +92,14 @@ def serve(c, host_key, allowed, root, log):
                                 stderr=subprocess.DEVNULL)
         pump(channel, proc)
         channel.close()
+        # As sshd does, the client hangs up first: a transport closed under
+        # a client that still sends (its channel close, its disconnect)
+        # breaks its pipe to the ProxyCommand ("client_loop: send
+        # disconnect: Broken pipe"), ssh exits 255, and git calls a
+        # complete clone failed.
+        deadline = time.monotonic() + 10
+        while t.is_active() and time.monotonic() < deadline:
+            time.sleep(0.05)
     except (OSError, EOFError, paramiko.SSHException) as e:
         note(log, f"ssh-error {e}")
     finally:
