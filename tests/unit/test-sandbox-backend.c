@@ -274,6 +274,15 @@ static Sandbox fake_sandbox(const LaunchSpec *spec, const char *name) {
         return sb;
 }
 
+/* A new generation in st, and sb's participant begun there through the
+ * driver: part_begin's result, *ret_err its error (or NULL). */
+static int begin_sandbox(Store *st, Sandbox *sb, Part *ret, char **ret_err) {
+        uint64_t gen;
+        assert_int_equal(store_generation_begin(st, NULL, &gen), 0);
+        PartStore ps = part_store_of(st);
+        return part_begin(&ps, gen, &kind, sandbox_part_intent(sb, json_pack("{s:i}", "pid", 1)), sb, sb, ret, ret_err);
+}
+
 /* ---- the tests ---------------------------------------------------------------- */
 
 static void test_table(void **state) {
@@ -313,14 +322,10 @@ static void test_start_and_release(void **state) {
         (void) state;
         LaunchSpec spec = {};
         Store *st = open_store();
-        uint64_t gen;
-        assert_int_equal(store_generation_begin(st, NULL, &gen), 0);
         PartStore ps = part_store_of(st);
         Sandbox sb = fake_sandbox(&spec, "lazaret-coord-a");
         Part p = {};
-        assert_int_equal(
-                part_begin(&ps, gen, &kind, sandbox_part_intent(&sb, json_pack("{s:i}", "pid", 1)), &sb, &sb, &p, NULL),
-                0);
+        assert_int_equal(begin_sandbox(st, &sb, &p, NULL), 0);
         assert_int_equal(world_count(), 1);
         assert_string_equal(world.last_plan_workspace, "/w/git-mnt");
         assert_string_equal(sb.id, "fake-id");
@@ -351,16 +356,11 @@ static void test_failed_start_leaves_nothing(void **state) {
         LaunchSpec spec = {};
         for (FakeFail f = FAKE_FAIL_BEFORE; f <= FAKE_FAIL_AFTER; f++) {
                 Store *st = open_store();
-                uint64_t gen;
-                assert_int_equal(store_generation_begin(st, NULL, &gen), 0);
-                PartStore ps = part_store_of(st);
                 world.fail = f;
                 Sandbox sb = fake_sandbox(&spec, "lazaret-coord-b");
                 Part p = {};
                 char *err = NULL;
-                assert_int_equal(part_begin(&ps, gen, &kind, sandbox_part_intent(&sb, json_pack("{s:i}", "pid", 1)),
-                                            &sb, &sb, &p, &err),
-                                 -EIO);
+                assert_int_equal(begin_sandbox(st, &sb, &p, &err), -EIO);
                 assert_non_null(err);
                 assert_true(startswith(err, "fake: "));
                 free(err);
@@ -382,21 +382,16 @@ static void test_recovery_by_the_recorded_backend(void **state) {
         (void) state;
         LaunchSpec spec = {};
         Store *st = open_store();
-        uint64_t gen;
-        assert_int_equal(store_generation_begin(st, NULL, &gen), 0);
-        PartStore ps = part_store_of(st);
         Sandbox sb = fake_sandbox(&spec, "lazaret-coord-c");
         Part p = {};
-        assert_int_equal(
-                part_begin(&ps, gen, &kind, sandbox_part_intent(&sb, json_pack("{s:i}", "pid", 1)), &sb, &sb, &p, NULL),
-                0);
+        assert_int_equal(begin_sandbox(st, &sb, &p, NULL), 0);
         sandbox_done(&sb); /* the coordinator's memory, gone with it */
         mount_plan_done(&sb.plan);
         st = store_close(st);
         assert_int_equal(world_count(), 1);
 
         st = open_store();
-        ps = part_store_of(st);
+        PartStore ps = part_store_of(st);
         assert_int_equal(unclean(st), 1);
         Sandbox next = { .backend = &fake_backend, .spec = &spec, .name = "lazaret-coord-c" };
         assert_int_equal(part_recover(&ps, kinds, ELEMENTSOF(kinds), &next), 1);
@@ -405,6 +400,7 @@ static void test_recovery_by_the_recorded_backend(void **state) {
 
         /* A record naming a backend nobody has is left for a later look,
          * not marked Clean. */
+        uint64_t gen;
         assert_int_equal(store_generation_begin(st, NULL, &gen), 0);
         uint64_t id;
         json_t *own = json_pack("{s:s, s:s}", "container_name", "x", "backend", "nonesuch");
