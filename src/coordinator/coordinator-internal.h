@@ -251,7 +251,7 @@ struct Coordinator {
         Watch w_esc;
         Sidecar sidecar; /* name NULL: no sidecar (loopback only) */
         Part p_network;
-        NetPolicy net; /* in force: the declared policy and the host's addresses denied */
+        PolicyInForce net; /* the declared policy and the host's addresses denied; the spec keeps the declared one */
         char *declared_netpolicy; /* canonical, as the configuration says it (the last Hello's) */
         HostAddrs host; /* the host's addresses last read, and what the declared policy made of them */
         int sidecar_fd; /* pidfd of the sidecar's conmon */

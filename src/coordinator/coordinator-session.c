@@ -856,7 +856,7 @@ static json_t *status_json(Coordinator *co) {
         }
         json_t *network =
                 json_pack("{s:s?, s:s, s:s, s:s?, s:o*, s:b, s:s}", "sidecar", co->sidecar.name, "policy_digest",
-                          co->spec.netpolicy_digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only",
+                          co->net.digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only",
                           "readiness_fingerprint", co->readiness_fingerprint[0] ? co->readiness_fingerprint : NULL,
                           "host_addresses", host, "update_in_progress", co->net_update != NULL, "address_rules",
                           co->spec.own_address_rules ? "own" : "global");
@@ -967,11 +967,11 @@ static json_t *status_line_json(Coordinator *co) {
         else
                 snprintf(network, sizeof(network), "%s%s%s", co->spec.own_address_rules ? "own " : "",
                          co->sidecar.name ? "sidecar" : "loopback-only", names ? "+names" : "");
-        json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:b, s:s, s:s}", "sessions", (json_int_t) sessions,
-                              "refused_connections", (json_int_t) co->egress_refused, "refused_git",
-                              (json_int_t) co->git_refused, "escalations_pending", (json_int_t) co->n_esc_pending,
-                              "paused", pause_state_paused(co->pause), "network", network, "policy_digest",
-                              co->spec.netpolicy_digest ?: "");
+        json_t *j =
+                json_pack("{s:I, s:I, s:I, s:I, s:b, s:s, s:s}", "sessions", (json_int_t) sessions,
+                          "refused_connections", (json_int_t) co->egress_refused, "refused_git",
+                          (json_int_t) co->git_refused, "escalations_pending", (json_int_t) co->n_esc_pending, "paused",
+                          pause_state_paused(co->pause), "network", network, "policy_digest", co->net.digest);
         if (j && co->pause_error[0])
                 json_object_set_new(j, "pause_error", json_string(co->pause_error));
         return j;

@@ -535,7 +535,7 @@ void co_release(Coordinator *co) {
         co->signal_fd = safe_close(co->signal_fd);
         co->epfd = safe_close(co->epfd);
         co->store = store_close(co->store);
-        netpolicy_done(&co->net);
+        policy_in_force_done(&co->net);
         co->declared_netpolicy = mfree(co->declared_netpolicy);
         host_addrs_done(&co->host);
         if (co->sb.backend)
@@ -1100,8 +1100,8 @@ int coordinator_main(int argc, char **argv) {
         event_emit(co.events, "sandbox", "started", NULL,
                    json_pack("{s:s, s:s?, s:s, s:s, s:s, s:s?, s:I}", "profile", co.spec.profile, "image",
                              co.spec.image, "container", co.container_name, "workspace", co.spec.workspace,
-                             "network_policy", co.spec.netpolicy, "worktree", co.worktree, "start_ms",
-                             (json_int_t) ((now_usec() - co.started_usec) / 1000)));
+                             "network_policy", co.net.canonical ?: co.spec.netpolicy, "worktree", co.worktree,
+                             "start_ms", (json_int_t) ((now_usec() - co.started_usec) / 1000)));
         log_info("sandbox %s running (generation %" PRIu64 ", +%" PRIu64 " ms), listening on %s", co.container_name,
                  co.generation, (now_usec() - co.started_usec) / 1000, co.spec.socket_path);
         if (!status_report(&co, "ok")) {
