@@ -56,12 +56,6 @@ static int set_policy(Coordinator *co, NetPolicy *np, char *canon) {
         return 0;
 }
 
-typedef enum HelloResult {
-        HELLO_ACCEPTED,
-        HELLO_REFUSED, /* the peer got an Error */
-        HELLO_PENDING, /* a policy update runs; its end decides */
-} HelloResult;
-
 /* The slow thread's part of a policy update: netd replaces the routes,
  * gVisor's own stack takes them over, the probes run again and the
  * evidence is recorded. The loop changes none of what it reads while it
@@ -108,15 +102,16 @@ static void job_net_update_done(int result, void *userdata) {
         free(u->declared);
         host_addrs_done(&u->host);
         free(u->error);
+        HelloResume resume = u->resume;
         free(u);
         if (asker && result >= 0)
-                conn_hello(co, asker, true);
+                resume(co, asker);
         for (Conn *c = co->conns; c && !co->net_update; c = c->next)
                 if (c->state == CONN_HELLO_WAIT && !c->dead && !c->close_after_flush) {
                         if (co->stopping)
                                 conn_send_error(c, "the sandbox is stopping; run the command again");
                         else
-                                conn_hello(co, c, true);
+                                resume(co, c);
                 }
 }
 
@@ -129,7 +124,7 @@ static void job_net_update_done(int result, void *userdata) {
  * failure half-way stops the sandbox rather than leave it between two
  * policies. */
 static HelloResult update_network(Coordinator *co, Conn *c, const char *canonical, const char *cause, char **decl,
-                                  HostAddrs *h) {
+                                  HostAddrs *h, HelloResume resume) {
         NetPolicy np;
         const char *why;
         if (netpolicy_parse(canonical, strlen(canonical), &np, &why) < 0) {
@@ -181,7 +176,7 @@ static HelloResult update_network(Coordinator *co, Conn *c, const char *canonica
          * to the generation's configuration) before the thread reads it. */
         int r = set_policy(co, &np, canon_copy);
         log_info("network policy update %s -> %.12s", old, co->net.digest);
-        *u = (NetUpdate){ .co = co, .conn = c, .started_usec = now_usec() };
+        *u = (NetUpdate){ .co = co, .conn = c, .resume = resume, .started_usec = now_usec() };
         if (r < 0) {
                 u->error = strdup("out of memory");
                 job_net_update_done(r, u);
@@ -205,7 +200,7 @@ static HelloResult update_network(Coordinator *co, Conn *c, const char *canonica
  * declaration and no new host address it permits, means nothing to do.
  * Otherwise the running sandbox takes it over or the CLI is told why not.
  * A Hello without a policy (status, stop) changes nothing. */
-static HelloResult hello_network(Coordinator *co, Conn *c, const char *declared) {
+HelloResult hello_network(Coordinator *co, Conn *c, const char *declared, HelloResume resume) {
         if (!declared || !co->declared_netpolicy)
                 return HELLO_ACCEPTED;
         _cleanup_(netpolicy_done) NetPolicy np = {};
@@ -242,7 +237,7 @@ static HelloResult hello_network(Coordinator *co, Conn *c, const char *declared)
                 netaddr_format(fresh, a, sizeof(a));
                 snprintf(cause, sizeof(cause), "the host has a new address, %s, which it must deny", a);
         }
-        HelloResult hr = update_network(co, c, canon, fresh ? cause : NULL, &decl, &h);
+        HelloResult hr = update_network(co, c, canon, fresh ? cause : NULL, &decl, &h, resume);
         if (hr == HELLO_ACCEPTED) {
                 free(co->declared_netpolicy);
                 co->declared_netpolicy = TAKE_PTR(decl);
@@ -251,28 +246,6 @@ static HelloResult hello_network(Coordinator *co, Conn *c, const char *declared)
                 h = (HostAddrs){};
         }
         return hr;
-}
-
-/* c's Hello (c->hello_policy) is looked at now: accepted, the CLI goes on
- * (resume: the frames that waited behind it are handled now); a Hello with
- * a policy waits while an update runs. */
-void conn_hello(Coordinator *co, Conn *c, bool resume) {
-        if (co->net_update && c->hello_policy) {
-                log_info("a join waits for the network policy update in progress");
-                return; /* looked at again after it */
-        }
-        if (hello_network(co, c, c->hello_policy) != HELLO_ACCEPTED)
-                return;
-        /* Its policy holds now: say whose address rules made it. */
-        if (c->hello_policy && c->hello_own_rules >= 0 && co->spec.own_address_rules != (c->hello_own_rules == 1)) {
-                co->spec.own_address_rules = c->hello_own_rules == 1;
-                co_status_touch(co);
-        }
-        c->state = CONN_READY;
-        c->hello_policy = mfree(c->hello_policy);
-        conn_update_events(c);
-        if (resume)
-                conn_process(co, c);
 }
 
 /* The network sidecar: acquired is attested (Prepared); the probes'
