@@ -46,7 +46,9 @@ static const NetAddr *host_permitted(const NetPolicy *running, const HostAddrs *
 /* np and canon (both taken) become the policy in force, co->net. The
  * spec keeps the declared policy: the configuration the launch named. */
 static int set_policy(Coordinator *co, NetPolicy *np, char *canon) {
+        bool own = co->net.canonical ? co->net.own_rules : co->spec.own_address_rules;
         policy_in_force_done(&co->net);
+        co->net.own_rules = own;
         co->net.parsed = *np;
         *np = (NetPolicy){};
         co->net.canonical = canon;

@@ -680,12 +680,11 @@ static json_t *status_json(Coordinator *co) {
                 json_array_append_new(host, json_pack("{s:s, s:s}", "address", a, "effect",
                                                       host_addr_effect_to_string(co->host.effects[i])));
         }
-        json_t *network =
-                json_pack("{s:s?, s:s, s:s, s:s?, s:o*, s:b, s:s}", "sidecar", co->sidecar.name, "policy_digest",
-                          co->net.digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only",
-                          "readiness_fingerprint", co->readiness_fingerprint[0] ? co->readiness_fingerprint : NULL,
-                          "host_addresses", host, "update_in_progress", co->net_update != NULL, "address_rules",
-                          co->spec.own_address_rules ? "own" : "global");
+        json_t *network = json_pack(
+                "{s:s?, s:s, s:s, s:s?, s:o*, s:b, s:s}", "sidecar", co->sidecar.name, "policy_digest", co->net.digest,
+                "mode", co->sidecar.name ? "sidecar" : "loopback-only", "readiness_fingerprint",
+                co->readiness_fingerprint[0] ? co->readiness_fingerprint : NULL, "host_addresses", host,
+                "update_in_progress", co->net_update != NULL, "address_rules", co->net.own_rules ? "own" : "global");
         /* Direct mode: what the workspace router protects and masks. */
         json_t *guard = co->spec.branch ? json_pack("{s:s}", "mode", "branch")
                                         : json_pack("{s:s, s:o*, s:o*}", "mode", "direct", "protect_patterns",
@@ -785,10 +784,10 @@ static json_t *status_line_json(Coordinator *co) {
         bool names = co->spec.domains && co->spec.domains[0];
         /* Whose address rules hold (decision 20): the profile's own are
          * marked; with no address at all, it is names only. */
-        if (co->spec.own_address_rules && !co->sidecar.name && names)
+        if (co->net.own_rules && !co->sidecar.name && names)
                 snprintf(network, sizeof(network), "names-only");
         else
-                snprintf(network, sizeof(network), "%s%s%s", co->spec.own_address_rules ? "own " : "",
+                snprintf(network, sizeof(network), "%s%s%s", co->net.own_rules ? "own " : "",
                          co->sidecar.name ? "sidecar" : "loopback-only", names ? "+names" : "");
         json_t *j =
                 json_pack("{s:I, s:I, s:I, s:I, s:b, s:s, s:s}", "sessions", (json_int_t) sessions,
@@ -836,8 +835,8 @@ static void conn_hello(Coordinator *co, Conn *c, bool resume) {
         if (hello_network(co, c, c->hello_policy, hello_resumed) != HELLO_ACCEPTED)
                 return;
         /* Its policy holds now: say whose address rules made it. */
-        if (c->hello_policy && c->hello_own_rules >= 0 && co->spec.own_address_rules != (c->hello_own_rules == 1)) {
-                co->spec.own_address_rules = c->hello_own_rules == 1;
+        if (c->hello_policy && c->hello_own_rules >= 0 && co->net.own_rules != (c->hello_own_rules == 1)) {
+                co->net.own_rules = c->hello_own_rules == 1;
                 co_status_touch(co);
         }
         c->state = CONN_READY;

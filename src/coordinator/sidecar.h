@@ -22,6 +22,7 @@ typedef struct PolicyInForce {
         NetPolicy parsed;
         char *canonical;
         char digest[65]; /* "" while none is set */
+        bool own_rules; /* made by the profile's own address rules, not the global ones */
 } PolicyInForce;
 
 void policy_in_force_done(PolicyInForce *p);
