@@ -27,16 +27,10 @@ import sys
 # Circles known and left for a later step of issue 43, each exactly as it
 # is: a file joining or leaving one fails, so the list stays true.
 KNOWN = [
-    # The coordinator's seven (issue 43: the coordinator's own step).
-    {
-        "src/coordinator/coordinator.c",
-        "src/coordinator/coordinator-broker.c",
-        "src/coordinator/coordinator-network.c",
-        "src/coordinator/coordinator-parts.c",
-        "src/coordinator/coordinator-procscan.c",
-        "src/coordinator/coordinator-session.c",
-        "src/coordinator/coordinator-trace.c",
-    },
+    # None left (issue 43 broke the last, the coordinator's seven, by
+    # coordinator-loop.c under the other parts and a callback for the end
+    # of a network policy update). A circle listed here must be one that is
+    # there exactly as listed.
 ]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

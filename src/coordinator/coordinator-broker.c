@@ -33,12 +33,7 @@ static int broker_config_fd(const Coordinator *co, int *ret) {
                 json_array_append_new(res, json_string(*p));
         /* The policy in force: the declared one, with the host's own
          * addresses denied. */
-        _cleanup_free_ char *canon = NULL;
-        if (netpolicy_format(&co->net, &canon, NULL) < 0) {
-                json_decref(rules);
-                json_decref(res);
-                return -ENOMEM;
-        }
+        const char *canon = co->net.canonical ?: co->spec.netpolicy;
         json_t *j = json_pack("{s:i, s:o*, s:b, s:I, s:i, s:i, s:s, s:o*}", "version", 1, "rules", rules,
                               "check_server_name", co->spec.check_server_name, "max_connections",
                               (json_int_t) co->spec.broker_connections, "idle_timeout", 600, "connect_timeout", 10,

@@ -251,7 +251,7 @@ struct Coordinator {
         Watch w_esc;
         Sidecar sidecar; /* name NULL: no sidecar (loopback only) */
         Part p_network;
-        NetPolicy net; /* in force: the declared policy and the host's addresses denied */
+        PolicyInForce net; /* the declared policy and the host's addresses denied; the spec keeps the declared one */
         char *declared_netpolicy; /* canonical, as the configuration says it (the last Hello's) */
         HostAddrs host; /* the host's addresses last read, and what the declared policy made of them */
         int sidecar_fd; /* pidfd of the sidecar's conmon */
@@ -318,10 +318,19 @@ struct Coordinator {
 
 #define STATUS_LINE_USEC (UINT64_C(1000000) / 5)
 #define ESC_PENDING_MAX  4096
-void co_status_touch(Coordinator *co);
 void co_status_line_send(Coordinator *co);
 void co_sandbox_pause(Coordinator *co, bool pause);
 void co_sandbox_unpause(Coordinator *co);
+
+typedef enum HelloResult {
+        HELLO_ACCEPTED,
+        HELLO_REFUSED, /* the peer got an Error */
+        HELLO_PENDING, /* a policy update runs; its end decides */
+} HelloResult;
+
+/* What the connections' part does with a Hello once a policy update it
+ * waited for has ended (the asker's, then each that waited). */
+typedef void (*HelloResume)(Coordinator *co, Conn *c);
 
 /* A network policy update in progress (update_network). */
 typedef struct NetUpdate {
@@ -331,6 +340,7 @@ typedef struct NetUpdate {
         HostAddrs host; /* the host's addresses read for it */
         char fingerprint[65]; /* of the new readiness evidence */
         char *error;
+        HelloResume resume;
         uint64_t started_usec;
 } NetUpdate;
 
@@ -339,24 +349,11 @@ static inline void net_update_forget(NetUpdate *u, const Conn *c) {
                 u->conn = NULL;
 }
 
-/* ---- coordinator.c: the loop, start and teardown ------------------------ */
-
-int own_gen_update(Store *st, uint64_t generation, json_t *fields);
-/* To the leader CLI while it waits: a step that may take secs seconds. */
-void status_wait(Coordinator *co, unsigned secs, const char *step);
-/* Stop taking clients and end the sessions; the loop then tears down. */
-void co_begin_stop(Coordinator *co, const char *reason);
-void co_teardown(Coordinator *co);
-void co_release(Coordinator *co);
-int start_failed(Coordinator *co);
-/* Make the control socket's key file, then bind and listen. */
-int co_bind_socket(Coordinator *co);
-/* Remove a control socket and its key file. */
-void co_unlink_socket(const char *socket_path);
-
-/* ---- coordinator-session.c: connections and sessions ------------------- */
+/* ---- coordinator-loop.c: the plumbing every part uses -------------------- */
 
 int co_epoll_add(Coordinator *co, int fd, uint32_t events, Watch *w);
+void co_epoll_mod(Coordinator *co, int fd, uint32_t events, Watch *w);
+int co_close_watched(Coordinator *co, int fd);
 /* Take p's fd (the read end, non-blocking) and watch it when the loop
  * runs; until then its lines wait in the pipe. */
 int co_lines_watch(Coordinator *co, LinePipe *p);
@@ -364,21 +361,41 @@ int co_lines_watch(Coordinator *co, LinePipe *p);
 void co_lines_readable(Coordinator *co, LinePipe *p);
 /* The helper is gone: its last lines, then the fd closed. */
 void co_lines_drain(Coordinator *co, LinePipe *p);
-int co_close_watched(Coordinator *co, int fd);
+int co_queue_put(OutQueue *q, const uint8_t *data, size_t n);
 size_t co_queue_pending(const OutQueue *q);
 void co_queue_done(OutQueue *q);
 int co_queue_flush(OutQueue *q, int fd);
 json_t *co_self_identity(void);
-/* j (taken) as compact JSON in a memfd, read from its start. */
-int co_json_memfd(const char *name, json_t *j, int *ret_fd);
-void accept_clients(Coordinator *co);
 void conn_update_events(Conn *c);
-void conn_readable(Coordinator *co, Conn *c);
-/* Handle the frames read so far; those behind a Hello being checked wait. */
-void conn_process(Coordinator *co, Conn *c);
 int conn_send(Conn *c, const CtlMessage *m);
 /* Send an Error and drop the peer once it has gone out. */
 void conn_send_error(Conn *c, const char *msg);
+/* j (taken) as compact JSON in a memfd, read from its start. */
+int co_json_memfd(const char *name, json_t *j, int *ret_fd);
+/* The status line has news for the terminals that watch it. */
+void co_status_touch(Coordinator *co);
+int own_gen_update(Store *st, uint64_t generation, json_t *fields);
+/* To the leader CLI while it waits: a step that may take secs seconds. */
+void status_wait(Coordinator *co, unsigned secs, const char *step);
+/* Make the control socket's key file, then bind and listen. */
+int co_bind_socket(Coordinator *co);
+/* Remove a control socket and its key file. */
+void co_unlink_socket(const char *socket_path);
+/* Stop taking clients and end the sessions; the loop then tears down. */
+void co_begin_stop(Coordinator *co, const char *reason);
+
+/* ---- coordinator.c: the loop, start and teardown ------------------------ */
+
+void co_teardown(Coordinator *co);
+void co_release(Coordinator *co);
+int start_failed(Coordinator *co);
+
+/* ---- coordinator-session.c: connections and sessions ------------------- */
+
+void accept_clients(Coordinator *co);
+void conn_readable(Coordinator *co, Conn *c);
+/* Handle the frames read so far; those behind a Hello being checked wait. */
+void conn_process(Coordinator *co, Conn *c);
 void conn_free(Coordinator *co, Conn *c);
 void session_update_events(Session *s);
 int session_pump(Session *s, int fd, int stream);
@@ -396,9 +413,11 @@ extern const PartKind kind_network;
 int start_network(Coordinator *co, char **ret_error);
 void stop_network(Coordinator *co);
 int prove_network(Coordinator *co, char ret_fingerprint[65], char **ret_error);
-/* Look at c's Hello (its policy in c->hello_policy); accepted, the frames
- * behind it are handled when resume. */
-void conn_hello(Coordinator *co, Conn *c, bool resume);
+/* c's declared policy against the one in force (a Hello without one
+ * changes nothing): accepted, refused (c got an Error), or pending while
+ * the running sandbox takes it over on the slow thread; at that update's
+ * end resume is called for c and for each Hello that waited. */
+HelloResult hello_network(Coordinator *co, Conn *c, const char *declared, HelloResume resume);
 
 /* ---- coordinator-trace.c: the processes started inside ------------------ */
 

@@ -43,34 +43,18 @@ static const NetAddr *host_permitted(const NetPolicy *running, const HostAddrs *
         return NULL;
 }
 
-/* co->net, the spec's canonical policy and its digest become np and canon
- * (both taken). */
+/* np and canon (both taken) become the policy in force, co->net. The
+ * spec keeps the declared policy: the configuration the launch named. */
 static int set_policy(Coordinator *co, NetPolicy *np, char *canon) {
-        char digest[65];
-        sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, canon, strlen(canon), digest);
-        char *d = strdup(digest);
-        if (!d) {
-                free(canon);
-                netpolicy_done(np);
-                return -ENOMEM;
-        }
-        free(co->spec.netpolicy);
-        free(co->spec.netpolicy_digest);
-        co->spec.netpolicy = canon;
-        co->spec.netpolicy_digest = d;
-        netpolicy_done(&co->net);
-        co->net = *np;
+        policy_in_force_done(&co->net);
+        co->net.parsed = *np;
         *np = (NetPolicy){};
+        co->net.canonical = canon;
+        sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, canon, strlen(canon), co->net.digest);
         /* The broker judges names' addresses by it too. */
         co_broker_refresh(co);
-        return launch_spec_fingerprint(&co->spec);
+        return 0;
 }
-
-typedef enum HelloResult {
-        HELLO_ACCEPTED,
-        HELLO_REFUSED, /* the peer got an Error */
-        HELLO_PENDING, /* a policy update runs; its end decides */
-} HelloResult;
 
 /* The slow thread's part of a policy update: netd replaces the routes,
  * gVisor's own stack takes them over, the probes run again and the
@@ -80,9 +64,9 @@ static int job_net_update(Store *st, void *userdata) {
         NetUpdate *u = userdata;
         Coordinator *co = u->co;
         (void) st;
-        int r = sidecar_update(&co->sidecar, co->spec.netpolicy, co->spec.netpolicy_digest, &u->error);
+        int r = sidecar_update(&co->sidecar, co->net.canonical, co->net.digest, &u->error);
         if (r >= 0 && co->spec.runsc_network == RUNSC_NETWORK_SANDBOX)
-                r = sidecar_update_gvisor(&co->spec, &co->sidecar, sandbox_gvisor_info(&co->sb), co->spec.netpolicy,
+                r = sidecar_update_gvisor(&co->spec, &co->sidecar, sandbox_gvisor_info(&co->sb), co->net.canonical,
                                           &u->error);
         if (r >= 0)
                 r = prove_network(co, u->fingerprint, &u->error);
@@ -118,15 +102,16 @@ static void job_net_update_done(int result, void *userdata) {
         free(u->declared);
         host_addrs_done(&u->host);
         free(u->error);
+        HelloResume resume = u->resume;
         free(u);
         if (asker && result >= 0)
-                conn_hello(co, asker, true);
+                resume(co, asker);
         for (Conn *c = co->conns; c && !co->net_update; c = c->next)
                 if (c->state == CONN_HELLO_WAIT && !c->dead && !c->close_after_flush) {
                         if (co->stopping)
                                 conn_send_error(c, "the sandbox is stopping; run the command again");
                         else
-                                conn_hello(co, c, true);
+                                resume(co, c);
                 }
 }
 
@@ -139,7 +124,7 @@ static void job_net_update_done(int result, void *userdata) {
  * failure half-way stops the sandbox rather than leave it between two
  * policies. */
 static HelloResult update_network(Coordinator *co, Conn *c, const char *canonical, const char *cause, char **decl,
-                                  HostAddrs *h) {
+                                  HostAddrs *h, HelloResume resume) {
         NetPolicy np;
         const char *why;
         if (netpolicy_parse(canonical, strlen(canonical), &np, &why) < 0) {
@@ -160,10 +145,10 @@ static HelloResult update_network(Coordinator *co, Conn *c, const char *canonica
         const char *refuse = NULL;
         if (!co->sidecar.name)
                 refuse = "the sandbox runs without a network sidecar (its policy permits nothing)";
-        else if (np.enabled[NET_IPV6] != co->net.enabled[NET_IPV6])
+        else if (np.enabled[NET_IPV6] != co->net.parsed.enabled[NET_IPV6])
                 refuse = "the IPv6 disposition changed";
-        else if (np.n_resolvers != co->net.n_resolvers ||
-                 memcmp(np.resolvers, co->net.resolvers, np.n_resolvers * sizeof(NetAddr)) != 0)
+        else if (np.n_resolvers != co->net.parsed.n_resolvers ||
+                 memcmp(np.resolvers, co->net.parsed.resolvers, np.n_resolvers * sizeof(NetAddr)) != 0)
                 refuse = "the resolvers changed (they are in the sandbox's resolv.conf)";
         if (refuse) {
                 _cleanup_free_ char *msg = NULL;
@@ -186,12 +171,12 @@ static HelloResult update_network(Coordinator *co, Conn *c, const char *canonica
                 return HELLO_REFUSED;
         }
         char old[13];
-        snprintf(old, sizeof(old), "%.12s", co->spec.netpolicy_digest);
-        /* The new policy is the spec's (and the evidence names the
-         * configuration it is made for) before the thread reads it. */
+        snprintf(old, sizeof(old), "%.12s", co->net.digest);
+        /* The new policy is in force (the evidence names its digest next
+         * to the generation's configuration) before the thread reads it. */
         int r = set_policy(co, &np, canon_copy);
-        log_info("network policy update %s -> %.12s", old, co->spec.netpolicy_digest);
-        *u = (NetUpdate){ .co = co, .conn = c, .started_usec = now_usec() };
+        log_info("network policy update %s -> %.12s", old, co->net.digest);
+        *u = (NetUpdate){ .co = co, .conn = c, .resume = resume, .started_usec = now_usec() };
         if (r < 0) {
                 u->error = strdup("out of memory");
                 job_net_update_done(r, u);
@@ -215,7 +200,7 @@ static HelloResult update_network(Coordinator *co, Conn *c, const char *canonica
  * declaration and no new host address it permits, means nothing to do.
  * Otherwise the running sandbox takes it over or the CLI is told why not.
  * A Hello without a policy (status, stop) changes nothing. */
-static HelloResult hello_network(Coordinator *co, Conn *c, const char *declared) {
+HelloResult hello_network(Coordinator *co, Conn *c, const char *declared, HelloResume resume) {
         if (!declared || !co->declared_netpolicy)
                 return HELLO_ACCEPTED;
         _cleanup_(netpolicy_done) NetPolicy np = {};
@@ -239,8 +224,8 @@ static HelloResult hello_network(Coordinator *co, Conn *c, const char *declared)
                 return HELLO_REFUSED;
         }
         bool same_declaration = streq(decl, co->declared_netpolicy);
-        const NetAddr *fresh = same_declaration ? host_permitted(&co->net, &h) : NULL;
-        if (streq(canon, co->spec.netpolicy) || (same_declaration && !fresh)) {
+        const NetAddr *fresh = same_declaration ? host_permitted(&co->net.parsed, &h) : NULL;
+        if (streq(canon, co->net.canonical) || (same_declaration && !fresh)) {
                 host_addrs_done(&co->host);
                 co->host = h;
                 h = (HostAddrs){};
@@ -252,7 +237,7 @@ static HelloResult hello_network(Coordinator *co, Conn *c, const char *declared)
                 netaddr_format(fresh, a, sizeof(a));
                 snprintf(cause, sizeof(cause), "the host has a new address, %s, which it must deny", a);
         }
-        HelloResult hr = update_network(co, c, canon, fresh ? cause : NULL, &decl, &h);
+        HelloResult hr = update_network(co, c, canon, fresh ? cause : NULL, &decl, &h, resume);
         if (hr == HELLO_ACCEPTED) {
                 free(co->declared_netpolicy);
                 co->declared_netpolicy = TAKE_PTR(decl);
@@ -263,35 +248,13 @@ static HelloResult hello_network(Coordinator *co, Conn *c, const char *declared)
         return hr;
 }
 
-/* c's Hello (c->hello_policy) is looked at now: accepted, the CLI goes on
- * (resume: the frames that waited behind it are handled now); a Hello with
- * a policy waits while an update runs. */
-void conn_hello(Coordinator *co, Conn *c, bool resume) {
-        if (co->net_update && c->hello_policy) {
-                log_info("a join waits for the network policy update in progress");
-                return; /* looked at again after it */
-        }
-        if (hello_network(co, c, c->hello_policy) != HELLO_ACCEPTED)
-                return;
-        /* Its policy holds now: say whose address rules made it. */
-        if (c->hello_policy && c->hello_own_rules >= 0 && co->spec.own_address_rules != (c->hello_own_rules == 1)) {
-                co->spec.own_address_rules = c->hello_own_rules == 1;
-                co_status_touch(co);
-        }
-        c->state = CONN_READY;
-        c->hello_policy = mfree(c->hello_policy);
-        conn_update_events(c);
-        if (resume)
-                conn_process(co, c);
-}
-
 /* The network sidecar: acquired is attested (Prepared); the probes'
  * evidence commits it (prove_network). obj: the coordinator, live. */
 static int network_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_commit, char **ret_error) {
         Coordinator *co = ctx;
         (void) obj;
         (void) intent;
-        int r = sidecar_start(&co->spec, &co->sidecar, ret_error);
+        int r = sidecar_start(&co->spec, &co->net, &co->sidecar, ret_error);
         if (r < 0)
                 return r;
         ProcessIdentity conmon = {};
@@ -358,8 +321,7 @@ int start_network(Coordinator *co, char **ret_error) {
         for (int attempt = 0;; attempt++) {
                 log_debug("starting the network sidecar (+%" PRIu64 " ms)", (now_usec() - co->started_usec) / 1000);
                 r = part_begin(&co->ps, co->generation, &kind_network,
-                               json_pack("{s:s, s:s}", "container_name", name, "derived_policy_digest",
-                                         co->spec.netpolicy_digest),
+                               json_pack("{s:s, s:s}", "container_name", name, "derived_policy_digest", co->net.digest),
                                co, co, &co->p_network, ret_error);
                 if (r < 0)
                         return r;
@@ -377,7 +339,7 @@ int start_network(Coordinator *co, char **ret_error) {
                         *ret_error = strdup(why);
                         return r;
                 }
-                const NetAddr *fresh = host_permitted(&co->net, &h);
+                const NetAddr *fresh = host_permitted(&co->net.parsed, &h);
                 if (!fresh) {
                         host_addrs_done(&co->host);
                         co->host = h;
@@ -407,8 +369,8 @@ int start_network(Coordinator *co, char **ret_error) {
         }
         (void) own_gen_update(co->store, co->generation, json_pack("{s:s}", "network_sidecar_id", co->sidecar.id));
         co->sidecar_fd = (int) syscall(SYS_pidfd_open, co->sidecar.conmon_pid, 0);
-        log_info("network sidecar %s attested policy %.12s (+%" PRIu64 " ms)", co->sidecar.name,
-                 co->spec.netpolicy_digest, (now_usec() - co->started_usec) / 1000);
+        log_info("network sidecar %s attested policy %.12s (+%" PRIu64 " ms)", co->sidecar.name, co->net.digest,
+                 (now_usec() - co->started_usec) / 1000);
         return 0;
 }
 
@@ -418,13 +380,14 @@ int prove_network(Coordinator *co, char ret_fingerprint[65], char **ret_error) {
         if (!co->sidecar.name)
                 return 0;
         json_t *probe = NULL;
-        int r = sidecar_probe(&co->spec, &co->sidecar, sandbox_gvisor_info(&co->sb), &co->net, &probe, ret_error);
+        int r = sidecar_probe(&co->spec, &co->sidecar, sandbox_gvisor_info(&co->sb), &co->net.parsed, &probe,
+                              ret_error);
         json_t *ns = json_object_get(co->sidecar.attestation, "enforcement_namespace");
         json_t *identity =
                 json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:O?}", "schema_id", "lazaret.network-readiness-identity.v1",
                           "domain_id", co->spec.domain_hash, "generation_id", (json_int_t) co->generation,
                           "configuration_fingerprint", co->spec.fingerprint, "network_sidecar_id", co->sidecar.id,
-                          "derived_policy_digest", co->spec.netpolicy_digest, "enforcement_namespace", ns);
+                          "derived_policy_digest", co->net.digest, "enforcement_namespace", ns);
         char fp[65] = "";
         if (!identity || sidecar_readiness_fingerprint(identity, fp) < 0) {
                 json_decref(identity);
@@ -455,7 +418,7 @@ int prove_network(Coordinator *co, char ret_fingerprint[65], char **ret_error) {
                 (void) part_update(&co->ps, &co->p_network, -1, json_pack("{s:o*}", "rejected_evidence", evidence));
                 return r;
         }
-        json_t *own = json_pack("{s:s, s:s, s:O?, s:o, s:o*}", "derived_policy_digest", co->spec.netpolicy_digest,
+        json_t *own = json_pack("{s:s, s:s, s:O?, s:o, s:o*}", "derived_policy_digest", co->net.digest,
                                 "readiness_fingerprint", fp, "namespace", ns, "runtime_supervisor",
                                 process_identity_to_json(&conmon), "readiness_evidence", evidence);
         /* The first proof commits the participant; an update's proof

@@ -9,11 +9,6 @@
 #include "broker-proto.h"
 #include "coordinator-internal.h"
 
-int co_epoll_add(Coordinator *co, int fd, uint32_t events, Watch *w) {
-        struct epoll_event ev = { .events = events, .data.ptr = w };
-        return epoll_ctl(co->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? negative_errno() : 0;
-}
-
 /* Who ran a session: only the coordinator's own user may connect
  * (decision 2), so it is its name; looked up once. */
 static const char *owner_name(void) {
@@ -29,155 +24,7 @@ static const char *owner_name(void) {
         return name[0] ? name : NULL;
 }
 
-static void epoll_mod(Coordinator *co, int fd, uint32_t events, Watch *w) {
-        struct epoll_event ev = { .events = events, .data.ptr = w };
-        (void) epoll_ctl(co->epfd, EPOLL_CTL_MOD, fd, &ev);
-}
-
-int co_close_watched(Coordinator *co, int fd) {
-        if (fd >= 0)
-                (void) epoll_ctl(co->epfd, EPOLL_CTL_DEL, fd, NULL);
-        return safe_close(fd);
-}
-
-int co_lines_watch(Coordinator *co, LinePipe *p) {
-        if (p->fd < 0 || co->epfd < 0)
-                return 0;
-        p->w = (Watch){ WATCH_LINES, p };
-        return co_epoll_add(co, p->fd, EPOLLIN, &p->w);
-}
-
-void co_lines_readable(Coordinator *co, LinePipe *p) {
-        /* A bounded number of reads per wakeup: a helper that floods its
-         * pipe cannot hold the loop (and every terminal) on itself. */
-        for (int rounds = 0; p->fd >= 0 && rounds < 64; rounds++) {
-                ssize_t n = read(p->fd, p->buf + p->len, sizeof(p->buf) - p->len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN)
-                        return;
-                if (n <= 0) {
-                        p->fd = co_close_watched(co, p->fd);
-                        p->len = 0;
-                        return;
-                }
-                p->len += (size_t) n;
-                char *start = p->buf, *nl;
-                while ((nl = memchr(start, '\n', p->len - (size_t) (start - p->buf)))) {
-                        p->fn(co, start, (size_t) (nl - start));
-                        start = nl + 1;
-                }
-                size_t rest = p->len - (size_t) (start - p->buf);
-                if (rest == sizeof(p->buf))
-                        rest = 0; /* a line longer than the buffer is not the helper's: dropped */
-                memmove(p->buf, start, rest);
-                p->len = rest;
-        }
-}
-
-void co_lines_drain(Coordinator *co, LinePipe *p) {
-        /* The writer has exited: the pipe ends after what it holds. */
-        for (int i = 0; p->fd >= 0 && i < 1024; i++)
-                co_lines_readable(co, p);
-        if (p->fd >= 0)
-                p->fd = co_close_watched(co, p->fd);
-        p->len = 0;
-}
-
-/* The queue's buffer holds what waits and what was written ahead of it;
- * the written part goes once it is as large as what waits (so each byte
- * moves at most once more), which keeps the buffer at about twice what
- * waits however long a lagging reader streams. */
-static int queue_put(OutQueue *q, const uint8_t *data, size_t n) {
-        size_t pending = q->len - q->off;
-        if (q->off > 0 && q->off >= pending) {
-                memmove(q->buf, q->buf + q->off, pending);
-                q->len = pending;
-                q->off = 0;
-        }
-        if (n > q->cap - q->len) {
-                size_t cap = MAX(MAX(q->cap * 2, q->len + n), (size_t) 4096);
-                uint8_t *b = realloc(q->buf, cap);
-                if (!b)
-                        return -ENOMEM;
-                q->buf = b;
-                q->cap = cap;
-        }
-        memcpy(q->buf + q->len, data, n);
-        q->len += n;
-        return 0;
-}
-
-size_t co_queue_pending(const OutQueue *q) {
-        return q->len - q->off;
-}
-
-void co_queue_done(OutQueue *q) {
-        free(q->buf);
-        *q = (OutQueue){};
-}
-
-/* Write what the queue holds to a non-blocking fd. 1: empty now, 0: more
- * left, -errno: the fd is broken. */
-int co_queue_flush(OutQueue *q, int fd) {
-        while (co_queue_pending(q) > 0) {
-                ssize_t n = write(fd, q->buf + q->off, co_queue_pending(q));
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN)
-                                return 0;
-                        return negative_errno();
-                }
-                q->off += (size_t) n;
-        }
-        q->off = q->len = 0;
-        return 1;
-}
-
-/* Our own pid + start time, as the store records process identities. */
-json_t *co_self_identity(void) {
-        ProcessIdentity me = {};
-        (void) process_identity_of(getpid(), &me);
-        return process_identity_to_json(&me);
-}
-
 /* ---- connections -------------------------------------------------------- */
-
-void conn_update_events(Conn *c) {
-        /* A Hello being checked: the frames after it wait (unread). */
-        uint32_t ev = (c->state == CONN_HELLO_WAIT ? 0 : EPOLLIN) | EPOLLRDHUP;
-        if (co_queue_pending(&c->out) > 0)
-                ev |= EPOLLOUT;
-        epoll_mod(c->co, c->fd, ev, &c->w);
-}
-
-int conn_send(Conn *c, const CtlMessage *m) {
-        _cleanup_free_ uint8_t *frame = NULL;
-        size_t len = 0;
-        if (!c || c->dead)
-                return 0;
-        int r = ctl_message_encode(m, &frame, &len);
-        if (r < 0)
-                return r;
-        r = queue_put(&c->out, frame, len);
-        if (r < 0)
-                return r;
-        r = co_queue_flush(&c->out, c->fd);
-        if (r < 0) {
-                c->dead = true;
-                return r;
-        }
-        conn_update_events(c);
-        return 0;
-}
-
-void conn_send_error(Conn *c, const char *msg) {
-        CtlMessage m = { .type = CTL_ERROR, .message = (char *) msg };
-        log_info("dropping a client: %s", msg);
-        (void) conn_send(c, &m);
-        c->close_after_flush = true;
-}
 
 static void session_hangup(Session *s);
 
@@ -281,15 +128,15 @@ void session_update_events(Session *s) {
         uint32_t in = lagging ? 0 : EPOLLIN;
         if (s->interactive) {
                 if (s->pty >= 0)
-                        epoll_mod(co, s->pty, in | (co_queue_pending(&s->in) > 0 ? EPOLLOUT : 0), &s->w_pty);
+                        co_epoll_mod(co, s->pty, in | (co_queue_pending(&s->in) > 0 ? EPOLLOUT : 0), &s->w_pty);
                 return;
         }
         if (s->out_fd >= 0)
-                epoll_mod(co, s->out_fd, in, &s->w_out);
+                co_epoll_mod(co, s->out_fd, in, &s->w_out);
         if (s->err_fd >= 0)
-                epoll_mod(co, s->err_fd, in, &s->w_err);
+                co_epoll_mod(co, s->err_fd, in, &s->w_err);
         if (s->in_fd >= 0)
-                epoll_mod(co, s->in_fd, co_queue_pending(&s->in) > 0 ? EPOLLOUT : 0, &s->w_in);
+                co_epoll_mod(co, s->in_fd, co_queue_pending(&s->in) > 0 ? EPOLLOUT : 0, &s->w_in);
 }
 
 /* Forward what one session fd holds. Returns 1 at end of file. */
@@ -513,27 +360,6 @@ static json_t *session_env(const Coordinator *co, const Session *s, const CtlMes
                 env_addf(env, "LAZARET_PROFILE=%s", co->spec.profile);
         }
         return env;
-}
-
-int co_json_memfd(const char *name, json_t *j, int *ret_fd) {
-        char *text = json_dumps(j, JSON_COMPACT);
-        json_decref(j);
-        if (!text)
-                return -ENOMEM;
-        int fd = memfd_create(name, MFD_CLOEXEC);
-        if (fd < 0) {
-                free(text);
-                return negative_errno();
-        }
-        size_t len = strlen(text);
-        ssize_t w = write(fd, text, len);
-        free(text);
-        if (w < 0 || (size_t) w != len || lseek(fd, 0, SEEK_SET) < 0) {
-                safe_close(fd);
-                return -EIO;
-        }
-        *ret_fd = fd;
-        return 0;
 }
 
 /* Store a terminfo entry the CLI sent, so TERM resolves in the sandbox. */
@@ -856,7 +682,7 @@ static json_t *status_json(Coordinator *co) {
         }
         json_t *network =
                 json_pack("{s:s?, s:s, s:s, s:s?, s:o*, s:b, s:s}", "sidecar", co->sidecar.name, "policy_digest",
-                          co->spec.netpolicy_digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only",
+                          co->net.digest, "mode", co->sidecar.name ? "sidecar" : "loopback-only",
                           "readiness_fingerprint", co->readiness_fingerprint[0] ? co->readiness_fingerprint : NULL,
                           "host_addresses", host, "update_in_progress", co->net_update != NULL, "address_rules",
                           co->spec.own_address_rules ? "own" : "global");
@@ -926,14 +752,15 @@ static json_t *status_json(Coordinator *co) {
         EventCounts ec;
         event_log_counts(co->events, &ec);
         if (st)
-                json_object_set_new(
-                        st, "events",
-                        co->events ? json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:o}", "recorded", 1, "path",
-                                               ec.path, "written", (json_int_t) ec.written, "dropped",
-                                               (json_int_t) ec.dropped, "write_errors", (json_int_t) ec.write_errors,
-                                               "router_refusals", (json_int_t) co->router_refused, "router_dropped",
-                                               (json_int_t) co->router_dropped, "processes", trace_status(co))
-                                   : json_pack("{s:b, s:s}", "recorded", 0, "why", co->events_unwritten));
+                json_object_set_new(st, "events",
+                                    co->events ? json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:o}", "recorded", 1,
+                                                           "path", ec.path, "written", (json_int_t) ec.written,
+                                                           "dropped", (json_int_t) ec.dropped, "write_errors",
+                                                           (json_int_t) ec.write_errors, "router_refusals",
+                                                           (json_int_t) co->router_refused, "router_dropped",
+                                                           (json_int_t) co->router_dropped, "processes",
+                                                           co->scan.on ? scan_status(co) : trace_status(co))
+                                               : json_pack("{s:b, s:s}", "recorded", 0, "why", co->events_unwritten));
         json_t *egress = co_broker_status(co);
         if (st && egress)
                 json_object_set(json_object_get(st, "network"), "egress_by_name", egress);
@@ -947,10 +774,6 @@ static json_t *status_json(Coordinator *co) {
 static Session *frame_session(const Conn *c, const CtlMessage *m) {
         Session *s = c->session;
         return c->state == CONN_SESSION && s && streq(m->session_id, s->id) ? s : NULL;
-}
-
-void co_status_touch(Coordinator *co) {
-        co->status_dirty = true;
 }
 
 static json_t *status_line_json(Coordinator *co) {
@@ -967,11 +790,11 @@ static json_t *status_line_json(Coordinator *co) {
         else
                 snprintf(network, sizeof(network), "%s%s%s", co->spec.own_address_rules ? "own " : "",
                          co->sidecar.name ? "sidecar" : "loopback-only", names ? "+names" : "");
-        json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:b, s:s, s:s}", "sessions", (json_int_t) sessions,
-                              "refused_connections", (json_int_t) co->egress_refused, "refused_git",
-                              (json_int_t) co->git_refused, "escalations_pending", (json_int_t) co->n_esc_pending,
-                              "paused", pause_state_paused(co->pause), "network", network, "policy_digest",
-                              co->spec.netpolicy_digest ?: "");
+        json_t *j =
+                json_pack("{s:I, s:I, s:I, s:I, s:b, s:s, s:s}", "sessions", (json_int_t) sessions,
+                          "refused_connections", (json_int_t) co->egress_refused, "refused_git",
+                          (json_int_t) co->git_refused, "escalations_pending", (json_int_t) co->n_esc_pending, "paused",
+                          pause_state_paused(co->pause), "network", network, "policy_digest", co->net.digest);
         if (j && co->pause_error[0])
                 json_object_set_new(j, "pause_error", json_string(co->pause_error));
         return j;
@@ -999,6 +822,33 @@ void co_status_line_send(Coordinator *co) {
                 for (Conn *c = co->conns; c; c = c->next)
                         status_line_send_to(co, c, j, text);
         json_decref(j);
+}
+static void hello_resumed(Coordinator *co, Conn *c);
+
+/* c's Hello (c->hello_policy) is looked at now: accepted, the CLI goes on
+ * (resume: the frames that waited behind it are handled now); a Hello with
+ * a policy waits while an update runs. */
+static void conn_hello(Coordinator *co, Conn *c, bool resume) {
+        if (co->net_update && c->hello_policy) {
+                log_info("a join waits for the network policy update in progress");
+                return; /* looked at again after it */
+        }
+        if (hello_network(co, c, c->hello_policy, hello_resumed) != HELLO_ACCEPTED)
+                return;
+        /* Its policy holds now: say whose address rules made it. */
+        if (c->hello_policy && c->hello_own_rules >= 0 && co->spec.own_address_rules != (c->hello_own_rules == 1)) {
+                co->spec.own_address_rules = c->hello_own_rules == 1;
+                co_status_touch(co);
+        }
+        c->state = CONN_READY;
+        c->hello_policy = mfree(c->hello_policy);
+        conn_update_events(c);
+        if (resume)
+                conn_process(co, c);
+}
+
+static void hello_resumed(Coordinator *co, Conn *c) {
+        conn_hello(co, c, true);
 }
 
 /* The handlers of the messages conn-dispatch's table lets in, each for
@@ -1060,7 +910,7 @@ static bool on_terminal_input(Coordinator *co, Conn *c, CtlMessage *m, Session *
                 return true;
         }
         if (m->n_bytes > 0)
-                (void) queue_put(&s->in, m->bytes, m->n_bytes);
+                (void) co_queue_put(&s->in, m->bytes, m->n_bytes);
         if (m->eof)
                 s->in_eof = true;
         int fd = s->interactive ? s->pty : s->in_fd;

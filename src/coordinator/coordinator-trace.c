@@ -518,8 +518,6 @@ void trace_session_gone(Coordinator *co, const Session *s) {
 
 json_t *trace_status(const Coordinator *co) {
         const Trace *t = &co->trace;
-        if (co->scan.on)
-                return scan_status(co);
         if (t->fd < 0)
                 return json_pack("{s:b, s:s}", "observed", 0, "why", t->why[0] ? t->why : "not set up");
         return json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "observed", 1, "via",

@@ -10,15 +10,6 @@
 
 /* ---- the store, with ownership ------------------------------------------ */
 
-/* The store copies the JSON it is given; these wrappers take ownership of
- * it, so the objects the coordinator builds for each call with json_pack()
- * are freed (they leaked before). */
-int own_gen_update(Store *st, uint64_t generation, json_t *fields) {
-        int r = store_generation_update(st, generation, fields);
-        json_decref(fields);
-        return r;
-}
-
 static void gen_decide(Coordinator *co, uint64_t generation, GenerationDecision d) {
         (void) own_gen_update(co->store, generation,
                               json_pack("{s:s}", "durable_decision", generation_decision_to_string(d)));
@@ -42,16 +33,6 @@ static void status_warn(Coordinator *co, const char *text) {
                 (void) !write(co->status_fd, line, (size_t) n);
 }
 
-/* The next step may take up to secs (the leader's limit from now on). */
-void status_wait(Coordinator *co, unsigned secs, const char *step) {
-        if (co->status_fd < 0)
-                return;
-        char line[160];
-        int n = snprintf(line, sizeof(line), "wait %u %s\n", secs, step);
-        if (n > 0 && (size_t) n < sizeof(line))
-                (void) !write(co->status_fd, line, (size_t) n);
-}
-
 /* The one line that ends the start; false when the leader is gone. */
 static bool status_report(Coordinator *co, const char *fmt, ...) _printf_(2, 3);
 static bool status_report(Coordinator *co, const char *fmt, ...) {
@@ -71,27 +52,6 @@ static bool status_report(Coordinator *co, const char *fmt, ...) {
         strbuf_done(&b);
         co->status_fd = safe_close(co->status_fd);
         return ok;
-}
-
-void co_begin_stop(Coordinator *co, const char *reason) {
-        if (co->stopping)
-                return;
-        co->stopping = true;
-        co->stop_reason = reason;
-        log_info("stopping: %s", reason ? reason : "no clients left");
-        /* Our hold on gVisor's memory file would keep its pages after the
-         * sandbox ends. */
-        if (co->mem_watched)
-                co->sb.backend->memory_close(&co->sb); /* status keeps the last figure */
-        /* No new clients from now on. */
-        if (co->listen_fd >= 0) {
-                co->listen_fd = co_close_watched(co, co->listen_fd);
-                co_unlink_socket(co->spec.socket_path);
-        }
-        for (Session *s = co->sessions; s; s = s->next)
-                if (session_state_running(s->state) && s->pid > 0) {
-                        (void) kill(s->pid, SIGKILL);
-                }
 }
 
 /* ---- signals and children ----------------------------------------------- */
@@ -231,41 +191,6 @@ static int recover(Coordinator *co) {
                 }
         }
         return removed;
-}
-
-void co_unlink_socket(const char *socket_path) {
-        (void) unlink(socket_path);
-        _cleanup_free_ char *key_path = ctl_key_path(socket_path);
-        if (key_path)
-                (void) unlink(key_path);
-}
-
-int co_bind_socket(Coordinator *co) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        if (strlen(co->spec.socket_path) >= sizeof(sa.sun_path))
-                return -ENAMETOOLONG;
-        strcpy(sa.sun_path, co->spec.socket_path);
-        /* The key first: a CLI that can connect can read it (issue 41). */
-        _cleanup_free_ char *key_path = ctl_key_path(co->spec.socket_path);
-        if (!key_path)
-                return -ENOMEM;
-        int r = ctl_key_create(key_path, co->ctl_key);
-        if (r < 0)
-                return r;
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return negative_errno();
-        (void) unlink(co->spec.socket_path);
-        mode_t old = umask(0077);
-        r = bind(fd, (struct sockaddr *) &sa, sizeof(sa));
-        umask(old);
-        if (r < 0 || listen(fd, 64) < 0) {
-                r = negative_errno();
-                safe_close(fd);
-                return r;
-        }
-        co->listen_fd = fd;
-        return 0;
 }
 
 void co_teardown(Coordinator *co) {
@@ -535,7 +460,7 @@ void co_release(Coordinator *co) {
         co->signal_fd = safe_close(co->signal_fd);
         co->epfd = safe_close(co->epfd);
         co->store = store_close(co->store);
-        netpolicy_done(&co->net);
+        policy_in_force_done(&co->net);
         co->declared_netpolicy = mfree(co->declared_netpolicy);
         host_addrs_done(&co->host);
         if (co->sb.backend)
@@ -1100,8 +1025,8 @@ int coordinator_main(int argc, char **argv) {
         event_emit(co.events, "sandbox", "started", NULL,
                    json_pack("{s:s, s:s?, s:s, s:s, s:s, s:s?, s:I}", "profile", co.spec.profile, "image",
                              co.spec.image, "container", co.container_name, "workspace", co.spec.workspace,
-                             "network_policy", co.spec.netpolicy, "worktree", co.worktree, "start_ms",
-                             (json_int_t) ((now_usec() - co.started_usec) / 1000)));
+                             "network_policy", co.net.canonical ?: co.spec.netpolicy, "worktree", co.worktree,
+                             "start_ms", (json_int_t) ((now_usec() - co.started_usec) / 1000)));
         log_info("sandbox %s running (generation %" PRIu64 ", +%" PRIu64 " ms), listening on %s", co.container_name,
                  co.generation, (now_usec() - co.started_usec) / 1000, co.spec.socket_path);
         if (!status_report(&co, "ok")) {

@@ -47,6 +47,12 @@ static int fail(char **ret_error, int r, const char *fmt, ...) {
         return *ret_error ? r : -ENOMEM;
 }
 
+void policy_in_force_done(PolicyInForce *p) {
+        netpolicy_done(&p->parsed);
+        free(p->canonical);
+        *p = (PolicyInForce){};
+}
+
 void sidecar_done(Sidecar *sc) {
         free(sc->name);
         free(sc->id);
@@ -190,26 +196,21 @@ static int build_sidecar_image(const char *ref) {
         return r;
 }
 
-int sidecar_start(const LaunchSpec *s, Sidecar *ret, char **ret_error) {
+int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, char **ret_error) {
         _cleanup_(sidecar_done) Sidecar sc = { .ctl_fd = -EBADF };
         _cleanup_close_ int memfd = -EBADF, theirs = -EBADF;
         _cleanup_(exec_result_done) ExecResult res = {};
         _cleanup_free_ char *pidfile = NULL;
-        NetPolicy p;
-        const char *why;
         int r;
 
         if (!s->sidecar_image || !s->netd)
                 return fail(ret_error, -EINVAL, "the policy permits nothing; no sidecar is needed");
-        r = netpolicy_parse(s->netpolicy, strlen(s->netpolicy), &p, &why);
-        if (r < 0)
-                return fail(ret_error, r, "the launch carries a bad network policy: %s", why);
-        bool ipv6 = p.enabled[NET_IPV6];
-        bool ipv6_uplink = ipv6 && netpolicy_family_permits_any(&p, NET_IPV6);
-        _cleanup_free_ NetAddr *resolvers = p.resolvers;
-        size_t n_resolvers = p.n_resolvers;
-        p.resolvers = NULL;
-        netpolicy_done(&p);
+        if (!pol->canonical)
+                return fail(ret_error, -EINVAL, "no network policy is in force");
+        bool ipv6 = pol->parsed.enabled[NET_IPV6];
+        bool ipv6_uplink = ipv6 && netpolicy_family_permits_any(&pol->parsed, NET_IPV6);
+        const NetAddr *resolvers = pol->parsed.resolvers;
+        size_t n_resolvers = pol->parsed.n_resolvers;
 
         r = sidecar_name(s, &sc.name);
         if (r < 0)
@@ -223,7 +224,7 @@ int sidecar_start(const LaunchSpec *s, Sidecar *ret, char **ret_error) {
          * leftover container of this name removed only when the run fails
          * for that reason, then it is tried once more. */
         for (int attempt = 0;; attempt++) {
-                memfd = sealed_memfd(s->netpolicy, strlen(s->netpolicy));
+                memfd = sealed_memfd(pol->canonical, strlen(pol->canonical));
                 if (memfd < 0)
                         return fail(ret_error, memfd, "cannot make the policy memfd: %s", strerror(-memfd));
                 int sp[2];
@@ -326,7 +327,7 @@ int sidecar_start(const LaunchSpec *s, Sidecar *ret, char **ret_error) {
 
         r = read_reply(sc.ctl_fd, ATTEST_TIMEOUT_MS, &sc.attestation);
         if (r >= 0)
-                r = check_attestation(sc.attestation, s->netpolicy_digest, ret_error);
+                r = check_attestation(sc.attestation, pol->digest, ret_error);
         else
                 r = fail(ret_error, r, "lazaret-netd sent no attestation: %s",
                          r == -ETIMEDOUT    ? "timed out"

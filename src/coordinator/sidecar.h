@@ -15,6 +15,17 @@
 #include "netpolicy.h"
 #include "sandbox.h"
 
+/* The Derived Network Policy in force: the declared one with the host's
+ * own addresses denied, kept parsed, in canonical form and by its digest,
+ * once per change (the launch's LaunchSpec keeps the declared one). */
+typedef struct PolicyInForce {
+        NetPolicy parsed;
+        char *canonical;
+        char digest[65]; /* "" while none is set */
+} PolicyInForce;
+
+void policy_in_force_done(PolicyInForce *p);
+
 typedef struct Sidecar {
         char *name; /* lazaret-net-<hash> */
         char *id; /* container id */
@@ -29,10 +40,10 @@ void sidecar_done(Sidecar *sc);
 /* "lazaret-net-<hash>". */
 int sidecar_name(const LaunchSpec *s, char **ret);
 
-/* Build the image when missing, start the container with the spec's
- * policy, wait for netd's attestation and check it (digest, routes
+/* Build the image when missing, start the container with the policy in
+ * force, wait for netd's attestation and check it (digest, routes
  * attested). On failure nothing is left running; -errno with *ret_error. */
-int sidecar_start(const LaunchSpec *s, Sidecar *ret, char **ret_error);
+int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, char **ret_error);
 
 /* Hand netd a new policy (canonical form) and check its new attestation. */
 int sidecar_update(Sidecar *sc, const char *canonical, const char *digest, char **ret_error);
