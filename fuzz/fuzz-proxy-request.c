@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Fuzz the relay's request parser (shared/proxy-request). The first byte
+/* Fuzz the relay's request parser (netpolicy/proxy-request). The first byte
  * picks the parser: 0 mod 3 the HTTP head, 1 the SOCKS5 greeting, 2 the
  * SOCKS5 request; the rest is what the client sent. Invariants:
  *  - nothing is read past the bytes fed (each feed sees an exactly sized

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""Every key of config_key_rules[] (src/shared/config-authority.c), the one
+"""Every key of config_key_rules[] (src/config/config-authority.c), the one
 classification of who may widen the sandbox, is listed in lazaret.toml(5)
 under "Who may widen the sandbox" with its class, and every pattern of
 config_env_names[] (env variables a workspace may not set without trust)

@@ -8,7 +8,7 @@
  * the listening Unix socket (fd N) and asks for one destination per
  * connection (src/shared/broker-proto.h); the broker checks the name and
  * port against the rules, looks the name up once, refuses the whole answer
- * set when any address is one it must not reach (src/shared/egress-addr.h),
+ * set when any address is one it must not reach (src/netpolicy/egress-addr.h),
  * connects, answers OK and pumps bytes both ways with splice(2) until both
  * sides are done or the connection is idle.
  *

@@ -6,7 +6,7 @@
  * commits included; `git diff --numstat`) and the untracked ones (`git
  * ls-files -o --exclude-standard`) go on the event record as one
  * "files"/"changed" record, at most FILES_MAX names. Both run on the slow
- * thread with the host's git and its safe command line (shared/host-git),
+ * thread with the host's git and its safe command line (git/host-git),
  * never on the loop; sessions that overlap each see the other's changes.
  * Without a repository nothing is recorded. */
 #include "coordinator-internal.h"

@@ -35,7 +35,7 @@
  * Static, no shell, no libc beyond the kernel interfaces: the sidecar image
  * holds this file alone. That is also why it is one file of some 1,500
  * lines: its three modes share the netlink and nf_tables code (which lives
- * in shared/rtnl and shared/nft) and this program's own setup, and it links
+ * in netpolicy/rtnl and netpolicy/nft) and this program's own setup, and it links
  * nothing of the rest of Lazaret. */
 
 #include <arpa/inet.h>

@@ -6,7 +6,7 @@
  * Listens on 127.0.0.1 (or ADDR, an IPv4 or IPv6 literal: a broker's own
  * container listening for another's clients) at RELAY_HTTP_PORT (HTTP CONNECT and plain-HTTP
  * absolute-form) and RELAY_SOCKS_PORT (SOCKS5, no authentication). Each
- * client's request is read (at most 10 s; shared/proxy-request parses it),
+ * client's request is read (at most 10 s; netpolicy/proxy-request parses it),
  * refused here when it is malformed, and otherwise handed to the Domain's
  * broker over its Unix socket (broker-proto.h): "CONNECT host port via".
  * On the broker's OK the client is told so and bytes are pumped both ways

@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
 #include "ctl-proto.h"
 #include "escalate-proto.h"
 #include "fd-util.h"
 #include "macro.h"
+#include "profile-name.h"
 #include "string-util.h"
 
 #define REQUEST_DEPTH_MAX 3u /* the request, its delegation; one more is already wrong */

@@ -3,7 +3,7 @@
  * profile name without the configuration loader. */
 #include <string.h>
 
-#include "config.h"
+#include "profile-name.h"
 
 bool config_profile_name_valid(const char *name) {
         size_t n = strlen(name);

@@ -525,7 +525,7 @@ ca_certificates = "host"
     missing = unplaced_hosts(preset, names, r.stdout)
     assert not missing, "\n".join(
         f"{agent} names https://{host} (in {path}), which the {preset} preset's allow_domains lacks: add it to "
-        f"the preset (src/shared/presets.c) if the agent contacts it to work, else to NOT_NEEDED in this test "
+        f"the preset (src/config/presets.c) if the agent contacts it to work, else to NOT_NEEDED in this test "
         f"with the reason" for host, path in missing)
     subprocess.run(["rm", "-rf", data], check=False)
 

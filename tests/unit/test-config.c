@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of src/shared: expansion, CIDRs, domain hash, and the loader's
+/* Unit tests of src/config: expansion, CIDRs (netpolicy/cidr), domain hash, and the loader's
  * hierarchy and merge rules. The many single-error cases live in
  * tests/integration/test_config_errors.py, against the real binary. */
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of src/shared/domain-rule: the host names and NAME[:PORT]
+/* Unit tests of src/netpolicy/domain-rule: the host names and NAME[:PORT]
  * rules of egress by name (allow_domains). */
 #include <errno.h>
 #include <setjmp.h>

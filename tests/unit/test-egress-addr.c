@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of src/shared/egress-addr: which answers of a name lookup the
+/* Unit tests of src/netpolicy/egress-addr: which answers of a name lookup the
  * broker may connect to, and the server name of a client's first bytes. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of src/shared/event-record: the Domain's event record, its
+/* Unit tests of src/store/event-record: the Domain's event record, its
  * bounded queue, its rotation, its reader and its times. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of src/shared/git-object: loose objects are admitted only with
+/* Unit tests of src/git/git-object: loose objects are admitted only with
  * the content their name says. The IDs were computed by git hash-object
  * (the oracle), the files are made here with zlib. */
 #include <errno.h>

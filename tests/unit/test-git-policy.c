@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of src/shared/git-policy: the git router's decision table. */
+/* Unit tests of src/git/git-policy: the git router's decision table. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of src/shared/netpolicy: building, routes, probes. The
+/* Unit tests of src/netpolicy/netpolicy: building, routes, probes. The
  * generated-policy comparison against Python's ipaddress lives in
  * tests/netpolicy-oracle.py; these are the cases worth reading. */
 #include <setjmp.h>

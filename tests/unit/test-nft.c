@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of src/shared/nft: the DNS filter's table written and read
+/* Unit tests of src/netpolicy/nft: the DNS filter's table written and read
  * back in a network namespace of the test's own (on its loopback device),
  * and the read-back check failing when the table holds anything else.
  * nft(8) reads the same table back in tests/integration/test_netd.py. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of src/shared/proxy-request: every accepted form of an HTTP
+/* Unit tests of src/netpolicy/proxy-request: every accepted form of an HTTP
  * proxy request and of SOCKS5, every refusal with its status, and the
  * promise that the answer never depends on how the bytes were split (each
  * case is fed all at once and one byte at a time, from an exactly sized

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of src/shared/store: the Domain Store on LMDB, its migration,
+/* Unit tests of src/store/store: the Domain Store on LMDB, its migration,
  * process identities and the worker thread. */
 #include <errno.h>
 #include <fcntl.h>

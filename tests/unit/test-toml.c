@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of src/shared/toml.c: what toml-test cannot see (positions,
+/* Unit tests of src/toml/toml.c: what toml-test cannot see (positions,
  * messages, document order, limits, lookups, NUL in strings). The corpus
  * run (tests/toml-test-run.py) covers conformance. */
 #include <errno.h>

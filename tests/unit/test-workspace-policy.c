@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of src/shared/workspace-policy: the workspace router's
+/* Unit tests of src/git/workspace-policy: the workspace router's
  * decisions in direct mode (issue 13). */
 #include <errno.h>
 #include <setjmp.h>

@@ -35,6 +35,7 @@
 #include "autoapprove.h"
 #include "config-authority.h"
 #include "domain-rule.h"
+#include "profile-name.h"
 #include "workspace-trust.h"
 
 #define CONFIG_OUTPUT_LIMIT_DEFAULT (1024u * 1024u)
@@ -349,9 +350,6 @@ int config_memory_cgroup_find(uid_t uid, const char *user, char **ret_path, char
 
 /* Resolve --workspace (NULL: the current directory) to a canonical directory. */
 int config_workspace(const char *arg, char **ret);
-
-/* True if name matches ^[a-z0-9_-]{2,32}$ (spec §3.2.3). */
-bool config_profile_name_valid(const char *name);
 
 /* Check an image reference against the rules profiles follow:
  * registry/path[:tag][@sha256:<64 hex>], the registry a host name with a '.'
