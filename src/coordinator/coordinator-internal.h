@@ -52,6 +52,7 @@
 #include "host-git.h"
 #include "fd-util.h"
 #include "fileio.h"
+#include "fsmonitor.h"
 #include "log.h"
 #include "path-util.h"
 #include "router-run.h"
@@ -247,6 +248,7 @@ struct Coordinator {
         LinePipe router_lines; /* its refusals */
         uint64_t router_refused, router_dropped;
         StateAnchor anchor;
+        FsMonitor *fsmon; /* git's file system monitor for the worktree, or NULL */
         Escalation *esc; /* NULL: [escalation] enabled = false */
         Watch w_esc;
         Sidecar sidecar; /* name NULL: no sidecar (loopback only) */

@@ -569,6 +569,27 @@ static const SandboxHooks sandbox_hooks = {
 
 /* What the sandbox sees, decided once for this generation: which host
  * directory is /workspace, what guards .git, the doors in. */
+/* git's file system monitor (fsmonitor.h), for a backend that wants it and
+ * the agent's worktree in branch mode, which only the sandbox writes while
+ * it runs. Direct mode goes without: the workspace router hides masked
+ * names, and changes to them must not be named inside. Not started, the
+ * sessions' git looks at every file, as before: a warning, not an error. */
+static void co_fsmonitor_plan(Coordinator *co, MountPlan *p) {
+        co->fsmon = fsmonitor_stop(co->fsmon);
+        if (!co->sb.backend->fsmonitor || !co->spec.branch || !co->worktree)
+                return;
+        _cleanup_free_ char *path = NULL;
+        if (asprintf(&path, "%s.fsmon", co->spec.socket_path) < 0)
+                return;
+        int r = fsmonitor_start(co->worktree, path, &co->fsmon);
+        if (r < 0) {
+                log_warning("git's file system monitor cannot start (%s): git status inside looks at every file",
+                            strerror(-r));
+                return;
+        }
+        p->fsmonitor_socket = TAKE_PTR(path);
+}
+
 int co_mount_plan(Coordinator *co, char **ret_error) {
         MountPlan *p = &co->sb.plan;
         mount_plan_done(p);
@@ -601,6 +622,7 @@ int co_mount_plan(Coordinator *co, char **ret_error) {
         if (co->sidecar.name)
                 p->network_from = strdup(co->sidecar.name);
         p->anchor = co->anchor.n_layers ? &co->anchor : NULL;
+        co_fsmonitor_plan(co, p);
         if (!p->workspace || (co->spec.branch && co->spec.git_dir && routed && !p->git_source) || !p->terminfo_dir ||
             (co->esc && (!p->certs_dir || !p->socket_dir)) || (co->p_broker.id && !p->broker_dir) ||
             (co->sidecar.name && !p->network_from))

@@ -341,6 +341,22 @@ static json_t *session_env(const Coordinator *co, const Session *s, const CtlMes
                 if (!set)
                         env_addf(env, "%s=%s", ca_env[i], co->sb.backend->inside_path(&co->sb, SANDBOX_PATH_CA_BUNDLE));
         }
+        /* git's file system monitor, answered from the host (fsmonitor.h),
+         * and the untracked cache it makes worth keeping: for this
+         * session's git only, never in the repository's configuration. A
+         * profile that sets GIT_CONFIG_COUNT itself keeps its own. */
+        bool git_config = false;
+        for (size_t k = 0; k < m->n_env && !git_config; k++)
+                git_config = startswith(m->env[k], "GIT_CONFIG_COUNT=");
+        if (env && co->sb.plan.fsmonitor_socket && !git_config) {
+                env_addf(env, "GIT_CONFIG_COUNT=3");
+                env_addf(env, "GIT_CONFIG_KEY_0=core.fsmonitor");
+                env_addf(env, "GIT_CONFIG_VALUE_0=/run/lazaret/init --fsmonitor");
+                env_addf(env, "GIT_CONFIG_KEY_1=core.fsmonitorHookVersion");
+                env_addf(env, "GIT_CONFIG_VALUE_1=2");
+                env_addf(env, "GIT_CONFIG_KEY_2=core.untrackedCache");
+                env_addf(env, "GIT_CONFIG_VALUE_2=true");
+        }
         if (env && m->interactive) {
                 env_addf(env, "TERM=%s", m->term ? m->term : "xterm");
                 env_addf(env, "TERMINFO=%s", co->sb.backend->inside_path(&co->sb, SANDBOX_PATH_TERMINFO));
@@ -760,6 +776,16 @@ static json_t *status_json(Coordinator *co) {
                                                            (json_int_t) co->router_dropped, "processes",
                                                            co->scan.on ? scan_status(co) : trace_status(co))
                                                : json_pack("{s:b, s:s}", "recorded", 0, "why", co->events_unwritten));
+        if (st && co->fsmon) {
+                FsMonitorStats fs;
+                fsmonitor_stats(co->fsmon, &fs);
+                json_object_set_new(st, "git_fsmonitor",
+                                    json_pack("{s:b, s:I, s:I, s:I, s:s?}", "on", 1, "directories",
+                                              (json_int_t) fs.dirs, "queries", (json_int_t) fs.queries,
+                                              "trivial_answers", (json_int_t) fs.trivial, "why_trivial",
+                                              fs.why[0] ? fs.why : NULL));
+        } else if (st)
+                json_object_set_new(st, "git_fsmonitor", json_pack("{s:b}", "on", 0));
         json_t *egress = co_broker_status(co);
         if (st && egress)
                 json_object_set(json_object_get(st, "network"), "egress_by_name", egress);

@@ -460,6 +460,7 @@ void co_release(Coordinator *co) {
         co->signal_fd = safe_close(co->signal_fd);
         co->epfd = safe_close(co->epfd);
         co->store = store_close(co->store);
+        co->fsmon = fsmonitor_stop(co->fsmon);
         policy_in_force_done(&co->net);
         co->declared_netpolicy = mfree(co->declared_netpolicy);
         host_addrs_done(&co->host);

@@ -87,9 +87,9 @@ static bool serve_one(int ctl, Listener *l) {
 }
 
 int dispense_main(int ctl, const char *services) {
-        Listener ls[2];
+        Listener ls[3];
         size_t n = 0;
-        for (const char *p = services; *p && n < 2; p++) {
+        for (const char *p = services; *p && n < 3; p++) {
                 const char *path = dispense_path(*p);
                 if (!path) {
                         fprintf(stderr, "lazaret-init: --dispense: unknown service '%c'\n", *p);
@@ -98,7 +98,7 @@ int dispense_main(int ctl, const char *services) {
                 ls[n++] = (Listener){ .service = *p, .path = path, .fd = -1 };
         }
         if (n == 0) {
-                fputs("lazaret-init: --dispense takes E, B or EB\n", stderr);
+                fputs("lazaret-init: --dispense takes one or more of E, B and F\n", stderr);
                 return 2;
         }
         /* The answer to a request comes at once or never. */
@@ -116,7 +116,7 @@ int dispense_main(int ctl, const char *services) {
         if (loop_write(ctl, &ready, 1) < 0)
                 return 1;
         for (;;) {
-                struct pollfd p[3] = { { .fd = ctl, .events = POLLIN } };
+                struct pollfd p[4] = { { .fd = ctl, .events = POLLIN } };
                 for (size_t i = 0; i < n; i++)
                         p[1 + i] = (struct pollfd){ .fd = ls[i].fd, .events = POLLIN };
                 int k = poll(p, 1 + n, 1000);

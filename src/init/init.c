@@ -8,6 +8,7 @@
  *   lazaret-init [--relay PATH]
  *   lazaret-init --reap FD -- PROGRAM [ARG]...
  *   lazaret-init --dispense FD SERVICES
+ *   lazaret-init --fsmonitor VERSION TOKEN
  *
  * With --relay it also runs PATH (lazaret-relay, no arguments) and starts
  * it again whenever it exits, at most once a second; on SIGTERM, SIGINT or
@@ -24,7 +25,10 @@
  *
  * With --dispense (run by the coordinator through runsc exec, issue 41) it
  * is the sandbox's end of the door to the host's sockets: dispense-main.c,
- * shared/dispense.h. */
+ * shared/dispense.h.
+ *
+ * With --fsmonitor it is git's core.fsmonitor hook inside the sandbox
+ * (issue 44): fsmonitor-hook.c. */
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -163,12 +167,13 @@ int main(int argc, char **argv) {
                 }
                 return dispense_main((int) fd, argv[3]);
         }
+        if (argc == 4 && strcmp(argv[1], "--fsmonitor") == 0)
+                return fsmonitor_hook_main(argv[2], argv[3]);
         if (argc == 3 && strcmp(argv[1], "--relay") == 0 && argv[2][0] != '\0')
                 relay = argv[2];
         else if (argc != 1) {
                 fputs("lazaret-init: usage: lazaret-init [--relay PATH] | --reap FD -- /PROGRAM [ARG]... | --dispense "
-                      "FD "
-                      "SERVICES\n",
+                      "FD SERVICES | --fsmonitor VERSION TOKEN\n",
                       stderr);
                 return 2;
         }

@@ -41,6 +41,7 @@ void mount_plan_done(MountPlan *p) {
         free(p->socket_dir);
         free(p->broker_dir);
         free(p->network_from);
+        free(p->fsmonitor_socket);
         *p = (MountPlan){};
 }
 
@@ -51,11 +52,11 @@ json_t *mount_plan_to_json(const MountPlan *p) {
                         json_decref(dirs);
                         return NULL;
                 }
-        return json_pack("{s:s?, s:b, s:s?, s:b, s:s?, s:s?, s:b, s:b, s:s?, s:o*}", "workspace", p->workspace,
+        return json_pack("{s:s?, s:b, s:s?, s:b, s:s?, s:s?, s:b, s:b, s:s?, s:o*, s:b}", "workspace", p->workspace,
                          "workspace_routed", p->workspace_routed, "git_source", p->git_source, "git_read_only",
                          p->git_read_only, "terminfo_dir", p->terminfo_dir, "ca_bundle", p->ca_bundle, "escalation",
                          p->certs_dir && p->socket_dir, "names", p->broker_dir != NULL, "network_from", p->network_from,
-                         "persistent_dirs", dirs);
+                         "persistent_dirs", dirs, "fsmonitor", p->fsmonitor_socket != NULL);
 }
 
 json_t *sandbox_part_intent(const Sandbox *sb, json_t *host_coordinator) {

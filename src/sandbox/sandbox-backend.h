@@ -48,6 +48,9 @@ typedef struct MountPlan {
         char *broker_dir;
         char *network_from; /* the network sidecar whose namespace gVisor joins, or NULL */
         const StateAnchor *anchor; /* persistent_dirs, or NULL (borrowed from the coordinator) */
+        /* git's file system monitor's socket on the host (coordinator/
+         * fsmonitor.h), or NULL: a backend with fsmonitor hands it in. */
+        char *fsmonitor_socket;
 } MountPlan;
 
 void mount_plan_done(MountPlan *p);
@@ -114,6 +117,10 @@ struct SandboxBackend {
         bool traced; /* observed by trace points (sessions get a pid file), else by hooks->scan_begin */
         /* Branch mode may go on without the git router (.git read-only). */
         bool git_router_optional;
+        /* git's lstat()s are costly inside (gVisor): sessions get
+         * core.fsmonitor answered from the host (coordinator/fsmonitor.h)
+         * through the plan's fsmonitor_socket. */
+        bool fsmonitor;
         /* Where, in the Domain Root, the start writes the pid of the
          * sandbox's supervisor on the host, whose tree holds the files the
          * sandbox opened (the disk watch counts their unlinked ones), or

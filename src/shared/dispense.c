@@ -17,6 +17,8 @@ const char *dispense_path(char service) {
                 return DISPENSE_DIR "/escalate";
         case DISPENSE_BROKER:
                 return DISPENSE_DIR "/broker";
+        case DISPENSE_FSMONITOR:
+                return DISPENSE_DIR "/fsmonitor";
         default:
                 return NULL;
         }

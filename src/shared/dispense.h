@@ -9,13 +9,13 @@
  * the sandbox with one end of a socket pair (runsc exec --pass-fd), and it
  * listens on DISPENSE_DIR/<service>, a tmpfs of the sandbox's own. For each
  * connection it asks the coordinator with one byte, the service
- * (DISPENSE_ESCALATE or DISPENSE_BROKER); the coordinator connects to the
+ * (DISPENSE_ESCALATE, DISPENSE_BROKER or DISPENSE_FSMONITOR); the coordinator connects to the
  * real socket on the host and answers with one status byte (0, or an errno
  * value) carrying the connected descriptor (SCM_RIGHTS) when 0. The
  * dispenser hands the same answer to its client, which then talks on the
  * host descriptor directly: no bytes are copied inside.
  *
- * The coordinator connects only to the two sockets it made or started;
+ * The coordinator connects only to the sockets it made or started;
  * the byte names which, nothing else is read from the sandbox. On the
  * native backend (no dispenser, the host's socket directory mounted) the
  * clients connect to their usual path. */
@@ -25,6 +25,7 @@
 #define DISPENSE_DIR        "/run/lazaret/dispense"
 #define DISPENSE_ESCALATE   'E'
 #define DISPENSE_BROKER     'B'
+#define DISPENSE_FSMONITOR  'F' /* git's file system monitor (coordinator/fsmonitor.h) */
 #define DISPENSE_READY      'R' /* the dispenser's first byte: listening */
 #define DISPENSE_TIMEOUT_MS 10000
 

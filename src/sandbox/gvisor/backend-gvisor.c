@@ -68,7 +68,7 @@ static int gvisor_start(Sandbox *sb, json_t **ret_commit, char **ret_error) {
         /* Before anything inside asks: the readiness probes go through the
          * relay to the broker. */
         bool esc = p->certs_dir && p->socket_dir;
-        if (esc || p->broker_dir) {
+        if (esc || p->broker_dir || p->fsmonitor_socket) {
                 _cleanup_free_ char *esc_sock = esc ? path_join(p->socket_dir, "escalate.sock") : NULL,
                                     *broker_sock = p->broker_dir ? path_join(p->broker_dir, "sock") : NULL;
                 DispenserConfig dc = { .runsc = s->runsc,
@@ -76,7 +76,8 @@ static int gvisor_start(Sandbox *sb, json_t **ret_commit, char **ret_error) {
                                        .sandbox_id = st->info.id,
                                        .rootless = s->rootless,
                                        .escalate_socket = esc_sock,
-                                       .broker_socket = broker_sock };
+                                       .broker_socket = broker_sock,
+                                       .fsmonitor_socket = p->fsmonitor_socket };
                 r = (esc && !esc_sock) || (p->broker_dir && !broker_sock)
                             ? -ENOMEM
                             : dispenser_start(&dc, &st->dispenser, ret_error);
@@ -282,6 +283,7 @@ const SandboxBackend sandbox_backend_gvisor = {
         .uses_image = true,
         .traced = true,
         .git_router_optional = false,
+        .fsmonitor = true,
         .supervisor_pidfile = SANDBOX_CONMON_PIDFILE,
         .start = gvisor_start,
         .release = gvisor_release,

@@ -28,7 +28,7 @@
 #define RESTART_MAX_USEC (UINT64_C(30) * 1000000)
 
 struct Dispenser {
-        char *runsc, *runsc_root, *sandbox_id, *escalate_socket, *broker_socket;
+        char *runsc, *runsc_root, *sandbox_id, *escalate_socket, *broker_socket, *fsmonitor_socket;
         bool rootless;
         int ctl; /* our end of the socket pair, nonblocking */
         int stop_fd; /* eventfd: the thread ends */
@@ -44,6 +44,7 @@ static void free_fields(Dispenser *d) {
         free(d->sandbox_id);
         free(d->escalate_socket);
         free(d->broker_socket);
+        free(d->fsmonitor_socket);
         safe_close(d->ctl);
         safe_close(d->stop_fd);
         free(d);
@@ -58,11 +59,13 @@ static int run_in_sandbox(Dispenser *d, char **ret_error) {
                 return negative_errno();
         ours = sp[0];
         theirs = sp[1];
-        char services[3] = {}, *s = services;
+        char services[4] = {}, *s = services;
         if (d->escalate_socket)
                 *s++ = DISPENSE_ESCALATE;
         if (d->broker_socket)
                 *s++ = DISPENSE_BROKER;
+        if (d->fsmonitor_socket)
+                *s++ = DISPENSE_FSMONITOR;
         Argv a = {};
         argv_add(&a, "runsc");
         argv_addf(&a, "--root=%s", d->runsc_root);
@@ -138,9 +141,10 @@ static bool answer(Dispenser *d) {
         if (n <= 0)
                 return false;
         for (ssize_t i = 0; i < n; i++) {
-                const char *path = buf[i] == DISPENSE_ESCALATE ? d->escalate_socket
-                                   : buf[i] == DISPENSE_BROKER ? d->broker_socket
-                                                               : NULL;
+                const char *path = buf[i] == DISPENSE_ESCALATE    ? d->escalate_socket
+                                   : buf[i] == DISPENSE_BROKER    ? d->broker_socket
+                                   : buf[i] == DISPENSE_FSMONITOR ? d->fsmonitor_socket
+                                                                  : NULL;
                 if (!path) {
                         log_warning("the sandbox's dispenser asked for something it may not (byte 0x%02x); closed",
                                     (unsigned char) buf[i]);
@@ -214,7 +218,8 @@ int dispenser_start(const DispenserConfig *c, Dispenser **ret, char **ret_error)
         if (!(d->runsc = strdup(c->runsc)) || !(d->runsc_root = strdup(c->runsc_root)) ||
             !(d->sandbox_id = strdup(c->sandbox_id)) ||
             (c->escalate_socket && !(d->escalate_socket = strdup(c->escalate_socket))) ||
-            (c->broker_socket && !(d->broker_socket = strdup(c->broker_socket)))) {
+            (c->broker_socket && !(d->broker_socket = strdup(c->broker_socket))) ||
+            (c->fsmonitor_socket && !(d->fsmonitor_socket = strdup(c->fsmonitor_socket)))) {
                 free_fields(d);
                 return -ENOMEM;
         }

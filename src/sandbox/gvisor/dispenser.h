@@ -3,7 +3,8 @@
 
 /* The coordinator's end of the sandbox's door to the host's sockets
  * (shared/dispense.h; issue 41, item 4): gVisor runs without host-uds, and
- * the Escalation Socket and the broker's reach the sandbox only as
+ * the Escalation Socket, the broker's and git's file system monitor's
+ * (issue 44) reach the sandbox only as
  * descriptors this hands in, one per connection, through lazaret-init
  * --dispense (run in the sandbox with runsc exec --pass-fd). A thread of
  * its own answers, so the requests of the readiness probes, made while the
@@ -20,6 +21,7 @@ typedef struct DispenserConfig {
         bool rootless;
         const char *escalate_socket; /* the host path, or NULL: no such service */
         const char *broker_socket; /* the host path, or NULL */
+        const char *fsmonitor_socket; /* the host path, or NULL (coordinator/fsmonitor.h) */
 } DispenserConfig;
 
 typedef struct Dispenser Dispenser;

@@ -252,7 +252,7 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const MountPlan *pla
                 argv_addf(&a, "--mount=type=bind,source=%s,destination=/run/lazaret/relay,ro=true", s->relay);
         /* The dispenser's sockets (dispenser.h), in a directory of the
          * sandbox's own that only its root may change. */
-        if (escalate || relay)
+        if (escalate || relay || plan->fsmonitor_socket)
                 argv_add(&a, "--mount=type=tmpfs,destination=" DISPENSE_DIR ",tmpfs-mode=0755,tmpfs-size=64k");
         /* The State Anchor: each persistent directory is its overlay's
          * merged view. Podman mounts the deeper paths later, so its own

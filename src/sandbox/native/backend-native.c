@@ -246,6 +246,7 @@ const SandboxBackend sandbox_backend_native = {
         .uses_image = false,
         .traced = false,
         .git_router_optional = true,
+        .fsmonitor = false, /* the kernel's own lstat() is cheap */
         .start = native_start,
         .release = native_release,
         .done = native_done,

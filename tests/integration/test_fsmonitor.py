@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: MIT
+"""git's file system monitor answered from the host (issue 44).
+
+In branch mode every session's git gets core.fsmonitor (lazaret-init
+--fsmonitor, through the dispenser to the coordinator's inotify watch of the
+agent's worktree) and core.untrackedCache. What git then says must be what
+it says without them: each step below compares `git status` with the
+monitor against `git status` with none (the oracle), after changes made
+inside and on the host. The hook's own answers are read too, so a monitor
+that always said "everything changed" (correct, and no faster) fails."""
+import json
+import os
+import subprocess
+import threading
+
+import pytest
+
+from test_run import Domain, debian_image, git_as  # noqa: F401
+
+ORACLE = "env -u GIT_CONFIG_COUNT git status --porcelain -uall"
+MONITORED = "git status --porcelain -uall"
+HOOK = "/run/lazaret/init --fsmonitor 2"
+
+
+def answer(raw):
+    """The hook's output: (token, [paths])."""
+    parts = raw.split("\0")
+    assert parts and parts[-1] == "", repr(raw)
+    return parts[0], parts[1:-1]
+
+
+@pytest.fixture
+def fsdom(lz, debian_image):  # noqa: F811
+    git_as(lz, "init", "-q", "-b", "main")
+    for d in range(1, 6):
+        for f in range(1, 6):
+            lz.write(f"work/d{d}/f{f}", f"{d}.{f}\n")
+    git_as(lz, "add", "-A")
+    git_as(lz, "commit", "-q", "-m", "base")
+    dom = Domain(lz, debian_image)
+    # One session keeps the sandbox up; each step joins it.
+    keep = dom.popen("run", "--", "/bin/sleep", "600")
+    dom.keep = keep
+    for _ in range(600):
+        r = dom.run("status", "--json")
+        if r.returncode == 0 and json.loads(r.stdout).get("sessions"):
+            break
+        if keep.poll() is not None:
+            pytest.fail(f"the sandbox did not start: {keep.stderr.read().decode()}")
+        threading.Event().wait(0.1)
+    yield dom
+    keep.kill()
+    keep.wait()
+    dom.run("stop")
+
+
+def inside(dom, script):
+    r = dom.run("run", "--", "/bin/bash", "-c", "cd /workspace && " + script, timeout=120)
+    assert r.returncode == 0, (script, r.stdout, r.stderr)
+    return r.stdout
+
+
+def same_status(dom, after=""):
+    out = inside(dom, (after + " && " if after else "") + f"{MONITORED}; echo ---; {ORACLE}")
+    mon, _, oracle = out.partition("---\n")
+    assert mon == oracle, (after, mon, oracle)
+    return mon
+
+
+def worktree(dom):
+    [domain] = dom.domain_dirs()
+    return os.path.join(domain, "agent-shell")
+
+
+def test_status_with_the_monitor_is_status_without(fsdom, lz):
+    assert same_status(fsdom) == ""
+    assert same_status(fsdom) == ""  # now with a token git kept
+    assert " M d1/f1" in same_status(fsdom, "echo x >> d1/f1")
+    assert "?? new.txt" in same_status(fsdom, "echo n > new.txt")
+    assert "?? n1/n2/x" in same_status(fsdom, "mkdir -p n1/n2 && echo x > n1/n2/x")
+    assert " D d2/f2" in same_status(fsdom, "rm d2/f2")
+    st = same_status(fsdom, "mv d3 d3b")
+    assert " D d3/f1" in st and "?? d3b/f1" in st
+    same_status(fsdom, "echo y >> d3b/f1")
+    # A name git quotes, with a newline in it.
+    assert '?? "a\\nb"' in same_status(fsdom, "echo q > $'a\\nb'")
+    # Changes made on the host, to the worktree itself, are seen inside.
+    wt = worktree(fsdom)
+    subprocess.run(["runuser", "-u", lz.user.pw_name, "--", "sh", "-c",
+                    f"echo host >> {wt}/d4/f4 && echo h > {wt}/d5/host-new && rm {wt}/d1/f3"], check=True)
+    st = same_status(fsdom)
+    assert " M d4/f4" in st and "?? d5/host-new" in st and " D d1/f3" in st, st
+    # Committing and staging through the monitor, too.
+    inside(fsdom, "git add -A && GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a "
+                  "GIT_COMMITTER_EMAIL=a@a git commit -qm step")
+    assert same_status(fsdom) == ""
+    assert " M d5/f5" in same_status(fsdom, "echo z >> d5/f5")
+    s = fsdom.status()["git_fsmonitor"]
+    assert s["on"] and s["queries"] > s["trivial_answers"] > 0, s
+
+
+def test_the_hook_names_what_changed_and_only_that(fsdom):
+    token, paths = answer(inside(fsdom, f"{HOOK} none"))
+    assert paths == ["/"]  # a token it never gave: everything
+    token2, paths = answer(inside(fsdom, f"{HOOK} {token}"))
+    assert paths == [] and token2 >= token
+    token3, paths = answer(inside(fsdom, f"echo a >> d2/f3 && mkdir -p nd && touch nd/x && {HOOK} {token2}"))
+    assert "d2/f3" in paths and "nd/" in paths and "nd/x" in paths, paths
+    assert all(not p.startswith("d1") for p in paths), paths
+    # The top's .git (a file in a worktree) is not watched or named.
+    _, paths = answer(inside(fsdom, f"touch .git; {HOOK} {token3}"))
+    assert ".git" not in paths, paths
+
+
+def test_the_sandbox_can_only_ask(fsdom, lz):
+    """From inside: garbage, an endless request, a huge token, symbolic links
+    to the host's directories; the monitor answers the next question right,
+    follows no link, and the host is unchanged."""
+    wt = worktree(fsdom)
+    before = sorted(os.listdir("/etc"))
+    script = r"""
+python3 - <<'EOF'
+import socket, time
+P = "/run/lazaret/dispense/fsmonitor"
+for data in (b"", b"garbage\n", b"1 x\n", b"2 " + b"A" * 100000 + b"\n", b"2 ../../etc/passwd\n", b"\0\n"):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(P)
+    try:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(5)
+        out = s.recv(100000)
+        assert not out or out.split(b"\0")[1:2] == [b"/"], out
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    s.close()
+# One that never finishes its request: the monitor gives up on it.
+s = socket.socket(socket.AF_UNIX)
+s.connect(P)
+s.sendall(b"2 ")
+time.sleep(3)
+s.close()
+EOF
+ln -s /etc etclink && ln -s / rootlink && mkdir real && touch real/x
+"""
+    token, _ = answer(inside(fsdom, f"{HOOK} none"))
+    inside(fsdom, script)
+    _, paths = answer(inside(fsdom, f"{HOOK} {token}"))
+    assert "real/" in paths and "etclink" in paths and "rootlink" in paths, paths
+    s = fsdom.status()["git_fsmonitor"]
+    # The tree's own directories (the top, five, real/ and the .. of none):
+    # a followed link would have added thousands.
+    assert s["directories"] < 20, s
+    assert sorted(os.listdir("/etc")) == before
+    assert os.path.islink(os.path.join(wt, "etclink"))
+    assert same_status(fsdom) == same_status(fsdom)
+
+
+def test_direct_mode_has_no_monitor(lz, debian_image):  # noqa: F811
+    git_as(lz, "init", "-q", "-b", "main")
+    lz.write("work/a", "a\n")
+    git_as(lz, "add", "-A")
+    git_as(lz, "commit", "-q", "-m", "base")
+    dom = Domain(lz, debian_image, extra='workspace_mode = "direct"\n')
+    r = dom.run("run", "--", "/bin/sh", "-c", "echo ${GIT_CONFIG_COUNT:-none}; git -C /workspace status --porcelain")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "none", r.stdout
