@@ -345,7 +345,10 @@ tryit("tcp-host-loopback", tcp)
 
 @pytest.mark.parametrize("case,extra,network,env,want", [
     ("landlock-missing", "", None, {"LAZARET_TEST_LANDLOCK_ABI": "0"}, "Landlock is not available"),
-    ("allow-egress", 'allow_egress = ["192.0.2.0/24"]\n', None, {}, "cannot enforce address rules"),
+    # Address rules run the sandbox in the sidecar's namespace (issue 45):
+    # FS-ONLY has no user namespace of its own to do that from.
+    ("allow-egress-fs-only", 'allow_egress = ["192.0.2.0/24"]\n', None, {"LAZARET_TEST_NO_USERNS": "1"},
+     "address rules need FULL mode"),
     ("persistent-dirs", 'persistent_dirs = ["/usr/local"]\n', None, {}, "persistent_dirs need"),
 ])
 def test_native_preflight_fails_closed(lz, case, extra, network, env, want):
@@ -369,13 +372,15 @@ def test_native_flag_names_the_flag_and_the_inherited_rules(lz):
     backend, under the starter's global default_allow: the error said the
     profile "uses backend = native" and to remove allow_egress it did not
     have. Now it names the flag, where the rules come from, and the way
-    out; with inherit_default_allow = false the same profile starts."""
+    out (FS-ONLY, where address rules cannot hold since issue 45); with
+    inherit_default_allow = false the same profile starts."""
     d = Domain(lz, IMAGE, extra="memory_limit = 0\n", network='default_allow = ["0.0.0.0/0"]\ndefault_deny = []\n')
-    r = d.run("run", "--backend", "native", "--tui=none", "--", "/bin/true")
+    r = d.run("run", "--backend", "native", "--tui=none", "--", "/bin/true", env={"LAZARET_TEST_NO_USERNS": "1"})
     assert r.returncode == 125, (r.stdout, r.stderr)
     errs = [line for line in r.stderr.splitlines() if line.strip()]
-    assert len(errs) == 1 and "--backend native (for profile 'shell') cannot enforce address rules" in errs[0], errs
-    assert "from [network] default_allow: set inherit_default_allow = false" in errs[0], errs
+    assert len(errs) == 1 and "--backend native (for profile 'shell') runs FS-ONLY" in errs[0], errs
+    assert "address rules need FULL mode" in errs[0], errs
+    assert "set inherit_default_allow = false in it (names only, through the broker)" in errs[0], errs
     assert 'uses backend = "native"' not in errs[0], errs
     text = open(d.cfg).read().replace("[profiles.shell]\n", "[profiles.shell]\ninherit_default_allow = false\n")
     lz.write("cfg.toml", text)
