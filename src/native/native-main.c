@@ -10,7 +10,10 @@
  * mounts, namespaces, other processes' memory and the kernel's riskier
  * interfaces. Nothing of the host is reachable but what is bound in: no
  * /run (the user's D-Bus, ssh-agent, Podman and Docker sockets), no host
- * home, no network interface up, no process of the host visible.
+ * home, no network interface up, no process of the host visible. With
+ * --share-net no network namespace is made: the sandbox keeps the one it
+ * was started in (Lazaret's network sidecar's, entered as root of the user
+ * namespace that owns it, below which A makes the sandbox's own).
  *
  * The processes:
  *   lazaret-native (P)                 waits, forwards SIGTERM and SIGHUP
