@@ -1017,6 +1017,31 @@ def test_ro_bind_over_a_file_and_a_link_in_etc(nat):
         assert snapshot(p) == snap, f"{p} changed on the host"
 
 
+def test_share_net_keeps_the_callers_network_namespace(nat):
+    """--share-net (issue 45: Lazaret starts the holder so in its network
+    sidecar's namespace): no network namespace of its own, the caller's
+    kept, TCP not refused by Landlock; the same user inside; FS-ONLY
+    refuses it. Here the caller's is the host's, so a listener of the
+    test's on loopback answers; without --share-net it does not."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port = srv.getsockname()[1]
+    script = ("readlink /proc/self/ns/net; id -u; "
+              f"{PYTHON} -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 3); print(\"tcp ok\")'")
+    try:
+        shared = nat.run("--workspace", nat.work, "--share-net", "--", "/bin/sh", "-c", script)
+        own = nat.run("--workspace", nat.work, "--", "/bin/sh", "-c", script)
+    finally:
+        srv.close()
+    host = os.readlink("/proc/self/ns/net")
+    assert shared.returncode == 0, shared.stderr
+    assert shared.stdout == f"{host}\n{nat.user.pw_uid}\ntcp ok\n", shared.stdout + shared.stderr
+    assert own.stdout.splitlines()[:2] != [host, str(nat.user.pw_uid)] and "tcp ok" not in own.stdout, own.stdout
+    r = nat.run("--workspace", nat.work, "--mode", "fs-only", "--share-net", "--", "/bin/true")
+    assert r.returncode == 125 and "--share-net needs FULL mode" in r.stderr, r.stderr
+
+
 def test_mask_survives_renaming_its_parent(nat):
     """Attack 2b (a mask bypass that lasts): the masked file itself cannot be
     moved (a mount point), but its parent directory can be renamed from
