@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from conftest import TEST_USER  # noqa: F401 (the harness's user)
+from conftest import TEST_USER, tool_dir  # noqa: F401 (the harness's user)
 from test_native import memory_cgroup_of
 from test_run import Domain, git_as, kill_cli
 
@@ -365,6 +365,25 @@ def test_native_preflight_fails_closed(lz, case, extra, network, env, want):
     assert not domain_processes(d)
     assert not d.runtime_leftovers()
     assert not d.domain_dirs() or not os.path.exists(os.path.join(d.domain_dirs()[0], "data.mdb"))
+
+
+def test_native_address_rules_without_podman(lz):
+    """Issue 45: address rules run the native sandbox in the network
+    sidecar's namespace, which rootless Podman makes: without podman on
+    PATH the start is refused in one line naming it and the two ways out,
+    and nothing is left; names alone still start without it."""
+    tools = tool_dir(lz, omit={"podman"})
+    d = native(lz, extra='allow_egress = ["192.0.2.0/24"]\n')
+    r = d.run("run", "--tui=none", "--", "/bin/true", env={"PATH": tools})
+    assert r.returncode == 125, (r.returncode, r.stdout, r.stderr)
+    errs = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(errs) == 1 and "enforces address rules in the network sidecar" in errs[0], errs
+    assert "podman is not installed" in errs[0] and "remove allow_egress from the profile" in errs[0], errs
+    assert not domain_processes(d)
+    assert not d.domain_dirs() or not os.path.exists(os.path.join(d.domain_dirs()[0], "data.mdb"))
+    ok = native(lz)
+    r = ok.run("run", "--tui=none", "--", "/bin/echo", "ran", env={"PATH": tools})
+    assert r.returncode == 0 and r.stdout == "ran\n", (r.stdout, r.stderr)
 
 
 def test_native_flag_names_the_flag_and_the_inherited_rules(lz):
