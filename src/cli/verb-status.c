@@ -404,6 +404,9 @@ int verb_status(int argc, char **argv, const Globals *g) {
                                  : "loopback only",
                        json_string_value(json_object_get(net, "policy_digest")) ?: "?",
                        json_is_true(json_object_get(net, "update_in_progress")) ? " (being applied)" : "");
+                const char *net_by = json_string_value(json_object_get(sb, "network_enforced_by"));
+                if (net_by)
+                        printf("  net held by %s\n", net_by);
                 const char *rules = json_string_value(json_object_get(net, "address_rules"));
                 if (rules)
                         printf("  addresses   %s\n",

@@ -67,7 +67,7 @@ static int job_net_update(Store *st, void *userdata) {
         Coordinator *co = u->co;
         (void) st;
         int r = sidecar_update(&co->sidecar, co->net.canonical, co->net.digest, &u->error);
-        if (r >= 0 && co->spec.runsc_network == RUNSC_NETWORK_SANDBOX)
+        if (r >= 0 && launch_gvisor_netstack(&co->spec))
                 r = sidecar_update_gvisor(&co->spec, &co->sidecar, sandbox_gvisor_info(&co->sb), co->net.canonical,
                                           &u->error);
         if (r >= 0)

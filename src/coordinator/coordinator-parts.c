@@ -619,8 +619,10 @@ int co_mount_plan(Coordinator *co, char **ret_error) {
         }
         if (co->p_broker.id)
                 p->broker_dir = strdup(co->broker_dir);
-        if (co->sidecar.name)
+        if (co->sidecar.name) {
                 p->network_from = strdup(co->sidecar.name);
+                p->network_pid = co->sidecar.netd_pid;
+        }
         p->anchor = co->anchor.n_layers ? &co->anchor : NULL;
         co_fsmonitor_plan(co, p);
         if (!p->workspace || (co->spec.branch && co->spec.git_dir && routed && !p->git_source) || !p->terminfo_dir ||

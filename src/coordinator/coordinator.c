@@ -870,14 +870,15 @@ int coordinator_main(int argc, char **argv) {
                 return start_failed(&co);
         }
         /* FR-3: the sidecar runs and has attested before the sandbox
-         * starts; with the kernel's stack the probes run now, from its
-         * namespace, with gVisor's own stack from inside the sandbox. */
+         * starts; with the kernel's stack (runsc_network = "host", the
+         * native backend) the probes run now, from its namespace, with
+         * gVisor's own stack from inside the sandbox. */
         r = start_network(&co, &err);
         if (r < 0) {
                 status_report(&co, "error: cannot enforce the network policy: %s", err ? err : strerror(-r));
                 return start_failed(&co);
         }
-        if (backend == &sandbox_backend_gvisor && co.spec.runsc_network == RUNSC_NETWORK_HOST) {
+        if (!launch_gvisor_netstack(&co.spec)) {
                 r = prove_network(&co, co.readiness_fingerprint, &err);
                 if (r < 0) {
                         status_report(&co, "error: %s", err ? err : strerror(-r));
@@ -914,7 +915,7 @@ int coordinator_main(int argc, char **argv) {
                                       err ? err : strerror(-r), image_hint(co.spec.image, err));
                 return start_failed(&co);
         }
-        if (backend == &sandbox_backend_gvisor && co.spec.runsc_network == RUNSC_NETWORK_SANDBOX) {
+        if (launch_gvisor_netstack(&co.spec)) {
                 r = prove_network(&co, co.readiness_fingerprint, &err);
                 if (r < 0) {
                         status_report(&co, "error: %s", err ? err : strerror(-r));

@@ -509,7 +509,7 @@ static void probe_args(const LaunchSpec *s, const NetPolicy *p, Argv *a) {
                         for (size_t k = 0; k < p->n_resolvers; k++)
                                 resolver |= p->resolvers[k].family == addr.family &&
                                             memcmp(p->resolvers[k].addr, addr.addr, 16) == 0;
-                        if (!dns_checked && !resolver && s->runsc_network == RUNSC_NETWORK_HOST) {
+                        if (!dns_checked && !resolver && !launch_gvisor_netstack(s)) {
                                 add_addr(a, "--dns-blocked", &addr);
                                 dns_checked = true;
                         }
@@ -528,18 +528,15 @@ static void probe_args(const LaunchSpec *s, const NetPolicy *p, Argv *a) {
         argv_addf(a, "%d", PROBE_TIMEOUT_MS);
 }
 
-/* Run argv (netd probe) in target's network namespace, joining Podman's
- * rootless user namespace first (its owner). Captures stdout. */
-static int run_in_netns(const LaunchSpec *s, pid_t target, char *const argv[], char **ret_out, int *ret_status) {
+/* Run argv (netd probe) in target's network namespace, joining the user
+ * namespace that owns it first (rootless Podman's). Captures stdout. */
+static int run_in_netns(pid_t target, char *const argv[], char **ret_out, int *ret_status) {
         _cleanup_close_ int userns = -EBADF, netns = -EBADF, out_r = -EBADF, out_w = -EBADF;
-        char path[64];
-        int q = podman_ns_fd(s, "user", &userns);
+        /* The owner of its namespace: Podman's rootless user namespace,
+         * or (rootful) ours. */
+        int q = spawn_netns_of(target, &netns, &userns);
         if (q < 0)
                 return q;
-        snprintf(path, sizeof(path), "/proc/%d/ns/net", (int) target);
-        netns = open(path, O_RDONLY | O_CLOEXEC);
-        if (netns < 0)
-                return negative_errno();
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)
                 return negative_errno();
@@ -595,7 +592,7 @@ int sidecar_probe(const LaunchSpec *s, const Sidecar *sc, const SandboxInfo *san
         Argv a = {};
         _cleanup_free_ char *out = NULL;
         int status = 0, r;
-        bool in_sandbox = s->runsc_network == RUNSC_NETWORK_SANDBOX;
+        bool in_sandbox = launch_gvisor_netstack(s);
 
         if (in_sandbox) {
                 /* gVisor's netstack has its own copy of the routes: ask
@@ -621,7 +618,7 @@ int sidecar_probe(const LaunchSpec *s, const Sidecar *sc, const SandboxInfo *san
                                 out = strdup("");
                 }
         } else
-                r = run_in_netns(s, sc->netd_pid, a.v, &out, &status);
+                r = run_in_netns(sc->netd_pid, a.v, &out, &status);
         argv_done(&a);
         if (r < 0)
                 return fail(ret_error, r, "cannot run the network probe: %s", strerror(-r));

@@ -334,7 +334,10 @@ int check_native(DoctorContext *c, DoctorResult *r) {
         if (!memory)
                 return -ENOMEM;
         if (mode == NATIVE_MODE_FULL)
-                return result_ok(r, "FULL: Landlock ABI %d, unprivileged user namespaces; %s", abi, memory);
+                return result_ok(r,
+                                 "FULL: Landlock ABI %d, unprivileged user namespaces; %s; address rules: in the "
+                                 "network sidecar's namespace (Podman, runc and slirp4netns: their own checks)",
+                                 abi, memory);
         /* FS-ONLY: say which switch keeps user namespaces from us. */
         StrBuf fix = STRBUF_INIT;
         if (sysctl_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
@@ -347,8 +350,8 @@ int check_native(DoctorContext *c, DoctorResult *r) {
                 strbuf_puts(&fix, "sudo sysctl -w user.max_user_namespaces=15000\n");
         if (fix.len == 0)
                 strbuf_puts(&fix, "# allow unprivileged user namespaces on this host (see the detail)\n");
-        strbuf_puts(&fix, "# or stay with FS-ONLY: Landlock and seccomp alone, which refuses names, escalation and "
-                          "volumes, and needs runtime.memory_cgroup");
+        strbuf_puts(&fix, "# or stay with FS-ONLY: Landlock and seccomp alone, which refuses address rules, names, "
+                          "escalation and volumes, and needs runtime.memory_cgroup");
         char *f = strbuf_steal(&fix);
         return result_fail(r, f, "FS-ONLY (Landlock ABI %d): %s", abi, why);
 }

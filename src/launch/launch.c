@@ -627,15 +627,18 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, bool from
                             "and refuses root (its files would be root's on the host): run lazaret as your own user, "
                             "or use backend = \"gvisor\"",
                             who);
-        if (!netpolicy_permits_nothing(&p->net))
+        /* Address rules: the sandbox runs in the network sidecar's
+         * namespace (netd's routes), which rootless Podman makes. */
+        bool addresses = !netpolicy_permits_nothing(&p->net);
+        const char *rules_fix = p->own_address_rules || cfg->n_default_allow == 0
+                                        ? "remove allow_egress from the profile"
+                                        : "set inherit_default_allow = false in it (names only, through the broker)";
+        if (addresses && !s->podman)
                 return fail(ret_error,
-                            "%s cannot enforce address rules: they need the gVisor backend's network "
-                            "sidecar. %s",
-                            who,
-                            p->own_address_rules || cfg->n_default_allow == 0
-                                    ? "Remove allow_egress from the profile, or use backend = \"gvisor\""
-                                    : "This profile has them from [network] default_allow: set inherit_default_allow "
-                                      "= false in it (names only, through the broker), or use backend = \"gvisor\"");
+                            "%s enforces address rules in the network sidecar, a container of rootless Podman, "
+                            "and podman is not installed or not in PATH: install it (sudo apt-get install podman "
+                            "slirp4netns runc), or %s",
+                            who, rules_fix);
         if (p->n_persistent_dirs > 0)
                 return fail(ret_error,
                             "%s runs the host's own system directories "
@@ -689,6 +692,12 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, bool from
         snprintf(desc, sizeof(desc), "FS-ONLY (Landlock ABI %d; %s)", abi, why);
         const char *out = desc;
         int l = (int) strlen(desc);
+        if (addresses)
+                return fail(ret_error,
+                            "%s runs %.*s here: address rules need FULL mode, whose sandbox runs in the network "
+                            "sidecar's namespace; allow unprivileged user namespaces, %s, or use backend = "
+                            "\"gvisor\"",
+                            who, l, out, rules_fix);
         /* Without a PID namespace only Landlock's scope keeps the agent's
          * signals from the user's other processes (the coordinator's). */
         if (abi < 6)

@@ -154,6 +154,14 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
 
 bool launch_spec_env_allowed(const LaunchSpec *s, const char *assignment);
 
+/* Whether the agent's traffic goes through gVisor's own network stack
+ * (runsc_network = "sandbox"), which keeps its own copy of the routes; the
+ * native backend and runsc_network = "host" use the kernel's stack of the
+ * sidecar's namespace, where netd's routes apply as they are. */
+static inline bool launch_gvisor_netstack(const LaunchSpec *s) {
+        return s->backend != BACKEND_NATIVE && s->runsc_network == RUNSC_NETWORK_SANDBOX;
+}
+
 /* Where the sandbox sees the CA bundle (gVisor, and the native backend's
  * FULL mode; FS-ONLY sees the host's path). */
 #define CA_BUNDLE_PATH "/run/lazaret/ca-certificates.crt"

@@ -271,11 +271,17 @@ void apply_nproc(void) {
  * of its own with nothing but that loopback reaches nothing else. */
 bool loopback;
 
+/* --share-net: the sandbox stays in the network namespace lazaret-native
+ * was started in (one its user namespace has no capability over: the
+ * network sidecar's, whose routes are the policy); TCP is not refused by
+ * Landlock, the routes decide. */
+bool share_net;
+
 static LandlockRules *full_rules(void) {
         LandlockRules *r = NULL;
         /* Without --loopback the network namespace has no interface up;
          * Landlock refuses TCP as well where it can (ABI 4). */
-        if (landlock_rules_new(!loopback && landlock_abi() >= 4 ? LANDLOCK_DENY_TCP : 0, &r) < 0)
+        if (landlock_rules_new(!loopback && !share_net && landlock_abi() >= 4 ? LANDLOCK_DENY_TCP : 0, &r) < 0)
                 die("out of memory");
         /* The new root holds nothing but what was put there (the system
          * directories and --ro paths read-only anyway, masks, /proc of the

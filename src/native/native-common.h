@@ -86,6 +86,7 @@ extern size_t n_rw_paths;
 extern unsigned long long nproc_limit;
 void apply_nproc(void);
 extern bool loopback;
+extern bool share_net;
 _noreturn_ void exec_confined(char *const *argv);
 _noreturn_ void run_command(const Spec *s);
 void change_to(const char *root, const char *cwd);

@@ -95,11 +95,63 @@ static void plan_bind(const char *src, const char *dst, bool rw) {
         n_binds++;
 }
 
+/* dst inside the new root (before the pivot) in to, with a symbolic
+ * link on its last name followed there and never out of it: a file bound
+ * over one of the host's (Ubuntu's /etc/resolv.conf ->
+ * ../run/systemd/resolve/stub-resolv.conf) lands where the sandbox's
+ * readers of the link look. The target is taken apart by name, ".." never
+ * above the new root. */
+static void dst_in_root(char to[static PATH_MAX], const char *dst) {
+        char inside[PATH_MAX];
+        if ((size_t) snprintf(inside, sizeof(inside), "%s", dst) >= sizeof(inside))
+                die("%s: path too long", dst);
+        for (int hops = 0;; hops++) {
+                in_root(to, inside);
+                struct stat st;
+                if (lstat(to, &st) < 0 || !S_ISLNK(st.st_mode))
+                        return;
+                if (hops == 8)
+                        die("cannot bind %s: too many symbolic links", dst);
+                char target[PATH_MAX], path[PATH_MAX * 2];
+                ssize_t n = readlink(to, target, sizeof(target) - 1);
+                if (n < 0)
+                        die("cannot read the link %s: %s", dst, strerror(errno));
+                target[n] = '\0';
+                if (target[0] == '/')
+                        snprintf(path, sizeof(path), "%s", target);
+                else {
+                        *strrchr(inside, '/') = '\0'; /* its directory ("" for /) */
+                        snprintf(path, sizeof(path), "%s/%s", inside, target);
+                }
+                /* Lexically, name by name. */
+                size_t len = 0;
+                inside[0] = '\0';
+                for (char *save = NULL, *c = strtok_r(path, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+                        if (streq(c, "."))
+                                continue;
+                        if (streq(c, "..")) {
+                                char *slash = strrchr(inside, '/');
+                                len = slash ? (size_t) (slash - inside) : 0;
+                                inside[len] = '\0';
+                                continue;
+                        }
+                        size_t cl = strlen(c);
+                        if (len + cl + 2 >= sizeof(inside))
+                                die("cannot bind %s: path too long", dst);
+                        inside[len++] = '/';
+                        memcpy(inside + len, c, cl + 1);
+                        len += cl;
+                }
+                if (len == 0)
+                        die("cannot bind %s: the link leads to /", dst);
+        }
+}
+
 /* Bind one at the new root's dst (a directory or a file, made to match),
  * read-only unless rw; never a set-uid program, nor a device but the six. */
 static void do_bind(const Bind *b) {
         char to[PATH_MAX], from[64];
-        in_root(to, b->dst);
+        dst_in_root(to, b->dst);
         snprintf(from, sizeof(from), "/proc/self/fd/%d", b->fd);
         struct stat st;
         if (fstat(b->fd, &st) < 0)
@@ -111,7 +163,11 @@ static void do_bind(const Bind *b) {
                 memcpy(parent, to, PATH_MAX);
                 *strrchr(parent, '/') = '\0';
                 mkdir_p(parent, 0755);
-                touch(to);
+                /* A file already there (in a read-only bind: /etc's) is
+                 * covered as it is. */
+                struct stat there;
+                if (lstat(to, &there) < 0)
+                        touch(to);
         }
         if (mount(from, to, NULL, MS_BIND | MS_REC, NULL) < 0)
                 die("cannot bind %s: %s", b->dst, strerror(errno));
@@ -355,22 +411,47 @@ _noreturn_ static void init_main(const Spec *s, int alive) {
 
 /* ---- A: setup -------------------------------------------------------------- */
 
+/* What id (of ours, in this user namespace) is in the parent one, by the
+ * map file of ours; id itself in the initial namespace. */
+static unsigned parent_id(const char *map, unsigned id) {
+        FILE *f = fopen(map, "re");
+        if (!f)
+                die("cannot read %s: %s", map, strerror(errno));
+        unsigned in, out, len;
+        while (fscanf(f, "%u %u %u", &in, &out, &len) == 3)
+                if (id >= in && id - in < len) {
+                        fclose(f);
+                        return out + (id - in);
+                }
+        fclose(f);
+        die("%s does not map id %u", map, id);
+}
+
 /* ready: HOLD, the pipe to P that gets B's pid once B built the root (-1
  * otherwise). */
 _noreturn_ void setup_main(const Spec *s, int alive, int ready, uid_t uid, gid_t gid) {
         die_with_parent(alive);
         close(alive);
-        if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET) < 0)
+        /* --share-net: the network namespace we were started in (the
+         * coordinator's network sidecar's), whose owner, a user namespace
+         * above ours (Podman's), keeps its routes out of the sandbox's
+         * reach: the new user namespace below it has no capability there.
+         * Started as that namespace's root, the sandbox's user is who we
+         * are one level up (the user on the host). */
+        unsigned in_uid = share_net ? parent_id("/proc/self/uid_map", uid) : uid;
+        unsigned in_gid = share_net ? parent_id("/proc/self/gid_map", gid) : gid;
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | (share_net ? 0 : CLONE_NEWNET)) < 0)
                 die("cannot create the namespaces: %s", strerror(errno));
         char map[64];
         write_file("/proc/self/setgroups", "deny");
-        snprintf(map, sizeof(map), "%u %u 1\n", (unsigned) uid, (unsigned) uid);
+        snprintf(map, sizeof(map), "%u %u 1\n", in_uid, (unsigned) uid);
         write_file("/proc/self/uid_map", map);
-        snprintf(map, sizeof(map), "%u %u 1\n", (unsigned) gid, (unsigned) gid);
+        snprintf(map, sizeof(map), "%u %u 1\n", in_gid, (unsigned) gid);
         write_file("/proc/self/gid_map", map);
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 die("cannot make the mounts private: %s", strerror(errno));
-        if (loopback)
+        /* A shared namespace's loopback is its owner's to bring up. */
+        if (loopback && !share_net)
                 loopback_up();
         /* In the new user namespace: B and all below it inherit it, and
          * are counted there. */

@@ -10,7 +10,10 @@
  * mounts, namespaces, other processes' memory and the kernel's riskier
  * interfaces. Nothing of the host is reachable but what is bound in: no
  * /run (the user's D-Bus, ssh-agent, Podman and Docker sockets), no host
- * home, no network interface up, no process of the host visible.
+ * home, no network interface up, no process of the host visible. With
+ * --share-net no network namespace is made: the sandbox keeps the one it
+ * was started in (Lazaret's network sidecar's, entered as root of the user
+ * namespace that owns it, below which A makes the sandbox's own).
  *
  * The processes:
  *   lazaret-native (P)                 waits, forwards SIGTERM and SIGHUP
@@ -118,12 +121,15 @@ static void usage(void) {
         fprintf(stderr,
                 "usage: lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--bind SRC:DST]...\n"
                 "                      [--mask PATH]... [--setenv NAME=VALUE]... [--shm-size BYTES]\n"
-                "                      [--tmp-size BYTES] [--loopback] [--nproc N] [--mode full|fs-only|auto]\n"
+                "                      [--tmp-size BYTES] [--loopback] [--share-net] [--nproc N]\n"
+                "                      [--mode full|fs-only|auto]\n"
                 "                      -- CMD [ARG]...\n"
                 "       lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--bind SRC:DST]...\n"
-                "                      [--mask PATH]... [--shm-size BYTES] [--tmp-size BYTES] [--loopback]\n"
+                "                      [--mask PATH]... [--shm-size BYTES] [--tmp-size BYTES] [--loopback] "
+                "[--share-net]\n"
                 "                      [--nproc N] [--mode full|auto] [--cgroup DIR] [--die-with-parent] --hold\n"
-                "       lazaret-native --join PID [--cwd REL] [--env-fd N] [--rw DST]... [--loopback] [--nproc N]\n"
+                "       lazaret-native --join PID [--cwd REL] [--env-fd N] [--rw DST]... [--loopback] [--share-net]\n"
+                "                      [--nproc N]\n"
                 "                      [--cgroup DIR]\n"
                 "                      [--setenv NAME=VALUE]... -- CMD [ARG]...\n"
                 "       lazaret-native [--mode full|fs-only|auto] --check\n");
@@ -243,6 +249,7 @@ int main(int argc, char **argv) {
                 { "bind", required_argument, NULL, 'b' },
                 { "rw", required_argument, NULL, 'W' },
                 { "loopback", no_argument, NULL, 'L' },
+                { "share-net", no_argument, NULL, 'S' },
                 { "nproc", required_argument, NULL, 'P' },
                 { "tmp-size", required_argument, NULL, 'T' },
                 { "mask", required_argument, NULL, 'm' },
@@ -308,6 +315,9 @@ int main(int argc, char **argv) {
                 }
                 case 'L':
                         loopback = true;
+                        break;
+                case 'S':
+                        share_net = true;
                         break;
                 case 'P': {
                         char *end;
@@ -538,12 +548,14 @@ int main(int argc, char **argv) {
                 die("--hold needs FULL mode, whose namespaces the commands join, and there are %s: allow unprivileged "
                     "user namespaces, or use the container backend",
                     why);
-        if (mode == NATIVE_MODE_FS_ONLY && (s.n_ro_bind || s.n_rw_bind || tmp_given || loopback || nproc_limit))
+        if (mode == NATIVE_MODE_FS_ONLY &&
+            (s.n_ro_bind || s.n_rw_bind || tmp_given || loopback || share_net || nproc_limit))
                 die("%s needs FULL mode (FS-ONLY has no mount or network namespace of its own)",
                     s.n_ro_bind   ? "--ro-bind"
                     : s.n_rw_bind ? "--bind"
                     : tmp_given   ? "--tmp-size"
                     : loopback    ? "--loopback"
+                    : share_net   ? "--share-net"
                                   : "--nproc");
         if (mode == NATIVE_MODE_FS_ONLY)
                 return run_fs_only(&s, abi);

@@ -2,12 +2,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <linux/nsfs.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -254,4 +257,23 @@ int spawn_wait(pid_t pid) {
                 if (errno != EINTR)
                         return negative_errno();
         return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int spawn_netns_of(pid_t pid, int *ret_netns, int *ret_userns) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/net", (int) pid);
+        _cleanup_close_ int net = open(path, O_RDONLY | O_CLOEXEC);
+        if (net < 0)
+                return negative_errno();
+        _cleanup_close_ int user = ioctl(net, NS_GET_USERNS);
+        if (user < 0)
+                return negative_errno();
+        struct stat a, b;
+        if (fstat(user, &a) < 0 || stat("/proc/self/ns/user", &b) < 0)
+                return negative_errno();
+        if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+                user = safe_close(user);
+        *ret_netns = TAKE_FD(net);
+        *ret_userns = TAKE_FD(user);
+        return 0;
 }

@@ -60,3 +60,10 @@ int spawn(const SpawnSpec *s, pid_t *ret_pid);
 /* Wait for the child pid: its exit status (128 + the signal that ended
  * it), or -errno. */
 int spawn_wait(pid_t pid);
+
+/* The network namespace of process pid (its /proc/PID/ns/net) in
+ * *ret_netns, and the user namespace that owns it in *ret_userns, which a
+ * spawn must enter first to enter that one (rootless Podman's, for its
+ * containers'); *ret_userns is -EBADF when that is ours already. Both
+ * close-on-exec. Returns 0 or -errno. */
+int spawn_netns_of(pid_t pid, int *ret_netns, int *ret_userns);

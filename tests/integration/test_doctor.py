@@ -343,6 +343,8 @@ def test_native_backend_checked(lz):
     _, doc = doctor_json(lz)
     native = by_name(doc)["native"]
     assert native["status"] == "ok", native
+    # Issue 45: address rules hold there too, in the sidecar's namespace.
+    assert "address rules: in the network sidecar's namespace" in native["detail"], native
     # What holds memory_limit: the memory cgroup setup gave the user, found
     # as a run finds it (issue 42: nothing wrote runtime.memory_cgroup).
     memcg = f"/sys/fs/cgroup/memory/lazaret-{lz.user.pw_name}"
@@ -361,3 +363,4 @@ def test_native_backend_checked(lz):
     native = by_name(doc)["native"]
     assert native["status"] == "warning" and native["detail"].startswith("FS-ONLY (Landlock ABI "), native
     assert "user namespaces" in native["fix"], native
+    assert "refuses address rules, names, escalation and volumes" in native["fix"], native

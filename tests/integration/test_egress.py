@@ -636,15 +636,20 @@ def test_narrower_policy_reaches_the_broker(namedom, names):
         holder.wait()
 
 
-def test_native_backend_names(lz, names):
+@pytest.mark.parametrize("addresses", [False, True], ids=["names-only", "with-address-rules"])
+def test_native_backend_names(lz, names, addresses):
     """The native backend (issue 21) reaches names the same way: the relay
     on the sandbox's own loopback (kept running by lazaret-init, joined in
     by the coordinator) hands each request to the broker's socket; a listed
     name answers, an unlisted one and a direct connection do not; the agent
-    cannot kill the relay (another Landlock domain: signals scoped)."""
+    cannot kill the relay (another Landlock domain: signals scoped). With
+    address rules too (issue 45) the sandbox runs in the network sidecar's
+    namespace: names still go through the relay and the broker, and the
+    one permitted address is reached directly."""
     rules = json.dumps(RULES)
+    allow = f'["{HOST4}/32"]\nprobe_targets = ["{HOST4}:8080"]' if addresses else "[]"
     d = Domain(lz, "localhost/lazaret/unused:1",
-               network=f'default_allow = []\ndefault_deny = []\nipv6 = "disabled"\nresolvers = ["{HOST4}"]\n'
+               network=f'default_allow = {allow}\ndefault_deny = []\nipv6 = "disabled"\nresolvers = ["{HOST4}"]\n'
                        f'probe_domains = ["ok.example.test:8080"]\n',
                extra=f'backend = "native"\nmemory_limit = 0\nallow_domains = {rules}\n')
     lz.write("work/get.py", f"""
@@ -678,10 +683,12 @@ except OSError as e:
     assert out["proxy"] == "http://127.0.0.1:3128", out
     assert out["ok"] == "hello by name", out
     assert out["unlisted"].startswith("ERR"), out
-    assert out["direct"] != "OK", out
+    # An address rule holds for the address; names go by the broker alone.
+    assert (out["direct"] == "OK") == addresses, out
     assert out["kill"] == "1", "the agent must not kill the relay (EPERM): " + r.stdout
     got = accepts(names)[before:]
     assert len(got) == 0, got  # HTTP only: the echo server saw nothing
     assert "egress by name proved" in d.log(), d.log()
+    assert ("network readiness proved" in d.log()) == addresses, d.log()
     st = d.run("run", "--tui=none", "--", "/bin/true")
     assert st.returncode == 0, st.stderr

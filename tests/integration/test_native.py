@@ -994,6 +994,54 @@ for d in {[ro_var, ro_tmp]!r}:
         assert snapshot(p) == before[p], f"{p} changed on the host"
 
 
+def test_ro_bind_over_a_file_and_a_link_in_etc(nat):
+    """Issue 45: a file bound over one of the host's in the read-only /etc
+    (the policy's resolv.conf, when the sandbox runs in the network
+    sidecar's namespace), and over a symbolic link there (Ubuntu's
+    resolv.conf is one; here /etc/os-release -> ../usr/lib/os-release):
+    the link is followed inside the new root, never out of it, the sandbox
+    reads the bound file by either name, and the host's files are
+    unchanged."""
+    link = os.readlink("/etc/os-release") if os.path.islink("/etc/os-release") else None
+    if link != "../usr/lib/os-release":
+        pytest.skip("this host's /etc/os-release is not the link ../usr/lib/os-release the test binds over")
+    src = nat.write(os.path.join(nat.base, "resolv"), "nameserver 192.0.2.53\n")
+    before = {p: snapshot(p) for p in ("/etc/resolv.conf", "/usr/lib/os-release")}
+    r = nat.run("--workspace", nat.work, "--ro-bind", f"{src}:/etc/resolv.conf", "--ro-bind",
+                f"{src}:/etc/os-release", "--", "/bin/sh", "-c",
+                "cat /etc/resolv.conf /etc/os-release /usr/lib/os-release; readlink /etc/os-release; "
+                "echo x > /etc/resolv.conf || echo refused")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "nameserver 192.0.2.53\n" * 3 + "../usr/lib/os-release\nrefused\n", r.stdout + r.stderr
+    for p, snap in before.items():
+        assert snapshot(p) == snap, f"{p} changed on the host"
+
+
+def test_share_net_keeps_the_callers_network_namespace(nat):
+    """--share-net (issue 45: Lazaret starts the holder so in its network
+    sidecar's namespace): no network namespace of its own, the caller's
+    kept, TCP not refused by Landlock; the same user inside; FS-ONLY
+    refuses it. Here the caller's is the host's, so a listener of the
+    test's on loopback answers; without --share-net it does not."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port = srv.getsockname()[1]
+    script = ("readlink /proc/self/ns/net; id -u; "
+              f"{PYTHON} -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 3); print(\"tcp ok\")'")
+    try:
+        shared = nat.run("--workspace", nat.work, "--share-net", "--", "/bin/sh", "-c", script)
+        own = nat.run("--workspace", nat.work, "--", "/bin/sh", "-c", script)
+    finally:
+        srv.close()
+    host = os.readlink("/proc/self/ns/net")
+    assert shared.returncode == 0, shared.stderr
+    assert shared.stdout == f"{host}\n{nat.user.pw_uid}\ntcp ok\n", shared.stdout + shared.stderr
+    assert own.stdout.splitlines()[:2] != [host, str(nat.user.pw_uid)] and "tcp ok" not in own.stdout, own.stdout
+    r = nat.run("--workspace", nat.work, "--mode", "fs-only", "--share-net", "--", "/bin/true")
+    assert r.returncode == 125 and "--share-net needs FULL mode" in r.stderr, r.stderr
+
+
 def test_mask_survives_renaming_its_parent(nat):
     """Attack 2b (a mask bypass that lasts): the masked file itself cannot be
     moved (a mount point), but its parent directory can be renamed from

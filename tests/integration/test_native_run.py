@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from conftest import TEST_USER  # noqa: F401 (the harness's user)
+from conftest import TEST_USER, tool_dir  # noqa: F401 (the harness's user)
 from test_native import memory_cgroup_of
 from test_run import Domain, git_as, kill_cli
 
@@ -345,7 +345,10 @@ tryit("tcp-host-loopback", tcp)
 
 @pytest.mark.parametrize("case,extra,network,env,want", [
     ("landlock-missing", "", None, {"LAZARET_TEST_LANDLOCK_ABI": "0"}, "Landlock is not available"),
-    ("allow-egress", 'allow_egress = ["192.0.2.0/24"]\n', None, {}, "cannot enforce address rules"),
+    # Address rules run the sandbox in the sidecar's namespace (issue 45):
+    # FS-ONLY has no user namespace of its own to do that from.
+    ("allow-egress-fs-only", 'allow_egress = ["192.0.2.0/24"]\n', None, {"LAZARET_TEST_NO_USERNS": "1"},
+     "address rules need FULL mode"),
     ("persistent-dirs", 'persistent_dirs = ["/usr/local"]\n', None, {}, "persistent_dirs need"),
 ])
 def test_native_preflight_fails_closed(lz, case, extra, network, env, want):
@@ -364,18 +367,39 @@ def test_native_preflight_fails_closed(lz, case, extra, network, env, want):
     assert not d.domain_dirs() or not os.path.exists(os.path.join(d.domain_dirs()[0], "data.mdb"))
 
 
+def test_native_address_rules_without_podman(lz):
+    """Issue 45: address rules run the native sandbox in the network
+    sidecar's namespace, which rootless Podman makes: without podman on
+    PATH the start is refused in one line naming it and the two ways out,
+    and nothing is left; names alone still start without it."""
+    tools = tool_dir(lz, omit={"podman"})
+    d = native(lz, extra='allow_egress = ["192.0.2.0/24"]\n')
+    r = d.run("run", "--tui=none", "--", "/bin/true", env={"PATH": tools})
+    assert r.returncode == 125, (r.returncode, r.stdout, r.stderr)
+    errs = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(errs) == 1 and "enforces address rules in the network sidecar" in errs[0], errs
+    assert "podman is not installed" in errs[0] and "remove allow_egress from the profile" in errs[0], errs
+    assert not domain_processes(d)
+    assert not d.domain_dirs() or not os.path.exists(os.path.join(d.domain_dirs()[0], "data.mdb"))
+    ok = native(lz)
+    r = ok.run("run", "--tui=none", "--", "/bin/echo", "ran", env={"PATH": tools})
+    assert r.returncode == 0 and r.stdout == "ran\n", (r.stdout, r.stderr)
+
+
 def test_native_flag_names_the_flag_and_the_inherited_rules(lz):
     """Issue 42: --backend native on a profile that says nothing of a
     backend, under the starter's global default_allow: the error said the
     profile "uses backend = native" and to remove allow_egress it did not
     have. Now it names the flag, where the rules come from, and the way
-    out; with inherit_default_allow = false the same profile starts."""
+    out (FS-ONLY, where address rules cannot hold since issue 45); with
+    inherit_default_allow = false the same profile starts."""
     d = Domain(lz, IMAGE, extra="memory_limit = 0\n", network='default_allow = ["0.0.0.0/0"]\ndefault_deny = []\n')
-    r = d.run("run", "--backend", "native", "--tui=none", "--", "/bin/true")
+    r = d.run("run", "--backend", "native", "--tui=none", "--", "/bin/true", env={"LAZARET_TEST_NO_USERNS": "1"})
     assert r.returncode == 125, (r.stdout, r.stderr)
     errs = [line for line in r.stderr.splitlines() if line.strip()]
-    assert len(errs) == 1 and "--backend native (for profile 'shell') cannot enforce address rules" in errs[0], errs
-    assert "from [network] default_allow: set inherit_default_allow = false" in errs[0], errs
+    assert len(errs) == 1 and "--backend native (for profile 'shell') runs FS-ONLY" in errs[0], errs
+    assert "address rules need FULL mode" in errs[0], errs
+    assert "set inherit_default_allow = false in it (names only, through the broker)" in errs[0], errs
     assert 'uses backend = "native"' not in errs[0], errs
     text = open(d.cfg).read().replace("[profiles.shell]\n", "[profiles.shell]\ninherit_default_allow = false\n")
     lz.write("cfg.toml", text)

@@ -132,15 +132,25 @@ probe_dns_name = "probe.test"
 '''
 
 
-@pytest.fixture(params=["host", "sandbox"])
+# The native backend (issue 45): lazaret-native's sandbox in the sidecar's
+# network namespace, as conftest's native profiles are (no memory cgroup
+# here).
+NATIVE = 'backend = "native"\nmemory_limit = 0\n'
+
+
+@pytest.fixture(params=["host", "sandbox", "native"])
 def netdom(request, lz, busybox_image, hosts):  # noqa: F811
-    """Domains of one network mode: every test that makes its sandboxes
-    here runs with the kernel's stack (runsc_network = "host") and with
-    gVisor's own (runsc_network = "sandbox")."""
+    """Domains of one boundary: every test that makes its sandboxes here
+    runs with gVisor and the kernel's stack (runsc_network = "host"), with
+    gVisor's own (runsc_network = "sandbox"), and with the native backend
+    (lazaret-native in the sidecar's namespace, the kernel's stack too)."""
     doms = []
+    native = request.param == "native"
 
     def make(network=POLICY, extra=""):
-        d = Domain(lz, busybox_image, extra=extra, network=network, runsc_network=request.param)
+        d = Domain(lz, busybox_image, extra=extra + (NATIVE if native else ""), network=network,
+                   runsc_network="host" if native else request.param)
+        d.native = native
         doms.append(d)
         return d
 
@@ -153,7 +163,14 @@ def netdom(request, lz, busybox_image, hosts):  # noqa: F811
                 podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
 
 
+# The native sandbox runs the host's /usr: busybox's applets (nc,
+# nslookup, ip, ping) first on PATH, as in the test image.
+BUSYBOX_FIRST = "mkdir -p /tmp/bb && busybox --install -s /tmp/bb && PATH=/tmp/bb:$PATH\n"
+
+
 def sandbox_sh(dom, script, timeout=120):
+    if getattr(dom, "native", False):
+        script = BUSYBOX_FIRST + script
     return dom.run("run", "--", "/bin/sh", "-c", script, timeout=timeout)
 
 
@@ -200,6 +217,105 @@ nslookup probe.test {HOST6}; echo "dns_permitted_not_resolver=$?"
     new = host_log(hosts)[before:]
     assert not [l for l in new if META in l], new
     assert {l.split()[0] for l in new} <= {"tcp", "dns"}
+
+
+def netd_pid(lz, dom):
+    """The sidecar's netd on the host (its network namespace is the
+    policy's)."""
+    net = next(n for n in dom.container_names() if n.startswith("lazaret-net-"))
+    return int(podman(lz.user, "inspect", "--format", "{{.State.Pid}}", net).stdout.strip())
+
+
+def in_netns(pid, *cmd):
+    return subprocess.run(["nsenter", "-t", str(pid), "-n", *cmd], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_native_sandbox_runs_in_the_sidecars_namespace(lz, busybox_image, hosts):  # noqa: F811
+    """Issue 45: the native sandbox (lazaret-native) runs in the sidecar's
+    network namespace, in a user namespace of its own below Podman's, which
+    owns that namespace: from inside, changing the routes, the rules, the
+    links, netd's nf_tables, the namespace's sysctls, making a namespace of
+    its own or a raw or packet socket all fail, a denied address stays
+    unreachable, and neither the sidecar's namespace nor the host's
+    changed. A second terminal lands in the same namespace; status says
+    what holds the network."""
+    dom = Domain(lz, busybox_image, extra=NATIVE, network=POLICY)
+    dom.native = True
+    root = Listener(ROOT4)
+    before = len(host_log(hosts))
+    holder = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    try:
+        st = wait_sessions(dom, 1)
+        assert st["sandbox"]["backend"] == "native"
+        assert "sidecar's namespace" in st["sandbox"]["network_enforced_by"], st["sandbox"]
+        assert st["network"]["mode"] == "sidecar" and st["network"]["readiness_fingerprint"]
+        text = dom.run("status").stdout
+        assert "net held by the network sidecar's namespace" in text, text
+        pid = netd_pid(lz, dom)
+        sidecar_net = os.readlink(f"/proc/{pid}/ns/net")
+        # The first terminal's processes: the holder's init is in it.
+        assert os.readlink(f"/proc/{st['sandbox']['init_pid']}/ns/net") == sidecar_net
+        routes = in_netns(pid, "ip", "route", "show", "table", "all")
+        rules = in_netns(pid, "ip", "rule")
+        nft = in_netns(pid, "nft", "list", "ruleset")
+        links = in_netns(pid, "ip", "-o", "link")
+        # The host's own (other sessions' test links come and go there:
+        # only what the attempts below name).
+        host_routes = subprocess.run(["ip", "route", "show", "table", "main", "10.0.0.0/8"], capture_output=True,
+                                     text=True).stdout
+        script = f"""
+readlink /proc/self/ns/net
+echo "uid=$(id -u)"
+grep CapEff /proc/self/status
+/usr/sbin/ip route add 10.0.0.0/8 via 10.0.2.2 dev tap0 onlink; echo "add=$?"
+/usr/sbin/ip route del {HOST4}; echo "del=$?"
+/usr/sbin/ip route flush table all; echo "flush=$?"
+/usr/sbin/ip rule add pref 1 lookup main; echo "rule=$?"
+/usr/sbin/ip link set tap0 down; echo "down=$?"
+/usr/sbin/ip addr add 10.0.2.200/24 dev tap0; echo "addr=$?"
+/usr/sbin/nft flush ruleset; echo "nft=$?"
+/usr/sbin/nft add table inet agent; echo "nfttable=$?"
+echo 1 > /proc/sys/net/ipv4/ip_forward; echo "sysctl=$?"
+unshare -rn true; echo "unshare=$?"
+python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)'; echo "packet=$?"
+python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)'; echo "raw=$?"
+python3 -c 'import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, 36, 1)'; echo "mark=$?"
+nc -w 2 {META} 80 </dev/null; echo "meta=$?"
+nc -w 2 {ROOT4} {root.port} </dev/null; echo "root=$?"
+nc {HOST4} 8080 </dev/null; echo "v4=$?"
+"""
+        r = sandbox_sh(dom, script)
+        out = r.stdout
+        assert r.returncode == 0, r.stderr + dom.log()
+        # The second terminal: the same namespace, as the host's user.
+        assert out.splitlines()[0] == sidecar_net, out
+        assert f"uid={lz.user.pw_uid}" in out, out
+        cap = int(next(l for l in out.splitlines() if l.startswith("CapEff")).split()[1], 16)
+        assert cap == 0, hex(cap)
+        for op in ("add", "del", "flush", "rule", "down", "addr", "nft", "nfttable", "sysctl", "unshare", "packet",
+                   "raw", "mark", "meta", "root"):
+            line = next(l for l in out.splitlines() if l.startswith(op + "="))
+            assert line != op + "=0", out + r.stderr
+        assert "v4=0" in out and "hello from the test host" in out, out
+        # Refused for want of a capability, not for want of a tool.
+        assert r.stderr.count("Operation not permitted") >= 12, r.stderr
+        # Nothing changed where the policy lives, nor on the host.
+        assert in_netns(pid, "ip", "route", "show", "table", "all") == routes
+        assert in_netns(pid, "ip", "rule") == rules
+        assert in_netns(pid, "nft", "list", "ruleset") == nft
+        assert in_netns(pid, "ip", "-o", "link") == links
+        assert subprocess.run(["ip", "route", "show", "table", "main", "10.0.0.0/8"], capture_output=True,
+                              text=True).stdout == host_routes
+        assert "10.0.2.200" not in subprocess.run(["ip", "addr"], capture_output=True, text=True).stdout
+    finally:
+        kill_cli(holder)
+        holder.wait()
+        root.close()
+    assert root.peers == []
+    assert not [l for l in host_log(hosts)[before:] if META in l]
+    dom.assert_clean()
+    assert "native sandbox held by" in dom.log()
 
 
 def test_no_capability_to_change_routes_or_send_raw(netdom):
@@ -543,7 +659,8 @@ def test_coordinator_killed_sidecar_recovered(netdom):
     p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
     try:
         wait_sessions(dom, 1)
-        assert len(dom.container_names()) == 2  # the sandbox and its sidecar
+        # The sandbox and its sidecar; the native sandbox is no container.
+        assert len(dom.container_names()) == (1 if dom.native else 2)
         for pid in dom.coordinator_pids():
             os.kill(pid, 9)
         p.wait(timeout=30)

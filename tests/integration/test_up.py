@@ -163,12 +163,12 @@ def test_up_three_agents_on_gvisor(lz, debian_image):
 
 def test_up_checks_every_agent_before_any_starts(lz):
     """An agent whose profile does not exist, or whose launch its backend
-    refuses (address rules on the native backend): one error naming the
+    refuses (a volume over the native sandbox's own /tmp): one error naming the
     agent and where it is written; nothing started, no Domain made."""
     repo(lz)
     d = native(lz, extra='[profiles.wide]\nimage = "localhost/lazaret/unused:1"\nbackend = "native"\n'
-                         'allow_egress = ["192.0.2.0/24"]\n')
-    for bad, why in (('profile = "nosuch"', "nosuch"), ('profile = "wide"', "cannot enforce address rules")):
+                         'volumes = [{ host = "/usr/share", container = "/tmp", mode = "ro" }]\n')
+    for bad, why in (('profile = "nosuch"', "nosuch"), ('profile = "wide"', "cannot take volume /tmp there")):
         path = manifest(lz, '[agents.good]\nprofile = "shell"\ncommand = ["touch", "ran-good"]\n'
                             f'[agents.bad]\n{bad}\ncommand = ["touch", "ran-bad"]\n')
         r = d.run("up", path, timeout=60)

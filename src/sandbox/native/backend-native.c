@@ -228,10 +228,25 @@ static void native_describe(Sandbox *sb, json_t *sandbox, json_t *limits) {
                                    json_string(fs_only ? "Landlock and seccomp at the host's paths, no network, every "
                                                          "process in a memory cgroup (lazaret-native, FS-ONLY mode: "
                                                          "no user namespaces here)"
+                                               : n && n->share_net
+                                                       ? "Landlock, user, mount, IPC and PID namespaces, seccomp, in "
+                                                         "the network sidecar's network namespace (lazaret-native, "
+                                                         "FULL mode)"
                                                        : "Landlock, user, mount, IPC, network and PID namespaces, "
                                                          "seccomp (lazaret-native, FULL mode)"));
         if (n && !fs_only)
                 (void) json_object_set_new(sandbox, "init_pid", json_integer(n->init_pid));
+        /* What its network is, and what holds it (decision 20). */
+        (void) json_object_set_new(
+                sandbox, "network_enforced_by",
+                json_string(fs_only             ? "seccomp: no IP sockets, no connect(2) (FS-ONLY)"
+                            : n && n->share_net ? "the network sidecar's namespace: lazaret-netd's routes and DNS "
+                                                  "filter, attested and probed from there before the agent "
+                                                  "started; the sandbox's own user namespace, below the one that "
+                                                  "owns it, has no capability over them"
+                            : n && n->loopback  ? "a network namespace of its own with its loopback alone, where "
+                                                  "the relay hands names to the broker"
+                                                : "a network namespace of its own with no interface up"));
         (void) json_object_set_new(sandbox, "mode", json_string(fs_only ? "fs-only" : "full"));
         if (sb->plan.git_read_only)
                 (void) json_object_set_new(sandbox, "git",

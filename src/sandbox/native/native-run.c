@@ -20,6 +20,7 @@
 #include "fileio.h"
 #include "fd-util.h"
 #include "log.h"
+#include "netpolicy.h"
 #include "macro.h"
 #include "native-run.h"
 #include "path-util.h"
@@ -473,6 +474,40 @@ static void add_editor_masks(Argv *a, const char *workspace) {
         }
 }
 
+/* ---- the network sidecar's namespace ---------------------------------------
+ * Address rules: the sandbox runs in the network sidecar's namespace, where
+ * lazaret-netd keeps the policy's routes and DNS filter (as for gVisor with
+ * runsc_network = "host"). lazaret-native starts in the user namespace that
+ * owns it (Podman's: only there may a process enter it) and makes its own
+ * below it (--share-net), which holds no capability over those routes. */
+
+/* The sandbox's /etc/resolv.conf: the policy's resolvers, as Podman's
+ * --dns writes the gVisor sandbox's (<domain>/resolv.conf). */
+static int write_resolv_conf(const LaunchSpec *s, char **ret_path) {
+        NetPolicy np;
+        const char *why = NULL;
+        int r = netpolicy_parse(s->netpolicy, strlen(s->netpolicy), &np, &why);
+        if (r < 0)
+                return r;
+        StrBuf b = STRBUF_INIT;
+        strbuf_puts(&b, "# the network policy's resolvers (lazaret)\n");
+        for (size_t i = 0; i < np.n_resolvers; i++) {
+                char a[64];
+                netaddr_format(&np.resolvers[i], a, sizeof(a));
+                strbuf_printf(&b, "nameserver %s\n", a);
+        }
+        netpolicy_done(&np);
+        _cleanup_free_ char *text = strbuf_steal(&b);
+        _cleanup_free_ char *path = path_join(s->domain_dir, "resolv.conf");
+        if (!text || !path)
+                return -ENOMEM;
+        r = write_file_atomic(path, text, strlen(text), 0644, 0);
+        if (r < 0)
+                return r;
+        *ret_path = TAKE_PTR(path);
+        return 0;
+}
+
 /* FS-ONLY: nothing to hold. Each session runs lazaret-native --mode
  * fs-only at the host's paths in the sandbox's memory cgroup: the
  * workspace (the router's mount in direct mode, the worktree in branch
@@ -586,8 +621,31 @@ int native_run_start(const LaunchSpec *s, const MountPlan *plan, NativeRun *ret,
                 argv_add(&a, "--tmp-size");
                 argv_addf(&a, "%" PRIu64, s->memory_limit_mib << 20);
         }
+        /* Address rules: the sidecar's namespace, its resolvers. */
+        _cleanup_close_ int netns = -EBADF, userns = -EBADF;
+        bool net = plan->network_pid > 0;
+        if (net) {
+                _cleanup_free_ char *resolv = NULL;
+                int r = spawn_netns_of(plan->network_pid, &netns, &userns);
+                if (r < 0) {
+                        argv_done(&a);
+                        if (asprintf(ret_error, "cannot open the network sidecar's namespace: %s", strerror(-r)) < 0)
+                                *ret_error = NULL;
+                        return r;
+                }
+                r = write_resolv_conf(s, &resolv);
+                if (r < 0) {
+                        argv_done(&a);
+                        if (asprintf(ret_error, "cannot write the sandbox's resolv.conf: %s", strerror(-r)) < 0)
+                                *ret_error = NULL;
+                        return r;
+                }
+                argv_add(&a, "--share-net");
+                argv_add(&a, "--ro-bind");
+                argv_addf(&a, "%s:/etc/resolv.conf", resolv);
+        }
         add_editor_masks(&a, workspace);
-        NativeRun n = { .loopback = names };
+        NativeRun n = { .loopback = names, .share_net = net };
         if (s->memory_cgroup) {
                 int r = cgroup_add(s, &a, &n, ret_error);
                 if (r < 0)
@@ -616,6 +674,8 @@ int native_run_start(const LaunchSpec *s, const MountPlan *plan, NativeRun *ret,
         /* Its own process group: a signal for the coordinator's group is
          * not the sandbox's. */
         sp.new_pgroup = true;
+        sp.userns_fd = userns;
+        sp.netns_fd = netns;
         n.git_routed = plan->git_source != NULL;
         int r = spawn(&sp, &n.pid);
         argv_done(&a);
@@ -706,6 +766,8 @@ char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd
                 }
                 if (n->loopback)
                         argv_add(&a, "--loopback");
+                if (n->share_net)
+                        argv_add(&a, "--share-net");
                 if (n->cgroup) {
                         argv_add(&a, "--cgroup");
                         argv_add(&a, n->cgroup);

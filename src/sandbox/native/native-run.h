@@ -23,6 +23,7 @@ typedef struct NativeRun {
         pid_t init_pid; /* the sandbox's PID 1, as the host sees it */
         bool git_routed; /* the git router's mount is the repository's .git (each join gets --rw for it) */
         bool loopback; /* egress by name: the loopback is up, the relay listens there (each join: --loopback) */
+        bool share_net; /* address rules: in the network sidecar's namespace (each join: --share-net) */
         pid_t relay_pid; /* the joiner of lazaret-init --relay, our child; 0 without names */
         char *cgroup; /* its memory cgroup (runtime.memory_cgroup), ours, removed by native_run_stop; NULL: watched */
         bool fs_only; /* FS-ONLY: no holder (pid 0, init_pid 0); each session runs fs_args, in cgroup */
@@ -40,7 +41,10 @@ typedef struct NativeRun {
  * /run/lazaret/escalate, certs and sock; with egress by name (broker_dir)
  * the loopback up, the broker's socket directory, the relay and
  * lazaret-init bound read-only, and lazaret-init --relay joined in to keep
- * the relay running (relay_pid). Waits (10 s at most) for the holder's
+ * the relay running (relay_pid); with address rules (the plan's
+ * network_pid) in the network sidecar's namespace, started in the user
+ * namespace that owns it, with the policy's resolvers in
+ * <domain>/resolv.conf bound at /etc/resolv.conf. Waits (10 s at most) for the holder's
  * "ready". On failure returns -errno with *ret_error (one line, caller
  * frees) and leaves nothing running. */
 int native_run_start(const LaunchSpec *s, const MountPlan *plan, NativeRun *ret, char **ret_error);
