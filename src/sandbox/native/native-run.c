@@ -21,6 +21,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
+#include "native-layers.h"
 #include "native-run.h"
 #include "path-util.h"
 #include "spawn-util.h"
@@ -587,6 +588,13 @@ int native_run_start(const LaunchSpec *s, const MountPlan *plan, NativeRun *ret,
                 argv_addf(&a, "%" PRIu64, s->memory_limit_mib << 20);
         }
         add_editor_masks(&a, workspace);
+        /* persistent_dirs: each kept in its layer under the Domain Root
+         * (native-layers.h), mounted in the sandbox's namespace. */
+        int pr = native_layers_args(s, &a, ret_error);
+        if (pr < 0) {
+                argv_done(&a);
+                return pr;
+        }
         NativeRun n = { .loopback = names };
         if (s->memory_cgroup) {
                 int r = cgroup_add(s, &a, &n, ret_error);
@@ -717,6 +725,10 @@ char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd
                                 argv_add(&a, "--rw");
                                 argv_add(&a, s->volumes[i].container);
                         }
+                for (char **d = s->persistent_dirs; d && *d; d++) {
+                        argv_add(&a, "--rw");
+                        argv_add(&a, *d);
+                }
         }
         argv_add(&a, "--");
         for (char *const *p = argv; p && *p; p++)
