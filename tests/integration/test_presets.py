@@ -583,6 +583,13 @@ def test_claude_preset_runs_on_native(lz):
     version = re.search(r"@([0-9]+\.[0-9]+\.[0-9]+) ", cmd[2]).group(1)
     host_before = sorted(os.listdir("/usr/local/bin"))
     try:
+        # Where npm is missing (here: a PATH without it), one line says
+        # what is needed and how to get it.
+        r = lz.run("--config", cfg, "run", "gg", "--tui=none", "--", "/usr/bin/env", "PATH=/nonexistent", *cmd,
+                   "--version", env=env, timeout=300)
+        assert r.returncode == 127, r.stdout + r.stderr
+        assert ("lazaret: installing Claude Code needs npm, which this system lacks (the native backend uses the "
+                "host npm: sudo apt-get install npm)") in r.stderr, r.stderr
         for i in range(2):
             r = lz.run("--config", cfg, "run", "gg", "--tui=none", "--", *cmd, "--version", env=env, timeout=900)
             assert r.returncode == 0, r.stdout + r.stderr
