@@ -1121,6 +1121,12 @@ def test_native_persistent_dirs_live_in_the_sandboxs_namespace(lz):
     try:
         st = wait_status(d)
         init, coord = st["sandbox"]["init_pid"], st["coordinator_pid"]
+        # The session has written both (the kill must not cut a write).
+        [domain] = d.domain_dirs()
+        kept = [os.path.join(domain, "usr_2flocal_native/upper/lz-k"), os.path.join(domain, "opt_native/upper/o")]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(os.path.exists(k) and os.path.getsize(k) for k in kept):
+            time.sleep(0.05)
         inside = open(f"/proc/{init}/mountinfo").read()
         lines = {ln.split()[4]: ln for ln in inside.splitlines()}
         assert " - overlay overlay " in lines["/usr/local"] and "userxattr" in lines["/usr/local"], inside
