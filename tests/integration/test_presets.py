@@ -627,3 +627,26 @@ def test_shell_preset_runs_on_native(lz):
         assert not os.path.exists("/usr/local/bin/semver") and not os.path.exists("/usr/local/lib/node_modules/semver")
     finally:
         subprocess.run(["rm", "-rf", data], check=False)
+
+
+@pytest.mark.parametrize("preset", ["codex", "gemini", "opencode", "aider"])
+def test_every_preset_starts_on_native(lz, preset):
+    """Issue 45: the other presets start with backend = "native" too: their
+    persistent directories, volumes and names are all the native backend
+    keeps (no image looked up, none refused), and a command runs in them;
+    what it writes under the first persistent directory stays."""
+    data, cfg = native_preset_cfg(lz, preset)
+    env = {"HOME": lz.user.pw_dir}
+    r = lz.run("--config", cfg, "config", "show", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    first = json.loads(r.stdout)["config"]["profiles"]["gg"]["persistent_dirs"]["value"][0]
+    try:
+        r = lz.run("--config", cfg, "run", "gg", "--tui=none", "--", "/bin/sh", "-c",
+                   f"echo kept > {first}/lz-preset && echo ran", env=env, timeout=300)
+        assert (r.returncode, r.stdout) == (0, "ran\n"), r.stdout + r.stderr
+        r = lz.run("--config", cfg, "run", "gg", "--tui=none", "--", "/bin/cat", f"{first}/lz-preset", env=env,
+                   timeout=300)
+        assert (r.returncode, r.stdout) == (0, "kept\n"), r.stdout + r.stderr
+        assert not os.path.exists(f"{first}/lz-preset")
+    finally:
+        subprocess.run(["rm", "-rf", data], check=False)
