@@ -444,8 +444,13 @@ int start_anchor(Coordinator *co, char **ret_error) {
         /* The native backend keeps its persistent directories itself, in
          * the sandbox's own mount namespace (native-layers.h): no image,
          * no daemon, nothing mounted here. */
-        if (co->spec.backend == BACKEND_NATIVE)
+        if (co->spec.backend == BACKEND_NATIVE) {
+                /* A new layer's first start copies the host's tree of
+                 * directories (native-layers.h): the leader waits longer. */
+                if (native_layers_new(&co->spec))
+                        status_wait(co, 130, "making the persistent directories' new layers");
                 return 0;
+        }
         int r = anchor_init(&co->spec, a);
         if (r < 0 || a->n_layers == 0)
                 return r;

@@ -52,6 +52,20 @@ int native_layers_args(const LaunchSpec *s, Argv *a, char **ret_error) {
         return a->oom ? -ENOMEM : 0;
 }
 
+bool native_layers_new(const LaunchSpec *s) {
+        for (char **d = s->persistent_dirs; d && *d; d++) {
+                char *layer = native_layer_dir(s->domain_dir, *d);
+                char *upper = layer ? path_join(layer, "upper") : NULL;
+                struct stat st;
+                bool missing = upper && lstat(upper, &st) < 0;
+                free(layer);
+                free(upper);
+                if (missing)
+                        return true;
+        }
+        return false;
+}
+
 char **native_layers_uppers(const LaunchSpec *s) {
         size_t n = 0;
         for (char **d = s->persistent_dirs; d && *d; d++)

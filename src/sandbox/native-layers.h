@@ -9,6 +9,8 @@
  * --persist mounts them in the sandbox's own namespace (native-persist.c
  * there says how). */
 
+#include <stdbool.h>
+
 #include "argv-util.h"
 #include "launch.h"
 
@@ -22,6 +24,10 @@ char *native_layer_dir(const char *domain_dir, const char *dir);
  * LAYER:DIR" for each to a. On failure -errno and *ret_error (one line,
  * caller frees). */
 int native_layers_args(const LaunchSpec *s, Argv *a, char **ret_error);
+
+/* Whether a layer is new (no upper directory yet): its first start copies
+ * the host directory's tree of directories, which takes seconds for /usr. */
+bool native_layers_new(const LaunchSpec *s);
 
 /* The upper directories, which the disk watch measures beside the work
  * files: a NULL-terminated array the caller frees (strv), NULL on OOM. */
