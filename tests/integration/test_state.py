@@ -695,6 +695,10 @@ def test_persistent_dirs_survive_a_restart_and_reset_clears_them(lz, request, ba
             [domain] = d.domain_dirs()
             assert not [n for n in os.listdir(domain) if n.endswith(("_layer.img", "_layer", "_merged"))]
             assert "fuse-overlayfs" not in d.log()
+            # status names the layer (never an image: there is none).
+            r = d.run("status")
+            assert f"persistent  /usr/local  native backend's layer {layer(d, 'usr_2flocal_native')}\n" in r.stdout, \
+                r.stdout
 
         r = d.run("run", "--", "/bin/sh", "-c", "cat /usr/local/lz-kept/f /opt/lz/f")
         assert (r.returncode, r.stdout) == (0, "kept\nopt\n"), r.stderr + d.log()[-3000:]
