@@ -55,9 +55,14 @@ static int remove_paths(char **paths, size_t n, char **ret_error) {
         int r = exec_find_program(search, "rm", &rm);
         if (r < 0)
                 return r;
+        /* Without Podman (a host for the native backend alone) there are
+         * no files of subordinate ids: the user's own rm removes them. */
         bool rootless = geteuid() != 0;
-        if (rootless && (r = exec_find_program(search, "podman", &podman)) < 0)
-                return r;
+        if (rootless && (r = exec_find_program(search, "podman", &podman)) < 0) {
+                if (r != -ENOENT)
+                        return r;
+                rootless = false;
+        }
         const char **argv = calloc(n + 8, sizeof(char *));
         if (!argv)
                 return -ENOMEM;
@@ -175,7 +180,9 @@ int verb_reset(int argc, char **argv, const Globals *g) {
         /* <name>_layer.img holds the changes (their file system, mounted on
          * <name>_layer while the sandbox runs); _changes and _work are
          * where they lived before. */
-        static const char *const suffixes[] = { "layer.img", "layer", "changes", "work", "merged", "image" };
+        /* <name>_native is the native backend's layer (its upper and work
+         * directories: sandbox/native/native-layers.h). */
+        static const char *const suffixes[] = { "layer.img", "layer", "changes", "work", "merged", "image", "native" };
         const size_t n_sfx = ELEMENTSOF(suffixes);
         char **paths = calloc(n_sfx * p->n_persistent_dirs + 1, sizeof(char *));
         size_t n = 0;

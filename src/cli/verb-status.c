@@ -75,10 +75,19 @@ static json_t *persistent_info(const ConfigProfile *p) {
                  * has, its allocated blocks what the changes take. */
                 struct stat st;
                 bool has = changes && stat(changes, &st) == 0 && S_ISREG(st.st_mode);
+                /* The native backend's layer (sandbox/native-layers.h:
+                 * <name>_native), when it has one. */
+                _cleanup_free_ char *nleaf = NULL, *native = NULL;
+                struct stat nst;
+                if (asprintf(&nleaf, "%s_native", name) < 0)
+                        nleaf = NULL;
+                native = nleaf ? path_join(p->domain_dir, nleaf) : NULL;
+                if (native && (lstat(native, &nst) < 0 || !S_ISDIR(nst.st_mode)))
+                        native = mfree(native);
                 json_t *e =
-                        json_pack("{s:s, s:s?, s:O?, s:O?, s:O?, s:O?, s:o?, s:o?}", "dir", p->persistent_dirs[i],
-                                  "changes", changes, "image", json_object_get(was, "image"), "image_id",
-                                  json_object_get(was, "image_id"), "previous_image_id",
+                        json_pack("{s:s, s:s?, s:s?, s:O?, s:O?, s:O?, s:O?, s:o?, s:o?}", "dir", p->persistent_dirs[i],
+                                  "native_layer", native, "changes", changes, "image", json_object_get(was, "image"),
+                                  "image_id", json_object_get(was, "image_id"), "previous_image_id",
                                   json_object_get(was, "previous_image_id"), "updated", json_object_get(was, "updated"),
                                   "size_mib", has ? json_integer((json_int_t) (st.st_size >> 20)) : NULL, "used_mib",
                                   has ? json_integer((json_int_t) ((uint64_t) st.st_blocks * 512 >> 20)) : NULL);
@@ -184,20 +193,24 @@ static void print_persistent(json_t *a) {
         json_array_foreach(a, i, e) {
                 const char *id = json_string_value(json_object_get(e, "image_id"));
                 const char *prev = json_string_value(json_object_get(e, "previous_image_id"));
+                const char *native = json_string_value(json_object_get(e, "native_layer"));
                 printf("  persistent  %s  ", json_string_value(json_object_get(e, "dir")));
-                if (!id)
-                        printf("not used yet\n");
-                else {
-                        printf("image %.12s (%s)", id, json_string_value(json_object_get(e, "image")) ?: "?");
-                        if (prev)
-                                printf(", was %.12s", prev);
-                        printf(", since %s", json_string_value(json_object_get(e, "updated")) ?: "?");
-                        if (json_is_integer(json_object_get(e, "size_mib")))
-                                printf("; changes %lld of %lld MiB",
-                                       (long long) json_integer_value(json_object_get(e, "used_mib")),
-                                       (long long) json_integer_value(json_object_get(e, "size_mib")));
-                        printf("\n");
+                if (native)
+                        printf("native backend's layer %s%s", native, id ? "; gVisor's: " : "\n");
+                if (!id) {
+                        if (!native)
+                                printf("not used yet\n");
+                        continue;
                 }
+                printf("image %.12s (%s)", id, json_string_value(json_object_get(e, "image")) ?: "?");
+                if (prev)
+                        printf(", was %.12s", prev);
+                printf(", since %s", json_string_value(json_object_get(e, "updated")) ?: "?");
+                if (json_is_integer(json_object_get(e, "size_mib")))
+                        printf("; changes %lld of %lld MiB",
+                               (long long) json_integer_value(json_object_get(e, "used_mib")),
+                               (long long) json_integer_value(json_object_get(e, "size_mib")));
+                printf("\n");
         }
 }
 

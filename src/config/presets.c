@@ -10,13 +10,19 @@
  * persistent directory, so it stays); later runs start it at once. npm 11
  * runs no package's install scripts unless allowed by name: the agent's
  * own are (Claude Code's postinstall puts its native program in place;
- * without it the command is a stub), its dependencies' are not (issue 42). */
+ * without it the command is a stub), its dependencies' are not (issue 42).
+ * --prefix: the node image's npm has /usr/local already; the host's npm,
+ * which the native backend runs (issue 45), has /usr, read-only there.
+ * Without npm (a host without it, on the native backend) one line says
+ * so and how to get it. */
 #define NPM_AGENT(bin, package, version, what)                                                                         \
-        "command = [\"/bin/sh\", \"-c\", \"command -v " bin " >/dev/null 2>&1 || { echo 'lazaret: installing " what    \
+        "command = [\"/bin/sh\", \"-c\", \"command -v " bin " >/dev/null 2>&1 || { command -v npm >/dev/null 2>&1 || " \
+        "{ echo 'lazaret: installing " what " needs npm, which this system lacks (the native backend uses the "        \
+        "host npm: sudo apt-get install npm)' >&2; exit 127; }; echo 'lazaret: installing " what                       \
         " (npm install -g " package "@" version                                                                        \
-        "), once: it stays in /usr/local' >&2; npm install -g --no-audit --no-fund --no-update-notifier "              \
-        "--allow-scripts=" package " " package "@" version " >&2 || exit 1; }; exec " bin " \\\"$@\\\"\", \"" bin      \
-        "\"]\n"
+        "), once: it stays in /usr/local' >&2; npm install -g --prefix=/usr/local --no-audit --no-fund "               \
+        "--no-update-notifier --allow-scripts=" package " " package "@" version " >&2 || exit 1; }; exec " bin         \
+        " \\\"$@\\\"\", \"" bin "\"]\n"
 
 /* The agents' versions, pinned: a preset's names are checked against the
  * https hosts that version's installed package names (tests/integration/

@@ -4,6 +4,7 @@
  * escalation socket as Publications, the State Anchor's lower image and
  * layers, the work files' watch, and the sandbox container. */
 #include "coordinator-internal.h"
+#include "native-layers.h"
 
 /* The memory limit: over it, the sandbox stops, and every terminal is told
  * why (the sessions end with Lazaret's failure status). */
@@ -56,10 +57,14 @@ void co_disk_readable(Coordinator *co) {
         for (size_t i = 0; co->disk_paths[i]; i++)
                 strbuf_printf(&b, "%s%s", i ? ", " : "", co->disk_paths[i]);
         _cleanup_free_ char *paths = strbuf_steal(&b);
+        /* The native backend's persistent directories are measured with
+         * them (start_disk_watch). */
+        bool layers = co->spec.backend == BACKEND_NATIVE && co->spec.persistent_dirs && co->spec.persistent_dirs[0];
         snprintf(co->limit_reason, sizeof(co->limit_reason),
-                 "the work files grew by %" PRIu64 " MiB during this run, past disk_limit = %" PRIu64
+                 "the work files%s grew by %" PRIu64 " MiB during this run, past disk_limit = %" PRIu64
                  " MiB in the profile (%s)",
-                 grown >> 20, co->spec.disk_limit_mib, paths ? paths : "?");
+                 layers ? " and persistent directories" : "", grown >> 20, co->spec.disk_limit_mib,
+                 paths ? paths : "?");
         log_error("%s", co->limit_reason);
         co->runtime_lost = true;
         co_begin_stop(co, co->limit_reason);
@@ -436,6 +441,16 @@ void stop_anchor(Coordinator *co) {
 
 int start_anchor(Coordinator *co, char **ret_error) {
         StateAnchor *a = &co->anchor;
+        /* The native backend keeps its persistent directories itself, in
+         * the sandbox's own mount namespace (native-layers.h): no image,
+         * no daemon, nothing mounted here. */
+        if (co->spec.backend == BACKEND_NATIVE) {
+                /* A new layer's first start copies the host's tree of
+                 * directories (native-layers.h): the leader waits longer. */
+                if (native_layers_new(&co->spec))
+                        status_wait(co, 130, "making the persistent directories' new layers");
+                return 0;
+        }
         int r = anchor_init(&co->spec, a);
         if (r < 0 || a->n_layers == 0)
                 return r;
@@ -479,8 +494,27 @@ int start_anchor(Coordinator *co, char **ret_error) {
 /* What the sandbox writes on the host outside its layers: the agent's
  * worktree and the repository's git directory in branch mode, the
  * workspace otherwise (with a git directory outside it). */
+static void strv_free(char **v) {
+        for (char **p = v; p && *p; p++)
+                free(*p);
+        free(v);
+}
+
 int start_disk_watch(Coordinator *co, char **ret_error) {
-        const char *v[3] = {};
+        /* The native backend's persistent directories have no file system
+         * of their own to say ENOSPC: their upper layers are measured with
+         * the work files (native-layers.h). */
+        char **uppers = co->spec.backend == BACKEND_NATIVE ? native_layers_uppers(&co->spec) : NULL;
+        if (co->spec.backend == BACKEND_NATIVE && !uppers)
+                return -ENOMEM;
+        size_t n_uppers = 0;
+        for (char **u = uppers; u && *u; u++)
+                n_uppers++;
+        const char **v = calloc(3 + n_uppers, sizeof(char *));
+        if (!v) {
+                strv_free(uppers);
+                return -ENOMEM;
+        }
         size_t n = 0;
         if (co->worktree) {
                 v[n++] = co->worktree;
@@ -491,12 +525,16 @@ int start_disk_watch(Coordinator *co, char **ret_error) {
                 if (co->spec.git_dir && !path_under(co->spec.git_dir, co->spec.workspace))
                         v[n++] = co->spec.git_dir;
         }
+        for (size_t i = 0; i < n_uppers; i++)
+                v[n++] = uppers[i];
         co->disk_paths = calloc(n + 1, sizeof(char *));
-        if (!co->disk_paths)
+        bool oom = !co->disk_paths;
+        for (size_t i = 0; !oom && i < n; i++)
+                oom = !(co->disk_paths[i] = strdup(v[i]));
+        free(v);
+        strv_free(uppers);
+        if (oom)
                 return -ENOMEM;
-        for (size_t i = 0; i < n; i++)
-                if (!(co->disk_paths[i] = strdup(v[i])))
-                        return -ENOMEM;
         co_sandbox_init(co);
         _cleanup_free_ char *pidfile = co->sb.backend->supervisor_pidfile
                                                ? path_join(co->spec.domain_dir, co->sb.backend->supervisor_pidfile)

@@ -639,11 +639,19 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, bool from
                             "and podman is not installed or not in PATH: install it (sudo apt-get install podman "
                             "slirp4netns runc), or %s",
                             who, rules_fix);
-        if (p->n_persistent_dirs > 0)
-                return fail(ret_error,
-                            "%s runs the host's own system directories "
-                            "read-only and keeps no image layers: persistent_dirs need backend = \"gvisor\"",
-                            who);
+        /* persistent_dirs are kept by lazaret-native's --persist, which
+         * mounts them over the sandbox's own root: not where its own
+         * mounts are (the home and /tmp are memory, /workspace is the
+         * workspace). */
+        for (size_t i = 0; i < p->n_persistent_dirs; i++) {
+                const char *d = p->persistent_dirs[i];
+                if (path_below(d, "/tmp") || path_below(d, "/home"))
+                        return fail(ret_error,
+                                    "%s cannot keep persistent directory %s: not /tmp or /home or below them (the "
+                                    "sandbox's own memory); change persistent_dirs in [profiles.%s], or use backend "
+                                    "= \"gvisor\"",
+                                    who, d, p->name);
+        }
         /* Volumes are bound where they say, but not over the sandbox's own
          * mounts (lazaret-native refuses those destinations too). */
         for (size_t i = 0; i < p->n_volumes; i++) {
@@ -720,6 +728,12 @@ static int native_preflight(const Config *cfg, const ConfigProfile *p, bool from
                         "[escalation] enabled = false, allow unprivileged user namespaces, or use backend = "
                         "\"gvisor\"",
                         who, l, out);
+        if (p->n_persistent_dirs > 0)
+                return fail(ret_error,
+                            "%s runs %.*s here: persistent_dirs need FULL mode's "
+                            "mount namespace; remove them, allow unprivileged user namespaces, or use backend = "
+                            "\"gvisor\"",
+                            who, l, out);
         if (p->n_volumes > 0)
                 return fail(ret_error,
                             "%s runs %.*s here: volumes need FULL mode's "
@@ -828,10 +842,14 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
         if (cfg->agent && !(s.agent = strdup(cfg->agent)))
                 return -ENOMEM;
         s.domain_dir = strdup(p->domain_dir);
-        s.image = p->image ? strdup(p->image) : NULL; /* none: native, checked above */
+        /* The native backend runs no image (the host's /usr and the rest
+         * of its system directories, read-only): a preset's is left out,
+         * so nothing looks it up or shows it. */
+        s.image = p->image && !native ? strdup(p->image) : NULL;
         s.command = strv_copy(p->command, p->n_command);
         s.env_names = calloc(p->n_env + 1, sizeof(char *));
-        if (!s.domain_hash || !s.profile || !s.domain_dir || (p->image && !s.image) || !s.command || !s.env_names)
+        if (!s.domain_hash || !s.profile || !s.domain_dir || (p->image && !native && !s.image) || !s.command ||
+            !s.env_names)
                 return -ENOMEM;
         for (size_t i = 0; i < p->n_env; i++)
                 if (!(s.env_names[i] = strdup(p->env[i].name)))
@@ -1051,7 +1069,10 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
         for (size_t i = 0; i < p->n_persistent_dirs; i++)
                 if (!(s.persistent_dirs[i] = strdup(p->persistent_dirs[i])))
                         return -ENOMEM;
-        if (p->n_persistent_dirs > 0) {
+        /* The native backend keeps them with the kernel's overlayfs in
+         * the sandbox's namespace (lazaret-native --persist): none of
+         * these tools. */
+        if (p->n_persistent_dirs > 0 && !native) {
                 r = exec_find_program(search, "fuse-overlayfs", &s.fuse_overlayfs);
                 if (r == -ENOENT)
                         return fail(ret_error, "persistent_dirs needs fuse-overlayfs, which is not installed or not "

@@ -49,6 +49,10 @@ typedef struct Spec {
         char *rw_src[ARGS_MAX];
         const char *rw_dst[ARGS_MAX];
         size_t n_rw_bind;
+        /* --persist DIR:DST: DST kept in DIR (native-persist.c). */
+        char *persist_dir[ARGS_MAX];
+        const char *persist_dst[ARGS_MAX];
+        size_t n_persist;
         unsigned long long tmp_size; /* of /tmp and the home each; 0: the kernel's default */
         char *mask[ARGS_MAX];
         size_t n_mask;
@@ -94,6 +98,12 @@ void remove_tmp_dir(void);
 
 /* native-full.c */
 _noreturn_ void setup_main(const Spec *s, int alive, int ready, uid_t uid, gid_t gid);
+
+/* native-persist.c: the persistent directories' layers, planned (and a
+ * new upper layer made) while the host's paths are in sight, mounted into
+ * the new root after its binds. */
+void persist_plan(const Spec *s);
+void persist_mount(void);
 
 /* native-fs-only.c */
 int run_fs_only(const Spec *s, int abi);

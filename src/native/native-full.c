@@ -209,6 +209,7 @@ static void build_root(const Spec *s) {
                         plan_bind(d, d, true);
         }
 
+        persist_plan(s);
         /* The new root, on a tmpfs over /tmp (in this mount namespace
          * only). */
         if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
@@ -243,6 +244,7 @@ static void build_root(const Spec *s) {
         mount_tmpfs("/dev", "mode=0755", MS_NOEXEC);
         for (size_t i = 0; i < n_binds; i++)
                 do_bind(&binds[i]);
+        persist_mount();
         char shm[64];
         snprintf(shm, sizeof(shm), "mode=1777,size=%llu", s->shm_size);
         mount_tmpfs("/dev/shm", shm, MS_NOEXEC);

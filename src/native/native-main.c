@@ -113,6 +113,8 @@ static void spec_done(Spec *s) {
                 free(s->rw_src[i]);
         for (size_t i = 0; i < s->n_mask; i++)
                 free(s->mask[i]);
+        for (size_t i = 0; i < s->n_persist; i++)
+                free(s->persist_dir[i]);
         free(s->fd_env);
         free(s->fd_env_buf);
 }
@@ -125,9 +127,9 @@ static void usage(void) {
                 "                      [--mode full|fs-only|auto]\n"
                 "                      -- CMD [ARG]...\n"
                 "       lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--bind SRC:DST]...\n"
-                "                      [--mask PATH]... [--shm-size BYTES] [--tmp-size BYTES] [--loopback] "
-                "[--share-net]\n"
-                "                      [--nproc N] [--mode full|auto] [--cgroup DIR] [--die-with-parent] --hold\n"
+                "                      [--persist DIR:DST]... [--mask PATH]... [--shm-size BYTES] [--tmp-size BYTES]\n"
+                "                      [--loopback] [--share-net] [--nproc N] [--mode full|auto] [--cgroup DIR]\n"
+                "                      [--die-with-parent] --hold\n"
                 "       lazaret-native --join PID [--cwd REL] [--env-fd N] [--rw DST]... [--loopback] [--share-net]\n"
                 "                      [--nproc N]\n"
                 "                      [--cgroup DIR]\n"
@@ -263,6 +265,7 @@ int main(int argc, char **argv) {
                 { "cwd", required_argument, NULL, 'C' },
                 { "env-fd", required_argument, NULL, 'E' },
                 { "cgroup", required_argument, NULL, 'G' },
+                { "persist", required_argument, NULL, 'p' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -311,6 +314,31 @@ int main(int argc, char **argv) {
                         (c == 'B' ? s.ro_dst : s.rw_dst)[(*n)++] = dst;
                         if (c == 'b')
                                 rw_paths[n_rw_paths++] = dst;
+                        break;
+                }
+                case 'p': {
+                        /* DIR:DST: DST kept in DIR across runs
+                         * (native-persist.c); the commands may write
+                         * there. */
+                        char *colon = strrchr(optarg, ':');
+                        const char *dst = colon ? colon + 1 : NULL;
+                        if (!dst || colon == optarg || !dst_is_valid(dst) || streq(dst, "/")) {
+                                fprintf(stderr,
+                                        "lazaret-native: --persist %s: DIR:DST expected, DST absolute without \".\" "
+                                        "or \"..\" segments, not /, /tmp or the home, and not /proc, /dev or "
+                                        "/workspace or below them\n",
+                                        optarg);
+                                return EXIT_NATIVE;
+                        }
+                        if (s.n_persist >= ARGS_MAX || n_rw_paths >= ARGS_MAX) {
+                                fprintf(stderr, "lazaret-native: more than %d --persist options\n", ARGS_MAX);
+                                return EXIT_NATIVE;
+                        }
+                        *colon = '\0';
+                        s.persist_dir[s.n_persist] = resolve("--persist", optarg);
+                        *colon = ':';
+                        s.persist_dst[s.n_persist++] = dst;
+                        rw_paths[n_rw_paths++] = dst;
                         break;
                 }
                 case 'L':
@@ -440,6 +468,7 @@ int main(int argc, char **argv) {
                                     : s.n_ro          ? "--ro"
                                     : s.n_ro_bind     ? "--ro-bind"
                                     : s.n_rw_bind     ? "--bind"
+                                    : s.n_persist     ? "--persist"
                                     : tmp_given       ? "--tmp-size"
                                     : s.n_mask        ? "--mask"
                                     : shm_given       ? "--shm-size"
@@ -549,10 +578,11 @@ int main(int argc, char **argv) {
                     "user namespaces, or use the container backend",
                     why);
         if (mode == NATIVE_MODE_FS_ONLY &&
-            (s.n_ro_bind || s.n_rw_bind || tmp_given || loopback || share_net || nproc_limit))
+            (s.n_ro_bind || s.n_rw_bind || s.n_persist || tmp_given || loopback || share_net || nproc_limit))
                 die("%s needs FULL mode (FS-ONLY has no mount or network namespace of its own)",
                     s.n_ro_bind   ? "--ro-bind"
                     : s.n_rw_bind ? "--bind"
+                    : s.n_persist ? "--persist"
                     : tmp_given   ? "--tmp-size"
                     : loopback    ? "--loopback"
                     : share_net   ? "--share-net"

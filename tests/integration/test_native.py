@@ -3042,3 +3042,78 @@ def test_fs_only_cwd_env_fd_and_what_the_command_leaves(nat):
     assert "--cwd is only for --join and --mode fs-only" in one_error_line(r)
     r = nat.run("--workspace", nat.work, "--env-fd", "3", "--", "/bin/true")
     assert "--env-fd is only for --join and --mode fs-only" in one_error_line(r)
+
+
+# ---- --persist (issue 45) ------------------------------------------------------
+
+def persist_dir(nat, name):
+    """A private (0700) directory of the test user for --persist."""
+    d = nat.outside_tmp_dir(name)
+    os.chmod(d, 0o700)
+    return d
+
+
+def test_persist_keeps_a_directory_across_runs(nat):
+    """--persist DIR:DST: what the command writes at DST is in DIR/upper on
+    the host and there for the next sandbox, through a hold and a join told
+    --rw DST (and for no other join); the host's own DST (/usr/local, the
+    lower layer) is unchanged; elsewhere (/opt) DST is DIR/upper alone,
+    starting empty."""
+    usr, opt = persist_dir(nat, "usrlocal"), persist_dir(nat, "opt")
+    host_before = sorted(os.listdir("/usr/local"))
+    code = """
+R["usr"] = t(write, "/usr/local/lz-%s", "u\\n")
+R["opt"] = t(write, "/opt/lz-%s", "o\\n")
+R["opt-list"] = sorted(os.listdir("/opt"))
+R["mounts"] = sorted(l.split()[4] + " " + l.split(" - ")[1].split()[0] for l in open("/proc/self/mountinfo")
+                     if l.split()[4] in ("/usr/local", "/opt"))
+"""
+    args = ["--persist", f"{usr}:/usr/local", "--persist", f"{opt}:/opt"]
+    r = nat.run("--workspace", nat.work, *args, "--", PYTHON, "-c", PRELUDE + code % ("run", "run") + EPILOGUE)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (res["usr"], res["opt"], res["opt-list"]) == ("OK", "OK", ["lz-run"]), res
+    # /usr/local the overlay, /opt the layer's directory bound (the host
+    # file system's type).
+    assert "/usr/local overlay" in res["mounts"] and any(m.startswith("/opt ") for m in res["mounts"]), res
+    assert open(os.path.join(usr, "upper", "lz-run")).read() == "u\n"
+    assert open(os.path.join(opt, "upper", "lz-run")).read() == "o\n"
+    h = nat.hold(extra=args)
+    r = nat.join(h.init, [PYTHON, "-c", PRELUDE + code % ("nojoin", "nojoin") + EPILOGUE])
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (res["usr"], res["opt"], res["opt-list"]) == ("EACCES", "EACCES", ["lz-run"]), res
+    r = nat.run("--join", str(h.init), "--rw", "/usr/local", "--rw", "/opt", "--", PYTHON, "-c",
+                PRELUDE + code % ("join", "join") + EPILOGUE)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (res["usr"], res["opt"], res["opt-list"]) == ("OK", "OK", ["lz-join", "lz-run"]), res
+    assert sorted(os.listdir("/usr/local")) == host_before
+    assert not os.path.exists("/usr/local/lz-run") and not os.path.exists("/opt/lz-run")
+
+
+@pytest.mark.parametrize("case", ["dir-not-private", "dir-missing", "dst-root", "dst-tmp", "dst-workspace",
+                                  "dst-symlink", "fs-only"])
+def test_persist_bad_input(nat, case):
+    """A layer directory that is not the user's private one, a destination
+    over the sandbox's own mounts or through a symbolic link on the host
+    (Debian's /bin, a link to usr/bin), FS-ONLY: one line, 125, nothing
+    run."""
+    d = persist_dir(nat, "bad")
+    dst, extra = "/usr/local", []
+    if case == "dir-not-private":
+        os.chmod(d, 0o755)
+    elif case == "dir-missing":
+        d = os.path.join(d, "missing")
+    elif case.startswith("dst-"):
+        dst = {"dst-root": "/", "dst-tmp": "/tmp", "dst-workspace": "/workspace/x", "dst-symlink": "/bin"}[case]
+    else:
+        extra = ["--mode", "fs-only"]
+    marker = os.path.join(nat.work, "ran")
+    r = nat.run(*extra, "--workspace", nat.work, "--persist", f"{d}:{dst}", "--", "/bin/sh", "-c",
+                "touch /workspace/ran")
+    line = one_error_line(r)
+    want = {"dir-not-private": "not a private directory", "dir-missing": "--persist",
+            "dst-root": "--persist", "dst-tmp": "--persist", "dst-workspace": "--persist",
+            "dst-symlink": "a symbolic link or not a directory", "fs-only": "needs FULL mode"}[case]
+    assert want in line, line
+    assert not os.path.exists(marker)

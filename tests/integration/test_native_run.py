@@ -24,6 +24,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
 
@@ -349,7 +350,8 @@ tryit("tcp-host-loopback", tcp)
     # FS-ONLY has no user namespace of its own to do that from.
     ("allow-egress-fs-only", 'allow_egress = ["192.0.2.0/24"]\n', None, {"LAZARET_TEST_NO_USERNS": "1"},
      "address rules need FULL mode"),
-    ("persistent-dirs", 'persistent_dirs = ["/usr/local"]\n', None, {}, "persistent_dirs need"),
+    # Issue 45: persistent_dirs are kept, but not over the sandbox's memory.
+    ("persistent-tmp", 'persistent_dirs = ["/tmp/keep"]\n', None, {}, "cannot keep persistent directory /tmp/keep"),
 ])
 def test_native_preflight_fails_closed(lz, case, extra, network, env, want):
     """What the native backend cannot provide is refused before anything
@@ -1111,3 +1113,139 @@ def test_native_ca_certificates(lz, mode):
         os.path.join(d.domain_dirs()[0], "ca-certificates.crt")
     assert first == "|".join([path] * 4), r.stdout
     assert (count, comments, written) == ("1", "0", "not-written"), r.stdout
+
+
+# ---- persistent directories (issue 45) ----------------------------------------
+
+def user_mounts_of(uid, text):
+    """Mount lines naming text in the mount table of any process of uid
+    (every mount namespace it has), and in the host's."""
+    found = [ln for ln in open("/proc/self/mountinfo") if text in ln]
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != uid:
+                continue
+            with open(f"/proc/{pid}/mountinfo") as f:
+                found += [f"{pid}: {ln}" for ln in f if text in ln]
+        except OSError:
+            continue
+    return found
+
+
+def test_native_persistent_dirs_live_in_the_sandboxs_namespace(lz):
+    """The persistent directories are mounted in the sandbox's own mount
+    namespace (overlayfs over the host's /usr/local, userxattr; /opt its
+    layer bound alone), never on the host: a SIGKILL of the coordinator
+    takes them with the sandbox, nothing stays mounted in any namespace of
+    the user, and the next run has what was written."""
+    d = native(lz, extra='persistent_dirs = ["/usr/local", "/opt"]\n')
+    p = d.popen("run", "--tui=none", "--", "/bin/sh", "-c", "echo kept > /usr/local/lz-k; echo o > /opt/o; exec sleep 300")
+    try:
+        st = wait_status(d)
+        init, coord = st["sandbox"]["init_pid"], st["coordinator_pid"]
+        # The session has written both (the kill must not cut a write).
+        [domain] = d.domain_dirs()
+        kept = [os.path.join(domain, "usr_2flocal_native/upper/lz-k"), os.path.join(domain, "opt_native/upper/o")]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(os.path.exists(k) and os.path.getsize(k) for k in kept):
+            time.sleep(0.05)
+        inside = open(f"/proc/{init}/mountinfo").read()
+        lines = {ln.split()[4]: ln for ln in inside.splitlines()}
+        assert " - overlay overlay " in lines["/usr/local"] and "userxattr" in lines["/usr/local"], inside
+        assert "/opt" in lines, inside
+        assert not [ln for ln in open("/proc/self/mountinfo") if "_native/" in ln or "userxattr" in ln]
+        subprocess.run(["kill", "-KILL", str(coord)], check=True)
+        assert wait_gone(init, 10), "the sandbox outlived its coordinator"
+    finally:
+        end_cli(p)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and user_mounts_of(lz.user.pw_uid, "_native/"):
+        time.sleep(0.1)
+    assert not user_mounts_of(lz.user.pw_uid, "_native/")
+    assert not user_mounts_of(lz.user.pw_uid, "/usr/local overlay")
+    r = d.run("run", "--tui=none", "--", "/bin/sh", "-c", "cat /usr/local/lz-k /opt/o", timeout=120)
+    assert (r.returncode, r.stdout) == (0, "kept\no\n"), r.stderr + d.log()
+    assert not os.path.exists("/usr/local/lz-k")
+
+
+ATTACK_PERSIST = TRYIT + r"""
+import ctypes, errno, os, stat, subprocess
+def write(p):
+    with open(p, "a") as f:
+        f.write("x")
+victim = "/usr/local/bin/" + sorted(os.listdir("/usr/local/bin"))[0]
+su = "/usr/bin/su"
+tryit("append-host-file", lambda: write(victim))
+tryit("chmod-host-file", lambda: os.chmod(victim, 0o4777))
+tryit("chown-host-file", lambda: os.chown(victim, os.getuid(), -1))
+tryit("link-setuid-root", lambda: os.link(su, "/usr/bin/su-copy"))
+tryit("rename-setuid-root", lambda: os.rename(su, "/usr/bin/su-moved"))
+tryit("mknod-char", lambda: os.mknod("/usr/local/null2", stat.S_IFCHR | 0o666, os.makedev(1, 3)))
+tryit("mknod-block", lambda: os.mknod("/usr/local/sda2", stat.S_IFBLK | 0o666, os.makedev(8, 0)))
+libc = ctypes.CDLL(None, use_errno=True)
+def mount_over():
+    if libc.mount(b"x", b"/usr/local", b"tmpfs", 0, None) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+tryit("mount-over", mount_over)
+# What the sandbox may do: its own files, set-uid to itself at most.
+with open("/usr/local/mine", "w") as f:
+    f.write("mine")
+os.chmod("/usr/local/mine", 0o6755)
+tryit("chown-own-to-root", lambda: os.chown("/usr/local/mine", 0, 0))
+subprocess.run(["cp", "-a", su, "/usr/local/su-cp"], capture_output=True)
+os.unlink(victim)
+print("victim-gone", not os.path.exists(victim))
+"""
+
+
+def test_native_persistent_dirs_attacks(lz):
+    """From inside, against persistent /usr (the host's /usr the lower
+    layer, read-only): the host's files cannot be written, re-moded,
+    re-owned, hard-linked (a set-uid root program) or moved; no device
+    node can be made; removing one hides it in the sandbox only. On the
+    host the layer holds only the user's own files (set-uid at most to the
+    user itself, which grants nothing), no device but overlayfs's 0:0
+    whiteouts, in a directory only the user can enter; the host's /usr is
+    unchanged."""
+    d = native(lz, extra='persistent_dirs = ["/usr"]\n')
+    victim = "/usr/local/bin/" + sorted(os.listdir("/usr/local/bin"))[0]
+    before = {p: (os.stat(p).st_mode, os.stat(p).st_uid, open(p, "rb").read()) for p in (victim, "/usr/bin/su")}
+    r = d.run("run", "--tui=none", "--", PYTHON, "-c", ATTACK_PERSIST, timeout=180)
+    assert r.returncode == 0, r.stderr + d.log()[-3000:]
+    got = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+    for name in ("append-host-file", "chmod-host-file", "chown-host-file"):
+        assert got[name] in ("EACCES", "EPERM", "EROFS"), (name, r.stdout)
+    # A copy-up would have to give the copy its owner, root, whom the
+    # sandbox's namespace does not map (EOVERFLOW).
+    assert got["link-setuid-root"] in ("EPERM", "EACCES", "EXDEV", "EOVERFLOW"), r.stdout
+    assert got["rename-setuid-root"] in ("EPERM", "EACCES", "EXDEV", "EOVERFLOW"), r.stdout
+    assert got["mknod-char"] == "EPERM" and got["mknod-block"] == "EPERM", r.stdout
+    assert got["mount-over"] != "OK", r.stdout
+    assert got["chown-own-to-root"] in ("EPERM", "EINVAL"), r.stdout
+    assert got["victim-gone"] == "True", r.stdout
+    # The host's files are as they were.
+    for p, (mode, uid, data) in before.items():
+        st = os.stat(p)
+        assert (st.st_mode, st.st_uid, open(p, "rb").read()) == (mode, uid, data), p
+    assert not os.path.exists("/usr/local/mine") and not os.path.exists("/usr/bin/su-copy")
+    [domain] = d.domain_dirs()
+    layer = os.path.join(domain, "usr_native")
+    assert os.stat(layer).st_mode & 0o777 == 0o700 and os.stat(layer).st_uid == lz.user.pw_uid
+    seen = 0
+    for root, dirs, files in os.walk(os.path.join(layer, "upper")):
+        for n in dirs + files:
+            st = os.lstat(os.path.join(root, n))
+            seen += 1
+            assert st.st_uid == lz.user.pw_uid and st.st_gid == lz.user.pw_gid, (root, n, st)
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                assert stat.S_ISCHR(st.st_mode) and st.st_rdev == 0, (root, n, st)  # a whiteout
+            if st.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                assert st.st_uid == lz.user.pw_uid, (root, n, st)
+    assert seen > 100  # the mirrored directories, the sandbox's files
+    mine = os.stat(os.path.join(layer, "upper", "local", "mine"))
+    assert mine.st_uid == lz.user.pw_uid and mine.st_mode & stat.S_ISUID
+    cp = os.path.join(layer, "upper", "local", "su-cp")
+    assert not os.path.exists(cp) or (os.stat(cp).st_uid == lz.user.pw_uid), os.stat(cp)

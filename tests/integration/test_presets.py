@@ -541,3 +541,112 @@ def test_a_preset_whose_image_is_not_built_says_how(lz):
     r = subprocess.run(["runuser", "-u", lz.user.pw_name, "--", "env", "-i", f"HOME={lz.home}",
                         "PATH=/usr/bin:/bin", "podman", "ps", "-aq"], capture_output=True, text=True, cwd="/")
     assert r.stdout.strip() == "", r.stdout
+
+
+def native_preset_cfg(lz, preset):
+    """A profile of preset with backend = "native" (issue 45): no image is
+    built or looked up; no memory cgroup is assumed (memory_limit = 0)."""
+    data = os.path.join(lz.base, "data")
+    os.makedirs(data)
+    os.chown(data, lz.user.pw_uid, lz.user.pw_gid)
+    return data, lz.write("n.toml", f"""[storage]
+data_root = "{data}"
+[network]
+default_allow = []
+default_deny = []
+[escalation]
+enabled = false
+socket_dir = "{lz.base}/sock"
+[profiles.gg]
+preset = "{preset}"
+backend = "native"
+memory_limit = 0
+ca_certificates = "host"
+""")
+
+
+def test_claude_preset_runs_on_native(lz):
+    """Issue 45: the claude preset with backend = "native" installs Claude
+    Code with the host's npm from the npm registry through the broker into
+    its persistent /usr/local (the host's /usr/local the lower layer,
+    unchanged), and --version answers with the pinned version; the next
+    sandbox finds it installed."""
+    ok = registry_answers()
+    if ok is not True:
+        pytest.skip(f"LOUD SKIP: https://registry.npmjs.org does not answer from this host ({ok}); the preset "
+                    "cannot install its agent")
+    data, cfg = native_preset_cfg(lz, "claude")
+    env = {"HOME": lz.user.pw_dir}
+    r = lz.run("--config", cfg, "config", "show", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    cmd = json.loads(r.stdout)["config"]["profiles"]["gg"]["command"]["value"]
+    version = re.search(r"@([0-9]+\.[0-9]+\.[0-9]+) ", cmd[2]).group(1)
+    host_before = sorted(os.listdir("/usr/local/bin"))
+    try:
+        # Where npm is missing (here: a PATH without it), one line says
+        # what is needed and how to get it.
+        r = lz.run("--config", cfg, "run", "gg", "--tui=none", "--", "/usr/bin/env", "PATH=/nonexistent", *cmd,
+                   "--version", env=env, timeout=300)
+        assert r.returncode == 127, r.stdout + r.stderr
+        assert ("lazaret: installing Claude Code needs npm, which this system lacks (the native backend uses the "
+                "host npm: sudo apt-get install npm)") in r.stderr, r.stderr
+        for i in range(2):
+            r = lz.run("--config", cfg, "run", "gg", "--tui=none", "--", *cmd, "--version", env=env, timeout=900)
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert re.fullmatch(rf"{re.escape(version)}( \(.*\))?", r.stdout.strip()), r.stdout
+            assert ("lazaret: installing Claude Code" in r.stderr) == (i == 0), r.stderr
+        assert sorted(os.listdir("/usr/local/bin")) == host_before
+        domains = os.path.join(data, "domains")
+        [dom] = os.listdir(domains)
+        assert os.path.exists(os.path.join(domains, dom, "usr_2flocal_native", "upper", "bin", "claude"))
+        r = lz.run("--config", cfg, "status", "gg", "--json", env=env)
+        assert "localhost/lazaret" not in r.stdout  # no image: the host's system directories
+    finally:
+        subprocess.run(["rm", "-rf", data], check=False)
+
+
+def test_shell_preset_runs_on_native(lz):
+    """Issue 45: the shell preset with backend = "native": bash -l starts;
+    an npm package installed through the broker into the persistent /usr
+    and a file in the persistent /root are there in the next sandbox, and
+    on the host only in the Domain's layers."""
+    ok = registry_answers()
+    if ok is not True:
+        pytest.skip(f"LOUD SKIP: https://registry.npmjs.org does not answer from this host ({ok}); the shell "
+                    "cannot install from it")
+    data, cfg = native_preset_cfg(lz, "shell")
+    env = {"HOME": lz.user.pw_dir}
+    try:
+        r = lz.run("--config", cfg, "run", "gg", "--tui=none", "--", "/bin/bash", "-lc",
+                   "npm install -g --prefix=/usr/local --no-audit --no-fund --no-update-notifier semver@7.6.3 >&2"
+                   " && semver 1.2.3 && echo note > /root/note", env=env, timeout=600)
+        assert (r.returncode, r.stdout) == (0, "1.2.3\n"), r.stdout + r.stderr
+        r = lz.run("--config", cfg, "run", "gg", "--tui=none", "--", "/bin/bash", "-lc",
+                   "semver 1.2.3 && cat /root/note", env=env, timeout=300)
+        assert (r.returncode, r.stdout) == (0, "1.2.3\nnote\n"), r.stdout + r.stderr
+        assert not os.path.exists("/usr/local/bin/semver") and not os.path.exists("/usr/local/lib/node_modules/semver")
+    finally:
+        subprocess.run(["rm", "-rf", data], check=False)
+
+
+@pytest.mark.parametrize("preset", ["codex", "gemini", "opencode", "aider"])
+def test_every_preset_starts_on_native(lz, preset):
+    """Issue 45: the other presets start with backend = "native" too: their
+    persistent directories, volumes and names are all the native backend
+    keeps (no image looked up, none refused), and a command runs in them;
+    what it writes under the first persistent directory stays."""
+    data, cfg = native_preset_cfg(lz, preset)
+    env = {"HOME": lz.user.pw_dir}
+    r = lz.run("--config", cfg, "config", "show", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    first = json.loads(r.stdout)["config"]["profiles"]["gg"]["persistent_dirs"]["value"][0]
+    try:
+        r = lz.run("--config", cfg, "run", "gg", "--tui=none", "--", "/bin/sh", "-c",
+                   f"echo kept > {first}/lz-preset && echo ran", env=env, timeout=300)
+        assert (r.returncode, r.stdout) == (0, "ran\n"), r.stdout + r.stderr
+        r = lz.run("--config", cfg, "run", "gg", "--tui=none", "--", "/bin/cat", f"{first}/lz-preset", env=env,
+                   timeout=300)
+        assert (r.returncode, r.stdout) == (0, "kept\n"), r.stdout + r.stderr
+        assert not os.path.exists(f"{first}/lz-preset")
+    finally:
+        subprocess.run(["rm", "-rf", data], check=False)

@@ -644,3 +644,117 @@ def test_changes_from_before_the_images_move_in(sdom, lz):
     assert not os.path.exists(old) and not os.path.exists(layer(sdom, "usr_work"))
     assert in_layer(sdom, "usr", "local/old") == "from before\n"
     assert "moving the changes to /usr" in sdom.log()
+
+
+# ---- both backends (issue 45) ------------------------------------------------
+# The native backend keeps persistent_dirs too: the kernel's overlayfs in
+# the sandbox's own user and mount namespace over the host's directory
+# where the sandbox sees one (/usr/local), the layer's directory bound
+# alone elsewhere (/opt); each in <name>_native/ under the Domain Root,
+# never mixed with gVisor's <name>_layer.img.
+NATIVE_IMAGE = "localhost/lazaret/unused:1"  # named, never used
+PERSIST_BOTH = 'persistent_dirs = ["/usr/local", "/opt"]\n'
+
+
+def persist_domain(lz, request, backend, extra=""):
+    if backend == "gvisor":
+        return Domain(lz, request.getfixturevalue("busybox_image"), extra=PERSIST_BOTH + extra)
+    # No memory cgroup is assumed here: the native backend then takes no
+    # memory limit (test_native_run's native()).
+    return Domain(lz, NATIVE_IMAGE, extra='backend = "native"\nmemory_limit = 0\n' + PERSIST_BOTH + extra)
+
+
+def kept_file(d, backend, name, path):
+    """The text of PATH in the layer of persistent dir NAME on the host, or
+    None: gVisor's in its ext4 image, the native backend's in its upper
+    directory."""
+    if backend == "gvisor":
+        return in_layer(d, name, path) if os.path.exists(layer(d, f"{name}_layer.img")) else None
+    p = os.path.join(layer(d, f"{name}_native"), "upper", path)
+    return open(p).read() if os.path.exists(p) else None
+
+
+@pytest.mark.parametrize("backend", ["gvisor", "native"])
+def test_persistent_dirs_survive_a_restart_and_reset_clears_them(lz, request, backend):
+    """What the sandbox writes under its persistent directories is there in
+    the next sandbox of the profile and on the host only in its layers (the
+    host's /usr/local is unchanged); `lazaret reset --dir` clears one,
+    `lazaret reset` all, and the next sandbox starts from nothing again."""
+    d = persist_domain(lz, request, backend)
+    host_before = sorted(os.listdir("/usr/local"))
+    try:
+        r = d.run("run", "--", "/bin/sh", "-c",
+                  "mkdir -p /usr/local/lz-kept /opt/lz && echo kept > /usr/local/lz-kept/f && echo opt > /opt/lz/f"
+                  " && cat /usr/local/lz-kept/f /opt/lz/f")
+        assert (r.returncode, r.stdout) == (0, "kept\nopt\n"), r.stderr + d.log()[-3000:]
+        d.assert_clean()
+        assert sorted(os.listdir("/usr/local")) == host_before and not os.path.exists("/usr/local/lz-kept")
+        assert kept_file(d, backend, "usr_2flocal", "lz-kept/f") == "kept\n"
+        assert kept_file(d, backend, "opt", "lz/f") == "opt\n"
+        if backend == "native":
+            [domain] = d.domain_dirs()
+            assert not [n for n in os.listdir(domain) if n.endswith(("_layer.img", "_layer", "_merged"))]
+            assert "fuse-overlayfs" not in d.log()
+            # status names the layer (never an image: there is none).
+            r = d.run("status")
+            assert f"persistent  /usr/local  native backend's layer {layer(d, 'usr_2flocal_native')}\n" in r.stdout, \
+                r.stdout
+
+        r = d.run("run", "--", "/bin/sh", "-c", "cat /usr/local/lz-kept/f /opt/lz/f")
+        assert (r.returncode, r.stdout) == (0, "kept\nopt\n"), r.stderr + d.log()[-3000:]
+        d.assert_clean()
+
+        r = d.run("reset", "--dir", "/opt", "--yes")
+        assert r.returncode == 0, r.stderr
+        assert kept_file(d, backend, "opt", "lz/f") is None
+        assert kept_file(d, backend, "usr_2flocal", "lz-kept/f") == "kept\n"
+        r = d.run("run", "--", "/bin/sh", "-c", "cat /usr/local/lz-kept/f; test -e /opt/lz/f && echo opt || echo no-opt")
+        assert (r.returncode, r.stdout) == (0, "kept\nno-opt\n"), r.stderr
+        d.assert_clean()
+        r = d.run("reset", "--yes")
+        assert r.returncode == 0, r.stderr
+        [domain] = d.domain_dirs()
+        assert not [n for n in os.listdir(domain) if n.startswith(("usr_2flocal_", "opt_"))], os.listdir(domain)
+        r = d.run("run", "--", "/bin/sh", "-c", "test -e /usr/local/lz-kept/f && echo kept || echo gone")
+        assert (r.returncode, r.stdout) == (0, "gone\n"), r.stderr
+        d.assert_clean()
+    finally:
+        for name in d.container_names():
+            podman(lz.user, "rm", "-f", "-t", "0", name, check=False)
+
+
+# 8 MiB every 0.2 s, 1 GB in all.
+LAYER_FILLER = ("i=0; while [ $i -lt 125 ]; do dd if=/dev/zero of=/opt/f$i bs=1M count=8 2>/tmp/err || "
+                "{ cat /tmp/err; break; }; i=$((i+1)); sleep 0.2; done; echo finished")
+
+
+@pytest.mark.parametrize("backend", ["gvisor", "native"])
+def test_disk_limit_holds_on_persistent_dirs(lz, request, backend):
+    """disk_limit on the persistent directories, as each backend can hold
+    it. gVisor: each layer is an ext4 image of disk_limit MiB, so the
+    writer gets ENOSPC inside and the sandbox goes on. Native: the upper
+    directories are plain directories on the host's disk, with no file
+    system of their own to say ENOSPC; the coordinator's disk watch
+    measures them with the work files and stops the sandbox once they grew
+    by more than disk_limit during the run, telling the terminal why, long
+    before the writer's 1 GB."""
+    d = persist_domain(lz, request, backend, extra="disk_limit = 64\n")
+    try:
+        r = d.run("run", "--", "/bin/sh", "-c", LAYER_FILLER, timeout=180)
+        upper = layer(d, "opt_native") if backend == "native" else None
+        if backend == "gvisor":
+            assert r.returncode == 0, r.stderr
+            assert "No space left on device" in r.stdout and "finished" in r.stdout, r.stdout
+            assert os.stat(layer(d, "opt_layer.img")).st_size == 64 * 1024 * 1024
+        else:
+            assert r.returncode == 125, (r.stdout, r.stderr)
+            assert "finished" not in r.stdout
+            assert ("the work files and persistent directories grew by" in r.stderr
+                    and "past disk_limit = 64 MiB" in r.stderr), r.stderr
+            assert "_native/upper" in r.stderr, r.stderr
+            grown = int(subprocess.run(["du", "-s", "-B1", upper], capture_output=True, text=True).stdout.split()[0])
+            assert 64 << 20 < grown < 400 << 20, grown
+        d.assert_clean()
+    finally:
+        for name in d.container_names():
+            podman(lz.user, "rm", "-f", "-t", "0", name, check=False)

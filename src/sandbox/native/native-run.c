@@ -22,6 +22,7 @@
 #include "log.h"
 #include "netpolicy.h"
 #include "macro.h"
+#include "native-layers.h"
 #include "native-run.h"
 #include "path-util.h"
 #include "spawn-util.h"
@@ -29,7 +30,10 @@
 #include "string-util.h"
 
 #define READY_USEC (UINT64_C(10) * 1000000)
-#define STOP_USEC  (UINT64_C(5) * 1000000)
+/* A new persistent layer first gets a copy of the host directory's tree
+ * (4 s for Debian's /usr here): the holder's ready line may take longer. */
+#define READY_NEW_LAYERS_USEC (UINT64_C(120) * 1000000)
+#define STOP_USEC             (UINT64_C(5) * 1000000)
 
 static bool reap(pid_t pid, uint64_t timeout_usec) {
         uint64_t deadline = now_usec() + timeout_usec;
@@ -390,11 +394,11 @@ void native_run_kill_leftover(const ProcessIdentity *holder) {
 
 /* The holder's stdout and stderr until its "ready PID" line, its exit, or
  * the time limit. */
-static int wait_ready(NativeRun *n, int out, int err, char **ret_error) {
+static int wait_ready(NativeRun *n, int out, int err, uint64_t timeout_usec, char **ret_error) {
         char obuf[128] = "", ebuf[1024] = "";
         size_t on = 0, en = 0;
         bool out_open = true, err_open = true;
-        uint64_t deadline = now_usec() + READY_USEC;
+        uint64_t deadline = now_usec() + timeout_usec;
         for (;;) {
                 char *nl = memchr(obuf, '\n', on);
                 if (nl) {
@@ -645,6 +649,13 @@ int native_run_start(const LaunchSpec *s, const MountPlan *plan, NativeRun *ret,
                 argv_addf(&a, "%s:/etc/resolv.conf", resolv);
         }
         add_editor_masks(&a, workspace);
+        /* persistent_dirs: each kept in its layer under the Domain Root
+         * (native-layers.h), mounted in the sandbox's namespace. */
+        int pr = native_layers_args(s, &a, ret_error);
+        if (pr < 0) {
+                argv_done(&a);
+                return pr;
+        }
         NativeRun n = { .loopback = names, .share_net = net };
         if (s->memory_cgroup) {
                 int r = cgroup_add(s, &a, &n, ret_error);
@@ -690,7 +701,7 @@ int native_run_start(const LaunchSpec *s, const MountPlan *plan, NativeRun *ret,
                 return r;
         }
         (void) process_identity_of(n.pid, &n.ident);
-        r = wait_ready(&n, out[0], err[0], ret_error);
+        r = wait_ready(&n, out[0], err[0], native_layers_new(s) ? READY_NEW_LAYERS_USEC : READY_USEC, ret_error);
         safe_close(out[0]);
         safe_close(err[0]);
         if (r < 0) {
@@ -779,6 +790,10 @@ char **native_join_argv(const LaunchSpec *s, const NativeRun *n, const char *cwd
                                 argv_add(&a, "--rw");
                                 argv_add(&a, s->volumes[i].container);
                         }
+                for (char **d = s->persistent_dirs; d && *d; d++) {
+                        argv_add(&a, "--rw");
+                        argv_add(&a, *d);
+                }
         }
         argv_add(&a, "--");
         for (char *const *p = argv; p && *p; p++)
