@@ -231,6 +231,25 @@ def in_netns(pid, *cmd):
                           check=True).stdout
 
 
+def test_native_keeps_persistent_dirs_in_the_sidecars_namespace(lz, busybox_image, hosts):  # noqa: F811
+    """Issue 45, both parts at once: with address rules the native sandbox's
+    own user namespace is below Podman's (the sidecar's owner), and its
+    persistent directory (the kernel's overlayfs, mounted in that namespace)
+    still keeps what it wrote across a restart, with the permitted host
+    reachable and the host's own /usr/local unchanged."""
+    dom = Domain(lz, busybox_image, extra=NATIVE + 'persistent_dirs = ["/usr/local"]\n', network=POLICY)
+    dom.native = True
+    before = sorted(os.listdir("/usr/local"))
+    r = dom.run("run", "--", "/bin/sh", "-c", "mkdir -p /usr/local/lz-net && echo kept > /usr/local/lz-net/f")
+    assert r.returncode == 0, r.stderr + dom.log()[-3000:]
+    dom.assert_clean()
+    r = sandbox_sh(dom, f"cat /usr/local/lz-net/f; nc {HOST4} 8080 </dev/null")
+    assert r.returncode == 0, r.stderr + dom.log()[-3000:]
+    assert r.stdout.splitlines()[0] == "kept" and "hello from the test host" in r.stdout, r.stdout
+    dom.assert_clean()
+    assert sorted(os.listdir("/usr/local")) == before
+
+
 def test_native_sandbox_runs_in_the_sidecars_namespace(lz, busybox_image, hosts):  # noqa: F811
     """Issue 45: the native sandbox (lazaret-native) runs in the sidecar's
     network namespace, in a user namespace of its own below Podman's, which
