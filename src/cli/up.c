@@ -30,6 +30,7 @@
 #include "spawn-util.h"
 #include "strbuf.h"
 #include "string-util.h"
+#include "sandbox-backend.h"
 #include "up.h"
 #include "verbs.h"
 #include "workspace-trust.h"
@@ -454,7 +455,8 @@ int up_check(const Globals *g, const char *home, const Manifest *m) {
                 }
                 _cleanup_(launch_spec_done) LaunchSpec spec = {};
                 _cleanup_free_ char *why = NULL;
-                r = launch_spec_build(cfg, p, _BACKEND_INVALID, &spec, &why);
+                r = launch_spec_build(cfg, p, _BACKEND_INVALID, sandbox_backend_for(p->backend)->preflight, &spec,
+                                      &why);
                 if (r < 0) {
                         log_error("agent %s (%s:%u:%u) cannot start: %s; nothing was started", a->name, m->path,
                                   a->pos.line, a->pos.col, why ? why : strerror(-r));

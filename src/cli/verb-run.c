@@ -34,6 +34,7 @@
 #include "session-anchor.h"
 #include "strbuf.h"
 #include "string-util.h"
+#include "sandbox-backend.h"
 #include "term-filter.h"
 #include "tui.h"
 #include "verbs.h"
@@ -855,7 +856,9 @@ int verb_run(int argc, char **argv, const Globals *g) {
 
         _cleanup_(launch_spec_done) LaunchSpec spec = {};
         _cleanup_free_ char *err = NULL;
-        r = launch_spec_build(cfg, p, backend, &spec, &err);
+        r = launch_spec_build(cfg, p, backend,
+                              sandbox_backend_for(backend != _BACKEND_INVALID ? backend : p->backend)->preflight, &spec,
+                              &err);
         if (r < 0) {
                 strv_free_n(envv, n_env);
                 if (err)

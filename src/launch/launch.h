@@ -146,11 +146,22 @@ int launch_spec_fingerprint(LaunchSpec *s);
 char *launch_agent_branch(const LaunchSpec *s); /* "lazaret/agent-<profile>" */
 char *launch_agent_worktree(const LaunchSpec *s); /* "<domain_dir>/agent-<profile>" */
 
+/* The chosen backend's own checks (SandboxBackend.preflight), before
+ * anything is made for the launch: what the backend cannot provide on this
+ * host for p, refused with one line naming it and the way out (-ENOENT and
+ * *ret_error), never a silent fallback. from_flag: `--backend` chose it, not
+ * the profile. It may fill s's fields of that backend (the helper program's
+ * path); dir is where lazaret's own programs are. */
+typedef int (*LaunchPreflight)(const Config *cfg, const ConfigProfile *p, bool from_flag, LaunchSpec *s,
+                               const char *dir, char **ret_error);
+
 /* Build the spec for profile p of cfg, with the backend p names or, when
  * backend >= 0, that one (`lazaret run --backend`). Paths of tools come from PATH. On a
  * missing prerequisite returns -ENOENT with *ret_error set to one line naming
- * the cause and the fix (caller frees). */
-int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend, LaunchSpec *ret, char **ret_error);
+ * the cause and the fix (caller frees). preflight (or NULL): the chosen
+ * backend's (the caller looks it up: launch includes no backend). */
+int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend, LaunchPreflight preflight,
+                      LaunchSpec *ret, char **ret_error);
 
 bool launch_spec_env_allowed(const LaunchSpec *s, const char *assignment);
 

@@ -114,6 +114,9 @@ typedef struct SessionExec {
 
 struct SandboxBackend {
         const char *name; /* "gvisor", "native": the profile's backend = */
+        /* At launch, in the CLI, before anything is made: what this backend
+         * cannot provide for the profile on this host (launch.h). */
+        LaunchPreflight preflight;
         bool uses_image; /* runs the profile's image (a start's error names it) */
         bool traced; /* observed by trace points (sessions get a pid file), else by hooks->scan_begin */
         /* Branch mode may go on without the git router (.git read-only). */

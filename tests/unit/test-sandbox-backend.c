@@ -293,6 +293,7 @@ static void test_table(void **state) {
                 assert_string_equal(k->name, backend_to_string(b));
                 assert_ptr_equal(sandbox_backend_by_name(k->name), k);
                 /* None is NULL: what a backend cannot do says so. */
+                assert_non_null(k->preflight);
                 assert_non_null(k->start);
                 assert_non_null(k->release);
                 assert_non_null(k->done);

@@ -278,8 +278,22 @@ static void gvisor_describe(Sandbox *sb, json_t *sandbox, json_t *limits) {
         (void) limits;
 }
 
+/* gVisor's prerequisites (runsc, Podman, the layers' tools) are launch's
+ * own, checked for every profile: nothing of the backend's alone. */
+static int gvisor_preflight(const Config *cfg, const ConfigProfile *p, bool from_flag, LaunchSpec *s, const char *dir,
+                            char **ret_error) {
+        (void) cfg;
+        (void) p;
+        (void) from_flag;
+        (void) s;
+        (void) dir;
+        (void) ret_error;
+        return 0;
+}
+
 const SandboxBackend sandbox_backend_gvisor = {
         .name = "gvisor",
+        .preflight = gvisor_preflight,
         .uses_image = true,
         .traced = true,
         .git_router_optional = false,

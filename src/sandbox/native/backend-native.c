@@ -11,6 +11,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
+#include "native-preflight.h"
 #include "native-run.h"
 #include "path-util.h"
 #include "sandbox-backend.h"
@@ -258,6 +259,7 @@ static void native_describe(Sandbox *sb, json_t *sandbox, json_t *limits) {
 
 const SandboxBackend sandbox_backend_native = {
         .name = "native",
+        .preflight = native_preflight,
         .uses_image = false,
         .traced = false,
         .git_router_optional = true,
