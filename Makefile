@@ -133,7 +133,7 @@ not-through-sudo:
 # and git through the router against a plain bind mount. Every one runs,
 # each printing its figures; the target fails at the end, naming those
 # over their budgets.
-BENCHES = run git net state workspace escalate egress events tui native native-run up
+BENCHES = run git net state workspace install escalate egress events tui native native-run up
 bench: deps-test build
 	@over=; for b in $(BENCHES); do \
 		$(AS_ROOT) bench/bench-$$b.py --build $(BUILD) || over="$$over $$b"; \
