@@ -665,8 +665,10 @@ def test_disk_limit_bounds_the_layers(lz, busybox_image):
         assert "the persistent directories' changes hold" in r.stderr and "past disk_limit = 64 MiB" in r.stderr, \
             r.stderr
         d.assert_clean()
+        # What dd wrote before the stop (at most its 100 MiB, a block map
+        # on top) is on the host's disk: no ENOSPC inside any more.
         held = os.stat(upper(d, "usr", "fill")).st_blocks * 512
-        assert held <= 100 * 1024 * 1024
+        assert 60 * 1024 * 1024 < held <= 101 * 1024 * 1024, held
         r = d.run("status", "--json")
         assert r.returncode == 0, r.stderr
 
