@@ -60,7 +60,7 @@ static json_t *persistent_info(const ConfigProfile *p) {
         for (size_t i = 0; a && i < p->n_persistent_dirs; i++) {
                 _cleanup_free_ char *name = persist_dir_name(p->persistent_dirs[i]);
                 char *leaf = NULL, *chg = NULL;
-                if (!name || asprintf(&leaf, "%s_image", name) < 0 || asprintf(&chg, "%s_layer.img", name) < 0) {
+                if (!name || asprintf(&leaf, "%s_image", name) < 0 || asprintf(&chg, "%s_layer/upper", name) < 0) {
                         free(leaf);
                         json_decref(a);
                         return NULL;
@@ -71,12 +71,12 @@ static json_t *persistent_info(const ConfigProfile *p) {
                 _cleanup_free_ char *text = NULL;
                 json_t *was =
                         path && read_file_capped(path, 64 * 1024, &text, NULL) == 0 ? json_loads(text, 0, NULL) : NULL;
-                /* The layer's image: its size is the limit its file system
-                 * has, its allocated blocks what the changes take. */
-                struct stat st;
-                bool has = changes && stat(changes, &st) == 0 && S_ISREG(st.st_mode);
-                /* The native backend's layer (sandbox/native-layers.h:
-                 * <name>_native), when it has one. */
+                /* The changes are the overlay's upper directory (issue 44);
+                 * what they may hold, all persistent directories together,
+                 * is disk_limit (the coordinator measures them; a running
+                 * sandbox's status says how much they hold). The native
+                 * backend's layer (sandbox/native-layers.h: <name>_native),
+                 * when it has one. */
                 _cleanup_free_ char *nleaf = NULL, *native = NULL;
                 struct stat nst;
                 if (asprintf(&nleaf, "%s_native", name) < 0)
@@ -84,13 +84,11 @@ static json_t *persistent_info(const ConfigProfile *p) {
                 native = nleaf ? path_join(p->domain_dir, nleaf) : NULL;
                 if (native && (lstat(native, &nst) < 0 || !S_ISDIR(nst.st_mode)))
                         native = mfree(native);
-                json_t *e =
-                        json_pack("{s:s, s:s?, s:s?, s:O?, s:O?, s:O?, s:O?, s:o?, s:o?}", "dir", p->persistent_dirs[i],
-                                  "native_layer", native, "changes", changes, "image", json_object_get(was, "image"),
-                                  "image_id", json_object_get(was, "image_id"), "previous_image_id",
-                                  json_object_get(was, "previous_image_id"), "updated", json_object_get(was, "updated"),
-                                  "size_mib", has ? json_integer((json_int_t) (st.st_size >> 20)) : NULL, "used_mib",
-                                  has ? json_integer((json_int_t) ((uint64_t) st.st_blocks * 512 >> 20)) : NULL);
+                json_t *e = json_pack("{s:s, s:s?, s:s?, s:O?, s:O?, s:O?, s:O?, s:I}", "dir", p->persistent_dirs[i],
+                                      "native_layer", native, "changes", changes, "image",
+                                      json_object_get(was, "image"), "image_id", json_object_get(was, "image_id"),
+                                      "previous_image_id", json_object_get(was, "previous_image_id"), "updated",
+                                      json_object_get(was, "updated"), "size_mib", (json_int_t) p->disk_limit_mib);
                 json_decref(was);
                 if (!e || json_array_append_new(a, e) < 0) {
                         json_decref(a);
@@ -207,8 +205,7 @@ static void print_persistent(json_t *a) {
                         printf(", was %.12s", prev);
                 printf(", since %s", json_string_value(json_object_get(e, "updated")) ?: "?");
                 if (json_is_integer(json_object_get(e, "size_mib")))
-                        printf("; changes %lld of %lld MiB",
-                               (long long) json_integer_value(json_object_get(e, "used_mib")),
+                        printf("; changes at most %lld MiB (disk_limit, all persistent directories together)",
                                (long long) json_integer_value(json_object_get(e, "size_mib")));
                 printf("\n");
         }

@@ -283,6 +283,11 @@ struct Coordinator {
         DiskWatch disk;
         Watch w_disk;
         char **disk_paths;
+        /* ... and for the persistent directories (issue 44): what their
+         * upper directories hold together, at most disk_limit. */
+        DiskWatch layer_disk;
+        Watch w_layer_disk;
+        char **layer_paths;
         /* Egress by name (issue 18): the broker (a child), the read end of
          * its decisions, their counts and their record. */
         Part p_broker;
@@ -471,7 +476,7 @@ int start_disk_watch(Coordinator *co, char **ret_error);
 int wait_disk_base(Coordinator *co, char **ret_error);
 void stop_disk_watch(Coordinator *co);
 void co_check_memory(Coordinator *co);
-void co_disk_readable(Coordinator *co);
+void co_disk_readable(Coordinator *co, DiskWatch *w);
 
 /* ---- coordinator-files.c: what a session changed ------------------------- */
 

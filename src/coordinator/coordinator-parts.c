@@ -37,33 +37,55 @@ void co_check_memory(Coordinator *co) {
         co_begin_stop(co, co->limit_reason);
 }
 
-/* disk_limit for the work files: the helper's figures, or its end. */
-void co_disk_readable(Coordinator *co) {
-        int k = diskwatch_read(&co->disk);
+/* The persistent directories' changes past disk_limit (issue 44: the
+ * kernel's overlay says no ENOSPC of its own). */
+static void layers_over(Coordinator *co, uint64_t held) {
+        snprintf(co->limit_reason, sizeof(co->limit_reason),
+                 "the persistent directories' changes hold %" PRIu64 " MiB, past disk_limit = %" PRIu64
+                 " MiB in the profile",
+                 held >> 20, co->spec.disk_limit_mib);
+}
+
+/* disk_limit for the work files (w: co->disk) or gVisor's layers
+ * (co->layer_disk): the helper's figures, or its end. */
+void co_disk_readable(Coordinator *co, DiskWatch *w) {
+        bool layers = w == &co->layer_disk;
+        int k = diskwatch_read(w);
         if (k < 0) {
-                co->disk.fd = co_close_watched(co, co->disk.fd);
+                w->fd = co_close_watched(co, w->fd);
                 if (!co->stopping) {
                         /* Unmeasured, the limit would be a claim only. */
-                        log_error("the measure of the work files stopped unexpectedly");
+                        log_error("the measure of the %s stopped unexpectedly",
+                                  layers ? "persistent directories" : "work files");
                         co->runtime_lost = true;
-                        co_begin_stop(co, "the measure of the work files (disk_limit) stopped unexpectedly");
+                        co_begin_stop(co, layers ? "the measure of the persistent directories (disk_limit) stopped "
+                                                   "unexpectedly"
+                                                 : "the measure of the work files (disk_limit) stopped unexpectedly");
                 }
                 return;
         }
-        uint64_t grown = diskwatch_grown(&co->disk), limit = co->spec.disk_limit_mib << 20;
+        uint64_t grown = diskwatch_grown(w), limit = co->spec.disk_limit_mib << 20;
         if (k == 0 || grown <= limit || co->stopping)
                 return;
+        if (layers) {
+                layers_over(co, grown);
+                log_error("%s", co->limit_reason);
+                co->runtime_lost = true;
+                co_begin_stop(co, co->limit_reason);
+                return;
+        }
         StrBuf b = STRBUF_INIT;
         for (size_t i = 0; co->disk_paths[i]; i++)
                 strbuf_printf(&b, "%s%s", i ? ", " : "", co->disk_paths[i]);
         _cleanup_free_ char *paths = strbuf_steal(&b);
         /* The native backend's persistent directories are measured with
          * them (start_disk_watch). */
-        bool layers = co->spec.backend == BACKEND_NATIVE && co->spec.persistent_dirs && co->spec.persistent_dirs[0];
+        bool native_layers =
+                co->spec.backend == BACKEND_NATIVE && co->spec.persistent_dirs && co->spec.persistent_dirs[0];
         snprintf(co->limit_reason, sizeof(co->limit_reason),
                  "the work files%s grew by %" PRIu64 " MiB during this run, past disk_limit = %" PRIu64
                  " MiB in the profile (%s)",
-                 layers ? " and persistent directories" : "", grown >> 20, co->spec.disk_limit_mib,
+                 native_layers ? " and persistent directories" : "", grown >> 20, co->spec.disk_limit_mib,
                  paths ? paths : "?");
         log_error("%s", co->limit_reason);
         co->runtime_lost = true;
@@ -384,9 +406,8 @@ static int layer_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_comm
         int r = anchor_layer_start(&co->spec, &co->anchor, l, ret_error);
         if (r < 0)
                 return r;
-        *ret_commit = json_pack("{s:o, s:{s:i}, s:s, s:o, s:I}", "daemon", process_identity_to_json(&l->ident), "mount",
-                                "mount_id", l->mount_id, "lower_path", l->lower, "layer_daemon",
-                                process_identity_to_json(&l->fs_ident), "layer_size_mib", (json_int_t) l->fs_size_mib);
+        *ret_commit = json_pack("{s:{s:i}, s:s, s:I}", "mount", "mount_id", l->mount_id, "lower_path", l->lower,
+                                "layer_size_mib", (json_int_t) l->fs_size_mib);
         r = anchor_record_image(&co->spec, &co->anchor, l);
         if (r > 0)
                 log_info("the image under %s changed: its new copy is the lower layer now, the changes in %s "
@@ -394,12 +415,12 @@ static int layer_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_comm
                          l->dir, l->changes);
         else if (r < 0)
                 log_warning("cannot record the image of %s: %s", l->dir, strerror(-r));
-        log_info("persistent %s: fuse-overlayfs %d on %s (lower %s), changes in %s (fuse2fs %d, %" PRIu64 " MiB)",
-                 l->dir, (int) l->pid, l->merged, l->lower, l->image, (int) l->fs_pid, l->fs_size_mib);
+        log_info("persistent %s: overlay %d on %s (lower %s), changes in %s (at most %" PRIu64 " MiB)", l->dir,
+                 l->mount_id, l->merged, l->lower, l->changes, l->fs_size_mib);
         return 0;
 }
 
-/* The overlay, then the layer's file system under it. */
+/* The overlay; a record of an older Lazaret also names its FUSE daemons. */
 static int layer_release(void *ctx, void *obj, json_t *own, uint64_t generation) {
         Coordinator *co = ctx;
         (void) generation;
@@ -466,11 +487,12 @@ int start_anchor(Coordinator *co, char **ret_error) {
                        co, a, &a->p_lower, ret_error);
         if (r < 0)
                 return r;
-        /* Changes from before the layers' images are copied in once. */
+        /* Changes an older Lazaret kept are moved in once. */
         bool moving = false;
         for (size_t i = 0; i < a->n_layers; i++) {
                 struct stat st;
-                if (access(a->layers[i].image, F_OK) < 0 && lstat(a->layers[i].legacy_changes, &st) == 0)
+                if (lstat(a->layers[i].changes, &st) < 0 &&
+                    (lstat(a->layers[i].image, &st) == 0 || lstat(a->layers[i].legacy_changes, &st) == 0))
                         moving = true;
         }
         if (moving)
@@ -478,10 +500,9 @@ int start_anchor(Coordinator *co, char **ret_error) {
         for (size_t i = 0; i < a->n_layers; i++) {
                 AnchorLayer *l = &a->layers[i];
                 r = part_begin(&co->ps, co->generation, &kind_layer,
-                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:n, s:n, s:n}", "dir", l->dir,
-                                         "lower_artifact_id", a->image_id, "layer_image", l->image, "layer_mount",
-                                         l->fs_mnt, "upper_path", l->changes, "work_path", l->work, "merged_path",
-                                         l->merged, "daemon", "mount", "layer_daemon"),
+                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:n}", "dir", l->dir, "lower_artifact_id",
+                                         a->image_id, "upper_path", l->changes, "work_path", l->work, "merged_path",
+                                         l->merged, "mount"),
                                co, l, &l->participant, ret_error);
                 if (r < 0)
                         return r; /* start_failed() ends the others */
@@ -550,6 +571,25 @@ int start_disk_watch(Coordinator *co, char **ret_error) {
         }
         log_info("work files measured by %d: the sandbox stops when they grow by more than %" PRIu64 " MiB",
                  (int) co->disk.pid, co->spec.disk_limit_mib);
+        if (co->anchor.n_layers == 0)
+                return 0;
+        co->layer_paths = calloc(co->anchor.n_layers + 1, sizeof(char *));
+        if (!co->layer_paths)
+                return -ENOMEM;
+        for (size_t i = 0; i < co->anchor.n_layers; i++)
+                if (!(co->layer_paths[i] = strdup(co->anchor.layers[i].changes)))
+                        return -ENOMEM;
+        co->layer_disk.absolute = true;
+        r = diskwatch_start(&co->spec, co->layer_paths, pidfile, co->spec.disk_limit_mib << 20, &co->layer_disk);
+        if (r < 0) {
+                if (asprintf(ret_error, "cannot start the measure of the persistent directories for disk_limit: %s",
+                             strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        log_info("persistent directories measured by %d: the sandbox stops when their changes hold more than %" PRIu64
+                 " MiB",
+                 (int) co->layer_disk.pid, co->spec.disk_limit_mib);
         return 0;
 }
 
@@ -561,14 +601,18 @@ int start_disk_watch(Coordinator *co, char **ret_error) {
 int wait_disk_base(Coordinator *co, char **ret_error) {
         bool said = false;
         uint64_t start = now_usec();
-        while (!co->disk.have_base) {
-                struct pollfd pfd = { .fd = co->disk.fd, .events = POLLIN };
+        DiskWatch *lw = co->layer_disk.fd >= 0 ? &co->layer_disk : NULL;
+        while (!co->disk.have_base || (lw && !lw->have_base)) {
+                DiskWatch *w = !co->disk.have_base ? &co->disk : lw;
+                struct pollfd pfd = { .fd = w->fd, .events = POLLIN };
                 int k = poll(&pfd, 1, 1000);
                 if (k < 0 && errno != EINTR)
                         return negative_errno();
-                if (k > 0 && diskwatch_read(&co->disk) < 0) {
-                        *ret_error = strdup("the measure of the work files (disk_limit) ended before its first walk; "
-                                            "see the coordinator log");
+                if (k > 0 && diskwatch_read(w) < 0) {
+                        *ret_error = strdup(w == lw ? "the measure of the persistent directories (disk_limit) ended "
+                                                      "before its first walk; see the coordinator log"
+                                                    : "the measure of the work files (disk_limit) ended before its "
+                                                      "first walk; see the coordinator log");
                         return -EIO;
                 }
                 if (k == 0 && !said) {
@@ -580,6 +624,23 @@ int wait_disk_base(Coordinator *co, char **ret_error) {
                 status_wait(co, 10, "starting the sandbox");
         log_info("work files: %" PRIu64 " MiB at the start (measured in %" PRIu64 " ms)", co->disk.base >> 20,
                  (now_usec() - start) / 1000);
+        if (lw && diskwatch_grown(lw) > co->spec.disk_limit_mib << 20) {
+                /* Full already (disk_limit lowered, or the last run
+                 * stopped over it): the sandbox would stop at once. */
+                StrBuf b = STRBUF_INIT;
+                for (size_t i = 0; i < co->anchor.n_layers; i++)
+                        strbuf_printf(&b, "%s%s", i ? " " : "", co->anchor.layers[i].dir);
+                _cleanup_free_ char *dirs = strbuf_steal(&b);
+                if (asprintf(ret_error,
+                             "the changes to the persistent directories hold %" PRIu64
+                             " MiB, more than disk_limit %" PRIu64
+                             " MiB allows; raise disk_limit, or discard them with 'lazaret reset --dir DIR' (%s)",
+                             diskwatch_grown(lw) >> 20, co->spec.disk_limit_mib, dirs ? dirs : "?") < 0)
+                        *ret_error = NULL;
+                return -ENOSPC;
+        }
+        if (lw)
+                log_info("persistent directories: %" PRIu64 " MiB of changes at the start", diskwatch_grown(lw) >> 20);
         return 0;
 }
 
@@ -587,6 +648,9 @@ void stop_disk_watch(Coordinator *co) {
         if (co->disk.fd >= 0)
                 co->disk.fd = co_close_watched(co, co->disk.fd);
         diskwatch_stop(&co->disk);
+        if (co->layer_disk.fd >= 0)
+                co->layer_disk.fd = co_close_watched(co, co->layer_disk.fd);
+        diskwatch_stop(&co->layer_disk);
 }
 
 /* The sandbox, through its backend (sandbox-backend.c): ctx is the

@@ -736,6 +736,9 @@ static json_t *status_json(Coordinator *co) {
                                                                        "size_mib",
                                                                        (json_int_t) co->anchor.layers[i].fs_size_mib));
                 (void) json_object_set_new(disk, "persistent", layers);
+                if (co->layer_disk.have_base)
+                        (void) json_object_set_new(disk, "persistent_held_mib",
+                                                   json_integer((json_int_t) (diskwatch_grown(&co->layer_disk) >> 20)));
                 (void) json_object_set_new(
                         disk, "work_files",
                         json_pack("{s:o, s:o?, s:b, s:s}", "paths", strv_to_json(co->disk_paths), "grown_mib",

@@ -85,21 +85,8 @@ static void reap_children(Coordinator *co) {
         }
         if (reaped(co->disk.pid, &st))
                 co->disk.pid = 0; /* its pipe's end says the rest */
-        for (size_t i = 0; i < co->anchor.n_layers; i++) {
-                AnchorLayer *l = &co->anchor.layers[i];
-                if (reaped(l->pid, &st)) {
-                        /* The sandbox would see I/O errors where its
-                         * installed software was: stop it. */
-                        l->pid = 0;
-                        log_error("the overlay of %s stopped unexpectedly", l->dir);
-                        co_begin_stop(co, "the overlay of a persistent directory stopped unexpectedly");
-                }
-                if (reaped(l->fs_pid, &st)) {
-                        l->fs_pid = 0;
-                        log_error("the file system of the changes to %s (fuse2fs) stopped unexpectedly", l->dir);
-                        co_begin_stop(co, "the file system of a persistent directory stopped unexpectedly");
-                }
-        }
+        if (reaped(co->layer_disk.pid, &st))
+                co->layer_disk.pid = 0;
         for (Session *s = co->sessions; s; s = s->next)
                 if (session_state_running(s->state) && reaped(s->pid, &st)) {
                         s->wstatus = st;
@@ -358,7 +345,7 @@ static void serve(Coordinator *co) {
                                 }
                                 break;
                         case WATCH_DISK:
-                                co_disk_readable(co);
+                                co_disk_readable(co, w->obj);
                                 break;
                         case WATCH_LINES:
                                 co_lines_readable(co, w->obj);
@@ -453,9 +440,13 @@ void co_release(Coordinator *co) {
                 session_free(co, co->sessions);
         co->runtime_fd = safe_close(co->runtime_fd);
         diskwatch_stop(&co->disk);
+        diskwatch_stop(&co->layer_disk);
         for (size_t i = 0; co->disk_paths && co->disk_paths[i]; i++)
                 free(co->disk_paths[i]);
         co->disk_paths = mfree(co->disk_paths);
+        for (size_t i = 0; co->layer_paths && co->layer_paths[i]; i++)
+                free(co->layer_paths[i]);
+        co->layer_paths = mfree(co->layer_paths);
         co->sidecar_fd = safe_close(co->sidecar_fd);
         co->signal_fd = safe_close(co->signal_fd);
         co->epfd = safe_close(co->epfd);
@@ -564,6 +555,7 @@ static const char *image_hint(const char *image, const char *err) {
                 .broker_lines = { .fd = -EBADF, .fn = co_broker_line },                                                \
                 .router_lines = { .fd = -EBADF, .fn = co_router_line },                                                \
                 .disk = { .fd = -EBADF },                                                                              \
+                .layer_disk = { .fd = -EBADF },                                                                        \
                 .trace = { .listen_fd = -EBADF, .fd = -EBADF, .cancel = { -EBADF, -EBADF }, .thread_fd = -EBADF } })
 
 /* ps(1) and /proc/PID/cmdline show "lazaret __watchdog" for the
@@ -1005,9 +997,12 @@ int coordinator_main(int argc, char **argv) {
                 co.w_sidecar = (Watch){ WATCH_SIDECAR, &co };
                 if (r >= 0 && co.sidecar_fd >= 0)
                         r = co_epoll_add(&co, co.sidecar_fd, EPOLLIN, &co.w_sidecar);
-                co.w_disk = (Watch){ WATCH_DISK, &co };
+                co.w_disk = (Watch){ WATCH_DISK, &co.disk };
                 if (r >= 0 && co.disk.fd >= 0)
                         r = co_epoll_add(&co, co.disk.fd, EPOLLIN, &co.w_disk);
+                co.w_layer_disk = (Watch){ WATCH_DISK, &co.layer_disk };
+                if (r >= 0 && co.layer_disk.fd >= 0)
+                        r = co_epoll_add(&co, co.layer_disk.fd, EPOLLIN, &co.w_layer_disk);
                 if (r >= 0)
                         r = co_lines_watch(&co, &co.broker_lines);
                 if (r >= 0)

@@ -330,7 +330,8 @@ int diskwatch_main(int argc, char **argv) {
         if (argc < 4)
                 return 64;
         pid_t parent = (pid_t) strtol(argv[0], NULL, 10);
-        uint64_t limit = strtoull(argv[1], NULL, 10);
+        bool absolute = argv[1][0] == '=';
+        uint64_t limit = strtoull(argv[1] + absolute, NULL, 10);
         const char *pidfile = streq(argv[2], "-") ? NULL : argv[2];
         char **paths = argv + 3;
         log_set_program("lazaret-diskwatch");
@@ -352,6 +353,8 @@ int diskwatch_main(int argc, char **argv) {
         if (say("base", base) < 0)
                 return 0;
         uint64_t used = base, fs_at_walk = fs_used(paths), walked = now_usec();
+        if (absolute)
+                base = 0; /* the room left is from what they hold */
         for (;;) {
                 struct timespec ts = { .tv_sec = DISKWATCH_TICK_USEC / 1000000,
                                        .tv_nsec = (DISKWATCH_TICK_USEC % 1000000) * 1000 };
@@ -391,7 +394,7 @@ int diskwatch_start(const LaunchSpec *s, char *const *paths, const char *pidfile
         if (!argv)
                 return -ENOMEM;
         snprintf(parent, sizeof(parent), "%d", (int) getpid());
-        snprintf(limit, sizeof(limit), "%" PRIu64, limit_bytes);
+        snprintf(limit, sizeof(limit), "%s%" PRIu64, w->absolute ? "=" : "", limit_bytes);
         argv[0] = (char *) "lazaret";
         argv[1] = (char *) "__diskwatch";
         argv[2] = parent;
@@ -451,6 +454,8 @@ int diskwatch_read(DiskWatch *w) {
 }
 
 uint64_t diskwatch_grown(const DiskWatch *w) {
+        if (w->absolute)
+                return w->have_base ? w->used : 0;
         return w->have_base && w->used > w->base ? w->used - w->base : 0;
 }
 

@@ -43,12 +43,18 @@ int diskwatch_measure(char *const *paths, uint64_t *ret_bytes, uint64_t *ret_unr
  * file is followed. */
 int diskwatch_unlinked(char *const *paths, const pid_t *roots, size_t n_roots, uint64_t *ret_bytes);
 
-/* `lazaret __diskwatch PARENT_PID LIMIT_BYTES PIDFILE|- PATH...`: the
+/* `lazaret __diskwatch PARENT_PID [=]LIMIT_BYTES PIDFILE|- PATH...`: the
  * unlinked files of the parent's tree count, and of conmon's when PIDFILE
- * (read at each measure) names it. */
+ * (read at each measure) names it; "=" before the limit: it is on what
+ * the paths hold, not on their growth. */
 int diskwatch_main(int argc, char **argv);
 
 typedef struct DiskWatch {
+        /* Set before the start: the limit is on what the paths hold, not
+         * on what they grew by (the persistent directories' upper
+         * directories, issue 44); diskwatch_grown() is then what they
+         * hold. */
+        bool absolute;
         pid_t pid;
         int fd; /* the helper's stdout */
         char buf[256];
@@ -66,7 +72,8 @@ int diskwatch_start(const LaunchSpec *s, char *const *paths, const char *pidfile
 /* Read what it wrote: 1 when the figures changed, 0 when not, -EPIPE when
  * it ended. */
 int diskwatch_read(DiskWatch *w);
-/* Bytes the work files grew by since the start (0 before the baseline). */
+/* Bytes the work files grew by since the start (0 before the baseline);
+ * absolute: what they hold. */
 uint64_t diskwatch_grown(const DiskWatch *w);
 /* End it (SIGKILL) and reap it; closes the fd. */
 void diskwatch_stop(DiskWatch *w);

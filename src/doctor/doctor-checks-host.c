@@ -7,13 +7,18 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <linux/capability.h>
+#include <limits.h>
 #include <pwd.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "doctor-internal.h"
@@ -280,14 +285,15 @@ int check_limits(DoctorContext *c, DoctorResult *r) {
                                     "memory_limit: the coordinator stops the sandbox at it (gVisor's memory file), "
                                     "and a memory cgroup above it; cpu_limit: the CPU affinity of the sandbox's "
                                     "host threads, which run at nice 10; disk_limit: gVisor's overlay of the root "
-                                    "file system, and an ext4 image per persistent directory (not the workspace)");
-        return result_ok(r,
-                         "pids_limit: gVisor's RLIMIT_NPROC for every task (it bounds runsc's host threads too); "
-                         "memory_limit: the coordinator stops the sandbox at it (gVisor's memory file); "
-                         "cpu_limit: the CPU affinity of the sandbox's host threads, which run at nice 10. "
-                         "disk_limit: gVisor's overlay of the root file system, and an ext4 image per persistent "
-                         "directory (not the workspace). Rootless runsc runs without cgroups here, so no cgroup stands "
-                         "behind them");
+                                    "file system; the persistent directories' changes and the work files by the "
+                                    "coordinator, which stops the sandbox past it");
+        return result_ok(r, "pids_limit: gVisor's RLIMIT_NPROC for every task (it bounds runsc's host threads too); "
+                            "memory_limit: the coordinator stops the sandbox at it (gVisor's memory file); "
+                            "cpu_limit: the CPU affinity of the sandbox's host threads, which run at nice 10. "
+                            "disk_limit: gVisor's overlay of the root file system; the persistent directories' changes "
+                            "and the work files by the coordinator, which stops the sandbox past it. Rootless runsc "
+                            "runs without cgroups here, so no cgroup stands "
+                            "behind them");
 }
 
 /* A sysctl's value as an integer, or -1 when it is not there. */
@@ -354,4 +360,85 @@ int check_native(DoctorContext *c, DoctorResult *r) {
                           "escalation and volumes, and needs runtime.memory_cgroup");
         char *f = strbuf_steal(&fix);
         return result_fail(r, f, "FS-ONLY (Landlock ABI %d): %s", abi, why);
+}
+
+/* The persistent directories are the kernel's overlayfs mounted in
+ * Podman's user namespace (issue 44): try one in a user and mount
+ * namespace of our own, on a tmpfs there (Linux 5.11 or later; tmpfs
+ * keeps user extended attributes from 6.6, and before that the kernel
+ * mounts without them). The child's status: 0, or the errno of the step
+ * that failed (+100 for the overlay mount itself). */
+static int write_proc(const char *path, const char *text) {
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        ssize_t k = write(fd, text, strlen(text));
+        int e = errno;
+        (void) close(fd);
+        errno = e;
+        return k == (ssize_t) strlen(text) ? 0 : -1;
+}
+
+static int overlay_probe_child(const char *dir, uid_t uid, gid_t gid) {
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+                return errno;
+        char map[64];
+        snprintf(map, sizeof(map), "0 %u 1", (unsigned) uid);
+        if (write_proc("/proc/self/setgroups", "deny") < 0 && errno != ENOENT)
+                return errno;
+        if (write_proc("/proc/self/uid_map", map) < 0)
+                return errno;
+        snprintf(map, sizeof(map), "0 %u 1", (unsigned) gid);
+        if (write_proc("/proc/self/gid_map", map) < 0)
+                return errno;
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mount("lazaret-doctor", dir, "tmpfs", 0, "size=1m,mode=0700") < 0)
+                return errno;
+        char l[PATH_MAX], u[PATH_MAX], w[PATH_MAX], m[PATH_MAX], opts[4 * PATH_MAX];
+        snprintf(l, sizeof(l), "%s/l", dir);
+        snprintf(u, sizeof(u), "%s/u", dir);
+        snprintf(w, sizeof(w), "%s/w", dir);
+        snprintf(m, sizeof(m), "%s/m", dir);
+        if (mkdir(l, 0755) < 0 || mkdir(u, 0755) < 0 || mkdir(w, 0755) < 0 || mkdir(m, 0755) < 0)
+                return errno;
+        snprintf(opts, sizeof(opts), "userxattr,lowerdir=%s,upperdir=%s,workdir=%s", l, u, w);
+        if (mount("overlay", m, "overlay", 0, opts) < 0)
+                return 100 + errno;
+        return 0;
+}
+
+int check_overlay_userns(DoctorContext *c, DoctorResult *r) {
+        (void) c;
+        char dir[] = "/tmp/lazaret-doctor-XXXXXX";
+        if (!mkdtemp(dir))
+                return result_fail(r, strdup("# make /tmp writable"), "cannot make a directory in /tmp: %m");
+        uid_t uid = getuid();
+        gid_t gid = getgid();
+        pid_t pid = fork();
+        if (pid < 0) {
+                int e = errno;
+                (void) rmdir(dir);
+                return -e;
+        }
+        if (pid == 0)
+                _exit(overlay_probe_child(dir, uid, gid));
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        (void) rmdir(dir);
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        if (code == 0)
+                return result_ok(r, "the kernel mounts overlayfs in a user namespace (userxattr): persistent_dirs "
+                                    "can be kept");
+        if (code >= 100)
+                return result_fail(r,
+                                   strdup("# persistent_dirs need Linux 5.11 or later with overlayfs mounts in user "
+                                          "namespaces; profiles without persistent_dirs work without"),
+                                   "the kernel refuses an overlayfs mount in a user namespace (%s): persistent_dirs "
+                                   "cannot be kept",
+                                   strerror(code - 100));
+        return result_fail(r,
+                           strdup("# Podman rootless needs user namespaces too: see the subuid and newuidmap checks"),
+                           "cannot make a user and mount namespace to try an overlayfs mount (%s)",
+                           code > 0 ? strerror(code) : "the probe was killed");
 }

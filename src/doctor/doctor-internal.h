@@ -84,6 +84,7 @@ int check_runsc_files(DoctorContext *c, DoctorResult *r);
 int check_runc(DoctorContext *c, DoctorResult *r);
 int check_fuse_overlayfs(DoctorContext *c, DoctorResult *r);
 int check_fuse2fs(DoctorContext *c, DoctorResult *r);
+int check_overlay_userns(DoctorContext *c, DoctorResult *r);
 int check_slirp4netns(DoctorContext *c, DoctorResult *r);
 int check_storage_driver(DoctorContext *c, DoctorResult *r);
 

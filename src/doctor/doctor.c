@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* lazaret doctor (doctor.h): each check of the host (Podman, its version,
  * storage driver and rootless mode, runsc and its files, runc, subordinate
- * ids and newuidmap, /dev/fuse, fuse-overlayfs, fuse2fs, /dev/net/tun,
- * slirp4netns, cgroups, limits) as a pure function over what was read,
+ * ids and newuidmap, /dev/fuse, fuse-overlayfs (no longer needed), fuse2fs
+ * (only to move older layers), /dev/net/tun, slirp4netns, cgroups, limits,
+ * overlayfs in a user namespace) as a pure function over what was read,
  * which the unit tests feed, and the runner that reads the host for them.
  * doctor.c holds the table of checks, the runner and the report as JSON;
  * the parsers are doctor-parse.c's, the context and the probes
@@ -25,8 +26,8 @@ static const DoctorCheck checks[] = {
         { "runsc-network", false, check_runsc_network },
         { "runsc-files", false, check_runsc_files },
         { "runc", true, check_runc },
-        { "fuse-overlayfs", true, check_fuse_overlayfs },
-        { "fuse2fs", true, check_fuse2fs },
+        { "fuse-overlayfs", false, check_fuse_overlayfs },
+        { "fuse2fs", false, check_fuse2fs },
         { "dev-fuse", true, check_dev_fuse },
         { "dev-net-tun", true, check_dev_net_tun },
         { "subuid", true, check_subuid },
@@ -38,6 +39,7 @@ static const DoctorCheck checks[] = {
         { "limits", false, check_limits },
         { "storage-driver", false, check_storage_driver },
         { "native", false, check_native },
+        { "overlay-userns", false, check_overlay_userns },
 };
 
 const DoctorCheck *doctor_check_table(size_t *ret_n) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "domain-root.h"
@@ -80,8 +81,10 @@ int domain_root_check(const char *domain_dir, char **ret_error) {
                 snprintf(type, sizeof(type), "0x%lx", (unsigned long) sf.f_type);
                 name = type;
         }
-        /* What fuse-overlayfs does in an upper directory: make directories,
-         * files and symlinks, rename, keep ownership and modes. */
+        /* What the kernel's overlay does in an upper directory: make
+         * directories, files and symlinks, rename, keep ownership and
+         * modes, mark a directory opaque with a user extended attribute
+         * (userxattr, issue 44). */
         char leaf[64];
         snprintf(leaf, sizeof(leaf), ".lazaret-upper-probe-%d", (int) getpid());
         _cleanup_free_ char *probe = path_join(at, leaf);
@@ -118,6 +121,10 @@ int domain_root_check(const char *domain_dir, char **ret_error) {
                 step = "rename a file";
                 r = rename(f, g) < 0 ? negative_errno() : 0;
         }
+        if (r >= 0) {
+                step = "keep a user extended attribute";
+                r = setxattr(probe, "user.lazaret.probe", "y", 1, 0) < 0 ? negative_errno() : 0;
+        }
         (void) unlink(f);
         (void) unlink(g);
         (void) unlink(l);
@@ -138,9 +145,9 @@ int domain_root_check(const char *domain_dir, char **ret_error) {
                         *ret_error = NULL;
                 return -EOPNOTSUPP;
         }
-        if (strpbrk(domain_dir, ",:")) {
+        if (strpbrk(domain_dir, ",:\\")) {
                 if (asprintf(ret_error,
-                             "the Domain Root %s contains ',' or ':', which fuse-overlayfs cannot take in its "
+                             "the Domain Root %s contains ',', ':' or '\\', which an overlay mount cannot take in its "
                              "options; set [storage] data_root to a path without them",
                              domain_dir) < 0)
                         *ret_error = NULL;

@@ -76,11 +76,8 @@ static const LaunchField fields[] = {
         F(broker, LAUNCH_STR_OPT),
         F(relay, LAUNCH_STR_OPT),
         F(persistent_dirs, LAUNCH_STRV),
-        F(fuse_overlayfs, LAUNCH_STR_OPT),
         F(fuse2fs, LAUNCH_STR_OPT),
-        F(mke2fs, LAUNCH_STR_OPT),
         F(e2fsck, LAUNCH_STR_OPT),
-        F(resize2fs, LAUNCH_STR_OPT),
         F(catalog_dir, LAUNCH_STR_OPT),
         F(escalation_enabled, LAUNCH_BOOL_OPT),
         F(escalation_socket_dir, LAUNCH_STR_OPT),
@@ -919,40 +916,21 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                 if (!(s.persistent_dirs[i] = strdup(p->persistent_dirs[i])))
                         return -ENOMEM;
         /* The native backend keeps them with the kernel's overlayfs in
-         * the sandbox's namespace (lazaret-native --persist): none of
-         * these tools. */
+         * the sandbox's own namespace (lazaret-native --persist): none of
+         * this. */
         if (p->n_persistent_dirs > 0 && !native) {
-                r = exec_find_program(search, "fuse-overlayfs", &s.fuse_overlayfs);
-                if (r == -ENOENT)
-                        return fail(ret_error, "persistent_dirs needs fuse-overlayfs, which is not installed or not "
-                                               "in PATH; install it: sudo apt-get install fuse-overlayfs");
-                if (r < 0)
-                        return r;
-                /* e2fsprogs' tools live in sbin, which a user's PATH may
-                 * lack; fuse2fs is a package of its own. */
+                /* The layers are the kernel's overlayfs (issue 44). fuse2fs
+                 * and e2fsck only move the changes an older Lazaret kept in
+                 * an ext4 image out of it, once (the coordinator names them
+                 * when such an image is there and they are not). e2fsprogs'
+                 * tools live in sbin, which a user's PATH may lack. */
                 _cleanup_free_ char *sbin = NULL;
                 if (asprintf(&sbin, "%s:/usr/sbin:/sbin", search) < 0)
                         return -ENOMEM;
-                struct {
-                        const char *name;
-                        char **ret;
-                } tools[] = {
-                        { "fuse2fs", &s.fuse2fs },
-                        { "mke2fs", &s.mke2fs },
-                        { "e2fsck", &s.e2fsck },
-                        { "resize2fs", &s.resize2fs },
-                };
-                for (size_t i = 0; i < ELEMENTSOF(tools); i++) {
-                        r = exec_find_program(sbin, tools[i].name, tools[i].ret);
-                        if (r == -ENOENT)
-                                return fail(ret_error,
-                                            "persistent_dirs needs %s (their changes live in an ext4 image of "
-                                            "disk_limit MiB), which is not installed; install it: sudo apt-get "
-                                            "install %s",
-                                            tools[i].name, streq(tools[i].name, "fuse2fs") ? "fuse2fs" : "e2fsprogs");
-                        if (r < 0)
-                                return r;
-                }
+                if ((r = exec_find_program(sbin, "fuse2fs", &s.fuse2fs)) < 0 && r != -ENOENT)
+                        return r;
+                if ((r = exec_find_program(sbin, "e2fsck", &s.e2fsck)) < 0 && r != -ENOENT)
+                        return r;
                 _cleanup_free_ char *bad = NULL;
                 r = domain_root_check(s.domain_dir, &bad);
                 if (r < 0)

@@ -84,13 +84,11 @@ typedef struct LaunchSpec {
         char *broker; /* lazaret-broker on the host (NULL without rules) */
         char *relay; /* lazaret-relay on the host (NULL without rules) */
         /* The State Anchor (spec §4.3): canonical container directories kept
-         * across restarts, NULL-terminated (empty: none), and the overlay
-         * daemon that serves them (NULL when there are none). */
+         * across restarts, NULL-terminated (empty: none). */
         char **persistent_dirs;
-        char *fuse_overlayfs;
-        /* Each layer's changes live in an ext4 image of disk_limit MiB
-         * (<name>_layer.img), mounted by fuse2fs: e2fsprogs' tools. */
-        char *fuse2fs, *mke2fs, *e2fsck, *resize2fs;
+        /* What moves the changes an older Lazaret kept in an ext4 image
+         * (<name>_layer.img) out of it: NULL when not installed. */
+        char *fuse2fs, *e2fsck;
         char *catalog_dir; /* the Storage Catalog: <data_root>/catalog */
         /* Host escalation ([escalation]); the socket and certificates exist
          * only when enabled. */

@@ -6,6 +6,7 @@
 #include "coordinator.h"
 #include "disk-watch.h"
 #include "lazaret-build.h"
+#include "layer-mount.h"
 #include "log.h"
 #include "string-util.h"
 #include "verbs.h"
@@ -114,6 +115,13 @@ int main(int argc, char **argv) {
         /* The coordinator's measure of the work files (issue 16). */
         if (n >= 4 && streq(rest[0], "__diskwatch")) {
                 ret = diskwatch_main((int) n - 1, rest + 1);
+                free(rest);
+                return ret;
+        }
+        /* The persistent directories' overlay mounts, in Podman's
+         * namespaces (issue 44). */
+        if (n >= 2 && streq(rest[0], "__layer")) {
+                ret = layer_helper_main((int) n - 1, rest + 1);
                 free(rest);
                 return ret;
         }

@@ -23,6 +23,7 @@
 #include "path-util.h"
 #include "persist.h"
 #include "fuse-mount.h"
+#include "layer-mount.h"
 #include "podman.h"
 #include "spawn-util.h"
 #include "state-anchor.h"
@@ -88,7 +89,7 @@ int anchor_init(const LaunchSpec *s, StateAnchor *ret) {
                 l->legacy_work = layer_path(s, l->name, "work");
                 if (!l->image || !l->fs_mnt || !l->merged || !l->legacy_changes || !l->legacy_work)
                         goto oom;
-                l->changes = path_join(l->fs_mnt, "changes");
+                l->changes = path_join(l->fs_mnt, "upper");
                 l->work = path_join(l->fs_mnt, "work");
                 if (!l->changes || !l->work)
                         goto oom;
@@ -255,20 +256,11 @@ static bool nonempty_dir_in_podman_ns(const LaunchSpec *s, const char *path) {
         return any;
 }
 
-/* mkdir in the layer's file system, which only Podman's namespace sees;
- * through the pause process's root the request reaches fuse2fs as that
- * namespace's root, the owner the overlay expects. */
-static int make_dir_in_podman_ns(const LaunchSpec *s, const char *path) {
-        char where[PATH_MAX + 64];
-        int r = podman_ns_path(s, path, where, sizeof(where));
-        return r < 0 ? r : make_dir(where);
-}
-
 /* Podman's runtime copies of /etc/resolv.conf, hosts and hostname win
  * (spec §4.3.4): the overlay never keeps its own, nor the empty mount
- * points Podman makes for them. Needs the layer's file system mounted. */
+ * points Podman makes for them. */
 static void scrub_runtime_files(const LaunchSpec *s, const AnchorLayer *l) {
-        if (!streq(l->dir, "/etc") || l->fs_mount_id <= 0)
+        if (!streq(l->dir, "/etc"))
                 return;
         for (const char *const *f = (const char *const[]){ "resolv.conf", "hosts", "hostname", NULL }; *f; f++) {
                 _cleanup_free_ char *p = path_join(l->changes, *f);
@@ -321,102 +313,6 @@ static int run_in_podman_ns(const LaunchSpec *s, const char *name, char *const a
         return spawn_wait(pid);
 }
 
-/* The layer's image: made on first use (sparse, ext4 without a journal,
- * no reserved blocks, its root owned by the namespace's root), checked
- * (e2fsck -p, -fy when preening is not enough) otherwise, and brought to
- * disk_limit MiB. *ret_made when it is new. */
-static int layer_image_prepare(const LaunchSpec *s, AnchorLayer *l, bool *ret_made, StrBuf *b) {
-        uint64_t want = s->disk_limit_mib * UINT64_C(1024) * 1024;
-        char size[32];
-        snprintf(size, sizeof(size), "%" PRIu64 "M", s->disk_limit_mib);
-        _cleanup_free_ char *out = NULL;
-        struct stat st;
-        int r;
-
-        *ret_made = false;
-        if (lstat(l->image, &st) < 0) {
-                if (errno != ENOENT) {
-                        strbuf_printf(b, "cannot read %s: %m", l->image);
-                        return negative_errno();
-                }
-                _cleanup_close_ int fd = open(l->image, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-                if (fd < 0 || ftruncate(fd, (off_t) want) < 0) {
-                        r = negative_errno();
-                        strbuf_printf(b, "cannot make %s: %s", l->image, strerror(-r));
-                        if (fd >= 0)
-                                (void) unlink(l->image);
-                        return r;
-                }
-                r = run_tool(s->mke2fs,
-                             (const char *const[]){ "mke2fs", "-q", "-F", "-t", "ext4", "-O", "^has_journal", "-m", "0",
-                                                    "-E", "root_owner=0:0", "-L", "lazaret-layer", l->image, NULL },
-                             &out);
-                if (r != 0) {
-                        (void) unlink(l->image);
-                        strbuf_printf(b, "mke2fs cannot make %s: %s", l->image, tool_why(r, out, "it failed"));
-                        return -EIO;
-                }
-                *ret_made = true;
-                return 0;
-        }
-        if (!S_ISREG(st.st_mode)) {
-                strbuf_printf(b, "%s is not a regular file; remove it (lazaret reset --dir %s discards the changes)",
-                              l->image, l->dir);
-                return -EINVAL;
-        }
-        /* A coordinator killed hard leaves it unclean: preen; what
-         * preening does not fix, fix. */
-        r = run_tool(s->e2fsck, (const char *const[]){ "e2fsck", "-p", l->image, NULL }, &out);
-        if (r >= 4 || r < 0) {
-                log_warning("e2fsck -p %s: exit %d (%s); running e2fsck -fy", l->image, r, out ? out : "");
-                out = mfree(out);
-                r = run_tool(s->e2fsck, (const char *const[]){ "e2fsck", "-f", "-y", l->image, NULL }, &out);
-        }
-        if (r >= 4 || r < 0) {
-                strbuf_printf(b,
-                              "the file system of the changes to %s (%s) is damaged and e2fsck cannot repair it (%s); "
-                              "discard them with 'lazaret reset --dir %s'",
-                              l->dir, l->image, tool_why(r, out, "exit status 4 or more"), l->dir);
-                return -EIO;
-        }
-        if ((uint64_t) st.st_size == want)
-                return 0;
-
-        /* disk_limit changed: resize2fs wants a full check first. */
-        log_info("resizing %s from %" PRIu64 " to %" PRIu64 " MiB", l->image, (uint64_t) st.st_size >> 20,
-                 s->disk_limit_mib);
-        out = mfree(out);
-        r = run_tool(s->e2fsck, (const char *const[]){ "e2fsck", "-f", "-p", l->image, NULL }, &out);
-        if (r >= 4 || r < 0) {
-                strbuf_printf(b, "e2fsck -f %s before resizing it: %s", l->image, tool_why(r, out, "it failed"));
-                return -EIO;
-        }
-        bool grow = want > (uint64_t) st.st_size;
-        if (grow && truncate(l->image, (off_t) want) < 0) {
-                r = negative_errno();
-                strbuf_printf(b, "cannot grow %s: %s", l->image, strerror(-r));
-                return r;
-        }
-        out = mfree(out);
-        r = run_tool(s->resize2fs, (const char *const[]){ "resize2fs", l->image, size, NULL }, &out);
-        if (r != 0) {
-                if (grow) {
-                        (void) !truncate(l->image, st.st_size);
-                        strbuf_printf(b, "resize2fs cannot grow %s to disk_limit %" PRIu64 " MiB: %s", l->image,
-                                      s->disk_limit_mib, tool_why(r, out, "it failed"));
-                } else
-                        strbuf_printf(b,
-                                      "the changes to %s hold more than disk_limit %" PRIu64
-                                      " MiB allows (resize2fs: %s); raise disk_limit, or discard them with 'lazaret "
-                                      "reset --dir %s'",
-                                      l->dir, s->disk_limit_mib, tool_why(r, out, "failed"), l->dir);
-                return -EIO;
-        }
-        if (!grow && truncate(l->image, (off_t) want) < 0)
-                log_warning("cannot shrink %s to %" PRIu64 " bytes: %m", l->image, want);
-        return 0;
-}
-
 /* Wait (5 s at most) for the FUSE daemon pid to mount mnt. */
 static int wait_mounted(pid_t *pid, const char *what, const char *mnt, int *ret_mount_id, StrBuf *b) {
         uint64_t deadline = now_usec() + READY_USEC;
@@ -438,72 +334,142 @@ static int wait_mounted(pid_t *pid, const char *what, const char *mnt, int *ret_
         }
 }
 
-static int layer_fs_start(const LaunchSpec *s, AnchorLayer *l, StrBuf *b) {
-        bool made;
-        int r = layer_image_prepare(s, l, &made, b);
-        if (r < 0)
+/* rm -rf paths in Podman's namespace (files of the sandbox's other users
+ * are owned by subordinate ids there). */
+static int remove_in_podman_ns(const LaunchSpec *s, const char *a, const char *b) {
+        return run_in_podman_ns(
+                s, "rm", (char *const[]){ (char *) "rm", (char *) "-rf", (char *) "--", (char *) a, (char *) b, NULL });
+}
+
+/* The changes kept in an ext4 image (<name>_layer.img, mounted by fuse2fs
+ * under fuse-overlayfs before issue 44) copied out into next: the image
+ * checked (e2fsck), mounted read-only, `cp -a` in Podman's namespace
+ * (owners, modes, attributes, the 0:0 whiteouts), unmounted. */
+static int copy_out_of_image(const LaunchSpec *s, AnchorLayer *l, const char *next, StrBuf *b) {
+        if (!s->fuse2fs || !s->e2fsck) {
+                strbuf_printf(b,
+                              "the changes to %s are in %s, made by an older Lazaret; moving them out needs fuse2fs "
+                              "and e2fsck, which are not installed; install them: sudo apt-get install fuse2fs "
+                              "e2fsprogs",
+                              l->dir, l->image);
+                return -ENOENT;
+        }
+        _cleanup_free_ char *out = NULL, *mnt = layer_path(s, l->name, "migrate"), *from = NULL;
+        if (!mnt || !(from = path_join(mnt, "changes")))
+                return -ENOMEM;
+        /* A coordinator killed hard left it unclean: preen; what preening
+         * does not fix, fix. */
+        int r = run_tool(s->e2fsck, (const char *const[]){ "e2fsck", "-p", l->image, NULL }, &out);
+        if (r >= 4 || r < 0) {
+                log_warning("e2fsck -p %s: exit %d (%s); running e2fsck -fy", l->image, r, out ? out : "");
+                out = mfree(out);
+                r = run_tool(s->e2fsck, (const char *const[]){ "e2fsck", "-f", "-y", l->image, NULL }, &out);
+        }
+        if (r >= 4 || r < 0) {
+                strbuf_printf(b,
+                              "the file system of the changes to %s (%s) is damaged and e2fsck cannot repair it (%s); "
+                              "discard them with 'lazaret reset --dir %s'",
+                              l->dir, l->image, tool_why(r, out, "exit status 4 or more"), l->dir);
+                return -EIO;
+        }
+        if ((r = make_dir(mnt)) < 0) {
+                strbuf_printf(b, "cannot make %s: %s", mnt, strerror(-r));
                 return r;
-        if ((r = make_dir(l->fs_mnt)) < 0) {
+        }
+        pid_t pid = 0;
+        int mount_id = 0;
+        char *argv[] = {
+                (char *) "fuse2fs", (char *) "-f", (char *) "-o", (char *) "ro,fakeroot", l->image, mnt, NULL
+        };
+        r = podman_ns_spawn(s, s->fuse2fs, argv, &pid);
+        if (r < 0) {
+                strbuf_printf(b, "cannot start fuse2fs for %s: %s", l->image, strerror(-r));
+                return r;
+        }
+        r = wait_mounted(&pid, "fuse2fs", mnt, &mount_id, b);
+        if (r >= 0) {
+                r = run_in_podman_ns(
+                        s, "cp",
+                        (char *const[]){ (char *) "cp", (char *) "-a", (char *) "--", from, (char *) next, NULL });
+                if (r != 0) {
+                        strbuf_printf(b, "cannot copy the changes to %s out of %s (cp: %s); see the coordinator log",
+                                      l->dir, l->image, r < 0 ? strerror(-r) : "it failed");
+                        r = -EIO;
+                }
+        }
+        fuse_daemon_stop(s, &pid, mnt);
+        (void) rmdir(mnt);
+        return r;
+}
+
+/* Changes an older Lazaret kept, moved into <name>_layer/upper once, in
+ * the kernel overlay's form: from the ext4 image (before issue 44) or from
+ * <name>_changes (before the images). upper.new until it is whole: a move
+ * cut short starts over, and the old copy goes only once upper is there. */
+static int layer_migrate(const LaunchSpec *s, AnchorLayer *l, StrBuf *b) {
+        struct stat st;
+        bool have_image = lstat(l->image, &st) == 0 && S_ISREG(st.st_mode);
+        bool have_legacy = lstat(l->legacy_changes, &st) == 0 && S_ISDIR(st.st_mode);
+        if (lstat(l->changes, &st) == 0) {
+                if (have_image && unlink(l->image) == 0)
+                        log_info("removed %s: its changes were moved into %s", l->image, l->changes);
+                return 0;
+        }
+        if (!have_image && !have_legacy)
+                return 0;
+        _cleanup_free_ char *next = path_join(l->fs_mnt, "upper.new");
+        if (!next)
+                return -ENOMEM;
+        int r = make_dir(l->fs_mnt);
+        if (r < 0) {
                 strbuf_printf(b, "cannot make %s: %s", l->fs_mnt, strerror(-r));
                 return r;
         }
-        char *argv[] = { (char *) "fuse2fs", (char *) "-f", (char *) "-o", (char *) "fakeroot",
-                         l->image,           l->fs_mnt,     NULL };
-        r = podman_ns_spawn(s, s->fuse2fs, argv, &l->fs_pid);
-        if (r < 0) {
-                strbuf_printf(b, "cannot start fuse2fs for %s: %s", l->dir, strerror(-r));
-                return r;
-        }
-        (void) process_identity_of(l->fs_pid, &l->fs_ident);
-        _cleanup_free_ char *what = NULL;
-        if (asprintf(&what, "fuse2fs for %s", l->dir) < 0)
-                return -ENOMEM;
-        r = wait_mounted(&l->fs_pid, what, l->fs_mnt, &l->fs_mount_id, b);
-        if (r < 0)
-                return r;
-        char where[PATH_MAX + 64];
-        struct statfs sf;
-        if (podman_ns_path(s, l->fs_mnt, where, sizeof(where)) == 0 && statfs(where, &sf) == 0)
-                l->fs_size_mib = (uint64_t) sf.f_blocks * (uint64_t) sf.f_bsize >> 20;
-        const char *mk[] = { l->changes, l->work };
-        for (size_t i = 0; i < 2; i++)
-                if ((r = make_dir_in_podman_ns(s, mk[i])) < 0) {
-                        strbuf_printf(b, "cannot make %s in the layer's file system: %s", mk[i], strerror(-r));
-                        return r;
-                }
-
-        /* Changes kept before the images: moved in once (ownership, modes,
-         * extended attributes and the overlay's whiteouts kept). */
-        struct stat st;
-        if (!made || lstat(l->legacy_changes, &st) < 0 || !S_ISDIR(st.st_mode))
-                return 0;
-        _cleanup_free_ char *from = path_join(l->legacy_changes, ".");
-        if (!from)
-                return -ENOMEM;
-        log_info("moving the changes to %s from %s into %s", l->dir, l->legacy_changes, l->image);
-        r = run_in_podman_ns(s, "cp",
-                             (char *const[]){ (char *) "cp", (char *) "-a", (char *) "--", from, l->changes, NULL });
-        if (r != 0) {
-                strbuf_printf(b,
-                              "cannot move the changes to %s from %s into their image of disk_limit %" PRIu64
-                              " MiB (cp: %s); raise disk_limit if they are larger, or discard them with 'lazaret "
-                              "reset --dir %s'",
-                              l->dir, l->legacy_changes, s->disk_limit_mib,
-                              r < 0 ? strerror(-r) : "see the coordinator log", l->dir);
-                l->discard_image = true;
+        if (lstat(next, &st) == 0 && remove_in_podman_ns(s, next, next) != 0) {
+                strbuf_printf(b, "cannot remove %s (a move cut short)", next);
                 return -EIO;
         }
-        r = run_in_podman_ns(s, "rm",
-                             (char *const[]){ (char *) "rm", (char *) "-rf", (char *) "--", l->legacy_changes,
-                                              l->legacy_work, NULL });
-        if (r != 0)
-                log_warning("cannot remove %s and %s after moving them (rm: %d)", l->legacy_changes, l->legacy_work, r);
+        log_info("moving the changes to %s from %s into %s", l->dir, have_image ? l->image : l->legacy_changes,
+                 l->changes);
+        if (have_image)
+                r = copy_out_of_image(s, l, next, b);
+        else if (rename(l->legacy_changes, next) < 0) {
+                r = negative_errno();
+                strbuf_printf(b, "cannot move %s to %s: %s", l->legacy_changes, next, strerror(-r));
+        }
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *err = NULL;
+        r = layer_helper_run(s, (const char *const[]){ "convert", next, NULL }, &err);
+        if (r < 0) {
+                strbuf_printf(b, "cannot turn the changes to %s into the kernel overlay's form: %s", l->dir,
+                              err ? err : strerror(-r));
+                return r;
+        }
+        if (rename(next, l->changes) < 0) {
+                r = negative_errno();
+                strbuf_printf(b, "cannot move %s to %s: %s", next, l->changes, strerror(-r));
+                return r;
+        }
+        if (have_image && unlink(l->image) < 0)
+                log_warning("cannot remove %s after moving its changes: %m", l->image);
+        if (!have_image && remove_in_podman_ns(s, l->legacy_work, l->legacy_work) != 0)
+                log_warning("cannot remove %s after moving the changes", l->legacy_work);
+        return 0;
+}
+
+/* The PID whose /proc/PID/mountinfo is Podman's mount namespace. */
+static int podman_ns_pid(const LaunchSpec *s, pid_t *ret) {
+        if (s->rootless)
+                return podman_pause_pid(s, ret);
+        *ret = getpid();
         return 0;
 }
 
 int anchor_layer_start(const LaunchSpec *s, const StateAnchor *a, AnchorLayer *l, char **ret_error) {
         StrBuf b = STRBUF_INIT;
-        _cleanup_free_ char *opts = NULL, *what = NULL;
+        _cleanup_free_ char *err = NULL;
+        pid_t ns;
         int r;
 
         /* An image without the directory: an empty lowerdir. */
@@ -522,77 +488,69 @@ int anchor_layer_start(const LaunchSpec *s, const StateAnchor *a, AnchorLayer *l
                         goto fail;
                 }
         }
-        if ((r = make_dir(l->merged)) < 0) {
-                strbuf_printf(&b, "cannot make %s: %s", l->merged, strerror(-r));
-                goto fail;
-        }
-        if (strpbrk(l->lower, ",:")) {
-                strbuf_printf(&b, "the image's directory %s contains ',' or ':', which fuse-overlayfs cannot take",
-                              l->lower);
-                r = -EINVAL;
-                goto fail;
-        }
-        r = layer_fs_start(s, l, &b);
+        const char *const paths[] = { l->lower, l->changes, l->work };
+        for (size_t i = 0; i < ELEMENTSOF(paths); i++)
+                if (strpbrk(paths[i], ",:\\")) {
+                        strbuf_printf(&b,
+                                      "the directory %s contains ',', ':' or '\\', which an overlay mount cannot take",
+                                      paths[i]);
+                        r = -EINVAL;
+                        goto fail;
+                }
+        const char *const dirs[] = { l->merged, l->fs_mnt };
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
+                if ((r = make_dir(dirs[i])) < 0) {
+                        strbuf_printf(&b, "cannot make %s: %s", dirs[i], strerror(-r));
+                        goto fail;
+                }
+        r = layer_migrate(s, l, &b);
         if (r < 0)
                 goto fail;
+        const char *const mk[] = { l->changes, l->work };
+        for (size_t i = 0; i < ELEMENTSOF(mk); i++)
+                if ((r = make_dir(mk[i])) < 0) {
+                        strbuf_printf(&b, "cannot make %s: %s", mk[i], strerror(-r));
+                        goto fail;
+                }
         scrub_runtime_files(s, l);
-        /* writeback=0: the kernel's write-back cache would take writes a
-         * full layer cannot hold and report ENOSPC only at close(), which
-         * gVisor does not pass on; without it write() fails, inside.
-         * noacl: with POSIX ACLs on, the kernel asks for a file's ACL
-         * whenever someone other than its owner checks it, fuse2fs answers
-         * EOPNOTSUPP, and the check fails with it: a directory another
-         * user owns could not even be listed, and apt (which fetches as
-         * _apt) could not create its files. The mode bits still hold. */
-        if (asprintf(&opts, "noacl,writeback=0,lowerdir=%s,upperdir=%s,workdir=%s", l->lower, l->changes, l->work) <
-            0) {
-                opts = NULL;
-                r = -ENOMEM;
-                goto fail;
-        }
-        char *argv[] = { (char *) "fuse-overlayfs", (char *) "-f", (char *) "-o", opts, l->merged, NULL };
-        r = podman_ns_spawn(s, s->fuse_overlayfs, argv, &l->pid);
+        r = layer_helper_run(s, (const char *const[]){ "mount", l->lower, l->changes, l->work, l->merged, NULL }, &err);
         if (r < 0) {
-                strbuf_printf(&b, "cannot start fuse-overlayfs for %s: %s", l->dir, strerror(-r));
+                strbuf_printf(&b, "cannot mount the overlay of %s: %s", l->dir, err ? err : strerror(-r));
                 goto fail;
         }
-        (void) process_identity_of(l->pid, &l->ident);
-        if (asprintf(&what, "fuse-overlayfs for %s", l->dir) < 0) {
-                what = NULL;
-                r = -ENOMEM;
+        if ((r = podman_ns_pid(s, &ns)) < 0 || (r = layer_mount_id(ns, l->merged, &l->mount_id)) < 0) {
+                strbuf_printf(&b, "the overlay of %s is not in Podman's mount namespace after its mount: %s", l->dir,
+                              strerror(-r));
+                (void) layer_helper_run(s, (const char *const[]){ "unmount", l->merged, NULL }, NULL);
                 goto fail;
         }
-        r = wait_mounted(&l->pid, what, l->merged, &l->mount_id, &b);
-        if (r < 0)
-                goto fail;
+        l->fs_size_mib = s->disk_limit_mib;
         strbuf_done(&b);
         return 0;
 
 fail:
         anchor_layer_stop(s, l);
-        if (l->discard_image)
-                (void) unlink(l->image);
         *ret_error = strbuf_steal(&b);
         return r < 0 ? r : -EIO;
 }
 
 void anchor_layer_stop(const LaunchSpec *s, AnchorLayer *l) {
-        bool was = l->pid > 0 || l->mount_id > 0;
-        fuse_daemon_stop(s, &l->pid, was ? l->merged : NULL);
-        l->mount_id = 0;
-        if (was)
-                scrub_runtime_files(s, l);
-        bool fs = l->fs_pid > 0 || l->fs_mount_id > 0;
-        fuse_daemon_stop(s, &l->fs_pid, fs ? l->fs_mnt : NULL);
-        l->fs_mount_id = 0;
+        if (l->mount_id > 0) {
+                _cleanup_free_ char *err = NULL;
+                if (layer_helper_run(s, (const char *const[]){ "unmount", l->merged, NULL }, &err) < 0)
+                        log_warning("cannot unmount the overlay of %s: %s", l->dir, err ? err : "?");
+                l->mount_id = 0;
+        }
+        scrub_runtime_files(s, l);
 }
 
 void anchor_layer_recover(const LaunchSpec *s, const ProcessIdentity *overlay, const char *merged,
                           const ProcessIdentity *fs, const char *fs_mnt) {
+        /* Records of an older Lazaret name its FUSE daemons. */
         if (overlay && process_identity_alive(overlay))
                 (void) kill(overlay->pid, SIGKILL);
         if (merged)
-                fuse_mount_detach(s, merged);
+                (void) layer_helper_run(s, (const char *const[]){ "unmount", merged, NULL }, NULL);
         /* fuse2fs writes back what it holds when asked to stop. */
         if (fs && process_identity_alive(fs)) {
                 (void) kill(fs->pid, SIGTERM);
@@ -602,7 +560,7 @@ void anchor_layer_recover(const LaunchSpec *s, const ProcessIdentity *overlay, c
                 if (process_identity_alive(fs))
                         (void) kill(fs->pid, SIGKILL);
         }
-        if (fs_mnt)
+        if (fs && fs_mnt)
                 fuse_mount_detach(s, fs_mnt);
 }
 

@@ -2,12 +2,12 @@
 #pragma once
 
 /* The State Anchor (spec §4.3.2 - §4.3.4, decision 5): for each of the
- * profile's persistent_dirs, a fuse-overlayfs mount inside Podman's rootless
- * user and mount namespace with the image's copy of that directory as
- * lowerdir (from `podman image mount`) and <name>_changes/, <name>_work/ and
- * <name>_merged/ under the Domain Root, which the sandbox gets over the
- * directory. The daemons are our children, signalled and reaped like the
- * git router. */
+ * profile's persistent_dirs, the kernel's overlayfs mounted inside Podman's
+ * rootless user and mount namespace (issue 44; layer-mount.h) with the
+ * image's copy of that directory as lowerdir (from `podman image mount`),
+ * <name>_layer/upper and <name>_layer/work under the Domain Root, on
+ * <name>_merged, which the sandbox gets over the directory. No daemon:
+ * the mount stays in Podman's namespace until it is unmounted. */
 
 #include <stdbool.h>
 #include <sys/types.h>
@@ -19,22 +19,18 @@
 typedef struct AnchorLayer {
         char *dir; /* in the sandbox: "/usr" */
         char *name; /* persist_dir_name(): "usr" */
-        /* The layer's own file system: <name>_layer.img (ext4, disk_limit
-         * MiB, sparse) mounted by fuse2fs on <name>_layer; the overlay's
-         * upper and work directories are changes/ and work/ in it. */
-        char *image, *fs_mnt;
-        char *changes, *work; /* in the layer's file system */
+        /* <name>_layer: the overlay's upper and work directories, upper/
+         * and work/ in it. */
+        char *fs_mnt;
+        char *changes, *work; /* <name>_layer/upper, <name>_layer/work */
         char *merged; /* under the Domain Root */
-        char *legacy_changes, *legacy_work; /* <name>_changes, _work: before the image */
+        /* Where older Lazarets kept the changes, moved into changes once:
+         * <name>_layer.img (an ext4 image under fuse2fs and fuse-overlayfs,
+         * before issue 44), <name>_changes and _work (before the image). */
+        char *image, *legacy_changes, *legacy_work;
         char *lower; /* as Podman's namespace sees it */
-        pid_t pid;
-        ProcessIdentity ident;
-        int mount_id;
-        pid_t fs_pid;
-        ProcessIdentity fs_ident;
-        int fs_mount_id;
-        uint64_t fs_size_mib; /* what the image holds, once it is mounted */
-        bool discard_image; /* made for a move that failed: removed on failure */
+        int mount_id; /* the overlay's, in Podman's mount namespace */
+        uint64_t fs_size_mib; /* the most the changes may hold: disk_limit */
         Part participant;
 } AnchorLayer;
 
@@ -62,25 +58,24 @@ int anchor_lease_image(const LaunchSpec *s, StateAnchor *a, uint64_t generation,
 /* Give the lease back (idempotent); the last one unmounts the image. */
 int anchor_release_image(const LaunchSpec *s, const char *image_id, uint64_t generation);
 
-/* Make (mke2fs) or check (e2fsck -p) the layer's image and bring it to
- * disk_limit MiB (resize2fs; a shrink below what it holds is refused,
- * naming the fix), mount it with fuse2fs in Podman's namespace, move the
- * changes of a layer from before the images into it, drop Podman's
- * runtime files from /etc's changes (resolv.conf, hosts, hostname:
- * Podman's copies win), start fuse-overlayfs in Podman's namespace and
- * wait (5 s at most) for each mount. The image's copy of the directory is
- * the lowerdir; an image without one gets an empty lowerdir. A full layer
- * makes writes fail with ENOSPC inside. */
+/* Move the changes an older Lazaret kept into <name>_layer/upper once (an
+ * ext4 image: checked with e2fsck, mounted read-only by fuse2fs, copied
+ * with `cp -a` in Podman's namespace; a <name>_changes directory: renamed;
+ * then fuse-overlayfs's whiteouts and opaque marks turned into the
+ * kernel's), drop Podman's runtime files from /etc's changes (resolv.conf,
+ * hosts, hostname: Podman's copies win), and mount the kernel's overlay
+ * in Podman's namespace. The image's copy of the directory is the
+ * lowerdir; an image without one gets an empty lowerdir. disk_limit is
+ * not this function's: the coordinator measures each layer's upper
+ * directory and stops the sandbox when one holds more. */
 int anchor_layer_start(const LaunchSpec *s, const StateAnchor *a, AnchorLayer *l, char **ret_error);
-/* SIGTERM the overlay (it unmounts), then the layer's fuse2fs (it writes
- * back and unmounts), SIGKILL after 5 s, detach leftover mounts. Safe for
- * daemons that already died. */
+/* Unmount the overlay (detached), drop the runtime files again. */
 void anchor_layer_stop(const LaunchSpec *s, AnchorLayer *l);
 
-/* What a dead coordinator's layer left (from its StateAnchor record):
- * the overlay daemon killed and its mount detached, then the layer's
- * fuse2fs asked to write back (SIGTERM, SIGKILL after 5 s) and its mount
- * detached. The next start checks the image (e2fsck -p). */
+/* What a dead coordinator's layer left (from its StateAnchor record): the
+ * overlay unmounted; a record of an older Lazaret also names its
+ * fuse-overlayfs (killed) and fuse2fs (asked to write back: SIGTERM,
+ * SIGKILL after 5 s; its mount detached). */
 void anchor_layer_recover(const LaunchSpec *s, const ProcessIdentity *overlay, const char *merged,
                           const ProcessIdentity *fs, const char *fs_mnt);
 

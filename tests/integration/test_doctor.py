@@ -23,8 +23,8 @@ CHECKS = [
     ("runsc-network", False),
     ("runsc-files", False),
     ("runc", True),
-    ("fuse-overlayfs", True),
-    ("fuse2fs", True),
+    ("fuse-overlayfs", False),
+    ("fuse2fs", False),
     ("dev-fuse", True),
     ("dev-net-tun", True),
     ("subuid", True),
@@ -36,6 +36,7 @@ CHECKS = [
     ("limits", False),
     ("storage-driver", False),
     ("native", False),
+    ("overlay-userns", False),
 ]
 STATUSES = {"ok", "problem", "warning"}
 LINE = re.compile(r"^  (ok|PROBLEM|warning) +(\S+) +(.*)$")

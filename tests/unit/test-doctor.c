@@ -349,8 +349,8 @@ static void test_check_table(void **state) {
                 { "runsc-network", false },
                 { "runsc-files", false },
                 { "runc", true },
-                { "fuse-overlayfs", true },
-                { "fuse2fs", true },
+                { "fuse-overlayfs", false },
+                { "fuse2fs", false },
                 { "dev-fuse", true },
                 { "dev-net-tun", true },
                 { "subuid", true },
@@ -362,6 +362,7 @@ static void test_check_table(void **state) {
                 { "limits", false },
                 { "storage-driver", false },
                 { "native", false },
+                { "overlay-userns", false },
         };
         assert_int_equal(n, ELEMENTSOF(want));
         for (size_t i = 0; i < n; i++) {

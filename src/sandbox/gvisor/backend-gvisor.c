@@ -207,9 +207,9 @@ static const char *gvisor_limit_enforcer(Sandbox *sb, SandboxLimit limit, bool *
                                 : "the coordinator, which stops the sandbox at the limit, and a memory cgroup above it";
         case SANDBOX_LIMIT_DISK:
                 return sb->plan.anchor && sb->plan.anchor->n_layers > 0
-                               ? "gVisor's overlay of the sandbox's own root file system, and an ext4 image of that "
-                                 "size for each persistent directory's changes (ENOSPC inside); the work files' "
-                                 "growth by the coordinator, which stops the sandbox past it"
+                               ? "gVisor's overlay of the sandbox's own root file system (ENOSPC inside); the "
+                                 "persistent directories' changes (together) and the work files' growth by the "
+                                 "coordinator, which stops the sandbox past it"
                                : "gVisor's overlay of the sandbox's own root file system (ENOSPC inside); the work "
                                  "files' growth by the coordinator, which stops the sandbox past it";
         }
