@@ -12,6 +12,7 @@ import random
 import sys
 import tarfile
 import tempfile
+import time
 
 PATH = "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 
@@ -108,4 +109,24 @@ runsc_network = "sandbox"
         return r
 
     def remove(self):
+        """Stop every configuration's sandbox first and wait out its
+        coordinator: removing the data root under a coordinator still
+        tearing down left its image mount held (one per run)."""
+        for name in sorted(os.listdir(self.base)):
+            if name.endswith(".toml"):
+                self.run([self.lz, "--config", os.path.join(self.base, name), "stop"], check=False, timeout=120)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            r = subprocess.run(["pgrep", "-u", self.pw.pw_name, "-f", "__coordinator"], capture_output=True,
+                               text=True)
+            ours = []
+            for pid in r.stdout.split():
+                try:
+                    if os.readlink(f"/proc/{pid}/exe").startswith(self.bindir + "/"):
+                        ours.append(pid)
+                except OSError:
+                    pass
+            if not ours:
+                break
+            time.sleep(0.1)
         shutil.rmtree(self.base, ignore_errors=True)
