@@ -386,7 +386,8 @@ int own_gen_update(Store *st, uint64_t generation, json_t *fields);
 void status_wait(Coordinator *co, unsigned secs, const char *step);
 /* Make the control socket's key file, then bind and listen. */
 int co_bind_socket(Coordinator *co);
-/* Remove a control socket and its key file. */
+/* Remove a control socket, its key file and git's file system monitor's
+ * socket next to it. */
 void co_unlink_socket(const char *socket_path);
 /* Stop taking clients and end the sessions; the loop then tears down. */
 void co_begin_stop(Coordinator *co, const char *reason);

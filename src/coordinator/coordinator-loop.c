@@ -229,6 +229,11 @@ void co_begin_stop(Coordinator *co, const char *reason) {
 
 void co_unlink_socket(const char *socket_path) {
         (void) unlink(socket_path);
+        /* git's file system monitor's (fsmonitor.h), which a dead
+         * coordinator leaves too. */
+        _cleanup_free_ char *fsmon = fsmonitor_socket_path(socket_path);
+        if (fsmon)
+                (void) unlink(fsmon);
         _cleanup_free_ char *key_path = ctl_key_path(socket_path);
         if (key_path)
                 (void) unlink(key_path);

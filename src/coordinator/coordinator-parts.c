@@ -680,8 +680,8 @@ static void co_fsmonitor_plan(Coordinator *co, MountPlan *p) {
         co->fsmon = fsmonitor_stop(co->fsmon);
         if (!co->sb.backend->fsmonitor || !co->spec.branch || !co->worktree)
                 return;
-        _cleanup_free_ char *path = NULL;
-        if (asprintf(&path, "%s.fsmon", co->spec.socket_path) < 0)
+        _cleanup_free_ char *path = fsmonitor_socket_path(co->spec.socket_path);
+        if (!path)
                 return;
         int r = fsmonitor_start(co->worktree, path, &co->fsmon);
         if (r < 0) {

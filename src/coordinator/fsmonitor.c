@@ -491,6 +491,11 @@ int fsmonitor_start(const char *root, const char *socket_path, FsMonitor **ret) 
         return 0;
 }
 
+char *fsmonitor_socket_path(const char *control_socket) {
+        char *p = NULL;
+        return asprintf(&p, "%s.fsmon", control_socket) < 0 ? NULL : p;
+}
+
 void fsmonitor_stats(FsMonitor *m, FsMonitorStats *ret) {
         pthread_mutex_lock(&m->lock);
         *ret = m->stats;

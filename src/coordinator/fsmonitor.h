@@ -44,3 +44,7 @@ int fsmonitor_start(const char *root, const char *socket_path, FsMonitor **ret);
 FsMonitor *fsmonitor_stop(FsMonitor *m);
 
 void fsmonitor_stats(FsMonitor *m, FsMonitorStats *ret);
+
+/* The monitor's socket next to the Domain's control socket:
+ * "<control socket>.fsmon" (caller frees; NULL on OOM). */
+char *fsmonitor_socket_path(const char *control_socket);

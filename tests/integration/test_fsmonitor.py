@@ -10,6 +10,7 @@ inside and on the host. The hook's own answers are read too, so a monitor
 that always said "everything changed" (correct, and no faster) fails."""
 import json
 import os
+import signal
 import subprocess
 import threading
 
@@ -154,6 +155,18 @@ ln -s /etc etclink && ln -s / rootlink && mkdir real && touch real/x
     assert sorted(os.listdir("/etc")) == before
     assert os.path.islink(os.path.join(wt, "etclink"))
     assert same_status(fsdom) == same_status(fsdom)
+
+
+def test_a_killed_coordinator_leaves_no_monitor_socket(fsdom):
+    """kill -9 of the coordinator: its watchdog's recovery removes the
+    monitor's socket with the control socket (assert_clean looks for it)."""
+    path = fsdom.socket_path() + ".fsmon"
+    assert os.path.exists(path)
+    [pid] = fsdom.coordinator_pids()
+    os.kill(pid, signal.SIGKILL)
+    fsdom.keep.communicate(timeout=30)
+    fsdom.assert_clean(timeout=15)
+    assert not os.path.exists(path)
 
 
 def test_direct_mode_has_no_monitor(lz, debian_image):  # noqa: F811

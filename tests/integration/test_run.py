@@ -164,8 +164,10 @@ runsc_network = "{runsc_network}"
                 "containers": self.container_names(),
                 "coordinators": self.coordinator_pids(),
                 "watchdogs": self.watchdog_pids(),
-                "socket": [p for p in ([self.socket_path(), self.socket_path()[:-5] + ".key"] if self.domain_dirs()
-                                       else []) if os.path.exists(p)],
+                # The control socket, its key, git's file system monitor's socket.
+                "socket": [p for p in ([self.socket_path(), self.socket_path()[:-5] + ".key",
+                                        self.socket_path() + ".fsmon"] if self.domain_dirs() else [])
+                           if os.path.exists(p)],
                 # The trace sink's directory: its configuration, the sessions' pid files.
                 "runtime files": [p for p in self.runtime_leftovers() if "lazaret_trace_" in p],
                 "mounts": [ln for ln in open("/proc/self/mountinfo") if self.data in ln],
