@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -43,9 +44,15 @@
  * every file itself, in the sandbox, on its own CPU time). */
 #define ANSWERS_PER_SECOND 50u
 
+/* Deeper than this, the tree is not watched: one descriptor is held per
+ * level while it is walked. */
+#define DEPTH_MAX 256u
+
+/* No IN_DONT_FOLLOW: watches are added through /proc/self/fd's links to
+ * directories opened with O_NOFOLLOW (watch_fd). */
 #define WATCH_MASK                                                                                                     \
         (IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO |                \
-         IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
+         IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK)
 
 typedef struct Change {
         uint64_t seq;
@@ -159,46 +166,86 @@ static void give_up(FsMonitor *m, const char *why) {
                 m->wd_path[i] = mfree(m->wd_path[i]);
 }
 
-static void watch_tree(FsMonitor *m, const char *rel) {
+/* The directory rel (relative to the top) opened by a walk from the top,
+ * one component at a time, never following a symbolic link: a directory
+ * the sandbox swapped for a link to the host's own (after the event that
+ * named it) is not entered. -errno: gone, or not a directory. */
+static int open_rel(FsMonitor *m, const char *rel) {
+        int fd = open(m->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        for (const char *p = rel; *p;) {
+                size_t n = strcspn(p, "/");
+                char name[NAME_MAX + 1];
+                if (n == 0 || n > NAME_MAX) {
+                        safe_close(fd);
+                        return -EINVAL;
+                }
+                memcpy(name, p, n);
+                name[n] = '\0';
+                int sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                int e = errno;
+                safe_close(fd);
+                if (sub < 0)
+                        return -e;
+                fd = sub;
+                p += n;
+                if (*p == '/')
+                        p++;
+        }
+        return fd;
+}
+
+/* Watch the directory fd (rel, relative to the top) and every directory
+ * under it, by descriptors: each opened with O_NOFOLLOW from its parent's,
+ * the watch added through /proc/self/fd, so no symbolic link is followed
+ * anywhere on the way (the sandbox writes every name here). Not the top's
+ * .git. Takes fd. A directory that cannot be watched makes the tree not
+ * whole. */
+static void watch_fd(FsMonitor *m, int fd, const char *rel, unsigned depth) {
+        _cleanup_close_ int dfd = fd;
         if (!m->whole)
                 return;
-        if (m->n_dirs >= m->dirs_max) {
+        if (m->n_dirs >= m->dirs_max || depth > DEPTH_MAX) {
                 char why[128];
-                snprintf(why, sizeof why, "the working tree has more than %zu directories", m->dirs_max);
+                if (depth > DEPTH_MAX)
+                        snprintf(why, sizeof why, "the working tree is more than %u directories deep", DEPTH_MAX);
+                else
+                        snprintf(why, sizeof why, "the working tree has more than %zu directories", m->dirs_max);
                 give_up(m, why);
                 return;
         }
-        _cleanup_free_ char *abs = *rel ? path_join(m->root, rel) : strdup(m->root);
-        if (!abs) {
-                m->whole = false;
-                return;
-        }
-        int wd = inotify_add_watch(m->inotify_fd, abs, WATCH_MASK);
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", dfd);
+        /* The magic link is followed to the directory opened above. */
+        int wd = inotify_add_watch(m->inotify_fd, proc, WATCH_MASK);
         if (wd < 0) {
-                if (errno != ENOENT && errno != ENOTDIR)
-                        give_up(m, errno == ENOSPC ? "the user's inotify watch limit was reached"
-                                                   : "a directory of the working tree cannot be watched");
+                give_up(m, errno == ENOSPC ? "the user's inotify watch limit was reached"
+                                           : "a directory of the working tree cannot be watched");
                 return;
         }
         m->n_dirs++;
         if (wd_set(m, wd, rel) < 0) {
-                m->whole = false;
+                give_up(m, "out of memory");
                 return;
         }
         pthread_mutex_lock(&m->lock);
         m->stats.dirs++;
         pthread_mutex_unlock(&m->lock);
-        int dfd = open(abs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dfd < 0)
-                return; /* gone already: its parent's event says so */
-        DIR *d = fdopendir(dfd);
+        /* The subdirectories' names first, then each walked: one
+         * descriptor per level, not one per entry read. */
+        int rfd = dup(dfd);
+        DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
         if (!d) {
-                safe_close(dfd);
-                m->whole = false;
+                safe_close(rfd);
+                give_up(m, "a directory of the working tree cannot be read");
                 return;
         }
+        char **subs = NULL;
+        size_t n = 0;
         struct dirent *e;
-        while ((e = readdir(d))) {
+        bool oom = false;
+        while (!oom && (e = readdir(d))) {
                 if (streq(e->d_name, ".") || streq(e->d_name, ".."))
                         continue;
                 if (!*rel && streq(e->d_name, ".git"))
@@ -206,18 +253,54 @@ static void watch_tree(FsMonitor *m, const char *rel) {
                 bool dir = e->d_type == DT_DIR;
                 if (e->d_type == DT_UNKNOWN) {
                         struct stat st;
-                        dir = fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+                        dir = fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
                 }
                 if (!dir)
                         continue;
-                _cleanup_free_ char *sub = NULL;
-                if (asprintf(&sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name) < 0) {
-                        m->whole = false;
+                char **v = n % 64 == 0 ? reallocarray(subs, n + 64, sizeof(char *)) : subs;
+                char *c = v ? strdup(e->d_name) : NULL;
+                if (!v || !c) {
+                        free(c);
+                        oom = true;
                         break;
                 }
-                watch_tree(m, sub);
+                subs = v;
+                subs[n++] = c;
         }
         closedir(d);
+        for (size_t i = 0; i < n; i++) {
+                if (!oom && m->whole) {
+                        _cleanup_free_ char *sub = NULL;
+                        int cfd = openat(dfd, subs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (cfd < 0)
+                                ; /* gone already, or a link now: its parent's event says so */
+                        else if (asprintf(&sub, "%s%s%s", rel, *rel ? "/" : "", subs[i]) < 0) {
+                                safe_close(cfd);
+                                oom = true;
+                        } else
+                                watch_fd(m, cfd, sub, depth + 1);
+                }
+                free(subs[i]);
+        }
+        free(subs);
+        if (oom)
+                give_up(m, "out of memory");
+}
+
+static void watch_tree(FsMonitor *m, const char *rel) {
+        if (!m->whole)
+                return;
+        int fd = open_rel(m, rel);
+        if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP)
+                return; /* gone already, or a link now: its parent's event says so */
+        if (fd < 0) {
+                give_up(m, "a directory of the working tree cannot be opened");
+                return;
+        }
+        unsigned depth = 0;
+        for (const char *p = rel; *p; p++)
+                depth += *p == '/';
+        watch_fd(m, fd, rel, depth + (*rel != 0));
 }
 
 /* Every event the kernel has queued, into the journal. */

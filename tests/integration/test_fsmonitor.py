@@ -8,10 +8,14 @@ it says without them: each step below compares `git status` with the
 monitor against `git status` with none (the oracle), after changes made
 inside and on the host. The hook's own answers are read too, so a monitor
 that always said "everything changed" (correct, and no faster) fails."""
+import base64
 import json
 import os
+import pathlib
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 
 import pytest
@@ -68,6 +72,75 @@ def same_status(dom, after=""):
     return mon
 
 
+CLIENT = r"""
+import os, socket, sys, time
+P = "/run/lazaret/dispense/fsmonitor"
+
+
+def connect():
+    # The dispenser answers with a status byte and the host's connected socket.
+    d = socket.socket(socket.AF_UNIX)
+    d.connect(P)
+    msg, fds, _, _ = socket.recv_fds(d, 1, 1)
+    d.close()
+    assert msg == b"\0" and len(fds) == 1, (msg, fds)
+    return socket.socket(fileno=fds[0])
+
+
+def ask(data):
+    s = connect()
+    try:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(5)
+        out = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                return out
+            out += b
+    except (BrokenPipeError, ConnectionResetError):
+        return b"reset"
+    finally:
+        s.close()
+
+
+if sys.argv[1] == "attack":
+    # Not the protocol: closed unanswered (a request past its 72 bytes is
+    # never read to its end); a token it never gave: "everything".
+    for data in (b"", b"garbage\n", b"1 x\n", b"\0\n", b"2 " + b"A" * 100000 + b"\n"):
+        out = ask(data)
+        assert out in (b"", b"reset"), (data[:20], out)
+    out = ask(b"2 ../../etc/passwd\n")
+    assert out.split(b"\0")[1:] == [b"/", b""], out
+    # One that never finishes its request: the monitor gives up on it.
+    s = connect()
+    s.sendall(b"2 ")
+    time.sleep(3)
+    s.close()
+    print("ok")
+elif sys.argv[1] == "swap":
+    # Hold the monitor in a half-sent request; meanwhile make x/inner, move
+    # x away and put a link to a host directory in its place.
+    s = connect()
+    s.sendall(b"2 ")
+    time.sleep(0.3)
+    os.mkdir("x/inner")
+    os.rename("x", "x-moved")
+    os.symlink(sys.argv[2], "x")
+    s.sendall(b"none\n")
+    s.settimeout(5)
+    print(len(s.recv(100000)))
+"""
+
+
+def client(dom, *args):
+    """Run CLIENT inside the sandbox, in /workspace."""
+    b64 = base64.b64encode(CLIENT.encode()).decode()
+    return inside(dom, f"echo {b64} | base64 -d > /tmp/fsmon-client.py && python3 /tmp/fsmon-client.py "
+                       + " ".join(args))
+
+
 def worktree(dom):
     [domain] = dom.domain_dirs()
     return os.path.join(domain, "agent-shell")
@@ -119,33 +192,9 @@ def test_the_sandbox_can_only_ask(fsdom, lz):
     follows no link, and the host is unchanged."""
     wt = worktree(fsdom)
     before = sorted(os.listdir("/etc"))
-    script = r"""
-python3 - <<'EOF'
-import socket, time
-P = "/run/lazaret/dispense/fsmonitor"
-for data in (b"", b"garbage\n", b"1 x\n", b"2 " + b"A" * 100000 + b"\n", b"2 ../../etc/passwd\n", b"\0\n"):
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(P)
-    try:
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-        s.settimeout(5)
-        out = s.recv(100000)
-        assert not out or out.split(b"\0")[1:2] == [b"/"], out
-    except (BrokenPipeError, ConnectionResetError):
-        pass
-    s.close()
-# One that never finishes its request: the monitor gives up on it.
-s = socket.socket(socket.AF_UNIX)
-s.connect(P)
-s.sendall(b"2 ")
-time.sleep(3)
-s.close()
-EOF
-ln -s /etc etclink && ln -s / rootlink && mkdir real && touch real/x
-"""
     token, _ = answer(inside(fsdom, f"{HOOK} none"))
-    inside(fsdom, script)
+    assert client(fsdom, "attack").strip() == "ok"
+    inside(fsdom, "ln -s /etc etclink && ln -s / rootlink && mkdir real && touch real/x")
     _, paths = answer(inside(fsdom, f"{HOOK} {token}"))
     assert "real/" in paths and "etclink" in paths and "rootlink" in paths, paths
     s = fsdom.status()["git_fsmonitor"]
@@ -155,6 +204,38 @@ ln -s /etc etclink && ln -s / rootlink && mkdir real && touch real/x
     assert sorted(os.listdir("/etc")) == before
     assert os.path.islink(os.path.join(wt, "etclink"))
     assert same_status(fsdom) == same_status(fsdom)
+
+
+def test_a_directory_swapped_for_a_link_is_not_followed(fsdom):
+    """The race an agent can win on purpose: it holds the monitor in a
+    half-sent request, meanwhile makes x/inner, renames x away and puts a
+    link to a host directory at x, then finishes the request. The monitor
+    then reads "x/inner was made" while x leads out of the worktree: it must
+    not watch (and name the changes of) the host's directory behind it."""
+    # A directory of the host the test user may read (the monitor runs as
+    # that user): /tmp's own, not pytest's private one.
+    base = tempfile.mkdtemp(prefix="lazaret-fsmon-host-", dir="/tmp")
+    host = pathlib.Path(base) / "host-dir"
+    (host / "inner").mkdir(parents=True)
+    for d in (base, host, host / "inner"):
+        os.chmod(d, 0o755)
+    try:
+        _swap_and_check(fsdom, host)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _swap_and_check(fsdom, host):
+    token, _ = answer(inside(fsdom, f"mkdir x && {HOOK} none"))
+    dirs = fsdom.status()["git_fsmonitor"]["directories"]
+    client(fsdom, "swap", str(host))
+    # A change in the host's directory, behind the link.
+    (host / "inner" / "host-secret").write_text("x")
+    _, paths = answer(inside(fsdom, f"{HOOK} {token}"))
+    assert not any("host-secret" in p for p in paths), paths
+    assert "x" in paths and "x-moved/" in paths, paths
+    # x-moved and x-moved/inner at most: nothing of the host's.
+    assert fsdom.status()["git_fsmonitor"]["directories"] <= dirs + 2
 
 
 def test_a_killed_coordinator_leaves_no_monitor_socket(fsdom):
