@@ -455,17 +455,12 @@ static int fail(char **ret_error, const char *fmt, ...) {
         return *ret_error ? -ENOENT : -ENOMEM;
 }
 
-static bool path_below(const char *path, const char *root) {
-        const char *r = startswith(path, root);
-        return r && (*r == '/' || *r == '\0');
-}
-
 /* "contains" when a holds b, "lies inside" when b holds a (or they are the
  * same), else NULL. Both canonical. */
 static const char *reach(const char *a, const char *b) {
-        if (path_below(a, b))
+        if (path_under(a, b))
                 return "lies inside";
-        if (path_below(b, a))
+        if (path_under(b, a))
                 return "contains";
         return NULL;
 }
@@ -508,7 +503,7 @@ static int check_mount_reach(const Config *cfg, const ConfigProfile *p, const La
                         how = reach(v->host, zones[z].path);
                         /* {profile_dir}: this profile's own part of the
                          * data root. */
-                        if (how && z == 2 && p->profile_dir && path_below(v->host, p->profile_dir))
+                        if (how && z == 2 && p->profile_dir && path_under(v->host, p->profile_dir))
                                 continue;
                         if (how)
                                 return fail(ret_error,
@@ -524,7 +519,7 @@ static int check_mount_reach(const Config *cfg, const ConfigProfile *p, const La
 /* Append to *list the anchored pattern of path when it lies inside the
  * workspace (not the workspace itself). */
 static int protect_if_inside(const char *workspace, const char *path, char ***list) {
-        if (!path || !path_below(path, workspace) || streq(path, workspace))
+        if (!path || !path_under(path, workspace) || streq(path, workspace))
                 return 0;
         size_t n = 0;
         while ((*list)[n])
@@ -767,7 +762,7 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                 if (stat(v->host, &st) < 0) {
                         /* Lazaret's own storage is ours to create; anything
                          * else must exist already. */
-                        if (errno == ENOENT && path_below(v->host, cfg->data_root)) {
+                        if (errno == ENOENT && path_under(v->host, cfg->data_root)) {
                                 r = private_dir(v->host, &why);
                                 if (r == -EPERM)
                                         return fail(ret_error, "volume %s: %s %s", v->container, v->host, why);

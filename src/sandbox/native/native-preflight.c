@@ -31,11 +31,6 @@ static int fail(char **ret_error, const char *fmt, ...) {
         return *ret_error ? -ENOENT : -ENOMEM;
 }
 
-static bool path_below(const char *path, const char *root) {
-        const char *r = startswith(path, root);
-        return r && (*r == '/' || *r == '\0');
-}
-
 /* Why the user has no memory cgroup (runtime.memory_cgroup unset, and
  * none of setup's found), naming the fix. */
 static const char *memory_cgroup_why(const Config *cfg) {
@@ -81,7 +76,7 @@ int native_preflight(const Config *cfg, const ConfigProfile *p, bool from_flag, 
          * workspace). */
         for (size_t i = 0; i < p->n_persistent_dirs; i++) {
                 const char *d = p->persistent_dirs[i];
-                if (path_below(d, "/tmp") || path_below(d, "/home"))
+                if (path_under(d, "/tmp") || path_under(d, "/home"))
                         return fail(ret_error,
                                     "%s cannot keep persistent directory %s: not /tmp or /home or below them (the "
                                     "sandbox's own memory); change persistent_dirs in [profiles.%s], or use backend "
@@ -95,7 +90,7 @@ int native_preflight(const Config *cfg, const ConfigProfile *p, bool from_flag, 
                 static const char *const below[] = { "/proc", "/dev", "/workspace", "/run/lazaret" };
                 bool bad = streq(c, "/") || streq(c, "/tmp") || streq(c, "/home") || streq(c, "/home/sandbox");
                 for (size_t k = 0; !bad && k < ELEMENTSOF(below); k++)
-                        bad = path_below(c, below[k]);
+                        bad = path_under(c, below[k]) != NULL;
                 if (bad)
                         return fail(ret_error,
                                     "%s cannot take volume %s there "
