@@ -18,6 +18,7 @@
 
 #include "coordinator-internal.h"
 #include "trace-wire.h"
+#include "thread-util.h"
 
 #define TRACE_SOCKET       "sink.sock"
 #define TRACE_CONFIG       "trace.json"
@@ -242,9 +243,9 @@ int trace_begin(Coordinator *co, char **ret_config) {
                 return 0;
         }
         t->thread_fd = -EBADF;
-        int e = pthread_create(&t->thread, NULL, trace_accept, t);
-        if (e != 0) {
-                snprintf(t->why, sizeof(t->why), "cannot start a thread: %s", strerror(e));
+        int e = thread_create_no_signals(&t->thread, trace_accept, t);
+        if (e < 0) {
+                snprintf(t->why, sizeof(t->why), "cannot start a thread: %s", strerror(-e));
                 t->listen_fd = safe_close(t->listen_fd);
                 return 0;
         }

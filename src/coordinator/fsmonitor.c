@@ -28,6 +28,7 @@
 #include "path-util.h"
 #include "strbuf.h"
 #include "string-util.h"
+#include "thread-util.h"
 
 /* What the journal keeps before it starts again (older tokens then get a
  * trivial answer), and the most paths one answer names (more: "/"). */
@@ -555,15 +556,7 @@ int fsmonitor_start(const char *root, const char *socket_path, FsMonitor **ret) 
         if (r >= 0)
                 r = bind_socket(socket_path, &m->listen_fd);
         if (r >= 0) {
-                /* Signals belong to the loop thread (signalfd), never this
-                 * one: a SIGCHLD taken here would be lost to the loop. */
-                sigset_t all, old;
-                sigfillset(&all);
-                r = -pthread_sigmask(SIG_SETMASK, &all, &old);
-                if (r == 0) {
-                        r = -pthread_create(&m->thread, NULL, thread_main, m);
-                        (void) pthread_sigmask(SIG_SETMASK, &old, NULL);
-                }
+                r = thread_create_no_signals(&m->thread, thread_main, m);
                 m->started = r >= 0;
         }
         if (r < 0) {

@@ -17,6 +17,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "string-util.h"
+#include "thread-util.h"
 
 #define READ_LINE_MAX (64u * 1024u) /* a longer line is not ours: skipped */
 #define READ_SEGMENTS 64
@@ -327,17 +328,10 @@ int event_log_open(const char *domain_dir, const EventLimits *lim, EventLog **re
                 return r;
         }
 
-        /* Signals belong to the caller's loop, never to this thread. */
-        sigset_t all, old;
-        sigfillset(&all);
-        r = pthread_sigmask(SIG_SETMASK, &all, &old);
-        if (r == 0) {
-                r = pthread_create(&l->thread, NULL, writer_main, l);
-                (void) pthread_sigmask(SIG_SETMASK, &old, NULL);
-        }
-        if (r != 0) {
+        r = thread_create_no_signals(&l->thread, writer_main, l);
+        if (r < 0) {
                 event_log_close(l);
-                return -r;
+                return r;
         }
         l->started = true;
         *ret = l;

@@ -12,6 +12,7 @@
 
 #include "fd-util.h"
 #include "store.h"
+#include "thread-util.h"
 
 typedef struct StoreJob {
         StoreJobFn fn;
@@ -102,16 +103,9 @@ int store_worker_new(Store *s, StoreWorker **ret) {
         if (w->event_fd < 0)
                 return negative_errno();
 
-        /* Signals belong to the loop thread (signalfd), never this one. */
-        sigset_t all, old;
-        sigfillset(&all);
-        int r = pthread_sigmask(SIG_SETMASK, &all, &old);
-        if (r != 0)
-                return -r;
-        r = pthread_create(&w->thread, NULL, worker_main, w);
-        (void) pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (r != 0)
-                return -r;
+        int r = thread_create_no_signals(&w->thread, worker_main, w);
+        if (r < 0)
+                return r;
         w->thread_started = true;
 
         *ret = TAKE_PTR(owner);

@@ -21,6 +21,7 @@
 #include "string-util.h"
 #include "term-filter.h"
 #include "tui-internal.h"
+#include "thread-util.h"
 
 /* The writer thread: all it touches is the Writer. */
 
@@ -79,18 +80,13 @@ static int writer_new(int fd, Writer **ret) {
         }
         pthread_mutex_init(&w->lock, NULL);
         pthread_cond_init(&w->cond, NULL);
-        /* No signal is the thread's: the caller takes them (signalfd). */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        int r = pthread_create(&w->thread, NULL, writer_main, w);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (r != 0) {
+        int r = thread_create_no_signals(&w->thread, writer_main, w);
+        if (r < 0) {
                 pthread_cond_destroy(&w->cond);
                 pthread_mutex_destroy(&w->lock);
                 close(w->efd);
                 free(w);
-                return -r;
+                return r;
         }
         *ret = w;
         return 0;

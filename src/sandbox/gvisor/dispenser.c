@@ -22,6 +22,7 @@
 #include "spawn-util.h"
 #include "strbuf.h"
 #include "string-util.h"
+#include "thread-util.h"
 
 #define EXEC_USEC        (UINT64_C(30) * 1000000)
 #define RESTART_MIN_USEC (UINT64_C(2) * 1000000)
@@ -229,17 +230,10 @@ int dispenser_start(const DispenserConfig *c, Dispenser **ret, char **ret_error)
                 free_fields(d);
                 return r;
         }
-        /* Signals belong to the loop thread (signalfd), never this one. */
-        sigset_t all, old;
-        sigfillset(&all);
-        r = pthread_sigmask(SIG_SETMASK, &all, &old);
-        if (r == 0) {
-                r = pthread_create(&d->thread, NULL, thread_main, d);
-                (void) pthread_sigmask(SIG_SETMASK, &old, NULL);
-        }
-        if (r != 0) {
+        r = thread_create_no_signals(&d->thread, thread_main, d);
+        if (r < 0) {
                 free_fields(d);
-                return -r;
+                return r;
         }
         d->thread_started = true;
         *ret = d;
