@@ -77,6 +77,8 @@
 #include <getopt.h>
 #include <limits.h>
 #include <linux/magic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -200,10 +202,17 @@ static char *resolve(const char *what, const char *path) {
         return r;
 }
 
-/* A decimal int >= 0, or -1. */
 /* --cgroup DIR: this process moves into that cgroup (a memory cgroup
  * the coordinator made and limited), and so does every process it starts.
- * Fails closed: a limit that is not in force would be a claim only. */
+ * Fails closed: a limit that is not in force would be a claim only.
+ *
+ * In a cgroup v1 hierarchy the process moves its one thread by writing 0
+ * to "tasks": a move of the caller's own thread skips the kernel's lock of
+ * every thread group (cgroup_threadgroup_rwsem), whose write side waits
+ * for an RCU grace period, 7 to 15 ms on these hosts for each write of a
+ * pid to cgroup.procs: most of a warm join's time (issue 45). lazaret-native
+ * starts no thread, so its thread is the process; that is checked, since a
+ * second thread would stay outside. cgroup v2 has no such file. */
 static void enter_cgroup(const char *dir) {
         int d = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (d < 0)
@@ -213,17 +222,29 @@ static void enter_cgroup(const char *dir) {
                 die("--cgroup %s: %s", dir, strerror(errno));
         if (sf.f_type != CGROUP_SUPER_MAGIC && sf.f_type != CGROUP2_SUPER_MAGIC)
                 die("--cgroup %s: not a directory of a cgroup file system", dir);
-        int fd = openat(d, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+        bool v1 = sf.f_type == CGROUP_SUPER_MAGIC;
+        if (v1) {
+                struct stat st;
+                /* procfs counts a process's threads in its task directory's
+                 * links (each thread one, plus . and ..). */
+                if (stat("/proc/self/task", &st) < 0)
+                        die("--cgroup %s: /proc/self/task: %s", dir, strerror(errno));
+                if (st.st_nlink != 3)
+                        die("--cgroup %s: lazaret-native has %ju threads, not one", dir, (uintmax_t) st.st_nlink - 2);
+        }
+        const char *file = v1 ? "tasks" : "cgroup.procs";
+        int fd = openat(d, file, O_WRONLY | O_CLOEXEC);
         close(d);
         if (fd < 0)
-                die("--cgroup %s: cannot open its cgroup.procs: %s", dir, strerror(errno));
+                die("--cgroup %s: cannot open its %s: %s", dir, file, strerror(errno));
         char line[32];
-        int n = snprintf(line, sizeof(line), "%d\n", (int) getpid());
+        int n = v1 ? snprintf(line, sizeof(line), "0\n") : snprintf(line, sizeof(line), "%d\n", (int) getpid());
         if (write(fd, line, (size_t) n) != n)
                 die("--cgroup %s: cannot move into it: %s", dir, strerror(errno));
         close(fd);
 }
 
+/* A decimal int >= 0, or -1. */
 static int parse_int(const char *s) {
         char *end;
         errno = 0;

@@ -2995,7 +2995,7 @@ def test_cgroup_moves_run_hold_and_join(nat):
         marker = os.path.join(nat.work, "ran")
         for bad, why in ((os.path.join(parent, "none"), "No such file or directory"),
                          (nat.work, "not a directory of a cgroup file system"),
-                         ("/sys/fs/cgroup/memory", "cannot open its cgroup.procs: Permission denied")):
+                         ("/sys/fs/cgroup/memory", "cannot open its tasks: Permission denied")):
             r = nat.run("--workspace", nat.work, "--cgroup", bad, "--", "/bin/touch", marker)
             line = one_error_line(r)
             assert "--cgroup" in line and why in line, line
