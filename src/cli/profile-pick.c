@@ -14,13 +14,15 @@ static char *profile_names(const Config *cfg) {
         return strbuf_steal(&b);
 }
 
-static int load(const Globals *g, const char *name, bool launch, Config **ret_cfg, const ConfigProfile **ret_profile) {
+static int load(const Globals *g, const char *name, bool launch, Backend backend, Config **ret_cfg,
+                const ConfigProfile **ret_profile) {
         ConfigDiags d = {};
         Config *cfg = NULL;
         ConfigLoadOptions o = { .explicit_path = g->config_path,
                                 .agent = g->agent,
                                 .workspace = g->workspace,
-                                .ignore_widening_workspace = !launch };
+                                .ignore_widening_workspace = !launch,
+                                .native = backend == BACKEND_NATIVE };
         int r = config_load(&o, &cfg, &d);
         config_diags_print(&d, stderr);
         config_diags_done(&d);
@@ -56,11 +58,12 @@ static int load(const Globals *g, const char *name, bool launch, Config **ret_cf
 }
 
 int profile_load(const Globals *g, const char *name, Config **ret_cfg, const ConfigProfile **ret_profile) {
-        return load(g, name, false, ret_cfg, ret_profile);
+        return load(g, name, false, _BACKEND_INVALID, ret_cfg, ret_profile);
 }
 
-int profile_load_for_launch(const Globals *g, const char *name, Config **ret_cfg, const ConfigProfile **ret_profile) {
-        return load(g, name, true, ret_cfg, ret_profile);
+int profile_load_for_launch(const Globals *g, const char *name, Backend backend, Config **ret_cfg,
+                            const ConfigProfile **ret_profile) {
+        return load(g, name, true, backend, ret_cfg, ret_profile);
 }
 
 int config_load_exit(const ConfigLoadOptions *o, Config **ret) {

@@ -12,8 +12,11 @@
 int profile_load(const Globals *g, const char *name, Config **ret_cfg, const ConfigProfile **ret_profile);
 
 /* The same for a verb that starts a sandbox: an untrusted workspace file
- * that would widen it is refused (-EPERM) rather than left out. */
-int profile_load_for_launch(const Globals *g, const char *name, Config **ret_cfg, const ConfigProfile **ret_profile);
+ * that would widen it is refused (-EPERM) rather than left out. backend:
+ * the launch's --backend, or _BACKEND_INVALID for the profile's own (with
+ * BACKEND_NATIVE no profile needs an image). */
+int profile_load_for_launch(const Globals *g, const char *name, Backend backend, Config **ret_cfg,
+                            const ConfigProfile **ret_profile);
 
 /* Load the configuration with o, print its diagnostics, and map a failure
  * to an exit status (64 workspace unresolvable, 65 invalid, 125 out of

@@ -447,7 +447,7 @@ int up_check(const Globals *g, const char *home, const Manifest *m) {
                 Globals ag = { .config_path = g->config_path, .workspace = a->workspace, .agent = a->name };
                 _cleanup_(config_freep) Config *cfg = NULL;
                 const ConfigProfile *p = NULL;
-                r = profile_load_for_launch(&ag, a->profile, &cfg, &p);
+                r = profile_load_for_launch(&ag, a->profile, _BACKEND_INVALID, &cfg, &p);
                 if (r < 0) {
                         log_error("agent %s (%s:%u:%u) cannot start: nothing was started", a->name, m->path,
                                   a->pos.line, a->pos.col);

@@ -846,7 +846,7 @@ int verb_run(int argc, char **argv, const Globals *g) {
 
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
-        int r = profile_load_for_launch(g, profile_name, &cfg, &p);
+        int r = profile_load_for_launch(g, profile_name, backend, &cfg, &p);
         if (r < 0)
                 return profile_load_exit(r);
         size_t n_env = 0;

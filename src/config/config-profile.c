@@ -944,14 +944,21 @@ int config_validate_profile(Validator *v, const ConfigNode *t) {
         }
 
         /* The image is what gVisor runs: a profile that says backend =
-         * "native" runs the host's own programs and needs none (issue 42;
-         * run with --backend gvisor, the launch refuses it, naming the
-         * key). The backend key itself is checked below. */
+         * "native", or any profile of a launch with --backend native, runs
+         * the host's own programs and needs none (issues 42, 45; run with
+         * --backend gvisor, the launch refuses it, naming the key). The
+         * backend key itself is checked below. */
         _cleanup_free_ char *n_image = config_key_path(pname, "image");
         const ConfigNode *nb = config_node_get(t, "backend");
-        bool native = nb && nb->value->type == TOML_STRING && backend_from_string(nb->value->str.s) == BACKEND_NATIVE;
-        const ConfigNode *n = native ? config_node_get(t, "image")
-                                     : config_want_child(v, t, "image", n_image ?: "image", NULL, t->key_pos);
+        bool native = v->native ||
+                      (nb && nb->value->type == TOML_STRING && backend_from_string(nb->value->str.s) == BACKEND_NATIVE);
+        const ConfigNode *n = config_node_get(t, "image");
+        if (!n && !native)
+                KEY_ERR(v, t,
+                        "%s is required: the image gVisor runs the sandbox from (add image = "
+                        "\"localhost/lazaret/debian:bookworm\", which 'lazaret image build debian' makes), or say "
+                        "backend = \"native\" to run the host's own programs",
+                        n_image ?: "image");
         if (n && config_string_ok(v, n, n_image ?: "image")) {
                 bool pinned = false;
                 const char *why = image_problem(n->value->str.s, &pinned);

@@ -893,7 +893,7 @@ int config_load(const ConfigLoadOptions *o, Config **ret, ConfigDiags *diags) {
         if (config_diags_errors(diags) > before)
                 return -EINVAL;
 
-        Validator v = { .c = c, .d = diags };
+        Validator v = { .c = c, .d = diags, .native = o->native };
         r = validate(&v);
         free(v.net);
         free(v.net_where);

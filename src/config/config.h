@@ -302,6 +302,10 @@ typedef struct ConfigLoadOptions {
          * an untrusted workspace file that would widen the sandbox is left
          * out with a warning per key, rather than refused. */
         bool ignore_widening_workspace;
+        /* lazaret run --backend native: this launch runs the host's own
+         * programs whatever the profiles' backend keys say, so a profile
+         * needs no image (issue 45). */
+        bool native;
 } ConfigLoadOptions;
 
 /* Find, read, merge and validate the configuration.

@@ -602,8 +602,9 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                 search = DEFAULT_SEARCH_PATH;
         s.backend = backend >= 0 ? backend : p->backend;
         bool native = s.backend == BACKEND_NATIVE;
-        /* Only a profile that says backend = "native" may name no image
-         * (config validation); gVisor asked for by the flag runs one. */
+        /* Only a profile that says backend = "native", or one loaded for a
+         * launch with --backend native, may name no image (config
+         * validation); gVisor asked for by the flag runs one. */
         if (!native && !p->image)
                 return fail(ret_error,
                             "--backend gvisor runs an image, and profile '%s' names none (it says backend = "

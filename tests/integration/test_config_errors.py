@@ -93,7 +93,9 @@ CASES = [
     ("no-profiles", "«" + STORAGE + NETWORK + ESCALATION,
      ["no profiles: add at least one [profiles.NAME] table with an image"]),
     ("missing-image", base(profile='[profiles.«shell]\npersistent_dirs = []\n'),
-     ["profiles.shell.image is required"]),
+     ["profiles.shell.image is required: the image gVisor runs the sandbox from (add image = "
+      "\"localhost/lazaret/debian:bookworm\", which 'lazaret image build debian' makes), or say backend = "
+      "\"native\" to run the host's own programs"]),
 
     # --- types
     ("storage-not-table", base(storage='storage = «"x"\n'), ["storage must be a table, not a string"]),

@@ -735,7 +735,8 @@ def test_native_profile_needs_no_image_and_finds_setups_memory_cgroup(lz):
     cgroup of its own there, status says the kernel holds the limit, and
     nothing warns. gVisor still needs the image: the same profile run with
     --backend gvisor (or made a Kubernetes pod), and one that leaves backend
-    out, are one clear error each, and nothing starts."""
+    out, are one clear error each, and nothing starts; that one runs with
+    --backend native (issue 45: a native launch needs no image)."""
     parent = memory_cgroup()  # a loud skip without setup's
     d = Domain(lz, IMAGE, extra='backend = "native"\n', runsc_network="sandbox")
     text = open(d.cfg).read()
@@ -770,8 +771,17 @@ def test_native_profile_needs_no_image_and_finds_setups_memory_cgroup(lz):
                          (("config", "check"), 65)):
         r = d.run(*args)
         assert r.returncode == status, r.stdout + r.stderr
-        assert r.stderr.splitlines() == [f"{d.cfg}:10:11: profiles.shell.image is required"], r.stderr
+        assert r.stderr.splitlines() == [
+            f"{d.cfg}:10:11: profiles.shell.image is required: the image gVisor runs the sandbox from (add image = "
+            "\"localhost/lazaret/debian:bookworm\", which 'lazaret image build debian' makes), or say backend = "
+            "\"native\" to run the host's own programs"], r.stderr
     assert not os.path.exists(marker)
+    r = d.run("run", "--backend", "native", "--tui=none", "--", "/bin/sh", "-c",
+              "touch /workspace/ran; grep memory /proc/self/cgroup")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"/lazaret-{TEST_USER}/lazaret-" in r.stdout, "the native sandbox's own cgroup: " + r.stdout
+    assert os.path.exists(marker)
+    os.unlink(marker)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and domain_processes(d):
         time.sleep(0.1)
