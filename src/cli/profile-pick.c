@@ -22,7 +22,7 @@ static int load(const Globals *g, const char *name, bool launch, Backend backend
                                 .agent = g->agent,
                                 .workspace = g->workspace,
                                 .ignore_widening_workspace = !launch,
-                                .native = backend == BACKEND_NATIVE };
+                                .image_optional = !launch || backend == BACKEND_NATIVE };
         int r = config_load(&o, &cfg, &d);
         config_diags_print(&d, stderr);
         config_diags_done(&d);

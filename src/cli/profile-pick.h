@@ -12,7 +12,8 @@
 int profile_load(const Globals *g, const char *name, Config **ret_cfg, const ConfigProfile **ret_profile);
 
 /* The same for a verb that starts a sandbox: an untrusted workspace file
- * that would widen it is refused (-EPERM) rather than left out. backend:
+ * that would widen it is refused (-EPERM) rather than left out, and a
+ * profile's image is required unless it runs natively. backend:
  * the launch's --backend, or _BACKEND_INVALID for the profile's own (with
  * BACKEND_NATIVE no profile needs an image). */
 int profile_load_for_launch(const Globals *g, const char *name, Backend backend, Config **ret_cfg,

@@ -70,11 +70,12 @@ static int image_facts_of(const char *what, const char *ref, const char *fix, ch
 
 static int image_facts(const ConfigProfile *p, char **ret_image, char **ret_user) {
         _cleanup_free_ char *what = NULL, *fix = NULL;
-        /* A native profile may name none; a pod runs one (gVisor). */
+        /* A native profile may name none, and verbs that start nothing load
+         * any profile without one; a pod runs one (gVisor). */
         if (!p->image) {
-                log_error("profile %s names no image (it says backend = \"native\"), and a Kubernetes pod runs one: "
+                log_error("profile %s names no image%s, and a Kubernetes pod runs one: "
                           "add image = \"REGISTRY/NAME@sha256:...\" to [profiles.%s]",
-                          p->name, p->name);
+                          p->name, p->backend == BACKEND_NATIVE ? " (it says backend = \"native\")" : "", p->name);
                 return EXIT_CONFIG;
         }
         if (asprintf(&what, "profile %s: the image %s", p->name, p->image) < 0 ||

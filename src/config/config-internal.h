@@ -48,7 +48,7 @@ typedef struct Validator {
         size_t n_net, n_net_global, cap_net;
         NetWhere res_where[NETPOLICY_RESOLVERS_MAX];
         bool net_bad; /* some network input was invalid: no policy compiled */
-        bool native; /* ConfigLoadOptions.native: no profile needs an image */
+        bool image_optional; /* ConfigLoadOptions.image_optional */
 } Validator;
 
 /* ---- the validator's helpers ------------------------------------------- */

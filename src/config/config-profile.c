@@ -944,16 +944,16 @@ int config_validate_profile(Validator *v, const ConfigNode *t) {
         }
 
         /* The image is what gVisor runs: a profile that says backend =
-         * "native", or any profile of a launch with --backend native, runs
-         * the host's own programs and needs none (issues 42, 45; run with
+         * "native", or any profile of a launch with --backend native or of a
+         * verb that starts nothing, needs none (issues 42, 45; run with
          * --backend gvisor, the launch refuses it, naming the key). The
          * backend key itself is checked below. */
         _cleanup_free_ char *n_image = config_key_path(pname, "image");
         const ConfigNode *nb = config_node_get(t, "backend");
-        bool native = v->native ||
-                      (nb && nb->value->type == TOML_STRING && backend_from_string(nb->value->str.s) == BACKEND_NATIVE);
+        bool image_optional = v->image_optional || (nb && nb->value->type == TOML_STRING &&
+                                                    backend_from_string(nb->value->str.s) == BACKEND_NATIVE);
         const ConfigNode *n = config_node_get(t, "image");
-        if (!n && !native)
+        if (!n && !image_optional)
                 KEY_ERR(v, t,
                         "%s is required: the image gVisor runs the sandbox from (add image = "
                         "\"localhost/lazaret/debian:bookworm\", which 'lazaret image build debian' makes), or say "

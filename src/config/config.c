@@ -893,7 +893,7 @@ int config_load(const ConfigLoadOptions *o, Config **ret, ConfigDiags *diags) {
         if (config_diags_errors(diags) > before)
                 return -EINVAL;
 
-        Validator v = { .c = c, .d = diags, .native = o->native };
+        Validator v = { .c = c, .d = diags, .image_optional = o->image_optional };
         r = validate(&v);
         free(v.net);
         free(v.net_where);

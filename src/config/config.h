@@ -302,10 +302,11 @@ typedef struct ConfigLoadOptions {
          * an untrusted workspace file that would widen the sandbox is left
          * out with a warning per key, rather than refused. */
         bool ignore_widening_workspace;
-        /* lazaret run --backend native: this launch runs the host's own
-         * programs whatever the profiles' backend keys say, so a profile
-         * needs no image (issue 45). */
-        bool native;
+        /* No profile needs an image: a launch with --backend native runs
+         * the host's own programs whatever the profiles' backend keys say
+         * (issue 45), and a verb that starts nothing (status, stop, diff)
+         * looks at none. */
+        bool image_optional;
 } ConfigLoadOptions;
 
 /* Find, read, merge and validate the configuration.

@@ -736,7 +736,8 @@ def test_native_profile_needs_no_image_and_finds_setups_memory_cgroup(lz):
     nothing warns. gVisor still needs the image: the same profile run with
     --backend gvisor (or made a Kubernetes pod), and one that leaves backend
     out, are one clear error each, and nothing starts; that one runs with
-    --backend native (issue 45: a native launch needs no image)."""
+    --backend native (issue 45: a native launch needs no image), and status
+    reads it."""
     parent = memory_cgroup()  # a loud skip without setup's
     d = Domain(lz, IMAGE, extra='backend = "native"\n', runsc_network="sandbox")
     text = open(d.cfg).read()
@@ -782,6 +783,12 @@ def test_native_profile_needs_no_image_and_finds_setups_memory_cgroup(lz):
     assert f"/lazaret-{TEST_USER}/lazaret-" in r.stdout, "the native sandbox's own cgroup: " + r.stdout
     assert os.path.exists(marker)
     os.unlink(marker)
+    r = d.run("status")  # a verb that starts nothing needs no image either
+    assert "image is required" not in r.stderr and r.returncode != 65, r.stdout + r.stderr
+    r = d.run("kube")
+    assert r.returncode == 65 and r.stderr.splitlines() == [
+        "lazaret: error: profile shell names no image, and a Kubernetes pod runs one: "
+        "add image = \"REGISTRY/NAME@sha256:...\" to [profiles.shell]"] and r.stdout == "", r.stdout + r.stderr
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and domain_processes(d):
         time.sleep(0.1)
