@@ -783,10 +783,10 @@ static json_t *status_json(Coordinator *co) {
                 FsMonitorStats fs;
                 fsmonitor_stats(co->fsmon, &fs);
                 json_object_set_new(st, "git_fsmonitor",
-                                    json_pack("{s:b, s:I, s:I, s:I, s:s?}", "on", 1, "directories",
+                                    json_pack("{s:b, s:I, s:I, s:I, s:I, s:s?}", "on", 1, "directories",
                                               (json_int_t) fs.dirs, "queries", (json_int_t) fs.queries,
-                                              "trivial_answers", (json_int_t) fs.trivial, "why_trivial",
-                                              fs.why[0] ? fs.why : NULL));
+                                              "trivial_answers", (json_int_t) fs.trivial, "queue_overflows",
+                                              (json_int_t) fs.overflows, "why_trivial", fs.why[0] ? fs.why : NULL));
         } else if (st)
                 json_object_set_new(st, "git_fsmonitor", json_pack("{s:b}", "on", 0));
         json_t *egress = co_broker_status(co);

@@ -304,6 +304,36 @@ static void watch_tree(FsMonitor *m, const char *rel) {
         watch_fd(m, fd, rel, depth + (*rel != 0));
 }
 
+/* The kernel's event queue overflowed: the events lost may have named new
+ * directories, which would then never be watched, and what changes in
+ * them never named (git, trusting its untracked cache and its index's
+ * "unchanged" bits, would miss a file made or changed there). Every watch
+ * goes, and the tree is walked again from the top; the journal restarts,
+ * so every token given before is answered "everything". A tree already
+ * given up stays so. */
+static void rewalk(FsMonitor *m) {
+        journal_reset(m);
+        pthread_mutex_lock(&m->lock);
+        m->stats.overflows++;
+        pthread_mutex_unlock(&m->lock);
+        if (!m->whole)
+                return;
+        int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (fd < 0) {
+                give_up(m, "the kernel's event queue overflowed, and no new watch could be made");
+                return;
+        }
+        safe_close(m->inotify_fd);
+        m->inotify_fd = fd;
+        for (size_t i = 0; i < m->n_wd; i++)
+                m->wd_path[i] = mfree(m->wd_path[i]);
+        m->n_dirs = 0;
+        pthread_mutex_lock(&m->lock);
+        m->stats.dirs = 0;
+        pthread_mutex_unlock(&m->lock);
+        watch_tree(m, "");
+}
+
 /* Every event the kernel has queued, into the journal. */
 static void read_events(FsMonitor *m) {
         _Alignas(struct inotify_event) char buf[64 * 1024];
@@ -317,8 +347,10 @@ static void read_events(FsMonitor *m) {
                         const struct inotify_event *ev = (const struct inotify_event *) p;
                         p += sizeof(*ev) + ev->len;
                         if (ev->mask & IN_Q_OVERFLOW) {
-                                journal_reset(m);
-                                continue;
+                                /* The rest of buf is the old descriptor's:
+                                 * its watch numbers mean nothing now. */
+                                rewalk(m);
+                                break;
                         }
                         const char *dir = wd_get(m, ev->wd);
                         if (ev->mask & IN_IGNORED) {

@@ -30,7 +30,7 @@
 typedef struct FsMonitor FsMonitor;
 
 typedef struct FsMonitorStats {
-        uint64_t queries, trivial, dirs;
+        uint64_t queries, trivial, dirs, overflows;
         char why[128]; /* why answers are trivial now, or "" */
 } FsMonitorStats;
 
