@@ -305,13 +305,17 @@ static double tree_timeout(const Router *r, const char *rel) {
 
 /* The library reads the timeouts of the reply it is about to make from
  * cfg: every reply that carries an entry or attributes (lookup, getattr,
- * setattr, create, mkdir, symlink, link) calls rt_getattr just before, so
- * rt_getattr sets them for its path, 0 until it knows better. */
-static void set_timeouts(Router *r, double t) {
+ * setattr, create, mkdir, symlink, link), and a lookup's ENOENT, calls
+ * rt_getattr just before, so rt_getattr sets them for its path, 0 until it
+ * knows better. (A lookup whose parent the library no longer has answers
+ * ENOENT without asking: it may keep the last value, for a name beneath a
+ * directory that is gone.) */
+static void set_timeouts(Router *r, double t, double negative) {
         if (!r->cfg)
                 return;
         r->cfg->entry_timeout = t;
         r->cfg->attr_timeout = t;
+        r->cfg->negative_timeout = negative;
 }
 
 static int rt_getattr(const char *path, struct stat *st, struct fuse_file_info *fi) {
@@ -321,12 +325,12 @@ static int rt_getattr(const char *path, struct stat *st, struct fuse_file_info *
         const char *base;
         int root, q;
 
-        set_timeouts(r, 0);
+        set_timeouts(r, 0, 0);
         if (fi && fi->fh) {
                 if (fstat((int) fi->fh, st) < 0)
                         return negative_errno();
                 if (path && git_policy_normalize(path, &rel) >= 0)
-                        set_timeouts(r, tree_timeout(r, rel));
+                        set_timeouts(r, tree_timeout(r, rel), 0);
                 return 0;
         }
         q = route(path, GIT_OP_READ, &rel, &root);
@@ -335,16 +339,22 @@ static int rt_getattr(const char *path, struct stat *st, struct fuse_file_info *
         if (!*rel) {
                 if (fstat(root, st) < 0)
                         return negative_errno();
-                set_timeouts(r, tree_timeout(r, rel));
+                set_timeouts(r, tree_timeout(r, rel), 0);
                 return 0;
         }
         pfd = open_parent(root, rel, &base);
         if (pfd < 0)
                 return pfd;
-        if (fstatat(pfd, base, st, AT_SYMLINK_NOFOLLOW) < 0)
-                return negative_errno();
+        if (fstatat(pfd, base, st, AT_SYMLINK_NOFOLLOW) < 0) {
+                /* A plain name that is not there may be kept as missing
+                 * too: creating it still reaches the router. */
+                q = negative_errno();
+                if (q == -ENOENT && root == r->host_fd)
+                        set_timeouts(r, 0, tree_timeout(r, rel));
+                return q;
+        }
         if (q == 0 && root == r->host_fd)
-                set_timeouts(r, tree_timeout(r, rel));
+                set_timeouts(r, tree_timeout(r, rel), 0);
         if (q == ROUTE_MASKED && !S_ISDIR(st->st_mode)) {
                 /* A masked secret: an empty, read-only regular file,
                  * whatever it is on the host. */
