@@ -31,7 +31,8 @@ typedef struct Router {
          * the entry and attribute timeouts from here for each reply, and
          * rt_getattr, which runs before every reply that carries them,
          * sets them for the path at hand (one thread, so no other request
-         * sees them). */
+         * sees them). A library that copied it instead would only keep
+         * nothing: the timeouts rt_init set, 0. */
         struct fuse_config *cfg;
 } Router;
 
