@@ -521,8 +521,8 @@ def _poll(routed, name, change, want):
 def test_workspace_host_change_seen_within_the_bound(ws_routed, how):
     """A plain name the sandbox has looked at is kept by the kernel at most
     TREE_TIMEOUT: the host's change shows within it (plus the poll's own
-    time), whether the file grew in place, was replaced by rename, was made
-    or removed."""
+    time, up to a second on a loaded machine), whether the file grew in
+    place, was replaced by rename, was made or removed."""
     name, change, want = {
         "grow": ("a", 'printf "one\\nand a longer second line\\n" > "$R/a"', "one\nand a longer second line"),
         "rename-over": ("a", 'printf "replaced, and longer than one\\n" > "$R/.n" && mv "$R/.n" "$R/a"',
@@ -531,7 +531,7 @@ def test_workspace_host_change_seen_within_the_bound(ws_routed, how):
         "remove": ("a", 'rm "$R/a"', "gone"),
     }[how]
     took = _poll(ws_routed, name, change, want)
-    assert took <= TREE_TIMEOUT + 0.5, f"seen after {took} s"
+    assert took <= TREE_TIMEOUT + 1.0, f"seen after {took} s"
 
 
 @pytest.mark.parametrize("name", [".git/config", ".envrc"])
