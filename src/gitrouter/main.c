@@ -228,6 +228,8 @@ int main(int argc, char *argv[]) {
                 fuse_destroy(f);
                 return 1;
         }
+        /* One thread: the policy, the events pipe and the per-path cache
+         * timeouts (router.h, Router.cfg) assume it. */
         int r = fuse_loop(f);
         fuse_remove_signal_handlers(se);
         fuse_unmount(f);

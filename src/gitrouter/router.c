@@ -286,24 +286,75 @@ static int open_parent(int root, const char *rel, const char **ret_base) {
         return fd;
 }
 
+/* How long the kernel may keep rel's entry and attributes (rel relative to
+ * the served root, NULL for a file no longer in the tree). Only plain names
+ * of the working tree are kept, and only for ROUTER_TREE_TIMEOUT: what the
+ * sandbox sees of them may be that much older than the host's (a size, a
+ * time, a name the host made or removed). Every change and every open
+ * still reaches the router, which decides on the current tree: a kept
+ * entry is only a path here (the library serves paths, never inodes), so
+ * no decision is made on a stale one. The repository's .git (any .git),
+ * protected and masked names, and whatever lies beneath them are never
+ * kept: the host's git rewrites config by rename, and the sandbox must
+ * read its current size at once. */
+static double tree_timeout(const Router *r, const char *rel) {
+        if (!r->workspace || !rel || workspace_policy_guarded(&r->ws, rel))
+                return 0;
+        return ROUTER_TREE_TIMEOUT;
+}
+
+/* The library reads the timeouts of the reply it is about to make from
+ * cfg: every reply that carries an entry or attributes (lookup, getattr,
+ * setattr, create, mkdir, symlink, link), and a lookup's ENOENT, calls
+ * rt_getattr just before, so rt_getattr sets them for its path, 0 until it
+ * knows better. (A lookup whose parent the library no longer has answers
+ * ENOENT without asking: it may keep the last value, for a name beneath a
+ * directory that is gone.) */
+static void set_timeouts(Router *r, double t, double negative) {
+        if (!r->cfg)
+                return;
+        r->cfg->entry_timeout = t;
+        r->cfg->attr_timeout = t;
+        r->cfg->negative_timeout = negative;
+}
+
 static int rt_getattr(const char *path, struct stat *st, struct fuse_file_info *fi) {
         _cleanup_free_ char *rel = NULL;
         _cleanup_close_ int pfd = -EBADF;
+        Router *r = router();
         const char *base;
         int root, q;
 
-        if (fi && fi->fh)
-                return fstat((int) fi->fh, st) < 0 ? negative_errno() : 0;
+        set_timeouts(r, 0, 0);
+        if (fi && fi->fh) {
+                if (fstat((int) fi->fh, st) < 0)
+                        return negative_errno();
+                if (path && git_policy_normalize(path, &rel) >= 0)
+                        set_timeouts(r, tree_timeout(r, rel), 0);
+                return 0;
+        }
         q = route(path, GIT_OP_READ, &rel, &root);
         if (q < 0)
                 return q;
-        if (!*rel)
-                return fstat(root, st) < 0 ? negative_errno() : 0;
+        if (!*rel) {
+                if (fstat(root, st) < 0)
+                        return negative_errno();
+                set_timeouts(r, tree_timeout(r, rel), 0);
+                return 0;
+        }
         pfd = open_parent(root, rel, &base);
         if (pfd < 0)
                 return pfd;
-        if (fstatat(pfd, base, st, AT_SYMLINK_NOFOLLOW) < 0)
-                return negative_errno();
+        if (fstatat(pfd, base, st, AT_SYMLINK_NOFOLLOW) < 0) {
+                /* A plain name that is not there may be kept as missing
+                 * too: creating it still reaches the router. */
+                q = negative_errno();
+                if (q == -ENOENT && root == r->host_fd)
+                        set_timeouts(r, 0, tree_timeout(r, rel));
+                return q;
+        }
+        if (q == 0 && root == r->host_fd)
+                set_timeouts(r, tree_timeout(r, rel), 0);
         if (q == ROUTE_MASKED && !S_ISDIR(st->st_mode)) {
                 /* A masked secret: an empty, read-only regular file,
                  * whatever it is on the host. */
@@ -1025,11 +1076,6 @@ static int rt_statfs(const char *path, struct statvfs *st) {
         return fstatvfs(router()->host_fd, st) < 0 ? negative_errno() : 0;
 }
 
-static int rt_flush(const char *path, struct fuse_file_info *fi) {
-        (void) path, (void) fi;
-        return 0;
-}
-
 static int rt_release(const char *path, struct fuse_file_info *fi) {
         (void) path;
         if (fi->fh)
@@ -1047,10 +1093,13 @@ static int rt_fsync(const char *path, int datasync, struct fuse_file_info *fi) {
 }
 
 static void *rt_init(struct fuse_conn_info *conn, struct fuse_config *cfg) {
+        Router *r = fuse_get_context()->private_data;
         (void) conn;
-        /* No attribute, entry or negative caching: the host changes files
-         * (git config replaces config by rename) and the sandbox must see
-         * it at once. */
+        /* No attribute, entry or negative caching but what rt_getattr
+         * allows for each path (tree_timeout): the host changes files (git
+         * config replaces config by rename) and the sandbox must see that
+         * at once. */
+        r->cfg = cfg;
         cfg->entry_timeout = 0;
         cfg->attr_timeout = 0;
         cfg->negative_timeout = 0;
@@ -1060,7 +1109,7 @@ static void *rt_init(struct fuse_conn_info *conn, struct fuse_config *cfg) {
          * a rename the policy did not ask for. */
         cfg->hard_remove = 1;
         cfg->use_ino = 0;
-        return fuse_get_context()->private_data;
+        return r;
 }
 
 static const struct fuse_operations ops = {
@@ -1083,7 +1132,10 @@ static const struct fuse_operations ops = {
         .read = rt_read,
         .write = rt_write,
         .statfs = rt_statfs,
-        .flush = rt_flush,
+        /* No flush: every write reaches the host file when it is made
+         * (no writeback cache), so a close has nothing to report. The
+         * library answers ENOSYS and the kernel stops sending a FLUSH at
+         * each close (gVisor closes each file two or three times). */
         .release = rt_release,
         .fsync = rt_fsync,
 };

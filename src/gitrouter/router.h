@@ -27,7 +27,20 @@ typedef struct Router {
          * counted and the count rides on the next one. */
         int events_fd;
         uint64_t events_dropped;
+        /* The library's configuration, as rt_init was given it: it reads
+         * the entry and attribute timeouts from here for each reply, and
+         * rt_getattr, which runs before every reply that carries them,
+         * sets them for the path at hand (one thread, so no other request
+         * sees them). A library that copied it instead would only keep
+         * nothing: the timeouts rt_init set, 0. */
+        struct fuse_config *cfg;
 } Router;
+
+/* How long the kernel may keep an entry or the attributes of a plain name
+ * of the working tree (workspace mode): a change the host makes there is
+ * seen inside at most this late. Guarded names (the repository's .git,
+ * protected and masked names) and everything in branch mode get 0. */
+#define ROUTER_TREE_TIMEOUT 1.0
 
 /* Put a refusal of op on rel (relative to the served root) on the events
  * pipe. */

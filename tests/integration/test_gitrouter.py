@@ -103,11 +103,12 @@ class Routed:
         self.sh('set -e; git init -q -b main "$R"; cd "$R"; echo one > a; git add a; '
                 'git commit -qm init; git worktree add -q -b ' + BRANCH + ' "$W"', check=True)
 
-    def start(self, workspace=False):
+    def start(self, workspace=False, patterns=()):
         argv = [ROUTER, "--host-git", self.git, "--isolated", self.iso, "--worktree", WT, self.mnt]
         if workspace:
             # Direct mode: the whole working tree, its .git under the policy.
-            argv = [ROUTER, "--workspace", self.repo, "--isolated", self.iso, "--git", "--allow-main-head", self.mnt]
+            argv = [ROUTER, "--workspace", self.repo, "--isolated", self.iso, "--git", "--allow-main-head",
+                    *patterns, self.mnt]
         if self.user:
             argv = self.as_user() + argv
         self.log = open(os.path.join(self.base, "router.log"), "w+")
@@ -462,3 +463,131 @@ def test_direct_mode_objects_are_checked_too(routed):
               check=True)
     assert _host(routed, "git log -1 --format=%s lazaret/d").strip() == "direct"
     _host(routed, "git fsck --no-dangling")
+
+
+# Issue 44: in workspace mode the kernel keeps the entries and attributes of
+# the working tree's plain names for ROUTER_TREE_TIMEOUT (1 s, router.h), so
+# a host change there is seen inside at most that late; guarded names are
+# never kept, and every change and open still reaches the router.
+TREE_TIMEOUT = 1.0
+
+
+@pytest.fixture
+def ws_routed(routed):
+    routed.stop()
+    routed.cleanup()
+    routed.start(workspace=True, patterns=("--protect", ".envrc", "--protect", ".git", "--mask", ".env",
+                                           "--mask", "secrets/"))
+    with open(os.path.join(routed.repo, ".envrc"), "w") as f:
+        f.write("export A=1\n")
+    with open(os.path.join(routed.repo, ".env"), "w") as f:
+        f.write("TOKEN=hunter2\n")
+    os.makedirs(os.path.join(routed.repo, "secrets"))
+    with open(os.path.join(routed.repo, "secrets", "k"), "w") as f:
+        f.write("KEY\n")
+    if routed.user:
+        for root, dirs, files in os.walk(routed.repo):
+            for n in dirs + files:
+                os.lchown(os.path.join(root, n), routed.user.pw_uid, routed.user.pw_gid)
+    return routed
+
+
+# Stats NAME through the mount until its size is WANT's (or it is gone, for
+# WANT "gone"), then reads it; prints the seconds that took after the host's
+# change (made by the same script, on the host's tree). A stat is answered
+# from the kernel's cache while it lasts (a read would refresh the size).
+POLL = r"""
+set -e
+cat "$M/$NAME" >/dev/null 2>&1 || true; stat "$M/$NAME" >/dev/null 2>&1 || true
+size=gone; [ "$WANT" = gone ] || size=$(printf "%s\n" "$WANT" | wc -c)
+s=$(date +%s%N); eval "$CHANGE"
+while [ "$(stat -c %s "$M/$NAME" 2>/dev/null || echo gone)" != "$size" ]; do
+  [ $(( $(date +%s%N) - s )) -lt 5000000000 ] || { echo timeout; exit 1; }
+  sleep 0.02
+done
+t=$(( ($(date +%s%N) - s) / 1000000 ))
+[ "$(cat "$M/$NAME" 2>/dev/null || echo gone)" = "$WANT" ] || { echo content; exit 1; }
+echo $t
+"""
+
+
+def _poll(routed, name, change, want):
+    p = routed.sh(f"NAME='{name}' CHANGE='{change}' WANT='{want}'\n" + POLL)
+    assert p.returncode == 0, p.stdout
+    return int(p.stdout.split()[-1]) / 1000
+
+
+@pytest.mark.parametrize("how", ["grow", "rename-over", "create", "remove"])
+def test_workspace_host_change_seen_within_the_bound(ws_routed, how):
+    """A plain name the sandbox has looked at is kept by the kernel at most
+    TREE_TIMEOUT: the host's change shows within it (plus the poll's own
+    time, up to a second on a loaded machine), whether the file grew in
+    place, was replaced by rename, was made or removed."""
+    name, change, want = {
+        "grow": ("a", 'printf "one\\nand a longer second line\\n" > "$R/a"', "one\nand a longer second line"),
+        "rename-over": ("a", 'printf "replaced, and longer than one\\n" > "$R/.n" && mv "$R/.n" "$R/a"',
+                        "replaced, and longer than one"),
+        "create": ("new", 'echo made > "$R/new"', "made"),
+        "remove": ("a", 'rm "$R/a"', "gone"),
+    }[how]
+    took = _poll(ws_routed, name, change, want)
+    assert took <= TREE_TIMEOUT + 1.0, f"seen after {took} s"
+
+
+@pytest.mark.parametrize("name", [".git/config", ".envrc"])
+def test_workspace_guarded_names_are_never_kept(ws_routed, name):
+    """The repository's config and a protected file, replaced by rename on
+    the host with a longer one, read whole at once: a kept size would cut
+    the new file at the old one's length."""
+    for i in range(3):
+        value = f"round{i}" + "x" * (20 * (i + 1))
+        change = (f'cd "$R" && git config lazaret.round {value}' if name == ".git/config" else
+                  f'printf "export A={value}\\n" > "$R/.n" && mv "$R/.n" "$R/.envrc"')
+        p = ws_routed.sh(f'cat "$M/{name}" >/dev/null && stat "$M/{name}" >/dev/null && {change} && '
+                         f'cat "$M/{name}"', check=True)
+        assert value in p.stdout, p.stdout
+
+
+def test_workspace_masked_names_stay_empty_when_kept(ws_routed):
+    """A masked secret read inside (its empty attributes now kept if they
+    were), then rewritten larger on the host in place and by rename: still
+    empty, size 0; beneath a masked directory nothing, also for a name the
+    host makes afterwards."""
+    r = ws_routed
+    script = ('cat "$M/.env"; stat -c %s "$M/.env"; ls "$M/secrets"; '
+              'printf "TOKEN=a much longer secret value\\n" >> "$R/.env"; cat "$M/.env"; stat -c %s "$M/.env"; '
+              'echo NEW > "$R/.n" && mv "$R/.n" "$R/.env"; cat "$M/.env"; stat -c %s "$M/.env"; '
+              'echo K2 > "$R/secrets/k2"; ls "$M/secrets"; cat "$M/secrets/k2" "$M/secrets/k"; '
+              'sleep 1.2; cat "$M/.env"; stat -c %s "$M/.env"')
+    out = r.sh(script).stdout
+    assert "TOKEN" not in out and "NEW" not in out and "KEY" not in out and "K2" not in out, out
+    assert out.split().count("0") == 4, out
+
+
+def test_workspace_protected_names_refused_when_kept(ws_routed):
+    """A protected file looked at (kept) is still refused every change; a
+    plain file the host swaps for a symbolic link while its entry is kept is
+    never followed."""
+    r = ws_routed
+    for attack in ('echo x >> "$M/.envrc"', 'rm "$M/.envrc"', 'mv "$M/.envrc" "$M/envrc2"', 'chmod 777 "$M/.envrc"',
+                   'truncate -s 0 "$M/.envrc"', 'echo x > "$M/.git/config"'):
+        p = r.sh(f'stat "$M/.envrc" "$M/.git/config" >/dev/null && cat "$M/.envrc" >/dev/null && {attack}')
+        assert p.returncode != 0, f"{attack}: {p.stdout}"
+    with open(os.path.join(r.repo, ".envrc")) as f:
+        assert f.read() == "export A=1\n"
+    p = r.sh('cat "$M/a" >/dev/null && stat "$M/a" >/dev/null && ln -sf "$EVIL" "$R/a" && cat "$M/a"')
+    assert "fsmonitor" not in p.stdout, p.stdout
+
+
+def test_workspace_marker_checks_are_never_kept(ws_routed):
+    """A directory listed inside (its entries kept) that the host then makes
+    a git directory is read-only to the sandbox at once."""
+    r = ws_routed
+    p = r.sh('mkdir "$M/sub" && echo x > "$M/sub/f" && ls -l "$M/sub" >/dev/null && '
+             'mkdir "$R/sub/objects" "$R/sub/refs" && echo "ref: refs/heads/main" > "$R/sub/HEAD" && '
+             'for a in "echo y > $M/sub/config" "echo y >> $M/sub/f" "chmod 755 $M/sub/f" "rm $M/sub/f"; do '
+             '  if sh -c "$a" 2>/dev/null; then echo "allowed: $a"; fi; done')
+    assert "allowed" not in p.stdout, p.stdout
+    assert not os.path.exists(os.path.join(r.repo, "sub", "config"))
+    with open(os.path.join(r.repo, "sub", "f")) as f:
+        assert f.read() == "x\n"

@@ -6,6 +6,7 @@ tree is compared byte for byte afterwards. The workspace reaches the sandbox
 only through the workspace router (lazaret-gitrouter --workspace), which
 leaves nothing behind in the host's tree."""
 import json
+import time
 import shutil
 import subprocess
 import os
@@ -459,3 +460,48 @@ def test_home_as_direct_workspace_refused(lz, busybox_image):
     assert r.returncode == 0, r.stderr + d.log()
     assert open(os.path.join(home, "proj/y.txt")).read() == "y\n"
     d.assert_clean()
+
+
+def test_host_changes_inside_while_the_kernel_keeps_names(pdom, lz):
+    """Issue 44: the kernel keeps the tree's plain names for a second. Inside
+    the sandbox (gVisor over the router), a plain file the host replaces
+    shows within about that; a protected file it replaces and a masked one
+    it rewrites larger, all looked at before, read at once: whole, and
+    empty."""
+    plain = "plain, and now much longer\n"
+    script = f"""
+cd /workspace
+cat plain/file.txt .envrc .env >/dev/null; stat plain/file.txt .envrc .env >/dev/null
+touch ready
+i=0; while [ ! -e go ]; do sleep 0.05; i=$((i+1)); [ $i -lt 1200 ] || {{ echo no-go; exit 1; }}; done
+echo "envrc=[$(cat .envrc)] env=[$(cat .env)] envsize=$(stat -c %s .env)"
+i=0
+while [ "$(stat -c %s plain/file.txt)" != {len(plain)} ] || [ "$(cat plain/file.txt)" != "{plain.strip()}" ]; do
+  sleep 0.1; i=$((i+1)); [ $i -lt 100 ] || {{ echo plain-stale; exit 1; }}
+done
+echo "plain-after=$i"
+rm ready go
+"""
+    p = pdom.popen("run", "--", "/bin/sh", "-c", script)
+    try:
+        ready = os.path.join(lz.work, "ready")
+        for _ in range(1200):
+            if os.path.exists(ready) or p.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert os.path.exists(ready), p.communicate(timeout=30)
+        for rel, text in ((".envrc", "export A=a longer value\n"), ("plain/file.txt", plain)):
+            lz.write(os.path.join("work", rel + ".new"), text)
+            os.rename(os.path.join(lz.work, rel + ".new"), os.path.join(lz.work, rel))
+        lz.write("work/.env", "SECRET-ENV-AND-MUCH-LONGER\n")
+        lz.write("work/go", "")
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, out + err
+    lines = out.decode().splitlines()
+    assert lines[0] == "envrc=[export A=a longer value] env=[] envsize=0", out
+    n = int(lines[1].partition("=")[2])
+    assert n <= 20, f"the host's change was seen after {n} polls of 0.1 s"
