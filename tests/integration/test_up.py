@@ -189,7 +189,21 @@ def test_up_one_agent_killed_the_others_go_on(lz):
                         'command = ["sh", "-c", "sleep 2; echo done"]\n')
     p = subprocess.Popen(d.cmd("up", path), cwd=lz.work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        # The sleeper's lazaret (a child of up), by its --agent argument.
+        # Started (its session open, and up told so): from now on its end
+        # is its own, not a failed start.
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            r = d.run("--agent", "sleeper", "status", "--json")
+            if r.returncode == 0 and json.loads(r.stdout).get("sessions"):
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)
+        # The sleeper's lazaret run, by its --agent argument and its parent,
+        # up itself: not the middle of its detached spawn of the coordinator
+        # (the run's arguments for a moment, its parent the run), nor the
+        # coordinator before its exec once that middle is gone (the same
+        # arguments, its parent no longer the run: killing it was a lost
+        # coordinator, 125, not the run's 137).
         victim = None
         end = time.monotonic() + 20
         while victim is None and time.monotonic() < end:
@@ -201,24 +215,11 @@ def test_up_one_agent_killed_the_others_go_on(lz):
                 if len(f) == 3:
                     procs[f[0]] = (f[1], f[2])
             for pid, (ppid, args) in procs.items():
-                # The run itself, not the short-lived middle of its detached
-                # spawn of the coordinator, which shows the same arguments
-                # for a moment (its parent is the run) and is gone before
-                # the kill.
                 parent = procs.get(ppid, ("", ""))[1]
-                if "--agent sleeper run" in args and path not in args and "--agent sleeper run" not in parent:
+                if "--agent sleeper run" in args and path not in args and path in parent and " up " in parent:
                     victim = int(pid)
             time.sleep(0.05)
         assert victim, "the sleeper's lazaret run never appeared"
-        # Started (its session open, and up told so): from now on its end
-        # is its own, not a failed start.
-        end = time.monotonic() + 20
-        while time.monotonic() < end:
-            r = d.run("--agent", "sleeper", "status", "--json")
-            if r.returncode == 0 and json.loads(r.stdout).get("sessions"):
-                break
-            time.sleep(0.05)
-        time.sleep(0.5)
         os.kill(victim, signal.SIGKILL)
         out, err = p.communicate(timeout=90)
     finally:
