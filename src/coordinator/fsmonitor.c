@@ -48,6 +48,8 @@
 /* Deeper than this, the tree is not watched: one descriptor is held per
  * level while it is walked. */
 #define DEPTH_MAX 256u
+/* The least time between two walks of the whole tree after an overflow. */
+#define REWALK_MIN_S 10u
 
 /* No IN_DONT_FOLLOW: watches are added through /proc/self/fd's links to
  * directories opened with O_NOFOLLOW (watch_fd). */
@@ -76,6 +78,7 @@ struct FsMonitor {
         bool whole; /* every directory is watched */
         size_t n_dirs, dirs_max;
         uint64_t second; /* CLOCK_MONOTONIC second of the answers counted */
+        uint64_t rewalked; /* CLOCK_MONOTONIC second of the last rewalk, or 0 */
         unsigned answers;
 
         /* Read by fsmonitor_stats() from the coordinator's thread. */
@@ -310,7 +313,9 @@ static void watch_tree(FsMonitor *m, const char *rel) {
  * "unchanged" bits, would miss a file made or changed there). Every watch
  * goes, and the tree is walked again from the top; the journal restarts,
  * so every token given before is answered "everything". A tree already
- * given up stays so. */
+ * given up stays so, and so is one that overflows again within
+ * REWALK_MIN_S of the last walk: the sandbox, which makes the events,
+ * must not keep the coordinator walking its tree. */
 static void rewalk(FsMonitor *m) {
         journal_reset(m);
         pthread_mutex_lock(&m->lock);
@@ -318,6 +323,13 @@ static void rewalk(FsMonitor *m) {
         pthread_mutex_unlock(&m->lock);
         if (!m->whole)
                 return;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (m->rewalked > 0 && (uint64_t) now.tv_sec < m->rewalked + REWALK_MIN_S) {
+                give_up(m, "the kernel's event queue overflowed twice within 10 s");
+                return;
+        }
+        m->rewalked = (uint64_t) now.tv_sec > 0 ? (uint64_t) now.tv_sec : 1;
         int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         if (fd < 0) {
                 give_up(m, "the kernel's event queue overflowed, and no new watch could be made");

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 
 import pytest
 
@@ -248,9 +249,10 @@ import os, socket, sys, time
 sock, staging, target, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 # Made beforehand, outside the worktree (a new inode costs more on these
 # hosts than the 2 s a request may take allows); moved in while held.
-os.mkdir(staging)
-for i in range(n):
-    os.mkdir(f"{staging}/d{i}")
+if not os.path.isdir(staging):
+    os.mkdir(staging)
+    for i in range(n):
+        os.mkdir(f"{staging}/d{i}")
 s = socket.socket(socket.AF_UNIX)
 s.connect(sock)
 s.sendall(b"2 ")
@@ -306,6 +308,34 @@ def test_an_overflowed_queue_loses_no_directory(fsdom, lz):
     _, paths = answer(inside(fsdom, f"echo y >> many/d{n - 1}/b && {HOOK} {token}"))
     assert paths == [f"many/d{n - 1}/b"], paths
     assert fsdom.status()["git_fsmonitor"]["directories"] >= n
+
+
+def test_overflows_over_and_over_stop_the_monitor(fsdom, lz):
+    """The sandbox makes the events: overflowing the queue again within
+    10 s of the last walk does not make the coordinator walk the tree again
+    (it could keep it walking); the monitor gives up, every answer is
+    "everything", and git status is still right."""
+    inside(fsdom, "mkdir many1 many2")
+    token, _ = answer(inside(fsdom, f"{HOOK} none"))
+    with open("/proc/sys/fs/inotify/max_queued_events") as f:
+        n = int(f.read()) + 1000
+    wt = worktree(fsdom)
+    stagings = [f"{wt}-staging{k}" for k in (1, 2)]
+    subprocess.run(["runuser", "-u", lz.user.pw_name, "--", "/usr/bin/python3", "-c",
+                    f"import os\nfor s in {stagings!r}:\n  os.mkdir(s)\n  [os.mkdir(f'{{s}}/d{{i}}') for i in range({n})]"],
+                   check=True, timeout=120)
+    start = time.monotonic()
+    for k, staging in ((1, stagings[0]), (2, stagings[1])):
+        r = subprocess.run(["runuser", "-u", lz.user.pw_name, "--", "/usr/bin/python3", "-c", FLOOD,
+                            fsdom.socket_path() + ".fsmon", staging, os.path.join(wt, f"many{k}"), str(n)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+    assert time.monotonic() - start < 9, "the two overflows were not within 10 s"
+    s = fsdom.status()["git_fsmonitor"]
+    assert s["queue_overflows"] >= 2 and s["why_trivial"] == "the kernel's event queue overflowed twice within 10 s", s
+    _, paths = answer(inside(fsdom, f"{HOOK} {token}"))
+    assert paths == ["/"], paths[:5]
+    assert " M d1/f1" in same_status(fsdom, "echo x >> d1/f1")
 
 
 def test_a_tree_too_deep_or_too_big_is_answered_everything(fsdom, lz):
