@@ -6,7 +6,9 @@ the same run (alternating rounds, medians).
   install:  lazaret-netd installing a compiled policy of 10,000 prefixes in a
             fresh network namespace, until its attestation (routes read back)
             vs  iproute2 (ip -batch) installing the same routes there
-  compile:  the compiler alone on that policy (time and route count)
+  compile:  the compiler alone on that policy (time and route counts: the
+            exact cover gVisor's stack needs, and one route per rule for
+            the kernel's stack, which the native backend's sidecar gets)
   sidecar:  a cold lazaret run -- true with a policy that needs the sidecar
             (start, attestation, probes) vs the same with a policy that
             permits nothing (no sidecar); budget: at most 0.3x added
@@ -75,7 +77,8 @@ def compile_policy(tool, lines):
     out = r.stdout.splitlines()
     canon = "".join(l[len("canonical "):] + "\n" for l in out if l.startswith("canonical "))
     routes = [l.split()[1:] for l in out if l.startswith("route ")]
-    return dt, canon, routes
+    kernel = [l for l in out if l.startswith("kroute ")]
+    return dt, canon, routes, len(kernel)
 
 
 class Namespace:
@@ -256,7 +259,7 @@ def main():
     compile_t, install_netd, install_ip = [], [], []
     routes = canon = None
     for i in range(args.rounds):
-        dt, canon, routes = compile_policy(tool, lines)
+        dt, canon, routes, n_kernel = compile_policy(tool, lines)
         compile_t.append(dt)
         install_ip.append(ip_batch_install(routes, f"{os.getpid() % 1000}i{i}"))
         install_netd.append(netd_install(netd, canon, f"{os.getpid() % 1000}n{i}"))
@@ -267,8 +270,8 @@ def main():
     added = side / none - 1
     inst = statistics.median(install_netd) / statistics.median(install_ip)
     print(f"bench-net ({args.rounds} rounds, medians):")
-    print(f"  compile  {len(lines) - 2} prefixes -> {len(routes)} routes ({n_gw} gateway, {len(routes) - n_gw} "
-          f"prohibit)   {statistics.median(compile_t) * 1000:7.1f} ms")
+    print(f"  compile  {len(lines) - 2} prefixes -> {len(routes)} routes for gVisor's stack ({n_gw} gateway, "
+          f"{len(routes) - n_gw} prohibit), {n_kernel} for the kernel's   {statistics.median(compile_t) * 1000:7.1f} ms")
     print(f"  install  lazaret-netd (incl. attestation) {statistics.median(install_netd) * 1000:7.1f} ms   "
           f"ip -batch + read back {statistics.median(install_ip) * 1000:7.1f} ms   ratio {inst:.2f}")
     print(f"  sidecar  cold run with sidecar {side * 1000:7.1f} ms   without (loopback only) {none * 1000:7.1f} ms   "

@@ -8,7 +8,9 @@ longest-prefix verdict for addresses at and around every rule's edges and at
 random. The C compiler (through tests/netpolicy-tool) must agree, and the
 routes it compiles must give the same verdict under longest-prefix matching
 (gateway route: reachable; prohibit route or no route: not), with no
-default route and no two gateway routes overlapping.
+default route and no two gateway routes overlapping. So must the routes
+for the kernel's stack (one per rule, overlapping), which must not number
+more than the rules and the two halves of a default.
 
 usage: netpolicy-oracle.py TOOL [SEED]
 """
@@ -180,12 +182,23 @@ def check_one(tool, rng, case):
     prohibits = {n for n, k in routes if k == "prohibit"}
     assert not prohibits & set(permits), where
 
+    kroutes = [(ipaddress.ip_network(l.split()[1]), l.split()[2]) for l in out if l.startswith("kroute ")]
+    assert all(net.prefixlen > 0 for net, _ in kroutes), "%s\na default route (kernel)" % where
+    if not ipv6:
+        assert all(net.version == 4 for net, _ in kroutes), "%s\nIPv6 kernel routes while disabled" % where
+    assert len(set(n for n, _ in kroutes)) == len(kroutes), "%s\na prefix routed twice (kernel)" % where
+    halves = sum(2 for v in (4, 6) if exp[2][v] == "allow" and (v == 4 or ipv6))
+    assert len(kroutes) <= len(exp[1]) + halves, "%s\n%d kernel routes for %d rules" % (where, len(kroutes),
+                                                                                       len(exp[1]))
+
     got_verdicts = dict(l.split()[1:] for l in out if l.startswith("verdict "))
     for q in qs:
         want = verdict(exp, ipv6, q)
         assert got_verdicts[str(q)] == want, "%s\nverdict %s: C %s, oracle %s" % (where, q, got_verdicts[str(q)], want)
         assert route_verdict(routes, q) == want, "%s\nroutes give %s for %s, policy %s" % (
             where, route_verdict(routes, q), q, want)
+        assert route_verdict(kroutes, q) == want, "%s\nkernel routes give %s for %s, policy %s" % (
+            where, route_verdict(kroutes, q), q, want)
     for l in out:
         if l.startswith("probe "):
             _, net, addr = l.split()

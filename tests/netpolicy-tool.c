@@ -12,6 +12,7 @@
  *   digest HEX
  *   canonical LINE...               (one per canonical line)
  *   route CIDR permit|prohibit
+ *   kroute CIDR permit|prohibit     (netpolicy_kernel_routes)
  *   verdict ADDR allow|deny
  *   probe CIDR ADDR|none            (for each deny rule)
  *   parse ok|REASON                 (the canonical form parsed back)
@@ -126,6 +127,13 @@ int main(int argc, char **argv) {
                 for (size_t i = 0; i < n; i++) {
                         cidr_format(&r[i].prefix, a, sizeof(a));
                         printf("route %s %s\n", a, r[i].permit ? "permit" : "prohibit");
+                }
+                free(r);
+                if (netpolicy_kernel_routes(&p, f, &r, &n) < 0)
+                        return 2;
+                for (size_t i = 0; i < n; i++) {
+                        cidr_format(&r[i].prefix, a, sizeof(a));
+                        printf("kroute %s %s\n", a, r[i].permit ? "permit" : "prohibit");
                 }
                 free(r);
         }

@@ -122,9 +122,10 @@ static int read_reply(int fd, int timeout_ms, json_t **ret) {
         return 0;
 }
 
-/* An attestation is accepted only for the digest we sent and with every
- * route read back as the policy wants. */
-static int check_attestation(json_t *a, const char *digest, char **ret_error) {
+/* An attestation is accepted only for the digest we sent, with every route
+ * read back as the policy wants, and routes made for the stack that reads
+ * them (gVisor's own stack ignores the kernel style's prohibit routes). */
+static int check_attestation(json_t *a, const char *digest, bool kernel_stack, char **ret_error) {
         const char *type = json_string_value(json_object_get(a, "type"));
         if (type && streq(type, "error"))
                 return fail(ret_error, -EPROTO, "lazaret-netd: %s",
@@ -138,6 +139,11 @@ static int check_attestation(json_t *a, const char *digest, char **ret_error) {
                             "lazaret-netd attested policy %.12s, not the one sent (%.12s): the policy was changed "
                             "on the way",
                             d, digest);
+        const char *style = json_string_value(json_object_get(a, "routes_for"));
+        if (!style || !streq(style, kernel_stack ? "kernel" : "gvisor"))
+                return fail(ret_error, -EPROTO, "lazaret-netd made routes for %s's stack, not for %s",
+                            style && streq(style, "kernel") ? "the kernel" : "gVisor",
+                            kernel_stack ? "the kernel's" : "gVisor's");
         if (!json_is_true(json_object_get(obs, "routes_attested")))
                 return fail(ret_error, -EPROTO, "lazaret-netd could not attest the routes: %s",
                             json_string_value(json_object_get(a, "error")) ?: "the routes differ from the policy");
@@ -215,6 +221,9 @@ int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, c
         r = sidecar_name(s, &sc.name);
         if (r < 0)
                 return r;
+        /* The sandbox's traffic goes through this namespace's own stack:
+         * one route per rule, not gVisor's cover (a quarter as many). */
+        sc.kernel_stack = !launch_gvisor_netstack(s);
         if (asprintf(&pidfile, "%s/sidecar-conmon.pid", s->domain_dir) < 0)
                 return -ENOMEM;
         (void) unlink(pidfile);
@@ -282,6 +291,8 @@ int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, c
                 }
                 argv_add(&a, "--");
                 argv_add(&a, s->sidecar_image);
+                if (sc.kernel_stack)
+                        argv_add(&a, "--kernel-stack");
                 if (ipv6_uplink && s->rootless) {
                         argv_add(&a, "--ipv6-uplink");
                         argv_add(&a, SLIRP_IPV6_ADDRESS "," SLIRP_IPV6_GATEWAY);
@@ -327,7 +338,7 @@ int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, c
 
         r = read_reply(sc.ctl_fd, ATTEST_TIMEOUT_MS, &sc.attestation);
         if (r >= 0)
-                r = check_attestation(sc.attestation, pol->digest, ret_error);
+                r = check_attestation(sc.attestation, pol->digest, sc.kernel_stack, ret_error);
         else
                 r = fail(ret_error, r, "lazaret-netd sent no attestation: %s",
                          r == -ETIMEDOUT    ? "timed out"
@@ -370,7 +381,7 @@ int sidecar_update(Sidecar *sc, const char *canonical, const char *digest, char 
         int r = read_reply(sc->ctl_fd, ATTEST_TIMEOUT_MS, &a);
         if (r < 0)
                 return fail(ret_error, r, "lazaret-netd did not answer the update: %s", strerror(-r));
-        r = check_attestation(a, digest, ret_error);
+        r = check_attestation(a, digest, sc->kernel_stack, ret_error);
         if (r < 0) {
                 json_decref(a);
                 return r;

@@ -34,6 +34,7 @@ typedef struct Sidecar {
         pid_t netd_pid; /* on the host */
         int ctl_fd; /* our end of the control socket */
         json_t *attestation; /* netd's last one */
+        bool kernel_stack; /* netd --kernel-stack: routes for the kernel's longest match */
 } Sidecar;
 
 void sidecar_done(Sidecar *sc);

@@ -2,6 +2,7 @@
 /* lazaret-netd: the Network Sidecar's only program (decision 7).
  *
  *   lazaret-netd [--policy-fd N] [--control-fd N] [--ipv6-uplink ADDR/LEN,GATEWAY]
+ *                [--kernel-stack]
  *
  * Reads the Derived Network Policy from a sealed memfd (fd 3 by default),
  * replaces every route of the namespace's main table with the policy's
@@ -22,7 +23,11 @@
  * probe never sends a packet towards a denied address.
  *
  * The first policy's routes live in the main table, where gVisor's own
- * stack (runsc_network = "sandbox") copies them when it starts; DNS to
+ * stack (runsc_network = "sandbox") copies them when it starts: gateway
+ * routes that cover exactly the permitted space (gVisor ignores prohibit
+ * routes). With --kernel-stack the namespace's own stack is the sandbox's
+ * (the native backend, runsc_network = "host"): one route per rule, the
+ * kernel's longest match deciding (netpolicy_kernel_routes). DNS to
  * anything but the resolvers is also dropped on the uplinks' egress
  * (nf_tables), which sees the frames of either stack.
  *
@@ -81,6 +86,9 @@
 #define POLICY_RULE_PRIO 1000u
 
 static uint32_t active_table = 0; /* 0: main */
+/* --kernel-stack: routes for the kernel's longest match (one per rule), not
+ * gVisor's cover. Never in gvisor-routes. */
+static bool kernel_stack = false;
 
 typedef struct Uplink {
         bool have[_NET_FAMILY_MAX];
@@ -195,7 +203,7 @@ static int desired_routes(const NetPolicy *p, const Uplink *u, NetFamily f, Rtnl
                           const char **ret_why) {
         NetRoute *nr;
         size_t n;
-        int r = netpolicy_routes(p, f, &nr, &n);
+        int r = kernel_stack ? netpolicy_kernel_routes(p, f, &nr, &n) : netpolicy_routes(p, f, &nr, &n);
         if (r < 0)
                 return r;
         RtnlRoute *out = calloc(n ?: 1, sizeof(*out));
@@ -436,11 +444,11 @@ static int report_attestation(int ctl, const char *digest, const Attestation *a,
                       "\"observed_routes\":%zu,\"routes_attested\":%s},"
                       "\"routes\":{\"ipv4\":{\"gateway\":%zu,\"prohibit\":%zu},"
                       "\"ipv6\":{\"gateway\":%zu,\"prohibit\":%zu}},\"dns_rules\":%zu,\"dns_filter_rules\":%zu,"
-                      "\"ipv6_disabled\":%s",
+                      "\"ipv6_disabled\":%s,\"routes_for\":\"%s\"",
                       digest, (unsigned long long) ns.st_dev, (unsigned long long) ns.st_ino,
                       a->observed[NET_IPV4] + a->observed[NET_IPV6], a->ok ? "true" : "false", a->gateway[NET_IPV4],
                       a->prohibit[NET_IPV4], a->gateway[NET_IPV6], a->prohibit[NET_IPV6], a->dns_rules,
-                      a->dns_filter_rules, a->ipv6_off ? "true" : "false");
+                      a->dns_filter_rules, a->ipv6_off ? "true" : "false", kernel_stack ? "kernel" : "gvisor");
         /* The uplinks, for gVisor's own stack to be given the same routes
          * when the policy changes. */
         strbuf_puts(&b, ",\"uplinks\":{");
@@ -831,9 +839,11 @@ static int serve(int argc, char **argv) {
                         ctl = atoi(argv[++i]);
                 else if (strcmp(argv[i], "--ipv6-uplink") == 0 && i + 1 < argc)
                         ipv6_uplink = argv[++i];
+                else if (strcmp(argv[i], "--kernel-stack") == 0)
+                        kernel_stack = true;
                 else
                         die_usage("usage: lazaret-netd [--policy-fd N] [--control-fd N] [--ipv6-uplink "
-                                  "ADDR/LEN,GATEWAY] | lazaret-netd probe ...");
+                                  "ADDR/LEN,GATEWAY] [--kernel-stack] | lazaret-netd probe ...");
         }
         if (ctl >= 0) {
                 int type = 0;

@@ -562,6 +562,40 @@ int netpolicy_routes(const NetPolicy *p, NetFamily f, NetRoute **ret, size_t *re
         return 0;
 }
 
+int netpolicy_kernel_routes(const NetPolicy *p, NetFamily f, NetRoute **ret, size_t *ret_n) {
+        Cover c = {};
+        size_t lo, hi;
+
+        *ret = NULL;
+        *ret_n = 0;
+        if (!p->enabled[f])
+                return 0;
+        family_range(p, f, &lo, &hi);
+        int r = 0;
+        if (p->default_action[f] == NET_ALLOW) {
+                /* The default as its two halves (never a default route),
+                 * each unless a rule has that very prefix. */
+                Cidr half = { .family = f == NET_IPV6 ? AF_INET6 : AF_INET, .prefixlen = 1 };
+                for (int b = 0; b < 2 && r >= 0; b++) {
+                        half.addr[0] = b ? 0x80 : 0;
+                        bool ruled = false;
+                        for (size_t i = lo; i < hi && !ruled; i++)
+                                ruled = cidr_cmp(&p->rules[i].prefix, &half) == 0;
+                        if (!ruled)
+                                r = cover_add(&c, &half, true);
+                }
+        }
+        for (size_t i = lo; r >= 0 && i < hi; i++)
+                r = cover_add(&c, &p->rules[i].prefix, p->rules[i].action == NET_ALLOW);
+        if (r < 0) {
+                free(c.routes);
+                return r;
+        }
+        *ret = c.routes;
+        *ret_n = c.n;
+        return 0;
+}
+
 void netpolicy_blocks_free(NetBlock *b, size_t n) {
         for (size_t i = 0; b && i < n; i++)
                 free(b[i].except);

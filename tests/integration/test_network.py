@@ -652,6 +652,48 @@ nc -w 2 {ROOT6} {v6.port} </dev/null; echo "host6=$?"
     assert v4.peers == [] and v6.peers == []
 
 
+def test_routes_are_made_for_the_stack_that_reads_them(netdom, lz, hosts):
+    """Issue 45: where the sandbox's traffic goes through the sidecar's own
+    kernel stack (the native backend, runsc_network = "host"), netd installs
+    one route per rule and lets the kernel's longest match decide (the
+    permitted range whole, the host's address in it a prohibit route), a
+    quarter of the routes of gVisor's exact cover; gVisor's own stack, which
+    ignores prohibit routes, still gets the cover (the range split around
+    the host's address). Either way the host's address stays unreachable
+    and the test host reachable."""
+    dom = netdom(network=RANGE)
+    holder = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    try:
+        wait_sessions(dom, 1)
+        pid = netd_pid(lz, dom)
+        v4 = in_netns(pid, "ip", "-4", "route", "show", "table", "main")
+        v6 = in_netns(pid, "ip", "-6", "route", "show", "table", "main")
+        kernel = dom.native or dom.runsc_network == "host"
+        whole4 = any(l.startswith("198.51.100.0/24 via ") for l in v4.splitlines())
+        whole6 = any(l.startswith("2001:db8:10::/64 via ") for l in v6.splitlines())
+        assert whole4 == kernel and whole6 == kernel, v4 + v6
+        assert f"prohibit {ROOT4} " in v4 and f"prohibit {ROOT6} " in v6, v4 + v6
+        if kernel:
+            # The permitted range and the denials (the policy's and the
+            # host's addresses), nothing else.
+            for l in v4.splitlines() + [l for l in v6.splitlines() if not l.startswith("multicast ff00::/8")]:
+                assert l.startswith(("prohibit ", "198.51.100.0/24 via ", "2001:db8:10::/64 via ")), v4 + v6
+            assert "prohibit 10.0.0.0/8 " in v4 and "prohibit fe80::/10 " in v6, v4 + v6
+        else:
+            # gVisor took the gateway routes into its own stack at start
+            # (runsc removes what it takes from the namespace).
+            r = dom.run("run", "--", "/bin/sh", "-c", "ip -4 route; ip -6 route")
+            assert r.returncode == 0, r.stderr
+            starts = {l.split()[0] for l in r.stdout.splitlines() if l.strip()}
+            assert "198.51.100.0/24" not in starts and "198.51.100.2/31" in starts, r.stdout
+            assert "2001:db8:10::/64" not in starts and "2001:db8:10::2/127" in starts, r.stdout
+        r = sandbox_sh(dom, f"nc {HOST4} 8080 </dev/null; echo v4=$?\nnc -w 2 {ROOT4} 9 </dev/null; echo root=$?")
+        assert "v4=0" in r.stdout and "root=0" not in r.stdout, r.stdout + r.stderr
+    finally:
+        kill_cli(holder)
+        holder.wait()
+
+
 def test_sidecar_killed_stops_the_sandbox(netdom, lz):
     """Without netd nobody holds the policy: the sandbox stops, the session
     ends with Lazaret's failure status, and nothing is left."""

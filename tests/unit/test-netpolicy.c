@@ -79,6 +79,41 @@ static void test_allow_with_holes(void **state) {
         netpolicy_done(&p);
 }
 
+static char *kernel_routes_str(const NetPolicy *p, NetFamily f) {
+        NetRoute *r;
+        size_t n;
+        static char buf[4096];
+        char c[64];
+        buf[0] = '\0';
+        assert_int_equal(netpolicy_kernel_routes(p, f, &r, &n), 0);
+        for (size_t i = 0; i < n; i++) {
+                cidr_format(&r[i].prefix, c, sizeof(c));
+                strcat(buf, c);
+                strcat(buf, r[i].permit ? " " : "! ");
+        }
+        free(r);
+        return buf;
+}
+
+static void test_kernel_routes_one_per_rule(void **state) {
+        (void) state;
+        NetPolicyEntry e[] = { E("0.0.0.0/0", NET_ALLOW, 0), E("128.0.0.0/2", NET_DENY, 1),
+                               E("160.0.0.0/3", NET_ALLOW, 2), E("0.0.0.0/1", NET_DENY, 3),
+                               E("2001:db8::/32", NET_ALLOW, 4) };
+        NetPolicy p;
+        assert_int_equal(netpolicy_build(both, e, 5, NULL, 0, &p, NULL), 0);
+        /* The kernel's longest match does what the cover spells out: the
+         * rules as they are, the default as the halves no rule has. */
+        assert_string_equal(kernel_routes_str(&p, NET_IPV4), "128.0.0.0/1 0.0.0.0/1! 128.0.0.0/2! 160.0.0.0/3 ");
+        /* IPv6 denies by default: no route but the rule's. */
+        assert_string_equal(kernel_routes_str(&p, NET_IPV6), "2001:db8::/32 ");
+        netpolicy_done(&p);
+        bool off[_NET_FAMILY_MAX] = { false, false };
+        assert_int_equal(netpolicy_build(off, NULL, 0, NULL, 0, &p, NULL), 0);
+        assert_string_equal(kernel_routes_str(&p, NET_IPV4), "");
+        netpolicy_done(&p);
+}
+
 static void test_probe_skips_allowed_part(void **state) {
         (void) state;
         NetPolicyEntry e[] = { E("10.0.0.0/8", NET_DENY, 0), E("10.0.0.0/9", NET_ALLOW, 1) };
@@ -347,6 +382,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_default_allow_is_two_halves),
                 cmocka_unit_test(test_allow_with_holes),
+                cmocka_unit_test(test_kernel_routes_one_per_rule),
                 cmocka_unit_test(test_probe_skips_allowed_part),
                 cmocka_unit_test(test_nothing_permitted),
                 cmocka_unit_test(test_errors),
