@@ -151,7 +151,7 @@ def check_one(tool, rng, case):
     text += "".join("%s %s\n" % (a, net) for a, net in entries)
     text += "".join("resolver %s\n" % r for r in resolvers)
     text += "".join("query %s\n" % q for q in qs)
-    out = run(tool, text).splitlines()
+    out = run(tool, text, "kernel").splitlines()
     exp = expected(ipv6, entries, resolvers)
     where = "case %d:\n%s" % (case, text)
 

@@ -12,11 +12,12 @@
  *   digest HEX
  *   canonical LINE...               (one per canonical line)
  *   route CIDR permit|prohibit
- *   kroute CIDR permit|prohibit     (netpolicy_kernel_routes)
+ *   kroute CIDR permit|prohibit     (netpolicy_kernel_routes; "kernel" mode only)
  *   verdict ADDR allow|deny
  *   probe CIDR ADDR|none            (for each deny rule)
  *   parse ok|REASON                 (the canonical form parsed back)
  *
+ * "kernel" mode: build mode, with the kernel's routes too.
  * "parse" mode: canonical bytes on stdin; prints "ok DIGEST" or "error REASON". */
 
 #include <errno.h>
@@ -69,6 +70,7 @@ int main(int argc, char **argv) {
         if (argc > 1 && strcmp(argv[1], "parse") == 0)
                 return parse_mode();
 
+        bool kernel = argc > 1 && strcmp(argv[1], "kernel") == 0;
         bool enabled[_NET_FAMILY_MAX] = { true, true };
         NetPolicyEntry *e = calloc(NETPOLICY_RULES_MAX, sizeof(*e));
         NetAddr res[NETPOLICY_RESOLVERS_MAX], *q = calloc(65536, sizeof(*q));
@@ -129,6 +131,8 @@ int main(int argc, char **argv) {
                         printf("route %s %s\n", a, r[i].permit ? "permit" : "prohibit");
                 }
                 free(r);
+                if (!kernel)
+                        continue;
                 if (netpolicy_kernel_routes(&p, f, &r, &n) < 0)
                         return 2;
                 for (size_t i = 0; i < n; i++) {
