@@ -135,15 +135,31 @@ int podman_ns_spawn_fds(const LaunchSpec *s, const char *path, char *const argv[
         return spawn(&sp, ret);
 }
 
+/* Podman refuses to remove a container caught between two states, its
+ * runtime saying it stopped while Podman's own record still says it runs
+ * (seen when the `podman run` that made it was cut short, as a stop during
+ * a start does): "could not be stopped: sending SIGKILL ...: container
+ * state improper: stopped". Its record catches up within moments, so such a
+ * refusal is tried again, 250 ms apart, for at most 2 s. */
+#define REMOVE_TRIES      9
+#define REMOVE_RETRY_USEC (250 * 1000)
+
 int container_remove(const LaunchSpec *s, const char *name, char **ret_error) {
-        _cleanup_(exec_result_done) ExecResult res = {};
         const char *argv[] = { "podman", "rm", "--force", "--time=0", "--ignore", name, NULL };
-        int r = exec_capture(s->podman, argv, PODMAN_TIMEOUT_USEC, &res);
-        if (r < 0)
-                return r;
-        if (exec_result_failed(&res)) {
-                *ret_error = podman_error(&res);
+        for (int attempt = 1;; attempt++) {
+                _cleanup_(exec_result_done) ExecResult res = {};
+                int r = exec_capture(s->podman, argv, PODMAN_TIMEOUT_USEC, &res);
+                if (r < 0)
+                        return r;
+                if (!exec_result_failed(&res))
+                        return 0;
+                char *e = podman_error(&res);
+                if (attempt < REMOVE_TRIES && e && strstr(e, "container state improper")) {
+                        free(e);
+                        (void) usleep(REMOVE_RETRY_USEC);
+                        continue;
+                }
+                *ret_error = e;
                 return -EIO;
         }
-        return 0;
 }
