@@ -66,6 +66,22 @@ static int parse_mode(void) {
         return 0;
 }
 
+/* One line per route: "TAG CIDR permit|prohibit". */
+static int print_routes(const char *tag, int (*fn)(const NetPolicy *, NetFamily, NetRoute **, size_t *),
+                        const NetPolicy *p, NetFamily f) {
+        NetRoute *r;
+        size_t n;
+        char a[64];
+        if (fn(p, f, &r, &n) < 0)
+                return -1;
+        for (size_t i = 0; i < n; i++) {
+                cidr_format(&r[i].prefix, a, sizeof(a));
+                printf("%s %s %s\n", tag, a, r[i].permit ? "permit" : "prohibit");
+        }
+        free(r);
+        return 0;
+}
+
 int main(int argc, char **argv) {
         if (argc > 1 && strcmp(argv[1], "parse") == 0)
                 return parse_mode();
@@ -121,26 +137,10 @@ int main(int argc, char **argv) {
         printf("digest %s\n", d);
         for (char *l = canon, *nl; (nl = strchr(l, '\n')); l = nl + 1)
                 printf("canonical %.*s\n", (int) (nl - l), l);
-        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
-                NetRoute *r;
-                size_t n;
-                if (netpolicy_routes(&p, f, &r, &n) < 0)
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++)
+                if (print_routes("route", netpolicy_routes, &p, f) < 0 ||
+                    (kernel && print_routes("kroute", netpolicy_kernel_routes, &p, f) < 0))
                         return 2;
-                for (size_t i = 0; i < n; i++) {
-                        cidr_format(&r[i].prefix, a, sizeof(a));
-                        printf("route %s %s\n", a, r[i].permit ? "permit" : "prohibit");
-                }
-                free(r);
-                if (!kernel)
-                        continue;
-                if (netpolicy_kernel_routes(&p, f, &r, &n) < 0)
-                        return 2;
-                for (size_t i = 0; i < n; i++) {
-                        cidr_format(&r[i].prefix, a, sizeof(a));
-                        printf("kroute %s %s\n", a, r[i].permit ? "permit" : "prohibit");
-                }
-                free(r);
-        }
         for (size_t i = 0; i < nq; i++) {
                 netaddr_format(&q[i], a, sizeof(a));
                 printf("verdict %s %s\n", a, net_action_to_string(netpolicy_verdict(&p, &q[i])));

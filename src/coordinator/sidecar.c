@@ -125,7 +125,7 @@ static int read_reply(int fd, int timeout_ms, json_t **ret) {
 /* An attestation is accepted only for the digest we sent, with every route
  * read back as the policy wants, and routes made for the stack that reads
  * them (gVisor's own stack ignores the kernel style's prohibit routes). */
-static int check_attestation(json_t *a, const char *digest, bool kernel_stack, char **ret_error) {
+int sidecar_check_attestation(json_t *a, const char *digest, bool kernel_stack, char **ret_error) {
         const char *type = json_string_value(json_object_get(a, "type"));
         if (type && streq(type, "error"))
                 return fail(ret_error, -EPROTO, "lazaret-netd: %s",
@@ -338,7 +338,7 @@ int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, c
 
         r = read_reply(sc.ctl_fd, ATTEST_TIMEOUT_MS, &sc.attestation);
         if (r >= 0)
-                r = check_attestation(sc.attestation, pol->digest, sc.kernel_stack, ret_error);
+                r = sidecar_check_attestation(sc.attestation, pol->digest, sc.kernel_stack, ret_error);
         else
                 r = fail(ret_error, r, "lazaret-netd sent no attestation: %s",
                          r == -ETIMEDOUT    ? "timed out"
@@ -381,7 +381,7 @@ int sidecar_update(Sidecar *sc, const char *canonical, const char *digest, char 
         int r = read_reply(sc->ctl_fd, ATTEST_TIMEOUT_MS, &a);
         if (r < 0)
                 return fail(ret_error, r, "lazaret-netd did not answer the update: %s", strerror(-r));
-        r = check_attestation(a, digest, sc->kernel_stack, ret_error);
+        r = sidecar_check_attestation(a, digest, sc->kernel_stack, ret_error);
         if (r < 0) {
                 json_decref(a);
                 return r;

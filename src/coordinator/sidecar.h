@@ -39,6 +39,11 @@ typedef struct Sidecar {
 
 void sidecar_done(Sidecar *sc);
 
+/* Accept netd's attestation (0) only for digest, with every route read back
+ * and routes made for the stack that reads them (kernel_stack: the kernel's;
+ * else gVisor's own); -EPROTO and *ret_error otherwise. */
+int sidecar_check_attestation(json_t *a, const char *digest, bool kernel_stack, char **ret_error);
+
 /* "lazaret-net-<hash>". */
 int sidecar_name(const LaunchSpec *s, char **ret);
 

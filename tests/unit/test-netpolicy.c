@@ -32,13 +32,16 @@ static NetAddr A(const char *s) {
         return a;
 }
 
-static char *routes_str(const NetPolicy *p, NetFamily f) {
+typedef int (*RoutesFn)(const NetPolicy *p, NetFamily f, NetRoute **ret, size_t *ret_n);
+
+/* The routes of one family as "CIDR " (gateway) and "CIDR! " (prohibit). */
+static char *routes_str_of(RoutesFn fn, const NetPolicy *p, NetFamily f) {
         NetRoute *r;
         size_t n;
         static char buf[4096];
         char c[64];
         buf[0] = '\0';
-        assert_int_equal(netpolicy_routes(p, f, &r, &n), 0);
+        assert_int_equal(fn(p, f, &r, &n), 0);
         for (size_t i = 0; i < n; i++) {
                 cidr_format(&r[i].prefix, c, sizeof(c));
                 strcat(buf, c);
@@ -46,6 +49,14 @@ static char *routes_str(const NetPolicy *p, NetFamily f) {
         }
         free(r);
         return buf;
+}
+
+static char *routes_str(const NetPolicy *p, NetFamily f) {
+        return routes_str_of(netpolicy_routes, p, f);
+}
+
+static char *kernel_routes_str(const NetPolicy *p, NetFamily f) {
+        return routes_str_of(netpolicy_kernel_routes, p, f);
 }
 
 static void test_default_allow_is_two_halves(void **state) {
@@ -77,22 +88,6 @@ static void test_allow_with_holes(void **state) {
         netaddr_format(&probe, s, sizeof(s));
         assert_string_equal(s, "128.0.0.0");
         netpolicy_done(&p);
-}
-
-static char *kernel_routes_str(const NetPolicy *p, NetFamily f) {
-        NetRoute *r;
-        size_t n;
-        static char buf[4096];
-        char c[64];
-        buf[0] = '\0';
-        assert_int_equal(netpolicy_kernel_routes(p, f, &r, &n), 0);
-        for (size_t i = 0; i < n; i++) {
-                cidr_format(&r[i].prefix, c, sizeof(c));
-                strcat(buf, c);
-                strcat(buf, r[i].permit ? " " : "! ");
-        }
-        free(r);
-        return buf;
 }
 
 static void test_kernel_routes_one_per_rule(void **state) {
