@@ -10,6 +10,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -383,6 +384,31 @@ int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_er
                 /* A later generation reuses the worktree and its branch. */
                 *ret_path = TAKE_PTR(path);
                 return 0;
+        }
+
+        /* Agents of one repository starting together (lazaret up) would
+         * race in git: a prune takes a worktree another add has registered
+         * but not yet locked for its initialization for a stale one, and an
+         * add reads the other half-made registrations. Ours are made one at
+         * a time, under an advisory lock on the repository's .git (git's own
+         * locks are files beside it, which this does not touch). */
+        _cleanup_close_ int lock = -EBADF;
+        if (s->git_dir) {
+                lock = open(s->git_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (lock < 0) {
+                        StrBuf e = STRBUF_INIT;
+                        strbuf_printf(&e, "cannot open %s: %s", s->git_dir, strerror(errno));
+                        *ret_error = strbuf_steal(&e);
+                        return -EIO;
+                }
+                while (flock(lock, LOCK_EX) < 0)
+                        if (errno != EINTR)
+                                return negative_errno();
+                if (lstat(dotgit, &st) == 0) {
+                        /* Made by another start of this agent meanwhile. */
+                        *ret_path = TAKE_PTR(path);
+                        return 0;
+                }
         }
 
         _cleanup_(exec_result_done) ExecResult prune = {}, head = {}, have = {}, add = {};
