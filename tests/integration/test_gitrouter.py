@@ -591,3 +591,46 @@ def test_workspace_marker_checks_are_never_kept(ws_routed):
     assert not os.path.exists(os.path.join(r.repo, "sub", "config"))
     with open(os.path.join(r.repo, "sub", "f")) as f:
         assert f.read() == "x\n"
+
+
+# Issue 44 tried opening the working tree's files with no message (the
+# kernel's "no open": ENOSYS to the first OPEN, then each read, write and
+# truncation checked by path) and did not keep it (README, bench-workspace):
+# these hold whatever the router's opens become.
+def test_workspace_truncation_and_kept_data(ws_routed):
+    """An open with O_TRUNC truncates the host file; a file created
+    read-only is still written through the descriptor that made it (git's
+    loose objects are made 0444); data the kernel may keep across opens is
+    dropped when the host rewrites the file at the same size."""
+    r = ws_routed
+    p = r.sh('printf "a long first content\\n" > "$R/t" && printf ab > "$M/t" && cat "$R/t" && echo "|" && '
+             '/usr/bin/python3 -c "import os; fd = os.open(\'$M/ro\', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444); '
+             'os.write(fd, b\'made\'); os.close(fd)" && cat "$R/ro" && echo "|" && '
+             'printf "first-version\\n" > "$R/u" && cat "$M/u" && sleep 0.05 && '
+             'printf "other-version\\n" > "$R/u" && sleep 1.2 && cat "$M/u"', check=True)
+    assert p.stdout.split() == ["ab|", "made|", "first-version", "other-version"], p.stdout
+
+
+def test_workspace_open_file_outlives_its_name(ws_routed):
+    """A file opened through the mount stays readable through that handle
+    after its name is removed or replaced by rename, inside or on the host
+    (git relies on it: a repack removes the packs a running git has open
+    or mapped, a commit replaces the index). With no open message the
+    router would have no descriptor and no path for it (ESTALE; SIGBUS for
+    a mapping)."""
+    r = ws_routed
+    p = r.sh(r"""
+printf "first\n" > "$R/gone"; printf "second\n" > "$R/swapped"; printf "third\n" > "$R/hostgone"
+/usr/bin/python3 - <<'PY'
+import mmap, os
+m, root = os.environ["M"], os.environ["R"]
+a, b, c = open(f"{m}/gone"), open(f"{m}/swapped"), open(f"{m}/hostgone", "rb")
+os.unlink(f"{m}/gone")
+with open(f"{m}/.new", "w") as f:
+    f.write("other\n")
+os.rename(f"{m}/.new", f"{m}/swapped")
+os.unlink(f"{root}/hostgone")
+print(a.read().strip(), b.read().strip(), mmap.mmap(c.fileno(), 0, prot=mmap.PROT_READ)[:5].decode())
+PY
+""", check=True)
+    assert p.stdout.split() == ["first", "second", "third"], p.stdout
