@@ -1005,6 +1005,29 @@ def test_native_fs_only_branch_mode_git_read_only(lz):
     assert not os.path.exists(os.path.join(lz.work, "b.txt"))
 
 
+def test_native_fs_only_lock_on_git_stalls_no_other_start(lz):
+    """Attack: a sandbox that sees the repository's .git read-only (FS-ONLY
+    branch mode) takes an exclusive flock on it and holds it. Another agent
+    of the same repository still starts at once: coordinators make their
+    worktrees one at a time under a lock of the user's that no sandbox
+    reaches, not under one on .git (which stalled it until the holder let
+    go)."""
+    repo(lz)
+    d = fs_only(lz)
+    p = d.popen("run", "--tui=none", "--", "/bin/sh", "-c",
+                'exec flock -x "$(git rev-parse --git-common-dir)" -c "echo LOCKED; sleep 20"', text=True)
+    try:
+        line = p.stdout.readline()
+        assert line == "LOCKED\n", line + p.stderr.read()
+        t = time.time()
+        r = d.run("--agent", "second", "run", "--tui=none", "--", "/bin/true", timeout=60)
+        took = time.time() - t
+        assert r.returncode == 0, r.stderr + d.log()
+        assert took < 12, f"the second agent took {took:.1f} s to start"
+    finally:
+        p.wait(timeout=60)
+
+
 @pytest.mark.parametrize("case", ["no-cgroup", "escalation", "domains", "volume", "abi5"])
 def test_native_fs_only_refuses_what_needs_namespaces(lz, case):
     """What FS-ONLY cannot do is refused before anything runs, naming it:

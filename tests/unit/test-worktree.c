@@ -56,6 +56,7 @@ static void prepare_all(const char *repo, const char *gitdir, const char *domain
                                 .workspace = (char *) repo,
                                 .git_dir = (char *) gitdir,
                                 .domain_dir = (char *) domain,
+                                .runtime_dir = root, /* where the lock is */
                                 .profile = (char *) "p",
                                 .agent = agent,
                                 .branch = true,

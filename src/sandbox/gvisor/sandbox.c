@@ -390,14 +390,18 @@ int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_er
          * race in git: a prune takes a worktree another add has registered
          * but not yet locked for its initialization for a stale one, and an
          * add reads the other half-made registrations. Ours are made one at
-         * a time, under an advisory lock on the repository's .git (git's own
-         * locks are files beside it, which this does not touch). */
+         * a time, under an advisory lock in the user's runtime directory,
+         * which no sandbox reaches (a lock on .git itself could be taken and
+         * held by a native sandbox that sees .git read-only). */
         _cleanup_close_ int lock = -EBADF;
-        if (s->git_dir) {
-                lock = open(s->git_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (s->runtime_dir) {
+                _cleanup_free_ char *lock_path = path_join(s->runtime_dir, "worktree.lock");
+                if (!lock_path)
+                        return -ENOMEM;
+                lock = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
                 if (lock < 0) {
                         StrBuf e = STRBUF_INIT;
-                        strbuf_printf(&e, "cannot open %s: %s", s->git_dir, strerror(errno));
+                        strbuf_printf(&e, "cannot open %s: %s", lock_path, strerror(errno));
                         *ret_error = strbuf_steal(&e);
                         return -EIO;
                 }
