@@ -17,6 +17,23 @@ int loop_write(int fd, const void *buf, size_t len);
  * 0: the descriptor in *ret_fd, or -errno. */
 int memfd_from(const char *name, const void *data, size_t len, int *ret_fd);
 
+/* A directory pinned by what it is, not by its name (the workspace from the
+ * leader's checks to the router's and the sandbox's binds): a process that
+ * may rename entries of a parent directory (another sandbox whose
+ * workspace holds it) could otherwise swap it for a symbolic link between
+ * one opener and the next. "DEV:INO" of fd's file in ret (at least
+ * FD_IDENTITY_MAX bytes); -errno. */
+#define FD_IDENTITY_MAX 48
+int fd_identity(int fd, char *ret);
+
+/* Open path, a canonical absolute path, as an O_PATH directory with no
+ * symbolic link anywhere in it (openat2's RESOLVE_NO_SYMLINKS): a link
+ * found there is -ELOOP, which for a canonical path means it was replaced
+ * since it was resolved. With expect_id (from fd_identity), a directory
+ * that is not that one is -ESTALE. The descriptor in *ret_fd (may be NULL:
+ * checked and closed), its identity in ret_id (may be NULL). */
+int open_pinned_dir(const char *path, const char *expect_id, int *ret_fd, char *ret_id);
+
 static inline void closep(int *fd) {
         safe_close(*fd);
 }

@@ -488,7 +488,8 @@ static int supervise(const Globals *g, const char *self, const Manifest *m, cons
                         r = up_start_agent(g, self, &run[i], slave);
                 safe_close(slave);
                 if (r < 0) {
-                        log_error("cannot start agent %s: %s", m->agents[i].name, strerror(-r));
+                        if (r != -ESTALE) /* up_start_agent said why */
+                                log_error("cannot start agent %s: %s", m->agents[i].name, strerror(-r));
                         terms[i].master = safe_close(terms[i].master);
                         terms[i].log = safe_close(terms[i].log);
                         failed = m->agents[i].name;

@@ -86,23 +86,34 @@ int up_start_agent(const Globals *g, const char *self, UpAgent *r, int pty) {
                 argv_done(&v);
                 return -ENOMEM;
         }
+        /* The workspace as checked (trusted by its canonical path), by
+         * what it is: the agent's run refuses another directory put there
+         * since (launch.h). A symbolic link there now is refused here. */
+        char id[FD_IDENTITY_MAX], id_env[sizeof(WORKSPACE_ID_ENV "=") + FD_IDENTITY_MAX];
+        int k0 = open_pinned_dir(a->workspace, NULL, NULL, id);
+        if (k0 < 0) {
+                log_error("agent %s: its workspace %s is no longer the directory lazaret up checked (%s): it was "
+                          "replaced or moved; not started",
+                          a->name, a->workspace, strerror(-k0));
+                argv_done(&v);
+                return -ESTALE; /* said */
+        }
+        snprintf(id_env, sizeof(id_env), WORKSPACE_ID_ENV "=%s", id);
         /* Our environment, and where to say that the session is open. */
         size_t n_env = 0;
         while (environ[n_env])
                 n_env++;
-        _cleanup_free_ char **envp = calloc(n_env + 2, sizeof(char *));
+        _cleanup_free_ char **envp = calloc(n_env + 3, sizeof(char *));
         if (!envp) {
                 argv_done(&v);
                 return -ENOMEM;
         }
-        for (size_t i = 0, k = 0; i < n_env; i++)
-                if (!startswith(environ[i], READY_FD_ENV "="))
-                        envp[k++] = environ[i];
-        for (size_t i = 0;; i++)
-                if (!envp[i]) {
-                        envp[i] = (char *) READY_FD_ENV "=3";
-                        break;
-                }
+        size_t k_env = 0;
+        for (size_t i = 0; i < n_env; i++)
+                if (!startswith(environ[i], READY_FD_ENV "=") && !startswith(environ[i], WORKSPACE_ID_ENV "="))
+                        envp[k_env++] = environ[i];
+        envp[k_env++] = (char *) READY_FD_ENV "=3";
+        envp[k_env] = id_env;
         int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF }, ready[2] = { -EBADF, -EBADF };
         _cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (null < 0 || (pty < 0 && (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)) ||

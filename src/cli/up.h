@@ -51,7 +51,9 @@ int up_self(char *buf, size_t size);
 /* Start r->agent as `lazaret --agent NAME --workspace DIR run --tui=none
  * PROFILE -- ARGV`: on pipes (pty < 0; r->out, r->err), or with pty, a
  * terminal's slave side, as its stdin, stdout, stderr and controlling
- * terminal in a session of its own. */
+ * terminal in a session of its own. Its workspace's identity goes with it
+ * (LAZARET_WORKSPACE_ID): -ESTALE, said here, when a symbolic link or
+ * nothing is at its canonical path now. */
 int up_start_agent(const Globals *g, const char *self, UpAgent *r, int pty);
 
 /* Once all have ended: the side-by-side table (Markdown; caller frees, NULL

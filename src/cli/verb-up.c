@@ -213,7 +213,8 @@ int verb_up(int argc, char **argv, const Globals *g) {
                 run[i].out.fd = run[i].err.fd = run[i].ready_fd = -EBADF;
                 r = up_start_agent(g, self, &run[i], -EBADF);
                 if (r < 0) {
-                        log_error("cannot start agent %s: %s", m.agents[i].name, strerror(-r));
+                        if (r != -ESTALE) /* up_start_agent said why */
+                                log_error("cannot start agent %s: %s", m.agents[i].name, strerror(-r));
                         failed = m.agents[i].name;
                         break;
                 }

@@ -679,6 +679,13 @@ static int confine(const Escalation *e, const AutoApproveRule *rule, LandlockRul
         _cleanup_free_ char *ws = realpath(e->workspace, NULL);
         if (!ws)
                 return negative_errno();
+        /* The host's workspace itself (direct mode): the directory the
+         * leader checked, not what a link put in its place leads to. */
+        if (e->spec->workspace_id && streq(e->workspace, e->spec->workspace) &&
+            (!streq(ws, e->workspace) || open_pinned_dir(ws, e->spec->workspace_id, NULL, NULL) < 0)) {
+                *ret_why = strdup("the workspace is no longer the directory lazaret checked (replaced or moved)");
+                return -ESTALE;
+        }
         if ((q = landlock_rules_add(r, "/dev/null", LANDLOCK_GRANT_READ_WRITE, ret_why)) < 0 ||
             (q = landlock_rules_add(r, e->init_path, LANDLOCK_GRANT_READ_ONLY, ret_why)) < 0)
                 return q;
@@ -787,12 +794,25 @@ static int apply_confinement(void *userdata) {
 /* Start the vector: fixed environment, stdin /dev/null, stdout and
  * stderr to pipes, no other fd, the workspace's host directory as cwd, a
  * session of its own. */
+/* The workspace the host's commands run in: the host's own in direct mode
+ * as the leader checked it (open_pinned_dir), else the agent's worktree. */
+static int open_workspace(const Escalation *e, int *ret_fd) {
+        if (e->spec->workspace_id && streq(e->workspace, e->spec->workspace))
+                return open_pinned_dir(e->workspace, e->spec->workspace_id, ret_fd, NULL);
+        int fd = open(e->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        *ret_fd = fd;
+        return 0;
+}
+
 static int start_command(EscConn *c, char **argv, const LandlockRules *rules) {
         Escalation *e = c->e;
         int out[2] = { -1, -1 }, err[2] = { -1, -1 };
-        _cleanup_close_ int cwd = open(e->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (cwd < 0)
-                return negative_errno();
+        _cleanup_close_ int cwd = -EBADF;
+        int w = open_workspace(e, &cwd);
+        if (w < 0)
+                return w;
         /* Only our ends are non-blocking: the command writes as to any pipe. */
         if (pipe2(out, O_CLOEXEC) < 0)
                 return negative_errno();
@@ -916,7 +936,8 @@ static void conn_decide(EscConn *c) {
         size_t argc = 0;
         const char *meta = words_metachar(req.command, strlen(req.command));
         const AutoApproveRule *rule = NULL;
-        _cleanup_close_ int wfd = open(e->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int wfd = -EBADF;
+        (void) open_workspace(e, &wfd);
         if (!meta && words_split(req.command, strlen(req.command), &argv, &argc, &why) == 0 && argc > 0)
                 for (size_t i = 0; i < e->n_rules && !rule; i++)
                         if (autoapprove_match(&e->rules[i], argv, argc, AUTOAPPROVE_SEARCH_PATH, wfd))

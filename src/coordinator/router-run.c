@@ -68,7 +68,7 @@ int router_start(const LaunchSpec *s, const char *worktree, int events_fd, Route
                 n_patterns++;
         for (char **p = s->mask; p && *p; p++)
                 n_patterns++;
-        argv = calloc(14 + 2 * n_patterns, sizeof(char *));
+        argv = calloc(16 + 2 * n_patterns, sizeof(char *));
         if (!argv) {
                 r = -ENOMEM;
                 goto fail;
@@ -93,6 +93,11 @@ int router_start(const LaunchSpec *s, const char *worktree, int events_fd, Route
                         argv[k++] = (char *) "--mask";
                         argv[k++] = *p;
                 }
+        }
+        /* What the leader checked, or nothing is served (launch.h). */
+        if (s->branch ? s->git_dir_id : s->workspace_id) {
+                argv[k++] = (char *) "--expect-id";
+                argv[k++] = s->branch ? s->git_dir_id : s->workspace_id;
         }
         argv[k++] = (char *) "--isolated";
         argv[k++] = rr.isolated;
@@ -119,8 +124,20 @@ int router_start(const LaunchSpec *s, const char *worktree, int events_fd, Route
                 int st;
                 if (waitpid(rr.pid, &st, WNOHANG) == rr.pid) {
                         rr.pid = 0;
-                        strbuf_printf(&b, "the git router exited during start (status %d); see the coordinator log",
-                                      WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+                        const char *root = s->branch ? s->git_dir : s->workspace,
+                                   *id = s->branch ? s->git_dir_id : s->workspace_id;
+                        int e = id ? open_pinned_dir(root, id, NULL, NULL) : 0;
+                        if (e < 0)
+                                /* Its --expect-id refused it, most likely:
+                                 * say so rather than point at the log. */
+                                strbuf_printf(&b,
+                                              "%s is no longer the directory lazaret checked (%s): it was replaced "
+                                              "or moved while lazaret started; nothing was started, run it again",
+                                              root, e == -ESTALE ? "another directory is there now" : strerror(-e));
+                        else
+                                strbuf_printf(&b,
+                                              "the git router exited during start (status %d); see the coordinator log",
+                                              WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
                         r = -EIO;
                         goto fail;
                 }

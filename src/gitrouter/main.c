@@ -10,7 +10,10 @@
  *
  * Either form takes --events-fd N: each refused request is one JSON line on
  * that descriptor (a pipe; made non-blocking here), for the Domain's event
- * record; a line that does not fit is dropped and counted.
+ * record; a line that does not fit is dropped and counted. And
+ * --expect-id DEV:INO: the --host-git or --workspace directory must be that
+ * one (fd_identity), reached with no symbolic link, or the router exits 1
+ * before it mounts anything.
  *
  * The second form serves a whole working tree (direct mode, issue 13):
  * protected names are read-only and cannot be created, masked ones read as
@@ -38,7 +41,7 @@ static void usage(FILE *f) {
               "MOUNTPOINT\n"
               "       lazaret-gitrouter --workspace DIR --isolated DIR [--git] [--allow-main-head] "
               "[--protect PATTERN]... [--mask PATTERN]... MOUNTPOINT\n"
-              "       (either form also takes --events-fd N)\n",
+              "       (either form also takes --events-fd N and --expect-id DEV:INO)\n",
               f);
 }
 
@@ -73,7 +76,20 @@ static int reserve_std_fds(void) {
         return 0;
 }
 
-static int open_root(const char *path, const char *what) {
+static int open_root(const char *path, const char *what, const char *expect_id) {
+        if (expect_id) {
+                /* What lazaret checked, by identity, and no symbolic link on
+                 * the way: a parent's writer may have swapped it since. */
+                int fd, r = open_pinned_dir(path, expect_id, &fd, NULL);
+                if (r < 0) {
+                        fprintf(stderr,
+                                "lazaret-gitrouter: the %s directory %s is not the one lazaret checked (%s): it was "
+                                "replaced or moved since\n",
+                                what, path, r == -ESTALE ? "another directory is there now" : strerror(-r));
+                        return -1;
+                }
+                return fd;
+        }
         int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0) {
                 fprintf(stderr, "lazaret-gitrouter: cannot open %s directory %s: %s\n", what, path, strerror(errno));
@@ -93,10 +109,11 @@ int main(int argc, char *argv[]) {
                 { "protect", required_argument, NULL, 'p' },
                 { "mask", required_argument, NULL, 'm' },
                 { "events-fd", required_argument, NULL, 'e' },
+                { "expect-id", required_argument, NULL, 'I' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        const char *host_git = NULL, *isolated = NULL, *worktree = NULL, *workspace = NULL;
+        const char *host_git = NULL, *isolated = NULL, *worktree = NULL, *workspace = NULL, *expect_id = NULL;
         static const char *protect[PATTERNS_MAX], *mask[PATTERNS_MAX];
         size_t n_protect = 0, n_mask = 0;
         bool allow_main_head = false, git = false;
@@ -118,6 +135,9 @@ int main(int argc, char *argv[]) {
                         break;
                 case 'W':
                         workspace = optarg;
+                        break;
+                case 'I':
+                        expect_id = optarg;
                         break;
                 case 'G':
                         git = true;
@@ -186,10 +206,10 @@ int main(int argc, char *argv[]) {
                 (void) setrlimit(RLIMIT_NOFILE, &rl);
         }
 
-        _cleanup_close_ int host_fd = open_root(host_git ?: workspace, host_git ? "host .git" : "workspace");
+        _cleanup_close_ int host_fd = open_root(host_git ?: workspace, host_git ? "host .git" : "workspace", expect_id);
         if (host_fd < 0)
                 return 1;
-        _cleanup_close_ int iso_fd = open_root(isolated, "isolated");
+        _cleanup_close_ int iso_fd = open_root(isolated, "isolated", NULL);
         if (iso_fd < 0)
                 return 1;
 

@@ -43,6 +43,8 @@ static const LaunchField fields[] = {
         F(domain_hash, LAUNCH_STR),
         F(profile, LAUNCH_STR),
         F(workspace, LAUNCH_STR),
+        F(workspace_id, LAUNCH_STR_OPT),
+        F(git_dir_id, LAUNCH_STR_OPT),
         F(domain_dir, LAUNCH_STR),
         F(image, LAUNCH_STR_OPT), /* none: native (checked when read) */
         F(command, LAUNCH_STRV),
@@ -564,6 +566,45 @@ static int protect_own_paths(const Config *cfg, char ***list, char ***mask) {
         return 0;
 }
 
+/* The workspace and its .git as checked here, by identity: the
+ * coordinator and the routers open them by name again, and a process that
+ * may rename entries of a parent directory (another agent's sandbox whose
+ * workspace holds this one) could have put a symbolic link there by then
+ * (to ~/.ssh, or another repository). Each of them refuses what is not
+ * this directory. lazaret up says what it checked (trusted) in
+ * LAZARET_WORKSPACE_ID, and the agent's workspace must still be that. */
+static int pin_workspace(const Config *cfg, LaunchSpec *s, char **ret_error) {
+        char id[FD_IDENTITY_MAX];
+        const char *want = getenv(WORKSPACE_ID_ENV);
+        if (want && *want) {
+                int r = open_pinned_dir(cfg->workspace, want, NULL, NULL);
+                if (r < 0)
+                        return fail(ret_error,
+                                    "the workspace %s is not the directory lazaret up checked (%s): it was replaced "
+                                    "or moved while lazaret started; nothing was started, run it again",
+                                    cfg->workspace, r == -ESTALE ? "another directory is there now" : strerror(-r));
+        }
+        int r = open_pinned_dir(s->workspace, NULL, NULL, id);
+        if (r < 0)
+                return fail(ret_error,
+                            "the workspace %s changed while lazaret started (%s): a symbolic link or nothing is where "
+                            "it was; nothing was started, run it again",
+                            s->workspace, strerror(-r));
+        if (!(s->workspace_id = strdup(id)))
+                return -ENOMEM;
+        if (s->git_dir) {
+                r = open_pinned_dir(s->git_dir, NULL, NULL, id);
+                if (r < 0)
+                        return fail(ret_error,
+                                    "the repository's %s changed while lazaret started (%s): a symbolic link or "
+                                    "nothing is where it was; nothing was started, run it again",
+                                    s->git_dir, strerror(-r));
+                if (!(s->git_dir_id = strdup(id)))
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 /* A workspace the sandbox writes itself (direct mode, or a workspace that
  * is no git repository) must not be the person's home directory or hold it
  * ("/", "/home"): the agent would write the login files, ~/.gitconfig
@@ -753,6 +794,10 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                                 return r;
                 }
         }
+
+        r = pin_workspace(cfg, &s, ret_error);
+        if (r < 0)
+                return r;
 
         s.volumes = calloc(p->n_volumes + 1, sizeof(LaunchVolume));
         if (!s.volumes)

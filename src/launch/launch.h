@@ -25,10 +25,19 @@ typedef struct LaunchVolume {
         char relabel; /* 0, 'z' or 'Z' */
 } LaunchVolume;
 
+/* lazaret up -> each agent's lazaret run: the identity (fd_identity) of
+ * the workspace up checked and trusted. */
+#define WORKSPACE_ID_ENV "LAZARET_WORKSPACE_ID"
+
 typedef struct LaunchSpec {
         char *domain_hash;
         char *profile;
         char *workspace; /* canonical host directory, mounted at /workspace */
+        /* What the leader checked, by identity (fd_identity: "DEV:INO"), which
+         * every later opener of workspace and git_dir by name must find there
+         * (open_pinned_dir): the coordinator, the routers. */
+        char *workspace_id;
+        char *git_dir_id; /* NULL with git_dir */
         char *domain_dir; /* Domain Root */
         char *image; /* gVisor backend only; NULL for a native profile that names none */
         RunscNetwork runsc_network;

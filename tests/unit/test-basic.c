@@ -279,8 +279,56 @@ static void test_proc_children(void **state) {
         assert_int_equal(proc_children(0, 0, &v, &n), -ENOENT);
 }
 
+/* open_pinned_dir: the directory at a canonical path as long as it is the
+ * one pinned; a symbolic link anywhere in the path, or another directory
+ * put there, is refused. */
+static void test_open_pinned_dir(void **state) {
+        (void) state;
+        char ws[160], parent[96], link[96], secret[128], moved[200];
+        snprintf(parent, sizeof parent, "%s/p", tmpdir);
+        snprintf(ws, sizeof ws, "%s/ws", parent);
+        snprintf(secret, sizeof secret, "%s/secret", tmpdir);
+        snprintf(moved, sizeof moved, "%s/ws.real", parent);
+        assert_int_equal(mkdir(parent, 0700), 0);
+        assert_int_equal(mkdir(ws, 0700), 0);
+        assert_int_equal(mkdir(secret, 0700), 0);
+
+        char id[FD_IDENTITY_MAX], again[FD_IDENTITY_MAX];
+        int fd = -EBADF;
+        assert_int_equal(open_pinned_dir(ws, NULL, &fd, id), 0);
+        assert_true(fd >= 0);
+        assert_int_equal(fd_identity(fd, again), 0);
+        assert_string_equal(id, again);
+        fd = safe_close(fd);
+        assert_int_equal(open_pinned_dir(ws, id, NULL, NULL), 0);
+        assert_int_equal(open_pinned_dir("relative/path", NULL, NULL, NULL), -EINVAL);
+
+        /* Swapped for a link to another directory. */
+        assert_int_equal(rename(ws, moved), 0);
+        assert_int_equal(symlink(secret, ws), 0);
+        assert_int_equal(open_pinned_dir(ws, NULL, NULL, NULL), -ELOOP);
+        assert_int_equal(open_pinned_dir(ws, id, NULL, NULL), -ELOOP);
+        /* A link higher up the path. */
+        assert_int_equal(unlink(ws), 0);
+        assert_int_equal(rename(moved, ws), 0);
+        snprintf(link, sizeof link, "%s/l", tmpdir);
+        assert_int_equal(symlink("p", link), 0);
+        snprintf(moved, sizeof moved, "%s/ws", link);
+        assert_int_equal(open_pinned_dir(moved, id, NULL, NULL), -ELOOP);
+        /* Another directory of the same name. */
+        snprintf(moved, sizeof moved, "%s/ws.real", parent);
+        assert_int_equal(rename(ws, moved), 0);
+        assert_int_equal(mkdir(ws, 0700), 0);
+        assert_int_equal(open_pinned_dir(ws, NULL, NULL, NULL), 0);
+        assert_int_equal(open_pinned_dir(ws, id, NULL, NULL), -ESTALE);
+        /* Gone. */
+        assert_int_equal(rmdir(ws), 0);
+        assert_int_equal(open_pinned_dir(ws, id, NULL, NULL), -ENOENT);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_open_pinned_dir, setup_tmp, teardown_tmp),
                 cmocka_unit_test(test_strbuf),
                 cmocka_unit_test(test_path_has_dotdot),
                 cmocka_unit_test(test_path_join),

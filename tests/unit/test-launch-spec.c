@@ -48,6 +48,7 @@ static const char *const keys[] = {
         "fingerprint",
         "fuse2fs",
         "git_dir",
+        "git_dir_id",
         "image",
         "init",
         "lock_path",
@@ -78,6 +79,7 @@ static const char *const keys[] = {
         "socket_path",
         "volumes",
         "workspace",
+        "workspace_id",
 };
 
 static char **strv2(const char *a, const char *b) {

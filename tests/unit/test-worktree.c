@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "fd-util.h"
 #include "launch.h"
 #include "macro.h"
 #include "sandbox.h"
@@ -104,17 +105,87 @@ static void test_agents_starting_together(void **state) {
         }
 }
 
+static char root2[] = "/tmp/lazaret-test-worktree.XXXXXX";
+
+static int prepare_one(const char *repo, const char *gitdir, const char *id, const char *domain, const char *agent,
+                       char **ret_err) {
+        LaunchSpec s = {
+                .workspace = (char *) repo,
+                .git_dir = (char *) gitdir,
+                .git_dir_id = (char *) id,
+                .domain_dir = (char *) domain,
+                .runtime_dir = root2,
+                .profile = (char *) "p",
+                .agent = (char *) agent,
+                .branch = true,
+        };
+        char *path = NULL;
+        int r = sandbox_prepare_worktree(&s, &path, ret_err);
+        free(path);
+        return r;
+}
+
+/* The repository the leader checked replaced by a symbolic link to another
+ * one (an agent that may rename entries of its parent): the host's git
+ * would make the worktree from that other repository, whose files the
+ * sandbox would then get. Refused, for a new worktree and for one made so
+ * before; the repository's own worktree still starts once it is back. */
+static void test_repository_replaced_by_link(void **state) {
+        (void) state;
+        assert_non_null(mkdtemp(root2));
+        char repo[256], gitdir[300], other[256], domain[256], id[FD_IDENTITY_MAX];
+        snprintf(repo, sizeof repo, "%s/mine", root2);
+        snprintf(gitdir, sizeof gitdir, "%s/.git", repo);
+        snprintf(other, sizeof other, "%s/other", root2);
+        snprintf(domain, sizeof domain, "%s/domain", root2);
+        sh("git init -q %s && git -C %s -c user.name=t -c user.email=t@t commit -q --allow-empty -m one", repo, repo);
+        sh("git init -q %s && echo secret > %s/SECRET && git -C %s add SECRET && "
+           "git -C %s -c user.name=t -c user.email=t@t commit -q -m other",
+           other, other, other, other);
+        assert_int_equal(mkdir(domain, 0700), 0);
+        assert_int_equal(open_pinned_dir(gitdir, NULL, NULL, id), 0);
+
+        char *err = NULL;
+        assert_int_equal(prepare_one(repo, gitdir, id, domain, "a", &err), 0);
+
+        sh("mv %s %s.real && ln -s other %s", repo, repo, repo);
+        int r = prepare_one(repo, gitdir, id, domain, "b", &err);
+        if (r != -ESTALE)
+                fail_msg("a worktree made from the repository a link put in place: %d %s", r, err ? err : "");
+        assert_non_null(strstr(err, "is not one of the repository"));
+        free(err);
+        err = NULL;
+        /* Its worktree holds the other repository's files... */
+        char secret[320];
+        snprintf(secret, sizeof secret, "%s/agent-b/SECRET", domain);
+        assert_int_equal(access(secret, F_OK), 0);
+        /* ...and is refused when reused with the repository back, too. */
+        sh("rm %s && mv %s.real %s", repo, repo, repo);
+        assert_int_equal(prepare_one(repo, gitdir, id, domain, "b", &err), -ESTALE);
+        free(err);
+        err = NULL;
+        assert_int_equal(prepare_one(repo, gitdir, id, domain, "a", &err), 0);
+        /* A .git replaced by another directory of the same name: not the
+         * one the leader checked. */
+        sh("mv %s %s/.git.real && git init -q %s", gitdir, repo, repo);
+        assert_int_equal(prepare_one(repo, gitdir, id, domain, "a", &err), -ESTALE);
+        free(err);
+}
+
 /* The repository goes, whether the test passed or not. */
 static int teardown(void **state) {
         (void) state;
         if (!strstr(root, "XXXXXX"))
                 sh("rm -rf %s", root);
+        if (!strstr(root2, "XXXXXX"))
+                sh("rm -rf %s", root2);
         return 0;
 }
 
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_teardown(test_agents_starting_together, teardown),
+                cmocka_unit_test_teardown(test_repository_replaced_by_link, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

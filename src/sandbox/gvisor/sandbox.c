@@ -367,6 +367,38 @@ static char *git_error(const char *what, const ExecResult *r) {
         return strbuf_steal(&b);
 }
 
+/* The host's git above runs on the repository by its name: a process that
+ * may rename entries of the repository's parent could have put a symbolic
+ * link to another repository there, and the worktree would hold that one's
+ * files. Git writes the real path of the repository it used into the
+ * worktree's .git file: it must be the .git the leader checked, which must
+ * still be there (open_pinned_dir). */
+static int worktree_of_repository(const LaunchSpec *s, const char *path, char **ret_error) {
+        if (!s->git_dir || !s->git_dir_id)
+                return 0;
+        _cleanup_free_ char *dotgit = path_join(path, ".git"), *want = path_join(s->git_dir, "worktrees/"),
+                            *data = NULL;
+        if (!dotgit || !want)
+                return -ENOMEM;
+        _cleanup_close_ int fd = open(dotgit, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        size_t n = 0;
+        int r = fd < 0 ? negative_errno() : read_fd_capped(fd, 4096, &data, &n);
+        const char *name = r >= 0 && startswith(data, "gitdir: ") ? startswith(data + 8, want) : NULL;
+        size_t len = name ? strcspn(name, "\n") : 0;
+        bool ok = name && len > 0 && !memchr(name, '/', len) && strncmp(name, ".", len) != 0 &&
+                  strncmp(name, "..", len) != 0 && name[len + (name[len] == '\n')] == '\0' &&
+                  open_pinned_dir(s->git_dir, s->git_dir_id, NULL, NULL) == 0;
+        if (ok)
+                return 0;
+        StrBuf e = STRBUF_INIT;
+        strbuf_printf(&e,
+                      "the agent's worktree %s is not one of the repository %s (the repository was replaced or moved "
+                      "while lazaret started: a symbolic link in its place); remove %s, then run lazaret again",
+                      path, s->git_dir, path);
+        *ret_error = strbuf_steal(&e);
+        return -ESTALE;
+}
+
 int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_error) {
         _cleanup_free_ char *branch = launch_agent_branch(s), *path = launch_agent_worktree(s), *dotgit = NULL,
                             *ref = NULL;
@@ -382,6 +414,9 @@ int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_er
         struct stat st;
         if (lstat(dotgit, &st) == 0) {
                 /* A later generation reuses the worktree and its branch. */
+                int r = worktree_of_repository(s, path, ret_error);
+                if (r < 0)
+                        return r;
                 *ret_path = TAKE_PTR(path);
                 return 0;
         }
@@ -410,6 +445,9 @@ int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_er
                                 return negative_errno();
                 if (lstat(dotgit, &st) == 0) {
                         /* Made by another start of this agent meanwhile. */
+                        int r = worktree_of_repository(s, path, ret_error);
+                        if (r < 0)
+                                return r;
                         *ret_path = TAKE_PTR(path);
                         return 0;
                 }
@@ -451,6 +489,9 @@ int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_er
                 *ret_error = git_error("git worktree add", &add);
                 return -EIO;
         }
+        r = worktree_of_repository(s, path, ret_error);
+        if (r < 0)
+                return r;
         *ret_path = TAKE_PTR(path);
         return 0;
 }
