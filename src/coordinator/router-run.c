@@ -124,16 +124,13 @@ int router_start(const LaunchSpec *s, const char *worktree, int events_fd, Route
                 int st;
                 if (waitpid(rr.pid, &st, WNOHANG) == rr.pid) {
                         rr.pid = 0;
-                        const char *root = s->branch ? s->git_dir : s->workspace,
-                                   *id = s->branch ? s->git_dir_id : s->workspace_id;
-                        int e = id ? open_pinned_dir(root, id, NULL, NULL) : 0;
-                        if (e < 0)
-                                /* Its --expect-id refused it, most likely:
-                                 * say so rather than point at the log. */
+                        if (WIFEXITED(st) && WEXITSTATUS(st) == EXIT_NOT_PINNED)
+                                /* Its --expect-id refused the root. */
                                 strbuf_printf(&b,
-                                              "%s is no longer the directory lazaret checked (%s): it was replaced "
-                                              "or moved while lazaret started; nothing was started, run it again",
-                                              root, e == -ESTALE ? "another directory is there now" : strerror(-e));
+                                              "%s is no longer the directory lazaret checked: it was replaced or "
+                                              "moved while lazaret started (a symbolic link, another directory or "
+                                              "nothing in its place); nothing was started, run it again",
+                                              s->branch ? s->git_dir : s->workspace);
                         else
                                 strbuf_printf(&b,
                                               "the git router exited during start (status %d); see the coordinator log",

@@ -12,8 +12,8 @@
  * that descriptor (a pipe; made non-blocking here), for the Domain's event
  * record; a line that does not fit is dropped and counted. And
  * --expect-id DEV:INO: the --host-git or --workspace directory must be that
- * one (fd_identity), reached with no symbolic link, or the router exits 1
- * before it mounts anything.
+ * one (fd_identity), reached with no symbolic link, or the router exits 3
+ * (EXIT_NOT_PINNED) before it mounts anything.
  *
  * The second form serves a whole working tree (direct mode, issue 13):
  * protected names are read-only and cannot be created, masked ones read as
@@ -86,7 +86,7 @@ static int open_root(const char *path, const char *what, const char *expect_id) 
                                 "lazaret-gitrouter: the %s directory %s is not the one lazaret checked (%s): it was "
                                 "replaced or moved since\n",
                                 what, path, r == -ESTALE ? "another directory is there now" : strerror(-r));
-                        return -1;
+                        return -2;
                 }
                 return fd;
         }
@@ -208,7 +208,7 @@ int main(int argc, char *argv[]) {
 
         _cleanup_close_ int host_fd = open_root(host_git ?: workspace, host_git ? "host .git" : "workspace", expect_id);
         if (host_fd < 0)
-                return 1;
+                return host_fd == -2 ? EXIT_NOT_PINNED : 1;
         _cleanup_close_ int iso_fd = open_root(isolated, "isolated", NULL);
         if (iso_fd < 0)
                 return 1;

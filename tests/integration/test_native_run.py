@@ -1289,3 +1289,79 @@ def test_native_persistent_dirs_attacks(lz):
     assert mine.st_uid == lz.user.pw_uid and mine.st_mode & stat.S_ISUID
     cp = os.path.join(layer, "upper", "local", "su-cp")
     assert not os.path.exists(cp) or (os.stat(cp).st_uid == lz.user.pw_uid), os.stat(cp)
+
+
+def test_native_workspace_swapped_for_a_link_is_never_mounted(lz):
+    """Attack: a process that may rename entries of the workspace's parent
+    (another agent's direct-mode sandbox whose workspace holds this one)
+    swaps the workspace for a symbolic link to a directory it cannot read
+    itself, again and again, while runs start from it. Each run's
+    /workspace is the directory the leader resolved and checked, or the run
+    is refused naming why; never the link's target. Before the workspace
+    was pinned (the routers, the coordinator and the leader each resolving
+    it by name) 5 or 6 runs in 40 got the target."""
+    d = native(lz)
+    sub, secret = os.path.join(lz.work, "sub"), os.path.join(lz.work, "secret")
+    for p in (sub, secret):
+        os.mkdir(p)
+        os.chown(p, lz.user.pw_uid, lz.user.pw_gid)
+    lz.write("work/sub/own", "mine\n")
+    lz.write("work/secret/CANARY", "secret\n")
+    fd = os.open(sub, os.O_RDONLY | os.O_DIRECTORY)
+    stop = os.path.join(lz.base, "stop-swapping")
+    loop = (f"cd {lz.work} && while [ ! -e {stop} ]; do mv sub sub.real; ln -s secret sub; rm sub; "
+            "mv sub.real sub; done")
+    swapper = subprocess.Popen(["runuser", "-u", lz.user.pw_name, "--", "/bin/sh", "-c", loop])
+    outcomes = {"ok": 0, "refused": 0}
+    try:
+        for _ in range(24):
+            # Started in the directory itself (its descriptor), as a shell
+            # in it would: the leader's getcwd names it wherever it is.
+            r = subprocess.run(d.cmd("run", "--tui=none", "--", "/bin/sh", "-c", "ls /workspace"),
+                               preexec_fn=lambda: os.fchdir(fd), capture_output=True, text=True, timeout=120)
+            assert "CANARY" not in r.stdout, "the link's target was mounted at /workspace: " + r.stdout + d.log()
+            if r.returncode == 0:
+                assert "own" in r.stdout, r.stdout + r.stderr
+                outcomes["ok"] += 1
+            else:
+                assert ("changed while lazaret started" in r.stderr or "no longer the directory" in r.stderr
+                        or "No such file or directory" in r.stderr), r.stderr + d.log()
+                outcomes["refused"] += 1
+    finally:
+        open(stop, "w").close()
+        swapper.wait(timeout=30)
+        os.close(fd)
+    assert outcomes["ok"] > 0, outcomes
+    deadline = time.monotonic() + 20
+    while domain_processes(d) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not domain_processes(d), domain_processes(d)
+
+
+def test_native_workspace_not_what_up_checked_is_refused(lz):
+    """lazaret up hands each agent's run the identity of the workspace it
+    checked (LAZARET_WORKSPACE_ID): a run whose workspace is another
+    directory by then (swapped since) is refused before anything starts,
+    and the router refuses a root that is not the one it was given."""
+    d = native(lz)
+    r = d.run("run", "--tui=none", "--", "/bin/touch", "ran", env={"LAZARET_WORKSPACE_ID": "1:1"})
+    assert r.returncode != 0, r.stdout
+    assert "is not the directory lazaret up checked" in r.stderr, r.stderr
+    assert r.stderr.count("error") == 1, r.stderr
+    assert not os.path.exists(os.path.join(lz.work, "ran"))
+    assert not domain_processes(d)
+    st = os.stat(lz.work)
+    r = d.run("run", "--tui=none", "--", "/bin/touch", "ran",
+              env={"LAZARET_WORKSPACE_ID": f"{st.st_dev}:{st.st_ino}"})
+    assert r.returncode == 0, r.stderr + d.log()
+    assert os.path.exists(os.path.join(lz.work, "ran"))
+
+    router = os.path.join(os.path.dirname(lz.binary), "lazaret-gitrouter")
+    iso, mnt = os.path.join(lz.base, "iso"), os.path.join(lz.base, "mnt")
+    os.makedirs(iso)
+    os.makedirs(mnt)
+    r = subprocess.run([router, "--workspace", lz.work, "--expect-id", f"{st.st_dev}:{st.st_ino + 1}",
+                        "--isolated", iso, mnt], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 3 and "is not the one lazaret checked" in r.stderr, r.stderr
+    with open("/proc/self/mountinfo") as f:
+        assert f" {mnt} " not in f.read()
