@@ -40,6 +40,7 @@ typedef struct Spec {
         char *workspace; /* resolved */
         const char *cwd; /* FS-ONLY: --cwd, below the workspace */
         char *ro[ARGS_MAX];
+        char *ro_id[ARGS_MAX]; /* --ro-pinned: the identity ro[i] must have (fd_identity), or NULL */
         size_t n_ro;
         /* --ro-bind SRC:DST: SRC (resolved) read-only at DST. */
         char *ro_src[ARGS_MAX];

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "fd-util.h"
 #include "string-util.h"
 #include "native-common.h"
 
@@ -82,17 +83,28 @@ typedef struct Bind {
 static Bind binds[ARGS_MAX + 16];
 static size_t n_binds;
 
-static void plan_bind(const char *src, const char *dst, bool rw) {
+static void plan_bind_pinned(const char *src, const char *id, const char *dst, bool rw) {
         if (n_binds >= ELEMENTSOF(binds))
                 die("too many paths to bind");
         Bind *b = &binds[n_binds];
-        b->fd = open(src, O_PATH | O_CLOEXEC);
+        if (id) {
+                /* --ro-pinned: the directory lazaret checked, still. */
+                int k = open_pinned_dir(src, id, &b->fd, NULL);
+                if (k < 0)
+                        die("%s is no longer the directory lazaret checked (%s): it was replaced or moved since", src,
+                            k == -ESTALE ? "another directory is there now" : strerror(-k));
+        } else
+                b->fd = open(src, O_PATH | O_CLOEXEC);
         if (b->fd < 0)
                 die("cannot bind %s: %s", src, strerror(errno));
         if ((size_t) snprintf(b->dst, sizeof(b->dst), "%s", dst) >= sizeof(b->dst))
                 die("%s: path too long", dst);
         b->rw = rw;
         n_binds++;
+}
+
+static void plan_bind(const char *src, const char *dst, bool rw) {
+        plan_bind_pinned(src, NULL, dst, rw);
 }
 
 /* dst inside the new root (before the pivot) in to, with a symbolic
@@ -196,7 +208,7 @@ static void build_root(const Spec *s) {
                         plan_bind(system_dirs[i], system_dirs[i], false);
         }
         for (size_t i = 0; i < s->n_ro; i++)
-                plan_bind(s->ro[i], s->ro[i], false);
+                plan_bind_pinned(s->ro[i], s->ro_id[i], s->ro[i], false);
         for (size_t i = 0; i < s->n_ro_bind; i++)
                 plan_bind(s->ro_src[i], s->ro_dst[i], false);
         for (size_t i = 0; i < s->n_rw_bind; i++)

@@ -86,6 +86,7 @@
 #include <sys/syscall.h>
 
 #include "native-probe.h"
+#include "fd-util.h"
 #include "string-util.h"
 #include "native-common.h"
 
@@ -107,8 +108,10 @@ static NativeMode mode_from_string(const char *s) {
 
 static void spec_done(Spec *s) {
         free(s->workspace);
-        for (size_t i = 0; i < s->n_ro; i++)
+        for (size_t i = 0; i < s->n_ro; i++) {
                 free(s->ro[i]);
+                free(s->ro_id[i]);
+        }
         for (size_t i = 0; i < s->n_ro_bind; i++)
                 free(s->ro_src[i]);
         for (size_t i = 0; i < s->n_rw_bind; i++)
@@ -123,8 +126,10 @@ static void spec_done(Spec *s) {
 
 static void usage(void) {
         fprintf(stderr,
-                "usage: lazaret-native --workspace DIR [--ro PATH]... [--ro-bind SRC:DST]... [--bind SRC:DST]...\n"
-                "                      [--mask PATH]... [--setenv NAME=VALUE]... [--shm-size BYTES]\n"
+                "usage: lazaret-native --workspace DIR [--ro PATH]... [--ro-pinned DEV:INO:PATH]... [--ro-bind "
+                "SRC:DST]...\n"
+                "                      [--bind SRC:DST]... [--mask PATH]... [--setenv NAME=VALUE]... [--shm-size "
+                "BYTES]\n"
                 "                      [--tmp-size BYTES] [--loopback] [--share-net] [--nproc N]\n"
                 "                      [--mode full|fs-only|auto]\n"
                 "                      -- CMD [ARG]...\n"
@@ -268,6 +273,7 @@ int main(int argc, char **argv) {
         static const struct option opts[] = {
                 { "workspace", required_argument, NULL, 'w' },
                 { "ro", required_argument, NULL, 'r' },
+                { "ro-pinned", required_argument, NULL, 'K' },
                 { "ro-bind", required_argument, NULL, 'B' },
                 { "bind", required_argument, NULL, 'b' },
                 { "rw", required_argument, NULL, 'W' },
@@ -307,6 +313,31 @@ int main(int argc, char **argv) {
                 case 'r':
                         add_arg(s.ro, &s.n_ro, resolve("--ro", optarg), "--ro");
                         break;
+                case 'K': {
+                        /* DEV:INO:PATH, PATH canonical: that directory, as
+                         * lazaret checked it (fd_identity), reached with no
+                         * symbolic link, read-only at its own path. Opened
+                         * so again when it is bound. */
+                        const char *c1 = strchr(optarg, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                        if (!c2 || c2[1] != '/') {
+                                fprintf(stderr, "lazaret-native: --ro-pinned %s: DEV:INO:PATH expected\n", optarg);
+                                exit(EXIT_NATIVE);
+                        }
+                        char *id = strndup(optarg, (size_t) (c2 - optarg)), *path = strdup(c2 + 1);
+                        if (!id || !path)
+                                die("out of memory");
+                        int k = open_pinned_dir(path, id, NULL, NULL);
+                        if (k < 0) {
+                                fprintf(stderr,
+                                        "lazaret-native: %s is no longer the directory lazaret checked (%s): it was "
+                                        "replaced or moved since\n",
+                                        path, k == -ESTALE ? "another directory is there now" : strerror(-k));
+                                exit(EXIT_NATIVE);
+                        }
+                        s.ro_id[s.n_ro] = id;
+                        add_arg(s.ro, &s.n_ro, path, "--ro-pinned");
+                        break;
+                }
                 case 'B':
                 case 'b': {
                         /* SRC:DST, split at the last colon (DST is ours,

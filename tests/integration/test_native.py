@@ -3117,3 +3117,45 @@ def test_persist_bad_input(nat, case):
             "dst-symlink": "a symbolic link or not a directory", "fs-only": "needs FULL mode"}[case]
     assert want in line, line
     assert not os.path.exists(marker)
+
+
+def test_ro_pinned_binds_only_the_checked_directory(nat):
+    """--ro-pinned DEV:INO:PATH (a repository's .git bound read-only when
+    no git router serves it): the directory lazaret checked is bound at its
+    path; the same path swapped for a symbolic link to another directory
+    (the attack of a process that may rename entries of its parent), or
+    another directory put there, is refused with one line before the
+    command runs."""
+    d = nat.outside_tmp_dir("pinned")
+    repo, other = os.path.join(d, "repo"), os.path.join(d, "other")
+    for p in (repo, other):
+        os.makedirs(p)
+        chown_user(p, nat.user)
+    for p, text in ((os.path.join(repo, "mine"), "mine\n"), (os.path.join(other, "CANARY"), "secret\n")):
+        with open(p, "w") as f:
+            f.write(text)
+    st = os.stat(repo)
+    pin = f"{st.st_dev}:{st.st_ino}:{repo}"
+    marker = os.path.join(nat.work, "ran")
+
+    def run():
+        return nat.run("--workspace", nat.work, "--ro-pinned", pin, "--", "/bin/sh", "-c",
+                       f"ls {repo} && touch /workspace/ran")
+
+    r = run()
+    assert r.returncode == 0 and "mine" in r.stdout, r.stderr
+    os.unlink(marker)
+    os.rename(repo, repo + ".real")
+    os.symlink("other", repo)
+    r = run()
+    assert r.returncode != 0 and "CANARY" not in r.stdout, r.stdout
+    assert "is no longer the directory lazaret checked" in r.stderr, r.stderr
+    one_error_line(r)
+    assert not os.path.exists(marker)
+    os.unlink(repo)
+    os.makedirs(repo)
+    r = run()
+    assert r.returncode != 0 and "another directory is there now" in r.stderr, r.stderr
+    assert not os.path.exists(marker)
+    r = nat.run("--workspace", nat.work, "--ro-pinned", repo, "--", "/bin/true")
+    assert r.returncode != 0 and "DEV:INO:PATH expected" in r.stderr, r.stderr

@@ -53,9 +53,15 @@ static void prepare_all(const char *repo, const char *gitdir, const char *domain
                         (void) !read(go[0], &c, 1); /* EOF: all forked */
                         char agent[16];
                         snprintf(agent, sizeof agent, "a%d", i);
+                        char repo_id[FD_IDENTITY_MAX], git_id[FD_IDENTITY_MAX];
+                        if (open_pinned_dir(repo, NULL, NULL, repo_id) < 0 ||
+                            open_pinned_dir(gitdir, NULL, NULL, git_id) < 0)
+                                _exit(2);
                         LaunchSpec s = {
                                 .workspace = (char *) repo,
+                                .workspace_id = repo_id,
                                 .git_dir = (char *) gitdir,
+                                .git_dir_id = git_id,
                                 .domain_dir = (char *) domain,
                                 .runtime_dir = root, /* where the lock is */
                                 .profile = (char *) "p",
@@ -107,10 +113,11 @@ static void test_agents_starting_together(void **state) {
 
 static char root2[] = "/tmp/lazaret-test-worktree.XXXXXX";
 
-static int prepare_one(const char *repo, const char *gitdir, const char *id, const char *domain, const char *agent,
-                       char **ret_err) {
+static int prepare_one(const char *repo, const char *repo_id, const char *gitdir, const char *id, const char *domain,
+                       const char *agent, char **ret_err) {
         LaunchSpec s = {
                 .workspace = (char *) repo,
+                .workspace_id = (char *) repo_id,
                 .git_dir = (char *) gitdir,
                 .git_dir_id = (char *) id,
                 .domain_dir = (char *) domain,
@@ -143,32 +150,45 @@ static void test_repository_replaced_by_link(void **state) {
            "git -C %s -c user.name=t -c user.email=t@t commit -q -m other",
            other, other, other, other);
         assert_int_equal(mkdir(domain, 0700), 0);
+        char repo_id[FD_IDENTITY_MAX];
         assert_int_equal(open_pinned_dir(gitdir, NULL, NULL, id), 0);
+        assert_int_equal(open_pinned_dir(repo, NULL, NULL, repo_id), 0);
 
         char *err = NULL;
-        assert_int_equal(prepare_one(repo, gitdir, id, domain, "a", &err), 0);
+        assert_int_equal(prepare_one(repo, repo_id, gitdir, id, domain, "a", &err), 0);
 
         sh("mv %s %s.real && ln -s other %s", repo, repo, repo);
-        int r = prepare_one(repo, gitdir, id, domain, "b", &err);
+        /* With the repository pinned, git never runs in the other one. */
+        int r = prepare_one(repo, repo_id, gitdir, id, domain, "c", &err);
+        if (r != -ESTALE)
+                fail_msg("a worktree made from the repository a link put in place: %d %s", r, err ? err : "");
+        assert_non_null(strstr(err, "is no longer the directory lazaret checked"));
+        free(err);
+        err = NULL;
+        char secret[320];
+        snprintf(secret, sizeof secret, "%s/agent-c", domain);
+        assert_int_equal(access(secret, F_OK), -1);
+        /* Git by the repository's name (as if the link came while git ran):
+         * the worktree it makes names the other .git, and is refused. */
+        r = prepare_one(repo, NULL, gitdir, id, domain, "b", &err);
         if (r != -ESTALE)
                 fail_msg("a worktree made from the repository a link put in place: %d %s", r, err ? err : "");
         assert_non_null(strstr(err, "is not one of the repository"));
         free(err);
         err = NULL;
         /* Its worktree holds the other repository's files... */
-        char secret[320];
         snprintf(secret, sizeof secret, "%s/agent-b/SECRET", domain);
         assert_int_equal(access(secret, F_OK), 0);
         /* ...and is refused when reused with the repository back, too. */
         sh("rm %s && mv %s.real %s", repo, repo, repo);
-        assert_int_equal(prepare_one(repo, gitdir, id, domain, "b", &err), -ESTALE);
+        assert_int_equal(prepare_one(repo, repo_id, gitdir, id, domain, "b", &err), -ESTALE);
         free(err);
         err = NULL;
-        assert_int_equal(prepare_one(repo, gitdir, id, domain, "a", &err), 0);
+        assert_int_equal(prepare_one(repo, repo_id, gitdir, id, domain, "a", &err), 0);
         /* A .git replaced by another directory of the same name: not the
          * one the leader checked. */
         sh("mv %s %s/.git.real && git init -q %s", gitdir, repo, repo);
-        assert_int_equal(prepare_one(repo, gitdir, id, domain, "a", &err), -ESTALE);
+        assert_int_equal(prepare_one(repo, repo_id, gitdir, id, domain, "a", &err), -ESTALE);
         free(err);
 }
 

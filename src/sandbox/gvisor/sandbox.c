@@ -338,9 +338,11 @@ char **sandbox_exec_argv(const LaunchSpec *s, const SandboxInfo *i, const char *
 /* Run git on the host for the workspace's repository, without the hooks,
  * fsmonitor or pager its configuration may name: until the git router
  * guards .git, that configuration is writable from the sandbox. */
-static int host_git(const LaunchSpec *s, const char *const *args, ExecResult *ret) {
+static int host_git(const LaunchSpec *s, int repo_fd, const char *const *args, ExecResult *ret) {
         Argv a = {};
-        host_git_argv(&a, s->workspace);
+        /* In the repository the leader checked (its descriptor, fd 3 of
+         * git's), not whatever its name leads to by now. */
+        host_git_argv(&a, repo_fd >= 0 ? "/proc/self/fd/3" : s->workspace);
         for (const char *const *p = args; *p; p++)
                 argv_add(&a, *p);
         if (a.oom) {
@@ -354,7 +356,7 @@ static int host_git(const LaunchSpec *s, const char *const *args, ExecResult *re
                 argv_done(&a);
                 return r;
         }
-        r = exec_capture(git, (const char *const *) a.v, PODMAN_TIMEOUT_USEC, ret);
+        r = exec_capture_fds(git, (const char *const *) a.v, &repo_fd, repo_fd >= 0 ? 1 : 0, PODMAN_TIMEOUT_USEC, ret);
         argv_done(&a);
         return r;
 }
@@ -453,12 +455,26 @@ int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_er
                 }
         }
 
+        _cleanup_close_ int repo = -EBADF;
+        if (s->workspace_id) {
+                int k = open_pinned_dir(s->workspace, s->workspace_id, &repo, NULL);
+                if (k < 0) {
+                        StrBuf e = STRBUF_INIT;
+                        strbuf_printf(&e,
+                                      "the repository %s is no longer the directory lazaret checked (%s): it was "
+                                      "replaced or moved while lazaret started; nothing was started, run it again",
+                                      s->workspace, k == -ESTALE ? "another directory is there now" : strerror(-k));
+                        *ret_error = strbuf_steal(&e);
+                        return -ESTALE;
+                }
+        }
         _cleanup_(exec_result_done) ExecResult prune = {}, head = {}, have = {}, add = {};
         /* A worktree directory someone deleted leaves a stale registration. */
-        int r = host_git(s, (const char *const[]){ "worktree", "prune", NULL }, &prune);
+        int r = host_git(s, repo, (const char *const[]){ "worktree", "prune", NULL }, &prune);
         if (r < 0)
                 return r;
-        r = host_git(s, (const char *const[]){ "rev-parse", "--verify", "--quiet", "HEAD^{commit}", NULL }, &head);
+        r = host_git(s, repo, (const char *const[]){ "rev-parse", "--verify", "--quiet", "HEAD^{commit}", NULL },
+                     &head);
         if (r < 0)
                 return r;
         if (exec_result_failed(&head) && head.err && *head.err) {
@@ -475,14 +491,15 @@ int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_er
                 *ret_error = strbuf_steal(&e);
                 return -EIO;
         }
-        r = host_git(s, (const char *const[]){ "rev-parse", "--verify", "--quiet", ref, NULL }, &have);
+        r = host_git(s, repo, (const char *const[]){ "rev-parse", "--verify", "--quiet", ref, NULL }, &have);
         if (r < 0)
                 return r;
         if (exec_result_failed(&have))
-                r = host_git(s, (const char *const[]){ "worktree", "add", "--quiet", "-b", branch, path, "HEAD", NULL },
+                r = host_git(s, repo,
+                             (const char *const[]){ "worktree", "add", "--quiet", "-b", branch, path, "HEAD", NULL },
                              &add);
         else
-                r = host_git(s, (const char *const[]){ "worktree", "add", "--quiet", path, branch, NULL }, &add);
+                r = host_git(s, repo, (const char *const[]){ "worktree", "add", "--quiet", path, branch, NULL }, &add);
         if (r < 0)
                 return r;
         if (exec_result_failed(&add)) {

@@ -512,6 +512,18 @@ static int write_resolv_conf(const LaunchSpec *s, char **ret_path) {
         return 0;
 }
 
+/* .git read-only (branch mode with no git router): the one the leader
+ * checked (--ro-pinned), not what a link put in its place leads to. */
+static void add_git_read_only(Argv *a, const LaunchSpec *s) {
+        if (s->git_dir_id) {
+                argv_add(a, "--ro-pinned");
+                argv_addf(a, "%s:%s", s->git_dir_id, s->git_dir);
+        } else {
+                argv_add(a, "--ro");
+                argv_add(a, s->git_dir);
+        }
+}
+
 /* FS-ONLY: nothing to hold. Each session runs lazaret-native --mode
  * fs-only at the host's paths in the sandbox's memory cgroup: the
  * workspace (the router's mount in direct mode, the worktree in branch
@@ -529,10 +541,8 @@ static int fs_only_start(const LaunchSpec *s, const MountPlan *plan, NativeRun *
         argv_add(&a, "fs-only");
         argv_add(&a, "--workspace");
         argv_add(&a, workspace);
-        if (plan->git_read_only) {
-                argv_add(&a, "--ro");
-                argv_add(&a, s->git_dir);
-        }
+        if (plan->git_read_only)
+                add_git_read_only(&a, s);
         argv_add(&a, "--ro");
         argv_add(&a, plan->terminfo_dir);
         if (plan->ca_bundle) {
@@ -575,10 +585,8 @@ int native_run_start(const LaunchSpec *s, const MountPlan *plan, NativeRun *ret,
         if (plan->git_source) {
                 argv_add(&a, "--bind");
                 argv_addf(&a, "%s:%s", plan->git_source, s->git_dir);
-        } else if (plan->git_read_only) {
-                argv_add(&a, "--ro");
-                argv_add(&a, s->git_dir);
-        }
+        } else if (plan->git_read_only)
+                add_git_read_only(&a, s);
         argv_add(&a, "--ro-bind");
         argv_addf(&a, "%s:/run/lazaret/terminfo", plan->terminfo_dir);
         if (plan->ca_bundle) {
