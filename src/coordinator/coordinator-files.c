@@ -17,6 +17,14 @@
 struct SessionFiles {
         EventLog *events;
         char *root; /* the host directory git looks at */
+        /* Branch mode: the worktree's own git directory in the repository
+         * (.git/worktrees/NAME), never what the worktree's .git file names:
+         * the agent writes that file, and a git directory of its making
+         * would hand the host's git its configuration (a clean filter is a
+         * command git runs to compare a file; so is a nested repository's
+         * status). NULL in direct mode, where the router keeps .git and
+         * refuses any directory git would take for a repository. */
+        char *git_dir;
         char session_id[37];
         char *start; /* the commit the session started on, or NULL */
 };
@@ -24,19 +32,27 @@ struct SessionFiles {
 static SessionFiles *files_free(SessionFiles *f) {
         if (f) {
                 free(f->root);
+                free(f->git_dir);
                 free(f->start);
                 free(f);
         }
         return NULL;
 }
 
-static int files_git(const char *root, const char *const *args, ExecResult *ret) {
+static int files_git(const SessionFiles *f, const char *const *args, ExecResult *ret) {
         _cleanup_free_ char *git = NULL;
         int r = exec_find_program("/usr/bin:/bin:/usr/local/bin", "git", &git);
         if (r < 0)
                 return r;
         Argv a = {};
-        host_git_argv(&a, root);
+        host_git_argv(&a, f->root);
+        if (f->git_dir) {
+                argv_addf(&a, "--git-dir=%s", f->git_dir);
+                argv_add(&a, "--work-tree=.");
+        }
+        /* Nor a nested repository's, which git asks when it compares one. */
+        argv_add(&a, "-c");
+        argv_add(&a, "diff.ignoreSubmodules=all");
         for (const char *const *p = args; *p; p++)
                 argv_add(&a, *p);
         if (a.oom) {
@@ -54,7 +70,7 @@ static int job_files_start(Store *st, void *userdata) {
         (void) st;
         SessionFiles *f = userdata;
         _cleanup_(exec_result_done) ExecResult res = {};
-        if (files_git(f->root, (const char *const[]){ "rev-parse", "--verify", "--quiet", "HEAD", NULL }, &res) >= 0)
+        if (files_git(f, (const char *const[]){ "rev-parse", "--verify", "--quiet", "HEAD", NULL }, &res) >= 0)
                 f->start = strndup(res.out, strcspn(res.out, "\n"));
         return 0;
 }
@@ -126,16 +142,16 @@ static int job_files_end(Store *st, void *userdata) {
                 _cleanup_(exec_result_done) ExecResult res = {};
                 /* The worktree against the commit the session started on:
                  * tracked files, the agent's commits included. */
-                if (files_git(f->root,
+                if (files_git(f,
                               (const char *const[]){ "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff",
-                                                     "--no-textconv", f->start, "--", NULL },
+                                                     "--no-textconv", "--ignore-submodules=all", f->start, "--", NULL },
                               &res) >= 0) {
                         add_numstat(files, res.out, &n, &cut);
                         _cleanup_(exec_result_done) ExecResult ns = {};
-                        if (n > 0 && files_git(f->root,
+                        if (n > 0 && files_git(f,
                                                (const char *const[]){ "diff", "--name-status", "-z", "--no-renames",
-                                                                      "--diff-filter=AD", "--no-ext-diff", f->start,
-                                                                      "--", NULL },
+                                                                      "--diff-filter=AD", "--no-ext-diff",
+                                                                      "--ignore-submodules=all", f->start, "--", NULL },
                                                &ns) >= 0)
                                 mark_status(files, ns.out);
                 } else
@@ -143,8 +159,7 @@ static int job_files_end(Store *st, void *userdata) {
         } else
                 why = "the session's start commit is unknown (no commit yet, or git failed)";
         _cleanup_(exec_result_done) ExecResult res = {};
-        if (files_git(f->root, (const char *const[]){ "ls-files", "-z", "--others", "--exclude-standard", NULL },
-                      &res) >= 0)
+        if (files_git(f, (const char *const[]){ "ls-files", "-z", "--others", "--exclude-standard", NULL }, &res) >= 0)
                 for (const char *p = res.out; *p; p += strlen(p) + 1) {
                         if (n >= FILES_MAX) {
                                 cut = true;
@@ -177,6 +192,15 @@ void co_files_session_started(Coordinator *co, Session *s) {
         if (!f || !(f->root = strdup(root))) {
                 files_free(f);
                 return;
+        }
+        if (co->worktree) {
+                const char *name = strrchr(co->worktree, '/');
+                if (!co->spec.git_dir || !name ||
+                    asprintf(&f->git_dir, "%s/worktrees/%s", co->spec.git_dir, name + 1) < 0) {
+                        f->git_dir = NULL;
+                        files_free(f);
+                        return;
+                }
         }
         f->events = co->events;
         memcpy(f->session_id, s->id, 37);

@@ -120,6 +120,13 @@ struct Escalation {
         size_t output_max;
         uint64_t prompt_seq;
         char env_home[4200], env_user[300], env_logname[300]; /* looked up once */
+        /* Branch mode: the worktree's git directory in the repository, for
+         * the host's git in a command the person approved, never what the
+         * worktree's .git file (the agent's to write) names: a git
+         * directory of the agent's making would hand that git its
+         * configuration, and with it commands (a clean filter). NULL
+         * otherwise. */
+        char *env_git_dir, *env_git_work_tree;
         /* How an auto-approved command runs (issue 41): under lazaret-init
          * --reap (no process outlives it), with this seccomp program (no
          * socket, no device node, none of the kernel's riskier interfaces)
@@ -289,6 +296,18 @@ int escalation_new(const LaunchSpec *s, const char *sandbox_id, const char *work
         snprintf(e->env_home, sizeof(e->env_home), "HOME=%s", pw && pw->pw_dir ? pw->pw_dir : "/");
         snprintf(e->env_user, sizeof(e->env_user), "USER=%s", pw && pw->pw_name ? pw->pw_name : "");
         snprintf(e->env_logname, sizeof(e->env_logname), "LOGNAME=%s", pw && pw->pw_name ? pw->pw_name : "");
+        const char *wt_name = strrchr(workspace, '/');
+        if (s->branch && s->git_dir && wt_name && !streq(workspace, s->workspace)) {
+                StrBuf gd = STRBUF_INIT, gw = STRBUF_INIT;
+                strbuf_printf(&gd, "GIT_DIR=%s/worktrees/%s", s->git_dir, wt_name + 1);
+                strbuf_printf(&gw, "GIT_WORK_TREE=%s", workspace);
+                e->env_git_dir = strbuf_steal(&gd);
+                e->env_git_work_tree = strbuf_steal(&gw);
+                if (!e->env_git_dir || !e->env_git_work_tree) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
         confinable_setup(e);
 
         /* The certificates: private on the host (the runtime dir is 0700). */
@@ -830,6 +849,8 @@ static int start_command(EscConn *c, char **argv, const LandlockRules *rules) {
                          e->env_user,
                          e->env_logname,
                          (char *) "LANG=C.UTF-8",
+                         e->env_git_dir,
+                         e->env_git_work_tree,
                          NULL };
         SpawnFd fds[] = { { out[1], 1 }, { err[1], 2 } };
         /* An auto-approved command runs under lazaret-init --reap: when it
@@ -1481,6 +1502,8 @@ Escalation *escalation_free(Escalation *e) {
         free(e->seen);
         free(e->sandbox_id);
         free(e->workspace);
+        free(e->env_git_dir);
+        free(e->env_git_work_tree);
         free(e->certs_dir);
         free(e->state_dir);
         free(e->socket_dir);

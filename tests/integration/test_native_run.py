@@ -1365,3 +1365,68 @@ def test_native_workspace_not_what_up_checked_is_refused(lz):
     assert r.returncode == 3 and "is not the one lazaret checked" in r.stderr, r.stderr
     with open("/proc/self/mountinfo") as f:
         assert f" {mnt} " not in f.read()
+
+
+EVIL_GIT_DIR = r"""set -e
+cd /workspace
+GD=$(sed -n 's/^gitdir: //p' .git)
+COMMON=$(cd "$GD" && cd "$(cat commondir)" && pwd)
+git init -q --bare .evil
+echo "$COMMON/objects" > .evil/objects/info/alternates
+git --git-dir=.evil update-ref refs/heads/x "$(git rev-parse HEAD)"
+echo 'ref: refs/heads/x' > .evil/HEAD
+git --git-dir=.evil config core.bare false
+git --git-dir=.evil config filter.x.clean "sh -c 'id > {marker}; cat'"
+echo '* filter=x' > .gitattributes
+cp "$GD/index" .evil/index
+echo changed >> a.txt
+echo 'gitdir: .evil' > .git
+echo PLANTED
+"""
+
+
+def test_native_agent_git_dir_never_configures_the_hosts_git(lz):
+    """Attack: in branch mode the worktree's .git file is the agent's to
+    write. It points it at a git directory of its own making whose
+    configuration names a clean filter (a command git runs to compare a
+    changed file), with the index git needs to want one. When the session
+    ends the coordinator asks the host's git what changed (the files
+    record): that git must take the worktree's git directory from the
+    repository, never from the file, so the filter never runs on the host.
+    Before, it did (the marker was written, as the user, outside any
+    sandbox). The next start puts the .git file back; approved host
+    commands get the same git directory in GIT_DIR."""
+    repo(lz)
+    # Where the host's user may write and the sandbox cannot reach (its
+    # /tmp is its own): only a command run on the host can put it there.
+    host_only = os.path.join(lz.base, "host-only")
+    os.makedirs(host_only)
+    os.chown(host_only, lz.user.pw_uid, lz.user.pw_gid)
+    marker = os.path.join(host_only, "pwned-by-filter")
+    sock = os.path.join(lz.base, "sock")
+    os.makedirs(sock, mode=0o700, exist_ok=True)
+    os.chown(sock, lz.user.pw_uid, lz.user.pw_gid)
+    d = native(lz)
+    text = open(d.cfg).read().replace("[escalation]\nenabled = false\n",
+                                      '[escalation]\nenabled = true\nauto_approve = ["printenv GIT_DIR GIT_WORK_TREE"]\n')
+    lz.write("cfg.toml", text)
+    r = d.run("run", "--tui=none", "--", "/bin/sh", "-c", EVIL_GIT_DIR.replace("{marker}", marker))
+    assert r.returncode == 0 and "PLANTED" in r.stdout, r.stderr + d.log()
+    # The files record is written once the session has ended.
+    end = time.monotonic() + 20
+    ev = ""
+    while time.monotonic() < end:
+        ev = d.run("events", "--json").stdout
+        if '"changed"' in ev and "a.txt" in ev:
+            break
+        time.sleep(0.2)
+    assert '"changed"' in ev and "a.txt" in ev, ev + d.log()
+    assert not os.path.exists(marker), "the agent's clean filter ran on the host: " + open(marker).read()
+    worktree = [os.path.join(x, "agent-shell") for x in d.domain_dirs()][0]
+    dotgit = os.path.join(worktree, ".git")
+    assert open(dotgit).read() == "gitdir: .evil\n"
+    r = d.run("run", "--tui=none", "--", "/run/lazaret/escalate", "printenv", "GIT_DIR", "GIT_WORK_TREE")
+    assert r.returncode == 0, r.stderr + d.log()
+    assert r.stdout == f"{lz.work}/.git/worktrees/agent-shell\n{worktree}\n", r.stdout
+    assert open(dotgit).read() == f"gitdir: {lz.work}/.git/worktrees/agent-shell\n"
+    assert not os.path.exists(marker)

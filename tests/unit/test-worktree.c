@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "fd-util.h"
+#include "fileio.h"
 #include "launch.h"
 #include "macro.h"
 #include "sandbox.h"
@@ -184,6 +185,25 @@ static void test_repository_replaced_by_link(void **state) {
         assert_int_equal(prepare_one(repo, repo_id, gitdir, id, domain, "b", &err), -ESTALE);
         free(err);
         err = NULL;
+        assert_int_equal(prepare_one(repo, repo_id, gitdir, id, domain, "a", &err), 0);
+        /* The worktree's .git file is the agent's: one naming a git
+         * directory of its making is put back at the next start... */
+        char dotgit[320], want[400], *got = NULL;
+        size_t n = 0;
+        snprintf(dotgit, sizeof dotgit, "%s/agent-a/.git", domain);
+        snprintf(want, sizeof want, "gitdir: %s/worktrees/agent-a\n", gitdir);
+        sh("echo 'gitdir: .evil' > %s", dotgit);
+        assert_int_equal(prepare_one(repo, repo_id, gitdir, id, domain, "a", &err), 0);
+        assert_int_equal(read_file_capped(dotgit, 4096, &got, &n), 0);
+        assert_string_equal(got, want);
+        free(got);
+        /* ...and one made a directory, which cannot be, refuses it. */
+        sh("rm %s && mkdir %s", dotgit, dotgit);
+        assert_int_equal(prepare_one(repo, repo_id, gitdir, id, domain, "a", &err), -ESTALE);
+        assert_non_null(strstr(err, "cannot be put back"));
+        free(err);
+        err = NULL;
+        sh("rmdir %s && printf '%%s' '%s' > %s", dotgit, want, dotgit);
         assert_int_equal(prepare_one(repo, repo_id, gitdir, id, domain, "a", &err), 0);
         /* A .git replaced by another directory of the same name: not the
          * one the leader checked. */

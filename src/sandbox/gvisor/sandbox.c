@@ -20,6 +20,7 @@
 #include "host-git.h"
 #include "fd-util.h"
 #include "fileio.h"
+#include "log.h"
 #include "path-util.h"
 #include "dispense.h"
 #include "sandbox.h"
@@ -369,27 +370,48 @@ static char *git_error(const char *what, const ExecResult *r) {
         return strbuf_steal(&b);
 }
 
-/* The host's git above runs on the repository by its name: a process that
- * may rename entries of the repository's parent could have put a symbolic
- * link to another repository there, and the worktree would hold that one's
- * files. Git writes the real path of the repository it used into the
- * worktree's .git file: it must be the .git the leader checked, which must
- * still be there (open_pinned_dir). */
-static int worktree_of_repository(const LaunchSpec *s, const char *path, char **ret_error) {
+/* The worktree is the checked repository's: its registration there
+ * (.git/worktrees/NAME/gitdir, which the git router never lets the sandbox
+ * write) names this worktree, and the .git the leader pinned is still the
+ * one at its path. A worktree made while a link stood in for the
+ * repository (git writes the real path of the repository it used into the
+ * worktree's .git file: checked for a fresh one) has no such registration.
+ * The worktree's own .git file is the agent's to write: on reuse one that
+ * names anything else is put back (the host's git never reads it: see
+ * coordinator-files.c), or the start is refused if it cannot be. */
+static int worktree_of_repository(const LaunchSpec *s, const char *path, bool fresh, char **ret_error) {
         if (!s->git_dir || !s->git_dir_id)
                 return 0;
-        _cleanup_free_ char *dotgit = path_join(path, ".git"), *want = path_join(s->git_dir, "worktrees/"),
-                            *data = NULL;
-        if (!dotgit || !want)
+        const char *name = strrchr(path, '/');
+        _cleanup_free_ char *dotgit = path_join(path, ".git"), *want = NULL, *reg_path = NULL, *reg = NULL,
+                            *line = NULL;
+        if (!name || !dotgit || asprintf(&want, "gitdir: %s/worktrees/%s\n", s->git_dir, name + 1) < 0 ||
+            asprintf(&reg_path, "%s/worktrees/%s/gitdir", s->git_dir, name + 1) < 0)
                 return -ENOMEM;
-        _cleanup_close_ int fd = open(dotgit, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         size_t n = 0;
-        int r = fd < 0 ? negative_errno() : read_fd_capped(fd, 4096, &data, &n);
-        const char *name = r >= 0 && startswith(data, "gitdir: ") ? startswith(data + 8, want) : NULL;
-        size_t len = name ? strcspn(name, "\n") : 0;
-        bool ok = name && len > 0 && !memchr(name, '/', len) && strncmp(name, ".", len) != 0 &&
-                  strncmp(name, "..", len) != 0 && name[len + (name[len] == '\n')] == '\0' &&
+        _cleanup_close_ int rfd = open(reg_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        bool ok = rfd >= 0 && read_fd_capped(rfd, 4096, &reg, &n) >= 0 && strlen(reg) == n &&
+                  strncmp(reg, dotgit, strlen(dotgit)) == 0 && streq(reg + strlen(dotgit), "\n") &&
                   open_pinned_dir(s->git_dir, s->git_dir_id, NULL, NULL) == 0;
+        if (ok) {
+                _cleanup_close_ int fd = open(dotgit, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                bool same = fd >= 0 && read_fd_capped(fd, 4096, &line, &n) >= 0 && line && streq(line, want);
+                if (!same && fresh)
+                        ok = false;
+                else if (!same) {
+                        int r = write_file_atomic(dotgit, want, strlen(want), 0644, 0);
+                        if (r < 0) {
+                                StrBuf e = STRBUF_INIT;
+                                strbuf_printf(&e,
+                                              "the agent's worktree %s has a .git that is not its own and cannot be "
+                                              "put back (%s); remove %s, then run lazaret again",
+                                              path, strerror(-r), path);
+                                *ret_error = strbuf_steal(&e);
+                                return -ESTALE;
+                        }
+                        log_info("the worktree's .git named another git directory: put back");
+                }
+        }
         if (ok)
                 return 0;
         StrBuf e = STRBUF_INIT;
@@ -416,7 +438,7 @@ int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_er
         struct stat st;
         if (lstat(dotgit, &st) == 0) {
                 /* A later generation reuses the worktree and its branch. */
-                int r = worktree_of_repository(s, path, ret_error);
+                int r = worktree_of_repository(s, path, false, ret_error);
                 if (r < 0)
                         return r;
                 *ret_path = TAKE_PTR(path);
@@ -447,7 +469,7 @@ int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_er
                                 return negative_errno();
                 if (lstat(dotgit, &st) == 0) {
                         /* Made by another start of this agent meanwhile. */
-                        int r = worktree_of_repository(s, path, ret_error);
+                        int r = worktree_of_repository(s, path, false, ret_error);
                         if (r < 0)
                                 return r;
                         *ret_path = TAKE_PTR(path);
@@ -506,7 +528,7 @@ int sandbox_prepare_worktree(const LaunchSpec *s, char **ret_path, char **ret_er
                 *ret_error = git_error("git worktree add", &add);
                 return -EIO;
         }
-        r = worktree_of_repository(s, path, ret_error);
+        r = worktree_of_repository(s, path, true, ret_error);
         if (r < 0)
                 return r;
         *ret_path = TAKE_PTR(path);
