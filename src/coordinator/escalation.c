@@ -810,9 +810,6 @@ static int apply_confinement(void *userdata) {
         return native_seccomp_load(&c->e->seccomp);
 }
 
-/* Start the vector: fixed environment, stdin /dev/null, stdout and
- * stderr to pipes, no other fd, the workspace's host directory as cwd, a
- * session of its own. */
 /* The workspace the host's commands run in: the host's own in direct mode
  * as the leader checked it (open_pinned_dir), else the agent's worktree. */
 static int open_workspace(const Escalation *e, int *ret_fd) {
@@ -825,6 +822,9 @@ static int open_workspace(const Escalation *e, int *ret_fd) {
         return 0;
 }
 
+/* Start the vector: fixed environment, stdin /dev/null, stdout and
+ * stderr to pipes, no other fd, the workspace's host directory as cwd, a
+ * session of its own. */
 static int start_command(EscConn *c, char **argv, const LandlockRules *rules) {
         Escalation *e = c->e;
         int out[2] = { -1, -1 }, err[2] = { -1, -1 };

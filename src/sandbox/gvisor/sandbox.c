@@ -370,6 +370,25 @@ static char *git_error(const char *what, const ExecResult *r) {
         return strbuf_steal(&b);
 }
 
+/* The path a worktree's link file names (its one line, after prefix):
+ * absolute, or relative to dir (git's worktree.useRelativePaths). */
+static char *link_target(const char *data, size_t n, const char *prefix, const char *dir) {
+        if (!data || strlen(data) != n || n < 2 || data[n - 1] != '\n' || memchr(data, '\n', n - 1))
+                return NULL;
+        const char *p = startswith(data, prefix);
+        if (!p || p[0] == '\n')
+                return NULL;
+        _cleanup_free_ char *t = strndup(p, (size_t) (data + n - 1 - p));
+        if (!t)
+                return NULL;
+        return t[0] == '/' ? TAKE_PTR(t) : path_join(dir, t);
+}
+
+static bool same_file(const char *a, const char *b) {
+        struct stat x, y;
+        return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
 /* The worktree is the checked repository's: its registration there
  * (.git/worktrees/NAME/gitdir, which the git router never lets the sandbox
  * write) names this worktree, and the .git the leader pinned is still the
@@ -383,19 +402,23 @@ static int worktree_of_repository(const LaunchSpec *s, const char *path, bool fr
         if (!s->git_dir || !s->git_dir_id)
                 return 0;
         const char *name = strrchr(path, '/');
-        _cleanup_free_ char *dotgit = path_join(path, ".git"), *want = NULL, *reg_path = NULL, *reg = NULL,
-                            *line = NULL;
-        if (!name || !dotgit || asprintf(&want, "gitdir: %s/worktrees/%s\n", s->git_dir, name + 1) < 0 ||
-            asprintf(&reg_path, "%s/worktrees/%s/gitdir", s->git_dir, name + 1) < 0)
+        _cleanup_free_ char *dotgit = path_join(path, ".git"), *admin = NULL, *reg_path = NULL, *want = NULL,
+                            *reg = NULL, *reg_target = NULL, *line = NULL, *line_target = NULL;
+        if (!name || !dotgit || asprintf(&admin, "%s/worktrees/%s", s->git_dir, name + 1) < 0 ||
+            !(reg_path = path_join(admin, "gitdir")) || asprintf(&want, "gitdir: %s\n", admin) < 0)
                 return -ENOMEM;
+        /* The registration names the worktree's .git by its real path (the
+         * data root's may hold a link): compared as what each is. */
         size_t n = 0;
         _cleanup_close_ int rfd = open(reg_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        bool ok = rfd >= 0 && read_fd_capped(rfd, 4096, &reg, &n) >= 0 && strlen(reg) == n &&
-                  strncmp(reg, dotgit, strlen(dotgit)) == 0 && streq(reg + strlen(dotgit), "\n") &&
-                  open_pinned_dir(s->git_dir, s->git_dir_id, NULL, NULL) == 0;
+        if (rfd >= 0 && read_fd_capped(rfd, 4096, &reg, &n) >= 0)
+                reg_target = link_target(reg, n, "", admin);
+        bool ok = same_file(reg_target, dotgit) && open_pinned_dir(s->git_dir, s->git_dir_id, NULL, NULL) == 0;
         if (ok) {
                 _cleanup_close_ int fd = open(dotgit, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-                bool same = fd >= 0 && read_fd_capped(fd, 4096, &line, &n) >= 0 && line && streq(line, want);
+                if (fd >= 0 && read_fd_capped(fd, 4096, &line, &n) >= 0)
+                        line_target = link_target(line, n, "gitdir: ", path);
+                bool same = same_file(line_target, admin);
                 if (!same && fresh)
                         ok = false;
                 else if (!same) {
