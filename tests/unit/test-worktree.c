@@ -197,6 +197,12 @@ static void test_repository_replaced_by_link(void **state) {
         assert_int_equal(read_file_capped(dotgit, 4096, &got, &n), 0);
         assert_string_equal(got, want);
         free(got);
+        /* ...so is a FIFO (whose open must not wait for a writer)... */
+        sh("rm %s && mkfifo %s", dotgit, dotgit);
+        assert_int_equal(prepare_one(repo, repo_id, gitdir, id, domain, "a", &err), 0);
+        assert_int_equal(read_file_capped(dotgit, 4096, &got, &n), 0);
+        assert_string_equal(got, want);
+        free(got);
         /* ...and one made a directory, which cannot be, refuses it. */
         sh("rm %s && mkdir %s", dotgit, dotgit);
         assert_int_equal(prepare_one(repo, repo_id, gitdir, id, domain, "a", &err), -ESTALE);

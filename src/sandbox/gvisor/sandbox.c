@@ -415,8 +415,11 @@ static int worktree_of_repository(const LaunchSpec *s, const char *path, bool fr
                 reg_target = link_target(reg, n, "", admin);
         bool ok = same_file(reg_target, dotgit) && open_pinned_dir(s->git_dir, s->git_dir_id, NULL, NULL) == 0;
         if (ok) {
-                _cleanup_close_ int fd = open(dotgit, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-                if (fd >= 0 && read_fd_capped(fd, 4096, &line, &n) >= 0)
+                /* Not blocking on a FIFO the agent put there, nor reading
+                 * anything but a file. */
+                struct stat st;
+                _cleanup_close_ int fd = open(dotgit, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+                if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && read_fd_capped(fd, 4096, &line, &n) >= 0)
                         line_target = link_target(line, n, "gitdir: ", path);
                 bool same = same_file(line_target, admin);
                 if (!same && fresh)
