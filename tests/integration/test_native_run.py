@@ -445,19 +445,26 @@ def test_native_coordinator_killed_takes_the_sandbox(lz):
     assert r.returncode == 0 and r.stdout == "again\n", r.stderr + d.log()
 
 
+def native_escalating(lz, auto_approve):
+    """A native Domain with escalation on and auto_approve (a TOML list);
+    also its socket directory, made the test user's."""
+    sock = os.path.join(lz.base, "sock")
+    os.makedirs(sock, mode=0o700, exist_ok=True)
+    os.chown(sock, lz.user.pw_uid, lz.user.pw_gid)
+    d = native(lz)
+    text = open(d.cfg).read().replace("[escalation]\nenabled = false\n",
+                                      f"[escalation]\nenabled = true\nauto_approve = {auto_approve}\n")
+    lz.write("cfg.toml", text)
+    return d, sock
+
+
 def test_native_escalation(lz):
     """The one door back to the host works the same through the native
     sandbox: lazaret-escalate at /run/lazaret/escalate, the sandbox's
     certificates and the socket's directory read-only beside it; an
     auto-approved command runs on the host, in the workspace, and the audit
     trail has it. The socket's directory cannot be changed from inside."""
-    sock = os.path.join(lz.base, "sock")
-    os.makedirs(sock, mode=0o700, exist_ok=True)
-    os.chown(sock, lz.user.pw_uid, lz.user.pw_gid)
-    d = native(lz)
-    text = open(d.cfg).read().replace("[escalation]\nenabled = false\n",
-                                      '[escalation]\nenabled = true\nauto_approve = ["uname -a", "pwd"]\n')
-    lz.write("cfg.toml", text)
+    d, sock = native_escalating(lz, '["uname -a", "pwd"]')
     host = subprocess.run(["uname", "-a"], capture_output=True, text=True).stdout
     r = d.run("run", "--tui=none", "--", "/run/lazaret/escalate", "uname", "-a")
     assert (r.returncode, r.stdout) == (0, host), r.stderr + d.log()
@@ -1403,13 +1410,7 @@ def test_native_agent_git_dir_never_configures_the_hosts_git(lz):
     os.makedirs(host_only)
     os.chown(host_only, lz.user.pw_uid, lz.user.pw_gid)
     marker = os.path.join(host_only, "pwned-by-filter")
-    sock = os.path.join(lz.base, "sock")
-    os.makedirs(sock, mode=0o700, exist_ok=True)
-    os.chown(sock, lz.user.pw_uid, lz.user.pw_gid)
-    d = native(lz)
-    text = open(d.cfg).read().replace("[escalation]\nenabled = false\n",
-                                      '[escalation]\nenabled = true\nauto_approve = ["printenv GIT_DIR GIT_WORK_TREE"]\n')
-    lz.write("cfg.toml", text)
+    d, _ = native_escalating(lz, '["printenv GIT_DIR GIT_WORK_TREE"]')
     r = d.run("run", "--tui=none", "--", "/bin/sh", "-c", EVIL_GIT_DIR.replace("{marker}", marker))
     assert r.returncode == 0 and "PLANTED" in r.stdout, r.stderr + d.log()
     # The files record is written once the session has ended.
