@@ -408,10 +408,12 @@ int verb_status(int argc, char **argv, const Globals *g) {
                 json_t *net = json_object_get(st, "network");
                 const char *side = json_string_value(json_object_get(net, "sidecar"));
                 bool fs_only = streq_ptr(json_string_value(json_object_get(sb, "mode")), "fs-only");
-                printf("  network     %s, policy %.12s%s\n",
+                bool own_ns = streq_ptr(json_string_value(json_object_get(net, "sidecar_kind")), "namespace");
+                printf("  network     %s%s, policy %.12s%s\n",
                        side      ? side
                        : fs_only ? "none (FS-ONLY: no IP sockets, no connect(2))"
                                  : "loopback only",
+                       side && own_ns ? " (netd in a namespace of its own, no container)" : "",
                        json_string_value(json_object_get(net, "policy_digest")) ?: "?",
                        json_is_true(json_object_get(net, "update_in_progress")) ? " (being applied)" : "");
                 const char *net_by = json_string_value(json_object_get(sb, "network_enforced_by"));

@@ -259,11 +259,19 @@ static int network_acquire(void *ctx, void *obj, json_t *intent, json_t **ret_co
         int r = sidecar_start(&co->spec, &co->net, &co->sidecar, ret_error);
         if (r < 0)
                 return r;
-        ProcessIdentity conmon = {};
+        ProcessIdentity conmon = {}, uplink = {};
         (void) process_identity_of(co->sidecar.conmon_pid, &conmon);
         *ret_commit = json_pack("{s:s, s:O?, s:o}", "container_id", co->sidecar.id, "namespace",
                                 json_object_get(co->sidecar.attestation, "enforcement_namespace"), "runtime_supervisor",
                                 process_identity_to_json(&conmon));
+        /* No container: what a later coordinator ends if this one dies
+         * without (both die with it, by the parent-death signal and the
+         * exit pipe; this is for the rest). */
+        if (*ret_commit && co->sidecar.own_namespace) {
+                (void) process_identity_of(co->sidecar.uplink_pid, &uplink);
+                (void) json_object_set_new(*ret_commit, "daemon", process_identity_to_json(&conmon));
+                (void) json_object_set_new(*ret_commit, "uplink", process_identity_to_json(&uplink));
+        }
         return 0;
 }
 
@@ -272,6 +280,17 @@ static int network_release(void *ctx, void *obj, json_t *own, uint64_t generatio
         (void) generation;
         if (obj && co->sidecar_fd >= 0)
                 co->sidecar_fd = co_close_watched(co, co->sidecar_fd);
+        if (obj)
+                sidecar_stop_own(&co->sidecar);
+        else
+                /* A dead coordinator's namespace of its own: netd and its
+                 * uplink, by pid and start time. */
+                for (const char *const *k = (const char *const[]){ "daemon", "uplink", NULL }; *k; k++) {
+                        ProcessIdentity pi;
+                        if (process_identity_from_json(json_object_get(own, *k), &pi) >= 0 &&
+                            process_identity_alive(&pi))
+                                (void) kill(pi.pid, SIGKILL);
+                }
         const char *name = json_string_value(json_object_get(own, "container_name"));
         _cleanup_free_ char *err = NULL;
         if (name && container_remove(&co->spec, name, &err) < 0) {
@@ -322,8 +341,12 @@ int start_network(Coordinator *co, char **ret_error) {
                 return r;
         for (int attempt = 0;; attempt++) {
                 log_debug("starting the network sidecar (+%" PRIu64 " ms)", (now_usec() - co->started_usec) / 1000);
+                /* A container is removed by its name; the native
+                 * backend's namespace of its own has none. */
+                bool own = sidecar_own_namespace(&co->spec);
                 r = part_begin(&co->ps, co->generation, &kind_network,
-                               json_pack("{s:s, s:s}", "container_name", name, "derived_policy_digest", co->net.digest),
+                               json_pack("{s:s*, s:s, s:b}", "container_name", own ? NULL : name,
+                                         "derived_policy_digest", co->net.digest, "own_namespace", own),
                                co, co, &co->p_network, ret_error);
                 if (r < 0)
                         return r;

@@ -701,6 +701,15 @@ static json_t *status_json(Coordinator *co) {
                 "mode", co->sidecar.name ? "sidecar" : "loopback-only", "readiness_fingerprint",
                 co->readiness_fingerprint[0] ? co->readiness_fingerprint : NULL, "host_addresses", host,
                 "update_in_progress", co->net_update != NULL, "address_rules", co->net.own_rules ? "own" : "global");
+        /* What holds the policy: netd (on the host) and whether a container
+         * holds it or a namespace of the coordinator's own. */
+        if (network && co->sidecar.name) {
+                (void) json_object_set_new(network, "netd_pid", json_integer(co->sidecar.netd_pid));
+                (void) json_object_set_new(network, "sidecar_kind",
+                                           json_string(co->sidecar.own_namespace ? "namespace" : "container"));
+                if (co->sidecar.own_namespace)
+                        (void) json_object_set_new(network, "uplink_pid", json_integer(co->sidecar.uplink_pid));
+        }
         /* Direct mode: what the workspace router protects and masks. */
         json_t *guard = co->spec.branch ? json_pack("{s:s}", "mode", "branch")
                                         : json_pack("{s:s, s:o*, s:o*}", "mode", "direct", "protect_patterns",

@@ -83,6 +83,13 @@ static void reap_children(Coordinator *co) {
                 log_error("%s", why);
                 co_begin_stop(co, why);
         }
+        if (sidecar_reap(&co->sidecar) && !co->stopping) {
+                /* The native sidecar's uplink: without it the sandbox
+                 * would sit cut off while status says otherwise. */
+                log_error("the network sidecar's uplink (slirp4netns) stopped unexpectedly");
+                co->runtime_lost = true;
+                co_begin_stop(co, "the network sidecar's uplink (slirp4netns) stopped unexpectedly");
+        }
         if (reaped(co->disk.pid, &st))
                 co->disk.pid = 0; /* its pipe's end says the rest */
         if (reaped(co->layer_disk.pid, &st))
@@ -549,7 +556,7 @@ static const char *image_hint(const char *image, const char *err) {
                 .signal_fd = -EBADF,                                                                                   \
                 .runtime_fd = -EBADF,                                                                                  \
                 .sidecar_fd = -EBADF,                                                                                  \
-                .sidecar = { .ctl_fd = -EBADF },                                                                       \
+                .sidecar = { .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF },                                             \
                 .status_fd = (status),                                                                                 \
                 .watchdog_fd = -EBADF,                                                                                 \
                 .broker_lines = { .fd = -EBADF, .fn = co_broker_line },                                                \

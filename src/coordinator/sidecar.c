@@ -8,9 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
 #include "argv-util.h"
 #include "exec-util.h"
@@ -54,11 +57,12 @@ void policy_in_force_done(PolicyInForce *p) {
 }
 
 void sidecar_done(Sidecar *sc) {
+        sidecar_stop_own(sc);
         free(sc->name);
         free(sc->id);
         safe_close(sc->ctl_fd);
         json_decref(sc->attestation);
-        *sc = (Sidecar){ .ctl_fd = -EBADF };
+        *sc = (Sidecar){ .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF };
 }
 
 int sidecar_name(const LaunchSpec *s, char **ret) {
@@ -202,8 +206,310 @@ static int build_sidecar_image(const char *ref) {
         return r;
 }
 
+/* ---- the native backend's sidecar: no container ------------------------
+ * Issue 45: with any address rule a native cold start paid for a container
+ * (Podman, runc and conmon: about 140 of its 175 ms) that holds nothing but
+ * a network namespace with netd's routes and an uplink. The coordinator
+ * makes that namespace itself: netd starts in a user and network namespace
+ * of its own (the user's uid its root, no other id mapped; NET_ADMIN its
+ * only capability, no new privileges), and slirp4netns, in that user
+ * namespace but the host's network namespace, gives it tap0 as it gives
+ * Podman's (the host's loopback out of reach, in a sandbox of its own,
+ * under seccomp). netd dies with the coordinator (the parent-death
+ * signal), slirp4netns when the coordinator's end of its exit pipe closes.
+ * The native sandbox enters that user namespace and makes its own below
+ * it, as it did below Podman's: nothing in it holds a capability over the
+ * routes. */
+
+bool sidecar_own_namespace(const LaunchSpec *s) {
+        return s->backend == BACKEND_NATIVE && s->rootless;
+}
+
+#define OWN_READY_TIMEOUT_MS 10000
+
+typedef struct OwnChild {
+        pid_t parent;
+        int ready_fd, go_fd; /* the child's numbers */
+        char uid_map[32], gid_map[32];
+        bool no_ipv6;
+} OwnChild;
+
+static int own_write(const char *path, const char *text) {
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        size_t n = strlen(text);
+        ssize_t k = write(fd, text, n);
+        int r = k < 0 ? -errno : (size_t) k != n ? -EIO : 0;
+        (void) close(fd);
+        return r;
+}
+
+/* In netd's child before its exec (system calls only): the namespaces, its
+ * one capability, then a byte on ready_fd ('u', or 'e' and the errno) and
+ * wait for slirp4netns's tap0 (a byte on go_fd). */
+static int own_child_fail(const OwnChild *c, int r) {
+        char b[1 + sizeof(int)] = { 'e' };
+        int e = -r;
+        memcpy(b + 1, &e, sizeof(int));
+        (void) !write(c->ready_fd, b, sizeof(b));
+        return r;
+}
+
+static int own_before_exec(void *userdata) {
+        const OwnChild *c = userdata;
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != c->parent)
+                return own_child_fail(c, -ESRCH);
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0)
+                return own_child_fail(c, -errno);
+        int r = own_write("/proc/self/setgroups", "deny");
+        if (r >= 0)
+                r = own_write("/proc/self/uid_map", c->uid_map);
+        if (r >= 0)
+                r = own_write("/proc/self/gid_map", c->gid_map);
+        if (r < 0)
+                return own_child_fail(c, r);
+        /* As Podman's --sysctl did, before tap0 exists. */
+        if (c->no_ipv6) {
+                r = own_write("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
+                if (r >= 0)
+                        r = own_write("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
+                if (r < 0 && r != -ENOENT) /* ENOENT: no IPv6 in this kernel */
+                        return own_child_fail(c, r);
+        } else {
+                /* No router advertisements: they would bring back the
+                 * default route and the prefix route. */
+                r = own_write("/proc/sys/net/ipv6/conf/default/accept_ra", "0");
+                if (r < 0)
+                        return own_child_fail(c, r);
+        }
+        /* netd never forks and holds a handful of descriptors. */
+        struct rlimit nofile = { 64, 64 };
+        if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
+                return own_child_fail(c, -errno);
+        /* NET_ADMIN alone: root in its namespace gets at exec what the
+         * bounding set keeps. */
+        for (int cap = 0; cap <= 63; cap++)
+                if (cap != CAP_NET_ADMIN && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+                        return own_child_fail(c, -errno);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return own_child_fail(c, -errno);
+        if (write(c->ready_fd, "u", 1) != 1)
+                return -EPIPE;
+        (void) close(c->ready_fd);
+        char go;
+        ssize_t k;
+        do
+                k = read(c->go_fd, &go, 1);
+        while (k < 0 && errno == EINTR);
+        (void) close(c->go_fd);
+        return k == 1 ? 0 : -EPIPE;
+}
+
+/* One byte (or 'e' and an errno) from fd within timeout_ms. */
+static int own_wait_byte(int fd, int timeout_ms, char *ret) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        int k;
+        do
+                k = poll(&p, 1, timeout_ms);
+        while (k < 0 && errno == EINTR);
+        if (k < 0)
+                return negative_errno();
+        if (k == 0)
+                return -ETIMEDOUT;
+        char b[1 + sizeof(int)];
+        ssize_t n;
+        do
+                n = read(fd, b, sizeof(b));
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return negative_errno();
+        if (n == 0)
+                return -ECONNRESET;
+        if (b[0] == 'e' && (size_t) n == sizeof(b)) {
+                int e;
+                memcpy(&e, b + 1, sizeof(int));
+                return e > 0 ? -e : -EIO;
+        }
+        *ret = b[0];
+        return 0;
+}
+
+void sidecar_stop_own(Sidecar *sc) {
+        if (!sc->own_namespace)
+                return;
+        int st;
+        if (sc->netd_pid > 0) {
+                (void) kill(sc->netd_pid, SIGKILL);
+                while (waitpid(sc->netd_pid, &st, 0) < 0 && errno == EINTR)
+                        ;
+                sc->netd_pid = sc->conmon_pid = 0;
+        }
+        /* Its exit descriptor reads EOF: slirp4netns ends by itself. */
+        sc->uplink_exit_fd = safe_close(sc->uplink_exit_fd);
+        if (sc->uplink_pid > 0) {
+                (void) kill(sc->uplink_pid, SIGKILL);
+                while (waitpid(sc->uplink_pid, &st, 0) < 0 && errno == EINTR)
+                        ;
+                sc->uplink_pid = 0;
+        }
+}
+
+bool sidecar_reap(Sidecar *sc) {
+        int st;
+        if (!sc->own_namespace)
+                return false;
+        if (sc->netd_pid > 0 && waitpid(sc->netd_pid, &st, WNOHANG) == sc->netd_pid)
+                sc->netd_pid = sc->conmon_pid = 0; /* the pidfd's watch says it */
+        if (sc->uplink_pid > 0 && waitpid(sc->uplink_pid, &st, WNOHANG) == sc->uplink_pid) {
+                sc->uplink_pid = 0;
+                return true;
+        }
+        return false;
+}
+
+static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, bool ipv6_uplink, Sidecar *sc,
+                     char **ret_error) {
+        if (!s->slirp4netns)
+                return fail(ret_error, -ENOENT,
+                            "slirp4netns is not installed or not in PATH: the native backend's address rules "
+                            "need it (sudo apt-get install slirp4netns)");
+        _cleanup_close_ int memfd = sealed_memfd(pol->canonical, strlen(pol->canonical));
+        if (memfd < 0)
+                return fail(ret_error, memfd, "cannot make the policy memfd: %s", strerror(-memfd));
+        int ctl[2], ready[2], go[2], up_ready[2], up_exit[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0)
+                return negative_errno();
+        sc->ctl_fd = ctl[0];
+        _cleanup_close_ int theirs = ctl[1];
+        if (pipe2(ready, O_CLOEXEC) < 0)
+                return negative_errno();
+        _cleanup_close_ int ready_r = ready[0], ready_w = ready[1];
+        if (pipe2(go, O_CLOEXEC) < 0)
+                return negative_errno();
+        _cleanup_close_ int go_r = go[0], go_w = go[1];
+        _cleanup_close_ int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (devnull < 0)
+                return negative_errno();
+
+        OwnChild c = { .parent = getpid(), .ready_fd = 5, .go_fd = 6, .no_ipv6 = !ipv6 };
+        snprintf(c.uid_map, sizeof(c.uid_map), "0 %u 1", (unsigned) getuid());
+        snprintf(c.gid_map, sizeof(c.gid_map), "0 %u 1", (unsigned) getgid());
+        Argv a = {};
+        argv_add(&a, "lazaret-netd");
+        if (sc->kernel_stack)
+                argv_add(&a, "--kernel-stack");
+        if (ipv6_uplink) {
+                argv_add(&a, "--ipv6-uplink");
+                argv_add(&a, SLIRP_IPV6_ADDRESS "," SLIRP_IPV6_GATEWAY);
+        }
+        if (a.oom) {
+                argv_done(&a);
+                return -ENOMEM;
+        }
+        char *const envp[] = { NULL };
+        SpawnFd fds[] = { { devnull, 0 }, { devnull, 1 }, { memfd, 3 }, { theirs, 4 }, { ready_w, 5 }, { go_r, 6 } };
+        SpawnSpec sp = SPAWN_SPEC_INIT(s->netd, a.v);
+        sp.envp = envp;
+        sp.fds = fds;
+        sp.n_fds = ELEMENTSOF(fds);
+        sp.cwd = "/";
+        sp.new_pgroup = true;
+        sp.no_wait = true; /* it waits for its uplink before the exec */
+        sp.before_exec = own_before_exec;
+        sp.before_exec_data = &c;
+        int r = spawn(&sp, &sc->netd_pid);
+        argv_done(&a);
+        if (r < 0)
+                return fail(ret_error, r, "cannot start lazaret-netd: %s", strerror(-r));
+        sc->conmon_pid = sc->netd_pid;
+        sc->own_namespace = true;
+        theirs = safe_close(theirs);
+        ready_w = safe_close(ready_w);
+        go_r = safe_close(go_r);
+        memfd = safe_close(memfd);
+        char b = 0;
+        r = own_wait_byte(ready_r, OWN_READY_TIMEOUT_MS, &b);
+        if (r < 0)
+                return fail(ret_error, r, "cannot make the network sidecar's namespace: %s",
+                            r == -ECONNRESET ? "lazaret-netd exited" : strerror(-r));
+
+        /* The uplink, in netd's user namespace (as its root: slirp4netns's
+         * own sandbox is a mount namespace), attached to its network
+         * namespace. */
+        char nspath[64];
+        snprintf(nspath, sizeof(nspath), "/proc/%d/ns/user", (int) sc->netd_pid);
+        _cleanup_close_ int userns = open(nspath, O_RDONLY | O_CLOEXEC);
+        if (userns < 0) {
+                r = negative_errno();
+                return fail(ret_error, r, "cannot open lazaret-netd's user namespace: %s", strerror(-r));
+        }
+        if (pipe2(up_ready, O_CLOEXEC) < 0)
+                return negative_errno();
+        _cleanup_close_ int up_ready_r = up_ready[0], up_ready_w = up_ready[1];
+        if (pipe2(up_exit, O_CLOEXEC) < 0)
+                return negative_errno();
+        _cleanup_close_ int up_exit_r = up_exit[0];
+        sc->uplink_exit_fd = up_exit[1];
+        snprintf(nspath, sizeof(nspath), "/proc/%d/ns/net", (int) sc->netd_pid);
+        Argv u = {};
+        argv_add(&u, "slirp4netns");
+        argv_add(&u, "--configure");
+        argv_add(&u, "--mtu=65520");
+        argv_add(&u, "--disable-host-loopback");
+        argv_add(&u, "--enable-sandbox");
+        argv_add(&u, "--enable-seccomp");
+        if (ipv6)
+                argv_add(&u, "--enable-ipv6");
+        argv_add(&u, "--ready-fd=3");
+        argv_add(&u, "--exit-fd=4");
+        argv_add(&u, "--netns-type=path");
+        argv_add(&u, nspath);
+        argv_add(&u, "tap0");
+        if (u.oom) {
+                argv_done(&u);
+                return -ENOMEM;
+        }
+        SpawnFd ufds[] = { { devnull, 0 }, { devnull, 1 }, { devnull, 2 }, { up_ready_w, 3 }, { up_exit_r, 4 } };
+        SpawnSpec usp = SPAWN_SPEC_INIT(s->slirp4netns, u.v);
+        usp.fds = ufds;
+        usp.n_fds = ELEMENTSOF(ufds);
+        usp.cwd = "/";
+        usp.new_pgroup = true;
+        usp.userns_fd = userns;
+        r = spawn(&usp, &sc->uplink_pid);
+        argv_done(&u);
+        if (r < 0)
+                return fail(ret_error, r, "cannot start slirp4netns: %s", strerror(-r));
+        up_ready_w = safe_close(up_ready_w);
+        up_exit_r = safe_close(up_exit_r);
+        r = own_wait_byte(up_ready_r, OWN_READY_TIMEOUT_MS, &b);
+        if (r < 0)
+                return fail(ret_error, r, "slirp4netns did not attach the network sidecar's uplink: %s",
+                            r == -ECONNRESET ? "it exited" : strerror(-r));
+
+        /* tap0 is there: netd may start. */
+        if (write(go_w, "g", 1) != 1)
+                return fail(ret_error, -EPIPE, "lazaret-netd exited before its start");
+        go_w = safe_close(go_w);
+        r = read_reply(sc->ctl_fd, ATTEST_TIMEOUT_MS, &sc->attestation);
+        if (r < 0)
+                return fail(ret_error, r, "lazaret-netd sent no attestation: %s",
+                            r == -ETIMEDOUT    ? "timed out"
+                            : r == -ECONNRESET ? "it exited"
+                                               : strerror(-r));
+        r = sidecar_check_attestation(sc->attestation, pol->digest, sc->kernel_stack, ret_error);
+        if (r < 0)
+                return r;
+        if (asprintf(&sc->id, "netd-%d", (int) sc->netd_pid) < 0) {
+                sc->id = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, char **ret_error) {
-        _cleanup_(sidecar_done) Sidecar sc = { .ctl_fd = -EBADF };
+        _cleanup_(sidecar_done) Sidecar sc = { .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF };
         _cleanup_close_ int memfd = -EBADF, theirs = -EBADF;
         _cleanup_(exec_result_done) ExecResult res = {};
         _cleanup_free_ char *pidfile = NULL;
@@ -224,6 +530,14 @@ int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, c
         /* The sandbox's traffic goes through this namespace's own stack:
          * one route per rule, not gVisor's cover (a quarter as many). */
         sc.kernel_stack = !launch_gvisor_netstack(s);
+        if (sidecar_own_namespace(s)) {
+                r = own_start(s, pol, ipv6, ipv6_uplink, &sc, ret_error);
+                if (r < 0)
+                        return r;
+                *ret = sc;
+                sc = (Sidecar){ .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF };
+                return 0;
+        }
         if (asprintf(&pidfile, "%s/sidecar-conmon.pid", s->domain_dir) < 0)
                 return -ENOMEM;
         (void) unlink(pidfile);
@@ -359,7 +673,7 @@ int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, c
                 return r;
         }
         *ret = sc;
-        sc = (Sidecar){ .ctl_fd = -EBADF };
+        sc = (Sidecar){ .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF };
         return 0;
 }
 

@@ -6,7 +6,11 @@
  * whose network namespace the sandbox joins. The policy reaches netd as a
  * sealed memfd (fd 3); netd answers on a SOCK_SEQPACKET control socket
  * (fd 4) with its attestation, and takes updates there. Rootless, the
- * namespace's uplink is slirp4netns; rootful, Podman's default bridge. */
+ * namespace's uplink is slirp4netns; rootful, Podman's default bridge.
+ *
+ * The native backend's sidecar is no container (issue 45): netd in a user
+ * and network namespace the coordinator makes for it, slirp4netns its
+ * uplink, both the coordinator's children (sidecar_own_namespace). */
 
 #include <jansson.h>
 #include <sys/types.h>
@@ -35,7 +39,25 @@ typedef struct Sidecar {
         int ctl_fd; /* our end of the control socket */
         json_t *attestation; /* netd's last one */
         bool kernel_stack; /* netd --kernel-stack: routes for the kernel's longest match */
+        /* No container (the native backend): netd is our child in a
+         * namespace of its own, slirp4netns its uplink; closing exit_fd
+         * ends slirp4netns. */
+        bool own_namespace;
+        pid_t uplink_pid;
+        int uplink_exit_fd;
 } Sidecar;
+
+/* The sidecar for s is a namespace of the coordinator's own, not a
+ * container: the native backend (always rootless). */
+bool sidecar_own_namespace(const LaunchSpec *s);
+
+/* End the sidecar's own-namespace processes (netd, slirp4netns) and reap
+ * them; nothing for a container (Podman removes that). */
+void sidecar_stop_own(Sidecar *sc);
+
+/* Reap what of the own-namespace sidecar has exited (SIGCHLD); true when
+ * it was the uplink, which the sandbox cannot do without. */
+bool sidecar_reap(Sidecar *sc);
 
 void sidecar_done(Sidecar *sc);
 

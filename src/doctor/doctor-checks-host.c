@@ -341,8 +341,8 @@ int check_native(DoctorContext *c, DoctorResult *r) {
                 return -ENOMEM;
         if (mode == NATIVE_MODE_FULL)
                 return result_ok(r,
-                                 "FULL: Landlock ABI %d, unprivileged user namespaces; %s; address rules: in the "
-                                 "network sidecar's namespace (Podman, runc and slirp4netns: their own checks)",
+                                 "FULL: Landlock ABI %d, unprivileged user namespaces; %s; address rules: in a "
+                                 "network namespace of lazaret-netd's own (slirp4netns: its own check)",
                                  abi, memory);
         /* FS-ONLY: say which switch keeps user namespaces from us. */
         StrBuf fix = STRBUF_INIT;

@@ -69,6 +69,7 @@ static const LaunchField fields[] = {
         F(probe_targets, LAUNCH_STRV),
         F(probe_dns_name, LAUNCH_STR),
         F(netd, LAUNCH_STR_OPT),
+        F(slirp4netns, LAUNCH_STR_OPT),
         F(sidecar_image, LAUNCH_STR_OPT),
         F(domains, LAUNCH_STRV_OPT),
         F(probe_domains, LAUNCH_STRV_OPT),

@@ -81,6 +81,7 @@ typedef struct LaunchSpec {
         char **probe_targets; /* "ADDR:PORT" / "[ADDR6]:PORT", NULL-terminated */
         char *probe_dns_name;
         char *netd; /* lazaret-netd on the host */
+        char *slirp4netns; /* the native backend's uplink for netd's namespace (NULL otherwise) */
         char *sidecar_image; /* localhost/lazaret/sidecar:netd-HASH */
         /* Egress by name (issue 18): the profile's rules, canonical
          * ("NAME:PORT", "*.SUFFIX:PORT"), NULL-terminated; empty when it

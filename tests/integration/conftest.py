@@ -202,11 +202,11 @@ def build_tool(lz, name):
     return dst
 
 
-def tool_dir(lz, omit=(), fakes=None):
+def tool_dir(lz, omit=(), fakes=None, name="tools"):
     """A directory of symlinks to every program in the system directories,
     except the names in omit, plus fake scripts (name -> text); used as the
     whole PATH, so a test controls which tools lazaret finds."""
-    d = os.path.join(lz.base, "tools")
+    d = os.path.join(lz.base, name)
     os.makedirs(d)
     for src in SYSTEM_DIRS:
         if not os.path.isdir(src):

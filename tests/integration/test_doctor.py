@@ -345,7 +345,7 @@ def test_native_backend_checked(lz):
     native = by_name(doc)["native"]
     assert native["status"] == "ok", native
     # Issue 45: address rules hold there too, in the sidecar's namespace.
-    assert "address rules: in the network sidecar's namespace" in native["detail"], native
+    assert "address rules: in a network namespace of lazaret-netd's own" in native["detail"], native
     # What holds memory_limit: the memory cgroup setup gave the user, found
     # as a run finds it (issue 42: nothing wrote runtime.memory_cgroup).
     memcg = f"/sys/fs/cgroup/memory/lazaret-{lz.user.pw_name}"

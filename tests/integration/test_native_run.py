@@ -369,23 +369,26 @@ def test_native_preflight_fails_closed(lz, case, extra, network, env, want):
     assert not d.domain_dirs() or not os.path.exists(os.path.join(d.domain_dirs()[0], "data.mdb"))
 
 
-def test_native_address_rules_without_podman(lz):
-    """Issue 45: address rules run the native sandbox in the network
-    sidecar's namespace, which rootless Podman makes: without podman on
-    PATH the start is refused in one line naming it and the two ways out,
-    and nothing is left; names alone still start without it."""
-    tools = tool_dir(lz, omit={"podman"})
+def test_native_address_rules_need_slirp4netns_not_podman(lz):
+    """Issue 45: the native backend enforces address rules in a network
+    namespace the coordinator makes itself (netd in it, slirp4netns its
+    uplink), no container: without slirp4netns on PATH the start is refused
+    in one line naming it and the two ways out, and nothing is left;
+    without podman on PATH the same profile starts, its policy attested."""
     d = native(lz, extra='allow_egress = ["192.0.2.0/24"]\n')
-    r = d.run("run", "--tui=none", "--", "/bin/true", env={"PATH": tools})
+    no_slirp = tool_dir(lz, omit={"slirp4netns"}, name="tools-no-slirp")
+    r = d.run("run", "--tui=none", "--", "/bin/true", env={"PATH": no_slirp})
     assert r.returncode == 125, (r.returncode, r.stdout, r.stderr)
     errs = [line for line in r.stderr.splitlines() if line.strip()]
-    assert len(errs) == 1 and "enforces address rules in the network sidecar" in errs[0], errs
-    assert "podman is not installed" in errs[0] and "remove allow_egress from the profile" in errs[0], errs
+    assert len(errs) == 1 and "slirp4netns is not installed or not in PATH" in errs[0], errs
+    assert "apt-get install slirp4netns" in errs[0] and "remove allow_egress from the profile" in errs[0], errs
     assert not domain_processes(d)
     assert not d.domain_dirs() or not os.path.exists(os.path.join(d.domain_dirs()[0], "data.mdb"))
-    ok = native(lz)
-    r = ok.run("run", "--tui=none", "--", "/bin/echo", "ran", env={"PATH": tools})
-    assert r.returncode == 0 and r.stdout == "ran\n", (r.stdout, r.stderr)
+    no_podman = tool_dir(lz, omit={"podman"}, name="tools-no-podman")
+    r = d.run("run", "--tui=none", "--", "/bin/echo", "ran", env={"PATH": no_podman})
+    assert r.returncode == 0 and r.stdout == "ran\n", (r.stdout, r.stderr, d.log()[-2000:])
+    assert "attested policy" in d.log(), d.log()
+    d.assert_clean()
 
 
 def test_native_flag_names_the_flag_and_the_inherited_rules(lz):

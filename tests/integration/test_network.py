@@ -221,9 +221,29 @@ nslookup probe.test {HOST6}; echo "dns_permitted_not_resolver=$?"
 
 def netd_pid(lz, dom):
     """The sidecar's netd on the host (its network namespace is the
-    policy's)."""
+    policy's): the native backend's runs in a namespace of the
+    coordinator's own, which status names; gVisor's in its container."""
+    if getattr(dom, "native", False):
+        net = dom.status()["network"]
+        assert net["sidecar_kind"] == "namespace", net
+        return net["netd_pid"]
     net = next(n for n in dom.container_names() if n.startswith("lazaret-net-"))
     return int(podman(lz.user, "inspect", "--format", "{{.State.Pid}}", net).stdout.strip())
+
+
+def own_sidecar_pids(dom):
+    """The native sidecar's netd and its uplink (slirp4netns), from status."""
+    net = dom.status()["network"]
+    assert net["sidecar_kind"] == "namespace", net
+    return net["netd_pid"], net["uplink_pid"]
+
+
+def wait_all_gone(pids, timeout=10):
+    deadline = time.time() + timeout
+    while any(os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z" for p in pids):
+        assert time.time() < deadline, [open(f"/proc/{p}/cmdline").read() for p in pids
+                                        if os.path.exists(f"/proc/{p}")]
+        time.sleep(0.1)
 
 
 def in_netns(pid, *cmd):
@@ -430,27 +450,51 @@ def test_nothing_permitted_is_loopback_only_without_sidecar(netdom):
 def test_sidecar_runc_net_admin_only_and_torn_down(netdom, lz):
     """The sidecar runs under runc with NET_ADMIN as its only capability and
     an image without a shell; the readiness evidence's fingerprint is shown
-    and names the log's; teardown removes the sidecar with the sandbox."""
+    and names the log's; teardown removes the sidecar with the sandbox.
+    The native backend's is no container (issue 45): netd in a user and
+    network namespace of its own, the user's uid its root and no other id
+    mapped, NET_ADMIN its only capability, no new privileges; slirp4netns
+    its uplink; both gone after teardown."""
     dom = netdom()
     p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 30")
+    own = ()
     try:
         st = wait_sessions(dom, 1)
         net = st["network"]["sidecar"]
-        assert net in dom.container_names()
-        r = podman(lz.user, "inspect", "--format", "{{.OCIRuntime}} {{.State.Pid}} {{.ImageName}}", net)
-        runtime, pid, image = r.stdout.split()
-        assert runtime == "runc"
-        with open(f"/proc/{pid}/status") as f:
-            cap = int(next(l for l in f if l.startswith("CapEff:")).split()[1], 16)
-        assert cap == 1 << 12, hex(cap)  # CAP_NET_ADMIN alone
-        r = podman(lz.user, "run", "--rm", "--entrypoint=/bin/sh", image, "-c", "true", check=False)
-        assert r.returncode != 0
+        if dom.native:
+            assert net not in dom.container_names() and not dom.container_names()
+            own = own_sidecar_pids(dom)
+            pid, uplink = own
+            with open(f"/proc/{pid}/status") as f:
+                fields = dict(l.split(":", 1) for l in f)
+            assert int(fields["CapEff"].split()[0], 16) == 1 << 12, fields["CapEff"]  # CAP_NET_ADMIN alone
+            assert int(fields["CapBnd"].split()[0], 16) == 1 << 12, fields["CapBnd"]
+            assert fields["NoNewPrivs"].strip() == "1"
+            assert open(f"/proc/{pid}/uid_map").read().split() == ["0", str(lz.user.pw_uid), "1"]
+            assert os.readlink(f"/proc/{pid}/ns/user") != os.readlink("/proc/self/ns/user")
+            assert os.readlink(f"/proc/{pid}/exe").endswith("/lazaret-netd")
+            assert os.readlink(f"/proc/{uplink}/exe").endswith("/slirp4netns")
+            # slirp4netns in netd's user namespace, the host's network.
+            assert os.readlink(f"/proc/{uplink}/ns/user") == os.readlink(f"/proc/{pid}/ns/user")
+            assert os.readlink(f"/proc/{uplink}/ns/net") == os.readlink("/proc/self/ns/net")
+            assert "no container" in dom.run("status").stdout
+        else:
+            assert net in dom.container_names()
+            r = podman(lz.user, "inspect", "--format", "{{.OCIRuntime}} {{.State.Pid}} {{.ImageName}}", net)
+            runtime, pid, image = r.stdout.split()
+            assert runtime == "runc"
+            with open(f"/proc/{pid}/status") as f:
+                cap = int(next(l for l in f if l.startswith("CapEff:")).split()[1], 16)
+            assert cap == 1 << 12, hex(cap)  # CAP_NET_ADMIN alone
+            r = podman(lz.user, "run", "--rm", "--entrypoint=/bin/sh", image, "-c", "true", check=False)
+            assert r.returncode != 0
         fp = st["network"]["readiness_fingerprint"]
         assert len(fp) == 64 and int(fp, 16) >= 0
     finally:
         kill_cli(p)
         p.wait()
     dom.assert_clean()
+    wait_all_gone(own)
     log = dom.log()
     assert "attested policy" in log and f"network readiness proved (fingerprint {fp[:12]}" in log
 
@@ -694,25 +738,37 @@ def test_routes_are_made_for_the_stack_that_reads_them(netdom, lz, hosts):
         holder.wait()
 
 
-def test_sidecar_killed_stops_the_sandbox(netdom, lz):
+@pytest.mark.parametrize("victim", ["netd", "uplink"])
+def test_sidecar_killed_stops_the_sandbox(netdom, lz, victim):
     """Without netd nobody holds the policy: the sandbox stops, the session
-    ends with Lazaret's failure status, and nothing is left."""
+    ends with Lazaret's failure status, and nothing is left. The native
+    sidecar's uplink (slirp4netns, the coordinator's child) likewise."""
     dom = netdom()
+    if victim == "uplink" and not dom.native:
+        pytest.skip("Podman's slirp4netns: only the native backend's uplink is the coordinator's")
     p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
+    own = ()
     try:
         wait_sessions(dom, 1)
-        net = next(n for n in dom.container_names() if n.startswith("lazaret-net-"))
-        podman(lz.user, "kill", net)
+        if dom.native:
+            own = own_sidecar_pids(dom)
+            os.kill(own[0] if victim == "netd" else own[1], signal.SIGKILL)
+        else:
+            net = next(n for n in dom.container_names() if n.startswith("lazaret-net-"))
+            podman(lz.user, "kill", net)
         p.wait(timeout=60)
         err = p.stderr.read().decode()
+        want = ("the network sidecar stopped unexpectedly" if victim == "netd" else
+                "the network sidecar's uplink (slirp4netns) stopped unexpectedly")
         assert p.returncode == 125, err
-        assert "the network sidecar stopped unexpectedly" in err
+        assert want in err, err
     finally:
         if p.poll() is None:
             kill_cli(p)
             p.wait()
     dom.assert_clean()
-    assert "the network sidecar stopped unexpectedly" in dom.log()
+    wait_all_gone(own)
+    assert want in dom.log()
 
 
 def test_coordinator_killed_sidecar_recovered(netdom):
@@ -720,8 +776,10 @@ def test_coordinator_killed_sidecar_recovered(netdom):
     p = dom.popen("run", "--", "/bin/sh", "-c", "sleep 60")
     try:
         wait_sessions(dom, 1)
-        # The sandbox and its sidecar; the native sandbox is no container.
-        assert len(dom.container_names()) == (1 if dom.native else 2)
+        # The sandbox and its sidecar; the native sandbox and its sidecar
+        # are no container (netd and slirp4netns must die all the same).
+        assert len(dom.container_names()) == (0 if dom.native else 2)
+        own = own_sidecar_pids(dom) if dom.native else ()
         for pid in dom.coordinator_pids():
             os.kill(pid, 9)
         p.wait(timeout=30)
@@ -733,6 +791,7 @@ def test_coordinator_killed_sidecar_recovered(netdom):
     # sidecar, by name from the store) within a few seconds; the next run
     # works.
     dom.assert_clean(timeout=10)
+    wait_all_gone(own)
     assert "recovering participant" in dom.log() and "(Network," in dom.log()
     r = sandbox_sh(dom, f"nc {HOST4} 8080 </dev/null")
     assert r.returncode == 0 and "hello from the test host" in r.stdout, r.stderr + dom.log()

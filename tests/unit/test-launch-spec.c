@@ -76,6 +76,7 @@ static const char *const keys[] = {
         "runsc_network",
         "runtime_dir",
         "sidecar_image",
+        "slirp4netns",
         "socket_path",
         "volumes",
         "workspace",

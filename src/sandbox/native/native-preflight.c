@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "exec-util.h"
 #include "launch.h"
 #include "macro.h"
 #include "native-preflight.h"
@@ -59,17 +60,25 @@ int native_preflight(const Config *cfg, const ConfigProfile *p, bool from_flag, 
                             "or use backend = \"gvisor\"",
                             who);
         /* Address rules: the sandbox runs in the network sidecar's
-         * namespace (netd's routes), which rootless Podman makes. */
+         * namespace (netd's routes), which the coordinator makes itself
+         * (no Podman needed; launch finds slirp4netns). */
         bool addresses = !netpolicy_permits_nothing(&p->net);
         const char *rules_fix = p->own_address_rules || cfg->n_default_allow == 0
                                         ? "remove allow_egress from the profile"
                                         : "set inherit_default_allow = false in it (names only, through the broker)";
-        if (addresses && !s->podman)
-                return fail(ret_error,
-                            "%s enforces address rules in the network sidecar, a container of rootless Podman, "
-                            "and podman is not installed or not in PATH: install it (sudo apt-get install podman "
-                            "slirp4netns runc), or %s",
-                            who, rules_fix);
+        if (addresses) {
+                const char *search = getenv("PATH");
+                int r = exec_find_program(search && *search ? search : DEFAULT_SEARCH_PATH, "slirp4netns",
+                                          &s->slirp4netns);
+                if (r == -ENOENT)
+                        return fail(ret_error,
+                                    "%s enforces address rules in a network namespace of its own whose uplink is "
+                                    "slirp4netns, and slirp4netns is not installed or not in PATH: install it (sudo "
+                                    "apt-get install slirp4netns), or %s",
+                                    who, rules_fix);
+                if (r < 0)
+                        return r;
+        }
         /* persistent_dirs are kept by lazaret-native's --persist, which
          * mounts them over the sandbox's own root: not where its own
          * mounts are (the home and /tmp are memory, /workspace is the
