@@ -58,11 +58,11 @@ int fd_identity(int fd, char *ret) {
         return 0;
 }
 
-int open_pinned_dir(const char *path, const char *expect_id, int *ret_fd, char *ret_id) {
+static int open_pinned_flags(const char *path, int flags, const char *expect_id, int *ret_fd, char *ret_id) {
         if (!path || path[0] != '/')
                 return -EINVAL;
         struct open_how how = {
-                .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                .flags = (uint64_t) (O_PATH | O_CLOEXEC | flags),
                 .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
         };
         long k = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
@@ -86,4 +86,12 @@ int open_pinned_dir(const char *path, const char *expect_id, int *ret_fd, char *
         else
                 safe_close(fd);
         return 0;
+}
+
+int open_pinned_dir(const char *path, const char *expect_id, int *ret_fd, char *ret_id) {
+        return open_pinned_flags(path, O_DIRECTORY, expect_id, ret_fd, ret_id);
+}
+
+int open_pinned(const char *path, const char *expect_id, int *ret_fd, char *ret_id) {
+        return open_pinned_flags(path, 0, expect_id, ret_fd, ret_id);
 }

@@ -33,6 +33,8 @@ int fd_identity(int fd, char *ret);
  * that is not that one is -ESTALE. The descriptor in *ret_fd (may be NULL:
  * checked and closed), its identity in ret_id (may be NULL). */
 int open_pinned_dir(const char *path, const char *expect_id, int *ret_fd, char *ret_id);
+/* The same for a file of any type (a volume may be a file). */
+int open_pinned(const char *path, const char *expect_id, int *ret_fd, char *ret_id);
 /* The exit status of a helper given a pinned directory (lazaret-gitrouter
  * --expect-id) that found another one there. */
 #define EXIT_NOT_PINNED 3

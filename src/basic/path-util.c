@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fd-util.h"
 #include "macro.h"
@@ -111,4 +112,80 @@ bool path_relative_safe(const char *s, size_t max) {
                         p++;
         }
         return true;
+}
+
+int path_resolve_no_links_in(const char *path, char *const *roots, size_t n_roots, char **ret_canonical,
+                             char **ret_link, size_t *ret_root) {
+        if (!path_is_absolute(path))
+                return -EINVAL;
+        /* todo: what is left to resolve; cur: the canonical directory so
+         * far ("" for "/"). */
+        char todo[PATH_MAX + 1], cur[PATH_MAX + 1] = "", next[PATH_MAX + 1];
+        if (strlen(path) >= sizeof(todo))
+                return -ENAMETOOLONG;
+        strcpy(todo, path);
+        unsigned links = 0;
+        size_t at = 0;
+        for (;;) {
+                while (todo[at] == '/')
+                        at++;
+                if (!todo[at])
+                        break;
+                size_t n = strcspn(todo + at, "/");
+                const char *name = todo + at;
+                at += n;
+                if (n == 1 && name[0] == '.')
+                        continue;
+                if (n == 2 && name[0] == '.' && name[1] == '.') {
+                        char *slash = strrchr(cur, '/');
+                        if (slash)
+                                *slash = '\0';
+                        continue;
+                }
+                size_t cl = strlen(cur);
+                if (cl + 1 + n >= sizeof(next))
+                        return -ENAMETOOLONG;
+                memcpy(next, cur, cl);
+                next[cl] = '/';
+                memcpy(next + cl + 1, name, n);
+                next[cl + 1 + n] = '\0';
+                struct stat st;
+                if (lstat(next, &st) < 0)
+                        return negative_errno();
+                if (!S_ISLNK(st.st_mode)) {
+                        memcpy(cur, next, cl + 1 + n + 1);
+                        continue;
+                }
+                for (size_t i = 0; i < n_roots; i++)
+                        if (path_under(cl ? cur : "/", roots[i])) {
+                                char *link = strdup(next);
+                                if (!link)
+                                        return -ENOMEM;
+                                *ret_link = link;
+                                *ret_root = i;
+                                return 1;
+                        }
+                if (++links > 40)
+                        return -ELOOP;
+                char target[PATH_MAX + 1];
+                ssize_t k = readlink(next, target, sizeof(target) - 1);
+                if (k < 0)
+                        return negative_errno();
+                target[k] = '\0';
+                /* The link's target, then what was left after its name. */
+                size_t rest = strlen(todo + at);
+                if ((size_t) k + 1 + rest >= sizeof(todo))
+                        return -ENAMETOOLONG;
+                memmove(todo + k + 1, todo + at, rest + 1);
+                memcpy(todo, target, (size_t) k);
+                todo[k] = '/';
+                at = 0;
+                if (target[0] == '/')
+                        cur[0] = '\0';
+        }
+        char *out = strdup(cur[0] ? cur : "/");
+        if (!out)
+                return -ENOMEM;
+        *ret_canonical = out;
+        return 0;
 }

@@ -38,3 +38,16 @@ bool path_relative_safe(const char *s, size_t max);
 /* Resolve every symlink and "." / ".." of an existing path to an absolute
  * canonical path (realpath(3)); caller frees. Returns 0 or -errno. */
 int path_canonicalize(const char *path, char **ret);
+
+/* Resolve the absolute path one name at a time as the kernel would, every
+ * symbolic link followed, but none that lies in one of the n_roots
+ * directories (canonical; a link in a root itself or below it): that is a
+ * name whoever writes the root may have made, and it is not followed.
+ * Returns 0 with *ret_canonical; 1 with *ret_link (the link's path, the
+ * directories up to it canonical) and *ret_root (its root's index), when
+ * such a link is met; -ENOENT when a name is missing, -ELOOP past 40 links,
+ * -ENAMETOOLONG, -ENOMEM, or another lstat/readlink -errno. Names, not
+ * descriptors: a change after it returns is the caller's to catch (by the
+ * identity of what it then opens). */
+int path_resolve_no_links_in(const char *path, char *const *roots, size_t n_roots, char **ret_canonical,
+                             char **ret_link, size_t *ret_root);

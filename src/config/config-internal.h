@@ -73,6 +73,8 @@ const ConfigNode *config_want_child(Validator *v, const ConfigNode *t, const cha
                                     const char *file, TomlPos pos);
 bool config_string_ok(Validator *v, const ConfigNode *n, const char *name);
 char **config_string_list_max(Validator *v, const ConfigNode *n, const char *name, size_t max, size_t *ret_n, bool *ok);
+int config_host_path_given(Validator *v, const char *file, TomlPos pos, const char *name, const char *raw,
+                           const ExpandContext *ctx, char **ret, char **ret_given);
 int config_host_path(Validator *v, const char *file, TomlPos pos, const char *name, const char *raw,
                      const ExpandContext *ctx, char **ret);
 char **config_string_list(Validator *v, const ConfigNode *n, const char *name, size_t *ret_n, bool *ok);

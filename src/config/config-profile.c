@@ -559,7 +559,8 @@ static int validate_volume(Validator *v, ConfigProfile *p, const ConfigNode *vol
                 StrBuf hb = STRBUF_INIT;
                 strbuf_printf(&hb, "%s.host", name);
                 hn = strbuf_steal(&hb);
-                int r = config_host_path(v, file, host->value->pos, hn ?: name, host->value->str.s, &ctx, &cv.host);
+                int r = config_host_path_given(v, file, host->value->pos, hn ?: name, host->value->str.s, &ctx,
+                                               &cv.host, &cv.host_given);
                 if (r == -ENOMEM)
                         return r;
                 ok = r == 0;
@@ -589,6 +590,7 @@ static int validate_volume(Validator *v, ConfigProfile *p, const ConfigNode *vol
                         cv.container = config_path_squash(cs);
                         if (!cv.container) {
                                 free(cv.host);
+                                free(cv.host_given);
                                 return -ENOMEM;
                         }
                         if (reserved_container_path(cv.container)) {
@@ -656,12 +658,14 @@ static int validate_volume(Validator *v, ConfigProfile *p, const ConfigNode *vol
 
         if (!ok) {
                 free(cv.host);
+                free(cv.host_given);
                 free(cv.container);
                 return 0;
         }
         ConfigVolume *nv = realloc(p->volumes, (p->n_volumes + 1) * sizeof(ConfigVolume));
         if (!nv) {
                 free(cv.host);
+                free(cv.host_given);
                 free(cv.container);
                 return -ENOMEM;
         }

@@ -159,9 +159,15 @@ char **config_string_list_max(Validator *v, const ConfigNode *n, const char *nam
         return out;
 }
 
-/* Expand, check for "..", require absolute, canonicalize. */
+/* Expand, check for "..", require absolute, canonicalize; *ret_given
+ * (when not NULL) gets the expanded path before canonicalization. */
 int config_host_path(Validator *v, const char *file, TomlPos pos, const char *name, const char *raw,
                      const ExpandContext *ctx, char **ret) {
+        return config_host_path_given(v, file, pos, name, raw, ctx, ret, NULL);
+}
+
+int config_host_path_given(Validator *v, const char *file, TomlPos pos, const char *name, const char *raw,
+                           const ExpandContext *ctx, char **ret, char **ret_given) {
         _cleanup_free_ char *exp = NULL, *why = NULL, *q = NULL;
         int r = expand_string(raw, ctx, &exp, &why);
         if (r == -ENOMEM)
@@ -188,6 +194,8 @@ int config_host_path(Validator *v, const char *file, TomlPos pos, const char *na
                 ERR(v->d, file, pos, "%s: cannot resolve %s: %s", name, q ?: "?", strerror(-r));
                 return -EINVAL;
         }
+        if (ret_given)
+                *ret_given = TAKE_PTR(exp);
         return 0;
 }
 

@@ -678,6 +678,7 @@ static void profile_done(ConfigProfile *p) {
         free(p->env);
         for (size_t i = 0; i < p->n_volumes; i++) {
                 free(p->volumes[i].host);
+                free(p->volumes[i].host_given);
                 free(p->volumes[i].container);
         }
         free(p->volumes);

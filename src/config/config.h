@@ -127,6 +127,7 @@ typedef struct ConfigEnvVar {
 
 typedef struct ConfigVolume {
         char *host; /* expanded and canonicalized */
+        char *host_given; /* expanded only: the names as written, links not followed (launch checks them) */
         char *container; /* absolute path in the sandbox */
         bool read_only;
         bool relabel_shared; /* z */

@@ -115,6 +115,7 @@ void launch_spec_done(LaunchSpec *s) {
         for (size_t i = 0; i < s->n_volumes; i++) {
                 free(s->volumes[i].host);
                 free(s->volumes[i].container);
+                free(s->volumes[i].id);
         }
         free(s->volumes);
         strv_free(s->ca_files);
@@ -171,9 +172,10 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
         json_t *j = json_object(), *vols = json_array();
         for (size_t i = 0; j && vols && i < s->n_volumes; i++) {
                 char relabel[2] = { s->volumes[i].relabel, 0 };
-                if (json_array_append_new(vols, json_pack("{s:s, s:s, s:b, s:s}", "host", s->volumes[i].host,
+                if (json_array_append_new(vols, json_pack("{s:s, s:s, s:b, s:s, s:s*}", "host", s->volumes[i].host,
                                                           "container", s->volumes[i].container, "read_only",
-                                                          s->volumes[i].read_only, "relabel", relabel)) < 0) {
+                                                          s->volumes[i].read_only, "relabel", relabel, "id",
+                                                          s->volumes[i].id)) < 0) {
                         json_decref(vols);
                         vols = NULL;
                 }
@@ -354,6 +356,11 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
                 }
                 lv->read_only = json_boolean_value(json_object_get(v, "read_only"));
                 lv->relabel = rl[0];
+                if (get_opt_str(v, "id", &lv->id) < 0) {
+                        s.n_volumes = i + 1;
+                        launch_spec_done(&s);
+                        return -EBADMSG;
+                }
                 s.n_volumes = i + 1;
         }
         if (!s.command[0]) {
@@ -803,6 +810,18 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
         s.volumes = calloc(p->n_volumes + 1, sizeof(LaunchVolume));
         if (!s.volumes)
                 return -ENOMEM;
+        /* What the sandbox writes: the workspace and the profile's
+         * read-write volumes. A symbolic link on a volume's path inside one
+         * of them may be the agent's own (a volume made a link to the
+         * user's ~/.ssh between two runs), so none is followed there. */
+        _cleanup_free_ char **writable = calloc(p->n_volumes + 2, sizeof(char *));
+        if (!writable)
+                return -ENOMEM;
+        size_t n_writable = 0;
+        writable[n_writable++] = s.workspace;
+        for (size_t i = 0; i < p->n_volumes; i++)
+                if (!p->volumes[i].read_only)
+                        writable[n_writable++] = p->volumes[i].host;
         for (size_t i = 0; i < p->n_volumes; i++) {
                 const ConfigVolume *v = &p->volumes[i];
                 struct stat st;
@@ -822,16 +841,38 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                                             "volume",
                                             v->container, v->host, v->where.file, v->where.pos.line, v->where.pos.col);
                 }
+                /* The path as written, again, now: links followed but
+                 * for the sandbox's; what it leads to is bound, pinned. */
+                _cleanup_free_ char *canon = NULL, *link = NULL;
+                size_t root = 0;
+                r = path_resolve_no_links_in(v->host_given ?: v->host, writable, n_writable, &canon, &link, &root);
+                if (r == 1)
+                        return fail(ret_error,
+                                    "volume %s: %s is a symbolic link inside %s %s, which the sandbox can write: "
+                                    "lazaret binds no link the agent could have made; make it a directory again, or "
+                                    "name what it points to as the volume's host path (%s:%u:%u)",
+                                    v->container, link, root == 0 ? "the workspace" : "the read-write volume",
+                                    writable[root], v->where.file, v->where.pos.line, v->where.pos.col);
+                if (r < 0)
+                        return fail(ret_error, "volume %s: cannot resolve host path %s: %s (%s:%u:%u)", v->container,
+                                    v->host_given ?: v->host, strerror(-r), v->where.file, v->where.pos.line,
+                                    v->where.pos.col);
+                char id[FD_IDENTITY_MAX];
+                r = open_pinned(canon, NULL, NULL, id);
+                if (r < 0)
+                        return fail(ret_error, "volume %s: %s changed while lazaret checked it (%s); try again",
+                                    v->container, canon, strerror(-r));
                 s.volumes[i] = (LaunchVolume){
-                        .host = strdup(v->host),
+                        .host = TAKE_PTR(canon),
                         .container = strdup(v->container),
                         .read_only = v->read_only,
                         .relabel = v->relabel_private  ? 'Z'
                                    : v->relabel_shared ? 'z'
                                                        : 0,
+                        .id = strdup(id),
                 };
                 s.n_volumes = i + 1;
-                if (!s.volumes[i].host || !s.volumes[i].container)
+                if (!s.volumes[i].host || !s.volumes[i].container || !s.volumes[i].id)
                         return -ENOMEM;
         }
 

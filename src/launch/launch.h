@@ -23,6 +23,10 @@ typedef struct LaunchVolume {
         char *container;
         bool read_only;
         char relabel; /* 0, 'z' or 'Z' */
+        /* The identity (fd_identity) of what launch resolved host to, with
+         * no link the sandbox could have made on the way: the native
+         * backend binds only that (NULL: a spec from before it). */
+        char *id;
 } LaunchVolume;
 
 /* lazaret up -> each agent's lazaret run: the identity (fd_identity) of

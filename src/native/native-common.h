@@ -44,10 +44,12 @@ typedef struct Spec {
         size_t n_ro;
         /* --ro-bind SRC:DST: SRC (resolved) read-only at DST. */
         char *ro_src[ARGS_MAX];
+        char *ro_src_id[ARGS_MAX]; /* --ro-bind-pinned: the identity ro_src[i] must have, or NULL */
         const char *ro_dst[ARGS_MAX];
         size_t n_ro_bind;
         /* --bind SRC:DST: SRC (resolved) read-write at DST. */
         char *rw_src[ARGS_MAX];
+        char *rw_src_id[ARGS_MAX]; /* --bind-pinned */
         const char *rw_dst[ARGS_MAX];
         size_t n_rw_bind;
         /* --persist DIR:DST: DST kept in DIR (native-persist.c). */

@@ -88,11 +88,12 @@ static void plan_bind_pinned(const char *src, const char *id, const char *dst, b
                 die("too many paths to bind");
         Bind *b = &binds[n_binds];
         if (id) {
-                /* --ro-pinned: the directory lazaret checked, still. */
-                int k = open_pinned_dir(src, id, &b->fd, NULL);
+                /* --ro-pinned, --bind-pinned, --ro-bind-pinned: what
+                 * lazaret checked, still. */
+                int k = open_pinned(src, id, &b->fd, NULL);
                 if (k < 0)
-                        die("%s is no longer the directory lazaret checked (%s): it was replaced or moved since", src,
-                            k == -ESTALE ? "another directory is there now" : strerror(-k));
+                        die("%s is no longer what lazaret checked (%s): it was replaced or moved since", src,
+                            k == -ESTALE ? "another file is there now" : strerror(-k));
         } else
                 b->fd = open(src, O_PATH | O_CLOEXEC);
         if (b->fd < 0)
@@ -210,9 +211,9 @@ static void build_root(const Spec *s) {
         for (size_t i = 0; i < s->n_ro; i++)
                 plan_bind_pinned(s->ro[i], s->ro_id[i], s->ro[i], false);
         for (size_t i = 0; i < s->n_ro_bind; i++)
-                plan_bind(s->ro_src[i], s->ro_dst[i], false);
+                plan_bind_pinned(s->ro_src[i], s->ro_src_id[i], s->ro_dst[i], false);
         for (size_t i = 0; i < s->n_rw_bind; i++)
-                plan_bind(s->rw_src[i], s->rw_dst[i], true);
+                plan_bind_pinned(s->rw_src[i], s->rw_src_id[i], s->rw_dst[i], true);
         plan_bind(s->workspace, "/workspace", true);
         for (size_t i = 0; i < ELEMENTSOF(devices); i++) {
                 char d[64];

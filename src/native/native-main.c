@@ -112,10 +112,14 @@ static void spec_done(Spec *s) {
                 free(s->ro[i]);
                 free(s->ro_id[i]);
         }
-        for (size_t i = 0; i < s->n_ro_bind; i++)
+        for (size_t i = 0; i < s->n_ro_bind; i++) {
                 free(s->ro_src[i]);
-        for (size_t i = 0; i < s->n_rw_bind; i++)
+                free(s->ro_src_id[i]);
+        }
+        for (size_t i = 0; i < s->n_rw_bind; i++) {
                 free(s->rw_src[i]);
+                free(s->rw_src_id[i]);
+        }
         for (size_t i = 0; i < s->n_mask; i++)
                 free(s->mask[i]);
         for (size_t i = 0; i < s->n_persist; i++)
@@ -128,6 +132,7 @@ static void usage(void) {
         fprintf(stderr,
                 "usage: lazaret-native --workspace DIR [--ro PATH]... [--ro-pinned DEV:INO:PATH]... [--ro-bind "
                 "SRC:DST]...\n"
+                "                      [--ro-bind-pinned DEV:INO:SRC:DST]... [--bind-pinned DEV:INO:SRC:DST]...\n"
                 "                      [--bind SRC:DST]... [--mask PATH]... [--setenv NAME=VALUE]... [--shm-size "
                 "BYTES]\n"
                 "                      [--tmp-size BYTES] [--loopback] [--share-net] [--nproc N]\n"
@@ -276,6 +281,8 @@ int main(int argc, char **argv) {
                 { "ro-pinned", required_argument, NULL, 'K' },
                 { "ro-bind", required_argument, NULL, 'B' },
                 { "bind", required_argument, NULL, 'b' },
+                { "ro-bind-pinned", required_argument, NULL, 'Z' },
+                { "bind-pinned", required_argument, NULL, 'Y' },
                 { "rw", required_argument, NULL, 'W' },
                 { "loopback", no_argument, NULL, 'L' },
                 { "share-net", no_argument, NULL, 'S' },
@@ -338,11 +345,33 @@ int main(int argc, char **argv) {
                         add_arg(s.ro, &s.n_ro, path, "--ro-pinned");
                         break;
                 }
+                case 'Z':
+                case 'Y':
                 case 'B':
                 case 'b': {
                         /* SRC:DST, split at the last colon (DST is ours,
-                         * SRC any host path). */
-                        const char *opt = c == 'B' ? "--ro-bind" : "--bind";
+                         * SRC any host path); pinned: DEV:INO:SRC:DST, SRC
+                         * canonical, bound only if it is still what lazaret
+                         * checked (fd_identity), reached with no link. */
+                        bool pinned = c == 'Z' || c == 'Y';
+                        bool ro = c == 'B' || c == 'Z';
+                        const char *opt = c == 'B'   ? "--ro-bind"
+                                          : c == 'b' ? "--bind"
+                                          : c == 'Z' ? "--ro-bind-pinned"
+                                                     : "--bind-pinned";
+                        char *id = NULL;
+                        if (pinned) {
+                                const char *c1 = strchr(optarg, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                                if (!c2 || c2[1] != '/') {
+                                        fprintf(stderr, "lazaret-native: %s %s: DEV:INO:SRC:DST expected\n", opt,
+                                                optarg);
+                                        return EXIT_NATIVE;
+                                }
+                                id = strndup(optarg, (size_t) (c2 - optarg));
+                                if (!id)
+                                        die("out of memory");
+                                optarg = (char *) c2 + 1;
+                        }
                         char *colon = strrchr(optarg, ':');
                         const char *dst = colon ? colon + 1 : NULL;
                         if (!dst || colon == optarg || !dst_is_valid(dst)) {
@@ -354,17 +383,34 @@ int main(int argc, char **argv) {
                                 return EXIT_NATIVE;
                         }
                         *colon = '\0';
-                        char *src = resolve(opt, optarg);
+                        char *src = NULL;
+                        if (pinned) {
+                                int k = open_pinned(optarg, id, NULL, NULL);
+                                if (k < 0) {
+                                        fprintf(stderr,
+                                                "lazaret-native: %s is no longer what lazaret checked (%s): it was "
+                                                "replaced or moved since\n",
+                                                optarg, k == -ESTALE ? "another file is there now" : strerror(-k));
+                                        free(id);
+                                        return EXIT_NATIVE;
+                                }
+                                src = strdup(optarg);
+                                if (!src)
+                                        die("out of memory");
+                        } else
+                                src = resolve(opt, optarg);
                         *colon = ':';
-                        size_t *n = c == 'B' ? &s.n_ro_bind : &s.n_rw_bind;
+                        size_t *n = ro ? &s.n_ro_bind : &s.n_rw_bind;
                         if (*n >= ARGS_MAX) {
                                 free(src);
+                                free(id);
                                 fprintf(stderr, "lazaret-native: more than %d %s options\n", ARGS_MAX, opt);
                                 return EXIT_NATIVE;
                         }
-                        (c == 'B' ? s.ro_src : s.rw_src)[*n] = src;
-                        (c == 'B' ? s.ro_dst : s.rw_dst)[(*n)++] = dst;
-                        if (c == 'b')
+                        (ro ? s.ro_src_id : s.rw_src_id)[*n] = id;
+                        (ro ? s.ro_src : s.rw_src)[*n] = src;
+                        (ro ? s.ro_dst : s.rw_dst)[(*n)++] = dst;
+                        if (!ro)
                                 rw_paths[n_rw_paths++] = dst;
                         break;
                 }

@@ -3159,3 +3159,47 @@ def test_ro_pinned_binds_only_the_checked_directory(nat):
     assert not os.path.exists(marker)
     r = nat.run("--workspace", nat.work, "--ro-pinned", repo, "--", "/bin/true")
     assert r.returncode != 0 and "DEV:INO:PATH expected" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("opt", ["--bind-pinned", "--ro-bind-pinned"])
+def test_bind_pinned_binds_only_the_checked_volume(nat, opt):
+    """--bind-pinned / --ro-bind-pinned DEV:INO:SRC:DST (a volume, as launch
+    resolved and checked it): SRC is bound at DST (written through with
+    --bind-pinned, not with the read-only one); SRC swapped for a symbolic
+    link to another directory, or another directory put there, is refused
+    in one line before the command runs, the other directory unread."""
+    d = nat.outside_tmp_dir("vpinned")
+    vol, other = os.path.join(d, "vol"), os.path.join(d, "other")
+    for p in (vol, other):
+        os.makedirs(p)
+        chown_user(p, nat.user)
+    for p, text in ((os.path.join(vol, "mine"), "mine\n"), (os.path.join(other, "CANARY"), "secret\n")):
+        with open(p, "w") as f:
+            f.write(text)
+    st = os.stat(vol)
+    pin = f"{st.st_dev}:{st.st_ino}:{vol}:/data/v"
+    marker = os.path.join(nat.work, "ran")
+
+    def run():
+        return nat.run("--workspace", nat.work, opt, pin, "--", "/bin/sh", "-c",
+                       "ls /data/v; (echo w > /data/v/new) 2>/dev/null && echo wrote; touch /workspace/ran")
+
+    r = run()
+    assert r.returncode == 0 and "mine" in r.stdout, r.stderr
+    assert ("wrote" in r.stdout) == (opt == "--bind-pinned"), r.stdout
+    assert os.path.exists(os.path.join(vol, "new")) == (opt == "--bind-pinned")
+    os.unlink(marker)
+    os.rename(vol, vol + ".real")
+    os.symlink("other", vol)
+    r = run()
+    assert r.returncode != 0 and "CANARY" not in r.stdout, r.stdout
+    assert "is no longer what lazaret checked" in r.stderr, r.stderr
+    one_error_line(r)
+    assert not os.path.exists(marker)
+    os.unlink(vol)
+    os.makedirs(vol)
+    r = run()
+    assert r.returncode != 0 and "another file is there now" in r.stderr, r.stderr
+    assert not os.path.exists(marker)
+    r = nat.run("--workspace", nat.work, opt, f"{vol}:/data/v", "--", "/bin/true")
+    assert r.returncode != 0 and "DEV:INO:SRC:DST expected" in r.stderr, r.stderr

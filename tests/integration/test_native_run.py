@@ -32,7 +32,7 @@ import pytest
 
 from conftest import TEST_USER, tool_dir  # noqa: F401 (the harness's user)
 from test_native import memory_cgroup_of
-from test_run import Domain, git_as, kill_cli
+from test_run import Domain, busybox_image, git_as, kill_cli  # noqa: F401 (a fixture)
 
 PYTHON = "/usr/bin/python3"
 # The attacks' one way to report: each operation's name, and "OK" or its
@@ -532,6 +532,44 @@ def test_native_volumes(lz):
     bad = native(lz, extra='volumes = [{ host = "' + rw + '", container = "/workspace/v", mode = "rw" }]\n')
     r = bad.run("run", "--tui=none", "--", "/bin/true")
     assert r.returncode == 125 and "cannot take volume /workspace/v" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("backend", ["native", "gvisor"])
+def test_volume_the_agent_made_a_link_is_never_bound(lz, busybox_image, backend):  # noqa: F811
+    """SECURITY: a volume whose host directory lies in the workspace is a
+    name the agent can rewrite. Inside, it replaces that directory with a
+    symbolic link to a secret of the user's (an absolute host path, which
+    means nothing inside); the next start must not bind what the link
+    names: refused in one line naming the volume, the link and the fix,
+    nothing started, the secret unread. The directory put back, the volume
+    works again."""
+    secret = os.path.join(lz.base, "secret")
+    os.makedirs(secret)
+    with open(os.path.join(secret, "key"), "w") as f:
+        f.write("CANARY-KEY\n")
+    for p in (secret, os.path.join(secret, "key")):
+        os.chown(p, lz.user.pw_uid, lz.user.pw_gid)
+    cache = os.path.join(lz.work, "cache")
+    os.makedirs(cache)
+    os.chown(cache, lz.user.pw_uid, lz.user.pw_gid)
+    vol = f'volumes = [{{ host = "{cache}", container = "/cache", mode = "rw" }}]\n'
+    d = native(lz, extra=vol) if backend == "native" else Domain(lz, busybox_image, extra=vol)
+    r = d.run("run", "--tui=none", "--", "/bin/sh", "-c",
+              f"echo kept > /cache/f && rm -rf /workspace/cache && ln -s {secret} /workspace/cache && echo swapped")
+    assert r.returncode == 0 and "swapped" in r.stdout, r.stdout + r.stderr + d.log()[-2000:]
+    assert os.path.islink(cache) and os.readlink(cache) == secret
+    r = d.run("run", "--tui=none", "--", "/bin/sh", "-c", "cat /cache/key; ls /cache")
+    assert "CANARY-KEY" not in r.stdout, r.stdout
+    assert r.returncode == 125, (r.returncode, r.stdout, r.stderr)
+    errs = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(errs) == 1 and "volume /cache" in errs[0] and "symbolic link" in errs[0], errs
+    d.assert_clean()
+    os.unlink(cache)
+    os.makedirs(cache)
+    os.chown(cache, lz.user.pw_uid, lz.user.pw_gid)
+    r = d.run("run", "--tui=none", "--", "/bin/sh", "-c", "echo back > /cache/g && cat /cache/g")
+    assert r.returncode == 0 and r.stdout == "back\n", r.stdout + r.stderr
+    assert open(os.path.join(secret, "key")).read() == "CANARY-KEY\n" and os.listdir(secret) == ["key"]
 
 
 def test_native_pids_limit(lz):

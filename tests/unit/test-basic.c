@@ -282,6 +282,70 @@ static void test_proc_children(void **state) {
 /* open_pinned_dir: the directory at a canonical path as long as it is the
  * one pinned; a symbolic link anywhere in the path, or another directory
  * put there, is refused. */
+/* path_resolve_no_links_in: links followed but for those inside a root
+ * (whoever writes the root may have made them), ".." and relative link
+ * targets resolved, a missing name and loops refused. */
+static void test_path_resolve_no_links_in(void **state) {
+        (void) state;
+        _cleanup_free_ char *base = NULL;
+        assert_int_equal(path_canonicalize(tmpdir, &base), 0);
+        char ws[200], cache[256], secret[256], outside[256], p[600], want[8];
+        snprintf(ws, sizeof ws, "%s/rws", base);
+        snprintf(cache, sizeof cache, "%s/cache", ws);
+        snprintf(secret, sizeof secret, "%s/rsecret", base);
+        snprintf(outside, sizeof outside, "%s/rlink", base);
+        assert_int_equal(mkdir(ws, 0700), 0);
+        assert_int_equal(mkdir(cache, 0700), 0);
+        assert_int_equal(mkdir(secret, 0700), 0);
+        char *roots[] = { ws };
+        _cleanup_free_ char *canon = NULL, *link = NULL;
+        size_t root = 9;
+
+        /* No link at all: the path itself. */
+        assert_int_equal(path_resolve_no_links_in(cache, roots, 1, &canon, &link, &root), 0);
+        assert_string_equal(canon, cache);
+        canon = mfree(canon);
+        /* A link outside the roots is followed (relative target), and ".". */
+        assert_int_equal(symlink("rws", outside), 0);
+        snprintf(p, sizeof p, "%s/./cache", outside);
+        assert_int_equal(path_resolve_no_links_in(p, roots, 1, &canon, &link, &root), 0);
+        assert_string_equal(canon, cache);
+        canon = mfree(canon);
+        /* ".." in a link's target. */
+        snprintf(p, sizeof p, "%s/up", base);
+        assert_int_equal(symlink("rws/../rsecret", p), 0);
+        assert_int_equal(path_resolve_no_links_in(p, roots, 1, &canon, &link, &root), 0);
+        assert_string_equal(canon, secret);
+        canon = mfree(canon);
+        /* The volume made a link inside the root: not followed, named. */
+        assert_int_equal(rmdir(cache), 0);
+        assert_int_equal(symlink(secret, cache), 0);
+        assert_int_equal(path_resolve_no_links_in(cache, roots, 1, &canon, &link, &root), 1);
+        assert_string_equal(link, cache);
+        assert_int_equal(root, 0);
+        assert_null(canon);
+        link = mfree(link);
+        /* Reached through the outside link, the same. */
+        snprintf(p, sizeof p, "%s/cache/x", outside);
+        assert_int_equal(path_resolve_no_links_in(p, roots, 1, &canon, &link, &root), 1);
+        assert_string_equal(link, cache);
+        link = mfree(link);
+        /* With no roots it is followed: the link's target. */
+        assert_int_equal(path_resolve_no_links_in(cache, NULL, 0, &canon, &link, &root), 0);
+        assert_string_equal(canon, secret);
+        canon = mfree(canon);
+        /* Missing, looping, relative. */
+        snprintf(p, sizeof p, "%s/missing/x", base);
+        assert_int_equal(path_resolve_no_links_in(p, roots, 1, &canon, &link, &root), -ENOENT);
+        snprintf(p, sizeof p, "%s/loop", base);
+        assert_int_equal(symlink("loop", p), 0);
+        assert_int_equal(path_resolve_no_links_in(p, NULL, 0, &canon, &link, &root), -ELOOP);
+        assert_int_equal(path_resolve_no_links_in("rel", roots, 1, &canon, &link, &root), -EINVAL);
+        snprintf(want, sizeof want, "%s", "/");
+        assert_int_equal(path_resolve_no_links_in("/", roots, 1, &canon, &link, &root), 0);
+        assert_string_equal(canon, want);
+}
+
 static void test_open_pinned_dir(void **state) {
         (void) state;
         char ws[160], parent[96], link[96], secret[128], moved[200];
@@ -329,6 +393,7 @@ static void test_open_pinned_dir(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_open_pinned_dir, setup_tmp, teardown_tmp),
+                cmocka_unit_test_setup_teardown(test_path_resolve_no_links_in, setup_tmp, teardown_tmp),
                 cmocka_unit_test(test_strbuf),
                 cmocka_unit_test(test_path_has_dotdot),
                 cmocka_unit_test(test_path_join),

@@ -596,6 +596,14 @@ int native_run_start(const LaunchSpec *s, const MountPlan *plan, NativeRun *ret,
         /* Volumes where they say: read-only, or read-write (each join gets
          * --rw for those). */
         for (size_t i = 0; i < s->n_volumes; i++) {
+                /* What launch resolved and checked (no link the sandbox
+                 * could have made), bound only if it is still that. */
+                const LaunchVolume *v = &s->volumes[i];
+                if (v->id) {
+                        argv_add(&a, v->read_only ? "--ro-bind-pinned" : "--bind-pinned");
+                        argv_addf(&a, "%s:%s:%s", v->id, v->host, v->container);
+                        continue;
+                }
                 argv_add(&a, s->volumes[i].read_only ? "--ro-bind" : "--bind");
                 argv_addf(&a, "%s:%s", s->volumes[i].host, s->volumes[i].container);
         }
