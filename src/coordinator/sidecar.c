@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -392,6 +393,7 @@ static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, b
         if (devnull < 0)
                 return negative_errno();
 
+        uint64_t t0 = now_usec();
         OwnChild c = { .parent = getpid(), .ready_fd = 5, .go_fd = 6, .no_ipv6 = !ipv6 };
         snprintf(c.uid_map, sizeof(c.uid_map), "0 %u 1", (unsigned) getuid());
         snprintf(c.gid_map, sizeof(c.gid_map), "0 %u 1", (unsigned) getgid());
@@ -434,6 +436,7 @@ static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, b
                 return fail(ret_error, r, "cannot make the network sidecar's namespace: %s",
                             r == -ECONNRESET ? "lazaret-netd exited" : strerror(-r));
 
+        log_debug("netd's namespace made in %" PRIu64 " us", now_usec() - t0);
         /* The uplink, in netd's user namespace (as its root: slirp4netns's
          * own sandbox is a mount namespace), attached to its network
          * namespace. */
@@ -488,6 +491,7 @@ static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, b
                 return fail(ret_error, r, "slirp4netns did not attach the network sidecar's uplink: %s",
                             r == -ECONNRESET ? "it exited" : strerror(-r));
 
+        log_debug("slirp4netns attached in %" PRIu64 " us", now_usec() - t0);
         /* tap0 is there: netd may start. */
         if (write(go_w, "g", 1) != 1)
                 return fail(ret_error, -EPIPE, "lazaret-netd exited before its start");
@@ -501,6 +505,7 @@ static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, b
         r = sidecar_check_attestation(sc->attestation, pol->digest, sc->kernel_stack, ret_error);
         if (r < 0)
                 return r;
+        log_debug("netd attested in %" PRIu64 " us", now_usec() - t0);
         if (asprintf(&sc->id, "netd-%d", (int) sc->netd_pid) < 0) {
                 sc->id = NULL;
                 return -ENOMEM;

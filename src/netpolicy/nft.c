@@ -189,6 +189,28 @@ static void chain_name(size_t i, char ret[16]) {
 
 /* ---- the socket ---------------------------------------------------------- */
 
+/* One socket for the process's batches and dumps, opened once and never
+ * closed on the way: closing a NETLINK_NETFILTER socket makes nf_tables
+ * flush its destroy work, which waits for an RCU grace period once a
+ * batch has been committed (8 ms measured here, most of netd's start with
+ * a small policy). It goes with the process (netd holds the namespace
+ * until it ends anyway), or when a reply went wrong (nfnl_drop). */
+static int nfnl_fd = -EBADF;
+
+static int nfnl_open(void);
+
+static int nfnl_get(void) {
+        if (nfnl_fd < 0)
+                nfnl_fd = nfnl_open();
+        return nfnl_fd;
+}
+
+static void nfnl_drop(void) {
+        if (nfnl_fd >= 0)
+                close(nfnl_fd);
+        nfnl_fd = -EBADF;
+}
+
 static int nfnl_open(void) {
         int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
         if (fd < 0)
@@ -251,13 +273,14 @@ static int read_acks(int fd, uint32_t first, uint32_t last, uint32_t *ret_failed
 static int run_batch(Buf *b, uint32_t first, uint32_t last, uint32_t *ret_failed_seq) {
         if (b->oom)
                 return -ENOMEM;
-        int fd = nfnl_open();
+        int fd = nfnl_get();
         if (fd < 0)
                 return fd;
         int r = send_buf(fd, b);
         if (r >= 0)
                 r = read_acks(fd, first, last, ret_failed_seq);
-        close(fd);
+        if (r < 0)
+                nfnl_drop(); /* no reply of this batch left for the next */
         return r;
 }
 
@@ -404,7 +427,7 @@ static int dump(int type, void (*fn)(const char *attrs, size_t len, void *userda
         msg_end(&b, m);
         if (b.oom)
                 return -ENOMEM;
-        int fd = nfnl_open();
+        int fd = nfnl_get();
         if (fd < 0) {
                 free(b.p);
                 return fd;
@@ -439,7 +462,8 @@ static int dump(int type, void (*fn)(const char *attrs, size_t len, void *userda
                         fn((const char *) h + off, h->nlmsg_len - off, userdata);
                 }
         }
-        close(fd);
+        if (r < 0)
+                nfnl_drop();
         return r;
 }
 
