@@ -556,7 +556,7 @@ static const char *image_hint(const char *image, const char *err) {
                 .signal_fd = -EBADF,                                                                                   \
                 .runtime_fd = -EBADF,                                                                                  \
                 .sidecar_fd = -EBADF,                                                                                  \
-                .sidecar = { .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF },                                             \
+                .sidecar = { .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF, .go_fd = -EBADF, .uplink_ready_fd = -EBADF }, \
                 .status_fd = (status),                                                                                 \
                 .watchdog_fd = -EBADF,                                                                                 \
                 .broker_lines = { .fd = -EBADF, .fn = co_broker_line },                                                \
@@ -836,6 +836,11 @@ int coordinator_main(int argc, char **argv) {
         /* FS-ONLY has no mount namespace to put the git router's mount at
          * .git's path: .git is read-only there. */
         bool fs_only_branch = co.spec.native_fs_only && co.spec.branch;
+        /* The native backend's network sidecar (no container) starts its
+         * namespace and uplink now, beside the router's start; the
+         * network's own step below gives netd its policy (FR-3 still:
+         * attested and probed before the sandbox starts). */
+        sidecar_prestart(&co.spec, &co.sidecar);
         if ((!co.spec.branch || co.spec.git_dir) && !fs_only_branch) {
                 r = start_router(&co, &err);
                 /* A backend whose branch mode can do without (native):

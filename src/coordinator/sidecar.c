@@ -63,7 +63,7 @@ void sidecar_done(Sidecar *sc) {
         free(sc->id);
         safe_close(sc->ctl_fd);
         json_decref(sc->attestation);
-        *sc = (Sidecar){ .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF };
+        *sc = (Sidecar){ .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF, .go_fd = -EBADF, .uplink_ready_fd = -EBADF };
 }
 
 int sidecar_name(const LaunchSpec *s, char **ret) {
@@ -298,13 +298,27 @@ static int own_before_exec(void *userdata) {
         if (write(c->ready_fd, "u", 1) != 1)
                 return -EPIPE;
         (void) close(c->ready_fd);
+        /* The go: one byte, and the policy's memfd, which becomes fd 3. */
         char go;
+        char cbuf[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = { &go, 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
         ssize_t k;
         do
-                k = read(c->go_fd, &go, 1);
+                k = recvmsg(c->go_fd, &mh, MSG_CMSG_CLOEXEC);
         while (k < 0 && errno == EINTR);
         (void) close(c->go_fd);
-        return k == 1 ? 0 : -EPIPE;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        if (k != 1 || !cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+            cm->cmsg_len != CMSG_LEN(sizeof(int)))
+                return -EPIPE;
+        int policy;
+        memcpy(&policy, CMSG_DATA(cm), sizeof(int));
+        if (dup2(policy, 3) < 0)
+                return -errno;
+        if (policy != 3)
+                (void) close(policy);
+        return 0;
 }
 
 /* One byte (or 'e' and an errno) from fd within timeout_ms. */
@@ -348,6 +362,8 @@ void sidecar_stop_own(Sidecar *sc) {
         }
         /* Its exit descriptor reads EOF: slirp4netns ends by itself. */
         sc->uplink_exit_fd = safe_close(sc->uplink_exit_fd);
+        sc->go_fd = safe_close(sc->go_fd);
+        sc->uplink_ready_fd = safe_close(sc->uplink_ready_fd);
         if (sc->uplink_pid > 0) {
                 (void) kill(sc->uplink_pid, SIGKILL);
                 while (waitpid(sc->uplink_pid, &st, 0) < 0 && errno == EINTR)
@@ -369,16 +385,21 @@ bool sidecar_reap(Sidecar *sc) {
         return false;
 }
 
-static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, bool ipv6_uplink, Sidecar *sc,
+/* The first half, which needs no policy yet: netd in its namespace,
+ * waiting; slirp4netns attaching tap0 to it. The coordinator starts it
+ * before the workspace router (sidecar_prestart), so that both start side
+ * by side. */
+static int own_begin(const LaunchSpec *s, bool ipv6, bool ipv6_uplink, bool kernel_stack, Sidecar *sc,
                      char **ret_error) {
         if (!s->slirp4netns)
                 return fail(ret_error, -ENOENT,
                             "slirp4netns is not installed or not in PATH: the native backend's address rules "
                             "need it (sudo apt-get install slirp4netns)");
-        _cleanup_close_ int memfd = sealed_memfd(pol->canonical, strlen(pol->canonical));
-        if (memfd < 0)
-                return fail(ret_error, memfd, "cannot make the policy memfd: %s", strerror(-memfd));
         int ctl[2], ready[2], go[2], up_ready[2], up_exit[2];
+        sc->own_namespace = true; /* what follows is ended by sidecar_stop_own */
+        sc->kernel_stack = kernel_stack;
+        sc->pre_ipv6 = ipv6;
+        sc->pre_ipv6_uplink = ipv6_uplink;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0)
                 return negative_errno();
         sc->ctl_fd = ctl[0];
@@ -386,9 +407,10 @@ static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, b
         if (pipe2(ready, O_CLOEXEC) < 0)
                 return negative_errno();
         _cleanup_close_ int ready_r = ready[0], ready_w = ready[1];
-        if (pipe2(go, O_CLOEXEC) < 0)
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, go) < 0)
                 return negative_errno();
-        _cleanup_close_ int go_r = go[0], go_w = go[1];
+        sc->go_fd = go[0];
+        _cleanup_close_ int go_r = go[1];
         _cleanup_close_ int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (devnull < 0)
                 return negative_errno();
@@ -399,7 +421,7 @@ static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, b
         snprintf(c.gid_map, sizeof(c.gid_map), "0 %u 1", (unsigned) getgid());
         Argv a = {};
         argv_add(&a, "lazaret-netd");
-        if (sc->kernel_stack)
+        if (kernel_stack)
                 argv_add(&a, "--kernel-stack");
         if (ipv6_uplink) {
                 argv_add(&a, "--ipv6-uplink");
@@ -410,14 +432,14 @@ static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, b
                 return -ENOMEM;
         }
         char *const envp[] = { NULL };
-        SpawnFd fds[] = { { devnull, 0 }, { devnull, 1 }, { memfd, 3 }, { theirs, 4 }, { ready_w, 5 }, { go_r, 6 } };
+        SpawnFd fds[] = { { devnull, 0 }, { devnull, 1 }, { theirs, 4 }, { ready_w, 5 }, { go_r, 6 } };
         SpawnSpec sp = SPAWN_SPEC_INIT(s->netd, a.v);
         sp.envp = envp;
         sp.fds = fds;
         sp.n_fds = ELEMENTSOF(fds);
         sp.cwd = "/";
         sp.new_pgroup = true;
-        sp.no_wait = true; /* it waits for its uplink before the exec */
+        sp.no_wait = true; /* it waits for its uplink and policy before the exec */
         sp.before_exec = own_before_exec;
         sp.before_exec_data = &c;
         int r = spawn(&sp, &sc->netd_pid);
@@ -429,14 +451,13 @@ static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, b
         theirs = safe_close(theirs);
         ready_w = safe_close(ready_w);
         go_r = safe_close(go_r);
-        memfd = safe_close(memfd);
         char b = 0;
         r = own_wait_byte(ready_r, OWN_READY_TIMEOUT_MS, &b);
         if (r < 0)
                 return fail(ret_error, r, "cannot make the network sidecar's namespace: %s",
                             r == -ECONNRESET ? "lazaret-netd exited" : strerror(-r));
-
         log_debug("netd's namespace made in %" PRIu64 " us", now_usec() - t0);
+
         /* The uplink, in netd's user namespace (as its root: slirp4netns's
          * own sandbox is a mount namespace), attached to its network
          * namespace. */
@@ -449,7 +470,8 @@ static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, b
         }
         if (pipe2(up_ready, O_CLOEXEC) < 0)
                 return negative_errno();
-        _cleanup_close_ int up_ready_r = up_ready[0], up_ready_w = up_ready[1];
+        sc->uplink_ready_fd = up_ready[0];
+        _cleanup_close_ int up_ready_w = up_ready[1];
         if (pipe2(up_exit, O_CLOEXEC) < 0)
                 return negative_errno();
         _cleanup_close_ int up_exit_r = up_exit[0];
@@ -484,18 +506,39 @@ static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, b
         argv_done(&u);
         if (r < 0)
                 return fail(ret_error, r, "cannot start slirp4netns: %s", strerror(-r));
-        up_ready_w = safe_close(up_ready_w);
-        up_exit_r = safe_close(up_exit_r);
-        r = own_wait_byte(up_ready_r, OWN_READY_TIMEOUT_MS, &b);
+        sc->started_usec = t0;
+        return 0;
+}
+
+/* The second half: tap0 up, netd gets its policy, installs and attests. */
+static int own_finish(const PolicyInForce *pol, Sidecar *sc, char **ret_error) {
+        _cleanup_close_ int memfd = sealed_memfd(pol->canonical, strlen(pol->canonical));
+        if (memfd < 0)
+                return fail(ret_error, memfd, "cannot make the policy memfd: %s", strerror(-memfd));
+        char b = 0;
+        int r = own_wait_byte(sc->uplink_ready_fd, OWN_READY_TIMEOUT_MS, &b);
+        sc->uplink_ready_fd = safe_close(sc->uplink_ready_fd);
         if (r < 0)
                 return fail(ret_error, r, "slirp4netns did not attach the network sidecar's uplink: %s",
                             r == -ECONNRESET ? "it exited" : strerror(-r));
+        log_debug("slirp4netns attached in %" PRIu64 " us", now_usec() - sc->started_usec);
 
-        log_debug("slirp4netns attached in %" PRIu64 " us", now_usec() - t0);
-        /* tap0 is there: netd may start. */
-        if (write(go_w, "g", 1) != 1)
+        /* tap0 is there: netd may start, with its policy. */
+        char cbuf[CMSG_SPACE(sizeof(int))] = {};
+        struct iovec iov = { (char[]){ 'g' }, 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &memfd, sizeof(int));
+        ssize_t k;
+        do
+                k = sendmsg(sc->go_fd, &mh, MSG_NOSIGNAL);
+        while (k < 0 && errno == EINTR);
+        sc->go_fd = safe_close(sc->go_fd);
+        if (k != 1)
                 return fail(ret_error, -EPIPE, "lazaret-netd exited before its start");
-        go_w = safe_close(go_w);
         r = read_reply(sc->ctl_fd, ATTEST_TIMEOUT_MS, &sc->attestation);
         if (r < 0)
                 return fail(ret_error, r, "lazaret-netd sent no attestation: %s",
@@ -505,7 +548,7 @@ static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, b
         r = sidecar_check_attestation(sc->attestation, pol->digest, sc->kernel_stack, ret_error);
         if (r < 0)
                 return r;
-        log_debug("netd attested in %" PRIu64 " us", now_usec() - t0);
+        log_debug("netd attested in %" PRIu64 " us", now_usec() - sc->started_usec);
         if (asprintf(&sc->id, "netd-%d", (int) sc->netd_pid) < 0) {
                 sc->id = NULL;
                 return -ENOMEM;
@@ -513,8 +556,36 @@ static int own_start(const LaunchSpec *s, const PolicyInForce *pol, bool ipv6, b
         return 0;
 }
 
+/* The flags the first half needs, from the declared policy (the derived
+ * one only adds the host's addresses, denied). */
+static int own_flags(const LaunchSpec *s, bool *ret_ipv6, bool *ret_ipv6_uplink) {
+        NetPolicy np;
+        const char *why = NULL;
+        int r = netpolicy_parse(s->netpolicy, strlen(s->netpolicy), &np, &why);
+        if (r < 0)
+                return r;
+        *ret_ipv6 = np.enabled[NET_IPV6];
+        *ret_ipv6_uplink = *ret_ipv6 && netpolicy_family_permits_any(&np, NET_IPV6);
+        netpolicy_done(&np);
+        return 0;
+}
+
+void sidecar_prestart(const LaunchSpec *s, Sidecar *sc) {
+        if (!sidecar_own_namespace(s) || !s->sidecar_image || !s->netd || !s->netpolicy)
+                return;
+        bool ipv6 = false, ipv6_uplink = false;
+        _cleanup_free_ char *err = NULL;
+        if (own_flags(s, &ipv6, &ipv6_uplink) < 0 ||
+            own_begin(s, ipv6, ipv6_uplink, !launch_gvisor_netstack(s), sc, &err) < 0) {
+                /* The start proper tries again and says what fails. */
+                log_debug("the network sidecar did not start early: %s", err ?: "?");
+                sidecar_done(sc);
+        }
+}
+
 int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, char **ret_error) {
-        _cleanup_(sidecar_done) Sidecar sc = { .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF };
+        _cleanup_(sidecar_done)
+                Sidecar sc = { .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF, .go_fd = -EBADF, .uplink_ready_fd = -EBADF };
         _cleanup_close_ int memfd = -EBADF, theirs = -EBADF;
         _cleanup_(exec_result_done) ExecResult res = {};
         _cleanup_free_ char *pidfile = NULL;
@@ -536,11 +607,30 @@ int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, c
          * one route per rule, not gVisor's cover (a quarter as many). */
         sc.kernel_stack = !launch_gvisor_netstack(s);
         if (sidecar_own_namespace(s)) {
-                r = own_start(s, pol, ipv6, ipv6_uplink, &sc, ret_error);
+                /* Started early with the same flags: finish it; else
+                 * start it now. */
+                if (ret->own_namespace && ret->go_fd >= 0 && ret->pre_ipv6 == ipv6 &&
+                    ret->pre_ipv6_uplink == ipv6_uplink && ret->kernel_stack == sc.kernel_stack) {
+                        char *name = TAKE_PTR(sc.name);
+                        sc = *ret;
+                        *ret = (Sidecar){
+                                .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF, .go_fd = -EBADF, .uplink_ready_fd = -EBADF
+                        };
+                        free(sc.name);
+                        sc.name = name;
+                } else {
+                        sidecar_done(ret);
+                        r = own_begin(s, ipv6, ipv6_uplink, sc.kernel_stack, &sc, ret_error);
+                        if (r < 0)
+                                return r;
+                }
+                r = own_finish(pol, &sc, ret_error);
                 if (r < 0)
                         return r;
                 *ret = sc;
-                sc = (Sidecar){ .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF };
+                sc = (Sidecar){
+                        .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF, .go_fd = -EBADF, .uplink_ready_fd = -EBADF
+                };
                 return 0;
         }
         if (asprintf(&pidfile, "%s/sidecar-conmon.pid", s->domain_dir) < 0)
@@ -678,7 +768,7 @@ int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, c
                 return r;
         }
         *ret = sc;
-        sc = (Sidecar){ .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF };
+        sc = (Sidecar){ .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF, .go_fd = -EBADF, .uplink_ready_fd = -EBADF };
         return 0;
 }
 

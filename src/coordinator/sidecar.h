@@ -13,6 +13,7 @@
  * uplink, both the coordinator's children (sidecar_own_namespace). */
 
 #include <jansson.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "launch.h"
@@ -45,7 +46,20 @@ typedef struct Sidecar {
         bool own_namespace;
         pid_t uplink_pid;
         int uplink_exit_fd;
+        /* Started early (sidecar_prestart), not finished: netd waits on
+         * go_fd for its policy, slirp4netns says it is ready on
+         * uplink_ready_fd; with the flags it was started with. */
+        int go_fd, uplink_ready_fd;
+        bool pre_ipv6, pre_ipv6_uplink;
+        uint64_t started_usec;
 } Sidecar;
+
+/* The native backend's sidecar's first half, started early when the
+ * policy permits something: netd in its namespace, slirp4netns attaching
+ * its uplink, both side by side with the rest of the start; sidecar_start
+ * finishes it (or, started with other flags or failed, starts it anew and
+ * says what fails). Nothing for a container. */
+void sidecar_prestart(const LaunchSpec *s, Sidecar *sc);
 
 /* The sidecar for s is a namespace of the coordinator's own, not a
  * container: the native backend (always rootless). */
