@@ -96,8 +96,12 @@ static int spawn_child(const char *path, const char *const *argv, int out_fd, in
         SpawnSpec s = SPAWN_SPEC_INIT(path, (char *const *) argv);
         s.fds = map;
         s.n_fds = 2 + n_fds;
-        /* Its own process group, so a timeout can kill everything it forked. */
+        /* Its own process group, so a timeout can kill everything it forked;
+         * and it dies with its caller: a `podman run` left going by a
+         * coordinator that was killed could make its container after the
+         * watchdog has read what to remove. */
         s.new_pgroup = true;
+        s.die_with_parent = true;
         return spawn(&s, ret_pid);
 }
 

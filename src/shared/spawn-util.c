@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -51,6 +52,8 @@ _noreturn_ _no_sanitize_address_ static void child(const SpawnSpec *s, int repor
                 report = moved;
         }
 
+        if (s->die_with_parent && !s->detach && (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != s->parent_pid))
+                child_fail(report);
         if (s->userns_fd >= 0 && setns(s->userns_fd, CLONE_NEWUSER) < 0)
                 child_fail(report);
         if (s->mntns_fd >= 0 && setns(s->mntns_fd, CLONE_NEWNS) < 0)
@@ -194,7 +197,11 @@ static int spawn_no_wait(const SpawnSpec *s, pid_t *ret_pid) {
         return 0;
 }
 
-int spawn(const SpawnSpec *s, pid_t *ret_pid) {
+int spawn(const SpawnSpec *spec, pid_t *ret_pid) {
+        /* The child checks its parent against ours. */
+        SpawnSpec copy = *spec;
+        copy.parent_pid = getpid();
+        const SpawnSpec *s = &copy;
         int p[2];
         if (!s->path || !s->argv || (!ret_pid && !s->detach) || (s->no_wait && (s->detach || !ret_pid)))
                 return -EINVAL;

@@ -37,6 +37,11 @@ typedef struct SpawnSpec {
         bool new_pgroup; /* setpgid(0, 0) */
         bool detach; /* not our child: reparented at once */
         bool no_wait; /* return before its exec: a failure before it is exit status 127 (not with detach) */
+        /* SIGKILL when the thread that started it ends (the parent-death
+         * signal; not with detach): a helper the caller waits for must
+         * not outlive a caller that was killed. */
+        bool die_with_parent;
+        pid_t parent_pid; /* set by spawn() */
         /* Called in the child last, right before its execve (descriptors,
          * signals and namespaces in place): only system calls, nothing
          * allocated (the child may share our memory); a -errno fails the

@@ -427,6 +427,40 @@ def test_coordinator_and_watchdog_killed_stop_removes(dom):
     dom.assert_clean()
 
 
+def test_coordinator_killed_while_podman_makes_the_sandbox_leaves_nothing(lz, busybox_image):
+    """The coordinator killed while its `podman run` of the sandbox is still
+    at work (here a podman that waits 3 s first): the watchdog ends what the
+    coordinator was running in its process group before it reads the
+    records, so that podman cannot make its container afterwards; nothing
+    is left. (A start ended by SIGTERM while Podman worked once left the
+    sandbox's container, and its sidecar, which the sandbox then held.)"""
+    real = shutil.which("podman", path="/usr/bin:/bin")
+    marks = os.path.join(lz.base, "marks")
+    os.makedirs(marks)
+    os.chmod(marks, 0o777)
+    fake = f"""#!/bin/sh
+case " $* " in
+*" run "*lazaret-coord-*) touch {marks}/waiting; sleep 3; touch {marks}/went-on ;;
+esac
+exec {real} "$@"
+"""
+    tools = tool_dir(lz, fakes={"podman": fake})
+    d = Domain(lz, busybox_image)
+    p = d.popen("run", "--", "/bin/true", env={"PATH": tools})
+    deadline = time.monotonic() + 60
+    while not os.path.exists(os.path.join(marks, "waiting")):
+        assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+        time.sleep(0.05)
+    [pid] = d.coordinator_pids()
+    os.kill(pid, signal.SIGKILL)
+    p.communicate(timeout=30)
+    assert p.returncode != 0
+    time.sleep(4)  # past the fake's wait
+    assert not os.path.exists(os.path.join(marks, "went-on")), "podman went on after its coordinator died"
+    d.assert_clean(timeout=10)
+    assert "the coordinator died: removing the sandbox" in d.log()
+
+
 def test_kill_container_is_runtime_lost(dom):
     a = dom.popen("run", "--", "/bin/sleep", "1000")
     deadline = time.time() + 20

@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -254,6 +255,43 @@ static void test_detach(void **state) {
         assert_int_equal(spawn(&s, NULL), -ENOENT);
 }
 
+/* die_with_parent: the child gets SIGKILL when its parent ends (here an
+ * intermediate process that spawns it and exits at once); without it, it
+ * lives on. We are the subreaper, so the orphan comes back to us. */
+static int orphan_status(bool die) {
+        int p[2];
+        assert_int_equal(pipe(p), 0);
+        pid_t mid = fork();
+        assert_true(mid >= 0);
+        if (mid == 0) {
+                pid_t pid = 0;
+                SpawnSpec s = SPAWN_SPEC_INIT("/bin/sleep", (char *const[]){ (char *) "sleep", (char *) "2", NULL });
+                s.die_with_parent = die;
+                if (spawn(&s, &pid) < 0)
+                        _exit(1);
+                (void) !write(p[1], &pid, sizeof(pid));
+                _exit(0);
+        }
+        close(p[1]);
+        pid_t pid = 0;
+        assert_int_equal(read(p[0], &pid, sizeof(pid)), (ssize_t) sizeof(pid));
+        close(p[0]);
+        int st;
+        assert_int_equal(waitpid(mid, &st, 0), mid);
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        return st;
+}
+
+static void test_die_with_parent(void **state) {
+        (void) state;
+        assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+        int st = orphan_status(true);
+        assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+        st = orphan_status(false);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), 0);
+}
+
 static void test_wait(void **state) {
         (void) state;
         pid_t pid;
@@ -316,6 +354,7 @@ int main(void) {
                 cmocka_unit_test(test_cwd_and_environment),
                 cmocka_unit_test(test_detach),
                 cmocka_unit_test(test_wait),
+                cmocka_unit_test(test_die_with_parent),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
