@@ -30,7 +30,7 @@ import time
 
 import pytest
 
-from conftest import TEST_USER, tool_dir  # noqa: F401 (the harness's user)
+from conftest import TEST_USER, Lazaret, tool_dir  # noqa: F401 (the harness's user)
 from test_native import memory_cgroup_of
 from test_run import Domain, busybox_image, git_as, kill_cli  # noqa: F401 (a fixture)
 
@@ -570,6 +570,67 @@ def test_volume_the_agent_made_a_link_is_never_bound(lz, busybox_image, backend)
     r = d.run("run", "--tui=none", "--", "/bin/sh", "-c", "echo back > /cache/g && cat /cache/g")
     assert r.returncode == 0 and r.stdout == "back\n", r.stdout + r.stderr
     assert open(os.path.join(secret, "key")).read() == "CANARY-KEY\n" and os.listdir(secret) == ["key"]
+
+
+@pytest.mark.parametrize("backend", ["native", "gvisor"])
+def test_volume_swapped_while_the_sandbox_starts_is_not_what_is_bound(lz, busybox_image, backend):  # noqa: F811
+    """SECURITY: the race behind the test above. Another agent writing the
+    workspace swaps the volume's directory for a link to a secret of the
+    person's after launch checked it and before the sandbox binds it (here
+    at the moment the backend starts: Podman's `run` for gVisor,
+    lazaret-native for the native backend, through a wrapper of either).
+    gVisor's Podman is given a stage in the Domain, bound from a
+    descriptor of what launch checked, never the volume's name; the native
+    backend binds only what launch checked. Either way the secret is not
+    read: gVisor binds the directory launch checked (moved, but the same
+    one), the native backend refuses the start."""
+    secret = os.path.join(lz.base, "secret")
+    os.makedirs(secret)
+    with open(os.path.join(secret, "key"), "w") as f:
+        f.write("CANARY-KEY\n")
+    cache = os.path.join(lz.work, "cache")
+    os.makedirs(cache)
+    with open(os.path.join(cache, "mine"), "w") as f:
+        f.write("mine\n")
+    for p in (secret, os.path.join(secret, "key"), cache, os.path.join(cache, "mine")):
+        os.chown(p, lz.user.pw_uid, lz.user.pw_gid)
+    swap = f"mv {cache} {cache}.real && ln -s {secret} {cache}"
+    if backend == "gvisor":
+        real = shutil.which("podman", path="/usr/bin:/bin")
+        fake = {"podman": f"""#!/bin/sh
+case " $* " in
+*" run "*lazaret-coord-*) {swap} ;;
+esac
+exec {real} "$@"
+"""}
+    else:
+        real = os.path.join(os.path.dirname(lz.binary), "lazaret-native")
+        fake = None
+    vol = f'volumes = [{{ host = "{cache}", container = "/cache", mode = "rw" }}]\n'
+    if backend == "gvisor":
+        tools = tool_dir(lz, fakes=fake)
+        d = Domain(lz, busybox_image, extra=vol)
+        r = d.run("run", "--tui=none", "--", "/bin/sh", "-c", "cat /cache/*", env={"PATH": tools})
+        assert "CANARY-KEY" not in r.stdout, r.stdout
+        assert r.returncode == 0 and r.stdout == "mine\n", r.stdout + r.stderr + d.log()[-2000:]
+    else:
+        # lazaret-native next to lazaret: a copy of the programs whose
+        # lazaret-native swaps first.
+        bindir = os.path.join(lz.base, "bin")
+        shutil.copytree(os.path.dirname(lz.binary), bindir)
+        os.rename(os.path.join(bindir, "lazaret-native"), os.path.join(bindir, "lazaret-native.real"))
+        with open(os.path.join(bindir, "lazaret-native"), "w") as f:
+            f.write(f"#!/bin/sh\ncase \" $* \" in *\" --hold \"*) {swap} ;; esac\n"
+                    f"exec {bindir}/lazaret-native.real \"$@\"\n")
+        os.chmod(os.path.join(bindir, "lazaret-native"), 0o755)
+        os.chmod(bindir, 0o755)
+        other = Lazaret(os.path.join(bindir, "lazaret"), lz.user, lz.base)
+        d = native(other, extra=vol)
+        r = d.run("run", "--tui=none", "--", "/bin/sh", "-c", "cat /cache/*")
+        assert "CANARY-KEY" not in r.stdout, r.stdout
+        assert r.returncode == 125 and "is no longer what lazaret checked" in r.stderr, r.stdout + r.stderr
+    d.assert_clean()
+    assert os.path.islink(cache) and open(os.path.join(secret, "key")).read() == "CANARY-KEY\n"
 
 
 def test_native_pids_limit(lz):

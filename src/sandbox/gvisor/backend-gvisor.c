@@ -4,12 +4,15 @@
  * escalation and broker sockets through the dispenser (dispenser.c), the
  * memory from gVisor's own file, pause by runsc. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "dispenser.h"
 #include "fd-util.h"
+#include "layer-mount.h"
 #include "log.h"
 #include "macro.h"
 #include "path-util.h"
@@ -42,6 +45,65 @@ static void gvisor_done(Sandbox *sb) {
         sb->state = NULL;
 }
 
+/* Each pinned volume bound onto its stage in the Domain (in Podman's mount
+ * namespace, from a descriptor opened there with no link on the way and
+ * checked against what launch resolved), which Podman then takes: a name
+ * swapped for a link between launch's check and Podman's bind changes
+ * nothing. The stage (a directory, or an empty file for a file) is made
+ * here. */
+static int stage_volumes(const LaunchSpec *s, char **ret_error) {
+        _cleanup_free_ char *dir = path_join(s->domain_dir, "volumes");
+        if (!dir)
+                return -ENOMEM;
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return negative_errno();
+        for (size_t i = 0; i < s->n_volumes; i++) {
+                const LaunchVolume *v = &s->volumes[i];
+                if (!v->id)
+                        continue;
+                _cleanup_free_ char *stage = sandbox_volume_stage(s, i);
+                if (!stage)
+                        return -ENOMEM;
+                struct stat st;
+                bool is_dir = stat(v->host, &st) < 0 || S_ISDIR(st.st_mode);
+                if (is_dir ? mkdir(stage, 0700) < 0 && errno != EEXIST : false) {
+                        int r = negative_errno();
+                        if (asprintf(ret_error, "cannot make %s: %s", stage, strerror(-r)) < 0)
+                                *ret_error = NULL;
+                        return r;
+                }
+                if (!is_dir) {
+                        int fd = open(stage, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+                        if (fd < 0 && errno != EISDIR) {
+                                int r = negative_errno();
+                                if (asprintf(ret_error, "cannot make %s: %s", stage, strerror(-r)) < 0)
+                                        *ret_error = NULL;
+                                return r;
+                        }
+                        safe_close(fd);
+                }
+                _cleanup_free_ char *err = NULL;
+                int r = layer_helper_run(s, (const char *const[]){ "bind-pinned", v->id, v->host, stage, NULL }, &err);
+                if (r < 0) {
+                        if (asprintf(ret_error, "volume %s: %s", v->container, err ?: strerror(-r)) < 0)
+                                *ret_error = NULL;
+                        return r;
+                }
+        }
+        return 0;
+}
+
+/* The stages' mounts, detached (not mounted is no error). */
+static void unstage_volumes(const LaunchSpec *s) {
+        for (size_t i = 0; i < s->n_volumes; i++) {
+                if (!s->volumes[i].id)
+                        continue;
+                _cleanup_free_ char *stage = sandbox_volume_stage(s, i), *err = NULL;
+                if (stage && layer_helper_run(s, (const char *const[]){ "unmount", stage, NULL }, &err) < 0)
+                        log_warning("cannot detach the volume stage %s: %s", stage, err ?: "?");
+        }
+}
+
 static int gvisor_start(Sandbox *sb, json_t **ret_commit, char **ret_error) {
         const LaunchSpec *s = sb->spec;
         const MountPlan *p = &sb->plan;
@@ -57,7 +119,15 @@ static int gvisor_start(Sandbox *sb, json_t **ret_commit, char **ret_error) {
                 free(st);
                 return r;
         }
+        r = stage_volumes(s, ret_error);
+        if (r < 0) {
+                unstage_volumes(s);
+                free(st);
+                return r;
+        }
         r = sandbox_start(s, sb->generation, p, trace_config, &st->info, ret_error);
+        if (r < 0)
+                unstage_volumes(s);
         if (sb->hooks && sb->hooks->trace_attached)
                 sb->hooks->trace_attached(sb->host, r >= 0);
         if (r < 0) {
@@ -87,6 +157,7 @@ static int gvisor_start(Sandbox *sb, json_t **ret_commit, char **ret_error) {
         if (r < 0) {
                 _cleanup_free_ char *ignored = NULL;
                 (void) container_remove(s, sb->name, &ignored);
+                unstage_volumes(s);
                 gvisor_done(sb);
                 sb->id = mfree(sb->id);
                 return r;
@@ -110,6 +181,7 @@ static int gvisor_release(Sandbox *sb, json_t *own) {
                 log_error("cannot remove the sandbox %s: %s", name, err ? err : "?");
                 return -EIO;
         }
+        unstage_volumes(sb->spec);
         return 0;
 }
 

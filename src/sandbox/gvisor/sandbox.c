@@ -30,6 +30,11 @@
 #define PODMAN_TIMEOUT_USEC (UINT64_C(120) * 1000000)
 #define STATE_FILE_MAX      (4u * 1024u * 1024u)
 
+char *sandbox_volume_stage(const LaunchSpec *s, size_t i) {
+        char *p = NULL;
+        return asprintf(&p, "%s/volumes/%zu", s->domain_dir, i) < 0 ? NULL : p;
+}
+
 int sandbox_name(const LaunchSpec *s, char **ret) {
         StrBuf b = STRBUF_INIT;
         strbuf_printf(&b, "lazaret-coord-%s", s->domain_hash);
@@ -240,7 +245,10 @@ int sandbox_start(const LaunchSpec *s, uint64_t generation, const MountPlan *pla
                 strbuf_puts(&opts, v->read_only ? "ro" : "rw");
                 if (v->relabel)
                         strbuf_printf(&opts, ",%c", v->relabel);
-                argv_addf(&a, "--volume=%s:%s:%s", v->host, v->container, strbuf_str(&opts));
+                /* Pinned: the stage the backend bound it onto (Podman
+                 * would resolve the volume's own path again, by name). */
+                _cleanup_free_ char *stage = v->id ? sandbox_volume_stage(s, i) : NULL;
+                argv_addf(&a, "--volume=%s:%s:%s", stage ?: v->host, v->container, strbuf_str(&opts));
                 strbuf_done(&opts);
         }
         /* Host escalation: the client and the sandbox's certificates. */

@@ -25,6 +25,11 @@
 /* "lazaret-coord-<hash>" (spec §4.3.1). */
 int sandbox_name(const LaunchSpec *s, char **ret);
 
+/* Where volume i is staged for Podman when launch pinned it (its id):
+ * <domain>/volumes/<i>, the volume bound there, in Podman's mount
+ * namespace, from a descriptor of what launch checked. Caller frees. */
+char *sandbox_volume_stage(const LaunchSpec *s, size_t i);
+
 typedef struct SandboxInfo {
         char *id; /* full container id */
         char *runsc_root; /* runsc --root of this container */
