@@ -72,30 +72,6 @@ static int helper_unmount(const char *merged) {
         return say_ok();
 }
 
-/* A volume for gVisor's Podman (issue 44's helper, a volume's pin): SRC
- * opened here, in Podman's mount namespace, with no symbolic link on its
- * canonical path and only if it is still the file lazaret checked (ID,
- * fd_identity), then bound onto TARGET from that descriptor, never by
- * name; Podman is given TARGET, in the Domain, where no sandbox writes. A
- * mount a crash left on TARGET goes first. */
-static int helper_bind_pinned(const char *id, const char *src, const char *target) {
-        int fd = -EBADF;
-        int r = open_pinned(src, id, &fd, NULL);
-        if (r < 0)
-                return say_error("%s is no longer what lazaret checked (%s): it was replaced or moved since", src,
-                                 r == -ESTALE ? "another file is there now" : strerror(-r));
-        (void) umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW);
-        char from[64];
-        snprintf(from, sizeof(from), "/proc/self/fd/%d", fd);
-        if (mount(from, target, NULL, MS_BIND | MS_REC, NULL) < 0) {
-                int e = errno;
-                safe_close(fd);
-                return say_error("cannot bind %s onto %s: %s", src, target, strerror(e));
-        }
-        safe_close(fd);
-        return say_ok();
-}
-
 /* fuse-overlayfs marks an opaque directory with one of these attributes
  * (and a .wh..wh..opq file); the kernel reads user.overlay.opaque. */
 static bool take_fuse_opaque(int dfd) {
@@ -229,10 +205,7 @@ int layer_helper_main(int argc, char **argv) {
                 return helper_unmount(argv[1]);
         if (argc == 2 && streq(argv[0], "convert"))
                 return helper_convert(argv[1]);
-        if (argc == 4 && streq(argv[0], "bind-pinned"))
-                return helper_bind_pinned(argv[1], argv[2], argv[3]);
-        return say_error("usage: lazaret __layer mount LOWER UPPER WORK MERGED | unmount MERGED | convert DIR | "
-                         "bind-pinned DEV:INO SRC TARGET");
+        return say_error("usage: lazaret __layer mount LOWER UPPER WORK MERGED | unmount MERGED | convert DIR");
 }
 
 /* ---- the coordinator's side ---------------------------------------------- */

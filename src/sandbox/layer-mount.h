@@ -12,10 +12,6 @@
  *       carry user.overlay.opaque=y)
  *   lazaret __layer unmount MERGED
  *       detached (MNT_DETACH); not mounted is success
- *   lazaret __layer bind-pinned DEV:INO SRC TARGET
- *       a volume for gVisor's Podman: SRC opened with no link on its path,
- *       only if it is still the file lazaret checked, and bound onto
- *       TARGET (in the Domain) from that descriptor
  *   lazaret __layer convert DIR
  *       a directory of changes fuse-overlayfs made (before issue 44) in
  *       the kernel's format: `.wh.NAME` files become whiteouts,
