@@ -100,17 +100,21 @@ static int sealed_memfd(const char *text, size_t len) {
         return fd;
 }
 
-/* netd's next packet on the control socket, as JSON. */
-static int read_reply(int fd, int timeout_ms, json_t **ret) {
+/* fd readable within timeout_ms: 0, -ETIMEDOUT or -errno. */
+static int wait_readable(int fd, int timeout_ms) {
         struct pollfd p = { fd, POLLIN, 0 };
         int k;
         do
                 k = poll(&p, 1, timeout_ms);
         while (k < 0 && errno == EINTR);
-        if (k < 0)
-                return negative_errno();
-        if (k == 0)
-                return -ETIMEDOUT;
+        return k < 0 ? negative_errno() : k == 0 ? -ETIMEDOUT : 0;
+}
+
+/* netd's next packet on the control socket, as JSON. */
+static int read_reply(int fd, int timeout_ms, json_t **ret) {
+        int r = wait_readable(fd, timeout_ms);
+        if (r < 0)
+                return r;
         char buf[16384];
         ssize_t n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
         if (n < 0)
@@ -323,15 +327,9 @@ static int own_before_exec(void *userdata) {
 
 /* One byte (or 'e' and an errno) from fd within timeout_ms. */
 static int own_wait_byte(int fd, int timeout_ms, char *ret) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        int k;
-        do
-                k = poll(&p, 1, timeout_ms);
-        while (k < 0 && errno == EINTR);
-        if (k < 0)
-                return negative_errno();
-        if (k == 0)
-                return -ETIMEDOUT;
+        int r = wait_readable(fd, timeout_ms);
+        if (r < 0)
+                return r;
         char b[1 + sizeof(int)];
         ssize_t n;
         do

@@ -212,6 +212,30 @@ static char *resolve(const char *what, const char *path) {
         return r;
 }
 
+/* The pinned options' "DEV:INO:" (fd_identity) before an absolute path:
+ * the identity in *ret_id (caller frees) and what follows it, or NULL. */
+static const char *split_pin(const char *arg, char **ret_id) {
+        const char *c1 = strchr(arg, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2 || c2[1] != '/')
+                return NULL;
+        if (!(*ret_id = strndup(arg, (size_t) (c2 - arg))))
+                die("out of memory");
+        return c2 + 1;
+}
+
+/* path, reached with no symbolic link, must still be what lazaret checked
+ * (id); else one line naming it and exit 125. A directory is asked for
+ * (and named) with dir. */
+static void require_pinned(const char *path, const char *id, bool dir) {
+        int k = dir ? open_pinned_dir(path, id, NULL, NULL) : open_pinned(path, id, NULL, NULL);
+        if (k >= 0)
+                return;
+        fprintf(stderr, "lazaret-native: %s is no longer %s lazaret checked (%s): it was replaced or moved since\n",
+                path, dir ? "the directory" : "what",
+                k == -ESTALE ? (dir ? "another directory is there now" : "another file is there now") : strerror(-k));
+        exit(EXIT_NATIVE);
+}
+
 /* --cgroup DIR: this process moves into that cgroup (a memory cgroup
  * the coordinator made and limited), and so does every process it starts.
  * Fails closed: a limit that is not in force would be a claim only.
@@ -325,22 +349,16 @@ int main(int argc, char **argv) {
                          * lazaret checked it (fd_identity), reached with no
                          * symbolic link, read-only at its own path. Opened
                          * so again when it is bound. */
-                        const char *c1 = strchr(optarg, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-                        if (!c2 || c2[1] != '/') {
+                        char *id = NULL;
+                        const char *rest = split_pin(optarg, &id);
+                        if (!rest) {
                                 fprintf(stderr, "lazaret-native: --ro-pinned %s: DEV:INO:PATH expected\n", optarg);
                                 exit(EXIT_NATIVE);
                         }
-                        char *id = strndup(optarg, (size_t) (c2 - optarg)), *path = strdup(c2 + 1);
-                        if (!id || !path)
+                        char *path = strdup(rest);
+                        if (!path)
                                 die("out of memory");
-                        int k = open_pinned_dir(path, id, NULL, NULL);
-                        if (k < 0) {
-                                fprintf(stderr,
-                                        "lazaret-native: %s is no longer the directory lazaret checked (%s): it was "
-                                        "replaced or moved since\n",
-                                        path, k == -ESTALE ? "another directory is there now" : strerror(-k));
-                                exit(EXIT_NATIVE);
-                        }
+                        require_pinned(path, id, true);
                         s.ro_id[s.n_ro] = id;
                         add_arg(s.ro, &s.n_ro, path, "--ro-pinned");
                         break;
@@ -361,16 +379,13 @@ int main(int argc, char **argv) {
                                                      : "--bind-pinned";
                         char *id = NULL;
                         if (pinned) {
-                                const char *c1 = strchr(optarg, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-                                if (!c2 || c2[1] != '/') {
+                                const char *rest = split_pin(optarg, &id);
+                                if (!rest) {
                                         fprintf(stderr, "lazaret-native: %s %s: DEV:INO:SRC:DST expected\n", opt,
                                                 optarg);
                                         return EXIT_NATIVE;
                                 }
-                                id = strndup(optarg, (size_t) (c2 - optarg));
-                                if (!id)
-                                        die("out of memory");
-                                optarg = (char *) c2 + 1;
+                                optarg = (char *) rest;
                         }
                         char *colon = strrchr(optarg, ':');
                         const char *dst = colon ? colon + 1 : NULL;
@@ -385,15 +400,7 @@ int main(int argc, char **argv) {
                         *colon = '\0';
                         char *src = NULL;
                         if (pinned) {
-                                int k = open_pinned(optarg, id, NULL, NULL);
-                                if (k < 0) {
-                                        fprintf(stderr,
-                                                "lazaret-native: %s is no longer what lazaret checked (%s): it was "
-                                                "replaced or moved since\n",
-                                                optarg, k == -ESTALE ? "another file is there now" : strerror(-k));
-                                        free(id);
-                                        return EXIT_NATIVE;
-                                }
+                                require_pinned(optarg, id, false);
                                 src = strdup(optarg);
                                 if (!src)
                                         die("out of memory");
