@@ -5,6 +5,7 @@
  * watchdog. The connections, the network and the other participants are
  * in coordinator-session.c, coordinator-network.c and coordinator-parts.c
  * (coordinator-internal.h). */
+#include "agent-trees.h"
 #include "coordinator-internal.h"
 #include "images.h"
 
@@ -747,6 +748,15 @@ int coordinator_main(int argc, char **argv) {
         r = spec_copy ? write_file_atomic(spec_copy, spec_text, strlen(spec_text), 0600, 0) : -ENOMEM;
         if (r < 0) {
                 status_report(&co, "error: cannot write %s: %s", spec_copy ?: WATCHDOG_SPEC_FILE, strerror(-r));
+                co_release(&co);
+                return 1;
+        }
+        /* What its agent will write, recorded before it starts: a volume
+         * later found below a link in it is refused (launch.c). */
+        r = agent_trees_record_spec(&co.spec);
+        if (r < 0) {
+                status_report(&co, "error: cannot record the trees this sandbox writes in the data root (%s): %s",
+                              AGENT_TREES_FILE, strerror(-r));
                 co_release(&co);
                 return 1;
         }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent-trees.h"
 #include "ca-bundle.h"
 #include "doctor.h"
 #include "domain-root.h"
@@ -810,11 +811,23 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
         s.volumes = calloc(p->n_volumes + 1, sizeof(LaunchVolume));
         if (!s.volumes)
                 return -ENOMEM;
-        /* What the sandbox writes: the workspace and the profile's
-         * read-write volumes. A symbolic link on a volume's path inside one
-         * of them may be the agent's own (a volume made a link to the
-         * user's ~/.ssh between two runs), so none is followed there. */
-        _cleanup_free_ char **writable = calloc(p->n_volumes + 2, sizeof(char *));
+        /* What agents write: this sandbox's workspace and read-write
+         * volumes, the data root (their layers and worktrees), and every
+         * tree an agent of this data root was given before. A symbolic link
+         * on a volume's path inside one of them may be an agent's own (a
+         * volume made a link to the user's ~/.ssh between two runs, by this
+         * Domain's agent or another's), so none is followed there. */
+        _cleanup_(agent_trees_freep) char **others = NULL;
+        size_t n_others = 0;
+        r = agent_trees_load(cfg->data_root, &others, &n_others);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return fail(ret_error,
+                            "cannot read %s/%s, the record of the trees agents write: %s; fix its permissions, or "
+                            "remove it (it is made again from every Domain's launch-spec.json)",
+                            cfg->data_root, AGENT_TREES_FILE, strerror(-r));
+        _cleanup_free_ char **writable = calloc(p->n_volumes + 3 + n_others, sizeof(char *));
         if (!writable)
                 return -ENOMEM;
         size_t n_writable = 0;
@@ -822,6 +835,10 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
         for (size_t i = 0; i < p->n_volumes; i++)
                 if (!p->volumes[i].read_only)
                         writable[n_writable++] = p->volumes[i].host;
+        size_t own = n_writable;
+        writable[n_writable++] = cfg->data_root;
+        for (size_t i = 0; i < n_others; i++)
+                writable[n_writable++] = others[i];
         for (size_t i = 0; i < p->n_volumes; i++) {
                 const ConfigVolume *v = &p->volumes[i];
                 struct stat st;
@@ -848,11 +865,19 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                 r = path_resolve_no_links_in(v->host_given ?: v->host, writable, n_writable, &canon, &link, &root);
                 if (r == 1)
                         return fail(ret_error,
-                                    "volume %s: %s is a symbolic link inside %s %s, which the sandbox can write: "
-                                    "lazaret binds no link the agent could have made; make it a directory again, or "
-                                    "name what it points to as the volume's host path (%s:%u:%u)",
-                                    v->container, link, root == 0 ? "the workspace" : "the read-write volume",
-                                    writable[root], v->where.file, v->where.pos.line, v->where.pos.col);
+                                    "volume %s: %s is a symbolic link inside %s %s, which %s: lazaret binds no link an "
+                                    "agent could have made; make it a directory again, or name what it points to as "
+                                    "the volume's host path (%s:%u:%u)",
+                                    v->container, link,
+                                    root == 0     ? "the workspace"
+                                    : root < own  ? "the read-write volume"
+                                    : root == own ? "the data root"
+                                                  : "a tree an agent was given",
+                                    writable[root],
+                                    root < own    ? "the sandbox can write"
+                                    : root == own ? "every sandbox's layers and worktrees are in"
+                                                  : "a sandbox wrote (its workspace or a read-write volume)",
+                                    v->where.file, v->where.pos.line, v->where.pos.col);
                 if (r < 0)
                         return fail(ret_error, "volume %s: cannot resolve host path %s: %s (%s:%u:%u)", v->container,
                                     v->host_given ?: v->host, strerror(-r), v->where.file, v->where.pos.line,

@@ -572,6 +572,78 @@ def test_volume_the_agent_made_a_link_is_never_bound(lz, busybox_image, backend)
     assert open(os.path.join(secret, "key")).read() == "CANARY-KEY\n" and os.listdir(secret) == ["key"]
 
 
+def test_volume_inside_another_agents_workspace_made_a_link_is_never_bound(lz):
+    """SECURITY: profile other's volume lies in the workspace of another
+    profile's agent (direct mode). That agent replaces the volume's
+    directory with a symbolic link to a secret of the person's; other's next
+    start, in a workspace of its own, must not bind what the link names:
+    refused in one line naming the link, the secret unread. It stays
+    refused when the other Domain's launch-spec.json is gone (the record of
+    the trees agents write keeps it), and the record is made again from the
+    Domains' specs when it is removed (a data root from before it)."""
+    secret = os.path.join(lz.base, "secret")
+    os.makedirs(secret)
+    with open(os.path.join(secret, "key"), "w") as f:
+        f.write("CANARY-KEY\n")
+    shared = os.path.join(lz.work, "shared")
+    other = os.path.join(lz.base, "other-work")
+    os.makedirs(shared)
+    os.makedirs(other)
+    for p in (secret, os.path.join(secret, "key"), shared, other):
+        os.chown(p, lz.user.pw_uid, lz.user.pw_gid)
+    d = native(lz)
+    lz.write("cfg.toml", open(d.cfg).read() + f"""
+[profiles.other]
+backend = "native"
+memory_limit = 0
+volumes = [{{ host = "{shared}", container = "/shared", mode = "rw" }}]
+""")
+
+    def run_other(script):
+        return lz.run("--config", d.cfg, "run", "other", "--tui=none", "--", "/bin/sh", "-c", script,
+                      cwd=other, env=d.env, timeout=120)
+
+    r = run_other("echo from-b > /shared/f && cat /shared/f")
+    assert r.returncode == 0 and r.stdout == "from-b\n", r.stdout + r.stderr + d.log()[-2000:]
+    r = d.run("run", "shell", "--tui=none", "--", "/bin/sh", "-c",
+              f"rm -rf /workspace/shared && ln -s {secret} /workspace/shared && echo swapped")
+    assert r.returncode == 0 and "swapped" in r.stdout, r.stdout + r.stderr + d.log()[-2000:]
+    assert os.path.islink(shared) and os.readlink(shared) == secret
+
+    def refused():
+        r = run_other("cat /shared/key; ls /shared")
+        assert "CANARY-KEY" not in r.stdout, r.stdout
+        assert r.returncode == 125, (r.returncode, r.stdout, r.stderr)
+        errs = [line for line in r.stderr.splitlines() if line.strip()]
+        assert len(errs) == 1 and "volume /shared" in errs[0] and f"{shared} is a symbolic link" in errs[0] \
+            and "a tree an agent was given" in errs[0], errs
+
+    refused()
+    record = os.path.join(d.data, "agent-trees")
+    assert lz.work.encode() + b"\0" in open(record, "rb").read()
+    # The other Domain's spec gone: the record still names its workspace.
+    specs = [os.path.join(x, "launch-spec.json") for x in d.domain_dirs()]
+    mine = [p for p in specs if os.path.exists(p) and json.load(open(p))["workspace"] == lz.work]
+    assert len(mine) == 1, specs
+    saved = open(mine[0]).read()
+    os.unlink(mine[0])
+    refused()
+    # The record gone (a data root from before it): the Domains' specs
+    # stand for it, and the next coordinator makes it again from them.
+    lz.write(mine[0], saved)
+    os.chown(mine[0], lz.user.pw_uid, lz.user.pw_gid)
+    os.unlink(record)
+    refused()
+    assert not os.path.exists(record)
+    r = run_other("true")
+    assert r.returncode == 125 and not os.path.exists(record), r.stderr
+    r = d.run("run", "shell", "--tui=none", "--", "true")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert lz.work.encode() + b"\0" in open(record, "rb").read()
+    refused()
+    assert open(os.path.join(secret, "key")).read() == "CANARY-KEY\n" and os.listdir(secret) == ["key"]
+
+
 @pytest.mark.parametrize("backend", ["native", "gvisor"])
 def test_volume_swapped_while_the_sandbox_starts_is_not_what_is_bound(lz, busybox_image, backend):  # noqa: F811
     """SECURITY: the race behind the test above. Another agent writing the

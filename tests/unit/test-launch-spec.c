@@ -15,6 +15,11 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent-trees.h"
 #include "launch.h"
 
 #define FIELD(s, f, type) ((type *) (void *) ((char *) (s) + (f)->offset))
@@ -272,12 +277,119 @@ static void test_refused(void **state) {
         launch_spec_done(&a);
 }
 
+static void write_text(const char *path, const char *text, size_t len) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, text, len), (ssize_t) len);
+        close(fd);
+}
+
+static size_t file_size(const char *path) {
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        return (size_t) st.st_size;
+}
+
+/* The record of the trees agents write (agent-trees.c): none before a data
+ * root exists; made first from every Domain's launch-spec.json (its
+ * workspace and read-write volumes, not its read-only ones); appended to
+ * with new trees only; a last entry torn by a crash left out. */
+static void test_agent_trees(void **state) {
+        (void) state;
+        char dir[] = "/tmp/test-agent-trees-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        char root[256], path[512], file[512];
+        snprintf(root, sizeof(root), "%s/data", dir);
+        snprintf(file, sizeof(file), "%s/%s", root, AGENT_TREES_FILE);
+        char **v = NULL;
+        size_t n = 9;
+
+        /* No data root: nothing recorded, nothing made. */
+        assert_int_equal(agent_trees_load(root, &v, &n), 0);
+        assert_int_equal(n, 0);
+        assert_null(v[0]);
+        agent_trees_free(v);
+        assert_int_equal(access(root, F_OK), -1);
+
+        /* A data root from before the record: two Domains' last specs, one
+         * that does not read. */
+        assert_int_equal(mkdir(root, 0700), 0);
+        snprintf(path, sizeof(path), "%s/domains", root);
+        assert_int_equal(mkdir(path, 0700), 0);
+        const char *specs[] = {
+                "{\"workspace\": \"/home/u/a\", \"volumes\": [{\"host\": \"/home/u/cache\", \"read_only\": false},"
+                " {\"host\": \"/home/u/ro\", \"read_only\": true}]}",
+                "{\"workspace\": \"/home/u/b\", \"volumes\": []}",
+                "{not json",
+        };
+        for (size_t i = 0; i < 3; i++) {
+                snprintf(path, sizeof(path), "%s/domains/%zu", root, i);
+                assert_int_equal(mkdir(path, 0700), 0);
+                snprintf(path, sizeof(path), "%s/domains/%zu/launch-spec.json", root, i);
+                write_text(path, specs[i], strlen(specs[i]));
+        }
+        assert_int_equal(agent_trees_load(root, &v, &n), 0);
+        assert_int_equal(n, 3);
+        assert_string_equal(v[0], "/home/u/a");
+        assert_string_equal(v[1], "/home/u/cache");
+        assert_string_equal(v[2], "/home/u/b");
+        assert_null(v[3]);
+        agent_trees_free(v);
+        /* Loading writes nothing. */
+        assert_int_equal(access(file, F_OK), -1);
+
+        /* The first record: the specs' trees, then the new ones, once
+         * each; known ones and repeats not at all. */
+        char a[] = "/home/u/a", x[] = "/srv/x", c[] = "/home/u/cache";
+        char *trees[] = { a, x, x, c };
+        assert_int_equal(agent_trees_record(root, trees, 4), 0);
+        size_t seeded = strlen("/home/u/a") + strlen("/home/u/cache") + strlen("/home/u/b") + 3;
+        assert_int_equal(file_size(file), seeded + strlen("/srv/x") + 1);
+        assert_int_equal(agent_trees_record(root, trees, 4), 0);
+        assert_int_equal(file_size(file), seeded + strlen("/srv/x") + 1);
+        assert_int_equal(agent_trees_load(root, &v, &n), 0);
+        assert_int_equal(n, 4);
+        assert_string_equal(v[3], "/srv/x");
+        agent_trees_free(v);
+
+        /* The record wins over the specs once it exists: a spec's tree not
+         * in it is not read again (it was when the record was made). */
+        snprintf(path, sizeof(path), "%s/domains/1/launch-spec.json", root);
+        write_text(path, "{\"workspace\": \"/home/u/z\"}", strlen("{\"workspace\": \"/home/u/z\"}"));
+        /* A torn last entry (no NUL) is left out. */
+        int fd = open(file, O_WRONLY | O_APPEND | O_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "/half", 5), 5);
+        close(fd);
+        assert_int_equal(agent_trees_load(root, &v, &n), 0);
+        assert_int_equal(n, 4);
+        for (size_t i = 0; i < n; i++) {
+                assert_string_not_equal(v[i], "/home/u/z");
+                assert_string_not_equal(v[i], "/half");
+        }
+        /* The next append closes the torn one off: neither runs into the
+         * other. */
+        char y[] = "/srv/y";
+        char *more[] = { y };
+        assert_int_equal(agent_trees_record(root, more, 1), 0);
+        agent_trees_free(v);
+        assert_int_equal(agent_trees_load(root, &v, &n), 0);
+        assert_int_equal(n, 5);
+        assert_string_equal(v[4], "/srv/y");
+        for (size_t i = 0; i < n; i++)
+                assert_null(strstr(v[i], "/half"));
+        agent_trees_free(v);
+
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_round_trip),
-                cmocka_unit_test(test_keys),
-                cmocka_unit_test(test_optional_ones),
-                cmocka_unit_test(test_refused),
+                cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_keys),
+                cmocka_unit_test(test_optional_ones), cmocka_unit_test(test_refused),
+                cmocka_unit_test(test_agent_trees),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
