@@ -25,11 +25,15 @@
 #include "string-util.h"
 #include "verbs.h"
 
-/* Whether path is a mount point in Podman's rootless namespace (a crashed
- * coordinator's overlay that nobody recovered yet) or on the host. */
-static bool mounted_somewhere(const char *path) {
+/* A mount point at path or below it, in Podman's rootless namespace (a
+ * crashed coordinator's overlay that nobody recovered yet, a stage of a
+ * person's volume) or on the host: rm would remove through one below
+ * (--one-file-system does not see a bind mount of the same file system).
+ * *ret: the first one found, or NULL. */
+static int mounted_somewhere(const char *path, char **ret) {
         char where[2][64] = { "/proc/self/mountinfo", "" };
         pid_t pause;
+        *ret = NULL;
         if (podman_pause_pid_find(&pause) == 0)
                 snprintf(where[1], sizeof(where[1]), "/proc/%d/mountinfo", (int) pause);
         for (size_t i = 0; i < 2; i++) {
@@ -38,11 +42,26 @@ static bool mounted_somewhere(const char *path) {
                         continue;
                 for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
                         char mp[4097];
-                        if (sscanf(line, "%*d %*d %*s %*s %4096s", mp) == 1 && streq(mp, path))
-                                return true;
+                        if (sscanf(line, "%*d %*d %*s %*s %4096s", mp) != 1)
+                                continue;
+                        /* The kernel's octal escapes (\040 for a space). */
+                        char *o = mp;
+                        for (const char *c = mp; *c; c++) {
+                                if (c[0] == '\\' && c[1] >= '0' && c[1] <= '3' && c[2] >= '0' && c[2] <= '7' &&
+                                    c[3] >= '0' && c[3] <= '7') {
+                                        *o++ = (char) ((c[1] - '0') * 64 + (c[2] - '0') * 8 + (c[3] - '0'));
+                                        c += 3;
+                                } else
+                                        *o++ = *c;
+                        }
+                        *o = '\0';
+                        if (path_under(mp, path)) {
+                                *ret = strdup(mp);
+                                return *ret ? 1 : -ENOMEM;
+                        }
                 }
         }
-        return false;
+        return 0;
 }
 
 /* Remove paths; rootless through `podman unshare`, where the files the
@@ -73,6 +92,9 @@ static int remove_paths(char **paths, size_t n, char **ret_error) {
         }
         argv[k++] = rm;
         argv[k++] = "-rf";
+        /* Never into a mount left below (a stage of a person's volume
+         * that a crash left bound): rm fails there, naming it. */
+        argv[k++] = "--one-file-system";
         argv[k++] = "--";
         for (size_t i = 0; i < n; i++)
                 argv[k++] = paths[i];
@@ -84,6 +106,8 @@ static int remove_paths(char **paths, size_t n, char **ret_error) {
                 return r;
         if (res.spawn_error < 0 || res.timed_out || res.status != 0) {
                 *ret_error = strdup(res.err && *res.err ? res.err : "rm failed");
+                if (*ret_error)
+                        (*ret_error)[strcspn(*ret_error, "\n")] = '\0'; /* its first error */
                 return -EIO;
         }
         return 0;
@@ -212,14 +236,24 @@ int verb_reset(int argc, char **argv, const Globals *g) {
                 ret = EXIT_LAZARET;
                 goto done;
         }
-        for (size_t i = 0; i < n; i++)
-                if (mounted_somewhere(paths[i])) {
-                        log_error("%s is still mounted by a sandbox that did not end cleanly; run 'lazaret run %s' "
-                                  "once (it cleans up) or 'lazaret stop %s', then reset",
-                                  paths[i], p->name, p->name);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *mp = NULL;
+                int k = mounted_somewhere(paths[i], &mp);
+                if (k == -ENOMEM) {
+                        log_error("out of memory");
                         ret = EXIT_LAZARET;
                         goto done;
                 }
+                if (k > 0) {
+                        log_error("%s is still mounted (by a sandbox that did not end cleanly, or by hand); reset "
+                                  "removes nothing through a mount: run 'lazaret run %s' once (it cleans up) or "
+                                  "'lazaret stop %s', or unmount it (in Podman's namespace: podman unshare umount "
+                                  "%s), then reset",
+                                  mp, p->name, p->name, mp);
+                        ret = EXIT_LAZARET;
+                        goto done;
+                }
+        }
         if (!yes) {
                 if (!isatty(STDIN_FILENO)) {
                         log_error("reset needs confirmation: run it on a terminal, or pass --yes");

@@ -335,10 +335,11 @@ static int wait_mounted(pid_t *pid, const char *what, const char *mnt, int *ret_
 }
 
 /* rm -rf paths in Podman's namespace (files of the sandbox's other users
- * are owned by subordinate ids there). */
+ * are owned by subordinate ids there), never into a mount below them. */
 static int remove_in_podman_ns(const LaunchSpec *s, const char *a, const char *b) {
-        return run_in_podman_ns(
-                s, "rm", (char *const[]){ (char *) "rm", (char *) "-rf", (char *) "--", (char *) a, (char *) b, NULL });
+        return run_in_podman_ns(s, "rm",
+                                (char *const[]){ (char *) "rm", (char *) "-rf", (char *) "--one-file-system",
+                                                 (char *) "--", (char *) a, (char *) b, NULL });
 }
 
 /* The changes kept in an ext4 image (<name>_layer.img, mounted by fuse2fs

@@ -427,6 +427,35 @@ def test_coordinator_and_watchdog_killed_stop_removes(dom):
     dom.assert_clean()
 
 
+def test_volume_stage_left_by_a_killed_coordinator_is_detached_by_a_native_recovery(lz, busybox_image):
+    """gVisor's volumes are bound onto stages in the Domain, in Podman's
+    mount namespace. The coordinator and its watchdog killed with -9 leave
+    the stage bound there (the person's directory, reachable by that name
+    in Podman's namespace); the next coordinator recovers the generation
+    and detaches it even when its own launch is native (another spec, with
+    no volume: the stages are found in the Domain, not in the spec)."""
+    cache = os.path.join(lz.base, "cache")
+    os.makedirs(cache)
+    os.chown(cache, lz.user.pw_uid, lz.user.pw_gid)
+    d = Domain(lz, busybox_image, extra=f'memory_limit = 0\nvolumes = [{{ host = "{cache}", container = "/cache" }}]\n')
+    a = d.popen("run", "--tui=none", "--", "/bin/sleep", "1000")
+    wait_sessions(d, 1)
+    [wd] = d.watchdog_pids()
+    os.kill(wd, signal.SIGKILL)
+    [pid] = d.coordinator_pids()
+    os.kill(pid, signal.SIGKILL)
+    a.communicate(timeout=30)
+    [domain] = d.domain_dirs()
+    stages = os.path.join(domain, "volumes") + "/"
+    assert pause_mounts(lz.user, stages), "the stage was not bound in Podman's namespace"
+    # The next launch native, and with no volume.
+    lz.write("cfg.toml", open(d.cfg).read().replace(f'volumes = [{{ host = "{cache}", container = "/cache" }}]\n', ""))
+    r = d.run("run", "--backend", "native", "--tui=none", "--", "/bin/echo", "again")
+    assert (r.returncode, r.stdout) == (0, "again\n"), r.stderr + d.log()[-3000:]
+    assert not pause_mounts(lz.user, stages), pause_mounts(lz.user, stages)
+    d.assert_clean()
+
+
 def test_coordinator_killed_while_podman_makes_the_sandbox_leaves_nothing(lz, busybox_image):
     """The coordinator killed while its `podman run` of the sandbox is still
     at work (here a podman that waits 3 s first): the watchdog ends what the

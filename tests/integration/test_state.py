@@ -430,6 +430,39 @@ def test_reset(sdom):
     assert (r.returncode, r.stdout) == (0, "no-a\n"), r.stderr
 
 
+def test_reset_never_removes_through_a_mount_below_a_layer(sdom, lz):
+    """A mount left below a layer in Podman's namespace (a crash's, such as
+    a person's directory bound there, of the same file system: rm's
+    --one-file-system would not see it): reset removes nothing, through it
+    or beside it; it fails naming it and the fix, and the directory behind
+    it is whole. Detached, reset works."""
+    r = sdom.run("run", "--", "/bin/sh", "-c", "mkdir -p /usr/x && echo a > /usr/a")
+    assert r.returncode == 0, r.stderr
+    keep = os.path.join(lz.base, "keep")
+    os.makedirs(keep)
+    with open(os.path.join(keep, "mine"), "w") as f:
+        f.write("mine\n")
+    for p in (keep, os.path.join(keep, "mine")):
+        os.chown(p, lz.user.pw_uid, lz.user.pw_gid)
+    target = upper(sdom, "usr", "x")
+    assert os.path.isdir(target)
+    podman(lz.user, "unshare", "mount", "--bind", keep, target)
+    try:
+        r = sdom.run("reset", "--dir", "/usr", "--yes")
+        assert r.returncode == 125, r.stdout + r.stderr
+        errs = [line for line in r.stderr.splitlines() if line.strip()]
+        assert len(errs) == 1 and f"{target.rstrip('/')} is still mounted" in errs[0] \
+            and "podman unshare umount" in errs[0], r.stderr
+        assert in_layer(sdom, "usr", "a") == "a\n"
+        assert open(os.path.join(keep, "mine")).read() == "mine\n"
+    finally:
+        podman(lz.user, "unshare", "umount", target, check=False)
+    assert os.listdir(keep) == ["mine"]
+    r = sdom.run("reset", "--dir", "/usr", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert not os.path.exists(layer(sdom, "usr_layer"))
+
+
 def test_bad_domain_root_file_system(lz, busybox_image):
     """A Domain Root on FAT (fusefat: no symlinks, no modes) cannot hold
     overlay layers: one clear error, nothing started or made."""

@@ -3,6 +3,7 @@
  * Domain made with Podman (sandbox.c), sessions by runsc exec, the
  * escalation and broker sockets through the dispenser (dispenser.c), the
  * memory from gVisor's own file, pause by runsc. */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
@@ -70,18 +71,19 @@ typedef struct StageReport {
 
 #define STAGE_MAX 64
 
-static void stage_child(const LaunchSpec *s, char *const *stages, const dev_t *dev, const ino_t *ino, bool bind,
-                        int userns, int mntns, int report) {
+/* stages[k] is volume vol[k]'s (binding), or one found in the Domain
+ * (unstaging: vol unused). */
+static void stage_child(const LaunchSpec *s, char *const *stages, const size_t *vol, size_t n, const dev_t *dev,
+                        const ino_t *ino, bool bind, int userns, int mntns, int report) {
         StageReport rep = { .index = -1 };
         if ((userns >= 0 && setns(userns, CLONE_NEWUSER) < 0) || (mntns >= 0 && setns(mntns, CLONE_NEWNS) < 0)) {
                 rep.error = errno;
                 (void) !write(report, &rep, sizeof(rep));
                 _exit(1);
         }
-        for (size_t i = 0, k = 0; i < s->n_volumes && rep.index < 0; i++) {
-                if (!s->volumes[i].id)
-                        continue;
+        for (size_t k = 0; k < n && rep.index < 0; k++) {
                 const char *stage = stages[k];
+                size_t i = bind ? vol[k] : 0;
                 (void) umount2(stage, MNT_DETACH | UMOUNT_NOFOLLOW); /* a crash's, or unstaging */
                 if (bind) {
                         struct open_how how = { .flags = O_PATH | O_CLOEXEC,
@@ -111,19 +113,58 @@ static void stage_child(const LaunchSpec *s, char *const *stages, const dev_t *d
                         }
                         (void) close((int) fd);
                 }
-                k++;
         }
         (void) !write(report, &rep, sizeof(rep));
         _exit(rep.index < 0 ? 0 : 1);
 }
 
+/* Unstaging: every stage in the Domain, whichever spec made it (a
+ * coordinator recovering a gVisor generation may have another spec, even
+ * a native one), in Podman's namespaces as they are: with no pause
+ * process they are gone, and their mounts with them. 1: nothing to do. */
+static int unstage_list(const LaunchSpec *s, char **stages, size_t *ret_n, int *userns, int *mntns) {
+        _cleanup_free_ char *dir = path_join(s->domain_dir, "volumes");
+        if (!dir)
+                return -ENOMEM;
+        DIR *d = opendir(dir);
+        if (!d)
+                return errno == ENOENT ? 1 : negative_errno();
+        size_t n = 0;
+        int r = 0;
+        for (struct dirent *de; r >= 0 && n < STAGE_MAX && (de = readdir(d));) {
+                if (de->d_name[0] < '0' || de->d_name[0] > '9' || de->d_name[strspn(de->d_name, "0123456789")])
+                        continue;
+                if (!(stages[n] = path_join(dir, de->d_name)))
+                        r = -ENOMEM;
+                else
+                        n++;
+        }
+        closedir(d);
+        *ret_n = n;
+        if (r < 0 || n == 0 || !s->rootless)
+                return r < 0 ? r : n == 0;
+        pid_t pp;
+        if (podman_pause_pid_find(&pp) < 0)
+                return 1;
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/ns/user", (int) pp);
+        *userns = open(p, O_RDONLY | O_CLOEXEC);
+        snprintf(p, sizeof(p), "/proc/%d/ns/mnt", (int) pp);
+        *mntns = *userns >= 0 ? open(p, O_RDONLY | O_CLOEXEC) : -EBADF;
+        if (*mntns < 0)
+                return errno == ENOENT || errno == ESRCH ? 1 : negative_errno();
+        return 0;
+}
+
 static int stage_run(const LaunchSpec *s, bool bind, char **ret_error) {
         char *stages[STAGE_MAX] = {};
+        size_t vol[STAGE_MAX];
         dev_t dev[STAGE_MAX];
         ino_t ino[STAGE_MAX];
         size_t n = 0;
         int r = 0;
-        for (size_t i = 0; i < s->n_volumes && r >= 0; i++) {
+        _cleanup_close_ int userns = -EBADF, mntns = -EBADF;
+        for (size_t i = 0; bind && i < s->n_volumes && r >= 0; i++) {
                 const LaunchVolume *v = &s->volumes[i];
                 if (!v->id)
                         continue;
@@ -133,24 +174,33 @@ static int stage_run(const LaunchSpec *s, bool bind, char **ret_error) {
                 else if (!(stages[n] = sandbox_volume_stage(s, i)))
                         r = -ENOMEM;
                 else {
+                        vol[n] = i;
                         dev[n] = (dev_t) d;
                         ino[n] = (ino_t) in;
                         n++;
                 }
         }
-        _cleanup_close_ int userns = -EBADF, mntns = -EBADF;
         int p[2] = { -EBADF, -EBADF };
-        if (r >= 0 && n > 0)
+        if (bind && r >= 0 && n > 0)
                 r = podman_ns_fd(s, "user", &userns);
-        if (r >= 0 && n > 0)
+        if (bind && r >= 0 && n > 0)
                 r = podman_ns_fd(s, "mnt", &mntns);
+        if (!bind) {
+                r = unstage_list(s, stages, &n, &userns, &mntns);
+                if (r > 0) {
+                        r = 0;
+                        for (size_t i = 0; i < n; i++)
+                                stages[i] = mfree(stages[i]);
+                        n = 0;
+                }
+        }
         if (r >= 0 && n > 0 && pipe2(p, O_CLOEXEC) < 0)
                 r = negative_errno();
         if (r >= 0 && n > 0) {
                 pid_t pid = fork();
                 if (pid == 0) {
                         safe_close(p[0]);
-                        stage_child(s, stages, dev, ino, bind, userns, mntns, p[1]);
+                        stage_child(s, stages, vol, n, dev, ino, bind, userns, mntns, p[1]);
                 }
                 if (pid < 0)
                         r = negative_errno();
