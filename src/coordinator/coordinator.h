@@ -40,4 +40,3 @@ int coordinator_watchdog_main(bool now);
 /* ... and this when a coordinator holds the Domain Store (starting or
  * stopping). */
 #define WATCHDOG_EXIT_BUSY 11
-#define WATCHDOG_SPEC_FILE "launch-spec.json"

@@ -11,7 +11,6 @@
 
 #include "agent-trees.h"
 #include "launch.h"
-#include "coordinator.h"
 #include "fd-util.h"
 #include "fileio.h"
 #include "path-util.h"

@@ -17,6 +17,9 @@
  * sealed LaunchSpec and the pipe of its start's one line. */
 #define COORDINATOR_SPEC_FD   3
 #define COORDINATOR_STATUS_FD 4
+/* The spec each coordinator writes into its Domain (for a watchdog, status
+ * and the record of the trees agents write: agent-trees.h). */
+#define WATCHDOG_SPEC_FILE "launch-spec.json"
 
 typedef struct LaunchVolume {
         char *host;
