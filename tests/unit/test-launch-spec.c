@@ -316,9 +316,10 @@ static void test_agent_trees(void **state) {
         assert_int_equal(mkdir(root, 0700), 0);
         snprintf(path, sizeof(path), "%s/domains", root);
         assert_int_equal(mkdir(path, 0700), 0);
+        static const char first[] = "{\"workspace\": \"/home/u/a\", \"volumes\": [{\"host\": \"/home/u/cache\", "
+                                    "\"read_only\": false}, {\"host\": \"/home/u/ro\", \"read_only\": true}]}";
         const char *specs[] = {
-                "{\"workspace\": \"/home/u/a\", \"volumes\": [{\"host\": \"/home/u/cache\", \"read_only\": false},"
-                " {\"host\": \"/home/u/ro\", \"read_only\": true}]}",
+                first,
                 "{\"workspace\": \"/home/u/b\", \"volumes\": []}",
                 "{not json",
         };
