@@ -92,8 +92,9 @@ static int remove_paths(char **paths, size_t n, char **ret_error) {
         }
         argv[k++] = rm;
         argv[k++] = "-rf";
-        /* Never into a mount left below (a stage of a person's volume
-         * that a crash left bound): rm fails there, naming it. */
+        /* Never into another file system mounted below (one of the same
+         * file system, which rm cannot tell, is refused before:
+         * mounted_somewhere). */
         argv[k++] = "--one-file-system";
         argv[k++] = "--";
         for (size_t i = 0; i < n; i++)

@@ -13,9 +13,8 @@
  *
  * Kept in {data_root}/agent-trees, which no sandbox reaches: each path
  * ends in a NUL byte; each coordinator appends what it adds, in one write
- * each,
- * and nothing is removed (a link an agent made outlives its Domain, its
- * reset and a change of configuration); an entry a crash cut short is
+ * each, and nothing is removed (a link an agent made outlives its Domain,
+ * its reset and a change of configuration); an entry a crash cut short is
  * closed off by the next append and never read. When the file is missing
  * (a data root from before it), every Domain's last launch-spec.json
  * stands for it, and the first record is made from them. */
