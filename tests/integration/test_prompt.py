@@ -39,14 +39,19 @@ class Pane:
         return subprocess.run(["tmux", "-S", self.sock, "capture-pane", "-p", "-t", "0"], capture_output=True,
                               text=True, check=True).stdout
 
-    def wait(self, text, timeout=30, dom=None):
+    def wait(self, *texts, timeout=30, dom=None, without=None):
+        """The screen once it shows every one of texts (and, given without,
+        no longer shows that): a prompt is painted in more than one write,
+        so a screen taken as its first line appears may still be the last
+        one's below it."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             s = self.screen()
-            if text in s:
+            if all(t in s for t in texts) and (without is None or without not in s):
                 return s
             time.sleep(0.1)
-        raise AssertionError(f"did not see {text!r} on the screen:\n{self.screen()}\n{dom.log() if dom else ''}")
+        raise AssertionError(f"did not see {texts!r}{f' without {without!r}' if without else ''} on the screen:\n"
+                             f"{self.screen()}\n{dom.log() if dom else ''}")
 
     def close(self):
         subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
@@ -260,11 +265,10 @@ def test_queue_and_a_session_that_goes(pdom, panes, lz):
         time.sleep(0.1)
     assert pdom.log().count("waits its turn at session") == before + 2, pdom.log()
     p.keys("d")
-    s = p.wait("touch q2.txt", dom=pdom)
-    assert "1 more request of this session is waiting." in s
+    p.wait("touch q2.txt", "1 more request of this session is waiting.", dom=pdom)
     p.keys("a")
-    s = p.wait("touch q3.txt", dom=pdom)
-    assert "waiting" not in s
+    # The last in the queue says no more is waiting.
+    s = p.wait("touch q3.txt", without="waiting", dom=pdom)
     p.keys("d")
     p.wait("QDONE2", dom=pdom)
     assert [os.path.exists(os.path.join(lz.work, f"q{i}.txt")) for i in (1, 2, 3)] == [False, True, False]
