@@ -527,6 +527,72 @@ static int check_mount_reach(const Config *cfg, const ConfigProfile *p, const La
         return 0;
 }
 
+/* path canonical where it exists (as written otherwise); with dir, its
+ * directory. */
+static char *canonical_or_as_is(const char *path, bool dir) {
+        _cleanup_free_ char *d = strdup(path);
+        if (!d)
+                return NULL;
+        char *slash = dir ? strrchr(d, '/') : NULL;
+        if (slash && slash != d)
+                *slash = '\0';
+        char *c = NULL;
+        if (path_canonicalize(d, &c) < 0)
+                return TAKE_PTR(d);
+        return c;
+}
+
+/* A read-write volume may hold none of Lazaret's own configuration: the
+ * person's files and their directories (a file replaced by rename is a
+ * new name), the trust records and theirs. Through one the agent would
+ * choose its next sandbox (auto_approve, volumes, network), which the next
+ * start reads from what it wrote. A trusted workspace file is trusted by
+ * its bytes (a change voids it): a volume holding the workspace is not
+ * refused for it. Read-only volumes may hold any of them. */
+static int check_volumes_own_config(const Config *cfg, const LaunchSpec *s, char **ret_error) {
+        if (streq_ptr(getenv("LAZARET_TEST_ALLOW_UNSAFE_MOUNTS"), "1"))
+                return 0;
+        _cleanup_free_ char *user = NULL, *ws = NULL, *wm = NULL;
+        int r;
+        if ((r = config_user_path(&user)) < 0 || (r = wstrust_store_path(cfg->home, &ws)) < 0 ||
+            (r = wstrust_manifest_store_path(cfg->home, &wm)) < 0)
+                return r;
+        /* Each file, then its directory. */
+        typedef struct {
+                const char *path, *what;
+        } OwnFile;
+        OwnFile own[16];
+        size_t n = 0;
+        for (size_t i = 0; i < cfg->n_sources && n < ELEMENTSOF(own) - 3; i++) {
+                const char *f = cfg->sources[i].path;
+                if (!cfg->sources[i].trusted || !f)
+                        continue;
+                const char *sub = path_under(f, cfg->workspace);
+                if (sub && *sub && !strchr(sub, '/'))
+                        continue; /* the workspace's own file */
+                own[n++] = (OwnFile){ f, "your configuration file" };
+        }
+        own[n++] = (OwnFile){ user, "your configuration file" };
+        own[n++] = (OwnFile){ ws, "the record of the workspaces you trusted" };
+        own[n++] = (OwnFile){ wm, "the record of the manifests you trusted" };
+        for (size_t k = 0; k < 2 * n && r >= 0; k++) {
+                _cleanup_free_ char *c = canonical_or_as_is(own[k / 2].path, k % 2);
+                if (!c)
+                        return -ENOMEM;
+                for (size_t i = 0; i < s->n_volumes && r >= 0; i++) {
+                        const LaunchVolume *v = &s->volumes[i];
+                        if (v->read_only || !path_under(c, v->host))
+                                continue;
+                        r = fail(ret_error,
+                                 "volume %s: host path %s holds %s%s %s: read-write, the agent could rewrite "
+                                 "what configures its next sandbox; make the volume read-only (mode = \"ro\") or "
+                                 "choose a directory that does not hold it",
+                                 v->container, v->host, k % 2 ? "the directory of " : "", own[k / 2].what, c);
+                }
+        }
+        return r;
+}
+
 /* Append to *list the anchored pattern of path when it lies inside the
  * workspace (not the workspace itself). */
 static int protect_if_inside(const char *workspace, const char *path, char ***list) {
@@ -902,6 +968,8 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
         }
 
         r = check_mount_reach(cfg, p, &s, ret_error);
+        if (r >= 0)
+                r = check_volumes_own_config(cfg, &s, ret_error);
         if (r < 0)
                 return r;
 

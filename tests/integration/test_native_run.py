@@ -644,6 +644,53 @@ volumes = [{{ host = "{shared}", container = "/shared", mode = "rw" }}]
     assert open(os.path.join(secret, "key")).read() == "CANARY-KEY\n" and os.listdir(secret) == ["key"]
 
 
+def test_volume_holding_lazarets_own_configuration_is_never_read_write(lz):
+    """SECURITY: a read-write volume that holds the person's configuration
+    file (or its directory), or the records of what they trusted, lets the
+    agent rewrite what configures its next sandbox (auto_approve, volumes,
+    the network): the next start would read what the agent wrote. Refused
+    in one line naming the volume, the file and the fix; nothing started;
+    read-only, or a volume beside the file, runs."""
+    conf = os.path.join(lz.base, "conf")
+    xdg = os.path.join(lz.base, "xdg")
+    for p in (conf, os.path.join(conf, "cache"), xdg):
+        os.makedirs(p)
+        os.chown(p, lz.user.pw_uid, lz.user.pw_gid)
+    d = native(lz)
+    moved = os.path.join(conf, "cfg.toml")
+    text = open(d.cfg).read()
+
+    def with_volume(host, mode):
+        lz.write(moved, text + f'volumes = [{{ host = "{host}", container = "/v", mode = "{mode}" }}]\n')
+
+    def run(*cmd, env=None):
+        return lz.run("--config", moved, "run", "--tui=none", "--", *cmd, env={**d.env, **(env or {})},
+                      timeout=120)
+
+    for host, env, what in ((conf, None, f"holds your configuration file {moved}"),
+                            (xdg, {"XDG_DATA_HOME": xdg},
+                             f"holds the record of the workspaces you trusted {xdg}/lazaret/trusted-workspaces")):
+        if env:
+            os.makedirs(os.path.join(xdg, "lazaret"), exist_ok=True)
+            os.chown(os.path.join(xdg, "lazaret"), lz.user.pw_uid, lz.user.pw_gid)
+        with_volume(host, "rw")
+        r = run("/bin/sh", "-c", "echo '[profiles.shell]' >> /v/cfg.toml; echo WROTE", env=env)
+        assert r.returncode == 125 and "WROTE" not in r.stdout, (r.returncode, r.stdout, r.stderr)
+        errs = [line for line in r.stderr.splitlines() if line.strip()]
+        assert len(errs) == 1 and "volume /v" in errs[0] and what in errs[0] and 'mode = "ro"' in errs[0], errs
+        d.assert_clean()
+        # Read-only: it runs, and cannot write.
+        with_volume(host, "ro")
+        r = run("/bin/sh", "-c", "echo x >> /v/probe 2>/dev/null && echo WROTE; echo RAN", env=env)
+        assert r.returncode == 0 and r.stdout == "RAN\n", r.stdout + r.stderr
+    # A volume beside the file, not holding it, is the person's to give.
+    with_volume(os.path.join(conf, "cache"), "rw")
+    r = run("/bin/sh", "-c", "echo mine > /v/f && cat /v/f")
+    assert r.returncode == 0 and r.stdout == "mine\n", r.stdout + r.stderr
+    assert open(moved).read().endswith(f'volumes = [{{ host = "{os.path.join(conf, "cache")}", container = "/v", '
+                                       'mode = "rw" }]\n')
+
+
 @pytest.mark.parametrize("backend", ["native", "gvisor"])
 def test_volume_swapped_while_the_sandbox_starts_is_not_what_is_bound(lz, busybox_image, backend):  # noqa: F811
     """SECURITY: the race behind the test above. Another agent writing the
