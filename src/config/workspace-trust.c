@@ -47,6 +47,10 @@ int wstrust_manifest_store_path(const char *home, char **ret) {
         return store_path(home, "trusted-manifests", ret);
 }
 
+int wstrust_user_record_path(const char *home, const char *name, char **ret) {
+        return store_path(home, name, ret);
+}
+
 static bool path_recordable(const char *p) {
         if (!path_is_absolute(p))
                 return false;
@@ -145,7 +149,7 @@ const WsTrustRecord *wstrust_find(const WsTrustRecords *r, const char *path) {
         return NULL;
 }
 
-static int mkdir_parents_private(const char *path) {
+int wstrust_mkdir_parents(const char *path) {
         /* Every missing directory on the way to the store's is made 0700. */
         _cleanup_free_ char *d = strdup(path);
         if (!d)
@@ -173,7 +177,7 @@ int wstrust_set(const char *store, const char *path, const char *sha256, int64_t
         /* Removing from a store that does not exist: nothing to make. */
         if (!sha256 && access(store, F_OK) < 0 && errno == ENOENT)
                 return -ENOENT;
-        int r = mkdir_parents_private(store);
+        int r = wstrust_mkdir_parents(store);
         if (r < 0)
                 return r;
 

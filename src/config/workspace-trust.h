@@ -47,6 +47,12 @@ int wstrust_store_path(const char *home, char **ret);
  * records of the same form. */
 int wstrust_manifest_store_path(const char *home, char **ret);
 
+/* Another of the person's records beside them: lazaret/<name>. */
+int wstrust_user_record_path(const char *home, const char *name, char **ret);
+
+/* Make every missing directory on the way to path's own, 0700. */
+int wstrust_mkdir_parents(const char *path);
+
 /* Read every record. A missing store is no records. Returns -EBADMSG when
  * a line is not a record (*ret_line says which), or another -errno. */
 int wstrust_load(const char *store, WsTrustRecords *ret, unsigned *ret_line);

@@ -755,8 +755,8 @@ int coordinator_main(int argc, char **argv) {
          * later found below a link in it is refused (launch.c). */
         r = agent_trees_record_spec(&co.spec);
         if (r < 0) {
-                status_report(&co, "error: cannot record the trees this sandbox writes in the data root (%s): %s",
-                              AGENT_TREES_FILE, strerror(-r));
+                status_report(&co, "error: cannot record the trees this sandbox writes in %s: %s", co.spec.agent_trees,
+                              strerror(-r));
                 co_release(&co);
                 return 1;
         }

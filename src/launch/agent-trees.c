@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,10 +17,10 @@
 #include "path-util.h"
 #include "strbuf.h"
 #include "string-util.h"
+#include "workspace-trust.h"
 
-#define AGENT_TREES_MAX (4u << 20)
-/* Ends an entry a crash cut short (no canonical path ends so). */
-#define TORN '\x01'
+#define AGENT_TREES_MAX   (4u << 20)
+#define AGENT_TREES_PRUNE (256u << 10)
 
 void agent_trees_free(char **v) {
         if (!v)
@@ -36,8 +37,10 @@ static bool known(char *const *v, size_t n, const char *path) {
         return false;
 }
 
-static int add(char ***v, size_t *n, size_t *cap, const char *path) {
-        if (!path || !path_is_absolute(path) || known(*v, *n, path))
+/* dedupe: the specs may repeat a tree; the record never does (its writer
+ * holds the lock), and a check per entry would cost its square. */
+static int add(char ***v, size_t *n, size_t *cap, const char *path, bool dedupe) {
+        if (!path || !path_is_absolute(path) || (dedupe && known(*v, *n, path)))
                 return 0;
         if (*n + 2 > *cap) {
                 size_t c = *cap ? *cap * 2 : 16;
@@ -60,7 +63,7 @@ static int add_from_spec(const char *path, char ***v, size_t *n, size_t *cap) {
         json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
         if (!j)
                 return 0;
-        int r = add(v, n, cap, json_string_value(json_object_get(j, "workspace")));
+        int r = add(v, n, cap, json_string_value(json_object_get(j, "workspace")), true);
         size_t i;
         json_t *vol;
         json_array_foreach(json_object_get(j, "volumes"), i, vol) {
@@ -68,7 +71,7 @@ static int add_from_spec(const char *path, char ***v, size_t *n, size_t *cap) {
                         break;
                 if (!json_is_false(json_object_get(vol, "read_only")))
                         continue;
-                r = add(v, n, cap, json_string_value(json_object_get(vol, "host")));
+                r = add(v, n, cap, json_string_value(json_object_get(vol, "host")), true);
         }
         json_decref(j);
         return r;
@@ -96,10 +99,7 @@ static int from_specs(const char *data_root, char ***v, size_t *n, size_t *cap) 
         return r;
 }
 
-int agent_trees_load(const char *data_root, char ***ret, size_t *ret_n) {
-        _cleanup_free_ char *file = path_join(data_root, AGENT_TREES_FILE);
-        if (!file)
-                return -ENOMEM;
+int agent_trees_load(const char *file, const char *data_root, char ***ret, size_t *ret_n) {
         _cleanup_free_ char *data = NULL;
         size_t size = 0;
         char **v = calloc(1, sizeof(char *));
@@ -109,85 +109,77 @@ int agent_trees_load(const char *data_root, char ***ret, size_t *ret_n) {
         int r = read_file_capped(file, AGENT_TREES_MAX, &data, &size);
         if (r == -ENOENT)
                 r = from_specs(data_root, &v, &n, &cap);
-        if (r < 0) {
-                agent_trees_free(v);
-                return r;
-        }
-        /* A last path cut short (a write torn by a crash) is left out. */
-        for (size_t at = 0; at < size;) {
+        /* A last path with no NUL (not of ours: the file is replaced
+         * whole) is left out. */
+        for (size_t at = 0; r >= 0 && at < size;) {
                 const char *end = memchr(data + at, '\0', size - at);
                 if (!end)
                         break;
-                size_t len = (size_t) (end - (data + at));
-                /* A torn entry, closed off by a later append. */
-                r = len && data[at + len - 1] == TORN ? 0 : add(&v, &n, &cap, data + at);
-                if (r < 0) {
-                        agent_trees_free(v);
-                        return r;
-                }
+                r = add(&v, &n, &cap, data + at, false);
                 at = (size_t) (end - data) + 1;
+        }
+        if (r < 0) {
+                agent_trees_free(v);
+                return r;
         }
         *ret = v;
         *ret_n = n;
         return 0;
 }
 
-int agent_trees_record(const char *data_root, char *const *trees, size_t n_trees) {
-        _cleanup_free_ char *file = path_join(data_root, AGENT_TREES_FILE);
-        if (!file)
-                return -ENOMEM;
-        _cleanup_(agent_trees_freep) char **v = NULL;
-        size_t n = 0;
-        int r = agent_trees_load(data_root, &v, &n);
+int agent_trees_record(const char *file, const char *data_root, char *const *trees, size_t n_trees) {
+        int r = wstrust_mkdir_parents(file);
         if (r < 0)
                 return r;
-        /* The first record: what the Domains' specs gave (unless another
-         * coordinator wrote it meanwhile), then this one's. */
-        if (access(file, F_OK) < 0) {
-                if (errno != ENOENT)
-                        return negative_errno();
-                StrBuf out = STRBUF_INIT;
-                for (size_t i = 0; i < n; i++)
-                        strbuf_putn(&out, v[i], strlen(v[i]) + 1);
-                size_t len = out.len;
-                _cleanup_free_ char *data = strbuf_steal(&out);
-                if (!data)
-                        return -ENOMEM;
-                r = write_file_atomic(file, data, len, 0600, 1);
-                if (r < 0 && r != -EEXIST)
-                        return r;
-        }
-        _cleanup_close_ int fd = -EBADF;
-        for (size_t i = 0; i < n_trees; i++) {
-                if (!trees[i] || known(v, n, trees[i]) || known(trees, i, trees[i]))
-                        continue;
-                if (fd < 0) {
-                        fd = open(file, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
-                        if (fd < 0)
-                                return negative_errno();
-                        /* A last entry torn by a crash is closed off and
-                         * marked, so that it does not run into this one. */
-                        struct stat st;
-                        char last = 0;
-                        if (fstat(fd, &st) < 0)
-                                return negative_errno();
-                        if (st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) != 1)
-                                return -EIO;
-                        if (last && write(fd, (const char[]){ TORN, 0 }, 2) != 2)
-                                return -EIO;
-                }
-                /* One write each: appends of other coordinators do not
-                 * interleave with it. */
-                size_t len = strlen(trees[i]) + 1;
-                ssize_t k = write(fd, trees[i], len);
-                if (k < 0)
-                        return negative_errno();
-                if ((size_t) k != len)
-                        return -EIO;
-        }
-        if (fd >= 0 && fsync(fd) < 0)
+        StrBuf lb = STRBUF_INIT;
+        strbuf_printf(&lb, "%s.lock", file);
+        _cleanup_free_ char *lock = strbuf_steal(&lb);
+        if (!lock)
+                return -ENOMEM;
+        _cleanup_close_ int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+        if (lfd < 0)
                 return negative_errno();
-        return 0;
+        while (flock(lfd, LOCK_EX) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        _cleanup_(agent_trees_freep) char **v = NULL;
+        size_t n = 0;
+        r = agent_trees_load(file, data_root, &v, &n);
+        if (r < 0)
+                return r;
+        bool fresh = access(file, F_OK) < 0;
+        if (fresh && errno != ENOENT)
+                return negative_errno();
+        size_t n_new = 0;
+        for (size_t i = 0; i < n_trees; i++)
+                if (trees[i] && !known(v, n, trees[i]) && !known(trees, i, trees[i]))
+                        n_new++;
+        if (n_new == 0 && !fresh)
+                return 0;
+        /* Written whole and renamed into place: a reader sees the old
+         * record or the new one. Past a size, trees that are gone (no
+         * link is left in them) are dropped. */
+        StrBuf out = STRBUF_INIT;
+        size_t bytes = 0;
+        for (size_t i = 0; i < n; i++)
+                bytes += strlen(v[i]) + 1;
+        bool prune = bytes > AGENT_TREES_PRUNE;
+        for (size_t i = 0; i < n; i++) {
+                struct stat st;
+                if (prune && lstat(v[i], &st) < 0 && errno == ENOENT)
+                        continue;
+                strbuf_putn(&out, v[i], strlen(v[i]) + 1);
+        }
+        for (size_t i = 0; i < n_trees; i++)
+                if (trees[i] && !known(v, n, trees[i]) && !known(trees, i, trees[i]))
+                        strbuf_putn(&out, trees[i], strlen(trees[i]) + 1);
+        size_t len = out.len;
+        _cleanup_free_ char *data = strbuf_steal(&out);
+        if (!data)
+                return -ENOMEM;
+        if (len > AGENT_TREES_MAX)
+                return -EFBIG;
+        return write_file_atomic(file, data, len, 0600, 0);
 }
 
 int agent_trees_record_spec(const LaunchSpec *s) {
@@ -209,5 +201,5 @@ int agent_trees_record_spec(const LaunchSpec *s) {
         for (size_t i = 0; i < s->n_volumes; i++)
                 if (!s->volumes[i].read_only)
                         trees[n++] = s->volumes[i].host;
-        return agent_trees_record(root, trees, n);
+        return agent_trees_record(s->agent_trees, root, trees, n);
 }

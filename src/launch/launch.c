@@ -47,6 +47,7 @@ static const LaunchField fields[] = {
         F(workspace_id, LAUNCH_STR_OPT),
         F(git_dir_id, LAUNCH_STR_OPT),
         F(domain_dir, LAUNCH_STR),
+        F(agent_trees, LAUNCH_STR),
         F(image, LAUNCH_STR_OPT), /* none: native (checked when read) */
         F(command, LAUNCH_STRV),
         F(env_names, LAUNCH_STRV),
@@ -885,14 +886,15 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
          * Domain's agent or another's), so none is followed there. */
         _cleanup_(agent_trees_freep) char **others = NULL;
         size_t n_others = 0;
-        r = agent_trees_load(cfg->data_root, &others, &n_others);
+        r = agent_trees_path(cfg->home, &s.agent_trees);
+        if (r < 0)
+                return r;
+        r = agent_trees_load(s.agent_trees, cfg->data_root, &others, &n_others);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return fail(ret_error,
-                            "cannot read %s/%s, the record of the trees agents write: %s; fix its permissions, or "
-                            "remove it (it is made again from every Domain's launch-spec.json)",
-                            cfg->data_root, AGENT_TREES_FILE, strerror(-r));
+                return fail(ret_error, "cannot read %s, the record of the trees agents write: %s; fix its permissions",
+                            s.agent_trees, strerror(-r));
         _cleanup_free_ char **writable = calloc(p->n_volumes + 3 + n_others, sizeof(char *));
         if (!writable)
                 return -ENOMEM;

@@ -577,10 +577,12 @@ def test_volume_inside_another_agents_workspace_made_a_link_is_never_bound(lz):
     profile's agent (direct mode). That agent replaces the volume's
     directory with a symbolic link to a secret of the person's; other's next
     start, in a workspace of its own, must not bind what the link names:
-    refused in one line naming the link, the secret unread. It stays
-    refused when the other Domain's launch-spec.json is gone (the record of
-    the trees agents write keeps it), and the record is made again from the
-    Domains' specs when it is removed (a data root from before it)."""
+    refused in one line naming the link, the secret unread; and so is a
+    profile of another configuration with another data root (the record is
+    the person's, not a data root's). It stays refused when the other
+    Domain's launch-spec.json is gone (the record keeps it), and when the
+    record is gone (before the first one: the Domains' specs stand for it,
+    and the next coordinator makes it again)."""
     secret = os.path.join(lz.base, "secret")
     os.makedirs(secret)
     with open(os.path.join(secret, "key"), "w") as f:
@@ -592,15 +594,26 @@ def test_volume_inside_another_agents_workspace_made_a_link_is_never_bound(lz):
     for p in (secret, os.path.join(secret, "key"), shared, other):
         os.chown(p, lz.user.pw_uid, lz.user.pw_gid)
     d = native(lz)
+    # The person's records (and this one) in a place of this test's own.
+    xdg = os.path.join(lz.base, "xdg")
+    os.makedirs(xdg)
+    os.chown(xdg, lz.user.pw_uid, lz.user.pw_gid)
+    d.env["XDG_DATA_HOME"] = xdg
     lz.write("cfg.toml", open(d.cfg).read() + f"""
 [profiles.other]
 backend = "native"
 memory_limit = 0
 volumes = [{{ host = "{shared}", container = "/shared", mode = "rw" }}]
 """)
+    # A second configuration, with a data root of its own.
+    data2 = os.path.join(lz.base, "data2")
+    os.makedirs(data2)
+    os.chown(data2, lz.user.pw_uid, lz.user.pw_gid)
+    cfg2 = lz.write("cfg2.toml", open(d.cfg).read().replace(f'data_root = "{d.data}"', f'data_root = "{data2}"'))
+    assert data2 in open(cfg2).read()
 
-    def run_other(script):
-        return lz.run("--config", d.cfg, "run", "other", "--tui=none", "--", "/bin/sh", "-c", script,
+    def run_other(script, cfg=d.cfg):
+        return lz.run("--config", cfg, "run", "other", "--tui=none", "--", "/bin/sh", "-c", script,
                       cwd=other, env=d.env, timeout=120)
 
     r = run_other("echo from-b > /shared/f && cat /shared/f")
@@ -610,8 +623,8 @@ volumes = [{{ host = "{shared}", container = "/shared", mode = "rw" }}]
     assert r.returncode == 0 and "swapped" in r.stdout, r.stdout + r.stderr + d.log()[-2000:]
     assert os.path.islink(shared) and os.readlink(shared) == secret
 
-    def refused():
-        r = run_other("cat /shared/key; ls /shared")
+    def refused(cfg=d.cfg):
+        r = run_other("cat /shared/key; ls /shared", cfg)
         assert "CANARY-KEY" not in r.stdout, r.stdout
         assert r.returncode == 125, (r.returncode, r.stdout, r.stderr)
         errs = [line for line in r.stderr.splitlines() if line.strip()]
@@ -619,7 +632,8 @@ volumes = [{{ host = "{shared}", container = "/shared", mode = "rw" }}]
             and "a tree an agent was given" in errs[0], errs
 
     refused()
-    record = os.path.join(d.data, "agent-trees")
+    refused(cfg2)
+    record = os.path.join(xdg, "lazaret", "agent-trees")
     assert lz.work.encode() + b"\0" in open(record, "rb").read()
     # The other Domain's spec gone: the record still names its workspace.
     specs = [os.path.join(x, "launch-spec.json") for x in d.domain_dirs()]
@@ -628,8 +642,8 @@ volumes = [{{ host = "{shared}", container = "/shared", mode = "rw" }}]
     saved = open(mine[0]).read()
     os.unlink(mine[0])
     refused()
-    # The record gone (a data root from before it): the Domains' specs
-    # stand for it, and the next coordinator makes it again from them.
+    # The record gone (as before the first): the Domains' specs stand for
+    # it, and the next coordinator makes it again from them.
     lz.write(mine[0], saved)
     os.chown(mine[0], lz.user.pw_uid, lz.user.pw_gid)
     os.unlink(record)

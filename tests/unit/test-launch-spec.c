@@ -27,6 +27,7 @@
 /* The keys of the JSON form, as the hand-written form had them. */
 static const char *const keys[] = {
         "agent",
+        "agent_trees",
         "auto_approve",
         "backend",
         "branch",
@@ -290,29 +291,31 @@ static size_t file_size(const char *path) {
         return (size_t) st.st_size;
 }
 
-/* The record of the trees agents write (agent-trees.c): none before a data
- * root exists; made first from every Domain's launch-spec.json (its
- * workspace and read-write volumes, not its read-only ones); appended to
- * with new trees only; a last entry torn by a crash left out. */
+/* The record of the trees agents write (agent-trees.c): none before
+ * anything is recorded; read from every Domain's launch-spec.json in the
+ * data root (its workspace and read-write volumes, not its read-only ones)
+ * while there is no record; the first record made from them with the new
+ * trees, each once; nothing written when nothing is new; past its pruning
+ * size, the trees that are gone dropped and those still there kept. */
 static void test_agent_trees(void **state) {
         (void) state;
         char dir[] = "/tmp/test-agent-trees-XXXXXX";
         assert_non_null(mkdtemp(dir));
         char root[256], path[512], file[512];
         snprintf(root, sizeof(root), "%s/data", dir);
-        snprintf(file, sizeof(file), "%s/%s", root, AGENT_TREES_FILE);
+        /* The person's record, in a directory made for it. */
+        snprintf(file, sizeof(file), "%s/xdg/lazaret/%s", dir, AGENT_TREES_FILE);
         char **v = NULL;
         size_t n = 9;
 
-        /* No data root: nothing recorded, nothing made. */
-        assert_int_equal(agent_trees_load(root, &v, &n), 0);
+        /* No data root, no record: nothing, and nothing made. */
+        assert_int_equal(agent_trees_load(file, root, &v, &n), 0);
         assert_int_equal(n, 0);
         assert_null(v[0]);
         agent_trees_free(v);
         assert_int_equal(access(root, F_OK), -1);
 
-        /* A data root from before the record: two Domains' last specs, one
-         * that does not read. */
+        /* Two Domains' last specs, and one that does not read. */
         assert_int_equal(mkdir(root, 0700), 0);
         snprintf(path, sizeof(path), "%s/domains", root);
         assert_int_equal(mkdir(path, 0700), 0);
@@ -329,7 +332,7 @@ static void test_agent_trees(void **state) {
                 snprintf(path, sizeof(path), "%s/domains/%zu/launch-spec.json", root, i);
                 write_text(path, specs[i], strlen(specs[i]));
         }
-        assert_int_equal(agent_trees_load(root, &v, &n), 0);
+        assert_int_equal(agent_trees_load(file, root, &v, &n), 0);
         assert_int_equal(n, 3);
         assert_string_equal(v[0], "/home/u/a");
         assert_string_equal(v[1], "/home/u/cache");
@@ -339,46 +342,54 @@ static void test_agent_trees(void **state) {
         /* Loading writes nothing. */
         assert_int_equal(access(file, F_OK), -1);
 
-        /* The first record: the specs' trees, then the new ones, once
-         * each; known ones and repeats not at all. */
+        /* The first record: the specs' trees, then the new one, once. */
         char a[] = "/home/u/a", x[] = "/srv/x", c[] = "/home/u/cache";
         char *trees[] = { a, x, x, c };
-        assert_int_equal(agent_trees_record(root, trees, 4), 0);
+        assert_int_equal(agent_trees_record(file, root, trees, 4), 0);
         size_t seeded = strlen("/home/u/a") + strlen("/home/u/cache") + strlen("/home/u/b") + 3;
         assert_int_equal(file_size(file), seeded + strlen("/srv/x") + 1);
-        assert_int_equal(agent_trees_record(root, trees, 4), 0);
-        assert_int_equal(file_size(file), seeded + strlen("/srv/x") + 1);
-        assert_int_equal(agent_trees_load(root, &v, &n), 0);
+        struct stat before, after;
+        assert_int_equal(stat(file, &before), 0);
+        /* Nothing new: not written again. */
+        assert_int_equal(agent_trees_record(file, root, trees, 4), 0);
+        assert_int_equal(stat(file, &after), 0);
+        assert_int_equal(before.st_ino, after.st_ino);
+        assert_int_equal(agent_trees_load(file, root, &v, &n), 0);
         assert_int_equal(n, 4);
         assert_string_equal(v[3], "/srv/x");
         agent_trees_free(v);
 
-        /* The record wins over the specs once it exists: a spec's tree not
-         * in it is not read again (it was when the record was made). */
+        /* The record wins over the specs once it exists. */
         snprintf(path, sizeof(path), "%s/domains/1/launch-spec.json", root);
         write_text(path, "{\"workspace\": \"/home/u/z\"}", strlen("{\"workspace\": \"/home/u/z\"}"));
-        /* A torn last entry (no NUL) is left out. */
-        int fd = open(file, O_WRONLY | O_APPEND | O_CLOEXEC);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, "/half", 5), 5);
-        close(fd);
-        assert_int_equal(agent_trees_load(root, &v, &n), 0);
+        assert_int_equal(agent_trees_load(file, root, &v, &n), 0);
         assert_int_equal(n, 4);
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n; i++)
                 assert_string_not_equal(v[i], "/home/u/z");
-                assert_string_not_equal(v[i], "/half");
+        agent_trees_free(v);
+
+        /* Past 256 KiB the trees that are gone go, those still there stay:
+         * 400 long names that do not exist, and this directory. */
+        static char big[400][900];
+        char *many[401];
+        for (size_t i = 0; i < 400; i++) {
+                snprintf(big[i], sizeof(big[i]), "/nonexistent-%zu/%0800zu", i, i);
+                many[i] = big[i];
         }
-        /* The next append closes the torn one off: neither runs into the
-         * other. */
+        many[400] = dir;
+        assert_int_equal(agent_trees_record(file, root, many, 401), 0);
+        assert_true(file_size(file) > 256u << 10);
         char y[] = "/srv/y";
         char *more[] = { y };
-        assert_int_equal(agent_trees_record(root, more, 1), 0);
-        agent_trees_free(v);
-        assert_int_equal(agent_trees_load(root, &v, &n), 0);
-        assert_int_equal(n, 5);
-        assert_string_equal(v[4], "/srv/y");
-        for (size_t i = 0; i < n; i++)
-                assert_null(strstr(v[i], "/half"));
+        assert_int_equal(agent_trees_record(file, root, more, 1), 0);
+        assert_int_equal(agent_trees_load(file, root, &v, &n), 0);
+        bool kept_dir = false, kept_y = false;
+        for (size_t i = 0; i < n; i++) {
+                assert_null(strstr(v[i], "/nonexistent-"));
+                kept_dir = kept_dir || strcmp(v[i], dir) == 0;
+                kept_y = kept_y || strcmp(v[i], "/srv/y") == 0;
+        }
+        assert_true(kept_dir && kept_y);
         agent_trees_free(v);
 
         char cmd[300];
