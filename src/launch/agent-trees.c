@@ -183,6 +183,8 @@ int agent_trees_record(const char *file, const char *data_root, char *const *tre
 }
 
 int agent_trees_record_spec(const LaunchSpec *s) {
+        if (!s->agent_trees)
+                return -EINVAL; /* every launch names it */
         /* domain_dir is {data_root}/domains/{domain_hash}. */
         _cleanup_free_ char *root = strdup(s->domain_dir);
         if (!root)

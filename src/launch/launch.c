@@ -47,7 +47,7 @@ static const LaunchField fields[] = {
         F(workspace_id, LAUNCH_STR_OPT),
         F(git_dir_id, LAUNCH_STR_OPT),
         F(domain_dir, LAUNCH_STR),
-        F(agent_trees, LAUNCH_STR),
+        F(agent_trees, LAUNCH_STR_OPT), /* none in a spec copy of an older Lazaret's */
         F(image, LAUNCH_STR_OPT), /* none: native (checked when read) */
         F(command, LAUNCH_STRV),
         F(env_names, LAUNCH_STRV),

@@ -46,7 +46,7 @@ typedef struct LaunchSpec {
         char *workspace_id;
         char *git_dir_id; /* NULL with git_dir */
         char *domain_dir; /* Domain Root */
-        char *agent_trees; /* the record of the trees agents write (agent-trees.h) */
+        char *agent_trees; /* the record of the trees agents write (agent-trees.h); set by every launch */
         char *image; /* gVisor backend only; NULL for a native profile that names none */
         RunscNetwork runsc_network;
         /* The boundary (issue 21). The native backend runs lazaret-native
