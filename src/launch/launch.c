@@ -547,9 +547,9 @@ static char *canonical_or_as_is(const char *path, bool dir) {
  * person's files and their directories (a file replaced by rename is a
  * new name), the trust records and theirs. Through one the agent would
  * choose its next sandbox (auto_approve, volumes, network), which the next
- * start reads from what it wrote. A trusted workspace file is trusted by
- * its bytes (a change voids it): a volume holding the workspace is not
- * refused for it. Read-only volumes may hold any of them. */
+ * start reads from what it wrote (a trusted workspace file too: a change
+ * voids its trust, but a --config file may lie there as well, and they
+ * are not told apart here). Read-only volumes may hold any of them. */
 static int check_volumes_own_config(const Config *cfg, const LaunchSpec *s, char **ret_error) {
         if (streq_ptr(getenv("LAZARET_TEST_ALLOW_UNSAFE_MOUNTS"), "1"))
                 return 0;
@@ -566,12 +566,8 @@ static int check_volumes_own_config(const Config *cfg, const LaunchSpec *s, char
         size_t n = 0;
         for (size_t i = 0; i < cfg->n_sources && n < ELEMENTSOF(own) - 3; i++) {
                 const char *f = cfg->sources[i].path;
-                if (!cfg->sources[i].trusted || !f)
-                        continue;
-                const char *sub = path_under(f, cfg->workspace);
-                if (sub && *sub && !strchr(sub, '/'))
-                        continue; /* the workspace's own file */
-                own[n++] = (OwnFile){ f, "your configuration file" };
+                if (cfg->sources[i].trusted && f)
+                        own[n++] = (OwnFile){ f, "your configuration file" };
         }
         own[n++] = (OwnFile){ user, "your configuration file" };
         own[n++] = (OwnFile){ ws, "the record of the workspaces you trusted" };
