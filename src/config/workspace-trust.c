@@ -171,27 +171,35 @@ int wstrust_mkdir_parents(const char *path) {
         return 0;
 }
 
+int wstrust_lock(const char *record, int *ret_fd) {
+        int r = wstrust_mkdir_parents(record);
+        if (r < 0)
+                return r;
+        StrBuf lb = STRBUF_INIT;
+        strbuf_printf(&lb, "%s.lock", record);
+        _cleanup_free_ char *lock = strbuf_steal(&lb);
+        if (!lock)
+                return -ENOMEM;
+        _cleanup_close_ int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+        if (fd < 0)
+                return negative_errno();
+        while (flock(fd, LOCK_EX) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
 int wstrust_set(const char *store, const char *path, const char *sha256, int64_t when) {
         if (!path_recordable(path) || (sha256 && !sha_hex_valid(sha256, strlen(sha256))))
                 return -EINVAL;
         /* Removing from a store that does not exist: nothing to make. */
         if (!sha256 && access(store, F_OK) < 0 && errno == ENOENT)
                 return -ENOENT;
-        int r = wstrust_mkdir_parents(store);
+        _cleanup_close_ int lfd = -EBADF;
+        int r = wstrust_lock(store, &lfd);
         if (r < 0)
                 return r;
-
-        StrBuf lb = STRBUF_INIT;
-        strbuf_printf(&lb, "%s.lock", store);
-        _cleanup_free_ char *lock = strbuf_steal(&lb);
-        if (!lock)
-                return -ENOMEM;
-        _cleanup_close_ int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (lfd < 0)
-                return negative_errno();
-        while (flock(lfd, LOCK_EX) < 0)
-                if (errno != EINTR)
-                        return negative_errno();
 
         _cleanup_(wstrust_records_done) WsTrustRecords recs = {};
         r = wstrust_load(store, &recs, NULL);

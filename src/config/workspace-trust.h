@@ -53,6 +53,10 @@ int wstrust_user_record_path(const char *home, const char *name, char **ret);
 /* Make every missing directory on the way to path's own, 0700. */
 int wstrust_mkdir_parents(const char *path);
 
+/* The lock of one of these records (<record>.lock, made 0600 with its
+ * directories), held exclusively on *ret_fd until it is closed. */
+int wstrust_lock(const char *record, int *ret_fd);
+
 /* Read every record. A missing store is no records. Returns -EBADMSG when
  * a line is not a record (*ret_line says which), or another -errno. */
 int wstrust_load(const char *store, WsTrustRecords *ret, unsigned *ret_line);

@@ -6,7 +6,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -128,20 +127,10 @@ int agent_trees_load(const char *file, const char *data_root, char ***ret, size_
 }
 
 int agent_trees_record(const char *file, const char *data_root, char *const *trees, size_t n_trees) {
-        int r = wstrust_mkdir_parents(file);
+        _cleanup_close_ int lfd = -EBADF;
+        int r = wstrust_lock(file, &lfd);
         if (r < 0)
                 return r;
-        StrBuf lb = STRBUF_INIT;
-        strbuf_printf(&lb, "%s.lock", file);
-        _cleanup_free_ char *lock = strbuf_steal(&lb);
-        if (!lock)
-                return -ENOMEM;
-        _cleanup_close_ int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
-        if (lfd < 0)
-                return negative_errno();
-        while (flock(lfd, LOCK_EX) < 0)
-                if (errno != EINTR)
-                        return negative_errno();
         _cleanup_(agent_trees_freep) char **v = NULL;
         size_t n = 0;
         r = agent_trees_load(file, data_root, &v, &n);
