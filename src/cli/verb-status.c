@@ -29,6 +29,7 @@
 #include "runtime-dir.h"
 #include "spawn-util.h"
 #include "strbuf.h"
+#include "sidecar.h"
 #include "string-util.h"
 #include "verbs.h"
 
@@ -413,7 +414,11 @@ int verb_status(int argc, char **argv, const Globals *g) {
                        side      ? side
                        : fs_only ? "none (FS-ONLY: no IP sockets, no connect(2))"
                                  : "loopback only",
-                       side && own_ns ? " (netd in a namespace of its own, no container)" : "",
+                       side && own_ns ? (json_is_true(json_object_get(net, "kept_from_earlier_run"))
+                                                 ? " (netd in a namespace of its own, no container; kept from an "
+                                                   "earlier run)"
+                                                 : " (netd in a namespace of its own, no container)")
+                                      : "",
                        json_string_value(json_object_get(net, "policy_digest")) ?: "?",
                        json_is_true(json_object_get(net, "update_in_progress")) ? " (being applied)" : "");
                 const char *net_by = json_string_value(json_object_get(sb, "network_enforced_by"));
@@ -565,8 +570,14 @@ int verb_stop(int argc, char **argv, const Globals *g) {
                 /* No coordinator answers: one may have died and left its
                  * sandbox (issue 16); the store says what. */
                 int r = remove_leftovers(d.domain_dir);
+                /* The native backend's network namespace, kept after the
+                 * last run for the next (issue 45), ends too. */
+                int k = r == 0 ? sidecar_end_kept(d.domain_dir) : 0;
+                if (k < 0)
+                        log_warning("cannot end the network namespace kept for the next run: %s", strerror(-k));
                 if (r == 0)
-                        printf("%s: not running\n", profile);
+                        printf("%s: not running%s\n", profile,
+                               k > 0 ? " (the network namespace kept for the next run has ended)" : "");
                 else if (r == WATCHDOG_EXIT_BUSY) {
                         log_error("the sandbox of profile '%s' is starting or stopping (a coordinator holds its "
                                   "domain store, but does not answer yet); try again",

@@ -281,7 +281,11 @@ static int network_release(void *ctx, void *obj, json_t *own, uint64_t generatio
         if (obj && co->sidecar_fd >= 0)
                 co->sidecar_fd = co_close_watched(co, co->sidecar_fd);
         if (obj)
-                sidecar_stop_own(&co->sidecar);
+                /* Kept for the next run (issue 45) only after a proven
+                 * start and a teardown for want of clients: not after
+                 * 'lazaret stop', a limit, or a lost part. */
+                sidecar_leave_own(&co->sidecar, co->stopping && !co->stop_reason && !co->runtime_lost &&
+                                                        co->readiness_fingerprint[0] != '\0');
         else
                 /* A dead coordinator's namespace of its own: netd and its
                  * uplink, by pid and start time. */

@@ -707,8 +707,11 @@ static json_t *status_json(Coordinator *co) {
                 (void) json_object_set_new(network, "netd_pid", json_integer(co->sidecar.netd_pid));
                 (void) json_object_set_new(network, "sidecar_kind",
                                            json_string(co->sidecar.own_namespace ? "namespace" : "container"));
-                if (co->sidecar.own_namespace)
+                if (co->sidecar.own_namespace) {
                         (void) json_object_set_new(network, "uplink_pid", json_integer(co->sidecar.uplink_pid));
+                        /* netd and its namespace from an earlier run (issue 45). */
+                        (void) json_object_set_new(network, "kept_from_earlier_run", json_boolean(co->sidecar.kept));
+                }
         }
         /* Direct mode: what the workspace router protects and masks. */
         json_t *guard = co->spec.branch ? json_pack("{s:s}", "mode", "branch")

@@ -4,14 +4,18 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/capability.h>
@@ -39,6 +43,7 @@
 #define READINESS_DOMAIN    "lazaret/network-readiness-identity/v1\n"
 #define SLIRP_IPV6_ADDRESS  "fd00::100/64"
 #define SLIRP_IPV6_GATEWAY  "fe80::2"
+#define KEEP_KEY_HEX        64
 
 static int fail(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
 static int fail(char **ret_error, int r, const char *fmt, ...) {
@@ -61,6 +66,7 @@ void sidecar_done(Sidecar *sc) {
         sidecar_stop_own(sc);
         free(sc->name);
         free(sc->id);
+        free(sc->keep_dir);
         safe_close(sc->ctl_fd);
         json_decref(sc->attestation);
         *sc = (Sidecar){ .ctl_fd = -EBADF, .uplink_exit_fd = -EBADF, .go_fd = -EBADF, .uplink_ready_fd = -EBADF };
@@ -348,26 +354,131 @@ static int own_wait_byte(int fd, int timeout_ms, char *ret) {
         return 0;
 }
 
+/* The Domain's directory, for netd.sock and netd.key: a path through
+ * /proc/self/fd, as short as a socket's address needs whatever the data
+ * root's length. */
+static int keep_addr(int dirfd, const char *name, struct sockaddr_un *ret, socklen_t *ret_len) {
+        *ret = (struct sockaddr_un){ .sun_family = AF_UNIX };
+        int n = snprintf(ret->sun_path, sizeof(ret->sun_path), "/proc/self/fd/%d/%s", dirfd, name);
+        if (n < 0 || (size_t) n >= sizeof(ret->sun_path))
+                return -ENAMETOOLONG;
+        *ret_len = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + (size_t) n + 1);
+        return 0;
+}
+
+static void keep_forget(const char *dir) {
+        _cleanup_close_ int dfd = dir ? open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC) : -EBADF;
+        if (dfd < 0)
+                return;
+        (void) unlinkat(dfd, SIDECAR_KEEP_SOCKET, 0);
+        (void) unlinkat(dfd, SIDECAR_KEEP_KEY, 0);
+}
+
 void sidecar_stop_own(Sidecar *sc) {
         if (!sc->own_namespace)
                 return;
         int st;
+        if (sc->listening || sc->kept)
+                keep_forget(sc->keep_dir);
+        sc->listening = sc->keepable = false;
         if (sc->netd_pid > 0) {
                 (void) kill(sc->netd_pid, SIGKILL);
+                /* A kept netd is an earlier coordinator's child, not ours. */
                 while (waitpid(sc->netd_pid, &st, 0) < 0 && errno == EINTR)
                         ;
                 sc->netd_pid = sc->conmon_pid = 0;
         }
-        /* Its exit descriptor reads EOF: slirp4netns ends by itself. */
+        /* Its exit descriptor reads EOF: slirp4netns ends by itself (a
+         * kept one when netd, which holds the other copy, is gone). */
         sc->uplink_exit_fd = safe_close(sc->uplink_exit_fd);
         sc->go_fd = safe_close(sc->go_fd);
         sc->uplink_ready_fd = safe_close(sc->uplink_ready_fd);
+        if (sc->kept)
+                sc->uplink_pid = 0;
         if (sc->uplink_pid > 0) {
                 (void) kill(sc->uplink_pid, SIGKILL);
                 while (waitpid(sc->uplink_pid, &st, 0) < 0 && errno == EINTR)
                         ;
                 sc->uplink_pid = 0;
         }
+        sc->kept = false;
+}
+
+static int keep_write(const char *dir, const char *line, size_t n) {
+        _cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return negative_errno();
+        static const char tmp[] = SIDECAR_KEEP_KEY ".tmp";
+        (void) unlinkat(dfd, tmp, 0);
+        _cleanup_close_ int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return negative_errno();
+        ssize_t k = write(fd, line, n);
+        int r = k < 0 ? negative_errno() : (size_t) k != n ? -EIO : 0;
+        if (r >= 0 && renameat(dfd, tmp, dfd, SIDECAR_KEEP_KEY) < 0)
+                r = negative_errno();
+        if (r < 0)
+                (void) unlinkat(dfd, tmp, 0);
+        return r;
+}
+
+/* netd may outlive us (issue 45): a fresh key, which netd takes with
+ * "keep" and a later coordinator reads from netd.key (0600, in the
+ * Domain, with the uplink's pid and the flags netd was started with).
+ * At the teardown, off the start's path; on failure netd is not kept.
+ * The file is a cache: not synced, and a torn one is not taken. */
+static void keep_offer(Sidecar *sc) {
+        uint8_t raw[32];
+        char key[65], line[160];
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t) sizeof(raw)) {
+                log_debug("netd will not be kept: no random key: %m");
+                return;
+        }
+        for (size_t i = 0; i < sizeof(raw); i++)
+                snprintf(key + 2 * i, 3, "%02x", raw[i]);
+        int n = snprintf(line, sizeof(line), "keep %s %d", key, (int) sc->uplink_pid);
+        json_t *a = NULL;
+        int r = send(sc->ctl_fd, line, (size_t) n, MSG_NOSIGNAL) == n ? 0 : negative_errno();
+        if (r >= 0)
+                r = read_reply(sc->ctl_fd, ATTEST_TIMEOUT_MS, &a);
+        const char *type = r >= 0 ? json_string_value(json_object_get(a, "type")) : NULL;
+        bool ok = type && streq(type, "kept");
+        json_decref(a);
+        if (!ok) {
+                log_debug("netd will not be kept: it did not take the key (%s)", r < 0 ? strerror(-r) : "refused");
+                return;
+        }
+        n = snprintf(line, sizeof(line), "%s %d %d %d\n", key, (int) sc->uplink_pid, sc->pre_ipv6 ? 1 : 0,
+                     sc->pre_ipv6_uplink ? 1 : 0);
+        r = keep_write(sc->keep_dir, line, (size_t) n);
+        if (r < 0) {
+                log_debug("netd will not be kept: cannot write %s/%s: %s", sc->keep_dir, SIDECAR_KEEP_KEY,
+                          strerror(-r));
+                return;
+        }
+        explicit_bzero(line, sizeof(line));
+        explicit_bzero(key, sizeof(key));
+        sc->keepable = true;
+}
+
+void sidecar_leave_own(Sidecar *sc, bool keep) {
+        if (!sc->own_namespace)
+                return;
+        if (keep && sc->netd_pid > 0 && sc->listening && !sc->kept && sc->ctl_fd >= 0)
+                keep_offer(sc);
+        if (!keep || !sc->keepable || sc->netd_pid <= 0) {
+                sidecar_stop_own(sc);
+                return;
+        }
+        /* netd sees its control socket close and waits on netd.sock; it
+         * holds slirp4netns's exit pipe. */
+        sc->ctl_fd = safe_close(sc->ctl_fd);
+        sc->uplink_exit_fd = safe_close(sc->uplink_exit_fd);
+        sc->go_fd = safe_close(sc->go_fd);
+        sc->uplink_ready_fd = safe_close(sc->uplink_ready_fd);
+        sc->netd_pid = sc->conmon_pid = sc->uplink_pid = 0;
+        sc->listening = sc->keepable = sc->kept = false;
+        log_info("the network namespace is kept for the next run with this policy");
 }
 
 bool sidecar_reap(Sidecar *sc) {
@@ -412,6 +523,33 @@ static int own_begin(const LaunchSpec *s, bool ipv6, bool ipv6_uplink, bool kern
         _cleanup_close_ int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (devnull < 0)
                 return negative_errno();
+        /* slirp4netns's exit pipe: netd holds a copy of its writing end,
+         * so that a kept netd's uplink lives as long as it does. */
+        if (pipe2(up_exit, O_CLOEXEC) < 0)
+                return negative_errno();
+        _cleanup_close_ int up_exit_r = up_exit[0];
+        sc->uplink_exit_fd = up_exit[1];
+        /* Where netd listens once kept (issue 45): netd.sock in the Domain.
+         * Without it netd runs as before, ending with us. */
+        _cleanup_close_ int listen_fd = -EBADF;
+        free(sc->keep_dir);
+        sc->keep_dir = strdup(s->domain_dir);
+        _cleanup_close_ int dfd = sc->keep_dir ? open(sc->keep_dir, O_PATH | O_DIRECTORY | O_CLOEXEC) : -EBADF;
+        struct sockaddr_un sa;
+        socklen_t sl;
+        if (dfd >= 0 && keep_addr(dfd, SIDECAR_KEEP_SOCKET, &sa, &sl) >= 0) {
+                (void) unlinkat(dfd, SIDECAR_KEEP_KEY, 0);
+                (void) unlinkat(dfd, SIDECAR_KEEP_SOCKET, 0);
+                /* Bound here; netd listens when it is kept, so that a
+                 * connection's peer is netd (the listener's credentials). */
+                listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+                if (listen_fd >= 0 && bind(listen_fd, (struct sockaddr *) &sa, sl) < 0)
+                        listen_fd = safe_close(listen_fd);
+                if (listen_fd < 0)
+                        log_debug("netd will not be kept: cannot listen on %s/%s: %m", sc->keep_dir,
+                                  SIDECAR_KEEP_SOCKET);
+                sc->listening = listen_fd >= 0;
+        }
 
         uint64_t t0 = now_usec();
         OwnChild c = { .parent = getpid(), .ready_fd = 5, .go_fd = 6, .no_ipv6 = !ipv6 };
@@ -425,16 +563,21 @@ static int own_begin(const LaunchSpec *s, bool ipv6, bool ipv6_uplink, bool kern
                 argv_add(&a, "--ipv6-uplink");
                 argv_add(&a, SLIRP_IPV6_ADDRESS "," SLIRP_IPV6_GATEWAY);
         }
+        if (listen_fd >= 0) {
+                argv_add(&a, "--listen-fd");
+                argv_add(&a, "7");
+        }
         if (a.oom) {
                 argv_done(&a);
                 return -ENOMEM;
         }
         char *const envp[] = { NULL };
-        SpawnFd fds[] = { { devnull, 0 }, { devnull, 1 }, { theirs, 4 }, { ready_w, 5 }, { go_r, 6 } };
+        SpawnFd fds[] = { { devnull, 0 },   { devnull, 1 },           { theirs, 4 }, { ready_w, 5 }, { go_r, 6 },
+                          { listen_fd, 7 }, { sc->uplink_exit_fd, 8 } };
         SpawnSpec sp = SPAWN_SPEC_INIT(s->netd, a.v);
         sp.envp = envp;
         sp.fds = fds;
-        sp.n_fds = ELEMENTSOF(fds);
+        sp.n_fds = ELEMENTSOF(fds) - (listen_fd < 0 ? 2 : 0);
         sp.cwd = "/";
         sp.new_pgroup = true;
         sp.no_wait = true; /* it waits for its uplink and policy before the exec */
@@ -447,6 +590,7 @@ static int own_begin(const LaunchSpec *s, bool ipv6, bool ipv6_uplink, bool kern
         sc->conmon_pid = sc->netd_pid;
         sc->own_namespace = true;
         theirs = safe_close(theirs);
+        listen_fd = safe_close(listen_fd);
         ready_w = safe_close(ready_w);
         go_r = safe_close(go_r);
         char b = 0;
@@ -470,10 +614,6 @@ static int own_begin(const LaunchSpec *s, bool ipv6, bool ipv6_uplink, bool kern
                 return negative_errno();
         sc->uplink_ready_fd = up_ready[0];
         _cleanup_close_ int up_ready_w = up_ready[1];
-        if (pipe2(up_exit, O_CLOEXEC) < 0)
-                return negative_errno();
-        _cleanup_close_ int up_exit_r = up_exit[0];
-        sc->uplink_exit_fd = up_exit[1];
         snprintf(nspath, sizeof(nspath), "/proc/%d/ns/net", (int) sc->netd_pid);
         Argv u = {};
         argv_add(&u, "slirp4netns");
@@ -568,8 +708,162 @@ static int own_flags(const LaunchSpec *s, bool *ret_ipv6, bool *ret_ipv6_uplink)
         return 0;
 }
 
+/* netd.key: "KEY UPLINK-PID IPV6 IPV6-UPLINK\n". */
+typedef struct KeptKey {
+        char key[KEEP_KEY_HEX + 1];
+        int uplink, ipv6, ipv6_uplink;
+} KeptKey;
+
+/* Show the kept netd on fd its key (from netd.key in dfd) and take its
+ * answer, its last attestation. */
+static int keep_state(int dfd, int fd, KeptKey *k, json_t **ret_attestation) {
+        _cleanup_close_ int kfd = openat(dfd, SIDECAR_KEEP_KEY, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (kfd < 0)
+                return negative_errno();
+        char line[160], tail;
+        ssize_t n = read(kfd, line, sizeof(line) - 1);
+        int r = -EBADMSG;
+        if (n > 0) {
+                line[n] = '\0';
+                if (sscanf(line, "%64[0-9a-f] %d %d %d%c", k->key, &k->uplink, &k->ipv6, &k->ipv6_uplink, &tail) == 5 &&
+                    strlen(k->key) == KEEP_KEY_HEX && tail == '\n' && k->uplink > 1 && k->ipv6 >= 0 && k->ipv6 <= 1 &&
+                    k->ipv6_uplink >= 0 && k->ipv6_uplink <= 1)
+                        r = 0;
+        }
+        explicit_bzero(line, sizeof(line));
+        if (r >= 0) {
+                char msg[6 + KEEP_KEY_HEX + 1];
+                int m = snprintf(msg, sizeof(msg), "state %s", k->key);
+                r = send(fd, msg, (size_t) m, MSG_NOSIGNAL) == m ? 0 : negative_errno();
+                explicit_bzero(msg, sizeof(msg));
+        }
+        explicit_bzero(k->key, sizeof(k->key));
+        json_t *att = NULL;
+        if (r >= 0)
+                r = read_reply(fd, 2000, &att);
+        const char *type = r >= 0 ? json_string_value(json_object_get(att, "type")) : NULL;
+        if (r >= 0 && (!type || !streq(type, "attestation")))
+                r = -EPROTO;
+        if (r < 0)
+                json_decref(att);
+        else
+                *ret_attestation = att;
+        return r;
+}
+
+/* An earlier run's netd, kept (issue 45): netd.key read, netd.sock
+ * connected, the peer the user's and running our lazaret-netd, "state KEY"
+ * answered with its last attestation. sidecar_start decides whether it
+ * serves this run's policy. Nothing kept, or a dead one: -errno, and its
+ * files are forgotten. */
+static int kept_connect(const LaunchSpec *s, Sidecar *sc) {
+        _cleanup_close_ int dfd = open(s->domain_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return negative_errno();
+        struct sockaddr_un sa;
+        socklen_t sl;
+        int r = keep_addr(dfd, SIDECAR_KEEP_SOCKET, &sa, &sl);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        if (connect(fd, (struct sockaddr *) &sa, sl) < 0) {
+                r = negative_errno();
+                (void) unlinkat(dfd, SIDECAR_KEEP_SOCKET, 0);
+                (void) unlinkat(dfd, SIDECAR_KEEP_KEY, 0);
+                return r;
+        }
+        /* The user's, running our lazaret-netd (not one an upgrade
+         * replaced): ours, ended below when it does not serve. */
+        struct ucred cr = {};
+        socklen_t cl = sizeof(cr);
+        char exe[64];
+        struct stat a, b;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.uid != getuid() || cr.pid <= 1)
+                r = -EPERM;
+        snprintf(exe, sizeof(exe), "/proc/%d/exe", (int) cr.pid);
+        bool ours =
+                r >= 0 && stat(exe, &a) >= 0 && stat(s->netd, &b) >= 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+        if (r >= 0 && !ours)
+                r = -ESTALE;
+        KeptKey k = {};
+        json_t *att = NULL;
+        if (r >= 0)
+                r = keep_state(dfd, fd, &k, &att);
+        if (r < 0) {
+                json_decref(att);
+                log_info("the network namespace kept from an earlier run cannot be taken (%s): starting a new one",
+                         r == -ESTALE ? "lazaret-netd was replaced since" : strerror(-r));
+                /* Ours, but of no use: ended (not waited for: an earlier
+                 * coordinator's child); its files go. One an upgrade
+                 * replaced that still knows the key is told to quit. */
+                if (ours)
+                        (void) kill(cr.pid, SIGKILL);
+                else if (r == -ESTALE && keep_state(dfd, fd, &k, &att) >= 0) {
+                        json_decref(att);
+                        (void) send(fd, "quit", 4, MSG_NOSIGNAL);
+                }
+                (void) unlinkat(dfd, SIDECAR_KEEP_SOCKET, 0);
+                (void) unlinkat(dfd, SIDECAR_KEEP_KEY, 0);
+                return r;
+        }
+        const char *style = json_string_value(json_object_get(att, "routes_for"));
+        sc->keep_dir = strdup(s->domain_dir);
+        if (!sc->keep_dir) {
+                json_decref(att);
+                return -ENOMEM;
+        }
+        sc->own_namespace = sc->kept = sc->keepable = true;
+        sc->ctl_fd = TAKE_FD(fd);
+        sc->netd_pid = sc->conmon_pid = cr.pid;
+        sc->uplink_pid = k.uplink;
+        sc->attestation = att;
+        sc->kernel_stack = style && streq(style, "kernel");
+        sc->pre_ipv6 = k.ipv6;
+        sc->pre_ipv6_uplink = k.ipv6_uplink;
+        return 0;
+}
+
+int sidecar_end_kept(const char *domain_dir) {
+        _cleanup_close_ int dfd = open(domain_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return errno == ENOENT ? 0 : negative_errno();
+        struct sockaddr_un sa;
+        socklen_t sl;
+        int r = keep_addr(dfd, SIDECAR_KEEP_SOCKET, &sa, &sl);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        if (connect(fd, (struct sockaddr *) &sa, sl) < 0) {
+                r = errno == ENOENT ? 0 : errno == ECONNREFUSED ? 0 : negative_errno();
+                (void) unlinkat(dfd, SIDECAR_KEEP_SOCKET, 0);
+                (void) unlinkat(dfd, SIDECAR_KEEP_KEY, 0);
+                return r;
+        }
+        KeptKey k = {};
+        json_t *att = NULL;
+        r = keep_state(dfd, fd, &k, &att);
+        json_decref(att);
+        if (r >= 0 && send(fd, "quit", 4, MSG_NOSIGNAL) != 4)
+                r = negative_errno();
+        if (r >= 0) {
+                /* Its end closes the connection. */
+                char b;
+                if (wait_readable(fd, 5000) < 0 || recv(fd, &b, 1, MSG_DONTWAIT) != 0)
+                        r = -ETIMEDOUT;
+        }
+        (void) unlinkat(dfd, SIDECAR_KEEP_SOCKET, 0);
+        (void) unlinkat(dfd, SIDECAR_KEEP_KEY, 0);
+        return r < 0 ? r : 1;
+}
+
 void sidecar_prestart(const LaunchSpec *s, Sidecar *sc) {
         if (!sidecar_own_namespace(s) || !s->sidecar_image || !s->netd || !s->netpolicy)
+                return;
+        if (kept_connect(s, sc) >= 0)
                 return;
         bool ipv6 = false, ipv6_uplink = false;
         _cleanup_free_ char *err = NULL;
@@ -605,6 +899,29 @@ int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, c
          * one route per rule, not gVisor's cover (a quarter as many). */
         sc.kernel_stack = !launch_gvisor_netstack(s);
         if (sidecar_own_namespace(s)) {
+                /* Kept from an earlier run (issue 45): taken when it has
+                 * this policy, with the same flags (the probes run again
+                 * all the same); else ended, and a new one started. */
+                _cleanup_free_ char *why = NULL;
+                if (ret->kept && ret->pre_ipv6 == ipv6 && ret->pre_ipv6_uplink == ipv6_uplink &&
+                    sidecar_check_attestation(ret->attestation, pol->digest, sc.kernel_stack, &why) >= 0) {
+                        free(ret->name);
+                        ret->name = TAKE_PTR(sc.name);
+                        if (asprintf(&ret->id, "netd-%d", (int) ret->netd_pid) < 0) {
+                                ret->id = NULL;
+                                return -ENOMEM;
+                        }
+                        log_info("the network namespace kept from an earlier run has this policy (netd %d): "
+                                 "taken",
+                                 (int) ret->netd_pid);
+                        return 0;
+                }
+                if (ret->kept) {
+                        log_info("the network namespace kept from an earlier run does not serve this one (%s): "
+                                 "starting a new one",
+                                 why ?: "its flags differ");
+                        sidecar_done(ret);
+                }
                 /* Started early with the same flags: finish it; else
                  * start it now. */
                 if (ret->own_namespace && ret->go_fd >= 0 && ret->pre_ipv6 == ipv6 &&

@@ -52,6 +52,14 @@ typedef struct Sidecar {
         int go_fd, uplink_ready_fd;
         bool pre_ipv6, pre_ipv6_uplink;
         uint64_t started_usec;
+        /* Kept between runs (issue 45): keep_dir (the Domain's) holds
+         * netd.sock, where netd listens once it is kept, and netd.key
+         * ("KEY UPLINK-PID IPV6 IPV6-UPLINK"), what a later coordinator
+         * shows it. keepable: netd took "keep" (it may outlive us);
+         * kept: it is an earlier run's, reached on netd.sock, not our
+         * child. */
+        char *keep_dir;
+        bool listening, keepable, kept;
 } Sidecar;
 
 /* The native backend's sidecar's first half, started early when the
@@ -66,8 +74,24 @@ void sidecar_prestart(const LaunchSpec *s, Sidecar *sc);
 bool sidecar_own_namespace(const LaunchSpec *s);
 
 /* End the sidecar's own-namespace processes (netd, slirp4netns) and reap
- * them; nothing for a container (Podman removes that). */
+ * them, and forget a kept namespace (netd.sock, netd.key); nothing for a
+ * container (Podman removes that). */
 void sidecar_stop_own(Sidecar *sc);
+
+/* At a teardown that may keep it (issue 45): a netd that took "keep" stays,
+ * with its uplink, its routes and its attestation, for the next run of
+ * the Domain with the same policy (or until its idle time passes); we
+ * only let go of it. Else as sidecar_stop_own. */
+void sidecar_leave_own(Sidecar *sc, bool keep);
+
+/* End the network namespace kept in domain_dir (lazaret stop with no
+ * sandbox running): netd shown its key and told to quit. 1 when one was
+ * ended, 0 when none was kept, -errno. */
+int sidecar_end_kept(const char *domain_dir);
+
+/* The name of the kept namespace's files in the Domain. */
+#define SIDECAR_KEEP_SOCKET "netd.sock"
+#define SIDECAR_KEEP_KEY    "netd.key"
 
 /* Reap what of the own-namespace sidecar has exited (SIGCHLD); true when
  * it was the uplink, which the sandbox cannot do without. */

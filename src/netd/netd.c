@@ -2,7 +2,7 @@
 /* lazaret-netd: the Network Sidecar's only program (decision 7).
  *
  *   lazaret-netd [--policy-fd N] [--control-fd N] [--ipv6-uplink ADDR/LEN,GATEWAY]
- *                [--kernel-stack]
+ *                [--kernel-stack] [--listen-fd N]
  *
  * Reads the Derived Network Policy from a sealed memfd (fd 3 by default),
  * replaces every route of the namespace's main table with the policy's
@@ -12,6 +12,18 @@
  * SOCK_SEQPACKET socket). Then it stays, holding the namespace, and applies
  * each further policy that arrives on the control socket (a packet "update"
  * carrying a sealed memfd), attesting again. SIGTERM ends it.
+ *
+ * With --listen-fd N (the native backend's sidecar, a namespace of the
+ * coordinator's own) netd may outlive the coordinator: a packet "keep KEY
+ * PID" (KEY 64 hex digits, PID the uplink's slirp4netns) makes it stay,
+ * for NETD_KEEP_IDLE_MS, after the control socket closes, with its routes
+ * and its last attestation. A later coordinator connects to the listening
+ * socket (its path in the Domain, beside the key) and sends "state KEY":
+ * netd checks the key and that its uplink's link is still there, and
+ * answers with its last attestation; the connection is then the control
+ * socket. "quit" ends it; so does the uplink's end (a pidfd on PID), and
+ * the idle time with no coordinator. Anything else on a new connection
+ * closes it.
  *
  *   lazaret-netd probe [--deny ADDR]... [--route ADDR]... [--permit ADDR:PORT]...
  *                      [--dns ADDR]... [--dns-name NAME] [--timeout-ms N]
@@ -55,9 +67,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,6 +111,14 @@ typedef struct Uplink {
 } Uplink;
 
 static volatile sig_atomic_t terminate = 0;
+
+/* The last attestation sent (kept: what a later coordinator gets). */
+static char *last_attestation = NULL;
+
+/* Kept, with no coordinator, this long before ending (and with it the
+ * uplink, which ends when its exit pipe closes). */
+#define NETD_KEEP_IDLE_MS (10 * 60 * 1000)
+#define KEY_HEX           64
 
 static void on_term(int sig) {
         (void) sig;
@@ -470,6 +492,8 @@ static int report_attestation(int ctl, const char *digest, const Attestation *a,
         int r = send_packet(ctl, strbuf_str(&b));
         if (ctl < 0)
                 puts(strbuf_str(&b));
+        free(last_attestation);
+        last_attestation = a->ok ? strbuf_steal(&b) : NULL;
         strbuf_done(&b);
         return r;
 }
@@ -829,8 +853,101 @@ static int parse_ipv6_uplink(const char *arg, Cidr *ret_addr, NetAddr *ret_gw) {
         return 0;
 }
 
+/* ---- kept between runs (--listen-fd) --------------------------------- */
+
+typedef struct Kept {
+        int listen_fd;
+        char key[KEY_HEX + 1]; /* "" until "keep" */
+        int uplink_pidfd;
+        int64_t idle_deadline_ms;
+} Kept;
+
+static int64_t now_ms(void);
+
+static bool is_key(const char *s) {
+        for (size_t i = 0; i < KEY_HEX; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return false;
+        return true;
+}
+
+/* "keep KEY PID": stay after the control socket closes; end with the
+ * uplink (PID). No longer dies with the coordinator. */
+static int kept_begin(Kept *k, const char *arg, int ctl) {
+        char *end = NULL;
+        long pid = 0;
+        if (k->listen_fd < 0 || strlen(arg) < KEY_HEX + 2 || !is_key(arg) || arg[KEY_HEX] != ' ')
+                goto bad;
+        errno = 0;
+        pid = strtol(arg + KEY_HEX + 1, &end, 10);
+        if (errno || *end || pid <= 1)
+                goto bad;
+        int pidfd = (int) syscall(SYS_pidfd_open, (pid_t) pid, 0);
+        if (pidfd < 0) {
+                report_error(ctl, "cannot watch the uplink's process");
+                return -errno;
+        }
+        /* Listening only now, and by us: a connection's peer credentials
+         * are the listener's, so a later coordinator sees netd's. */
+        if (listen(k->listen_fd, 4) < 0) {
+                int e = errno;
+                safe_close(pidfd);
+                report_error(ctl, "cannot listen on the socket given");
+                return -e;
+        }
+        safe_close(k->uplink_pidfd);
+        k->uplink_pidfd = pidfd;
+        memcpy(k->key, arg, KEY_HEX);
+        k->key[KEY_HEX] = '\0';
+        (void) prctl(PR_SET_PDEATHSIG, 0);
+        return send_packet(ctl, "{\"type\":\"kept\"}");
+bad:
+        report_error(ctl, k->listen_fd < 0 ? "not started to be kept (no --listen-fd)"
+                                           : "keep wants KEY (64 hex digits) and the uplink's PID");
+        return -EINVAL;
+}
+
+/* A later coordinator on the listening socket: the user (root here), and
+ * "state KEY" within a second, or the connection is closed. Its uplink's
+ * link still there, it gets the last attestation and becomes the control
+ * socket (returned). -ENOLINK: the link is gone, end. */
+static int kept_accept(Kept *k, const Uplink *u) {
+        _cleanup_close_ int fd = accept4(k->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        struct ucred cr;
+        socklen_t sl = sizeof(cr);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0 || cr.uid != 0)
+                return -EPERM;
+        struct pollfd p = { fd, POLLIN, 0 };
+        if (poll(&p, 1, 1000) != 1)
+                return -ETIMEDOUT;
+        char buf[128];
+        ssize_t n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+        if (n != 6 + KEY_HEX)
+                return -EPERM;
+        buf[n] = '\0';
+        unsigned diff = 0;
+        for (size_t i = 0; i < KEY_HEX; i++)
+                diff |= (unsigned char) (buf[6 + i] ^ k->key[i]);
+        if (memcmp(buf, "state ", 6) != 0 || diff != 0) {
+                report_error(fd, "wrong key");
+                return -EPERM;
+        }
+        for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
+                char dev[IF_NAMESIZE];
+                if (u->have[f] && !if_indextoname((unsigned) u->oif[f], dev)) {
+                        report_error(fd, "the uplink's link is gone");
+                        return -ENOLINK;
+                }
+        }
+        if (!last_attestation || send_packet(fd, last_attestation) < 0)
+                return -EIO;
+        return TAKE_FD(fd);
+}
+
 static int serve(int argc, char **argv) {
-        int policy_fd = 3, ctl = 4;
+        int policy_fd = 3, ctl = 4, listen_fd = -EBADF;
         const char *ipv6_uplink = NULL;
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--policy-fd") == 0 && i + 1 < argc)
@@ -841,15 +958,25 @@ static int serve(int argc, char **argv) {
                         ipv6_uplink = argv[++i];
                 else if (strcmp(argv[i], "--kernel-stack") == 0)
                         kernel_stack = true;
+                else if (strcmp(argv[i], "--listen-fd") == 0 && i + 1 < argc)
+                        listen_fd = atoi(argv[++i]);
                 else
                         die_usage("usage: lazaret-netd [--policy-fd N] [--control-fd N] [--ipv6-uplink "
-                                  "ADDR/LEN,GATEWAY] [--kernel-stack] | lazaret-netd probe ...");
+                                  "ADDR/LEN,GATEWAY] [--kernel-stack] [--listen-fd N] | lazaret-netd probe ...");
         }
         if (ctl >= 0) {
                 int type = 0;
                 socklen_t sl = sizeof(type);
                 if (getsockopt(ctl, SOL_SOCKET, SO_TYPE, &type, &sl) < 0 || type != SOCK_SEQPACKET) {
                         fprintf(stderr, "lazaret-netd: fd %d is not a SOCK_SEQPACKET control socket\n", ctl);
+                        return 1;
+                }
+        }
+        if (listen_fd >= 0) {
+                int type = 0;
+                socklen_t sl = sizeof(type);
+                if (getsockopt(listen_fd, SOL_SOCKET, SO_TYPE, &type, &sl) < 0 || type != SOCK_SEQPACKET) {
+                        fprintf(stderr, "lazaret-netd: fd %d is not a bound SOCK_SEQPACKET socket\n", listen_fd);
                         return 1;
                 }
         }
@@ -902,35 +1029,96 @@ static int serve(int argc, char **argv) {
                 return 1;
 
         /* Hold the namespace; apply updates as they come. */
+        Kept kept = { .listen_fd = listen_fd, .uplink_pidfd = -EBADF };
         while (!terminate) {
-                if (ctl < 0) {
+                struct pollfd p[3];
+                int n = 0, i_ctl = -1, i_listen = -1, i_uplink = -1;
+                if (ctl >= 0) {
+                        i_ctl = n;
+                        p[n++] = (struct pollfd){ ctl, POLLIN, 0 };
+                }
+                if (ctl < 0 && kept.key[0] && kept.listen_fd >= 0) {
+                        i_listen = n;
+                        p[n++] = (struct pollfd){ kept.listen_fd, POLLIN, 0 };
+                }
+                if (kept.uplink_pidfd >= 0) {
+                        i_uplink = n;
+                        p[n++] = (struct pollfd){ kept.uplink_pidfd, POLLIN, 0 };
+                }
+                int timeout = -1;
+                if (ctl < 0 && kept.key[0]) {
+                        int64_t left = kept.idle_deadline_ms - now_ms();
+                        timeout = left < 0 ? 0 : (int) left;
+                }
+                if (n == 0 && timeout < 0) {
+                        /* The coordinator is gone and we are not kept:
+                         * keep the routes and the namespace until we are
+                         * stopped. */
                         pause();
                         continue;
                 }
-                char buf[256];
-                char cbuf[CMSG_SPACE(sizeof(int))];
-                struct iovec iov = { buf, sizeof(buf) - 1 };
-                struct msghdr mh = {
-                        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)
-                };
-                ssize_t k = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
+                int k = poll(p, (nfds_t) n, timeout);
                 if (k < 0) {
                         if (errno == EINTR)
                                 continue;
                         break;
                 }
                 if (k == 0) {
-                        /* The coordinator is gone: keep the routes and
-                         * the namespace until we are stopped. */
-                        ctl = safe_close(ctl);
+                        if (ctl < 0 && kept.key[0] && now_ms() >= kept.idle_deadline_ms)
+                                break; /* kept long enough with nobody */
                         continue;
                 }
-                buf[k] = '\0';
+                if (i_uplink >= 0 && p[i_uplink].revents) {
+                        /* Without the uplink the routes lead nowhere (its
+                         * link is gone with them): end, and say so. */
+                        report_error(ctl, "the uplink (slirp4netns) ended");
+                        break;
+                }
+                if (i_listen >= 0 && p[i_listen].revents) {
+                        int r2 = kept_accept(&kept, &u);
+                        if (r2 == -ENOLINK)
+                                break;
+                        if (r2 >= 0)
+                                ctl = r2;
+                        continue;
+                }
+                if (i_ctl < 0 || !p[i_ctl].revents)
+                        continue;
+                char buf[256];
+                char cbuf[CMSG_SPACE(sizeof(int))];
+                struct iovec iov = { buf, sizeof(buf) - 1 };
+                struct msghdr mh = {
+                        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)
+                };
+                ssize_t m = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+                if (m < 0) {
+                        if (errno == EINTR || errno == EAGAIN)
+                                continue;
+                        break;
+                }
+                if (m == 0) {
+                        /* The coordinator is gone: keep the routes and
+                         * the namespace until we are stopped (or, kept,
+                         * until a later one comes or the idle time
+                         * passes). */
+                        ctl = safe_close(ctl);
+                        kept.idle_deadline_ms = now_ms() + NETD_KEEP_IDLE_MS;
+                        continue;
+                }
+                buf[m] = '\0';
                 int fd = -EBADF;
                 for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
                         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
                             c->cmsg_len == CMSG_LEN(sizeof(int)))
                                 memcpy(&fd, CMSG_DATA(c), sizeof(int));
+                if (strcmp(buf, "quit") == 0 && fd < 0) {
+                        terminate = 1;
+                        break;
+                }
+                if (strncmp(buf, "keep ", 5) == 0 && fd < 0) {
+                        (void) kept_begin(&kept, buf + 5, ctl);
+                        continue;
+                }
                 if (strcmp(buf, "update") != 0 || fd < 0 || (mh.msg_flags & MSG_CTRUNC)) {
                         report_error(ctl, "unknown control message (want \\\"update\\\" with a memfd)");
                         safe_close(fd);
