@@ -66,7 +66,30 @@ int cidr_parse(const char *s, Cidr *ret, const char **ret_error) {
         return 0;
 }
 
+/* Decimal digits of v (< 1000) at p; the end. */
+static char *put_dec(char *p, unsigned v) {
+        if (v >= 100)
+                *p++ = (char) ('0' + v / 100);
+        if (v >= 10)
+                *p++ = (char) ('0' + v / 10 % 10);
+        *p++ = (char) ('0' + v % 10);
+        return p;
+}
+
 void cidr_format(const Cidr *c, char *buf, unsigned long size) {
+        /* IPv4 by hand: a policy of 10,000 prefixes is formatted several
+         * times on each start (issue 45), and inet_ntop and snprintf
+         * were most of it. */
+        if (c->family == AF_INET && size >= sizeof("255.255.255.255/32")) {
+                char *p = buf;
+                for (size_t i = 0; i < 4; i++) {
+                        p = put_dec(p, c->addr[i]);
+                        *p++ = i < 3 ? '.' : '/';
+                }
+                p = put_dec(p, c->prefixlen);
+                *p = '\0';
+                return;
+        }
         char a[INET6_ADDRSTRLEN];
         inet_ntop(c->family, c->addr, a, sizeof(a));
         snprintf(buf, size, "%s/%u", a, c->prefixlen);

@@ -300,7 +300,9 @@ int netpolicy_format(const NetPolicy *p, char **ret, size_t *ret_len) {
                         strbuf_printf(&b, "family %s disabled\n", net_family_to_string(f));
         for (size_t i = 0; i < p->n_rules; i++) {
                 cidr_format(&p->rules[i].prefix, c, sizeof(c));
-                strbuf_printf(&b, "rule %s %s\n", c, net_action_to_string(p->rules[i].action));
+                strbuf_puts(&b, "rule ");
+                strbuf_puts(&b, c);
+                strbuf_puts(&b, p->rules[i].action == NET_ALLOW ? " allow\n" : " deny\n");
         }
         for (size_t i = 0; i < p->n_resolvers; i++) {
                 netaddr_format(&p->resolvers[i], c, sizeof(c));

@@ -2,6 +2,7 @@
 /* Unit tests of src/netpolicy/netpolicy: building, routes, probes. The
  * generated-policy comparison against Python's ipaddress lives in
  * tests/netpolicy-oracle.py; these are the cases worth reading. */
+#include <arpa/inet.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -373,8 +374,48 @@ static void test_blocks_agree_with_the_verdict(void **state) {
 #undef NEXT
 }
 
+/* cidr_format writes IPv4 by hand: it must agree with inet_ntop and
+ * snprintf (the formatter it replaced, glibc's own) on every octet value
+ * in every position and every prefix length, and keep inet_ntop for IPv6
+ * and for a buffer too small for the longest IPv4 prefix. */
+static void test_cidr_format_agrees_with_inet_ntop(void **state) {
+        (void) state;
+        uint32_t x = 2463534242u;
+        for (unsigned i = 0; i < 200000; i++) {
+                Cidr c = { .family = AF_INET, .prefixlen = i % 33 };
+                if (i < 256 * 4) {
+                        memset(c.addr, (int) (i * 37 % 251), 4);
+                        c.addr[i / 256] = (uint8_t) (i % 256);
+                } else
+                        for (unsigned k = 0; k < 4; k++) {
+                                x ^= x << 13;
+                                x ^= x >> 17;
+                                x ^= x << 5;
+                                c.addr[k] = (uint8_t) (x >> (k * 8));
+                        }
+                char got[64], a[INET6_ADDRSTRLEN], want[64];
+                cidr_format(&c, got, sizeof(got));
+                assert_non_null(inet_ntop(AF_INET, c.addr, a, sizeof(a)));
+                snprintf(want, sizeof(want), "%s/%u", a, c.prefixlen);
+                assert_string_equal(got, want);
+        }
+        Cidr v6 = { .family = AF_INET6, .prefixlen = 48 };
+        v6.addr[0] = 0x20;
+        v6.addr[1] = 0x01;
+        v6.addr[2] = 0x0d;
+        v6.addr[3] = 0xb8;
+        char got[64];
+        cidr_format(&v6, got, sizeof(got));
+        assert_string_equal(got, "2001:db8::/48");
+        Cidr v4 = { .family = AF_INET, .prefixlen = 32, .addr = { 255, 255, 255, 255 } };
+        char small[12];
+        cidr_format(&v4, small, sizeof(small));
+        assert_string_equal(small, "255.255.255");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_cidr_format_agrees_with_inet_ntop),
                 cmocka_unit_test(test_default_allow_is_two_halves),
                 cmocka_unit_test(test_allow_with_holes),
                 cmocka_unit_test(test_kernel_routes_one_per_rule),
