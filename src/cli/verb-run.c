@@ -917,6 +917,7 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 _cleanup_close_ int fd = -EBADF;
                 _cleanup_free_ char *e = NULL, *key_error = NULL;
                 r = client_connect_or_spawn(&spec, &fd, &e);
+                bool started_it = r == 1;
                 if (r < 0 && !e) {
                         snprintf(retry, sizeof(retry), "cannot reach or start the coordinator: %s", strerror(-r));
                         continue;
@@ -929,10 +930,15 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 CtlReader rd = {};
                 /* Our policy: a running sandbox takes it over if it changed
                  * (runsc_network = "host"), or says why it cannot. */
+                /* A coordinator we started has our policy: its digest
+                 * says so (the text of 10,000 prefixes costs milliseconds
+                 * of JSON each way); one we join gets the text. */
+                bool by_digest = started_it && spec.netpolicy && spec.netpolicy_digest;
                 CtlMessage hello = { .type = CTL_HELLO,
                                      .version = CTL_PROTOCOL_VERSION,
                                      .cli_pid = (int) getpid(),
-                                     .netpolicy = spec.netpolicy,
+                                     .netpolicy = by_digest ? NULL : spec.netpolicy,
+                                     .netpolicy_digest = by_digest ? spec.netpolicy_digest : NULL,
                                      .backend = (char *) backend_to_string(spec.backend),
                                      .address_rules = (char *) (spec.own_address_rules ? "own" : "global") };
                 struct winsize ws = { .ws_row = 24, .ws_col = 80 };

@@ -925,12 +925,31 @@ static bool on_hello(Coordinator *co, Conn *c, CtlMessage *m, Session *s) {
                 conn_send_error(c, msg ?: "the sandbox runs with another backend");
                 return true;
         }
+        /* The policy by its digest (the CLI that started us): the one we
+         * were declared, unless another terminal's changed it since. */
+        _cleanup_free_ char *policy = TAKE_PTR(m->netpolicy);
+        if (!policy && m->netpolicy_digest) {
+                char d[65] = "";
+                if (co->declared_netpolicy)
+                        sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, co->declared_netpolicy,
+                                          strlen(co->declared_netpolicy), d);
+                if (!streq(d, m->netpolicy_digest)) {
+                        conn_send_error(c, "the sandbox's network policy changed since this command started it "
+                                           "(another terminal's); run the command again");
+                        return true;
+                }
+                policy = strdup(co->declared_netpolicy);
+                if (!policy) {
+                        conn_send_error(c, "out of memory");
+                        return true;
+                }
+        }
         /* Hello takes the reference: the sandbox stays up while this
          * client is connected (and while its policy is being applied). */
         c->counted = true;
         co->refs++;
         c->state = CONN_HELLO_WAIT;
-        c->hello_policy = TAKE_PTR(m->netpolicy);
+        c->hello_policy = TAKE_PTR(policy);
         c->hello_own_rules = streq_ptr(m->address_rules, "own") ? 1 : streq_ptr(m->address_rules, "global") ? 0 : -1;
         conn_hello(co, c, false);
         return true;

@@ -335,7 +335,7 @@ int client_connect_or_spawn(const LaunchSpec *spec, int *ret_fd, char **ret_erro
                         return fail(ret_error, "cannot connect to the coordinator at %s: %s", spec->socket_path,
                                     strerror(-r));
                 *ret_fd = fd;
-                return 0; /* hold-to-bind: the lock is released only now */
+                return 1; /* hold-to-bind: the lock is released only now */
         }
         if (errno != EWOULDBLOCK)
                 return fail(ret_error, "cannot lock %s: %s", spec->lock_path, strerror(errno));

@@ -16,8 +16,9 @@ int client_connect(const char *socket_path, int *ret_fd);
 /* Connect to the Domain's coordinator, starting one if none runs:
  * flock(LOCK_EX|LOCK_NB) on the lock file; the leader spawns the coordinator
  * and keeps the lock until the socket accepts connections (10 s limit);
- * followers wait for the lock, release it and connect. On failure *ret_error
- * holds one line naming the cause (caller frees). */
+ * followers wait for the lock, release it and connect. 1 when this call
+ * started the coordinator (with spec), 0 when one was running. On failure
+ * *ret_error holds one line naming the cause (caller frees). */
 int client_connect_or_spawn(const LaunchSpec *spec, int *ret_fd, char **ret_error);
 
 /* Send hello (a CTL_HELLO) on fd with the key of the socket at

@@ -359,6 +359,7 @@ static const Field hello_fields[] = {
         FIELD("cli_pid", FIELD_INT, PRESENCE_REQUIRED, 1, INT_MAX, cli_pid),
         FIELD("key", FIELD_STRING, PRESENCE_OPTIONAL, CTL_KEY_TEXT, CTL_KEY_TEXT, key),
         FIELD("netpolicy", FIELD_STRING, PRESENCE_OPTIONAL, 1, CTL_FRAME_MAX, netpolicy),
+        FIELD("netpolicy_digest", FIELD_STRING, PRESENCE_OPTIONAL, 64, 64, netpolicy_digest),
         FIELD("backend", FIELD_STRING, PRESENCE_OPTIONAL, 1, 16, backend),
         FIELD("address_rules", FIELD_STRING, PRESENCE_OPTIONAL, 1, 16, address_rules),
 };
@@ -680,6 +681,7 @@ void ctl_message_done(CtlMessage *m) {
         free(m->bytes);
         free(m->message);
         free(m->netpolicy);
+        free(m->netpolicy_digest);
         if (m->key)
                 OPENSSL_cleanse(m->key, strlen(m->key));
         free(m->key);

@@ -11,11 +11,19 @@
  * (terminal data, terminfo) travel base64-encoded (RFC 4648, with padding).
  *
  * Messages, CLI -> coordinator:
- *   Hello           {type, version, cli_pid, key?, netpolicy?, backend?, address_rules?}  first frame, always;
+ *   Hello           {type, version, cli_pid, key?, netpolicy?, netpolicy_digest?, backend?, address_rules?}
+ *                                                         first frame, always;
  *                                                         key: the socket's key (ctl-key.h),
  *                                                         which the coordinator requires;
  *                                                         netpolicy: the joining CLI's Derived
  *                                                         Network Policy (canonical form);
+ *                                                         netpolicy_digest: instead, its digest,
+ *                                                         from the CLI that started the
+ *                                                         coordinator with that policy (a
+ *                                                         policy of 10,000 prefixes costs
+ *                                                         milliseconds of JSON each way); one
+ *                                                         that is not the coordinator's is
+ *                                                         refused;
  *                                                         address_rules: with netpolicy, whose
  *                                                         address rules made it, "global" or "own";
  *                                                         backend: the one it launched with (a
@@ -138,6 +146,7 @@ typedef struct CtlMessage {
         int cli_pid;
         char *key; /* the control socket's key (ctl-key.h); may be NULL */
         char *netpolicy; /* may be NULL */
+        char *netpolicy_digest; /* instead of netpolicy: its digest; may be NULL */
         char *backend; /* "gvisor" or "native"; may be NULL */
         char *address_rules; /* "global" or "own" (the profile's, decision 20); may be NULL */
 

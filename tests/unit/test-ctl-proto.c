@@ -240,6 +240,17 @@ static void test_roundtrip_hello(void **state) {
         m.address_rules = (char *) "own";
         roundtrip_expect(&m, "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":7,\"backend\":\"native\","
                              "\"address_rules\":\"own\"}");
+        /* The policy by its digest (issue 45): 64 characters exactly. */
+        m.backend = NULL;
+        m.address_rules = NULL;
+        m.netpolicy_digest = (char *) "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+        roundtrip_expect(&m, "{\"type\":\"Hello\",\"version\":1,\"cli_pid\":7,\"netpolicy_digest\":"
+                             "\"ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100\"}");
+        CtlMessage bad = {};
+        const char *err = NULL;
+        assert_true(decode_str("{\"type\":\"Hello\",\"version\":1,\"cli_pid\":7,\"netpolicy_digest\":\"ffee\"}", &bad,
+                               &err) < 0);
+        ctl_message_done(&bad);
 }
 
 static void test_roundtrip_session_open(void **state) {
