@@ -336,16 +336,17 @@ static int compile_profile_policy(Validator *v, ConfigProfile *p) {
                                 own[n_in++] = v->net[i];
                 in = own;
         }
+        /* Built once (10,000 prefixes are a sort), then given the
+         * resolvers unless it permits nothing (then it needs none). */
         int r = netpolicy_build(enabled, in, n_in, NULL, 0, &bare, &err);
         if (r == -ENOMEM)
                 return r;
-        if (r == 0 && netpolicy_permits_nothing(&bare))
+        if (r == 0 && !netpolicy_permits_nothing(&bare))
+                r = netpolicy_set_resolvers(&bare, v->c->resolvers, v->c->n_resolvers, &err);
+        if (r == 0)
                 p->net = bare;
-        else {
-                if (r == 0)
-                        netpolicy_done(&bare);
-                r = netpolicy_build(enabled, in, n_in, v->c->resolvers, v->c->n_resolvers, &p->net, &err);
-        }
+        else
+                netpolicy_done(&bare);
         if (r == -ENOMEM)
                 return r;
         if (r < 0) {
@@ -391,16 +392,27 @@ static int compile_profile_policy(Validator *v, ConfigProfile *p) {
                                            "its allow_egress, or set its inherit_default_allow = true)"
                                          : "");
         }
-        _cleanup_free_ char *canon = NULL;
         size_t len;
-        r = netpolicy_format(&p->net, &canon, &len);
+        free(p->net_canonical);
+        p->net_canonical = NULL;
+        r = netpolicy_format(&p->net, &p->net_canonical, &len);
         if (r < 0)
                 return r;
-        sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, canon, len, p->net_digest);
+        sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, p->net_canonical, len, p->net_digest);
         return 0;
 }
 
 int config_profile_netpolicy_canonical(const ConfigProfile *p, char **ret, size_t *ret_len) {
+        /* Formatted once, with the digest. */
+        if (p->net_canonical) {
+                char *c = strdup(p->net_canonical);
+                if (!c)
+                        return -ENOMEM;
+                if (ret_len)
+                        *ret_len = strlen(c);
+                *ret = c;
+                return 0;
+        }
         return netpolicy_format(&p->net, ret, ret_len);
 }
 

@@ -670,6 +670,7 @@ static void profile_done(ConfigProfile *p) {
         free(p->allow_egress_name);
         free(p->domains);
         netpolicy_done(&p->net);
+        free(p->net_canonical);
         for (size_t i = 0; i < p->n_env; i++) {
                 free(p->env[i].name);
                 free(p->env[i].value);

@@ -205,6 +205,7 @@ typedef struct ConfigProfile {
          * allow_egress (valid only when the configuration is). */
         NetPolicy net;
         char net_digest[NETPOLICY_DIGEST_HEX_LEN + 1];
+        char *net_canonical; /* net in canonical form (what net_digest is of) */
         /* Resolved for the configuration's workspace (spec §3.2.2, §4.3.1).
          * A branch-mode profile in a directory of a git repository works
          * from the repository's root: its Domain is the root's, whichever

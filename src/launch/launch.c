@@ -186,7 +186,23 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
         if (!ok && !j)
                 json_decref(vols);
         for (size_t i = 0; ok && i < ELEMENTSOF(fields); i++) {
-                json_t *v = field_json(s, &fields[i]);
+                json_t *v;
+                if (!with_fingerprint && s->netpolicy && streq(fields[i].key, "netpolicy")) {
+                        /* The fingerprint binds the policy by its digest,
+                         * made here (a policy of 10,000 prefixes would
+                         * cost milliseconds of JSON and hashing). */
+                        unsigned char md[EVP_MAX_MD_SIZE];
+                        unsigned int n = 0;
+                        char text[sizeof("sha256:") + 64] = "sha256:";
+                        v = NULL;
+                        if (EVP_Digest(s->netpolicy, strlen(s->netpolicy), md, &n, EVP_sha256(), NULL) == 1 &&
+                            n == 32) {
+                                for (unsigned k = 0; k < 32; k++)
+                                        snprintf(text + 7 + 2 * k, 3, "%02x", md[k]);
+                                v = json_string(text);
+                        }
+                } else
+                        v = field_json(s, &fields[i]);
                 ok = v && json_object_set_new(j, fields[i].key, v) == 0;
         }
         ok = ok &&

@@ -111,6 +111,24 @@ void netpolicy_done(NetPolicy *p) {
         *p = (NetPolicy){};
 }
 
+int netpolicy_copy(const NetPolicy *p, NetPolicy *ret) {
+        NetPolicy c = *p;
+        /* Never NULL, as netpolicy_build's. */
+        c.rules = malloc((p->n_rules ?: 1) * sizeof(NetRule));
+        c.resolvers = malloc((p->n_resolvers ?: 1) * sizeof(NetAddr));
+        if (!c.rules || !c.resolvers) {
+                free(c.rules);
+                free(c.resolvers);
+                return -ENOMEM;
+        }
+        if (p->n_rules)
+                memcpy(c.rules, p->rules, p->n_rules * sizeof(NetRule));
+        if (p->n_resolvers)
+                memcpy(c.resolvers, p->resolvers, p->n_resolvers * sizeof(NetAddr));
+        *ret = c;
+        return 0;
+}
+
 NetAction netpolicy_verdict(const NetPolicy *p, const NetAddr *a) {
         NetFamily f = net_family_of(a->family);
         if (!p->enabled[f])
@@ -123,6 +141,55 @@ NetAction netpolicy_verdict(const NetPolicy *p, const NetAddr *a) {
                         v = p->rules[i].action;
                 }
         return v;
+}
+
+int netpolicy_set_resolvers(NetPolicy *p, const NetAddr *resolvers, size_t n_resolvers, NetPolicyError *ret_error) {
+        NetPolicyError err = { .is_resolver = true };
+        if (n_resolvers > NETPOLICY_RESOLVERS_MAX) {
+                snprintf(err.message, sizeof(err.message), "too many resolvers (at most %u)", NETPOLICY_RESOLVERS_MAX);
+                goto fail;
+        }
+        NetAddr *kept = calloc(n_resolvers ?: 1, sizeof(NetAddr));
+        if (!kept)
+                return -ENOMEM;
+        size_t n = 0;
+        for (size_t i = 0; i < n_resolvers; i++) {
+                NetFamily f = net_family_of(resolvers[i].family);
+                char a[INET6_ADDRSTRLEN];
+                netaddr_format(&resolvers[i], a, sizeof(a));
+                err.where_index = i;
+                if (!p->enabled[f]) {
+                        snprintf(err.message, sizeof(err.message),
+                                 "resolver %s is an %s address, but %s is disabled (network.%s = \"disabled\")", a,
+                                 f == NET_IPV6 ? "IPv6" : "IPv4", f == NET_IPV6 ? "IPv6" : "IPv4",
+                                 net_family_to_string(f));
+                        free(kept);
+                        goto fail;
+                }
+                if (netpolicy_verdict(p, &resolvers[i]) != NET_ALLOW) {
+                        snprintf(err.message, sizeof(err.message),
+                                 "resolver %s is denied by the policy; allow it (e.g. \"%s/%u\" in "
+                                 "network.default_allow) or choose another resolver",
+                                 a, a, family_bits(resolvers[i].family));
+                        free(kept);
+                        goto fail;
+                }
+                kept[n++] = resolvers[i];
+        }
+        qsort(kept, n, sizeof(NetAddr), resolver_cmp);
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+                if (k == 0 || addr_cmp(&kept[i], &kept[k - 1]) != 0)
+                        kept[k++] = kept[i];
+        free(p->resolvers);
+        p->resolvers = kept;
+        p->n_resolvers = k;
+        return 0;
+
+fail:
+        if (ret_error)
+                *ret_error = err;
+        return -EINVAL;
 }
 
 int netpolicy_build(const bool enabled[_NET_FAMILY_MAX], const NetPolicyEntry *entries, size_t n_entries,
@@ -165,7 +232,13 @@ int netpolicy_build(const bool enabled[_NET_FAMILY_MAX], const NetPolicyEntry *e
                 }
                 s[i] = (Sorted){ .e = entries[i], .order = i };
         }
-        qsort(s, n_entries, sizeof(Sorted), sorted_cmp);
+        /* A canonical policy read back (the coordinator's, netd's) comes
+         * sorted: no sort of 10,000 entries for it. */
+        bool sorted = true;
+        for (size_t i = 1; i < n_entries && sorted; i++)
+                sorted = sorted_cmp(&s[i - 1], &s[i]) < 0;
+        if (!sorted)
+                qsort(s, n_entries, sizeof(Sorted), sorted_cmp);
 
         for (size_t i = 0; i < n_entries; i++) {
                 if (i > 0 && cidr_cmp(&s[i].e.prefix, &s[i - 1].e.prefix) == 0) {
@@ -192,34 +265,15 @@ int netpolicy_build(const bool enabled[_NET_FAMILY_MAX], const NetPolicyEntry *e
                 p.rules[p.n_rules++] = (NetRule){ .prefix = s[i].e.prefix, .action = s[i].e.action };
         }
 
-        for (size_t i = 0; i < n_resolvers; i++) {
-                NetFamily f = net_family_of(resolvers[i].family);
-                char a[INET6_ADDRSTRLEN];
-                netaddr_format(&resolvers[i], a, sizeof(a));
-                err.where_index = i;
-                err.is_resolver = true;
-                if (!p.enabled[f]) {
-                        snprintf(err.message, sizeof(err.message),
-                                 "resolver %s is an %s address, but %s is disabled (network.%s = \"disabled\")", a,
-                                 f == NET_IPV6 ? "IPv6" : "IPv4", f == NET_IPV6 ? "IPv6" : "IPv4",
-                                 net_family_to_string(f));
+        if (n_resolvers) {
+                free(p.resolvers);
+                p.resolvers = NULL;
+                int r = netpolicy_set_resolvers(&p, resolvers, n_resolvers, &err);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
                         goto fail;
-                }
-                if (netpolicy_verdict(&p, &resolvers[i]) != NET_ALLOW) {
-                        snprintf(err.message, sizeof(err.message),
-                                 "resolver %s is denied by the policy; allow it (e.g. \"%s/%u\" in "
-                                 "network.default_allow) or choose another resolver",
-                                 a, a, family_bits(resolvers[i].family));
-                        goto fail;
-                }
-                p.resolvers[p.n_resolvers++] = resolvers[i];
         }
-        qsort(p.resolvers, p.n_resolvers, sizeof(NetAddr), resolver_cmp);
-        size_t k = 0;
-        for (size_t i = 0; i < p.n_resolvers; i++)
-                if (k == 0 || addr_cmp(&p.resolvers[i], &p.resolvers[k - 1]) != 0)
-                        p.resolvers[k++] = p.resolvers[i];
-        p.n_resolvers = k;
 
         *ret = p;
         p = (NetPolicy){};
@@ -490,6 +544,7 @@ bool netpolicy_permits_nothing(const NetPolicy *p) {
 typedef struct Cover {
         NetRoute *routes;
         size_t n, cap;
+        size_t limit; /* stop after this many routes (0: none) */
 } Cover;
 
 static int cover_add(Cover *c, const Cidr *prefix, bool permit) {
@@ -508,6 +563,8 @@ static int cover_add(Cover *c, const Cidr *prefix, bool permit) {
 /* rules[lo, hi) all lie within P (sorted). Emit the maximal prefixes inside P
  * on which the verdict is allow. */
 static int cover(Cover *c, const Cidr *P, NetAction v, const NetRule *rules, size_t lo, size_t hi) {
+        if (c->limit && c->n >= c->limit)
+                return 0;
         if (lo < hi && cidr_cmp(&rules[lo].prefix, P) == 0) {
                 v = rules[lo].action;
                 lo++;
@@ -539,6 +596,26 @@ static void family_range(const NetPolicy *p, NetFamily f, size_t *lo, size_t *hi
         while (i < p->n_rules && net_family_of(p->rules[i].prefix.family) == f)
                 i++;
         *hi = i;
+}
+
+int netpolicy_permitted_routes(const NetPolicy *p, NetFamily f, size_t max, NetRoute **ret, size_t *ret_n) {
+        Cover c = { .limit = max };
+        size_t lo, hi;
+
+        *ret = NULL;
+        *ret_n = 0;
+        if (!p->enabled[f] || max == 0)
+                return 0;
+        family_range(p, f, &lo, &hi);
+        Cidr all = { .family = f == NET_IPV6 ? AF_INET6 : AF_INET };
+        int r = cover(&c, &all, p->default_action[f], p->rules, lo, hi);
+        if (r < 0) {
+                free(c.routes);
+                return r;
+        }
+        *ret = c.routes;
+        *ret_n = c.n;
+        return 0;
 }
 
 int netpolicy_routes(const NetPolicy *p, NetFamily f, NetRoute **ret, size_t *ret_n) {

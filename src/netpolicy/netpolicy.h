@@ -102,7 +102,15 @@ const char *net_action_to_string(NetAction a);
 int netpolicy_build(const bool enabled[_NET_FAMILY_MAX], const NetPolicyEntry *entries, size_t n_entries,
                     const NetAddr *resolvers, size_t n_resolvers, NetPolicy *ret, NetPolicyError *ret_error);
 
+/* Give p (built) the resolvers, each checked against it as netpolicy_build
+ * does (its family enabled, the policy permitting it), sorted and without
+ * duplicates; on -EINVAL *ret_error says which, and p is unchanged. */
+int netpolicy_set_resolvers(NetPolicy *p, const NetAddr *resolvers, size_t n_resolvers, NetPolicyError *ret_error);
+
 void netpolicy_done(NetPolicy *p);
+
+/* A deep copy of p into *ret; -ENOMEM. */
+int netpolicy_copy(const NetPolicy *p, NetPolicy *ret);
 
 /* The canonical bytes (NUL-terminated for convenience; the NUL is not part
  * of them). Returns -ENOMEM or 0. */
@@ -128,6 +136,10 @@ typedef struct NetRoute {
 /* The routes for one family, permitted cover first (in address order), then
  * the prohibit routes. A disabled family has none. */
 int netpolicy_routes(const NetPolicy *p, NetFamily f, NetRoute **ret, size_t *ret_n);
+
+/* The first max (at most) permitted routes of netpolicy_routes' cover of f,
+ * in its order, without making the rest (the probes want a few of them). */
+int netpolicy_permitted_routes(const NetPolicy *p, NetFamily f, size_t max, NetRoute **ret, size_t *ret_n);
 
 /* The routes for the kernel's own stack (the native backend, runsc_network =
  * "host"), which matches the longest prefix and refuses at a prohibit route:

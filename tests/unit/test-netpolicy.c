@@ -413,9 +413,64 @@ static void test_cidr_format_agrees_with_inet_ntop(void **state) {
         assert_string_equal(small, "255.255.255");
 }
 
+/* The probes' few permitted routes: the first max of the full cover's, in
+ * its order, on generated policies, for every max up to past the end. */
+static void test_permitted_routes_are_the_covers_first(void **state) {
+        (void) state;
+        uint64_t x = 0x2545f4914f6cdd1dULL;
+#define NEXT() (x ^= x << 13, x ^= x >> 7, x ^= x << 17, x)
+        for (int round = 0; round < 200; round++) {
+                NetPolicyEntry e[24];
+                size_t n = 0;
+                for (int i = 0; i < 24; i++) {
+                        static const unsigned lens[] = { 0, 1, 2, 4, 8, 8, 12, 16, 16, 20, 24, 28, 32 };
+                        unsigned len = lens[NEXT() % ELEMENTSOF(lens)];
+                        uint32_t a = len ? (uint32_t) (NEXT() & (0xffffffffu << (32 - len))) : 0;
+                        NetPolicyEntry c = { .action = NEXT() % 2 ? NET_ALLOW : NET_DENY, .where_index = n };
+                        c.prefix.family = AF_INET;
+                        c.prefix.prefixlen = len;
+                        c.prefix.addr[0] = (uint8_t) (a >> 24);
+                        c.prefix.addr[1] = (uint8_t) (a >> 16);
+                        c.prefix.addr[2] = (uint8_t) (a >> 8);
+                        c.prefix.addr[3] = (uint8_t) a;
+                        bool dup = false;
+                        for (size_t k = 0; k < n; k++)
+                                dup = dup ||
+                                      (e[k].prefix.prefixlen == len && !memcmp(e[k].prefix.addr, c.prefix.addr, 4));
+                        if (!dup)
+                                e[n++] = c;
+                }
+                NetPolicy p;
+                assert_int_equal(netpolicy_build(v4only, e, n, NULL, 0, &p, NULL), 0);
+                NetRoute *all;
+                size_t n_all, n_permit = 0;
+                assert_int_equal(netpolicy_routes(&p, NET_IPV4, &all, &n_all), 0);
+                while (n_permit < n_all && all[n_permit].permit)
+                        n_permit++;
+                for (size_t i = n_permit; i < n_all; i++)
+                        assert_false(all[i].permit); /* the permitted ones come first */
+                for (size_t max = 0; max <= n_permit + 2; max++) {
+                        NetRoute *first;
+                        size_t n_first;
+                        assert_int_equal(netpolicy_permitted_routes(&p, NET_IPV4, max, &first, &n_first), 0);
+                        assert_int_equal(n_first, max < n_permit ? max : n_permit);
+                        for (size_t i = 0; i < n_first; i++) {
+                                assert_true(first[i].permit);
+                                assert_int_equal(first[i].prefix.prefixlen, all[i].prefix.prefixlen);
+                                assert_memory_equal(first[i].prefix.addr, all[i].prefix.addr, 16);
+                        }
+                        free(first);
+                }
+                free(all);
+                netpolicy_done(&p);
+        }
+#undef NEXT
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_cidr_format_agrees_with_inet_ntop),
+                cmocka_unit_test(test_permitted_routes_are_the_covers_first),
                 cmocka_unit_test(test_default_allow_is_two_halves),
                 cmocka_unit_test(test_allow_with_holes),
                 cmocka_unit_test(test_kernel_routes_one_per_rule),
