@@ -255,6 +255,8 @@ struct Coordinator {
         Part p_network;
         PolicyInForce net; /* the declared policy and the host's addresses denied; the spec keeps the declared one */
         char *declared_netpolicy; /* canonical, as the configuration says it (the last Hello's) */
+        NetPolicy declared_parsed; /* the spec's, parsed once for the start (then freed) */
+        bool have_declared_parsed;
         HostAddrs host; /* the host's addresses last read, and what the declared policy made of them */
         int sidecar_fd; /* pidfd of the sidecar's conmon */
         char readiness_fingerprint[65]; /* of the evidence last recorded, or "" */

@@ -8,12 +8,15 @@
 /* The Derived Network Policy in force: the declared one, plus a deny rule
  * for every address of the host itself that it would permit, read now
  * (issue 14). *ret_why names what failed. */
-static int effective_policy(const char *declared, NetPolicy *ret_net, char **ret_canon, HostAddrs *ret_host,
-                            const char **ret_why) {
+static int effective_policy(const char *declared, const NetPolicy *parsed, NetPolicy *ret_net, char **ret_canon,
+                            HostAddrs *ret_host, const char **ret_why) {
         NetPolicy np;
-        int r = netpolicy_parse(declared, strlen(declared), &np, ret_why);
-        if (r < 0)
+        int r = parsed ? netpolicy_copy(parsed, &np) : netpolicy_parse(declared, strlen(declared), &np, ret_why);
+        if (r < 0) {
+                if (r == -ENOMEM)
+                        *ret_why = "out of memory";
                 return r;
+        }
         _cleanup_(host_addrs_done) HostAddrs h = {};
         r = host_addresses_deny(&np, &h, NULL);
         if (r < 0) {
@@ -32,6 +35,20 @@ static int effective_policy(const char *declared, NetPolicy *ret_net, char **ret
         *ret_host = h;
         h = (HostAddrs){};
         return 0;
+}
+
+/* The host's addresses now are h's (both sorted, as read): then the same
+ * declared policy derives the same policy as when h was read. */
+static bool host_addrs_unchanged(const HostAddrs *h) {
+        _cleanup_free_ NetAddr *now = NULL;
+        size_t n = 0;
+        if (host_addresses_read(&now, &n) < 0 || n != h->n)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (now[i].family != h->addrs[i].family ||
+                    memcmp(now[i].addr, h->addrs[i].addr, now[i].family == AF_INET ? 4 : 16) != 0)
+                        return false;
+        return true;
 }
 
 /* An address of the host that the running policy permits: the first, or
@@ -205,6 +222,11 @@ static HelloResult update_network(Coordinator *co, Conn *c, const char *canonica
 HelloResult hello_network(Coordinator *co, Conn *c, const char *declared, HelloResume resume) {
         if (!declared || !co->declared_netpolicy)
                 return HELLO_ACCEPTED;
+        /* The usual Hello (the CLI that started us, or one with the same
+         * configuration) while the host kept its addresses: the policy in
+         * force is what it would derive, without parsing it again. */
+        if (!co->net_update && streq(declared, co->declared_netpolicy) && host_addrs_unchanged(&co->host))
+                return HELLO_ACCEPTED;
         _cleanup_(netpolicy_done) NetPolicy np = {};
         _cleanup_free_ char *canon = NULL, *decl = strdup(declared);
         _cleanup_(host_addrs_done) HostAddrs h = {};
@@ -213,7 +235,7 @@ HelloResult hello_network(Coordinator *co, Conn *c, const char *declared, HelloR
                 conn_send_error(c, "out of memory");
                 return HELLO_REFUSED;
         }
-        int r = effective_policy(decl, &np, &canon, &h, &why);
+        int r = effective_policy(decl, NULL, &np, &canon, &h, &why);
         if (r == -EINVAL) {
                 conn_send_error(c, "the network policy sent is not canonical");
                 return HELLO_REFUSED;
@@ -321,7 +343,10 @@ int start_network(Coordinator *co, char **ret_error) {
         co->declared_netpolicy = strdup(co->spec.netpolicy);
         if (!co->declared_netpolicy)
                 return -ENOMEM;
-        int r = effective_policy(co->declared_netpolicy, &np, &canon, &co->host, &why);
+        int r = effective_policy(co->declared_netpolicy, co->have_declared_parsed ? &co->declared_parsed : NULL, &np,
+                                 &canon, &co->host, &why);
+        netpolicy_done(&co->declared_parsed);
+        co->have_declared_parsed = false;
         if (r >= 0)
                 r = set_policy(co, &np, TAKE_PTR(canon));
         if (r < 0) {
@@ -359,10 +384,13 @@ int start_network(Coordinator *co, char **ret_error) {
                  * it). Read them again; one the policy permits means the
                  * sidecar starts again with it denied (in the main table,
                  * where gVisor's own stack reads the routes). */
+                /* The same addresses: nothing is new (without a parse). */
+                if (host_addrs_unchanged(&co->host))
+                        break;
                 _cleanup_(netpolicy_done) NetPolicy again = {};
                 _cleanup_free_ char *again_canon = NULL;
                 _cleanup_(host_addrs_done) HostAddrs h = {};
-                r = effective_policy(co->declared_netpolicy, &again, &again_canon, &h, &why);
+                r = effective_policy(co->declared_netpolicy, NULL, &again, &again_canon, &h, &why);
                 if (r < 0) {
                         stop_network(co);
                         *ret_error = strdup(why);

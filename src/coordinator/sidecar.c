@@ -696,15 +696,17 @@ static int own_finish(const PolicyInForce *pol, Sidecar *sc, char **ret_error) {
 
 /* The flags the first half needs, from the declared policy (the derived
  * one only adds the host's addresses, denied). */
-static int own_flags(const LaunchSpec *s, bool *ret_ipv6, bool *ret_ipv6_uplink) {
-        NetPolicy np;
-        const char *why = NULL;
-        int r = netpolicy_parse(s->netpolicy, strlen(s->netpolicy), &np, &why);
-        if (r < 0)
-                return r;
-        *ret_ipv6 = np.enabled[NET_IPV6];
-        *ret_ipv6_uplink = *ret_ipv6 && netpolicy_family_permits_any(&np, NET_IPV6);
-        netpolicy_done(&np);
+static int own_flags(const LaunchSpec *s, const NetPolicy *declared, bool *ret_ipv6, bool *ret_ipv6_uplink) {
+        _cleanup_(netpolicy_done) NetPolicy np = {};
+        if (!declared) {
+                const char *why = NULL;
+                int r = netpolicy_parse(s->netpolicy, strlen(s->netpolicy), &np, &why);
+                if (r < 0)
+                        return r;
+                declared = &np;
+        }
+        *ret_ipv6 = declared->enabled[NET_IPV6];
+        *ret_ipv6_uplink = *ret_ipv6 && netpolicy_family_permits_any(declared, NET_IPV6);
         return 0;
 }
 
@@ -860,14 +862,14 @@ int sidecar_end_kept(const char *domain_dir) {
         return r < 0 ? r : 1;
 }
 
-void sidecar_prestart(const LaunchSpec *s, Sidecar *sc) {
+void sidecar_prestart(const LaunchSpec *s, const NetPolicy *declared, Sidecar *sc) {
         if (!sidecar_own_namespace(s) || !s->sidecar_image || !s->netd || !s->netpolicy)
                 return;
         if (kept_connect(s, sc) >= 0)
                 return;
         bool ipv6 = false, ipv6_uplink = false;
         _cleanup_free_ char *err = NULL;
-        if (own_flags(s, &ipv6, &ipv6_uplink) < 0 ||
+        if (own_flags(s, declared, &ipv6, &ipv6_uplink) < 0 ||
             own_begin(s, ipv6, ipv6_uplink, !launch_gvisor_netstack(s), sc, &err) < 0) {
                 /* The start proper tries again and says what fails. */
                 log_debug("the network sidecar did not start early: %s", err ?: "?");
@@ -1219,7 +1221,7 @@ static void probe_args(const LaunchSpec *s, const NetPolicy *p, Argv *a) {
         for (NetFamily f = 0; f < _NET_FAMILY_MAX; f++) {
                 NetRoute *routes = NULL;
                 size_t n = 0, used = 0;
-                if (netpolicy_routes(p, f, &routes, &n) < 0) {
+                if (netpolicy_permitted_routes(p, f, PROBE_ROUTES_MAX, &routes, &n) < 0) {
                         a->oom = true;
                         return;
                 }

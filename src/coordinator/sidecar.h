@@ -66,8 +66,9 @@ typedef struct Sidecar {
  * policy permits something: netd in its namespace, slirp4netns attaching
  * its uplink, both side by side with the rest of the start; sidecar_start
  * finishes it (or, started with other flags or failed, starts it anew and
- * says what fails). Nothing for a container. */
-void sidecar_prestart(const LaunchSpec *s, Sidecar *sc);
+ * says what fails). Nothing for a container. declared: s's policy,
+ * parsed (NULL: parsed here). */
+void sidecar_prestart(const LaunchSpec *s, const NetPolicy *declared, Sidecar *sc);
 
 /* The sidecar for s is a namespace of the coordinator's own, not a
  * container: the native backend (always rootless). */
