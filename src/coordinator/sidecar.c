@@ -566,6 +566,15 @@ static int own_begin(const LaunchSpec *s, bool ipv6, bool ipv6_uplink, bool kern
         if (listen_fd >= 0) {
                 argv_add(&a, "--listen-fd");
                 argv_add(&a, "7");
+                /* Tests keep it a short while (netd takes 100 ms to its
+                 * ten minutes). */
+                const char *idle = getenv("LAZARET_TEST_NETD_KEEP_MS");
+                if (idle && strspn(idle, "0123456789") == strlen(idle) && strlen(idle) <= 6 && atol(idle) >= 100 &&
+                    atol(idle) <= 600000) {
+                        log_warning("the network namespace is kept %s ms at most (LAZARET_TEST_NETD_KEEP_MS)", idle);
+                        argv_add(&a, "--keep-idle-ms");
+                        argv_add(&a, idle);
+                }
         }
         if (a.oom) {
                 argv_done(&a);

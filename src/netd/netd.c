@@ -2,7 +2,7 @@
 /* lazaret-netd: the Network Sidecar's only program (decision 7).
  *
  *   lazaret-netd [--policy-fd N] [--control-fd N] [--ipv6-uplink ADDR/LEN,GATEWAY]
- *                [--kernel-stack] [--listen-fd N]
+ *                [--kernel-stack] [--listen-fd N [--keep-idle-ms N]]
  *
  * Reads the Derived Network Policy from a sealed memfd (fd 3 by default),
  * replaces every route of the namespace's main table with the policy's
@@ -15,9 +15,10 @@
  *
  * With --listen-fd N (the native backend's sidecar, a namespace of the
  * coordinator's own) netd may outlive the coordinator: a packet "keep KEY
- * PID" (KEY 64 hex digits, PID the uplink's slirp4netns) makes it stay,
- * for NETD_KEEP_IDLE_MS, after the control socket closes, with its routes
- * and its last attestation. A later coordinator connects to the listening
+ * PID" (KEY 64 hex digits, PID the uplink's slirp4netns) makes it listen
+ * on N (bound by the coordinator; a connection's peer is then netd) and
+ * stay, for NETD_KEEP_IDLE_MS (or --keep-idle-ms, shorter), after the
+ * control socket closes, with its routes and its last attestation. A later coordinator connects to the listening
  * socket (its path in the Domain, beside the key) and sends "state KEY":
  * netd checks the key and that its uplink's link is still there, and
  * answers with its last attestation; the connection is then the control
@@ -118,7 +119,8 @@ static char *last_attestation = NULL;
 /* Kept, with no coordinator, this long before ending (and with it the
  * uplink, which ends when its exit pipe closes). */
 #define NETD_KEEP_IDLE_MS (10 * 60 * 1000)
-#define KEY_HEX           64
+static int64_t keep_idle_ms = NETD_KEEP_IDLE_MS; /* --keep-idle-ms: shorter, for the tests */
+#define KEY_HEX 64
 
 static void on_term(int sig) {
         (void) sig;
@@ -960,9 +962,14 @@ static int serve(int argc, char **argv) {
                         kernel_stack = true;
                 else if (strcmp(argv[i], "--listen-fd") == 0 && i + 1 < argc)
                         listen_fd = atoi(argv[++i]);
-                else
+                else if (strcmp(argv[i], "--keep-idle-ms") == 0 && i + 1 < argc) {
+                        keep_idle_ms = atoll(argv[++i]);
+                        if (keep_idle_ms < 100 || keep_idle_ms > NETD_KEEP_IDLE_MS)
+                                die_usage("--keep-idle-ms wants 100 to 600000");
+                } else
                         die_usage("usage: lazaret-netd [--policy-fd N] [--control-fd N] [--ipv6-uplink "
-                                  "ADDR/LEN,GATEWAY] [--kernel-stack] [--listen-fd N] | lazaret-netd probe ...");
+                                  "ADDR/LEN,GATEWAY] [--kernel-stack] [--listen-fd N [--keep-idle-ms N]] | "
+                                  "lazaret-netd probe ...");
         }
         if (ctl >= 0) {
                 int type = 0;
@@ -1102,7 +1109,7 @@ static int serve(int argc, char **argv) {
                          * until a later one comes or the idle time
                          * passes). */
                         ctl = safe_close(ctl);
-                        kept.idle_deadline_ms = now_ms() + NETD_KEEP_IDLE_MS;
+                        kept.idle_deadline_ms = now_ms() + keep_idle_ms;
                         continue;
                 }
                 buf[m] = '\0';

@@ -602,6 +602,41 @@ def test_native_network_namespace_kept_between_runs(lz, busybox_image, hosts):  
     assert r.returncode == 0 and "not running" in r.stdout and "has ended" not in r.stdout, r.stdout
 
 
+def test_native_kept_namespace_ends_when_idle_or_without_its_uplink(lz, busybox_image, hosts):  # noqa: F811
+    """Issue 45: a kept namespace ends by itself, netd and its uplink both,
+    when no run took it within its time (ten minutes; the tests give it
+    1.5 s), and netd ends when its uplink does; either way the next run
+    starts a new one and the policy holds."""
+    dom = Domain(lz, busybox_image, extra=NATIVE, network=POLICY)
+    dom.native = True
+    dom.env["LAZARET_TEST_NETD_KEEP_MS"] = "1500"
+    r = sandbox_sh(dom, "true")
+    assert r.returncode == 0, r.stderr + dom.log()[-2000:]
+    dom.assert_clean()
+    sock, key = keep_files(dom)
+    pid, uplink = kept_netd_pid(dom), int(open(key).read().split()[1])
+    assert alive(pid) and alive(uplink)
+    assert os.readlink(f"/proc/{uplink}/exe").endswith("/slirp4netns")
+    assert "kept 1500 ms at most (LAZARET_TEST_NETD_KEEP_MS)" in dom.log()
+    wait_all_gone([pid, uplink], timeout=15)
+
+    # Its uplink gone, netd goes too, and the next run does not take it.
+    del dom.env["LAZARET_TEST_NETD_KEEP_MS"]
+    r = sandbox_sh(dom, f"nc {HOST4} 8080 </dev/null")
+    assert r.returncode == 0 and "hello from the test host" in r.stdout, r.stderr + dom.log()[-2000:]
+    assert "has this policy" not in dom.log()
+    dom.assert_clean()
+    pid, uplink = kept_netd_pid(dom), int(open(key).read().split()[1])
+    os.kill(uplink, signal.SIGKILL)
+    wait_all_gone([pid, uplink], timeout=15)
+    r = sandbox_sh(dom, f"nc {HOST4} 8080 </dev/null")
+    assert r.returncode == 0 and "hello from the test host" in r.stdout, r.stderr + dom.log()[-2000:]
+    assert "has this policy" not in dom.log()
+    dom.assert_clean()
+    r = dom.run("stop")
+    assert "has ended" in r.stdout, r.stdout
+
+
 KEPT_ATTEMPTS = r"""
 import os, socket, sys
 path, key = sys.argv[1], sys.argv[2]
