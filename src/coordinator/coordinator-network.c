@@ -359,7 +359,7 @@ int start_network(Coordinator *co, char **ret_error) {
                         netaddr_format(&co->host.addrs[i], a, sizeof(a));
                         log_info("implicit rule: deny %s (an address of the host)", a);
                 }
-        if (!co->spec.sidecar_image) {
+        if (!co->spec.netd) {
                 log_info("the policy permits no destination: loopback only, no sidecar");
                 (void) own_gen_update(co->store, co->generation, json_pack("{s:s}", "network", "LoopbackOnly"));
                 return 0;

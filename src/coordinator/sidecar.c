@@ -436,6 +436,7 @@ static void keep_offer(Sidecar *sc) {
         }
         for (size_t i = 0; i < sizeof(raw); i++)
                 snprintf(key + 2 * i, 3, "%02x", raw[i]);
+        explicit_bzero(raw, sizeof(raw));
         int n = snprintf(line, sizeof(line), "keep %s %d", key, (int) sc->uplink_pid);
         json_t *a = NULL;
         int r = send(sc->ctl_fd, line, (size_t) n, MSG_NOSIGNAL) == n ? 0 : negative_errno();
@@ -444,21 +445,19 @@ static void keep_offer(Sidecar *sc) {
         const char *type = r >= 0 ? json_string_value(json_object_get(a, "type")) : NULL;
         bool ok = type && streq(type, "kept");
         json_decref(a);
-        if (!ok) {
+        if (!ok)
                 log_debug("netd will not be kept: it did not take the key (%s)", r < 0 ? strerror(-r) : "refused");
-                return;
-        }
-        n = snprintf(line, sizeof(line), "%s %d %d %d\n", key, (int) sc->uplink_pid, sc->pre_ipv6 ? 1 : 0,
-                     sc->pre_ipv6_uplink ? 1 : 0);
-        r = keep_write(sc->keep_dir, line, (size_t) n);
-        if (r < 0) {
-                log_debug("netd will not be kept: cannot write %s/%s: %s", sc->keep_dir, SIDECAR_KEEP_KEY,
-                          strerror(-r));
-                return;
+        else {
+                n = snprintf(line, sizeof(line), "%s %d %d %d\n", key, (int) sc->uplink_pid, sc->pre_ipv6 ? 1 : 0,
+                             sc->pre_ipv6_uplink ? 1 : 0);
+                r = keep_write(sc->keep_dir, line, (size_t) n);
+                if (r < 0)
+                        log_debug("netd will not be kept: cannot write %s/%s: %s", sc->keep_dir, SIDECAR_KEEP_KEY,
+                                  strerror(-r));
+                sc->keepable = r >= 0;
         }
         explicit_bzero(line, sizeof(line));
         explicit_bzero(key, sizeof(key));
-        sc->keepable = true;
 }
 
 void sidecar_leave_own(Sidecar *sc, bool keep) {
@@ -872,7 +871,7 @@ int sidecar_end_kept(const char *domain_dir) {
 }
 
 void sidecar_prestart(const LaunchSpec *s, const NetPolicy *declared, Sidecar *sc) {
-        if (!sidecar_own_namespace(s) || !s->sidecar_image || !s->netd || !s->netpolicy)
+        if (!sidecar_own_namespace(s) || !s->netd || !s->netpolicy)
                 return;
         if (kept_connect(s, sc) >= 0)
                 return;
@@ -894,8 +893,10 @@ int sidecar_start(const LaunchSpec *s, const PolicyInForce *pol, Sidecar *ret, c
         _cleanup_free_ char *pidfile = NULL;
         int r;
 
-        if (!s->sidecar_image || !s->netd)
+        if (!s->netd)
                 return fail(ret_error, -EINVAL, "the policy permits nothing; no sidecar is needed");
+        if (!sidecar_own_namespace(s) && !s->sidecar_image)
+                return fail(ret_error, -EINVAL, "the launch names no sidecar image");
         if (!pol->canonical)
                 return fail(ret_error, -EINVAL, "no network policy is in force");
         bool ipv6 = pol->parsed.enabled[NET_IPV6];

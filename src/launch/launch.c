@@ -1013,9 +1013,13 @@ int launch_spec_build(const Config *cfg, const ConfigProfile *p, Backend backend
                         return -ENOMEM;
                 if (access(s.netd, X_OK) < 0)
                         return fail(ret_error, "%s is missing: lazaret-netd must be installed next to lazaret", s.netd);
-                r = image_sidecar_ref(&s.sidecar_image);
-                if (r < 0)
-                        return fail(ret_error, "cannot read %s: %s", s.netd, strerror(-r));
+                /* The native backend's sidecar is no container: no image
+                 * (naming one hashes netd, a millisecond of each start). */
+                if (!(s.backend == BACKEND_NATIVE && s.rootless)) {
+                        r = image_sidecar_ref(&s.sidecar_image);
+                        if (r < 0)
+                                return fail(ret_error, "cannot read %s: %s", s.netd, strerror(-r));
+                }
         }
 
         /* Egress by name: the broker and the relay only with rules. */

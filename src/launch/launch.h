@@ -80,7 +80,8 @@ typedef struct LaunchSpec {
         bool rootless;
         /* The Derived Network Policy (canonical form) and what the launch
          * probes; netd and sidecar_image are NULL when the policy permits
-         * nothing (loopback only, no sidecar). */
+         * nothing (loopback only, no sidecar); sidecar_image is NULL too
+         * for the native backend's sidecar, which is no container. */
         char *netpolicy;
         char *netpolicy_digest;
         /* The policy came from the profile's own address rules

@@ -18,8 +18,9 @@
  * PID" (KEY 64 hex digits, PID the uplink's slirp4netns) makes it listen
  * on N (bound by the coordinator; a connection's peer is then netd) and
  * stay, for NETD_KEEP_IDLE_MS (or --keep-idle-ms, shorter), after the
- * control socket closes, with its routes and its last attestation. A later coordinator connects to the listening
- * socket (its path in the Domain, beside the key) and sends "state KEY":
+ * control socket closes, with its routes and its last attestation. A
+ * later coordinator connects to the listening socket (its path in the
+ * Domain, beside the key) and sends "state KEY":
  * netd checks the key and that its uplink's link is still there, and
  * answers with its last attestation; the connection is then the control
  * socket. "quit" ends it; so does the uplink's end (a pidfd on PID), and
