@@ -761,15 +761,9 @@ static int keep_state(int dfd, int fd, KeptKey *k, json_t **ret_attestation) {
         return r;
 }
 
-/* An earlier run's netd, kept (issue 45): netd.key read, netd.sock
- * connected, the peer the user's and running our lazaret-netd, "state KEY"
- * answered with its last attestation. sidecar_start decides whether it
- * serves this run's policy. Nothing kept, or a dead one: -errno, and its
- * files are forgotten. */
-static int kept_connect(const LaunchSpec *s, Sidecar *sc) {
-        _cleanup_close_ int dfd = open(s->domain_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return negative_errno();
+/* Connect to netd.sock in dfd; when nobody listens there its files are
+ * forgotten (-errno of the connect). */
+static int keep_dial(int dfd, int *ret_fd) {
         struct sockaddr_un sa;
         socklen_t sl;
         int r = keep_addr(dfd, SIDECAR_KEEP_SOCKET, &sa, &sl);
@@ -784,6 +778,23 @@ static int kept_connect(const LaunchSpec *s, Sidecar *sc) {
                 (void) unlinkat(dfd, SIDECAR_KEEP_KEY, 0);
                 return r;
         }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* An earlier run's netd, kept (issue 45): netd.key read, netd.sock
+ * connected, the peer the user's and running our lazaret-netd, "state KEY"
+ * answered with its last attestation. sidecar_start decides whether it
+ * serves this run's policy. Nothing kept, or a dead one: -errno, and its
+ * files are forgotten. */
+static int kept_connect(const LaunchSpec *s, Sidecar *sc) {
+        _cleanup_close_ int dfd = open(s->domain_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return negative_errno();
+        _cleanup_close_ int fd = -EBADF;
+        int r = keep_dial(dfd, &fd);
+        if (r < 0)
+                return r;
         /* The user's, running our lazaret-netd (not one an upgrade
          * replaced): ours, ended below when it does not serve. */
         struct ucred cr = {};
@@ -839,20 +850,12 @@ int sidecar_end_kept(const char *domain_dir) {
         _cleanup_close_ int dfd = open(domain_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
                 return errno == ENOENT ? 0 : negative_errno();
-        struct sockaddr_un sa;
-        socklen_t sl;
-        int r = keep_addr(dfd, SIDECAR_KEEP_SOCKET, &sa, &sl);
+        _cleanup_close_ int fd = -EBADF;
+        int r = keep_dial(dfd, &fd);
+        if (r == -ENOENT || r == -ECONNREFUSED)
+                return 0; /* nothing kept, or a dead one's files (forgotten) */
         if (r < 0)
                 return r;
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return negative_errno();
-        if (connect(fd, (struct sockaddr *) &sa, sl) < 0) {
-                r = errno == ENOENT ? 0 : errno == ECONNREFUSED ? 0 : negative_errno();
-                (void) unlinkat(dfd, SIDECAR_KEEP_SOCKET, 0);
-                (void) unlinkat(dfd, SIDECAR_KEEP_KEY, 0);
-                return r;
-        }
         KeptKey k = {};
         json_t *att = NULL;
         r = keep_state(dfd, fd, &k, &att);

@@ -310,6 +310,33 @@ static void test_blocks(void **state) {
         netpolicy_done(&p);
 }
 
+/* Up to 24 IPv4 entries from the xorshift state *x, no prefix twice. */
+static size_t random_v4_entries(uint64_t *state, NetPolicyEntry e[24]) {
+        uint64_t x = *state;
+#define NEXT() (x ^= x << 13, x ^= x >> 7, x ^= x << 17, x)
+        size_t n = 0;
+        for (int i = 0; i < 24; i++) {
+                static const unsigned lens[] = { 0, 1, 2, 4, 8, 8, 12, 16, 16, 20, 24, 28, 32 };
+                unsigned len = lens[NEXT() % ELEMENTSOF(lens)];
+                uint32_t a = len ? (uint32_t) (NEXT() & (0xffffffffu << (32 - len))) : 0;
+                NetPolicyEntry c = { .action = NEXT() % 2 ? NET_ALLOW : NET_DENY, .where_index = n };
+                c.prefix.family = AF_INET;
+                c.prefix.prefixlen = len;
+                c.prefix.addr[0] = (uint8_t) (a >> 24);
+                c.prefix.addr[1] = (uint8_t) (a >> 16);
+                c.prefix.addr[2] = (uint8_t) (a >> 8);
+                c.prefix.addr[3] = (uint8_t) a;
+                bool dup = false;
+                for (size_t k = 0; k < n; k++)
+                        dup = dup || (e[k].prefix.prefixlen == len && !memcmp(e[k].prefix.addr, c.prefix.addr, 4));
+                if (!dup)
+                        e[n++] = c;
+        }
+#undef NEXT
+        *state = x;
+        return n;
+}
+
 /* Generated policies: an address is in a block and in none of its
  * exceptions exactly when the verdict allows it. */
 static void test_blocks_agree_with_the_verdict(void **state) {
@@ -318,25 +345,7 @@ static void test_blocks_agree_with_the_verdict(void **state) {
 #define NEXT() (x ^= x << 13, x ^= x >> 7, x ^= x << 17, x)
         for (int round = 0; round < 200; round++) {
                 NetPolicyEntry e[24];
-                size_t n = 0;
-                for (int i = 0; i < 24; i++) {
-                        static const unsigned lens[] = { 0, 1, 2, 4, 8, 8, 12, 16, 16, 20, 24, 28, 32 };
-                        unsigned len = lens[NEXT() % ELEMENTSOF(lens)];
-                        uint32_t a = len ? (uint32_t) (NEXT() & (0xffffffffu << (32 - len))) : 0;
-                        NetPolicyEntry c = { .action = NEXT() % 2 ? NET_ALLOW : NET_DENY, .where_index = n };
-                        c.prefix.family = AF_INET;
-                        c.prefix.prefixlen = len;
-                        c.prefix.addr[0] = (uint8_t) (a >> 24);
-                        c.prefix.addr[1] = (uint8_t) (a >> 16);
-                        c.prefix.addr[2] = (uint8_t) (a >> 8);
-                        c.prefix.addr[3] = (uint8_t) a;
-                        bool dup = false;
-                        for (size_t k = 0; k < n; k++)
-                                dup = dup ||
-                                      (e[k].prefix.prefixlen == len && !memcmp(e[k].prefix.addr, c.prefix.addr, 4));
-                        if (!dup)
-                                e[n++] = c;
-                }
+                size_t n = random_v4_entries(&x, e);
                 NetPolicy p;
                 assert_int_equal(netpolicy_build(v4only, e, n, NULL, 0, &p, NULL), 0);
                 NetBlock *b;
@@ -421,25 +430,7 @@ static void test_permitted_routes_are_the_covers_first(void **state) {
 #define NEXT() (x ^= x << 13, x ^= x >> 7, x ^= x << 17, x)
         for (int round = 0; round < 200; round++) {
                 NetPolicyEntry e[24];
-                size_t n = 0;
-                for (int i = 0; i < 24; i++) {
-                        static const unsigned lens[] = { 0, 1, 2, 4, 8, 8, 12, 16, 16, 20, 24, 28, 32 };
-                        unsigned len = lens[NEXT() % ELEMENTSOF(lens)];
-                        uint32_t a = len ? (uint32_t) (NEXT() & (0xffffffffu << (32 - len))) : 0;
-                        NetPolicyEntry c = { .action = NEXT() % 2 ? NET_ALLOW : NET_DENY, .where_index = n };
-                        c.prefix.family = AF_INET;
-                        c.prefix.prefixlen = len;
-                        c.prefix.addr[0] = (uint8_t) (a >> 24);
-                        c.prefix.addr[1] = (uint8_t) (a >> 16);
-                        c.prefix.addr[2] = (uint8_t) (a >> 8);
-                        c.prefix.addr[3] = (uint8_t) a;
-                        bool dup = false;
-                        for (size_t k = 0; k < n; k++)
-                                dup = dup ||
-                                      (e[k].prefix.prefixlen == len && !memcmp(e[k].prefix.addr, c.prefix.addr, 4));
-                        if (!dup)
-                                e[n++] = c;
-                }
+                size_t n = random_v4_entries(&x, e);
                 NetPolicy p;
                 assert_int_equal(netpolicy_build(v4only, e, n, NULL, 0, &p, NULL), 0);
                 NetRoute *all;
