@@ -123,7 +123,9 @@ static void handle_signal(Coordinator *co) {
 
 /* ---- start and teardown ------------------------------------------------- */
 
-static int read_spec(LaunchSpec *ret, char **ret_text) {
+/* The spec (launch_spec_serialize's form); *ret_text and *ret_len: its
+ * bytes, for the Domain's copy. */
+static int read_spec(LaunchSpec *ret, char **ret_text, size_t *ret_len) {
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
         if (lseek(COORDINATOR_SPEC_FD, 0, SEEK_SET) < 0)
@@ -132,14 +134,11 @@ static int read_spec(LaunchSpec *ret, char **ret_text) {
         (void) close(COORDINATOR_SPEC_FD);
         if (r < 0)
                 return r;
-        json_error_t e;
-        json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
-        if (!j)
-                return -EBADMSG;
-        r = launch_spec_from_json(j, ret);
-        json_decref(j);
-        if (r >= 0 && ret_text)
+        r = launch_spec_deserialize(text, len, ret);
+        if (r >= 0 && ret_text) {
                 *ret_text = TAKE_PTR(text);
+                *ret_len = len;
+        }
         return r;
 }
 
@@ -659,7 +658,7 @@ int coordinator_watchdog_main(bool now) {
                 (void) close(COORDINATOR_SPEC_FD);
                 return 0;
         }
-        int r = read_spec(&co.spec, NULL);
+        int r = read_spec(&co.spec, NULL, NULL);
         if (r < 0) {
                 log_error("the coordinator died, and its launch description cannot be read (%s); the next "
                           "'lazaret run' of this workspace removes what it left",
@@ -726,7 +725,8 @@ int coordinator_main(int argc, char **argv) {
         }
 
         _cleanup_free_ char *spec_text = NULL;
-        r = read_spec(&co.spec, &spec_text);
+        size_t spec_len = 0;
+        r = read_spec(&co.spec, &spec_text, &spec_len);
         if (r < 0) {
                 status_report(&co, "error: the coordinator got no valid launch description (%s)", strerror(-r));
                 co_release(&co);
@@ -746,7 +746,7 @@ int coordinator_main(int argc, char **argv) {
         /* For 'lazaret stop' when no coordinator answers: what a watchdog
          * needs to remove what a dead one left. */
         _cleanup_free_ char *spec_copy = path_join(co.spec.domain_dir, WATCHDOG_SPEC_FILE);
-        r = spec_copy ? write_file_atomic(spec_copy, spec_text, strlen(spec_text), 0600, 0) : -ENOMEM;
+        r = spec_copy ? write_file_atomic(spec_copy, spec_text, spec_len, 0600, 0) : -ENOMEM;
         if (r < 0) {
                 status_report(&co, "error: cannot write %s: %s", spec_copy ?: WATCHDOG_SPEC_FILE, strerror(-r));
                 co_release(&co);

@@ -59,7 +59,9 @@ static int add(char ***v, size_t *n, size_t *cap, const char *path, bool dedupe)
  * read-write volumes. A file that does not read is passed over: it was
  * written by a coordinator, the sandbox never reaches it. */
 static int add_from_spec(const char *path, char ***v, size_t *n, size_t *cap) {
-        json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+        /* The JSON ends at a NUL when the policy follows it
+         * (launch_spec_serialize). */
+        json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES | JSON_DISABLE_EOF_CHECK, NULL);
         if (!j)
                 return 0;
         int r = add(v, n, cap, json_string_value(json_object_get(j, "workspace")), true);

@@ -165,20 +165,17 @@ _printf_(2, 3) static int fail(char **ret_error, const char *fmt, ...) {
 /* The spec as a sealed memfd: the coordinator reads exactly what the leader
  * validated. */
 static int spec_memfd(const LaunchSpec *spec, int *ret_fd) {
-        json_t *j = NULL;
-        int r = launch_spec_to_json(spec, &j);
+        char *text = NULL;
+        size_t len = 0;
+        int r = launch_spec_serialize(spec, &text, &len);
         if (r < 0)
                 return r;
-        char *text = json_dumps(j, JSON_COMPACT);
-        json_decref(j);
-        if (!text)
-                return -ENOMEM;
         int fd = memfd_create("lazaret-launch-spec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0) {
                 free(text);
                 return negative_errno();
         }
-        r = write_all(fd, text, strlen(text));
+        r = write_all(fd, text, len);
         free(text);
         if (r >= 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
                 r = negative_errno();

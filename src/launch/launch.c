@@ -19,6 +19,7 @@
 #include "fd-util.h"
 #include "image-build.h"
 #include "launch.h"
+#include "netpolicy-digest.h"
 #include "path-pattern.h"
 #include "path-util.h"
 #include "runtime-dir.h"
@@ -170,7 +171,10 @@ static json_t *field_json(const LaunchSpec *s, const LaunchField *f) {
         return NULL;
 }
 
-static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
+/* with_fingerprint: the spec's own form (the fingerprint in it); without:
+ * the input of the fingerprint. tail_policy: the policy left out of the
+ * JSON (launch_spec_serialize puts it after it). */
+static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint, bool tail_policy) {
         json_t *j = json_object(), *vols = json_array();
         for (size_t i = 0; j && vols && i < s->n_volumes; i++) {
                 char relabel[2] = { s->volumes[i].relabel, 0 };
@@ -187,7 +191,11 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                 json_decref(vols);
         for (size_t i = 0; ok && i < ELEMENTSOF(fields); i++) {
                 json_t *v;
-                if (!with_fingerprint && s->netpolicy && streq(fields[i].key, "netpolicy")) {
+                const char *key = fields[i].key;
+                if (tail_policy && streq(key, "netpolicy")) {
+                        key = "netpolicy_bytes";
+                        v = s->netpolicy ? json_integer((json_int_t) strlen(s->netpolicy)) : NULL;
+                } else if (!with_fingerprint && s->netpolicy && streq(fields[i].key, "netpolicy")) {
                         /* The fingerprint binds the policy by its digest,
                          * made here (a policy of 10,000 prefixes would
                          * cost milliseconds of JSON and hashing). */
@@ -203,7 +211,7 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
                         }
                 } else
                         v = field_json(s, &fields[i]);
-                ok = v && json_object_set_new(j, fields[i].key, v) == 0;
+                ok = v && json_object_set_new(j, key, v) == 0;
         }
         ok = ok &&
              json_object_set_new(j, "runsc_network", json_string(runsc_network_to_string(s->runsc_network))) == 0 &&
@@ -222,7 +230,7 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint) {
 }
 
 int launch_spec_fingerprint(LaunchSpec *s) {
-        json_t *j = spec_json(s, false);
+        json_t *j = spec_json(s, false, false);
         if (!j)
                 return -ENOMEM;
         char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
@@ -247,7 +255,7 @@ int launch_spec_fingerprint(LaunchSpec *s) {
 }
 
 int launch_spec_to_json(const LaunchSpec *s, json_t **ret) {
-        json_t *j = spec_json(s, true);
+        json_t *j = spec_json(s, true, false);
         if (!j)
                 return -ENOMEM;
         *ret = j;
@@ -328,7 +336,9 @@ static int field_from_json(json_t *j, const LaunchField *f, LaunchSpec *s) {
         return -EBADMSG;
 }
 
-int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
+/* policy: the policy that followed the JSON (launch_spec_deserialize),
+ * or NULL: the JSON has it. */
+static int spec_from_json(json_t *j, const char *policy, size_t policy_len, LaunchSpec *ret) {
         LaunchSpec s = {};
         int r = 0;
         const char *net = json_string_value(json_object_get(j, "runsc_network"));
@@ -339,7 +349,23 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         if (!json_is_object(j) || !net || backend < 0 || !fp || strlen(fp) != 64 || !json_is_array(vols))
                 return -EBADMSG;
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(fields); i++)
-                r = field_from_json(j, &fields[i], &s);
+                if (!policy || !streq(fields[i].key, "netpolicy"))
+                        r = field_from_json(j, &fields[i], &s);
+        if (r >= 0 && policy) {
+                /* Its length as the JSON says, no NUL in it, and the
+                 * digest the JSON names: what the leader wrote, whole. */
+                json_t *n = json_object_get(j, "netpolicy_bytes");
+                char d[65];
+                if (json_object_get(j, "netpolicy") || !json_is_integer(n) ||
+                    json_integer_value(n) != (json_int_t) policy_len || memchr(policy, '\0', policy_len))
+                        r = -EBADMSG;
+                else {
+                        sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, policy, policy_len, d);
+                        r = streq(d, s.netpolicy_digest) ? 0 : -EBADMSG;
+                }
+                if (r >= 0 && !(s.netpolicy = strndup(policy, policy_len)))
+                        r = -ENOMEM;
+        }
         if (r >= 0 && json_object_get(j, "ca_files"))
                 r = get_strv(j, "ca_files", &s.ca_files);
         if (r >= 0)
@@ -387,6 +413,46 @@ int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
         }
         *ret = s;
         return 0;
+}
+
+int launch_spec_from_json(json_t *j, LaunchSpec *ret) {
+        return spec_from_json(j, NULL, 0, ret);
+}
+
+int launch_spec_serialize(const LaunchSpec *s, char **ret, size_t *ret_len) {
+        json_t *j = spec_json(s, true, true);
+        if (!j)
+                return -ENOMEM;
+        char *text = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        if (!text)
+                return -ENOMEM;
+        size_t jl = strlen(text), pl = s->netpolicy ? strlen(s->netpolicy) : 0;
+        char *buf = realloc(text, jl + 1 + pl + 1);
+        if (!buf) {
+                free(text);
+                return -ENOMEM;
+        }
+        if (s->netpolicy)
+                memcpy(buf + jl + 1, s->netpolicy, pl);
+        buf[jl + 1 + pl] = '\0';
+        *ret = buf;
+        *ret_len = s->netpolicy ? jl + 1 + pl : jl; /* without a policy: the JSON alone */
+        return 0;
+}
+
+int launch_spec_deserialize(const char *buf, size_t len, LaunchSpec *ret) {
+        const char *nul = memchr(buf, '\0', len);
+        size_t jl = nul ? (size_t) (nul - buf) : len;
+        json_error_t e;
+        json_t *j = json_loadb(buf, jl, JSON_REJECT_DUPLICATES, &e);
+        if (!j)
+                return -EBADMSG;
+        /* No NUL: the JSON alone (no policy, or a copy of an older
+         * Lazaret's, with the policy in it). */
+        int r = spec_from_json(j, nul ? nul + 1 : NULL, nul ? len - jl - 1 : 0, ret);
+        json_decref(j);
+        return r;
 }
 
 /* The agent's name: --agent's, or the profile's. */

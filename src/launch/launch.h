@@ -156,6 +156,16 @@ const LaunchField *launch_spec_fields(size_t *ret_n);
 void launch_spec_done(LaunchSpec *s);
 int launch_spec_to_json(const LaunchSpec *s, json_t **ret);
 int launch_spec_from_json(json_t *j, LaunchSpec *ret);
+/* The spec as it travels (the leader's sealed memfd) and is kept (the
+ * Domain's launch-spec.json): its JSON with "netpolicy_bytes" for the
+ * policy, a NUL, then the declared policy's canonical text, byte for byte
+ * (its digest must be netpolicy_digest). The policy stays out of the JSON:
+ * 10,000 prefixes are 190 KB that jansson escapes and reads back a
+ * character at a time, milliseconds of every start. A spec with no
+ * policy, or a copy an older Lazaret wrote, is the JSON alone. *ret is
+ * NUL-terminated; *ret_len leaves that NUL out. */
+int launch_spec_serialize(const LaunchSpec *s, char **ret, size_t *ret_len);
+int launch_spec_deserialize(const char *buf, size_t len, LaunchSpec *ret);
 /* Fill s->fingerprint from the canonical JSON form. */
 int launch_spec_fingerprint(LaunchSpec *s);
 

@@ -637,14 +637,17 @@ volumes = [{{ host = "{shared}", container = "/shared", mode = "rw" }}]
     assert lz.work.encode() + b"\0" in open(record, "rb").read()
     # The other Domain's spec gone: the record still names its workspace.
     specs = [os.path.join(x, "launch-spec.json") for x in d.domain_dirs()]
-    mine = [p for p in specs if os.path.exists(p) and json.load(open(p))["workspace"] == lz.work]
+    # The spec's JSON ends at a NUL; the policy follows it.
+    mine = [p for p in specs
+            if os.path.exists(p) and json.loads(open(p, "rb").read().split(b"\0")[0])["workspace"] == lz.work]
     assert len(mine) == 1, specs
-    saved = open(mine[0]).read()
+    saved = open(mine[0], "rb").read()
     os.unlink(mine[0])
     refused()
     # The record gone (as before the first): the Domains' specs stand for
     # it, and the next coordinator makes it again from them.
-    lz.write(mine[0], saved)
+    with open(mine[0], "wb") as f:
+        f.write(saved)
     os.chown(mine[0], lz.user.pw_uid, lz.user.pw_gid)
     os.unlink(record)
     refused()

@@ -21,6 +21,7 @@
 
 #include "agent-trees.h"
 #include "launch.h"
+#include "netpolicy-digest.h"
 
 #define FIELD(s, f, type) ((type *) (void *) ((char *) (s) + (f)->offset))
 
@@ -278,6 +279,78 @@ static void test_refused(void **state) {
         launch_spec_done(&a);
 }
 
+/* The form that travels and is kept: the JSON, a NUL, the policy after it
+ * byte for byte (not in the JSON); read back whole; a policy that is not
+ * what the JSON names (another length, another digest, a NUL in it, or one
+ * in the JSON as well) refused; the JSON alone (a copy an older Lazaret
+ * wrote, the policy in it) still read. */
+static void test_serialized(void **state) {
+        (void) state;
+        LaunchSpec a = {}, b = {};
+        fill(&a);
+        free(a.netpolicy);
+        a.netpolicy = strdup("lazaret.netpolicy.v1\nfamily ipv4 enabled default allow\nrule 10.0.0.0/8 deny\n");
+        free(a.netpolicy_digest);
+        a.netpolicy_digest = malloc(65);
+        sha256_domain_hex(NETPOLICY_DIGEST_DOMAIN, a.netpolicy, strlen(a.netpolicy), a.netpolicy_digest);
+        char *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(launch_spec_serialize(&a, &buf, &len), 0);
+        size_t jl = strlen(buf), pl = strlen(a.netpolicy);
+        assert_int_equal(len, jl + 1 + pl);
+        assert_memory_equal(buf + jl + 1, a.netpolicy, pl);
+        json_t *j = json_loadb(buf, jl, 0, NULL);
+        assert_non_null(j);
+        assert_null(json_object_get(j, "netpolicy"));
+        assert_int_equal(json_integer_value(json_object_get(j, "netpolicy_bytes")), (json_int_t) pl);
+        json_decref(j);
+        assert_int_equal(launch_spec_deserialize(buf, len, &b), 0);
+        assert_string_equal(b.netpolicy, a.netpolicy);
+        assert_string_equal(b.netpolicy_digest, a.netpolicy_digest);
+        assert_string_equal(b.profile, a.profile);
+        assert_string_equal(b.fingerprint, a.fingerprint);
+        launch_spec_done(&b);
+
+        /* Cut short, one byte more, a byte changed, a NUL inside. */
+        b = (LaunchSpec){};
+        assert_int_equal(launch_spec_deserialize(buf, len - 1, &b), -EBADMSG);
+        char *more = malloc(len + 2);
+        memcpy(more, buf, len);
+        more[len] = '\n';
+        assert_int_equal(launch_spec_deserialize(more, len + 1, &b), -EBADMSG);
+        memcpy(more, buf, len);
+        more[jl + 1 + 30] ^= 1;
+        assert_int_equal(launch_spec_deserialize(more, len, &b), -EBADMSG);
+        memcpy(more, buf, len);
+        more[jl + 1 + 30] = '\0';
+        assert_int_equal(launch_spec_deserialize(more, len, &b), -EBADMSG);
+        free(more);
+
+        /* The policy in the JSON as well as after it. */
+        j = json_loadb(buf, jl, 0, NULL);
+        json_object_set_new(j, "netpolicy", json_string(a.netpolicy));
+        char *t = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        size_t tl = strlen(t);
+        char *both = malloc(tl + 1 + pl);
+        memcpy(both, t, tl + 1);
+        memcpy(both + tl + 1, a.netpolicy, pl);
+        assert_int_equal(launch_spec_deserialize(both, tl + 1 + pl, &b), -EBADMSG);
+        free(both);
+        free(t);
+
+        /* The JSON alone, as an older Lazaret wrote it. */
+        j = to_json(&a);
+        t = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        assert_int_equal(launch_spec_deserialize(t, strlen(t), &b), 0);
+        assert_string_equal(b.netpolicy, a.netpolicy);
+        launch_spec_done(&b);
+        free(t);
+        free(buf);
+        launch_spec_done(&a);
+}
+
 static void write_text(const char *path, const char *text, size_t len) {
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         assert_true(fd >= 0);
@@ -321,16 +394,16 @@ static void test_agent_trees(void **state) {
         assert_int_equal(mkdir(path, 0700), 0);
         static const char first[] = "{\"workspace\": \"/home/u/a\", \"volumes\": [{\"host\": \"/home/u/cache\", "
                                     "\"read_only\": false}, {\"host\": \"/home/u/ro\", \"read_only\": true}]}";
-        const char *specs[] = {
-                first,
-                "{\"workspace\": \"/home/u/b\", \"volumes\": []}",
-                "{not json",
-        };
+        /* The second as launch_spec_serialize writes it: the policy
+         * after a NUL. */
+        static const char second[] = "{\"workspace\": \"/home/u/b\", \"volumes\": []}\0lazaret.netpolicy.v1\n";
+        const char *specs[] = { first, second, "{not json" };
+        const size_t lens[] = { strlen(first), sizeof(second) - 1, strlen(specs[2]) };
         for (size_t i = 0; i < 3; i++) {
                 snprintf(path, sizeof(path), "%s/domains/%zu", root, i);
                 assert_int_equal(mkdir(path, 0700), 0);
                 snprintf(path, sizeof(path), "%s/domains/%zu/launch-spec.json", root, i);
-                write_text(path, specs[i], strlen(specs[i]));
+                write_text(path, specs[i], lens[i]);
         }
         assert_int_equal(agent_trees_load(file, root, &v, &n), 0);
         assert_int_equal(n, 3);
@@ -401,7 +474,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_keys),
                 cmocka_unit_test(test_optional_ones), cmocka_unit_test(test_refused),
-                cmocka_unit_test(test_agent_trees),
+                cmocka_unit_test(test_serialized),    cmocka_unit_test(test_agent_trees),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
