@@ -1,11 +1,35 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "cidr.h"
+
+bool cidr_parse_ipv4(const char *s, size_t n, uint8_t a[4]) {
+        size_t i = 0;
+        for (unsigned part = 0; part < 4; part++) {
+                if (part > 0) {
+                        if (i >= n || s[i] != '.')
+                                return false;
+                        i++;
+                }
+                unsigned v = 0, digits = 0;
+                for (; i < n && s[i] >= '0' && s[i] <= '9'; i++, digits++) {
+                        if (digits > 0 && v == 0)
+                                return false; /* a leading zero */
+                        v = v * 10 + (unsigned) (s[i] - '0');
+                        if (v > 255)
+                                return false;
+                }
+                if (digits == 0)
+                        return false;
+                a[part] = (uint8_t) v;
+        }
+        return i == n;
+}
 
 int cidr_parse(const char *s, Cidr *ret, const char **ret_error) {
         char addr[INET6_ADDRSTRLEN + 1];
@@ -24,7 +48,9 @@ int cidr_parse(const char *s, Cidr *ret, const char **ret_error) {
         memcpy(addr, s, alen);
         addr[alen] = '\0';
 
-        if (inet_pton(AF_INET, addr, c.addr) == 1)
+        if (cidr_parse_ipv4(addr, alen, c.addr))
+                c.family = AF_INET;
+        else if (inet_pton(AF_INET, addr, c.addr) == 1)
                 c.family = AF_INET;
         else if (inet_pton(AF_INET6, addr, c.addr) == 1)
                 c.family = AF_INET6;
@@ -76,7 +102,7 @@ static char *put_dec(char *p, unsigned v) {
         return p;
 }
 
-void cidr_format(const Cidr *c, char *buf, unsigned long size) {
+size_t cidr_format(const Cidr *c, char *buf, unsigned long size) {
         /* IPv4 by hand: a policy of 10,000 prefixes is formatted several
          * times on each start (issue 45), and inet_ntop and snprintf
          * were most of it. */
@@ -88,9 +114,10 @@ void cidr_format(const Cidr *c, char *buf, unsigned long size) {
                 }
                 p = put_dec(p, c->prefixlen);
                 *p = '\0';
-                return;
+                return (size_t) (p - buf);
         }
         char a[INET6_ADDRSTRLEN];
         inet_ntop(c->family, c->addr, a, sizeof(a));
-        snprintf(buf, size, "%s/%u", a, c->prefixlen);
+        int n = snprintf(buf, size, "%s/%u", a, c->prefixlen);
+        return n < 0 || size == 0 ? 0 : (size_t) n < size ? (size_t) n : size - 1;
 }

@@ -422,6 +422,55 @@ static void test_cidr_format_agrees_with_inet_ntop(void **state) {
         assert_string_equal(small, "255.255.255");
 }
 
+/* cidr_parse_ipv4 reads a dotted quad by hand: it must take exactly what
+ * inet_pton(AF_INET) takes, as the same four bytes, on strings made of
+ * digits and dots (and now and then something else), near-quads with
+ * leading zeros, numbers past 255, parts missing or one too many, and on
+ * every octet value in every position. */
+static void test_ipv4_parse_agrees_with_inet_pton(void **state) {
+        (void) state;
+        uint64_t x = 0xbb67ae8584caa73bULL;
+#define NEXT() (x ^= x << 13, x ^= x >> 7, x ^= x << 17, x)
+        static const char alphabet[] = "0123456789012345678901234.....1255x: ";
+        size_t took = 0;
+        for (unsigned i = 0; i < 400000; i++) {
+                char s[32];
+                size_t n = 0;
+                if (i % 2) {
+                        /* Four parts, each 0-3 digits from 0 to 299, some
+                         * with a leading zero; now and then five or three. */
+                        unsigned parts = NEXT() % 8 == 0 ? 3 + (unsigned) (NEXT() % 3) : 4;
+                        for (unsigned k = 0; k < parts; k++) {
+                                if (k)
+                                        s[n++] = '.';
+                                unsigned v = (unsigned) (NEXT() % 300);
+                                if (NEXT() % 10 == 0)
+                                        s[n++] = '0';
+                                if (NEXT() % 20)
+                                        n += (size_t) snprintf(s + n, sizeof(s) - n, "%u", v);
+                        }
+                } else {
+                        n = (size_t) (NEXT() % 20);
+                        for (size_t k = 0; k < n; k++)
+                                s[k] = alphabet[NEXT() % (sizeof(alphabet) - 1)];
+                }
+                if (i < 256 * 4)
+                        n = (size_t) snprintf(s, sizeof(s), "%u.%u.%u.%u", i / 256 == 0 ? i % 256 : 7,
+                                              i / 256 == 1 ? i % 256 : 0, i / 256 == 2 ? i % 256 : 255,
+                                              i / 256 == 3 ? i % 256 : 10);
+                s[n] = '\0';
+                uint8_t want[4] = {}, got[4] = {};
+                bool ok = inet_pton(AF_INET, s, want) == 1;
+                assert_int_equal(cidr_parse_ipv4(s, n, got), ok);
+                if (ok) {
+                        assert_memory_equal(got, want, 4);
+                        took++;
+                }
+        }
+        assert_true(took > 20000); /* many quads were good ones */
+#undef NEXT
+}
+
 /* The probes' few permitted routes: the first max of the full cover's, in
  * its order, on generated policies, for every max up to past the end. */
 static void test_permitted_routes_are_the_covers_first(void **state) {
@@ -458,9 +507,103 @@ static void test_permitted_routes_are_the_covers_first(void **state) {
 #undef NEXT
 }
 
+/* netpolicy_deny_addresses finds and inserts by binary search, where it
+ * used to walk the rules and sort them all again: on generated policies
+ * and host addresses (some twice, some on a rule's own /32, some in no
+ * rule), the same effects, count and rules as that plain way, done here. */
+static int plain_cmp(const void *x, const void *y) {
+        const Cidr *a = &((const NetRule *) x)->prefix, *b = &((const NetRule *) y)->prefix;
+        if (a->family != b->family)
+                return a->family == AF_INET ? -1 : 1;
+        int r = memcmp(a->addr, b->addr, 16);
+        return r ? r : a->prefixlen < b->prefixlen ? -1 : a->prefixlen > b->prefixlen;
+}
+
+static NetAction plain_verdict(const NetPolicy *p, const NetAddr *a) {
+        NetAction v = p->default_action[NET_IPV4];
+        int best = -1;
+        for (size_t i = 0; i < p->n_rules; i++)
+                if ((int) p->rules[i].prefix.prefixlen > best && cidr_contains(&p->rules[i].prefix, a)) {
+                        best = (int) p->rules[i].prefix.prefixlen;
+                        v = p->rules[i].action;
+                }
+        return v;
+}
+
+static void test_host_addresses_denied_as_the_plain_way(void **state) {
+        (void) state;
+        uint64_t x = 0x6a09e667f3bcc908ULL;
+#define NEXT() (x ^= x << 13, x ^= x >> 7, x ^= x << 17, x)
+        for (int round = 0; round < 500; round++) {
+                NetPolicyEntry e[24];
+                size_t n = random_v4_entries(&x, e);
+                NetPolicy p, want;
+                assert_int_equal(netpolicy_build(v4only, e, n, NULL, 0, &p, NULL), 0);
+                assert_int_equal(netpolicy_build(v4only, e, n, NULL, 0, &want, NULL), 0);
+                NetAddr host[6];
+                size_t nh = 1 + NEXT() % 6;
+                for (size_t i = 0; i < nh; i++) {
+                        host[i] = (NetAddr){ .family = AF_INET };
+                        if (i > 0 && NEXT() % 4 == 0)
+                                host[i] = host[NEXT() % i]; /* twice */
+                        else if (n > 0 && NEXT() % 2)
+                                memcpy(host[i].addr, e[NEXT() % n].prefix.addr, 4); /* a rule's first */
+                        else
+                                for (int k = 0; k < 4; k++)
+                                        host[i].addr[k] = (uint8_t) NEXT();
+                }
+                /* The plain way, as the code was. */
+                HostAddrEffect weff[6];
+                size_t wchanged = 0;
+                want.rules = realloc(want.rules, (want.n_rules + nh) * sizeof(NetRule));
+                for (size_t i = 0; i < nh; i++) {
+                        weff[i] = plain_verdict(&want, &host[i]) == NET_ALLOW ? HOST_ADDR_IMPLICIT_DENY
+                                                                              : HOST_ADDR_POLICY_DENIES;
+                        if (weff[i] != HOST_ADDR_IMPLICIT_DENY)
+                                continue;
+                        Cidr whole = { .family = AF_INET, .prefixlen = 32 };
+                        memcpy(whole.addr, host[i].addr, 4);
+                        NetRule *same = NULL;
+                        for (size_t k = 0; k < want.n_rules && !same; k++)
+                                if (!plain_cmp(&want.rules[k], &(NetRule){ .prefix = whole }))
+                                        same = &want.rules[k];
+                        if (same)
+                                same->action = NET_DENY;
+                        else
+                                want.rules[want.n_rules++] = (NetRule){ .prefix = whole, .action = NET_DENY };
+                        wchanged++;
+                }
+                qsort(want.rules, want.n_rules, sizeof(NetRule), plain_cmp);
+
+                HostAddrEffect eff[6];
+                assert_int_equal(netpolicy_deny_addresses(&p, host, nh, eff), (int) wchanged);
+                assert_memory_equal(eff, weff, nh * sizeof(HostAddrEffect));
+                assert_int_equal(p.n_rules, want.n_rules);
+                for (size_t i = 0; i < p.n_rules; i++) {
+                        assert_int_equal(plain_cmp(&p.rules[i], &want.rules[i]), 0);
+                        assert_int_equal(p.rules[i].action, want.rules[i].action);
+                }
+                /* And the verdict (by binary search) is the plain one's. */
+                for (int t = 0; t < 50; t++) {
+                        NetAddr a = { .family = AF_INET };
+                        if (t < (int) nh)
+                                a = host[t];
+                        else
+                                for (int k = 0; k < 4; k++)
+                                        a.addr[k] = (uint8_t) NEXT();
+                        assert_int_equal(netpolicy_verdict(&p, &a), plain_verdict(&p, &a));
+                }
+                netpolicy_done(&p);
+                netpolicy_done(&want);
+        }
+#undef NEXT
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_cidr_format_agrees_with_inet_ntop),
+                cmocka_unit_test(test_host_addresses_denied_as_the_plain_way),
+                cmocka_unit_test(test_ipv4_parse_agrees_with_inet_pton),
                 cmocka_unit_test(test_permitted_routes_are_the_covers_first),
                 cmocka_unit_test(test_default_allow_is_two_halves),
                 cmocka_unit_test(test_allow_with_holes),
