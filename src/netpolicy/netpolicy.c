@@ -313,8 +313,8 @@ int netpolicy_build(const bool enabled[_NET_FAMILY_MAX], const NetPolicyEntry *e
                         if (entries[i].prefix.prefixlen == 0)
                                 p.default_action[net_family_of(entries[i].prefix.family)] = entries[i].action;
                         else
-                                p.rules[p.n_rules++] = (NetRule){ .prefix = entries[i].prefix,
-                                                                  .action = entries[i].action };
+                                p.rules[p.n_rules++] =
+                                        (NetRule){ .prefix = entries[i].prefix, .action = entries[i].action };
         } else {
                 s = malloc(n_entries * sizeof(Sorted));
                 if (!s)
