@@ -257,6 +257,7 @@ struct Coordinator {
         char *declared_netpolicy; /* canonical, as the configuration says it (the last Hello's) */
         NetPolicy declared_parsed; /* the spec's, parsed once for the start (then freed) */
         bool have_declared_parsed;
+        struct PolicyParseJob *parse_job; /* that parse, on a thread of its own until taken */
         HostAddrs host; /* the host's addresses last read, and what the declared policy made of them */
         int sidecar_fd; /* pidfd of the sidecar's conmon */
         char readiness_fingerprint[65]; /* of the evidence last recorded, or "" */

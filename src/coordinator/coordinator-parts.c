@@ -724,12 +724,22 @@ int co_mount_plan(Coordinator *co, char **ret_error) {
         if (co->sidecar.name) {
                 p->network_from = strdup(co->sidecar.name);
                 p->network_pid = co->sidecar.netd_pid;
+                /* The resolvers of the policy in force (as Podman's --dns
+                 * writes gVisor's), without reading it again. */
+                StrBuf b = STRBUF_INIT;
+                strbuf_puts(&b, "# the network policy's resolvers (lazaret)\n");
+                for (size_t i = 0; i < co->net.parsed.n_resolvers; i++) {
+                        char a[64];
+                        netaddr_format(&co->net.parsed.resolvers[i], a, sizeof(a));
+                        strbuf_printf(&b, "nameserver %s\n", a);
+                }
+                p->resolv_conf = strbuf_steal(&b);
         }
         p->anchor = co->anchor.n_layers ? &co->anchor : NULL;
         co_fsmonitor_plan(co, p);
         if (!p->workspace || (co->spec.branch && co->spec.git_dir && routed && !p->git_source) || !p->terminfo_dir ||
             (co->esc && (!p->certs_dir || !p->socket_dir)) || (co->p_broker.id && !p->broker_dir) ||
-            (co->sidecar.name && !p->network_from))
+            (co->sidecar.name && (!p->network_from || !p->resolv_conf)))
                 return -ENOMEM;
         return 0;
 }

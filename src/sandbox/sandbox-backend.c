@@ -41,6 +41,7 @@ void mount_plan_done(MountPlan *p) {
         free(p->socket_dir);
         free(p->broker_dir);
         free(p->network_from);
+        free(p->resolv_conf);
         free(p->fsmonitor_socket);
         *p = (MountPlan){};
 }

@@ -48,6 +48,7 @@ typedef struct MountPlan {
         char *broker_dir;
         char *network_from; /* the network sidecar whose namespace gVisor joins, or NULL */
         pid_t network_pid; /* its netd on the host, whose namespace the native sandbox runs in; 0: none */
+        char *resolv_conf; /* with network_pid: the sandbox's /etc/resolv.conf, the policy's resolvers */
         const StateAnchor *anchor; /* persistent_dirs, or NULL (borrowed from the coordinator) */
         /* git's file system monitor's socket on the host (coordinator/
          * fsmonitor.h), or NULL: a backend with fsmonitor hands it in. */

@@ -20,7 +20,6 @@
 #include "fileio.h"
 #include "fd-util.h"
 #include "log.h"
-#include "netpolicy.h"
 #include "macro.h"
 #include "native-layers.h"
 #include "native-run.h"
@@ -485,29 +484,24 @@ static void add_editor_masks(Argv *a, const char *workspace) {
  * owns it (Podman's: only there may a process enter it) and makes its own
  * below it (--share-net), which holds no capability over those routes. */
 
-/* The sandbox's /etc/resolv.conf: the policy's resolvers, as Podman's
- * --dns writes the gVisor sandbox's (<domain>/resolv.conf). */
-static int write_resolv_conf(const LaunchSpec *s, char **ret_path) {
-        NetPolicy np;
-        const char *why = NULL;
-        int r = netpolicy_parse(s->netpolicy, strlen(s->netpolicy), &np, &why);
-        if (r < 0)
-                return r;
-        StrBuf b = STRBUF_INIT;
-        strbuf_puts(&b, "# the network policy's resolvers (lazaret)\n");
-        for (size_t i = 0; i < np.n_resolvers; i++) {
-                char a[64];
-                netaddr_format(&np.resolvers[i], a, sizeof(a));
-                strbuf_printf(&b, "nameserver %s\n", a);
-        }
-        netpolicy_done(&np);
-        _cleanup_free_ char *text = strbuf_steal(&b);
+/* The sandbox's /etc/resolv.conf (<domain>/resolv.conf): the mount plan's,
+ * the resolvers of the policy in force; written (and synced) only when it
+ * is not that already. */
+static int write_resolv_conf(const LaunchSpec *s, const char *text, char **ret_path) {
         _cleanup_free_ char *path = path_join(s->domain_dir, "resolv.conf");
-        if (!text || !path)
+        if (!path)
                 return -ENOMEM;
-        r = write_file_atomic(path, text, strlen(text), 0644, 0);
-        if (r < 0)
-                return r;
+        size_t len = strlen(text);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+        struct stat st;
+        _cleanup_free_ char *old = NULL;
+        size_t old_len = 0;
+        if (!(fd >= 0 && fstat(fd, &st) >= 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0644 &&
+              read_fd_capped(fd, len + 1, &old, &old_len) >= 0 && old_len == len && memcmp(old, text, len) == 0)) {
+                int r = write_file_atomic(path, text, len, 0644, 0);
+                if (r < 0)
+                        return r;
+        }
         *ret_path = TAKE_PTR(path);
         return 0;
 }
@@ -653,7 +647,7 @@ int native_run_start(const LaunchSpec *s, const MountPlan *plan, NativeRun *ret,
                                 *ret_error = NULL;
                         return r;
                 }
-                r = write_resolv_conf(s, &resolv);
+                r = plan->resolv_conf ? write_resolv_conf(s, plan->resolv_conf, &resolv) : -EINVAL;
                 if (r < 0) {
                         argv_done(&a);
                         if (asprintf(ret_error, "cannot write the sandbox's resolv.conf: %s", strerror(-r)) < 0)
