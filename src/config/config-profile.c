@@ -16,6 +16,20 @@ static int validate_cidrs(Validator *v, const ConfigNode *n, const char *name, N
         *ret = list;
         if (!ok)
                 v->net_bad = true;
+        /* Room for all of them at once (10,000 prefixes grew it eight
+         * times, copying each time). */
+        if (v->n_net + n->value->array.n > v->cap_net) {
+                size_t cap = v->n_net + n->value->array.n;
+                NetPolicyEntry *ne = realloc(v->net, cap * sizeof(*ne));
+                if (!ne)
+                        return -ENOMEM;
+                v->net = ne;
+                NetWhere *nw = realloc(v->net_where, cap * sizeof(*nw));
+                if (!nw)
+                        return -ENOMEM;
+                v->net_where = nw;
+                v->cap_net = cap;
+        }
         /* Positions: string_list skipped bad entries, so walk the array again. */
         for (size_t i = 0; i < n->value->array.n; i++) {
                 const TomlValue *e = n->value->array.items[i];

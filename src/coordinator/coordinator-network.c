@@ -336,15 +336,105 @@ const PartKind kind_network = {
         .release = network_release,
 };
 
+typedef struct PolicyJob {
+        pthread_t thread;
+        char *text; /* its own copy: nothing it reads is freed under it */
+        NetPolicy parsed, derived;
+        int parsed_r, derived_r;
+        char *canonical;
+        HostAddrs host;
+} PolicyJob;
+
+static void *policy_job_run(void *arg) {
+        PolicyJob *j = arg;
+        const char *why = NULL;
+        j->parsed_r = netpolicy_parse(j->text, strlen(j->text), &j->parsed, &why);
+        if (j->parsed_r >= 0)
+                j->derived_r = effective_policy(j->text, &j->parsed, &j->derived, &j->canonical, &j->host, &why);
+        return NULL;
+}
+
+/* No thread (out of memory, or none to be had): the parse is made when
+ * it is needed, as before. */
+void co_policy_begin(Coordinator *co) {
+        PolicyJob *j = calloc(1, sizeof(*j));
+        if (!j)
+                return;
+        j->text = strdup(co->spec.netpolicy);
+        j->derived_r = -ENOENT;
+        if (!j->text || pthread_create(&j->thread, NULL, policy_job_run, j) != 0) {
+                free(j->text);
+                free(j);
+                return;
+        }
+        co->policy_job = j;
+}
+
+static void pre_derived_done(Coordinator *co) {
+        netpolicy_done(&co->pre_derived);
+        co->pre_canonical = mfree(co->pre_canonical);
+        host_addrs_done(&co->pre_host);
+}
+
+int co_policy_join(Coordinator *co) {
+        PolicyJob *j = TAKE_PTR(co->policy_job);
+        if (!j)
+                return -ENOENT;
+        (void) pthread_join(j->thread, NULL);
+        int r = j->parsed_r >= 0;
+        if (r) {
+                netpolicy_done(&co->declared_parsed);
+                co->declared_parsed = j->parsed;
+                j->parsed = (NetPolicy){};
+        }
+        pre_derived_done(co);
+        if (j->derived_r >= 0) {
+                co->pre_derived = j->derived;
+                co->pre_canonical = TAKE_PTR(j->canonical);
+                co->pre_host = j->host;
+                j->derived = (NetPolicy){};
+                j->host = (HostAddrs){};
+        }
+        netpolicy_done(&j->parsed);
+        netpolicy_done(&j->derived);
+        free(j->canonical);
+        host_addrs_done(&j->host);
+        free(j->text);
+        free(j);
+        return r;
+}
+
+void co_policy_drop(Coordinator *co) {
+        if (co->policy_job && co_policy_join(co) > 0) {
+                netpolicy_done(&co->declared_parsed);
+                co->have_declared_parsed = false;
+        }
+        pre_derived_done(co);
+}
+
 int start_network(Coordinator *co, char **ret_error) {
         _cleanup_(netpolicy_done) NetPolicy np = {};
         _cleanup_free_ char *canon = NULL;
         const char *why = NULL;
+        int r;
         co->declared_netpolicy = strdup(co->spec.netpolicy);
         if (!co->declared_netpolicy)
                 return -ENOMEM;
-        int r = effective_policy(co->declared_netpolicy, co->have_declared_parsed ? &co->declared_parsed : NULL, &np,
-                                 &canon, &co->host, &why);
+        /* Derived on the thread, and the host's addresses as they were
+         * then: taken as it is. */
+        if (co->pre_canonical && host_addrs_unchanged(&co->pre_host)) {
+                np = co->pre_derived;
+                co->pre_derived = (NetPolicy){};
+                canon = TAKE_PTR(co->pre_canonical);
+                host_addrs_done(&co->host);
+                co->host = co->pre_host;
+                co->pre_host = (HostAddrs){};
+                log_debug("the policy derived beside the start is taken (the host's addresses are unchanged)");
+                r = 0;
+        } else
+                r = effective_policy(co->declared_netpolicy, co->have_declared_parsed ? &co->declared_parsed : NULL,
+                                     &np, &canon, &co->host, &why);
+        pre_derived_done(co);
         netpolicy_done(&co->declared_parsed);
         co->have_declared_parsed = false;
         if (r >= 0)

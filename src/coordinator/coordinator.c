@@ -5,8 +5,6 @@
  * watchdog. The connections, the network and the other participants are
  * in coordinator-session.c, coordinator-network.c and coordinator-parts.c
  * (coordinator-internal.h). */
-#include <pthread.h>
-
 #include "agent-trees.h"
 #include "coordinator-internal.h"
 #include "images.h"
@@ -447,59 +445,8 @@ static void serve(Coordinator *co) {
 /* Everything the coordinator holds, freed or closed; safe to call twice and
  * on a partly made coordinator (every early return calls it, so the ASan
  * build's leak check sees a clean exit). */
-/* The declared policy's parse (about 2 ms for 10,000 prefixes) on a
- * thread of its own, from the spec's reading on: the start's next steps
- * (the Domain's copy of the spec, the store, recovery) wait on the disk
- * while it runs on the other core. Its own copy of the text: nothing it
- * reads is freed under it. */
-typedef struct PolicyParseJob {
-        pthread_t thread;
-        char *text;
-        NetPolicy parsed;
-        int r;
-} PolicyParseJob;
-
-static void *policy_parse_thread(void *arg) {
-        PolicyParseJob *j = arg;
-        const char *why = NULL;
-        j->r = netpolicy_parse(j->text, strlen(j->text), &j->parsed, &why);
-        return NULL;
-}
-
-/* No thread (out of memory, or none to be had): the parse is made when
- * it is needed, as before. */
-static void policy_parse_begin(Coordinator *co) {
-        PolicyParseJob *j = calloc(1, sizeof(*j));
-        if (!j)
-                return;
-        j->text = strdup(co->spec.netpolicy);
-        if (!j->text || pthread_create(&j->thread, NULL, policy_parse_thread, j) != 0) {
-                free(j->text);
-                free(j);
-                return;
-        }
-        co->parse_job = j;
-}
-
-/* The thread's end: 1 with *ret (then the caller's) when it parsed, 0
- * when the policy is refused, -ENOENT when no thread ran. */
-static int policy_parse_end(Coordinator *co, NetPolicy *ret) {
-        PolicyParseJob *j = TAKE_PTR(co->parse_job);
-        if (!j)
-                return -ENOENT;
-        (void) pthread_join(j->thread, NULL);
-        int r = j->r >= 0;
-        if (r && ret)
-                *ret = j->parsed;
-        else
-                netpolicy_done(&j->parsed);
-        free(j->text);
-        free(j);
-        return r;
-}
-
 void co_release(Coordinator *co) {
-        (void) policy_parse_end(co, NULL);
+        co_policy_drop(co);
         co->esc_pending = mfree(co->esc_pending);
         co->n_esc_pending = 0;
         /* Whatever remains is recorded, and the next coordinator removes
@@ -802,7 +749,7 @@ int coordinator_main(int argc, char **argv) {
                 return 1;
         }
         if (co.spec.netpolicy)
-                policy_parse_begin(&co);
+                co_policy_begin(&co);
         r = sandbox_name(&co.spec, &co.container_name);
         if (r >= 0)
                 r = ctl_uuid_v4(co.coordinator_id);
@@ -927,7 +874,7 @@ int coordinator_main(int argc, char **argv) {
         if (co.spec.netpolicy) {
                 const char *why = NULL;
                 /* Refused: start_network says what is wrong. */
-                r = policy_parse_end(&co, &co.declared_parsed);
+                r = co_policy_join(&co);
                 co.have_declared_parsed = r == -ENOENT ? netpolicy_parse(co.spec.netpolicy, strlen(co.spec.netpolicy),
                                                                          &co.declared_parsed, &why) >= 0
                                                        : r > 0;
@@ -1123,14 +1070,19 @@ int coordinator_main(int argc, char **argv) {
                 return 1;
         }
         gen_decide(&co, co.generation, GENERATION_RUNNING);
+        uint64_t start_ms = (now_usec() - co.started_usec) / 1000;
+        log_info("sandbox %s running (generation %" PRIu64 ", +%" PRIu64 " ms), listening on %s", co.container_name,
+                 co.generation, start_ms, co.spec.socket_path);
+        /* The leader first, then the event: it carries the policy (260 KB
+         * for 10,000 prefixes, most of a millisecond to copy and write),
+         * and the leader's Hello waits for the loop, after it, anyway. */
+        bool answered = status_report(&co, "ok");
         event_emit(co.events, "sandbox", "started", NULL,
                    json_pack("{s:s, s:s?, s:s, s:s, s:s, s:s?, s:I}", "profile", co.spec.profile, "image",
                              co.spec.image, "container", co.container_name, "workspace", co.spec.workspace,
                              "network_policy", co.net.canonical ?: co.spec.netpolicy, "worktree", co.worktree,
-                             "start_ms", (json_int_t) ((now_usec() - co.started_usec) / 1000)));
-        log_info("sandbox %s running (generation %" PRIu64 ", +%" PRIu64 " ms), listening on %s", co.container_name,
-                 co.generation, (now_usec() - co.started_usec) / 1000, co.spec.socket_path);
-        if (!status_report(&co, "ok")) {
+                             "start_ms", (json_int_t) start_ms));
+        if (!answered) {
                 /* The lazaret that started us gave up waiting (its time
                  * limit) and told its user so: nobody will use this
                  * sandbox, and nothing may outlive that. */
