@@ -874,9 +874,15 @@ static bool first_with(const Cidr *P, NetAction v, NetAction want, const NetRule
 
 bool netpolicy_denied_probe_address(const NetPolicy *p, const NetRule *rule, NetAddr *ret) {
         size_t lo = 0, hi = p->n_rules;
-        /* The rules within the rule's prefix, itself first. */
-        while (lo < hi && cidr_cmp(&p->rules[lo].prefix, &rule->prefix) < 0)
-                lo++;
+        /* The rules within the rule's prefix, itself first: the first not
+         * before it, by binary search (the rules are in order). */
+        for (size_t n = hi; lo < n;) {
+                size_t mid = lo + (n - lo) / 2;
+                if (cidr_cmp(&p->rules[mid].prefix, &rule->prefix) < 0)
+                        lo = mid + 1;
+                else
+                        n = mid;
+        }
         size_t end = lo;
         while (end < hi && cidr_within(&p->rules[end].prefix, &rule->prefix))
                 end++;
