@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -751,6 +752,45 @@ static int take_ready_fd(void) {
         return (int) v;
 }
 
+/* The Session Anchor: this CLI's key, and the delegated key the exec gets
+ * (valid for a day), never this one. Made on a thread while the
+ * configuration loads: OpenSSL's first key and signature cost most of a
+ * millisecond. Joined (and its secrets wiped) on every way out. */
+typedef struct AnchorJob {
+        pthread_t thread;
+        bool started;
+        char *pub, *credential;
+        int r;
+} AnchorJob;
+
+static void *anchor_make(void *arg) {
+        AnchorJob *j = arg;
+        SessionKey k = {};
+        j->r = session_key_new(&k);
+        if (j->r >= 0 && !(j->pub = session_b64(k.pub, SESSION_KEY_LEN)))
+                j->r = -ENOMEM;
+        if (j->r >= 0)
+                j->r = session_delegate(&k, (uint64_t) time(NULL) + ESCALATE_DELEGATION_SEC, &j->credential);
+        session_key_wipe(&k);
+        return NULL;
+}
+
+static int anchor_join(AnchorJob *j) {
+        if (j->started) {
+                (void) pthread_join(j->thread, NULL);
+                j->started = false;
+        }
+        return j->r;
+}
+
+static void anchor_job_done(AnchorJob *j) {
+        (void) anchor_join(j);
+        free(j->pub);
+        if (j->credential)
+                explicit_bzero(j->credential, strlen(j->credential));
+        free(j->credential);
+}
+
 int verb_run(int argc, char **argv, const Globals *g) {
         /* A coordinator that dies, or a reader of our output that goes
          * away, must give an error we can report, not a silent SIGPIPE. */
@@ -844,6 +884,10 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 profile_name = argv[i];
         }
 
+        _cleanup_(anchor_job_done) AnchorJob anchor = {};
+        anchor.started = pthread_create(&anchor.thread, NULL, anchor_make, &anchor) == 0;
+        if (!anchor.started)
+                (void) anchor_make(&anchor);
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
         int r = profile_load_for_launch(g, profile_name, backend, &cfg, &p);
@@ -896,17 +940,12 @@ int verb_run(int argc, char **argv, const Globals *g) {
 
         /* Connect; a coordinator that is just tearing down can close on us
          * before it answers: then start over (a new one will come up). */
-        /* The Session Anchor: this CLI's key. The exec gets a delegated key
-         * (valid for a day), never this one. */
-        SessionKey anchor = {};
-        _cleanup_free_ char *anchor_pub = NULL, *credential = NULL;
-        if (session_key_new(&anchor) < 0 || !(anchor_pub = session_b64(anchor.pub, SESSION_KEY_LEN)) ||
-            session_delegate(&anchor, (uint64_t) time(NULL) + ESCALATE_DELEGATION_SEC, &credential) < 0) {
-                session_key_wipe(&anchor);
+        /* The Session Anchor's keys (made beside the configuration). */
+        if (anchor_join(&anchor) < 0) {
                 log_error("cannot make the session's keys");
                 return EXIT_LAZARET;
         }
-        session_key_wipe(&anchor);
+        char *anchor_pub = anchor.pub, *credential = anchor.credential; /* still the job's */
 
         int ret = EXIT_LAZARET;
         /* Each attempt that ends in a retry says why; three of them end in
