@@ -28,8 +28,12 @@
 #define TABLE_SESSIONS     "sessions"
 #define TABLE_TERMINALS    "terminals"
 #define TABLE_AUDIT        "audit"
-#define META_KEY_SCHEMA    "schema"
-#define DOMAIN_KEY         "domain"
+#define TABLE_UNCLEAN      "unclean"
+/* Tags of the unclean index's keys: the table the record is in. */
+#define UNCLEAN_PARTICIPANT 'p'
+#define UNCLEAN_TERMINAL    't'
+#define META_KEY_SCHEMA     "schema"
+#define DOMAIN_KEY          "domain"
 
 /* Version 0, before this schema (store_write_v0_fixture, migrate_v0_to_v1). */
 #define V0_TABLE_STATE        "state"
@@ -52,6 +56,7 @@ struct Store {
         MDB_dbi dbi_sessions;
         MDB_dbi dbi_terminals;
         MDB_dbi dbi_audit;
+        MDB_dbi dbi_unclean; /* a key per participant or terminal not yet Clean */
         char *domain_id;
 };
 
@@ -62,6 +67,10 @@ void env_closep(MDB_env **e);
 MDB_val key_u64(uint64_t id, uint64_t *buf);
 int key_to_u64(const MDB_val *k, uint64_t *ret);
 MDB_val key_str(const char *s);
+/* The unclean index (TABLE_UNCLEAN): the record of the given table (tag)
+ * and key is not Clean (unclean) or is (the key goes). In the transaction
+ * that writes the record's state. */
+int unclean_mark(MDB_txn *txn, MDB_dbi unclean, char tag, const MDB_val *key, bool is_unclean);
 bool session_id_valid(const char *s);
 int value_decode(const MDB_val *v, json_t **ret);
 int record_get(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, json_t **ret);

@@ -174,6 +174,9 @@ int store_participant_add(Store *s, uint64_t generation_id, ParticipantRole role
         r = record_put(txn, s->dbi_participants, &k, rec, MDB_NOOVERWRITE);
         if (r < 0)
                 return r;
+        r = unclean_mark(txn, s->dbi_unclean, UNCLEAN_PARTICIPANT, &k, true);
+        if (r < 0)
+                return r;
         r = txn_commit(&txn);
         if (r < 0)
                 return r;
@@ -233,6 +236,10 @@ static int participant_write(Store *s, uint64_t participant_id, ParticipantState
         r = record_put(txn, s->dbi_participants, &k, rec, 0);
         if (r < 0)
                 return r;
+        r = unclean_mark(txn, s->dbi_unclean, UNCLEAN_PARTICIPANT, &k,
+                         participant_state_from_string(state_name) != PARTICIPANT_CLEAN);
+        if (r < 0)
+                return r;
         return txn_commit(&txn);
 }
 
@@ -244,8 +251,9 @@ int store_participant_get(Store *s, uint64_t participant_id, json_t **ret) {
         return record_get_one(s, s->dbi_participants, &k, ret);
 }
 
-/* Every record of dbi whose "state" is not clean_name, in key order. */
-static int list_not_clean(Store *s, MDB_dbi dbi, int (*state_parse)(const char *), int clean, json_t **ret) {
+/* Every record of dbi whose "state" is not clean, in key order: those the
+ * unclean index names (tag), not every record the Domain ever made. */
+static int list_not_clean(Store *s, MDB_dbi dbi, char tag, int (*state_parse)(const char *), int clean, json_t **ret) {
         _cleanup_json_ json_t *list = json_array();
         if (!list)
                 return -ENOMEM;
@@ -254,15 +262,17 @@ static int list_not_clean(Store *s, MDB_dbi dbi, int (*state_parse)(const char *
         if (r < 0)
                 return r;
         _cleanup_cursor_ MDB_cursor *c = NULL;
-        r = mdb_cursor_open(txn, dbi, &c);
+        r = mdb_cursor_open(txn, s->dbi_unclean, &c);
         if (r != 0)
                 return lmdb_errno(r);
-        MDB_val k, v;
-        for (r = mdb_cursor_get(c, &k, &v, MDB_FIRST); r == 0; r = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        MDB_val k = { .mv_size = 1, .mv_data = &tag }, v;
+        for (r = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); r == 0 && ((const char *) k.mv_data)[0] == tag;
+             r = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+                MDB_val rk = { .mv_size = k.mv_size - 1, .mv_data = (char *) k.mv_data + 1 };
                 json_t *rec;
-                int q = value_decode(&v, &rec);
+                int q = record_get(txn, dbi, &rk, &rec);
                 if (q < 0)
-                        return q;
+                        return q == -ENOENT ? -EBADMSG : q; /* indexed, and gone: not ours */
                 int st = state_parse(json_string_value(json_object_get(rec, "state")));
                 if (st < 0) {
                         json_decref(rec);
@@ -275,7 +285,7 @@ static int list_not_clean(Store *s, MDB_dbi dbi, int (*state_parse)(const char *
                 if (json_array_append_new(list, rec) < 0)
                         return -ENOMEM;
         }
-        if (r != MDB_NOTFOUND)
+        if (r != 0 && r != MDB_NOTFOUND)
                 return lmdb_errno(r);
         *ret = TAKE_PTR(list);
         return 0;
@@ -292,7 +302,8 @@ static int terminal_state_parse(const char *s) {
 int store_list_unclean(Store *s, json_t **ret) {
         if (!s || !ret)
                 return -EINVAL;
-        return list_not_clean(s, s->dbi_participants, participant_state_parse, PARTICIPANT_CLEAN, ret);
+        return list_not_clean(s, s->dbi_participants, UNCLEAN_PARTICIPANT, participant_state_parse, PARTICIPANT_CLEAN,
+                              ret);
 }
 
 /* ---- sessions and terminals ---- */
@@ -376,6 +387,11 @@ int store_terminal_put(Store *s, json_t *terminal) {
         r = record_put(txn, s->dbi_terminals, &k, terminal, 0);
         if (r < 0)
                 return r;
+        r = unclean_mark(txn, s->dbi_unclean, UNCLEAN_TERMINAL, &k,
+                         terminal_state_from_string(json_string_value(json_object_get(terminal, "state"))) !=
+                                 TERMINAL_CLEAN);
+        if (r < 0)
+                return r;
         return txn_commit(&txn);
 }
 
@@ -413,11 +429,14 @@ int store_terminal_set_state(Store *s, const char *session_id, TerminalState sta
         r = record_put(txn, s->dbi_terminals, &k, rec, 0);
         if (r < 0)
                 return r;
+        r = unclean_mark(txn, s->dbi_unclean, UNCLEAN_TERMINAL, &k, state != TERMINAL_CLEAN);
+        if (r < 0)
+                return r;
         return txn_commit(&txn);
 }
 
 int store_list_unclean_terminals(Store *s, json_t **ret) {
         if (!s || !ret)
                 return -EINVAL;
-        return list_not_clean(s, s->dbi_terminals, terminal_state_parse, TERMINAL_CLEAN, ret);
+        return list_not_clean(s, s->dbi_terminals, UNCLEAN_TERMINAL, terminal_state_parse, TERMINAL_CLEAN, ret);
 }

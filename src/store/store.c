@@ -445,10 +445,69 @@ static int migrate_v1_to_v2(MDB_txn *txn) {
         return lmdb_errno(mdb_dbi_open(txn, TABLE_AUDIT, MDB_CREATE, &audit));
 }
 
+int unclean_mark(MDB_txn *txn, MDB_dbi unclean, char tag, const MDB_val *key, bool is_unclean) {
+        char buf[1 + 64];
+        if (key->mv_size == 0 || key->mv_size > sizeof(buf) - 1)
+                return -EINVAL;
+        buf[0] = tag;
+        memcpy(buf + 1, key->mv_data, key->mv_size);
+        MDB_val k = { .mv_size = key->mv_size + 1, .mv_data = buf }, v = { .mv_size = 1, .mv_data = (void *) "u" };
+        int r = is_unclean ? mdb_put(txn, unclean, &k, &v, 0) : mdb_del(txn, unclean, &k, NULL);
+        return r == 0 || (!is_unclean && r == MDB_NOTFOUND) ? 0 : lmdb_errno(r);
+}
+
+/* Every record of a table that is not in its clean state, into the
+ * index. */
+static int index_unclean(MDB_txn *txn, MDB_dbi unclean, const char *table, char tag, int (*parse)(const char *),
+                         int clean) {
+        MDB_dbi dbi;
+        int r = mdb_dbi_open(txn, table, MDB_CREATE, &dbi);
+        if (r != 0)
+                return lmdb_errno(r);
+        _cleanup_cursor_ MDB_cursor *c = NULL;
+        r = mdb_cursor_open(txn, dbi, &c);
+        if (r != 0)
+                return lmdb_errno(r);
+        MDB_val k, v;
+        for (r = mdb_cursor_get(c, &k, &v, MDB_FIRST); r == 0; r = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+                _cleanup_json_ json_t *rec = NULL;
+                int q = value_decode(&v, &rec);
+                if (q < 0)
+                        return q;
+                int st = parse(json_string_value(json_object_get(rec, "state")));
+                if (st < 0)
+                        return -EBADMSG;
+                if (st != clean && (q = unclean_mark(txn, unclean, tag, &k, true)) < 0)
+                        return q;
+        }
+        return r == MDB_NOTFOUND ? 0 : lmdb_errno(r);
+}
+
+static int participant_parse(const char *s) {
+        return participant_state_from_string(s);
+}
+
+static int terminal_parse(const char *s) {
+        return terminal_state_from_string(s);
+}
+
+/* Version 2 to 3: the unclean index, made from the records. */
+static int migrate_v2_to_v3(MDB_txn *txn) {
+        MDB_dbi unclean;
+        int r = mdb_dbi_open(txn, TABLE_UNCLEAN, MDB_CREATE, &unclean);
+        if (r != 0)
+                return lmdb_errno(r);
+        r = index_unclean(txn, unclean, TABLE_PARTICIPANTS, UNCLEAN_PARTICIPANT, participant_parse, PARTICIPANT_CLEAN);
+        if (r >= 0)
+                r = index_unclean(txn, unclean, TABLE_TERMINALS, UNCLEAN_TERMINAL, terminal_parse, TERMINAL_CLEAN);
+        return r;
+}
+
 /* migrations[v] converts a version-v store to version v+1 inside txn. */
 static int (*const migrations[STORE_SCHEMA_VERSION])(MDB_txn *txn) = {
         [0] = migrate_v0_to_v1,
         [1] = migrate_v1_to_v2,
+        [2] = migrate_v2_to_v3,
 };
 
 int store_migrate(Store *s) {
@@ -682,6 +741,7 @@ static int store_init(Store *s, const StoreDomain *domain) {
                 { TABLE_SESSIONS, &s->dbi_sessions },
                 { TABLE_TERMINALS, &s->dbi_terminals },
                 { TABLE_AUDIT, &s->dbi_audit },
+                { TABLE_UNCLEAN, &s->dbi_unclean },
         };
         for (size_t i = 0; i < ELEMENTSOF(tables); i++) {
                 r = mdb_dbi_open(txn, tables[i].name, MDB_CREATE, tables[i].dbi);

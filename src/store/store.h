@@ -37,7 +37,7 @@
 #include "macro.h"
 
 #define STORE_SCHEMA_ID      "lazaret.domain-store"
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 typedef struct Store Store;
 
@@ -212,7 +212,10 @@ int audit_verify(json_t *records, uint64_t *ret_bad_seq, const char **ret_why);
  * {session_id, cli_id: "pid:<cli_pid>", session_phase: <phase>,
  * generation_id: 0, session_anchor_id: null}; the state table is dropped.
  * Any other key or value in it fails the migration (-EBADMSG). Version 1
- * to 2: the audit table is added, empty. */
+ * to 2: the audit table is added, empty. Version 2 to 3: the unclean
+ * index, a key for each participant and terminal record not Clean, made
+ * from them (recovery reads those instead of every record a Domain ever
+ * made: a start read them all, more with each run). */
 int store_migrate(Store *s);
 
 /* Test support: write a version-0 store (the shape before this schema: a

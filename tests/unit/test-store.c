@@ -272,13 +272,13 @@ static void test_open_create(void **state) {
 
         unsigned v = 99;
         assert_int_equal(store_schema_version(s, &v), 0);
-        assert_int_equal(v, 2);
+        assert_int_equal(v, 3);
         assert_int_equal(store_migrate(s), STORE_SCHEMA_VERSION);
         assert_null(store_close(s));
 
         char *meta = raw_get(dir, "meta", "schema");
         assert_non_null(meta);
-        assert_string_equal(meta, "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":2}");
+        assert_string_equal(meta, "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":3}");
         free(meta);
         char *d = raw_get(dir, "domain", "domain");
         assert_non_null(d);
@@ -447,7 +447,7 @@ static void test_domain_mismatch(void **state) {
 static void test_newer_and_foreign(void **state) {
         const char *dir = *state;
         Store *s = NULL;
-        const char *newer = "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":3}";
+        const char *newer = "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":4}";
         raw_put_str(dir, "meta", "schema", newer);
         assert_int_equal(store_open(dir, &dom, 0, &s), -EPROTONOSUPPORT);
         assert_null(s);
@@ -893,6 +893,7 @@ static void test_bad_values(void **state) {
         raw_put(dir, "sessions", U3, strlen(U3), big, 2 * 1024 * 1024);
         free(big);
         raw_put_str(dir, "terminals", U1, "{\"session_id\":\"" U1 "\",\"state\":\"Sideways\"}");
+        raw_put_str(dir, "unclean", "t" U1, "u"); /* as the index names it */
 
         s = open_ok(dir);
         json_t *rec = NULL;
@@ -928,7 +929,7 @@ static void test_migration(void **state) {
         Store *s = open_ok(dir);
         unsigned ver = 0;
         assert_int_equal(store_schema_version(s, &ver), 0);
-        assert_int_equal(ver, 2);
+        assert_int_equal(ver, 3);
         for (size_t i = 0; i < 3; i++) {
                 json_t *rec = NULL;
                 assert_int_equal(store_session_get(s, ids[i], &rec), 0);
@@ -940,7 +941,7 @@ static void test_migration(void **state) {
                 assert_json_eq(rec, want);
                 json_decref(rec);
         }
-        assert_int_equal(store_migrate(s), 2);
+        assert_int_equal(store_migrate(s), STORE_SCHEMA_VERSION);
         /* The migrated store works like any other, the audit trail too. */
         json_t *fields = json_pack("{s:s}", "command", "ls");
         assert_int_equal(store_audit_append(s, fields, NULL), 0);
@@ -953,7 +954,7 @@ static void test_migration(void **state) {
         assert_false(raw_table_exists(dir, "state"));
         assert_null(raw_get(dir, "meta", "schema_version"));
         v = raw_get(dir, "meta", "schema");
-        assert_string_equal(v, "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":2}");
+        assert_string_equal(v, "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":3}");
         free(v);
         char *dump = raw_dump(dir, "sessions");
         assert_non_null(dump);
@@ -1339,7 +1340,7 @@ static void test_migration_v1(void **state) {
         s = open_ok(dir);
         unsigned ver = 0;
         assert_int_equal(store_schema_version(s, &ver), 0);
-        assert_int_equal(ver, 2);
+        assert_int_equal(ver, 3);
         json_t *gen = NULL;
         assert_int_equal(store_generation_get(s, g, &gen), 0);
         json_decref(gen);
@@ -1349,6 +1350,73 @@ static void test_migration_v1(void **state) {
         json_decref(list);
         store_close(s);
         assert_true(raw_table_exists(dir, "audit"));
+}
+
+/* A version-2 store (before the unclean index) migrates to 3: the index
+ * is made from the records, so recovery finds the participants and
+ * terminals that are not Clean, and only those, as before. */
+static void test_migration_v2(void **state) {
+        const char *dir = *state;
+        Store *s = open_ok(dir);
+        uint64_t g, p1, p2, p3;
+        assert_int_equal(store_generation_begin(s, NULL, &g), 0);
+        assert_int_equal(store_participant_add(s, g, ROLE_NETWORK, NULL, &p1), 0);
+        assert_int_equal(store_participant_add(s, g, ROLE_SANDBOX, NULL, &p2), 0);
+        assert_int_equal(store_participant_add(s, g, ROLE_HELPER, NULL, &p3), 0);
+        assert_int_equal(store_participant_set_state(s, p1, PARTICIPANT_CLEAN, NULL), 0);
+        assert_int_equal(store_participant_set_state(s, p3, PARTICIPANT_COMMITTED, NULL), 0);
+        put_session(s, U1);
+        put_session(s, U2);
+        json_t *t = json_pack("{s:s, s:s}", "session_id", U1, "state", "Intent");
+        assert_int_equal(store_terminal_put(s, t), 0);
+        json_decref(t);
+        t = json_pack("{s:s, s:s}", "session_id", U2, "state", "Clean");
+        assert_int_equal(store_terminal_put(s, t), 0);
+        json_decref(t);
+        store_close(s);
+        /* Make it a version-2 store: no index, version 2. */
+        MDB_env *env = raw_open(dir);
+        MDB_txn *txn;
+        MDB_dbi dbi;
+        assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+        assert_int_equal(mdb_dbi_open(txn, "unclean", 0, &dbi), 0);
+        assert_int_equal(mdb_drop(txn, dbi, 1), 0);
+        assert_int_equal(mdb_txn_commit(txn), 0);
+        mdb_env_close(env);
+        raw_put_str(dir, "meta", "schema", "{\"schema_id\":\"lazaret.domain-store\",\"schema_version\":2}");
+        assert_false(raw_table_exists(dir, "unclean"));
+
+        s = open_ok(dir);
+        unsigned ver = 0;
+        assert_int_equal(store_schema_version(s, &ver), 0);
+        assert_int_equal(ver, 3);
+        json_t *list = NULL;
+        assert_int_equal(store_list_unclean(s, &list), 0);
+        assert_int_equal(json_array_size(list), 2);
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(list, 0), "participant_id")),
+                         (json_int_t) p2);
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(list, 1), "participant_id")),
+                         (json_int_t) p3);
+        json_decref(list);
+        assert_int_equal(store_list_unclean_terminals(s, &list), 0);
+        assert_int_equal(json_array_size(list), 1);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "session_id")), U1);
+        json_decref(list);
+        /* And it is kept from then on: Clean leaves the index. */
+        assert_int_equal(store_participant_set_state(s, p3, PARTICIPANT_RELEASE_INTENT, NULL), 0);
+        assert_int_equal(store_participant_set_state(s, p3, PARTICIPANT_CLEAN, NULL), 0);
+        assert_int_equal(store_terminal_set_state(s, U1, TERMINAL_CLEAN, NULL), 0);
+        assert_int_equal(store_list_unclean(s, &list), 0);
+        assert_int_equal(json_array_size(list), 1);
+        json_decref(list);
+        assert_int_equal(store_list_unclean_terminals(s, &list), 0);
+        assert_int_equal(json_array_size(list), 0);
+        json_decref(list);
+        store_close(s);
+        char *dump = raw_dump(dir, "unclean");
+        assert_non_null(dump);
+        assert_null(strstr(dump, "t" U1)); /* the terminal left it */
+        free(dump);
 }
 
 /* store_audit_append copies what it is given. */
@@ -1474,6 +1542,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_migration, setup_dir, teardown_dir),
                 cmocka_unit_test_setup_teardown(test_migration_failure, setup_dir, teardown_dir),
                 cmocka_unit_test_setup_teardown(test_migration_v1, setup_dir, teardown_dir),
+                cmocka_unit_test_setup_teardown(test_migration_v2, setup_dir, teardown_dir),
                 cmocka_unit_test_setup_teardown(test_audit_chain, setup_dir, teardown_dir),
                 cmocka_unit_test(test_identity_self),
                 cmocka_unit_test(test_identity_child),
