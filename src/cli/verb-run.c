@@ -754,8 +754,11 @@ static int take_ready_fd(void) {
 
 /* The Session Anchor: this CLI's key, and the delegated key the exec gets
  * (valid for a day), never this one. Made on a thread while the
- * configuration loads: OpenSSL's first key and signature cost most of a
- * millisecond. Joined (and its secrets wiped) on every way out. */
+ * coordinator starts (or the connection to one is made): OpenSSL's first
+ * key and signature cost most of a millisecond. (Beside the configuration's
+ * load it gained nothing: that load's first digest waited for OpenSSL's
+ * initialization on the thread.) Joined (and its secrets wiped) on every
+ * way out. */
 typedef struct AnchorJob {
         pthread_t thread;
         bool started;
@@ -885,9 +888,6 @@ int verb_run(int argc, char **argv, const Globals *g) {
         }
 
         _cleanup_(anchor_job_done) AnchorJob anchor = {};
-        anchor.started = pthread_create(&anchor.thread, NULL, anchor_make, &anchor) == 0;
-        if (!anchor.started)
-                (void) anchor_make(&anchor);
         _cleanup_(config_freep) Config *cfg = NULL;
         const ConfigProfile *p = NULL;
         int r = profile_load_for_launch(g, profile_name, backend, &cfg, &p);
@@ -940,12 +940,11 @@ int verb_run(int argc, char **argv, const Globals *g) {
 
         /* Connect; a coordinator that is just tearing down can close on us
          * before it answers: then start over (a new one will come up). */
-        /* The Session Anchor's keys (made beside the configuration). */
-        if (anchor_join(&anchor) < 0) {
-                log_error("cannot make the session's keys");
-                return EXIT_LAZARET;
-        }
-        char *anchor_pub = anchor.pub, *credential = anchor.credential; /* still the job's */
+        /* The Session Anchor's keys, made while the coordinator starts
+         * (cold) or the connection is made (warm). */
+        anchor.started = pthread_create(&anchor.thread, NULL, anchor_make, &anchor) == 0;
+        if (!anchor.started)
+                (void) anchor_make(&anchor);
 
         int ret = EXIT_LAZARET;
         /* Each attempt that ends in a retry says why; three of them end in
@@ -966,6 +965,11 @@ int verb_run(int argc, char **argv, const Globals *g) {
                         log_error("%s", e);
                         break;
                 }
+                if (anchor_join(&anchor) < 0) {
+                        log_error("cannot make the session's keys");
+                        break;
+                }
+                char *anchor_pub = anchor.pub, *credential = anchor.credential; /* still the job's */
                 CtlReader rd = {};
                 /* Our policy: a running sandbox takes it over if it changed
                  * (runsc_network = "host"), or says why it cannot. */

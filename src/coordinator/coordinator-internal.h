@@ -489,7 +489,11 @@ int start_escalation(Coordinator *co, char **ret_error);
 void stop_escalation(Coordinator *co);
 int start_anchor(Coordinator *co, char **ret_error);
 void stop_anchor(Coordinator *co);
+/* The measures for disk_limit: the work files' (started before the git
+ * router, whose start it overlaps), the persistent directories' layers
+ * (after start_anchor). */
 int start_disk_watch(Coordinator *co, char **ret_error);
+int start_layer_watch(Coordinator *co, char **ret_error);
 int wait_disk_base(Coordinator *co, char **ret_error);
 void stop_disk_watch(Coordinator *co);
 void co_check_memory(Coordinator *co);

@@ -571,8 +571,18 @@ int start_disk_watch(Coordinator *co, char **ret_error) {
         }
         log_info("work files measured by %d: the sandbox stops when they grow by more than %" PRIu64 " MiB",
                  (int) co->disk.pid, co->spec.disk_limit_mib);
+        return 0;
+}
+
+int start_layer_watch(Coordinator *co, char **ret_error) {
         if (co->anchor.n_layers == 0)
                 return 0;
+        co_sandbox_init(co);
+        _cleanup_free_ char *pidfile = co->sb.backend->supervisor_pidfile
+                                               ? path_join(co->spec.domain_dir, co->sb.backend->supervisor_pidfile)
+                                               : NULL;
+        if (co->sb.backend->supervisor_pidfile && !pidfile)
+                return -ENOMEM;
         co->layer_paths = calloc(co->anchor.n_layers + 1, sizeof(char *));
         if (!co->layer_paths)
                 return -ENOMEM;
@@ -580,7 +590,7 @@ int start_disk_watch(Coordinator *co, char **ret_error) {
                 if (!(co->layer_paths[i] = strdup(co->anchor.layers[i].changes)))
                         return -ENOMEM;
         co->layer_disk.absolute = true;
-        r = diskwatch_start(&co->spec, co->layer_paths, pidfile, co->spec.disk_limit_mib << 20, &co->layer_disk);
+        int r = diskwatch_start(&co->spec, co->layer_paths, pidfile, co->spec.disk_limit_mib << 20, &co->layer_disk);
         if (r < 0) {
                 if (asprintf(ret_error, "cannot start the measure of the persistent directories for disk_limit: %s",
                              strerror(-r)) < 0)
@@ -596,7 +606,7 @@ int start_disk_watch(Coordinator *co, char **ret_error) {
 /* The baseline is taken before the sandbox starts: a walk still going on
  * while the agent writes would count into it what the agent wrote in the
  * directories it had not reached yet, and that would escape the limit. The
- * walk runs beside the network's and escalation's start; what is left of it
+ * walk runs beside the git router's, the network's and escalation's start; what is left of it
  * is waited for here. */
 int wait_disk_base(Coordinator *co, char **ret_error) {
         bool said = false;

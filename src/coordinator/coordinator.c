@@ -880,6 +880,13 @@ int coordinator_main(int argc, char **argv) {
                                                        : r > 0;
         }
         sidecar_prestart(&co.spec, co.have_declared_parsed ? &co.declared_parsed : NULL, &co.sidecar);
+        /* The work files' first walk (the baseline, which the sandbox's
+         * start waits for) beside the router's start. */
+        r = start_disk_watch(&co, &err);
+        if (r < 0) {
+                status_report(&co, "error: %s", err ? err : strerror(-r));
+                return start_failed(&co);
+        }
         if ((!co.spec.branch || co.spec.git_dir) && !fs_only_branch) {
                 r = start_router(&co, &err);
                 /* A backend whose branch mode can do without (native):
@@ -907,7 +914,7 @@ int coordinator_main(int argc, char **argv) {
                 return start_failed(&co);
         }
         err = mfree(err);
-        r = start_disk_watch(&co, &err);
+        r = start_layer_watch(&co, &err);
         if (r < 0) {
                 status_report(&co, "error: %s", err ? err : strerror(-r));
                 return start_failed(&co);
