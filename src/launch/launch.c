@@ -195,20 +195,12 @@ static json_t *spec_json(const LaunchSpec *s, bool with_fingerprint, bool tail_p
                 if (tail_policy && streq(key, "netpolicy")) {
                         key = "netpolicy_bytes";
                         v = s->netpolicy ? json_integer((json_int_t) strlen(s->netpolicy)) : NULL;
-                } else if (!with_fingerprint && s->netpolicy && streq(fields[i].key, "netpolicy")) {
+                } else if (!with_fingerprint && s->netpolicy && s->netpolicy_digest && streq(key, "netpolicy")) {
                         /* The fingerprint binds the policy by its digest,
-                         * made here (a policy of 10,000 prefixes would
-                         * cost milliseconds of JSON and hashing). */
-                        unsigned char md[EVP_MAX_MD_SIZE];
-                        unsigned int n = 0;
-                        char text[sizeof("sha256:") + 64] = "sha256:";
-                        v = NULL;
-                        if (EVP_Digest(s->netpolicy, strlen(s->netpolicy), md, &n, EVP_sha256(), NULL) == 1 &&
-                            n == 32) {
-                                for (unsigned k = 0; k < 32; k++)
-                                        snprintf(text + 7 + 2 * k, 3, "%02x", md[k]);
-                                v = json_string(text);
-                        }
+                         * netpolicy_digest, already in it (a policy of
+                         * 10,000 prefixes would cost milliseconds of JSON
+                         * and hashing). */
+                        continue;
                 } else
                         v = field_json(s, &fields[i]);
                 ok = v && json_object_set_new(j, key, v) == 0;

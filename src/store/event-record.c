@@ -419,6 +419,13 @@ static json_t *cut_string(const char *s, size_t len) {
         return j;
 }
 
+json_t *event_str_cut(const char *s) {
+        if (!s)
+                return json_null();
+        json_t *c = cut_string(s, strlen(s));
+        return c ? c : json_string(s);
+}
+
 /* Long strings anywhere in v are cut (depth-bounded: deeper values are
  * replaced). */
 static void cut_strings(json_t *v, unsigned depth) {

@@ -272,6 +272,11 @@ static void test_long_strings(void **state) {
         memset(big, 'x', 99999);
         big[99999] = '\0';
         assert_true(event_emit(l, "s", "long", NULL, json_pack("{s:s}", "cmd", big)));
+        /* Cut before (event_str_cut): the same record. A short one whole. */
+        assert_true(event_emit(l, "s", "long", NULL, json_pack("{s:o}", "cmd", event_str_cut(big))));
+        json_t *whole = event_str_cut("short");
+        assert_string_equal(json_string_value(whole), "short");
+        json_decref(whole);
         json_t *many = json_array();
         for (int i = 0; i < 100; i++)
                 json_array_append_new(many, json_string(big));
@@ -279,13 +284,15 @@ static void test_long_strings(void **state) {
         free(big);
         l = event_log_close(l);
         json_t *all = read_all(d, NULL);
-        assert_int_equal(json_array_size(all), 2);
+        assert_int_equal(json_array_size(all), 3);
         const char *cmd = json_string_value(json_object_get(json_object_get(json_array_get(all, 0), "data"), "cmd"));
         assert_true(strlen(cmd) <= EVENT_STRING_MAX);
         assert_non_null(strstr(cmd, "(cut, 99999 bytes)"));
-        json_t *d2 = json_object_get(json_array_get(all, 1), "data");
+        assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(all, 1), "data"), "cmd")),
+                            cmd);
+        json_t *d2 = json_object_get(json_array_get(all, 2), "data");
         assert_true(json_integer_value(json_object_get(d2, "oversized_bytes")) > EVENT_LINE_MAX);
-        assert_string_equal(json_string_value(json_object_get(json_array_get(all, 1), "kind")), "many");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(all, 2), "kind")), "many");
         json_decref(all);
         rmtree(d);
         free(d);
