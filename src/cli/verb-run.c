@@ -764,10 +764,12 @@ typedef struct AnchorJob {
         bool started;
         char *pub, *credential;
         int r;
+        Config *drop; /* its documents freed too (config_drop_documents), or NULL */
 } AnchorJob;
 
 static void *anchor_make(void *arg) {
         AnchorJob *j = arg;
+        config_drop_documents(j->drop);
         SessionKey k = {};
         j->r = session_key_new(&k);
         if (j->r >= 0 && !(j->pub = session_b64(k.pub, SESSION_KEY_LEN)))
@@ -942,6 +944,9 @@ int verb_run(int argc, char **argv, const Globals *g) {
          * before it answers: then start over (a new one will come up). */
         /* The Session Anchor's keys, made while the coordinator starts
          * (cold) or the connection is made (warm). */
+        /* The configuration's documents go with it: nothing here reads
+         * them from now on (only the profile's and the spec's copies). */
+        anchor.drop = cfg;
         anchor.started = pthread_create(&anchor.thread, NULL, anchor_make, &anchor) == 0;
         if (!anchor.started)
                 (void) anchor_make(&anchor);

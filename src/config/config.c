@@ -689,6 +689,15 @@ static void profile_done(ConfigProfile *p) {
         free(p->domain_dir);
 }
 
+void config_drop_documents(Config *c) {
+        if (!c)
+                return;
+        node_done(&c->root);
+        c->root = (ConfigNode){};
+        for (size_t i = 0; i < c->n_sources; i++)
+                c->sources[i].root = toml_free(c->sources[i].root);
+}
+
 Config *config_free(Config *c) {
         if (!c)
                 return NULL;

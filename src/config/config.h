@@ -329,6 +329,12 @@ int config_load(const ConfigLoadOptions *o, Config **ret, ConfigDiags *diags);
 char *config_quoted(const char *s, size_t n);
 char *config_key_path(const char *parent, const char *key);
 
+/* The parsed documents (the sources' TOML trees and the merged tree over
+ * them) freed, the rest of c kept: what a launch needs no longer, once its
+ * spec is built (a policy of 10,000 prefixes is 20,000 allocations, freed
+ * beside the coordinator's start instead of at the end). c->root is empty
+ * from then on. */
+void config_drop_documents(Config *c);
 Config *config_free(Config *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Config *, config_free)
 

@@ -428,10 +428,14 @@ void co_check_runtime(Coordinator *co, int timeout_ms);
 extern const PartKind kind_network;
 /* The declared policy parsed and derived on a thread of its own, from the
  * spec's reading on (about 3 ms of 10,000 prefixes on the other core,
- * while the start waits on the disk); joined before the sidecar starts:
- * 1 with co->declared_parsed (and co->pre_*), 0 when it does not parse,
- * -ENOENT when no thread ran. co_policy_drop: joined and thrown away. */
+ * while the start waits on the disk and the git router). Its parse is
+ * waited for before the sidecar's first half (co_policy_wait_parsed: *ret
+ * the thread's, read-only, until the join); the thread is joined when the
+ * network starts (co_policy_join: co->declared_parsed and co->pre_*).
+ * Both: 1 parsed, 0 when it does not parse, -ENOENT when no thread ran.
+ * co_policy_drop: joined and thrown away. */
 void co_policy_begin(Coordinator *co);
+int co_policy_wait_parsed(Coordinator *co, const NetPolicy **ret);
 int co_policy_join(Coordinator *co);
 void co_policy_drop(Coordinator *co);
 int start_network(Coordinator *co, char **ret_error);

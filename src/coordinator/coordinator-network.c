@@ -3,6 +3,8 @@
  * its attestation), the Derived Network Policy in force with the host's
  * own addresses denied, a changed policy applied on the slow thread while
  * the CLI that asked waits, and the probes' Network Readiness Evidence. */
+#include <semaphore.h>
+
 #include "coordinator-internal.h"
 
 /* The Derived Network Policy in force: the declared one, plus a deny rule
@@ -338,6 +340,7 @@ const PartKind kind_network = {
 
 typedef struct PolicyJob {
         pthread_t thread;
+        sem_t parsed_sem; /* posted once parsed: read-only for both from then on */
         char *text; /* its own copy: nothing it reads is freed under it */
         NetPolicy parsed, derived;
         int parsed_r, derived_r;
@@ -349,6 +352,7 @@ static void *policy_job_run(void *arg) {
         PolicyJob *j = arg;
         const char *why = NULL;
         j->parsed_r = netpolicy_parse(j->text, strlen(j->text), &j->parsed, &why);
+        (void) sem_post(&j->parsed_sem);
         if (j->parsed_r >= 0)
                 j->derived_r = effective_policy(j->text, &j->parsed, &j->derived, &j->canonical, &j->host, &why);
         return NULL;
@@ -362,12 +366,30 @@ void co_policy_begin(Coordinator *co) {
                 return;
         j->text = strdup(co->spec.netpolicy);
         j->derived_r = -ENOENT;
-        if (!j->text || pthread_create(&j->thread, NULL, policy_job_run, j) != 0) {
+        if (!j->text || sem_init(&j->parsed_sem, 0, 0) < 0) {
+                free(j->text);
+                free(j);
+                return;
+        }
+        if (pthread_create(&j->thread, NULL, policy_job_run, j) != 0) {
+                (void) sem_destroy(&j->parsed_sem);
                 free(j->text);
                 free(j);
                 return;
         }
         co->policy_job = j;
+}
+
+int co_policy_wait_parsed(Coordinator *co, const NetPolicy **ret) {
+        PolicyJob *j = co->policy_job;
+        if (!j)
+                return -ENOENT;
+        while (sem_wait(&j->parsed_sem) < 0 && errno == EINTR)
+                ;
+        /* Posted again: a later wait, or the join, does not block. */
+        (void) sem_post(&j->parsed_sem);
+        *ret = j->parsed_r >= 0 ? &j->parsed : NULL;
+        return j->parsed_r >= 0;
 }
 
 static void pre_derived_done(Coordinator *co) {
@@ -381,6 +403,7 @@ int co_policy_join(Coordinator *co) {
         if (!j)
                 return -ENOENT;
         (void) pthread_join(j->thread, NULL);
+        (void) sem_destroy(&j->parsed_sem);
         int r = j->parsed_r >= 0;
         if (r) {
                 netpolicy_done(&co->declared_parsed);
@@ -420,6 +443,9 @@ int start_network(Coordinator *co, char **ret_error) {
         co->declared_netpolicy = strdup(co->spec.netpolicy);
         if (!co->declared_netpolicy)
                 return -ENOMEM;
+        r = co_policy_join(co);
+        if (r != -ENOENT)
+                co->have_declared_parsed = r > 0;
         /* Derived on the thread, and the host's addresses as they were
          * then: taken as it is. */
         if (co->pre_canonical && host_addrs_unchanged(&co->pre_host)) {

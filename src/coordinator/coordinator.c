@@ -871,15 +871,15 @@ int coordinator_main(int argc, char **argv) {
          * attested and probed before the sandbox starts). */
         /* The declared policy, parsed once (10,000 prefixes cost a few
          * milliseconds a parse) for the sidecar's two halves. */
-        if (co.spec.netpolicy) {
+        const NetPolicy *declared = NULL;
+        if (co.spec.netpolicy && co_policy_wait_parsed(&co, &declared) == -ENOENT) {
                 const char *why = NULL;
                 /* Refused: start_network says what is wrong. */
-                r = co_policy_join(&co);
-                co.have_declared_parsed = r == -ENOENT ? netpolicy_parse(co.spec.netpolicy, strlen(co.spec.netpolicy),
-                                                                         &co.declared_parsed, &why) >= 0
-                                                       : r > 0;
+                co.have_declared_parsed =
+                        netpolicy_parse(co.spec.netpolicy, strlen(co.spec.netpolicy), &co.declared_parsed, &why) >= 0;
+                declared = co.have_declared_parsed ? &co.declared_parsed : NULL;
         }
-        sidecar_prestart(&co.spec, co.have_declared_parsed ? &co.declared_parsed : NULL, &co.sidecar);
+        sidecar_prestart(&co.spec, declared, &co.sidecar);
         /* The work files' first walk (the baseline, which the sandbox's
          * start waits for) beside the router's start. */
         r = start_disk_watch(&co, &err);
