@@ -889,8 +889,9 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 profile_name = argv[i];
         }
 
-        _cleanup_(anchor_job_done) AnchorJob anchor = {};
         _cleanup_(config_freep) Config *cfg = NULL;
+        /* After cfg: its end (the thread joined) comes before cfg's. */
+        _cleanup_(anchor_job_done) AnchorJob anchor = {};
         const ConfigProfile *p = NULL;
         int r = profile_load_for_launch(g, profile_name, backend, &cfg, &p);
         if (r < 0)
@@ -940,17 +941,17 @@ int verb_run(int argc, char **argv, const Globals *g) {
         if (interactive && term && term_name_ok(term))
                 (void) find_terminfo(term, &terminfo, &terminfo_len);
 
-        /* Connect; a coordinator that is just tearing down can close on us
-         * before it answers: then start over (a new one will come up). */
         /* The Session Anchor's keys, made while the coordinator starts
-         * (cold) or the connection is made (warm). */
-        /* The configuration's documents go with it: nothing here reads
-         * them from now on (only the profile's and the spec's copies). */
+         * (cold) or the connection is made (warm). The configuration's
+         * documents go with them: nothing here reads them from now on
+         * (only the profile's and the spec's copies). */
         anchor.drop = cfg;
         anchor.started = pthread_create(&anchor.thread, NULL, anchor_make, &anchor) == 0;
         if (!anchor.started)
                 (void) anchor_make(&anchor);
 
+        /* Connect; a coordinator that is just tearing down can close on us
+         * before it answers: then start over (a new one will come up). */
         int ret = EXIT_LAZARET;
         /* Each attempt that ends in a retry says why; three of them end in
          * one line naming the last (never in silence). */
