@@ -8,13 +8,14 @@ Unix socket (issue 41); the launch refuses any mount that reaches the
 runtime directory, socket_dir or the data root; the coordinator talks only to its own binary outside every sandbox; and only a
 client that shows the key in the runtime directory gets past Hello (issue
 41: a process of the user can run that binary too)."""
+import hashlib
 import json
 import os
 import shutil
 
 import pytest
 
-from conftest import build_tool, ctl_frame
+from conftest import build_tool, ctl_frame, ctl_key
 from test_escalation import esc_domain
 from test_run import Domain, busybox_image, wait_sessions  # noqa: F401
 
@@ -138,6 +139,45 @@ def test_a_borrowed_lazaret_binary_cannot_open_a_session(lz, busybox_image, key)
         # The person's CLI, the same binary without the library, still works.
         r = d.run("run", "--", "echo", "ok")
         assert (r.returncode, r.stdout) == (0, "ok\n"), r.stderr
+    finally:
+        d.run("stop")
+        holder.wait(timeout=30)
+    d.assert_clean()
+
+
+def test_a_hello_whose_policy_digest_is_not_the_sandboxs_is_refused(lz, busybox_image):
+    """Issue 45: the Hello of the CLI that started the coordinator carries
+    its policy's digest instead of the text. A digest that is not the one
+    of the coordinator's declared policy (another terminal changed it
+    since) is refused with the reason, and the session behind it never
+    opens; the declared policy's digest opens one, as the CLI's does. The
+    running sandbox is the same throughout."""
+    d = Domain(lz, busybox_image)
+    holder = d.popen("run", "--", "/bin/sleep", "1000")
+    try:
+        before = wait_sessions(d, 1)
+        sock = d.socket_path()
+        specs = [os.path.join(x, "launch-spec.json") for x in d.domain_dirs()]
+        declared = open(next(p for p in specs if os.path.exists(p)), "rb").read().split(b"\0", 1)[1]
+        good = hashlib.sha256(b"lazaret/derived-network-policy/v1\n" + declared).hexdigest()
+
+        def hello_then_open(digest, name):
+            hello = {"type": "Hello", "version": 1, "cli_pid": 1, "key": ctl_key(sock), "netpolicy_digest": digest}
+            frames = ctl_frame(hello) + ctl_frame({
+                "type": "SessionOpen", "argv": ["/bin/touch", f"/workspace/{name}"], "env": [],
+                "interactive": False, "rows": 24, "columns": 80})
+            out, _ = lz.raw(sock, frames, env=d.env, hold=True)
+            return out
+
+        out = hello_then_open("0" * 64, "refused")
+        assert b"the sandbox's network policy changed since this command started it" in out, out
+        assert b"SessionOpened" not in out, out
+        out = hello_then_open(good, "opened")
+        assert b"SessionOpened" in out and b"network policy changed" not in out, out
+        assert os.path.exists(os.path.join(lz.work, "opened"))
+        assert not os.path.exists(os.path.join(lz.work, "refused"))
+        after = wait_sessions(d, 1)
+        assert after["generation"] == before["generation"]
     finally:
         d.run("stop")
         holder.wait(timeout=30)
