@@ -17,7 +17,7 @@ static int validate_cidrs(Validator *v, const ConfigNode *n, const char *name, N
         if (!ok)
                 v->net_bad = true;
         /* Room for all of them at once (10,000 prefixes grew it eight
-         * times, copying each time). */
+         * times, copying each time): the loop below adds at most these. */
         if (v->n_net + n->value->array.n > v->cap_net) {
                 size_t cap = v->n_net + n->value->array.n;
                 NetPolicyEntry *ne = realloc(v->net, cap * sizeof(*ne));
@@ -42,18 +42,6 @@ static int validate_cidrs(Validator *v, const ConfigNode *n, const char *name, N
                         ERR(v->d, n->src->path, e->pos, "%s[%zu]: %s is not a valid CIDR: %s", name, i, q ?: "?", why);
                         v->net_bad = true;
                         continue;
-                }
-                if (v->n_net >= v->cap_net) {
-                        size_t cap = v->cap_net ? v->cap_net * 2 : 64;
-                        NetPolicyEntry *ne = realloc(v->net, cap * sizeof(*ne));
-                        if (!ne)
-                                return -ENOMEM;
-                        v->net = ne;
-                        NetWhere *nw = realloc(v->net_where, cap * sizeof(*nw));
-                        if (!nw)
-                                return -ENOMEM;
-                        v->net_where = nw;
-                        v->cap_net = cap;
                 }
                 v->net[v->n_net] = (NetPolicyEntry){ .prefix = cidr, .action = action, .where_index = v->n_net };
                 v->net_where[v->n_net] = (NetWhere){ .file = n->src->path, .pos = e->pos, .list = name, .index = i };

@@ -521,6 +521,16 @@ static void strv_free(char **v) {
         free(v);
 }
 
+/* Where the backend's supervisor writes its pid (gVisor's conmon), for
+ * the measures' count of files held open; NULL when it has none. */
+static int supervisor_pidfile(Coordinator *co, char **ret) {
+        co_sandbox_init(co);
+        if (!co->sb.backend->supervisor_pidfile)
+                return 0;
+        *ret = path_join(co->spec.domain_dir, co->sb.backend->supervisor_pidfile);
+        return *ret ? 0 : -ENOMEM;
+}
+
 int start_disk_watch(Coordinator *co, char **ret_error) {
         /* The native backend's persistent directories have no file system
          * of their own to say ENOSPC: their upper layers are measured with
@@ -556,11 +566,8 @@ int start_disk_watch(Coordinator *co, char **ret_error) {
         strv_free(uppers);
         if (oom)
                 return -ENOMEM;
-        co_sandbox_init(co);
-        _cleanup_free_ char *pidfile = co->sb.backend->supervisor_pidfile
-                                               ? path_join(co->spec.domain_dir, co->sb.backend->supervisor_pidfile)
-                                               : NULL;
-        if (co->sb.backend->supervisor_pidfile && !pidfile)
+        _cleanup_free_ char *pidfile = NULL;
+        if (supervisor_pidfile(co, &pidfile) < 0)
                 return -ENOMEM;
         int r = diskwatch_start(&co->spec, co->disk_paths, pidfile, co->spec.disk_limit_mib << 20, &co->disk);
         if (r < 0) {
@@ -577,11 +584,8 @@ int start_disk_watch(Coordinator *co, char **ret_error) {
 int start_layer_watch(Coordinator *co, char **ret_error) {
         if (co->anchor.n_layers == 0)
                 return 0;
-        co_sandbox_init(co);
-        _cleanup_free_ char *pidfile = co->sb.backend->supervisor_pidfile
-                                               ? path_join(co->spec.domain_dir, co->sb.backend->supervisor_pidfile)
-                                               : NULL;
-        if (co->sb.backend->supervisor_pidfile && !pidfile)
+        _cleanup_free_ char *pidfile = NULL;
+        if (supervisor_pidfile(co, &pidfile) < 0)
                 return -ENOMEM;
         co->layer_paths = calloc(co->anchor.n_layers + 1, sizeof(char *));
         if (!co->layer_paths)

@@ -397,6 +397,34 @@ def test_kill_coordinator_then_recover(dom):
     dom.assert_clean()
 
 
+def test_the_domains_spec_copy_follows_the_configuration(dom, lz):
+    """The coordinator writes <domain>/launch-spec.json (what the watchdog
+    and 'lazaret stop' act on) only when it is not the spec already: the
+    same configuration leaves the file as it was; a changed one writes it
+    again, with the change in it."""
+    def spec():
+        [domain] = dom.domain_dirs()
+        path = os.path.join(domain, "launch-spec.json")
+        data = open(path, "rb").read()
+        return os.stat(path), json.loads(data.split(b"\0")[0])
+    for _ in range(2):
+        r = dom.run("run", "--", "/bin/true")
+        assert r.returncode == 0, r.stderr
+        dom.assert_clean()
+    st, before = spec()
+    r = dom.run("run", "--", "/bin/true")
+    assert r.returncode == 0, r.stderr
+    dom.assert_clean()
+    st2, again = spec()
+    assert (st2.st_ino, st2.st_mtime_ns) == (st.st_ino, st.st_mtime_ns) and again == before
+    lz.write("cfg.toml", open(dom.cfg).read() + "pids_limit = 123\n")
+    r = dom.run("run", "--", "/bin/true")
+    assert r.returncode == 0, r.stderr
+    dom.assert_clean()
+    st3, after = spec()
+    assert st3.st_ino != st.st_ino and after["nproc"] == 123 and before["nproc"] != 123, (before, after)
+
+
 def test_coordinator_and_watchdog_killed_stop_removes(dom):
     """Both the coordinator and its watchdog killed with -9: status tells
     the truth (what is left, and what removes it), stop removes it from

@@ -274,6 +274,10 @@ static void test_long_strings(void **state) {
         assert_true(event_emit(l, "s", "long", NULL, json_pack("{s:s}", "cmd", big)));
         /* Cut before (event_str_cut): the same record. A short one whole. */
         assert_true(event_emit(l, "s", "long", NULL, json_pack("{s:o}", "cmd", event_str_cut(big))));
+        json_t *cut = event_str_cut(big);
+        assert_true(json_string_length(cut) <= EVENT_STRING_MAX);
+        assert_non_null(strstr(json_string_value(cut), "(cut, 99999 bytes)"));
+        json_decref(cut);
         json_t *whole = event_str_cut("short");
         assert_string_equal(json_string_value(whole), "short");
         json_decref(whole);
