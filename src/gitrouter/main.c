@@ -35,6 +35,7 @@
 #include "macro.h"
 #include "path-pattern.h"
 #include "router.h"
+#include "trust.h"
 
 static void usage(FILE *f) {
         fputs("usage: lazaret-gitrouter --host-git DIR --isolated DIR [--worktree NAME] [--allow-main-head] "
@@ -118,6 +119,8 @@ int main(int argc, char *argv[]) {
         size_t n_protect = 0, n_mask = 0;
         bool allow_main_head = false, git = false;
         int c, events_fd = -1;
+
+        crypto_init();
 
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
                 switch (c) {

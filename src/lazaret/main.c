@@ -9,6 +9,7 @@
 #include "layer-mount.h"
 #include "log.h"
 #include "string-util.h"
+#include "trust.h"
 #include "verbs.h"
 
 static const Verb verbs[] = {
@@ -75,6 +76,7 @@ int main(int argc, char **argv) {
         bool dashdash = false;
 
         log_set_program("lazaret");
+        crypto_init();
         if (!rest) {
                 log_error("out of memory");
                 return EXIT_LAZARET;

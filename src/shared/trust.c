@@ -14,6 +14,21 @@
 #include "macro.h"
 #include "trust.h"
 
+/* What Lazaret asks of OpenSSL is fixed: SHA-1 and SHA-256 of git objects,
+ * SHA-256 and SHA-512 digests, Ed25519 and ECDSA P-256 keys and signatures,
+ * TLS 1.3 between keys of its own. The system's openssl.cnf, which OpenSSL reads and applies
+ * at a program's first use of it unless told not to, cost 0.8 to 1.5 ms of
+ * CPU in each program that used it (every CLI, coordinator and git router:
+ * measured, a digest and a key with and without it), on the path of every
+ * start and join; all it could change here is to break one of those (a
+ * default that fetches only from a FIPS provider, which has no Ed25519) or
+ * load a module into a program that holds the Domain's keys. The sandbox's
+ * own escalation client does the same (escalate.c). libssl's own start,
+ * later and only where TLS is used, finds the configuration done. */
+void crypto_init(void) {
+        (void) OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
+}
+
 #define URI_PROFILE     "urn:lazaret:profile:"
 #define URI_SANDBOX     "urn:lazaret:sandbox:"
 #define URI_COORDINATOR "urn:lazaret:coordinator"

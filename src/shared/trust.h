@@ -17,6 +17,10 @@
 typedef struct TrustCA TrustCA;
 
 /* A new CA, valid from a minute ago for lifetime_sec. */
+/* Each host program calls this first, before any other OpenSSL call: the
+ * system's openssl.cnf is then never read (trust.c says why). */
+void crypto_init(void);
+
 int trust_ca_new(uint64_t lifetime_sec, TrustCA **ret);
 TrustCA *trust_ca_free(TrustCA *ca);
 

@@ -31,6 +31,11 @@ static void test_sign_and_verify(void **state) {
         assert_int_equal(session_key_new(&a), 0);
         assert_int_equal(session_key_new(&b), 0);
         assert_memory_not_equal(a.pub, b.pub, SESSION_KEY_LEN);
+        /* Seeds from the kernel: two differ, none is zero (a key whose
+         * public half were not its seed's fails the verifications below). */
+        static const unsigned char zero[SESSION_KEY_LEN];
+        assert_memory_not_equal(a.priv, b.priv, SESSION_KEY_LEN);
+        assert_memory_not_equal(a.priv, zero, SESSION_KEY_LEN);
         char *cred = NULL;
         assert_int_equal(session_delegate(&a, NOW + 3600, &cred), 0);
         /* The anchor's private key is not in the credential. */
