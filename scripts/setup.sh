@@ -78,9 +78,10 @@ podman runsc runc fuse-overlayfs fuse2fs e2fsprogs slirp4netns uidmap sudo busyb
 # oracles (the JSON schemas' validator, GFM's own Markdown renderer, a
 # browser), bubblewrap, bench-native's baseline, paramiko for the SSH server
 # the egress tests' git clone talks to, and for lazaret kube's tests a YAML
-# reader and a venv for kubernetes-validate (below).
+# reader and a venv for kubernetes-validate (below); the openssl command
+# (that a broken OpenSSL configuration fails a program that reads it).
 if [ "$want_test_user" -eq 1 ]; then
-	PACKAGES="$PACKAGES groff-base python3-jsonschema cmark-gfm chromium bubblewrap python3-yaml python3-venv python3-paramiko catatonit"
+	PACKAGES="$PACKAGES groff-base python3-jsonschema cmark-gfm chromium bubblewrap python3-yaml python3-venv python3-paramiko catatonit openssl"
 fi
 
 missing=

@@ -489,6 +489,42 @@ def test_native_escalation(lz):
     assert os.listdir(sock) == []
 
 
+# An OpenSSL configuration that fails every program that reads it: its
+# provider module does not exist, and config_diagnostics makes that an error
+# at the first digest or key.
+BROKEN_OPENSSL_CNF = """openssl_conf = openssl_init
+config_diagnostics = 1
+[openssl_init]
+providers = provider_sect
+[provider_sect]
+bogus = bogus_sect
+[bogus_sect]
+module = /nonexistent/lazaret-test-provider.so
+activate = 1
+"""
+
+
+def test_the_systems_openssl_configuration_is_not_read(lz):
+    """Lazaret's programs never read OpenSSL's configuration (crypto_init:
+    what they use is fixed, and reading it cost a millisecond of every
+    start). One that fails every program reading it, named by OPENSSL_CONF,
+    changes nothing: the CLI's keys and digests, the coordinator's and the
+    git router's, the escalation's TLS and its audit all work. (Before, the
+    run failed with no message at all.)"""
+    bad = lz.write("broken-openssl.cnf", BROKEN_OPENSSL_CNF)
+    d, _ = native_escalating(lz, '["uname -a"]')
+    host = subprocess.run(["uname", "-a"], capture_output=True, text=True).stdout
+    env = {"OPENSSL_CONF": bad}
+    r = d.run("run", "--tui=none", "--", "/run/lazaret/escalate", "uname", "-a", env=env)
+    assert (r.returncode, r.stdout) == (0, host), r.stderr + d.log()
+    a = d.run("audit", "--json", env=env)
+    assert a.returncode == 0 and "uname -a" in a.stdout, a.stderr
+    # The file does fail a program that reads it: the test can fail.
+    o = subprocess.run(["openssl", "dgst", "-sha256", "/dev/null"], capture_output=True, text=True,
+                       env={**os.environ, "OPENSSL_CONF": bad})
+    assert o.returncode != 0, o.stdout
+
+
 def test_native_warns_of_host_sockets_it_mounts(lz):
     """Landlock guards files, not a Unix socket's connect: the native
     backend's sandbox can reach a host socket in what it mounts, so the
