@@ -666,7 +666,6 @@ static void profile_done(ConfigProfile *p) {
         free(p->image);
         strv_free_n(p->persistent_dirs, p->n_persistent_dirs);
         strv_free_n(p->ca_files, p->n_ca_files);
-        strv_free_n(p->allow_egress, p->n_allow_egress);
         free(p->allow_egress_name);
         free(p->domains);
         netpolicy_done(&p->net);
@@ -714,8 +713,6 @@ Config *config_free(Config *c) {
         free(c->home);
         free(c->default_profile);
         free(c->data_root);
-        strv_free_n(c->default_allow, c->n_default_allow);
-        strv_free_n(c->default_deny, c->n_default_deny);
         free(c->resolvers);
         free(c->probe_targets);
         free(c->probe_dns_name);

@@ -178,8 +178,7 @@ typedef struct ConfigProfile {
         ConfigWhere image_where;
         char **persistent_dirs;
         size_t n_persistent_dirs;
-        char **allow_egress;
-        size_t n_allow_egress;
+        size_t n_allow_egress; /* valid entries (compiled into net: no copies kept) */
         char *allow_egress_name; /* "profiles.NAME.allow_egress" */
         /* inherit_default_allow = false: [network] default_allow does not
          * reach this profile; its addresses are its allow_egress alone
@@ -251,9 +250,7 @@ typedef struct Config {
         char *home;
         char *default_profile; /* default_profile: the profile of a verb given none; NULL: the only one */
         char *data_root; /* expanded and canonicalized */
-        char **default_allow;
-        size_t n_default_allow;
-        char **default_deny;
+        size_t n_default_allow; /* valid entries of each (compiled into each profile's net) */
         size_t n_default_deny;
         bool ipv6_enabled; /* network.ipv6 = "enabled" (default) | "disabled" */
         NetAddr *resolvers; /* network.resolvers, as written */

@@ -434,11 +434,21 @@ static int parse_string(Parser *p, bool key, char **ret, size_t *ret_len) {
                 if (is_control(c))
                         return fail(p, -EINVAL, "control character U+%04X is not allowed in a string", (unsigned) c);
 
-                /* A run of ordinary bytes, copied at once. */
+                /* A run of ordinary bytes, copied at once. It holds no
+                 * newline (a control character ends it), so only the
+                 * column moves: by its code points (advance()'s count). */
                 from = p->off;
-                do
-                        advance(p);
-                while ((c = peek(p)) >= 0 && c != q && !(c == '\\' && q == '"') && !is_control(c));
+                const unsigned char *d = (const unsigned char *) p->data;
+                size_t i = from;
+                unsigned cols = 0;
+                for (; i < p->len; i++) {
+                        unsigned char ch = d[i];
+                        if (ch == q || (ch == '\\' && q == '"') || is_control(ch))
+                                break;
+                        cols += (ch & 0xC0) != 0x80;
+                }
+                p->off = i;
+                p->pos.col += cols;
                 r = buf_put(p, &b, p->data + from, p->off - from, start);
                 if (r < 0)
                         return r;

@@ -168,6 +168,12 @@ CASES = [
      ["profiles.shell.allow_egress[0]: '2001:db8::/129' is not a valid CIDR: prefix length is larger than 128"]),
     ("egress-hostname", base(extra='allow_egress = ["::/0", «"example.com/32"]\n'),
      ["profiles.shell.allow_egress[1]: 'example.com/32' is not a valid CIDR: not an IPv4 or IPv6 address"]),
+    ("deny-not-array", base(network='[network]\ndefault_allow = []\ndefault_deny = «"10.0.0.0/8"\n'),
+     ["network.default_deny must be an array, not a string"]),
+    ("allow-entry-not-string", base(network='[network]\ndefault_allow = ["0.0.0.0/0", «1]\ndefault_deny = []\n'),
+     ["network.default_allow[1] must be a string, not an integer"]),
+    ("egress-entry-empty", base(extra='allow_egress = [«""]\n'),
+     ["profiles.shell.allow_egress[0] must be a non-empty string without NUL characters"]),
     # --- the Derived Network Policy (schema, decision 7)
     ("policy-equal-prefix-conflict",
      base(network='[network]\ndefault_allow = ["0.0.0.0/0", "10.0.0.0/8"]\ndefault_deny = [«"10.0.0.0/8"]\n'),

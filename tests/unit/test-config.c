@@ -201,6 +201,12 @@ static void put_trusted(const char *rel, const char *text) {
         assert_int_equal(wstrust_set(store, canon, sha, 1), 0);
 }
 
+static NetAction verdict_of(const ConfigProfile *p, const char *addr) {
+        NetAddr a;
+        assert_int_equal(netaddr_parse(addr, &a), 0);
+        return netpolicy_verdict(&p->net, &a);
+}
+
 static const char base_cfg[] =
         "[storage]\n"
         "data_root = \"~/data\"\n"
@@ -238,10 +244,12 @@ static void test_load_merge(void **state) {
         assert_int_equal(c->n_sources, 3);
         assert_false(c->escalation_enabled);
         assert_int_equal(c->n_default_deny, 1);
-        assert_string_equal(c->default_deny[0], "192.168.0.0/16");
         assert_int_equal(c->n_profiles, 1);
         const ConfigProfile *p = config_find_profile(c, "claude");
         assert_non_null(p);
+        /* The trusted file's list replaced the base's whole. */
+        assert_int_equal(verdict_of(p, "192.168.1.1"), NET_DENY);
+        assert_int_equal(verdict_of(p, "10.1.2.3"), NET_ALLOW);
         assert_string_equal(p->image, "localhost/agent:2");
         assert_int_equal(p->n_env, 3);
         snprintf(want, sizeof(want), "%s/home/data", dir);
@@ -539,12 +547,6 @@ static void test_domains_config(void **state) {
         config_diags_done(&d);
 }
 
-static NetAction verdict_of(const ConfigProfile *p, const char *addr) {
-        NetAddr a;
-        assert_int_equal(netaddr_parse(addr, &a), 0);
-        return netpolicy_verdict(&p->net, &a);
-}
-
 /* Decision 20: a profile can say that [network] default_allow does not
  * reach it, and the agent presets are names-only (issue 41, item 6). */
 static void test_own_address_rules(void **state) {
@@ -818,10 +820,9 @@ static void test_authority(void **state) {
                          0);
         assert_int_equal(c->wsfile.trust, CONFIG_TRUST_UNTRUSTED);
         assert_int_equal(c->n_default_deny, 2);
-        assert_string_equal(c->default_deny[0], "10.0.0.0/8");
-        assert_string_equal(c->default_deny[1], "192.168.0.0/16");
-        assert_null(c->default_deny[2]);
         assert_int_equal(c->n_default_allow, 0);
+        /* Both lists' entries, the workspace file's added to the base's. */
+        assert_non_null(strstr(c->profiles[0].net_canonical, "\nrule 10.0.0.0/8 deny\nrule 192.168.0.0/16 deny\n"));
         assert_false(c->escalation_enabled);
         config_free(c);
         config_diags_done(&d);
