@@ -1174,19 +1174,22 @@ static int parse_header(Parser *p, TomlNode *root, TomlNode **ret_table, size_t 
 
 static int validate_utf8(const Parser *p, TomlError *error) {
         const unsigned char *s = (const unsigned char *) p->data;
-        TomlPos pos = p->pos;
         size_t i = p->off;
 
         while (i < p->len) {
+                /* ASCII, eight bytes at a time (most of any document). */
+                if (p->len - i >= 8) {
+                        uint64_t w;
+                        memcpy(&w, s + i, sizeof(w));
+                        if (!(w & UINT64_C(0x8080808080808080))) {
+                                i += 8;
+                                continue;
+                        }
+                }
                 unsigned char c = s[i], lo = 0x80, hi = 0xBF;
                 size_t need;
 
                 if (c < 0x80) {
-                        if (c == '\n') {
-                                pos.line++;
-                                pos.col = 1;
-                        } else
-                                pos.col++;
                         i++;
                         continue;
                 }
@@ -1217,11 +1220,19 @@ static int validate_utf8(const Parser *p, TomlError *error) {
                         if ((s[i + k] & 0xC0) != 0x80)
                                 goto bad;
                 i += need + 1;
-                pos.col++;
         }
         return 0;
 
-bad:
+bad:;
+        /* Where, counted only now: lines, and code points in the line
+         * (everything before the bad byte is valid UTF-8). */
+        TomlPos pos = p->pos;
+        for (size_t k = p->off; k < i; k++)
+                if (s[k] == '\n') {
+                        pos.line++;
+                        pos.col = 1;
+                } else if ((s[k] & 0xC0) != 0x80)
+                        pos.col++;
         error->pos = pos;
         snprintf(error->message, sizeof(error->message), "invalid UTF-8 (byte 0x%02X)", s[i]);
         return -EINVAL;

@@ -202,6 +202,11 @@ static void test_error_messages(void **state) {
         expect_error("k = \"\xED\xA0\x80\"\n", 1, 6, "invalid UTF-8 (byte 0xED)"); /* a surrogate */
         expect_error("k = \"\xC0\xAF\"\n", 1, 6, "invalid UTF-8 (byte 0xC0)"); /* overlong '/' */
         expect_error("k = \"\xF4\x90\x80\x80\"\n", 1, 6, "invalid UTF-8 (byte 0xF4)"); /* > U+10FFFF */
+        /* After ASCII taken eight bytes at a time and code points of every
+         * length: the position is still the line's and its code points'. */
+        expect_error("# a comment long enough for eight-byte steps\nk = \"\xC3\xA9\xE2\x82\xAC\xF0\x9D\x84\x9E\" # x\n"
+                     "m = \"abcdefgh\xC3\xA9ijklmnop\xFF\"\n",
+                     3, 23, "invalid UTF-8 (byte 0xFF)");
         expect_error("s = \"\"\"\nab\n\"\"\" x\n", 3, 5, "expected newline after value, found 'x'");
         expect_error("a = [1,\n 2,\n 3 4]\n", 3, 4, "expected ',' or ']' after array element, found '4'");
         expect_error("a = {b = 1}\na.c = 2\n", 2, 1, "cannot extend inline table 'a'");
