@@ -870,16 +870,20 @@ int coordinator_main(int argc, char **argv) {
          * network's own step below gives netd its policy (FR-3 still:
          * attested and probed before the sandbox starts). */
         /* The declared policy, parsed once (10,000 prefixes cost a few
-         * milliseconds a parse) for the sidecar's two halves. */
-        const NetPolicy *declared = NULL;
-        if (co.spec.netpolicy && co_policy_wait_parsed(&co, &declared) == -ENOENT) {
-                const char *why = NULL;
-                /* Refused: start_network says what is wrong. */
-                co.have_declared_parsed =
-                        netpolicy_parse(co.spec.netpolicy, strlen(co.spec.netpolicy), &co.declared_parsed, &why) >= 0;
-                declared = co.have_declared_parsed ? &co.declared_parsed : NULL;
+         * milliseconds a parse) for the sidecar's two halves; a kept
+         * namespace needs it only when the network starts (the thread
+         * parses on beside the router's start). */
+        if (!sidecar_prestart_kept(&co.spec, &co.sidecar)) {
+                const NetPolicy *declared = NULL;
+                if (co.spec.netpolicy && co_policy_wait_parsed(&co, &declared) == -ENOENT) {
+                        const char *why = NULL;
+                        /* Refused: start_network says what is wrong. */
+                        co.have_declared_parsed = netpolicy_parse(co.spec.netpolicy, strlen(co.spec.netpolicy),
+                                                                  &co.declared_parsed, &why) >= 0;
+                        declared = co.have_declared_parsed ? &co.declared_parsed : NULL;
+                }
+                sidecar_prestart(&co.spec, declared, &co.sidecar);
         }
-        sidecar_prestart(&co.spec, declared, &co.sidecar);
         /* The work files' first walk (the baseline, which the sandbox's
          * start waits for) beside the router's start. */
         r = start_disk_watch(&co, &err);

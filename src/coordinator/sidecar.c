@@ -873,10 +873,14 @@ int sidecar_end_kept(const char *domain_dir) {
         return r < 0 ? r : 1;
 }
 
-void sidecar_prestart(const LaunchSpec *s, const NetPolicy *declared, Sidecar *sc) {
+bool sidecar_prestart_kept(const LaunchSpec *s, Sidecar *sc) {
         if (!sidecar_own_namespace(s) || !s->netd || !s->netpolicy)
-                return;
-        if (kept_connect(s, sc) >= 0)
+                return true;
+        return kept_connect(s, sc) >= 0;
+}
+
+void sidecar_prestart(const LaunchSpec *s, const NetPolicy *declared, Sidecar *sc) {
+        if (!sidecar_own_namespace(s) || !s->netd || !s->netpolicy || sc->kept)
                 return;
         bool ipv6 = false, ipv6_uplink = false;
         _cleanup_free_ char *err = NULL;

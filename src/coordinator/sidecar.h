@@ -63,11 +63,15 @@ typedef struct Sidecar {
 } Sidecar;
 
 /* The native backend's sidecar's first half, started early when the
- * policy permits something: netd in its namespace, slirp4netns attaching
- * its uplink, both side by side with the rest of the start; sidecar_start
+ * policy permits something. First sidecar_prestart_kept: the namespace
+ * kept from an earlier run of the Domain, connected to (which needs no
+ * policy: sidecar_start decides whether it serves this one); true when it
+ * is, or when there is nothing to start early (a container, no policy).
+ * Else sidecar_prestart: netd in its namespace, slirp4netns attaching its
+ * uplink, both side by side with the rest of the start; sidecar_start
  * finishes it (or, started with other flags or failed, starts it anew and
- * says what fails). Nothing for a container. declared: s's policy,
- * parsed (NULL: parsed here). */
+ * says what fails). declared: s's policy, parsed (NULL: parsed here). */
+bool sidecar_prestart_kept(const LaunchSpec *s, Sidecar *sc);
 void sidecar_prestart(const LaunchSpec *s, const NetPolicy *declared, Sidecar *sc);
 
 /* The sidecar for s is a namespace of the coordinator's own, not a
