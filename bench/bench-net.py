@@ -172,13 +172,18 @@ def sidecar_overhead(args, pw):
     lz, run = st.lz, st.run
 
     def gone():
+        # Only this stage's own (its Domains' labels, its configurations'
+        # status): a container another run left behind, or another
+        # session's coordinator of the same user, is not waited for.
         deadline = time.time() + 30
         while time.time() < deadline:
-            r = run(["podman", "ps", "-a", "--format", "{{.Names}}"])
-            if not any(n.startswith(("lazaret-coord-", "lazaret-net-")) for n in r.stdout.split()):
-                if subprocess.run(["pgrep", "-u", pw.pw_name, "-f", "__coordinator"],
-                                  capture_output=True).returncode != 0:
-                    return
+            d = os.path.join(st.data, "domains")
+            hashes = os.listdir(d) if os.path.isdir(d) else []
+            if (not any(run(["podman", "ps", "-aq", "--filter", f"label=io.lazaret.domain={h}"]).stdout.strip()
+                        for h in hashes)
+                    and all(": not running" in run([lz, "--config", c, "status"], check=False).stdout
+                            for c in cfgs.values())):
+                return
             time.sleep(0.05)
         sys.exit("bench-net: a coordinator did not finish its teardown")
 
