@@ -15,6 +15,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -232,7 +233,41 @@ def lz(lazaret_bin, test_user, world_dir):
     base = tempfile.mkdtemp(prefix="t-", dir=world_dir)
     os.chmod(base, 0o755)
     yield Lazaret(lazaret_bin, test_user, base)
+    leftover = leftover_containers(test_user, base)
     shutil.rmtree(base, ignore_errors=True)
+    if leftover:
+        pytest.fail("the test left containers of its Domains behind (removed now): " + ", ".join(leftover),
+                    pytrace=False)
+
+
+def leftover_containers(user, base, seconds=15):
+    """The test user's Podman containers of the Domains below base (their
+    io.lazaret.domain label) still there once their coordinators had
+    time to tear down; removed. A coordinator killed between creating its
+    sandbox and recording it, whose Domain is never started again, would
+    leave one for good."""
+    hashes = set()
+    for d, dirs, _ in os.walk(base):
+        if os.path.basename(d) == "domains":
+            hashes.update(dirs)
+            dirs[:] = []
+        elif d.count(os.sep) - base.count(os.sep) >= 3:
+            dirs[:] = []
+    if not hashes:
+        return []
+    cmd = ["runuser", "-u", user.pw_name, "--", "env", "-i", f"HOME={user.pw_dir}", "PATH=/usr/bin:/bin",
+           "podman", "ps", "-a", "--format", "{{.Names}} {{.Labels}}"]
+    deadline = time.monotonic() + seconds
+    while True:
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd="/")
+        left = [line.split()[0] for line in r.stdout.splitlines()
+                if any(f"io.lazaret.domain:{h}" in line for h in hashes)]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    for name in left:
+        subprocess.run(cmd[:8] + ["podman", "rm", "-f", name], capture_output=True, cwd="/")
+    return left
 
 
 def tree_digest(root, skip_top_git=False):
