@@ -764,12 +764,10 @@ typedef struct AnchorJob {
         bool started;
         char *pub, *credential;
         int r;
-        Config *drop; /* its documents freed too (config_drop_documents), or NULL */
 } AnchorJob;
 
 static void *anchor_make(void *arg) {
         AnchorJob *j = arg;
-        config_drop_documents(j->drop);
         SessionKey k = {};
         j->r = session_key_new(&k);
         if (j->r >= 0 && !(j->pub = session_b64(k.pub, SESSION_KEY_LEN)))
@@ -794,6 +792,29 @@ static void anchor_job_done(AnchorJob *j) {
         if (j->credential)
                 explicit_bzero(j->credential, strlen(j->credential));
         free(j->credential);
+}
+
+/* The configuration's parsed documents, freed on a thread of their own
+ * once the session is open (10,000 prefixes are as many nodes: a
+ * millisecond of CPU, which on two cores the sandbox's start shared when
+ * it ran beside it): nothing reads them after the launch spec is built
+ * (only the profile's and the spec's copies). Joined before the
+ * configuration is freed. */
+typedef struct DropJob {
+        pthread_t thread;
+        bool started;
+        Config *cfg;
+} DropJob;
+
+static void *drop_run(void *arg) {
+        config_drop_documents(((DropJob *) arg)->cfg);
+        return NULL;
+}
+
+static void drop_job_done(DropJob *j) {
+        if (j->started)
+                (void) pthread_join(j->thread, NULL);
+        j->started = false;
 }
 
 int verb_run(int argc, char **argv, const Globals *g) {
@@ -890,8 +911,9 @@ int verb_run(int argc, char **argv, const Globals *g) {
         }
 
         _cleanup_(config_freep) Config *cfg = NULL;
-        /* After cfg: its end (the thread joined) comes before cfg's. */
+        /* After cfg: their ends (the threads joined) come before cfg's. */
         _cleanup_(anchor_job_done) AnchorJob anchor = {};
+        _cleanup_(drop_job_done) DropJob drop = {};
         const ConfigProfile *p = NULL;
         int r = profile_load_for_launch(g, profile_name, backend, &cfg, &p);
         if (r < 0)
@@ -942,10 +964,7 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 (void) find_terminfo(term, &terminfo, &terminfo_len);
 
         /* The Session Anchor's keys, made while the coordinator starts
-         * (cold) or the connection is made (warm). The configuration's
-         * documents go with them: nothing here reads them from now on
-         * (only the profile's and the spec's copies). */
-        anchor.drop = cfg;
+         * (cold) or the connection is made (warm). */
         anchor.started = pthread_create(&anchor.thread, NULL, anchor_make, &anchor) == 0;
         if (!anchor.started)
                 (void) anchor_make(&anchor);
@@ -1069,6 +1088,12 @@ int verb_run(int argc, char **argv, const Globals *g) {
                 if (ready_fd >= 0) {
                         (void) !write(ready_fd, "1", 1);
                         ready_fd = safe_close(ready_fd);
+                }
+                if (!drop.cfg) {
+                        drop.cfg = cfg;
+                        drop.started = pthread_create(&drop.thread, NULL, drop_run, &drop) == 0;
+                        if (!drop.started)
+                                config_drop_documents(cfg);
                 }
 
                 if (interactive && tcgetattr(STDIN_FILENO, &saved_tio) == 0) {
