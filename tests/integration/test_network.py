@@ -741,6 +741,40 @@ def test_native_kept_namespace_replaced_when_the_policy_changes(lz, busybox_imag
     assert "has ended" in r.stdout, r.stdout
 
 
+def test_native_resolv_conf_follows_the_resolvers(lz, busybox_image, hosts):  # noqa: F811
+    """The native sandbox's /etc/resolv.conf is <domain>/resolv.conf, the
+    resolvers of the policy in force: left as it is (not written again)
+    for a run with the same resolvers, written again when they change
+    between two runs of the Domain (a new policy, so a new namespace), and
+    the sandbox then asks the new ones."""
+    dom = Domain(lz, busybox_image, extra=NATIVE, network=POLICY)
+    dom.native = True
+    r = sandbox_sh(dom, "cat /etc/resolv.conf")
+    assert r.returncode == 0, r.stderr + dom.log()[-2000:]
+    assert [l for l in r.stdout.splitlines() if l.startswith("nameserver")] == [f"nameserver {HOST4}"], r.stdout
+    [domain] = dom.domain_dirs()
+    path = os.path.join(domain, "resolv.conf")
+    first = os.stat(path)
+    r = sandbox_sh(dom, "cat /etc/resolv.conf")
+    assert r.returncode == 0, r.stderr
+    again = os.stat(path)
+    assert (again.st_ino, again.st_mtime_ns) == (first.st_ino, first.st_mtime_ns), "rewritten with no change"
+    two = POLICY.replace(f'resolvers = ["{HOST4}"]', f'resolvers = ["{HOST6}", "{HOST4}"]')
+    assert two != POLICY
+    dom.lz.write("cfg.toml", open(dom.cfg).read().replace(POLICY, two))
+    r = sandbox_sh(dom, "cat /etc/resolv.conf; nslookup probe.test; echo dns=$?")
+    assert r.returncode == 0, r.stderr + dom.log()[-2000:]
+    # In the policy's order (its canonical form sorts them).
+    assert sorted(l for l in r.stdout.splitlines() if l.startswith("nameserver")) == \
+        sorted([f"nameserver {HOST6}", f"nameserver {HOST4}"]), r.stdout
+    assert "dns=0" in r.stdout and "Name:\tprobe.test" in r.stdout, r.stdout
+    changed = os.stat(path)
+    assert changed.st_ino != first.st_ino
+    dom.assert_clean()
+    r = dom.run("stop")
+    assert r.returncode == 0, r.stderr
+
+
 def test_sidecar_image_holds_netd_alone(lz, busybox_image):  # noqa: F811
     env = {"HOME": lz.user.pw_dir}
     r = lz.run("image", "build", "sidecar", env=env, timeout=120)
